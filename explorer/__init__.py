@@ -1,0 +1,19 @@
+"""Bridging DL Explorer: a symbolic cost model of hybrid-parallel training.
+
+One pipeline: model, strategy and cluster in; plan, cost, memory and timeline out.
+
+>>> from explorer import load_model, load_cluster, Strategy, evaluate
+>>> r = evaluate(load_model("tiny-gpt"), Strategy(dp=2, tp=2, pp=2, micro_batch=1, global_batch=8),
+...              load_cluster("classroom"))
+>>> r.iteration_time_s > 0
+True
+"""
+from .cluster_io import load_cluster, list_clusters
+from .errors import ExplorerError
+from .evaluate import Result, evaluate
+from .model_io import load_model, list_models
+from .model_spec import ModelSpec
+from .strategy import LayerSplit, Strategy
+
+__all__ = ["ExplorerError", "LayerSplit", "ModelSpec", "Result", "Strategy", "evaluate",
+           "list_clusters", "list_models", "load_cluster", "load_model"]

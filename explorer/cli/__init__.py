@@ -1,0 +1,1 @@
+"""Command line: python -m explorer {models,clusters,evaluate,...}."""

@@ -1,0 +1,85 @@
+"""Argument parsing shared by the commands; errors are one line on stderr, exit 2."""
+from __future__ import annotations
+
+import argparse
+
+from ..cluster_io import load_cluster
+from ..errors import ExplorerError
+from ..model_io import load_model
+from ..strategy import RECOMPUTE, SCHEDULES, Strategy
+from ..strategy_io import load_strategy
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse that reports a bad flag as ExplorerError (one line, exit 2) instead of usage text."""
+
+    def error(self, message):
+        raise ExplorerError(message)
+
+
+def add_strategy_flags(cmd: argparse.ArgumentParser) -> None:
+    cmd.add_argument("--model", required=True, help="preset name or model file (JSON/YAML/config.json)")
+    cmd.add_argument("--cluster", required=True, help="preset name or cluster file")
+    cmd.add_argument("--gpus", type=int, help="number of devices (default: dp*tp*pp)")
+    cmd.add_argument("--tp", type=int, help="operator (tensor) parallel degree t")
+    cmd.add_argument("--pp", type=int, help="pipeline stages p")
+    cmd.add_argument("--dp", type=int, help="data-parallel degree d (default gpus/(tp*pp))")
+    cmd.add_argument("--micro-batch", type=int, help="micro-batch size b (sequences)")
+    cmd.add_argument("--global-batch", type=int, help="global batch size B (sequences)")
+    cmd.add_argument("--schedule", choices=SCHEDULES)
+    cmd.add_argument("--chunks", type=int, help="interleaved model chunks per stage v")
+    cmd.add_argument("--zero", type=int, choices=(0, 1, 2, 3))
+    cmd.add_argument("--recompute", choices=RECOMPUTE)
+    cmd.add_argument("--sequence-parallel", action="store_true", default=None)
+    cmd.add_argument("--overlap-dp", action="store_true", default=None,
+                     help="overlap gradient synchronisation with the last backward")
+    cmd.add_argument("--seq-len", type=int, help="override the model's sequence length")
+    cmd.add_argument("--dtype", choices=("bf16", "fp16", "fp32"))
+    cmd.add_argument("--strategy", help="strategy JSON file; flags given on the line override it")
+    cmd.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+FLAG_FIELDS = {"tp": "tp", "pp": "pp", "dp": "dp", "micro_batch": "micro_batch",
+               "global_batch": "global_batch", "schedule": "schedule", "chunks": "chunks",
+               "zero": "zero", "recompute": "recompute", "sequence_parallel": "sequence_parallel",
+               "overlap_dp": "overlap_dp", "dtype": "dtype"}
+
+
+def resolve(args) -> tuple:
+    """(model, cluster, strategy, gpus) from parsed flags; ExplorerError on anything wrong."""
+    model = load_model(args.model)
+    if args.seq_len is not None:
+        if args.seq_len <= 0:
+            raise ExplorerError(f"--seq-len must be positive, got {args.seq_len}")
+        model = model.with_seq_len(args.seq_len)
+    cluster = load_cluster(args.cluster)
+    fields = {}
+    if args.strategy:
+        fields = {name: getattr(base := load_strategy(args.strategy), name)
+                  for name in Strategy.__dataclass_fields__}
+    for flag, name in FLAG_FIELDS.items():
+        value = getattr(args, flag)
+        if value is not None:
+            fields[name] = value
+    for name in ("tp", "pp", "dp", "micro_batch", "chunks"):
+        if name in fields and (not isinstance(fields[name], int) or fields[name] < 1):
+            raise ExplorerError(f"--{name.replace('_', '-')} must be a positive integer, got {fields[name]}")
+    fields.setdefault("tp", 1)
+    fields.setdefault("pp", 1)
+    gpus = args.gpus
+    if gpus is not None and gpus < 1:
+        raise ExplorerError(f"--gpus must be a positive integer, got {gpus}")
+    if "dp" not in fields:
+        if gpus is None:
+            raise ExplorerError("give --gpus (or --dp) so the data-parallel degree is known")
+        if gpus % (fields["tp"] * fields["pp"]):
+            raise ExplorerError(f"--gpus {gpus} is not divisible by tp x pp = {fields['tp'] * fields['pp']}")
+        fields["dp"] = gpus // (fields["tp"] * fields["pp"])
+    fields.setdefault("micro_batch", 1)
+    fields.setdefault("global_batch", fields["micro_batch"] * fields["dp"])
+    if fields.get("schedule") == "interleaved" and "chunks" not in fields:
+        fields["chunks"] = 2
+    if fields.get("schedule", "1f1b") != "interleaved" and args.chunks is None:
+        fields["chunks"] = 1
+    strategy = Strategy(**fields)
+    return model, cluster, strategy, gpus if gpus is not None else strategy.devices

@@ -1,0 +1,29 @@
+"""python -m explorer evaluate ..."""
+from __future__ import annotations
+
+import json
+
+from ..evaluate import evaluate
+from ..explain import explain
+from ..report import result_dict, result_table
+from .args import add_strategy_flags, resolve
+
+
+def register(sub) -> None:
+    cmd = sub.add_parser("evaluate", help="cost of one training iteration under a strategy")
+    add_strategy_flags(cmd)
+    cmd.set_defaults(run=run)
+
+
+def run(args) -> int:
+    model, cluster, strategy, gpus = resolve(args)
+    result = evaluate(model, strategy, cluster, gpus)
+    if args.json:
+        sym = explain(model, strategy, cluster, gpus, result)
+        print(json.dumps(result_dict(result, sym.total_latex(), sym.latex()), indent=1))
+    else:
+        title = (f"{model.name} on {gpus} x {cluster.device.name} ({cluster.name}): "
+                 f"d={strategy.dp} t={strategy.tp} p={strategy.pp} b={strategy.micro_batch} "
+                 f"B={strategy.global_batch} {strategy.schedule}")
+        print(result_table(result, title))
+    return 0

@@ -1,0 +1,109 @@
+"""A plan compiled for numbers: distinct block kinds, stage counts, boundary groups.
+
+Built once per structure (model, strategy shape, cluster) and cached; evaluating
+it is a handful of lambdified calls and numpy sums (evaluate.py).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import sympy as sp
+
+from .compile import BoundedCache, compile_exprs
+from .plan import ExecutionPlan, plan
+from .quantities import BLOCK_Q, block_exprs
+from .symbols import F, L_t, V, W_hbm, a, a_kv, b, beta, eta, f, g_t, h, phi, s, t, t_launch
+
+BLOCK_ARGS = (b, s, h, a, a_kv, f, V, t, g_t, L_t, F, eta, phi, W_hbm, t_launch, beta)
+SIZE_ARGS = (b, s, h, a, a_kv, f, V, beta)
+CATEGORIES = ("compute", "recompute", "op_comm", "redistribution", "pp_comm", "bubble",
+              "dp_comm", "zero_comm", "optimizer")
+COMM_CATEGORIES = ("op_comm", "redistribution", "pp_comm", "dp_comm", "zero_comm")
+
+
+@dataclass(frozen=True)
+class BlockKind:
+    fn: object          # compiled: BLOCK_ARGS -> BLOCK_Q values
+    degree: int
+    level: int
+    exprs: tuple        # the BLOCK_Q sympy expressions (for display and tests)
+
+
+@dataclass(frozen=True)
+class BoundaryGroup:
+    size_fn: object     # compiled: SIZE_ARGS -> bytes of the whole array
+    size: sp.Expr
+    kind: str
+    n: int
+    level: int
+    category: str
+    phase: str
+    stage: int          # the stage that pays it
+    count: int
+
+
+@dataclass(frozen=True)
+class Program:
+    plan: ExecutionPlan
+    kinds: tuple        # BlockKind, ...
+    counts: np.ndarray  # stages x kinds: blocks of each kind on each stage
+    groups: tuple       # BoundaryGroup, ...
+
+
+_PROGRAMS = BoundedCache(64)
+
+
+def structure_key(model, strategy, cluster, gpus):
+    """What decides the program's shape; micro-batch, batch and dp enter only as numbers."""
+    shape = strategy.with_(dp=1, micro_batch=1, global_batch=1, overlap_dp=False)
+    pp_level = cluster.level_index(strategy.dp * strategy.tp * 2)
+    return (model, shape, cluster, gpus is None, pp_level)
+
+
+def program_for(model, strategy, cluster, gpus=None) -> Program:
+    """The compiled program; the plan inside it is for this exact strategy's structure."""
+    key = structure_key(model, strategy, cluster, gpus)
+    return _PROGRAMS.get(key, lambda: build_program(plan(model, strategy, cluster, gpus)))
+
+
+def build_program(the_plan: ExecutionPlan) -> Program:
+    kinds, index = [], {}
+    counts = np.zeros((the_plan.stages, 0))
+    kind_of = []
+    for placed in the_plan.blocks:
+        key = (placed.cost, placed.split.degree, placed.level)
+        if key not in index:
+            exprs = block_exprs(placed.cost, g_t, L_t)
+            fn = compile_exprs(("block", placed.cost), BLOCK_ARGS, exprs)
+            index[key] = len(kinds)
+            kinds.append(BlockKind(fn, placed.split.degree, placed.level, exprs))
+        kind_of.append(index[key])
+    counts = np.zeros((the_plan.stages, len(kinds)))
+    for placed, k in zip(the_plan.blocks, kind_of):
+        counts[placed.stage, k] += 1
+    return Program(the_plan, tuple(kinds), counts, _boundary_groups(the_plan))
+
+
+def _payer(boundary, c) -> int:
+    """Sender pays a p2p; the consumer converts forward, the producer backward."""
+    forward = c.phase == "fwd"
+    if c.kind == "p2p":
+        return boundary.stage_from if forward else boundary.stage_to
+    return boundary.stage_to if forward else boundary.stage_from
+
+
+def _boundary_groups(the_plan: ExecutionPlan) -> tuple:
+    tally = {}
+    for boundary in the_plan.boundaries:
+        for c, level in zip(boundary.collectives, boundary.levels):
+            key = (c.size, c.kind, int(c.n), level, c.category, c.phase, _payer(boundary, c))
+            tally[key] = tally.get(key, 0) + 1
+    groups = []
+    for (size, kind, n, level, category, phase, stage), count in tally.items():
+        fn = compile_exprs(("size", size), SIZE_ARGS, (size,))
+        groups.append(BoundaryGroup(fn, size, kind, n, level, category, phase, stage, count))
+    return tuple(groups)
+
+
+__all__ = ["BLOCK_Q", "CATEGORIES", "COMM_CATEGORIES", "Program", "program_for", "build_program"]
