@@ -34,6 +34,7 @@ class OpStep:
     layout_out: str
     fwd_s: sp.Expr
     bwd_s: sp.Expr
+    bwd_weight_s: sp.Expr   # the part of bwd_s that computes weight gradients (dW)
     flops_fwd: sp.Expr      # whole operator
     collectives: tuple      # Collective, ...
 
@@ -42,6 +43,7 @@ class OpStep:
 class BlockCost:
     fwd_compute_s: sp.Expr
     bwd_compute_s: sp.Expr
+    bwd_weight_s: sp.Expr        # weight-gradient part of bwd_compute_s (zero-bubble schedules)
     fwd_comm_s: sp.Expr
     bwd_comm_s: sp.Expr
     comm_bytes: sp.Expr          # op_comm bytes per device, fwd + bwd (+ recomputed fwd)
@@ -56,6 +58,13 @@ class BlockCost:
     layout_out: str
     out_elements: sp.Expr
     steps: tuple                 # OpStep, ...
+
+
+def weight_grad_time(op: Operator, divisor) -> sp.Expr:
+    """The dW GEMM of a weighted operator: one of its two backward GEMMs."""
+    if op.kind in ("matmul", "conv") and op.flops_fwd != 0 and op.params != 0:
+        return (op.flops_fwd / divisor + phi) / (F * eta) + t_launch
+    return ZERO
 
 
 def compute_time(op: Operator, divisor) -> tuple:
@@ -118,7 +127,8 @@ def block_cost(block: Block, preset: str, overrides: tuple, sequence_parallel: b
         stored_in = cur if (lay.is_sharded(cur) and cur != lay.P) else needed
         act += _act(op, stored_in, out, recompute)
         params_dev += op.params / t if (split in ("column", "row") and op.params != 0) else op.params
-        steps.append(OpStep(op.name, op.kind, split, needed, out, fwd, bwd, op.flops_fwd, tuple(colls)))
+        steps.append(OpStep(op.name, op.kind, split, needed, out, fwd, bwd, weight_grad_time(op, divisor),
+                            op.flops_fwd, tuple(colls)))
         cur, cur_elements, prev_out = out, op.out_elements, out
     if cur == lay.P:  # partial sums leave the block reduced (Megatron's g operator)
         target = lay.SEQ if sequence_parallel else lay.R
@@ -128,7 +138,7 @@ def block_cost(block: Block, preset: str, overrides: tuple, sequence_parallel: b
             extra.append(_collective("all_gather", "bwd", "out", beta * cur_elements))
         last = steps[-1]
         steps[-1] = OpStep(last.op, last.kind, last.split, last.layout_in, target, last.fwd_s,
-                           last.bwd_s, last.flops_fwd, last.collectives + tuple(extra))
+                           last.bwd_s, last.bwd_weight_s, last.flops_fwd, last.collectives + tuple(extra))
         cur = target
     return _total(block, steps, act, params_dev, recompute, layout_first, cur)
 
@@ -153,6 +163,7 @@ def _total(block, steps, act, params_dev, recompute, layout_first, layout_out) -
     out_elements = block.ops[-1].out_elements
     return BlockCost(
         fwd_compute_s=fwd_compute, bwd_compute_s=sp.Add(*[s.bwd_s for s in steps]),
+        bwd_weight_s=sp.Add(*[s.bwd_weight_s for s in steps]),
         fwd_comm_s=fwd_comm, bwd_comm_s=comm("bwd", "time"),
         comm_bytes=comm("fwd", "bytes") + comm("bwd", "bytes") + recompute_bytes,
         recompute_s=recompute_s, recompute_flops=recompute_flops, act_bytes=act,

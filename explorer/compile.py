@@ -33,6 +33,10 @@ class BoundedCache:
 _COMPILED = BoundedCache(512)
 
 
-def compile_exprs(key, args: tuple, exprs: tuple):
-    """A numpy function of `args` returning the tuple `exprs`, compiled once per key."""
-    return _COMPILED.get(key, lambda: sp.lambdify(args, list(exprs), modules="numpy", cse=True))
+def compile_exprs(key, args: tuple, exprs):
+    """A numpy function of `args` returning `exprs` (a tuple, or a callable building it
+    -- then the expressions are only built on a cache miss), compiled once per key."""
+    def make():
+        built = exprs() if callable(exprs) else exprs
+        return sp.lambdify(args, list(built), modules="numpy", cse=True)
+    return _COMPILED.get(key, make)

@@ -122,14 +122,14 @@ def evaluate_program(prog: Program, model: ModelSpec, strategy: Strategy, cluste
     breakdown = {c: float(breakdown[c]) for c in CATEGORIES}
     total = pipeline + sync["dp_exposed"] + sync["zero"] + sync["optimizer"]
     return _result(prog, strategy, cluster, hw, values, per_stage, k, total, breakdown, sync,
-                   bytes_b, by_kind, fwd, bwd)
+                   (fwd_b, bwd_b, bytes_b), by_kind, fwd, bwd)
 
 
 def _sync_values(prog: Program, strategy: Strategy, hw: dict, params_dev: np.ndarray, bwd: np.ndarray) -> dict:
     fns = compile_exprs(("sync", strategy.zero, strategy.overlap_dp),
                         (ss.G, ss.Psi, d, ss.g_dp, ss.L_dp, ss.B_last, m, ss.K_opt, W_hbm),
-                        (ss.dp_sync(strategy.zero), ss.exposed(ss.dp_sync(strategy.zero), strategy.overlap_dp),
-                         ss.zero_gathers(strategy.zero), ss.optimizer(strategy.zero)))
+                        lambda: (ss.dp_sync(strategy.zero), ss.exposed(ss.dp_sync(strategy.zero), strategy.overlap_dp),
+                                 ss.zero_gathers(strategy.zero), ss.optimizer(strategy.zero)))
     level = prog.plan.cluster.level_index(strategy.dp * strategy.tp)
     g, L = hw["g"][level], hw["L"][level]
     k_opt = ss.optimizer_bytes_per_param(hw["beta"])
@@ -138,15 +138,15 @@ def _sync_values(prog: Program, strategy: Strategy, hw: dict, params_dev: np.nda
     sync, exposed, zero, opt = (np.array([float(r[i]) for r in rows]) for i in range(4))
     j = int(np.argmax(exposed + zero + opt))
     return {"dp_total": sync[j], "dp_exposed": exposed[j], "zero": zero[j], "optimizer": opt[j],
-            "stage": j, "level": level}
+            "stage": j, "level": level, "per_stage": (sync, exposed, zero, opt)}
 
 
 def _memory(prog: Program, strategy: Strategy, hw: dict, per_stage: np.ndarray) -> list:
     k_opt = mem.optimizer_bytes_per_param(hw["beta"])
-    states = mem.model_states(strategy.zero, k_opt)
     fn = compile_exprs(("memory", strategy.zero, k_opt, strategy.schedule),
                        (mem.Psi, mem.A, mem.r, beta, d, m, p, v),
-                       (states["params"], states["grads"], states["optimizer"], mem.activations(strategy.schedule)))
+                       lambda: (*mem.model_states(strategy.zero, k_opt).values(),
+                                mem.activations(strategy.schedule)))
     out = []
     for r in range(strategy.pp):
         vals = fn(per_stage[r, Q["params_dev"]], per_stage[r, Q["act"]], r, hw["beta"], strategy.dp,
@@ -157,7 +157,8 @@ def _memory(prog: Program, strategy: Strategy, hw: dict, per_stage: np.ndarray) 
     return out
 
 
-def _result(prog, strategy, cluster, hw, values, per_stage, k, total, breakdown, sync, bytes_b, by_kind, fwd, bwd):
+def _result(prog, strategy, cluster, hw, values, per_stage, k, total, breakdown, sync, boundary, by_kind, fwd, bwd):
+    fwd_b, bwd_b, bytes_b = boundary
     M, N = strategy.micro_batches, strategy.devices
     col = lambda name: per_stage[:, Q[name]]
     memory = _memory(prog, strategy, hw, per_stage)
@@ -183,7 +184,7 @@ def _result(prog, strategy, cluster, hw, values, per_stage, k, total, breakdown,
         hidden_s={"dp_comm": float(sync["dp_total"] - sync["dp_exposed"])},
         comm_bytes_per_device={c: float(x) for c, x in comm_bytes.items()}, comm_by_kind=rows,
         comm_time_by_level_s=by_level, memory_bytes_per_device=memory[peak], memory_by_stage=memory,
-        stage_times_s=[{"stage": i, "fwd_s": float(fwd[i]), "bwd_s": float(bwd[i])} for i in range(len(fwd))],
+        stage_times_s=_stage_rows(per_stage, fwd_b, bwd_b, fwd, bwd, sync),
         critical_stage=k, params=float(col("params").sum()), model_flops_per_iteration=model_flops,
         hardware_flops_per_iteration=hardware_flops, tflops_per_gpu=model_flops / (total * N) / 1e12,
         hardware_tflops_per_gpu=hardware_flops / (total * N) / 1e12,
@@ -229,3 +230,25 @@ def _merge(rows):
         else:
             merged[key] = dict(row)
     return list(merged.values())
+
+
+def _stage_rows(per_stage, fwd_b, bwd_b, fwd, bwd, sync) -> list:
+    """Per stage, one micro-batch's forward and backward split into their parts (seconds),
+    and the stage's own gradient sync, ZeRO gathers and optimizer step."""
+    rows = []
+    dp_total, dp_exposed, zero, opt = sync["per_stage"]
+    for i in range(len(fwd)):
+        q = lambda name: float(per_stage[i, Q[name]])
+        rows.append({
+            "stage": i, "fwd_s": float(fwd[i]), "bwd_s": float(bwd[i]),
+            "fwd_compute_s": q("fwd_compute"), "bwd_compute_s": q("bwd_compute"),
+            "bwd_weight_s": q("bwd_weight"), "recompute_s": q("recompute"),
+            "fwd_op_comm_s": q("fwd_comm") + float(fwd_b["op_comm"][i]),
+            "bwd_op_comm_s": q("bwd_comm") + float(bwd_b["op_comm"][i]),
+            "fwd_redistribution_s": float(fwd_b["redistribution"][i]),
+            "bwd_redistribution_s": float(bwd_b["redistribution"][i]),
+            "fwd_pp_comm_s": float(fwd_b["pp_comm"][i]), "bwd_pp_comm_s": float(bwd_b["pp_comm"][i]),
+            "dp_sync_s": float(dp_total[i]), "dp_exposed_s": float(dp_exposed[i]),
+            "zero_comm_s": float(zero[i]), "optimizer_s": float(opt[i]),
+        })
+    return rows

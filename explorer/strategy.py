@@ -165,11 +165,11 @@ class Strategy:
             empty = sorted(set(range(self.pp)) - set(self.stage_map))
             if empty:
                 raise ExplorerError(f"stage {empty[0]} has no layers in the stage_map")
-        for i in range(layers):
-            split = self.split_of(i)
+        for i, split in (enumerate(self.layer_splits) if self.layer_splits else [(0, self.split_of(0))]):
             if is_transformer and heads is not None and heads % split.degree and split.effective_preset != "batch":
+                where = f" (layer {i})" if self.layer_splits else ""
                 raise ExplorerError(
-                    f"operator-parallel degree {split.degree} (layer {i}) does not divide the {heads} attention heads")
+                    f"operator-parallel degree {split.degree}{where} does not divide the {heads} attention heads")
             if split.effective_preset == "batch" and self.micro_batch % split.degree:
                 raise ExplorerError(
                     f"layer {i} splits the batch {split.degree} ways but the micro-batch is {self.micro_batch}")
