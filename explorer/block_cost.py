@@ -10,12 +10,11 @@ level the block's group crosses.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
-
 import sympy as sp
 
 from . import collectives as coll
 from . import layouts as lay
+from .compile import BoundedCache
 from .ops import Block, Operator
 from .symbols import F, L_t, W_hbm, beta, eta, g_t, phi, t, t_launch
 
@@ -39,8 +38,11 @@ class OpStep:
     collectives: tuple      # Collective, ...
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class BlockCost:
+    """Compared and hashed by identity: block_cost() returns one object per `key`."""
+
+    key: tuple                   # (block structure, preset, overrides, sp, recompute, incoming)
     fwd_compute_s: sp.Expr
     bwd_compute_s: sp.Expr
     bwd_weight_s: sp.Expr        # weight-gradient part of bwd_compute_s (zero-bubble schedules)
@@ -99,11 +101,21 @@ def _act(op: Operator, layout_in: str, layout_out: str, recompute: str):
     return total
 
 
-@lru_cache(maxsize=256)
+_COSTS = BoundedCache(512)
+
+
 def block_cost(block: Block, preset: str, overrides: tuple, sequence_parallel: bool,
                recompute: str, incoming: str) -> BlockCost:
-    """Cost of `block` split by `preset` over t devices, after a producer giving `incoming`."""
-    over = dict(overrides)
+    """Cost of `block` split by `preset` over t devices, after a producer giving `incoming`.
+
+    Blocks with the same structure key (all layers of a GPT, say) share one object.
+    """
+    key = (block.key, block.kind, preset, overrides, sequence_parallel, recompute, incoming)
+    return _COSTS.get(key, lambda: _block_cost(key, block, preset, dict(overrides), sequence_parallel,
+                                               recompute, incoming))
+
+
+def _block_cost(key, block, preset, over, sequence_parallel, recompute, incoming) -> BlockCost:
     cur, cur_elements = incoming, None
     steps, act, params_dev = [], ZERO, ZERO
     layout_first = None
@@ -140,10 +152,10 @@ def block_cost(block: Block, preset: str, overrides: tuple, sequence_parallel: b
         steps[-1] = OpStep(last.op, last.kind, last.split, last.layout_in, target, last.fwd_s,
                            last.bwd_s, last.bwd_weight_s, last.flops_fwd, last.collectives + tuple(extra))
         cur = target
-    return _total(block, steps, act, params_dev, recompute, layout_first, cur)
+    return _total(key, block, steps, act, params_dev, recompute, layout_first, cur)
 
 
-def _total(block, steps, act, params_dev, recompute, layout_first, layout_out) -> BlockCost:
+def _total(key, block, steps, act, params_dev, recompute, layout_first, layout_out) -> BlockCost:
     def comm(phase, what):
         return sp.Add(*[getattr(c, what)(g_t, L_t) if what == "time" else c.bytes()
                         for s in steps for c in s.collectives if c.phase == phase])
@@ -162,7 +174,7 @@ def _total(block, steps, act, params_dev, recompute, layout_first, layout_out) -
         recompute_flops = sp.Add(*[s.flops_fwd for s in core])
     out_elements = block.ops[-1].out_elements
     return BlockCost(
-        fwd_compute_s=fwd_compute, bwd_compute_s=sp.Add(*[s.bwd_s for s in steps]),
+        key=key, fwd_compute_s=fwd_compute, bwd_compute_s=sp.Add(*[s.bwd_s for s in steps]),
         bwd_weight_s=sp.Add(*[s.bwd_weight_s for s in steps]),
         fwd_comm_s=fwd_comm, bwd_comm_s=comm("bwd", "time"),
         comm_bytes=comm("fwd", "bytes") + comm("bwd", "bytes") + recompute_bytes,

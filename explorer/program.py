@@ -52,11 +52,13 @@ class Program:
 
 
 _PROGRAMS = BoundedCache(64)
+STRUCTURE_FIELDS = ("tp", "pp", "schedule", "chunks", "zero", "recompute", "sequence_parallel",
+                    "scatter_gather", "dtype", "layer_splits", "stage_map")
 
 
 def structure_key(model, strategy, cluster, gpus):
     """What decides the program's shape; micro-batch, batch and dp enter only as numbers."""
-    shape = strategy.with_(dp=1, micro_batch=1, global_batch=1, overlap_dp=False)
+    shape = tuple(getattr(strategy, name) for name in STRUCTURE_FIELDS)
     pp_level = cluster.level_index(strategy.dp * strategy.tp * 2)
     return (model, shape, cluster, gpus is None, pp_level)
 
@@ -74,8 +76,8 @@ def build_program(the_plan: ExecutionPlan) -> Program:
     for placed in the_plan.blocks:
         key = (placed.cost, placed.split.degree, placed.level)
         if key not in index:
-            exprs = block_exprs(placed.cost, g_t, L_t)
-            fn = compile_exprs(("block", placed.cost), BLOCK_ARGS, exprs)
+            exprs = _block_exprs(placed.cost)
+            fn = compile_exprs(("block", placed.cost.key), BLOCK_ARGS, exprs)
             index[key] = len(kinds)
             kinds.append(BlockKind(fn, placed.split.degree, placed.level, exprs))
         kind_of.append(index[key])
@@ -83,6 +85,13 @@ def build_program(the_plan: ExecutionPlan) -> Program:
     for placed, k in zip(the_plan.blocks, kind_of):
         counts[placed.stage, k] += 1
     return Program(the_plan, tuple(kinds), counts, _boundary_groups(the_plan))
+
+
+_EXPRS = BoundedCache(512)
+
+
+def _block_exprs(cost) -> tuple:
+    return _EXPRS.get(cost.key, lambda: block_exprs(cost, g_t, L_t))
 
 
 def _payer(boundary, c) -> int:

@@ -5,7 +5,8 @@ The file holds `"version": 1` and every Strategy field under its own name;
 and `stage_map` a list of stage numbers. Missing fields take the Strategy
 defaults; unknown fields, wrong types and other versions are refused.
 
->>> strategy_from_dict(strategy_to_dict(Strategy(dp=2))) == Strategy(dp=2)
+>>> plan = Strategy(dp=2, global_batch=8)
+>>> strategy_from_dict(strategy_to_dict(plan)) == plan
 True
 """
 from __future__ import annotations

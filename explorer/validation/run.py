@@ -1,0 +1,64 @@
+"""Predict each case and compare with its published value."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..cluster import Cluster
+from ..evaluate import evaluate, hardware_numbers, model_numbers
+from ..program import program_for
+from ..quantities import Q
+
+
+@dataclass(frozen=True)
+class ValidationRow:
+    id: str
+    group: str
+    source: str
+    metric: str
+    predicted: float
+    expected: float
+    assumptions: str
+
+    @property
+    def relative_error(self) -> float:
+        return (self.predicted - self.expected) / self.expected
+
+
+def layer_times(case, cluster: Cluster) -> tuple:
+    """(forward, backward) seconds of one transformer layer on one micro-batch."""
+    prog = program_for(case.model, case.strategy, cluster, case.gpus)
+    hw = hardware_numbers(cluster, case.strategy.dtype)
+    dims = model_numbers(case.model, case.strategy)
+    placed = next(b for b in prog.plan.blocks if b.block.kind == "layer" and b.block.layer == 1)
+    kind = next(k for k in prog.kinds if k.exprs[Q["fwd_compute"]] == placed.cost.fwd_compute_s
+                and k.degree == placed.split.degree)
+    args = dims + (kind.degree, hw["g"][kind.level], hw["L"][kind.level], hw["F"], hw["eta"],
+                   hw["phi"], hw["W"], hw["tau"], hw["beta"])
+    vals = np.asarray(kind.fn(*args), dtype=float)
+    fwd = vals[Q["fwd_compute"]] + vals[Q["fwd_comm"]]
+    bwd = vals[Q["bwd_compute"]] + vals[Q["bwd_comm"]] + vals[Q["recompute"]]
+    return float(fwd), float(bwd)
+
+
+def predict(case, cluster: Cluster) -> float:
+    if case.metric == "iteration_time_s":
+        return evaluate(case.model, case.strategy, cluster, case.gpus).iteration_time_s
+    fwd, bwd = layer_times(case, cluster)
+    return fwd if case.metric == "layer_fwd_s" else bwd
+
+
+def validate(cases, cluster: Cluster) -> list:
+    return [ValidationRow(c.id, c.group, c.source, c.metric, predict(c, cluster), c.expected, c.assumptions)
+            for c in cases]
+
+
+def summarize(rows) -> dict:
+    """Mean and max absolute relative error per group."""
+    out = {}
+    for group in sorted({r.group for r in rows}):
+        errors = [abs(r.relative_error) for r in rows if r.group == group]
+        out[group] = {"cases": len(errors), "mean_abs_error": float(np.mean(errors)),
+                      "max_abs_error": float(np.max(errors))}
+    return out
