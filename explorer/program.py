@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 import sympy as sp
 
+from . import collectives as coll
 from .compile import BoundedCache, compile_exprs
 from .plan import ExecutionPlan, plan
 from .quantities import BLOCK_Q, block_exprs
@@ -32,8 +33,7 @@ class BlockKind:
 
 @dataclass(frozen=True)
 class BoundaryGroup:
-    size_fn: object     # compiled: SIZE_ARGS -> bytes of the whole array
-    size: sp.Expr
+    size: sp.Expr       # bytes of the whole array
     kind: str
     n: int
     level: int
@@ -49,6 +49,23 @@ class Program:
     kinds: tuple        # BlockKind, ...
     counts: np.ndarray  # stages x kinds: blocks of each kind on each stage
     groups: tuple       # BoundaryGroup, ...
+    sizes_fn: object = None   # compiled: SIZE_ARGS -> the distinct boundary array sizes
+    arrays: dict = None       # per group: size index, bytes factor, latency steps, level, count, stage
+
+
+def _group_arrays(groups: tuple):
+    """Boundary groups as parallel numpy arrays, so evaluation is a few vector operations."""
+    sizes = list(dict.fromkeys(grp.size for grp in groups))
+    fn = compile_exprs(("sizes", tuple(sizes)), SIZE_ARGS, tuple(sizes)) if sizes else None
+    arrays = {
+        "size": np.array([sizes.index(grp.size) for grp in groups], dtype=int),
+        "factor": np.array([float(coll.bytes_per_device(grp.kind, 1, grp.n)) for grp in groups]),
+        "steps": np.array([float(coll.latency_steps(grp.kind, grp.n)) for grp in groups]),
+        "level": np.array([grp.level for grp in groups], dtype=int),
+        "count": np.array([grp.count for grp in groups], dtype=float),
+        "stage": np.array([grp.stage for grp in groups], dtype=int),
+    }
+    return fn, arrays
 
 
 _PROGRAMS = BoundedCache(64)
@@ -84,7 +101,8 @@ def build_program(the_plan: ExecutionPlan) -> Program:
     counts = np.zeros((the_plan.stages, len(kinds)))
     for placed, k in zip(the_plan.blocks, kind_of):
         counts[placed.stage, k] += 1
-    return Program(the_plan, tuple(kinds), counts, _boundary_groups(the_plan))
+    groups = _boundary_groups(the_plan)
+    return Program(the_plan, tuple(kinds), counts, groups, *_group_arrays(groups))
 
 
 _EXPRS = BoundedCache(512)
@@ -110,8 +128,7 @@ def _boundary_groups(the_plan: ExecutionPlan) -> tuple:
             tally[key] = tally.get(key, 0) + 1
     groups = []
     for (size, kind, n, level, category, phase, stage), count in tally.items():
-        fn = compile_exprs(("size", size), SIZE_ARGS, (size,))
-        groups.append(BoundaryGroup(fn, size, kind, n, level, category, phase, stage, count))
+        groups.append(BoundaryGroup(size, kind, n, level, category, phase, stage, count))
     return tuple(groups)
 
 

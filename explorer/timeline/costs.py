@@ -1,0 +1,124 @@
+"""Seconds and bytes of one pass (one micro-batch, one chunk) on each stage, by part.
+
+A pass is drawn as consecutive parts, each in one DESIGN.md category:
+ZeRO-3 gather, recomputation, computation, operator-parallel collectives,
+redistribution, point-to-point send. The seconds are the cost model's own
+(Result.stage_times_s; a chunk of the interleaved schedule is 1/v of its stage,
+as the cost model's pipeline formula assumes); bytes and levels come from the plan.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .. import collectives as coll
+from .numbers import Context, block_numbers, boundary_numbers, payer
+from .schedules import PASS_NAMES, B, F, W
+
+PART_CATEGORIES = ("zero_comm", "recompute", "compute", "op_comm", "redistribution", "pp_comm")
+ZERO_PART, RECOMPUTE_PART, COMPUTE_PART, SEND_PART = 0, 1, 2, 5
+PART_KINDS = np.array([["zero_gather", name, name, name, name, "send"] for name in PASS_NAMES], dtype=object)
+_FWD_KEYS = (None, None, "fwd_compute_s", "fwd_op_comm_s", "fwd_redistribution_s", "fwd_pp_comm_s")
+_BWD_KEYS = (None, "recompute_s", "bwd_compute_s", "bwd_op_comm_s", "bwd_redistribution_s", "bwd_pp_comm_s")
+
+
+@dataclass(frozen=True)
+class PassCosts:
+    seconds: np.ndarray                 # stages x passes (F, B, W) x parts
+    bytes: np.ndarray                   # same shape: bytes sent per device
+    levels: np.ndarray                  # stages x parts: machine level names ('' for computation)
+    operators: np.ndarray               # stages x chunks: the blocks each chunk runs
+    devices: tuple                      # per stage: ranks of its group in replica 0
+    chunks: int = 1
+    after: dict = field(default_factory=dict)   # per stage arrays: dp_sync_s, dp_exposed_s, zero_comm_s,
+    #                                             optimizer_s, dp_bytes; 'dp_level' name
+
+    @property
+    def stages(self) -> int:
+        return self.seconds.shape[0]
+
+    def pass_seconds(self) -> np.ndarray:
+        """stages x passes: seconds each pass occupies its stage."""
+        return self.seconds.sum(axis=2)
+
+    @classmethod
+    def simple(cls, fwd_s, bwd_s, weight_s=None, chunks: int = 1) -> "PassCosts":
+        """Computation only, from per-stage forward and backward seconds of a whole stage
+        (weight_s: the part of bwd_s that ZB-H1 moves to its W pass)."""
+        fwd, bwd = np.asarray(fwd_s, float), np.asarray(bwd_s, float)
+        wgt = np.zeros_like(fwd) if weight_s is None else np.asarray(weight_s, float)
+        sec = np.zeros((len(fwd), 3, len(PART_CATEGORIES)))
+        sec[:, F, COMPUTE_PART], sec[:, B, COMPUTE_PART], sec[:, W, COMPUTE_PART] = fwd, bwd - wgt, wgt
+        ops = np.full((len(fwd), chunks), "", dtype=object)
+        return cls(sec / chunks, np.zeros_like(sec), np.full((len(fwd), sec.shape[2]), "", dtype=object),
+                   ops, tuple(str(i) for i in range(len(fwd))), chunks, {})
+
+
+def from_result(result, the_plan, ctx: Context, split_weight: bool) -> PassCosts:
+    """PassCosts of an evaluated strategy; split_weight moves bwd_weight_s to a W pass (ZB-H1)."""
+    strategy = the_plan.strategy
+    p, v, m = strategy.pp, strategy.chunks, strategy.micro_batches
+    sec = np.zeros((p, 3, len(PART_CATEGORIES)))
+    after = {k: np.zeros(p) for k in ("dp_sync_s", "dp_exposed_s", "zero_comm_s", "optimizer_s")}
+    for i, row in enumerate(result.stage_times_s):
+        sec[i, F] = [row[k] if k else 0.0 for k in _FWD_KEYS]
+        sec[i, B] = [row[k] if k else 0.0 for k in _BWD_KEYS]
+        if split_weight:
+            sec[i, W, COMPUTE_PART] = row["bwd_weight_s"]
+            sec[i, B, COMPUTE_PART] -= row["bwd_weight_s"]
+        for k in after:
+            after[k][i] = row[k]
+    if strategy.zero == 3:   # ZeRO-3 gathers the parameters before every forward and backward
+        sec[:, F, ZERO_PART] = sec[:, B, ZERO_PART] = after["zero_comm_s"] / (2 * m)
+        after["zero_comm_s"] = np.zeros(p)
+    nbytes, levels, params = _bytes_and_levels(the_plan, ctx)
+    dp_kind = "reduce_scatter" if strategy.zero == 3 else "all_reduce"
+    after["dp_bytes"] = np.array([float(coll.bytes_per_device(dp_kind, ctx.hw["beta"] * x, strategy.dp))
+                                  for x in params])
+    after["dp_level"] = ctx.level_names[the_plan.dp_level]
+    if strategy.zero == 3:
+        gather = np.array([float(coll.bytes_per_device("all_gather", ctx.hw["beta"] * x, strategy.dp))
+                           for x in params])
+        nbytes[:, F, ZERO_PART] = nbytes[:, B, ZERO_PART] = gather
+        levels[:, ZERO_PART] = after["dp_level"]
+    t, d = strategy.tp, strategy.dp
+    devices = tuple(f"{i * d * t}-{i * d * t + t - 1}" if t > 1 else str(i * d * t) for i in range(p))
+    return PassCosts(sec / v, nbytes / v, levels, _operators(the_plan, p, v), devices, v, after)
+
+
+def _bytes_and_levels(the_plan, ctx: Context):
+    """Bytes per device per stage, pass and part; level names per stage and part; params per device."""
+    p = the_plan.strategy.pp
+    nbytes = np.zeros((p, 3, len(PART_CATEGORIES)))
+    names = [[set() for _ in PART_CATEGORIES] for _ in range(p)]
+    params = np.zeros(p)
+    part_of = {c: j for j, c in enumerate(PART_CATEGORIES)}
+
+    def add(stage, c, numbers):
+        j, phase = part_of[c.category], (F if c.phase == "fwd" else B)
+        nbytes[stage, phase, j] += numbers.bytes
+        names[stage][j].add(numbers.level)
+
+    for placed in the_plan.blocks:
+        steps, params_dev = block_numbers(placed, ctx)
+        params[placed.stage] += params_dev
+        for step in steps:
+            for cn in step.collectives:
+                add(placed.stage, cn.coll, cn)
+    for boundary in the_plan.boundaries:
+        for cn in boundary_numbers(boundary, ctx):
+            add(payer(boundary, cn.coll), cn.coll, cn)
+    levels = np.array([["+".join(ctx.level_names[k] for k in sorted(s)) for s in row] for row in names],
+                      dtype=object)
+    return nbytes, levels, params
+
+
+def _operators(the_plan, p: int, v: int) -> np.ndarray:
+    """'first..last' block names of each stage's chunk."""
+    out = np.full((p, v), "", dtype=object)
+    for placed in the_plan.blocks:
+        name = placed.block.name
+        cur = out[placed.stage, placed.chunk]
+        out[placed.stage, placed.chunk] = name if not cur else f"{cur.split('..')[0]}..{name}"
+    return out

@@ -1,0 +1,92 @@
+"""Start and end times of every pass from the per-stage orders and the dependencies.
+
+A stage runs its passes one at a time in its order; a pass starts when the stage
+is free and its input is there:
+  forward  (stage i, chunk c, mb j) needs forward (i-1, c, j), or (p-1, c-1, j) when i = 0;
+  backward (i, c, j) needs backward (i+1, c, j), or (0, c+1, j) when i = p-1, and
+  the last chunk's backward on the last stage needs its own forward;
+  W needs only its own backward, which the order puts earlier on the same stage.
+Point-to-point sends are blocking and part of the sender's pass, so a receiver
+may start as soon as the sender's pass ends (the cost model's convention).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import ExplorerError
+from .schedules import B, F
+
+
+def simulate(orders: list, durations: np.ndarray, chunks: int, micro_batches: int) -> dict:
+    """Run `orders` (schedules.py) with `durations[stage, pass]` seconds per pass.
+
+    Returns numpy arrays stage, pass, chunk, micro_batch, start_s, end_s (one entry
+    per pass, in execution order of each stage). Each pass is visited once: O(passes).
+
+    >>> from explorer.timeline.schedules import one_f_one_b
+    >>> out = simulate(one_f_one_b(2, 2), np.array([[1.0, 2.0, 0.0]] * 2), 1, 2)
+    >>> float(out["end_s"].max())  # (m + p - 1)(F + B)
+    9.0
+    """
+    p, v, m = len(orders), chunks, micro_batches
+    dur = durations.tolist()
+    fwd_end = [None] * (p * v * m)
+    bwd_end = [None] * (p * v * m)
+    ptr, free = [0] * p, [0.0] * p
+    rows = []
+    work, queued = list(range(p - 1, -1, -1)), [True] * p
+    while work:
+        i = work.pop()
+        queued[i] = False
+        order, n = orders[i], len(orders[i])
+        while ptr[i] < n:
+            kind, c, j = order[ptr[i]]
+            ready = _ready(kind, i, c, j, p, v, m, fwd_end, bwd_end)
+            if ready is None:
+                break
+            start = free[i] if free[i] > ready else ready
+            end = start + dur[i][kind]
+            free[i] = end
+            rows.append((i, kind, c, j, start, end))
+            ptr[i] += 1
+            nxt = _notify(kind, i, c, j, p, v, m, end, fwd_end, bwd_end)
+            if nxt is not None and not queued[nxt]:
+                work.append(nxt)
+                queued[nxt] = True
+    if any(ptr[i] < len(orders[i]) for i in range(p)):
+        stuck = next(i for i in range(p) if ptr[i] < len(orders[i]))
+        raise ExplorerError(f"the pipeline order deadlocks at stage {stuck}, pass {orders[stuck][ptr[stuck]]}")
+    arr = np.array(rows, dtype=float).reshape(-1, 6)
+    ints = arr[:, :4].astype(int)
+    return {"stage": ints[:, 0], "pass": ints[:, 1], "chunk": ints[:, 2], "micro_batch": ints[:, 3],
+            "start_s": arr[:, 4], "end_s": arr[:, 5]}
+
+
+def _ready(kind, i, c, j, p, v, m, fwd_end, bwd_end):
+    """Time the input of pass (kind, i, c, j) is there, or None when not yet computed."""
+    if kind == F:
+        if i > 0:
+            return fwd_end[((i - 1) * v + c) * m + j]
+        return 0.0 if c == 0 else fwd_end[((p - 1) * v + c - 1) * m + j]   # last stage, chunk c - 1
+    if kind == B:
+        if i < p - 1:
+            return bwd_end[((i + 1) * v + c) * m + j]
+        if c < v - 1:
+            return bwd_end[(c + 1) * m + j]          # stage 0, chunk c + 1
+        return fwd_end[(i * v + c) * m + j]
+    return 0.0
+
+
+def _notify(kind, i, c, j, p, v, m, end, fwd_end, bwd_end):
+    """Record the end of a pass; the stage whose next pass may wait on it (or None)."""
+    if kind == F:
+        fwd_end[(i * v + c) * m + j] = end
+        if i < p - 1:
+            return i + 1
+        return 0 if c < v - 1 else i
+    if kind == B:
+        bwd_end[(i * v + c) * m + j] = end
+        if i > 0:
+            return i - 1
+        return p - 1 if c > 0 else None
+    return None
