@@ -19,6 +19,7 @@ from .ops import Block, Operator
 from .symbols import F, L_t, W_hbm, beta, eta, g_t, phi, t, t_launch
 
 GEMM_KINDS = ("matmul", "conv", "attention")
+BWD_BYTES = sp.Rational(3, 2)
 ZERO = sp.Integer(0)
 
 
@@ -62,29 +63,34 @@ class BlockCost:
     steps: tuple                 # OpStep, ...
 
 
-def weight_grad_time(op: Operator, divisor) -> sp.Expr:
-    """The dW GEMM of a weighted operator: one of its two backward GEMMs."""
-    if op.kind in ("matmul", "conv") and op.flops_fwd != 0 and op.params != 0:
-        return (op.flops_fwd / divisor + phi) / (F * eta) + t_launch
-    return ZERO
-
-
 def compute_time(op: Operator, divisor) -> tuple:
     """(forward, backward) seconds of one operator on one device.
 
-    GEMMs: time = (x + phi)/(F eta) with x the device's FLOPs -- the efficiency
-    curve eta(x) = eta x/(x + phi), saturating for large GEMMs (a size-dependent
-    efficiency as in Calculon, Isaev et al. SC'23, Sec 4). Backward = two GEMMs
-    (dX and dW; for attention both operands), Narayanan et al. SC'21 Appendix.
-    Memory-bound operators: bytes / achieved HBM bandwidth; the backward reads the
-    saved input and the output gradient and writes the input gradient: twice the bytes.
-    Every kernel pays a launch overhead tau (one forward, two backward).
+    GEMMs: the roofline max of compute and memory time (Williams et al., CACM
+    2009). Compute: (x + phi)/(F eta) with x the device's FLOPs -- an efficiency
+    curve eta x/(x + phi) that saturates for large GEMMs (a smooth form of the
+    size-stepped GEMM efficiency of Calculon, Isaev et al. SC'23, systems/a100_80g.json).
+    Memory: the bytes of A, B and C over the achieved HBM bandwidth.
+    Backward = two GEMMs (dX and dW; for attention both operands), Narayanan et
+    al. SC'21 Appendix. Memory-bound operators: bytes / achieved HBM bandwidth;
+    the forward reads x and writes y (2 tensors), the backward reads the saved
+    tensor and dy and writes dx (3 tensors): BWD_BYTES = 3/2 of the forward bytes.
+    Every kernel pays a launch overhead tau.
     """
     if op.kind in GEMM_KINDS and op.flops_fwd != 0:
         x = op.flops_fwd / divisor
-        return (x + phi) / (F * eta) + t_launch, (2 * x + 2 * phi) / (F * eta) + 2 * t_launch
+        one = sp.Max((x + phi) / (F * eta), op.gemm_bytes / (divisor * W_hbm)) if op.gemm \
+            else (x + phi) / (F * eta)
+        return one + t_launch, 2 * one + 2 * t_launch
     moved = op.mem_bytes_fwd / divisor
-    return moved / W_hbm + t_launch, 2 * moved / W_hbm + 2 * t_launch
+    return moved / W_hbm + t_launch, BWD_BYTES * moved / W_hbm + 2 * t_launch
+
+
+def weight_grad_time(op: Operator, divisor) -> sp.Expr:
+    """The dW GEMM of a weighted operator: one of its two backward GEMMs."""
+    if op.kind in ("matmul", "conv") and op.flops_fwd != 0 and op.params != 0:
+        return compute_time(op, divisor)[0]
+    return ZERO
 
 
 def _collective(kind, phase, op_name, size):

@@ -10,6 +10,8 @@ from dataclasses import dataclass
 
 import sympy as sp
 
+from .symbols import beta
+
 ZERO = sp.Integer(0)
 
 KINDS = ("matmul", "attention", "softmax", "norm", "elementwise", "embedding",
@@ -46,7 +48,7 @@ class Operator:
     mem_bytes_fwd: sp.Expr = ZERO   # HBM bytes read + written by a memory-bound forward
     params: sp.Expr = ZERO
     act: tuple = ()                 # ActTerm, ...
-    gemm: tuple = ()                # (M, N, K) of the GEMM, for shape-dependent efficiency
+    gemm: tuple = ()                # (M, N, K[, batch]) of the GEMM: its roofline bytes
     attention_core: bool = False    # recomputed under selective recomputation
 
     def __post_init__(self):
@@ -56,6 +58,15 @@ class Operator:
     @property
     def out_elements(self) -> sp.Expr:
         return sp.Mul(*self.out_shape)
+
+    @property
+    def gemm_bytes(self) -> sp.Expr:
+        """HBM bytes a GEMM moves: read A[M,K] and B[K,N], write C[M,N] (x batch)."""
+        if not self.gemm:
+            return ZERO
+        M, N, K = self.gemm[:3]
+        batch = self.gemm[3] if len(self.gemm) > 3 else 1
+        return beta * batch * (M * K + K * N + M * N)
 
     @property
     def act_bytes(self) -> sp.Expr:

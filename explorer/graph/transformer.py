@@ -44,7 +44,7 @@ def attention_core(dropout=True):
     scores = (b, a, s, s)
     score = Operator("score", "attention", "heads", (b, s, QKV_WIDTH), scores,
                      flops_fwd=2 * b * s * s * h, flops_bwd=4 * b * s * s * h,
-                     act=(ActTerm(beta * b * s * (h + KV_WIDTH), "in"),), gemm=(s, s, h / a),
+                     act=(ActTerm(beta * b * s * (h + KV_WIDTH), "in"),), gemm=(s, s, h / a, b * a),
                      attention_core=True)
     softmax = Operator("softmax", "softmax", "heads", scores, scores,
                        mem_bytes_fwd=2 * beta * b * a * s * s,
@@ -58,7 +58,7 @@ def attention_core(dropout=True):
                         flops_fwd=2 * b * s * s * h, flops_bwd=4 * b * s * s * h,
                         act=(ActTerm(beta * b * a * s * s, "in", True),
                              ActTerm(beta * b * s * KV_WIDTH, "in")),
-                        gemm=(s, h / a, s), attention_core=True))
+                        gemm=(s, h / a, s, b * a), attention_core=True))
     return ops
 
 
