@@ -14,7 +14,7 @@ from . import collectives as coll
 from . import superstep as ss
 from .program import CATEGORIES, Program
 from .quantities import Q
-from .symbols import L_t, W_hbm, beta, d, g_t, l, m, p, t, v
+from .symbols import L_t, W_hbm, beta, d, g_t, l, m, p, t, t_launch, v
 
 
 def level_symbols(cluster) -> tuple:
@@ -31,10 +31,27 @@ class SymbolicCost:
     values: dict         # symbol -> number, to evaluate the expressions exactly
 
     def latex(self) -> dict:
-        return {c: sp.latex(e) for c, e in self.terms.items()}
+        """LaTeX per category; the bubble in its aggregate form (superstep.BUBBLE)."""
+        out = {c: sp.latex(readable(e)) for c, e in self.terms.items() if c != "bubble"}
+        out["bubble"] = sp.latex(ss.BUBBLE)
+        return {c: out[c] for c in self.terms}
 
     def total_latex(self) -> str:
-        return "T_{iter} = " + sp.latex(self.total)
+        parts = [sp.latex(readable(e)) if c != "bubble" else r"\left(" + sp.latex(ss.BUBBLE) + r"\right)"
+                 for c, e in self.terms.items() if e != 0]
+        return "T_{iter} = " + " + ".join(parts)
+
+
+def readable(expr: sp.Expr, max_ops: int = 600) -> sp.Expr:
+    """Expanded and collected over the launch overhead when that reads shorter (sums of
+    many operators do; products such as 2(d-1)/d x bytes x g do not)."""
+    if sp.count_ops(expr) > max_ops or not isinstance(expr, sp.Mul):
+        return expr
+    flat = sp.collect(sp.expand(expr), [t_launch])
+    return flat if len(str(flat)) < len(str(expr)) else expr
+
+
+USED = ("fwd_compute", "bwd_compute", "fwd_comm", "bwd_comm", "recompute", "params_dev")
 
 
 def _stage_exprs(prog: Program, strategy, cluster):
@@ -43,18 +60,20 @@ def _stage_exprs(prog: Program, strategy, cluster):
     uniform = strategy.schedule != "interleaved" and not strategy.stage_map and \
         prog.plan.model.layers % strategy.pp == 0
     per_layer = prog.plan.model.layers // strategy.pp
+    kind_exprs = {}                     # one substitution per block kind, shared by the stages
+    for k, kind in enumerate(prog.kinds):
+        degree = t if kind.degree == strategy.tp else sp.Integer(kind.degree)
+        subs = {t: degree, g_t: g[kind.level], L_t: L[kind.level]}
+        kind_exprs[k] = {q: kind.exprs[Q[q]].xreplace(subs) for q in USED}
     stages = []
     for r in range(strategy.pp):
-        acc = [sp.Integer(0)] * len(Q)
-        for k, kind in enumerate(prog.kinds):
+        acc = dict.fromkeys(USED, sp.Integer(0))
+        for k in range(len(prog.kinds)):
             count = int(prog.counts[r, k])
-            if not count:
-                continue
-            degree = t if kind.degree == strategy.tp else sp.Integer(kind.degree)
-            subs = {t: degree, g_t: g[kind.level], L_t: L[kind.level]}
-            n = l / p if (uniform and count == per_layer and count > 1) else count
-            for i, e in enumerate(kind.exprs):
-                acc[i] += n * e.xreplace(subs)
+            if count:
+                n = l / p if (uniform and count == per_layer and count > 1) else count
+                for q in USED:
+                    acc[q] += n * kind_exprs[k][q]
         stages.append(acc)
     return stages, g, L
 
@@ -78,25 +97,26 @@ def symbolic_cost(prog: Program, strategy, cluster, numbers: dict, critical_stag
     def boundary(r, phase, categories=("op_comm", "redistribution", "pp_comm")):
         return sp.Add(*[bnd.get((r, phase, c), zero) for c in categories])
 
-    fwd = [s[Q["fwd_compute"]] + s[Q["fwd_comm"]] + boundary(r, "fwd") for r, s in enumerate(stages)]
-    bwd = [s[Q["bwd_compute"]] + s[Q["bwd_comm"]] + s[Q["recompute"]] + boundary(r, "bwd")
+    fwd = [s["fwd_compute"] + s["fwd_comm"] + boundary(r, "fwd") for r, s in enumerate(stages)]
+    bwd = [s["bwd_compute"] + s["bwd_comm"] + s["recompute"] + boundary(r, "bwd")
            for r, s in enumerate(stages)]
     k = critical_stage
     sk = stages[k]
     per_mb = {
-        "compute": sk[Q["fwd_compute"]] + sk[Q["bwd_compute"]],
-        "recompute": sk[Q["recompute"]],
-        "op_comm": sk[Q["fwd_comm"]] + sk[Q["bwd_comm"]] + boundary(k, "fwd", ("op_comm",)) + boundary(k, "bwd", ("op_comm",)),
+        "compute": sk["fwd_compute"] + sk["bwd_compute"],
+        "recompute": sk["recompute"],
+        "op_comm": sk["fwd_comm"] + sk["bwd_comm"] + boundary(k, "fwd", ("op_comm",)) + boundary(k, "bwd", ("op_comm",)),
         "redistribution": boundary(k, "fwd", ("redistribution",)) + boundary(k, "bwd", ("redistribution",)),
         "pp_comm": boundary(k, "fwd", ("pp_comm",)) + boundary(k, "bwd", ("pp_comm",)),
     }
     terms = {c: m * e for c, e in per_mb.items()}
     pipeline = ss.PIPELINE.xreplace({ss.S_T: sp.Add(*fwd) + sp.Add(*bwd),
-                                     ss.F_max: sp.Max(*fwd), ss.B_max: sp.Max(*bwd)})
+                                     ss.F_max: sp.Max(*fwd, evaluate=False),
+                                     ss.B_max: sp.Max(*bwd, evaluate=False)})
     terms["bubble"] = pipeline - sp.Add(*terms.values())
     sync_stage = numbers["sync_stage"]
     level = numbers["dp_level"]
-    psi = stages[sync_stage][Q["params_dev"]]
+    psi = stages[sync_stage]["params_dev"]
     sync_subs = {ss.G: beta * psi, ss.Psi: psi, ss.g_dp: g[level], ss.L_dp: L[level],
                  ss.B_last: bwd[sync_stage], ss.K_opt: numbers["K_opt"]}
     dp = ss.dp_sync(strategy.zero)
