@@ -1,0 +1,27 @@
+"""Parity plot: predicted against published, one point per validation case."""
+from __future__ import annotations
+
+import plotly.graph_objects as go
+
+
+def parity_figure(rows) -> go.Figure:
+    """rows: explorer.validation.ValidationRow; axes in the rows' own units (log scale)."""
+    fig = go.Figure()
+    groups = sorted({r.group for r in rows})
+    for group in groups:
+        pts = [r for r in rows if r.group == group]
+        fig.add_trace(go.Scatter(
+            x=[r.expected for r in pts], y=[r.predicted for r in pts], mode="markers", name=group,
+            text=[r.id for r in pts],
+            customdata=[100 * r.relative_error for r in pts],
+            hovertemplate="%{text}<br>published %{x:.4g}<br>predicted %{y:.4g}<br>error %{customdata:.1f}%<extra></extra>"))
+    values = [v for r in rows for v in (r.expected, r.predicted)]
+    low, high = min(values) / 1.3, max(values) * 1.3
+    fig.add_trace(go.Scatter(x=[low, high], y=[low, high], mode="lines", name="predicted = published",
+                             line=dict(dash="dash", color="gray")))
+    for factor, label in ((1.1, "+10%"), (0.9, "-10%")):
+        fig.add_trace(go.Scatter(x=[low, high], y=[low * factor, high * factor], mode="lines", name=label,
+                                 line=dict(dash="dot", color="lightgray"), showlegend=False))
+    fig.update_layout(xaxis=dict(type="log", title="published (s)"), yaxis=dict(type="log", title="predicted (s)"),
+                      height=520, margin=dict(l=40, r=20, t=30, b=40))
+    return fig

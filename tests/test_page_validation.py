@@ -1,0 +1,18 @@
+"""AppTest of pages/validation.py: the page shows every case, its citation and the parity plot."""
+import json
+
+from streamlit.testing.v1 import AppTest
+
+
+def test_validation_page_shows_cases_and_parity_plot():
+    at = AppTest.from_file("pages/validation.py", default_timeout=120).run()
+    assert not at.exception
+    metrics = {m.label: m.value for m in at.metric}
+    assert any("megatron_table1" in label for label in metrics)
+    table = at.dataframe[0].value
+    assert len(table) == 20 and table["source"].str.contains("Table").all()
+    charts = at.get("plotly_chart")
+    assert charts, "the parity plot is drawn"
+    spec = json.loads(charts[0].proto.spec)
+    names = {trace.get("name") for trace in spec["data"]}
+    assert {"megatron_table1", "korthikanti_table4", "predicted = published"} <= names
