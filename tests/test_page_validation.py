@@ -1,11 +1,14 @@
 """AppTest of pages/validation.py: the page shows every case, its citation and the parity plot."""
 import json
+from pathlib import Path
 
 from streamlit.testing.v1 import AppTest
 
+ROOT = Path(__file__).resolve().parents[1]
+
 
 def test_validation_page_shows_cases_and_parity_plot():
-    at = AppTest.from_file("pages/validation.py", default_timeout=120).run()
+    at = AppTest.from_file(str(ROOT / "pages" / "validation.py"), default_timeout=120).run()
     assert not at.exception
     metrics = {m.label: m.value for m in at.metric}
     assert any("megatron_table1" in label for label in metrics)
