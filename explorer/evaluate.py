@@ -245,10 +245,10 @@ def _result(prog: Program, strategy: Strategy, cluster: Cluster, core: dict) -> 
         row["total"] = sum(row.values())
     peak = int(core["peak"][0])
     total = at0(core["total"])
-    psi_k = hw["beta"] * per_stage[k, Q["params_dev"]]
-    dp_bytes = float(coll.bytes_per_device("reduce_scatter" if strategy.zero == 3 else "all_reduce", psi_k,
-                                           strategy.dp))
-    zero_bytes = 2 * M * float(coll.bytes_per_device("all_gather", psi_k, strategy.dp)) if strategy.zero == 3 else 0.0
+    grads = hw["beta"] * per_stage[:, Q["params_dev"]]          # gradient (and parameter) bytes per stage
+    dp_stage = coll.bytes_per_device("reduce_scatter" if strategy.zero == 3 else "all_reduce", grads, strategy.dp)
+    zero_stage = 2 * M * coll.bytes_per_device("all_gather", grads, strategy.dp) * (strategy.zero == 3)
+    dp_bytes, zero_bytes = float(dp_stage[k]), float(zero_stage[k])
     comm_bytes = {"op_comm": M * (per_stage[k, Q["comm_bytes"]] + bytes_b["op_comm"][k]),
                   "redistribution": M * bytes_b["redistribution"][k], "pp_comm": M * bytes_b["pp_comm"][k],
                   "dp_comm": dp_bytes, "zero_comm": zero_bytes}
@@ -266,7 +266,8 @@ def _result(prog: Program, strategy: Strategy, cluster: Cluster, core: dict) -> 
         hidden_s={"dp_comm": float(sync0["dp_total"] - sync0["dp_exposed"])},
         comm_bytes_per_device={c: float(x) for c, x in comm_bytes.items()}, comm_by_kind=rows,
         comm_time_by_level_s=by_level, memory_bytes_per_device=memory[peak], memory_by_stage=memory,
-        stage_times_s=stage_rows(per_stage, fwd_b, bwd_b, core["fwd"][:, 0], core["bwd"][:, 0], sync0),
+        stage_times_s=stage_rows(per_stage, fwd_b, bwd_b, core["fwd"][:, 0], core["bwd"][:, 0], sync0,
+                                 (dp_stage, zero_stage)),
         critical_stage=k, params=float(per_stage[:, Q["params"]].sum()),
         model_flops_per_iteration=model_flops, hardware_flops_per_iteration=hardware_flops,
         tflops_per_gpu=model_flops / (total * N) / 1e12, hardware_tflops_per_gpu=hardware_flops / (total * N) / 1e12,

@@ -96,6 +96,7 @@ def plan(model: ModelSpec, strategy: Strategy, cluster: Cluster, gpus: int | Non
     last_stage = layer_places[-1][0]
     placed, incoming = [], lay.R
     for block, split in zip(blocks, splits):
+        _check_overrides(block, split)
         stage, chunk = layer_places[block.layer] if block.kind == "layer" else \
             ((0, 0) if block.kind == "embedding" else (last_stage, layer_places[-1][1]))
         cost = block_cost(block, split.effective_preset, split.overrides, strategy.sequence_parallel,
@@ -106,6 +107,14 @@ def plan(model: ModelSpec, strategy: Strategy, cluster: Cluster, gpus: int | Non
     return ExecutionPlan(model, strategy, cluster, tuple(placed), boundaries,
                          dp_level=cluster.level_index(strategy.dp * strategy.tp),
                          pp_level=cluster.level_index(strategy.dp * strategy.tp * 2) if strategy.pp > 1 else 0)
+
+
+def _check_overrides(block: Block, split: LayerSplit) -> None:
+    names = {op.name for op in block.ops}
+    for name, _ in split.overrides:
+        if name not in names:
+            raise ExplorerError(f"{block.name}: the split override names operator {name!r}, which this "
+                                f"block does not have (its operators: {', '.join(op.name for op in block.ops)})")
 
 
 def _boundary(prev: PlacedBlock, cur: PlacedBlock, index: int, strategy: Strategy, cluster: Cluster) -> Boundary:

@@ -5,7 +5,7 @@ it is a handful of lambdified calls and numpy sums (evaluate.py).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import sympy as sp
@@ -83,7 +83,12 @@ def structure_key(model, strategy, cluster, gpus):
 def program_for(model, strategy, cluster, gpus=None) -> Program:
     """The compiled program; the plan inside it is for this exact strategy's structure."""
     key = structure_key(model, strategy, cluster, gpus)
-    return _PROGRAMS.get(key, lambda: build_program(plan(model, strategy, cluster, gpus)))
+    prog = _PROGRAMS.get(key, lambda: build_program(plan(model, strategy, cluster, gpus)))
+    if prog.plan.strategy is strategy or prog.plan.strategy == strategy:
+        return prog
+    # Same structure, other numbers (dp, batch sizes, ZeRO, overlap): the plan says so.
+    fresh = replace(prog.plan, strategy=strategy, dp_level=cluster.level_index(strategy.dp * strategy.tp))
+    return replace(prog, plan=fresh)
 
 
 def build_program(the_plan: ExecutionPlan) -> Program:
@@ -112,7 +117,7 @@ def _block_exprs(cost) -> tuple:
     return _EXPRS.get(cost.key, lambda: block_exprs(cost, g_t, L_t))
 
 
-def _payer(boundary, c) -> int:
+def payer(boundary, c) -> int:
     """Sender pays a p2p; the consumer converts forward, the producer backward."""
     forward = c.phase == "fwd"
     if c.kind == "p2p":
@@ -124,7 +129,7 @@ def _boundary_groups(the_plan: ExecutionPlan) -> tuple:
     tally = {}
     for boundary in the_plan.boundaries:
         for c, level in zip(boundary.collectives, boundary.levels):
-            key = (c.size, c.kind, int(c.n), level, c.category, c.phase, _payer(boundary, c))
+            key = (c.size, c.kind, int(c.n), level, c.category, c.phase, payer(boundary, c))
             tally[key] = tally.get(key, 0) + 1
     groups = []
     for (size, kind, n, level, category, phase, stage), count in tally.items():

@@ -41,7 +41,7 @@ def _merge(rows) -> list:
     return list(merged.values())
 
 
-def stage_rows(per_stage, fwd_b, bwd_b, fwd, bwd, sync) -> list:
+def stage_rows(per_stage, fwd_b, bwd_b, fwd, bwd, sync, sync_bytes) -> list:
     """Per stage, one micro-batch's forward and backward split into their parts (seconds),
     and the stage's own gradient sync, ZeRO gathers and optimizer step."""
     rows = []
@@ -59,5 +59,6 @@ def stage_rows(per_stage, fwd_b, bwd_b, fwd, bwd, sync) -> list:
             "fwd_pp_comm_s": float(fwd_b["pp_comm"][i]), "bwd_pp_comm_s": float(bwd_b["pp_comm"][i]),
             "dp_sync_s": float(dp_total[i]), "dp_exposed_s": float(dp_exposed[i]),
             "zero_comm_s": float(zero[i]), "optimizer_s": float(opt[i]),
+            "dp_bytes": float(sync_bytes[0][i]), "zero_bytes": float(sync_bytes[1][i]),
         })
     return rows

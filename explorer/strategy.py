@@ -84,7 +84,7 @@ class Strategy:
             raise ExplorerError(f"recompute {self.recompute!r} is unknown; use one of {', '.join(RECOMPUTE)}")
         if self.dtype not in DTYPES:
             raise ExplorerError(f"dtype {self.dtype!r} is unknown; use one of {', '.join(DTYPES)}")
-        if isinstance(self.zero, bool) or self.zero not in (0, 1, 2, 3):
+        if isinstance(self.zero, bool) or not isinstance(self.zero, int) or self.zero not in (0, 1, 2, 3):
             raise ExplorerError(f"zero stage must be 0, 1, 2 or 3, got {self.zero!r}")
         for name in ("sequence_parallel", "overlap_dp", "scatter_gather"):
             if not isinstance(getattr(self, name), bool):

@@ -189,3 +189,43 @@ def test_selective_recompute_savings(published):
         full = layer_act_bytes("tp+sp", s_, 1, h_, a_, 8)
         kept = layer_act_bytes("tp+sp+selective", s_, 1, h_, a_, 8)
         assert round(100 * float(1 - kept / full)) == entry["expected"][saving_key]
+
+
+def test_selective_recompute_flops_overhead(published):
+    """Korthikanti et al. Sec 5 (kor_selective_savings): selective recomputation redoes only
+    QK^T, softmax, dropout and attention over V: 4 b s^2 h FLOPs, an overhead of 2.7 % of
+    the layer's forward for GPT-3 and 1.6 % for MT-NLG (one decimal, as printed)."""
+    entry = published["kor_selective_savings"]
+    cost = block_cost(LAYER, "megatron", (), True, "selective", "S:seq")
+    for inputs, key in zip(entry["inputs"], ("gpt3_flops_overhead_pct", "mtnlg_flops_overhead_pct")):
+        numbers = {b: 1, s: inputs["s"], h: inputs["h"], a: inputs["a"], a_kv: inputs["a"], f: 4 * inputs["h"]}
+        overhead = cost.recompute_flops.subs(numbers) / cost.flops_fwd.subs(numbers)
+        assert sp.simplify(cost.recompute_flops - 4 * b * s ** 2 * h) == 0
+        assert round(100 * float(overhead), 1) == entry["expected"][key]
+
+
+def test_full_recompute_overhead_is_30_to_40_percent(published):
+    """Korthikanti et al. Sec 5 (kor_selective_savings 'full_recompute_overhead': 30-40 %):
+    hardware FLOPs exceed model FLOPs by about a third (one more forward of each layer)."""
+    assert published["kor_selective_savings"]["expected"]["full_recompute_overhead"] == "30-40%"
+    cluster = load_cluster("dgx-a100-80gb")
+    for preset in ("gpt3-175b", "turing-530b", "megatron-22b"):
+        model = load_model(preset)
+        strategy = Strategy(dp=1, tp=8, pp=8, micro_batch=1, global_batch=8, recompute="full")
+        result = evaluate(model, strategy, cluster, 64)
+        overhead = result.hardware_flops_per_iteration / result.model_flops_per_iteration - 1
+        assert 0.30 <= overhead <= 0.40, (preset, overhead)
+
+
+@pytest.mark.parametrize("pp,m_", [(4, 8), (4, 16), (8, 8), (2, 1)])
+def test_gpipe_keeps_m_micro_batches_1f1b_at_most_p(pp, m_):
+    """Narayanan et al. SC'21 Sec 2.2.1 (ptdp_bubble_gpipe_1f1b): 1F1B stashes activations
+    for at most p micro-batches on the first stage (p - r on stage r), GPipe for all m."""
+    model, cluster = load_model("tiny-gpt"), load_cluster("classroom")
+    model = ModelSpec(**{**model.to_dict(), "layers": 8, "stage_blocks": ()})
+    acts = {}
+    for schedule in ("gpipe", "1f1b"):
+        strategy = Strategy(dp=1, tp=1, pp=pp, micro_batch=1, global_batch=m_, schedule=schedule)
+        acts[schedule] = [row["activations"] for row in evaluate(model, strategy, cluster, pp).memory_by_stage]
+    for r in range(pp):
+        assert acts["1f1b"][r] == pytest.approx(acts["gpipe"][r] * min(pp - r, m_) / m_, rel=1e-12)

@@ -119,3 +119,21 @@ def test_evaluate_model_states_with_tp_and_pp(zero):
     # a t-way group holds the split weights once and the (small) LayerNorms t times
     total_psi = sum(float(pb.cost.params_dev.subs(numbers)) for pb in the_plan.blocks)
     assert result.params / 2 < total_psi < 1.01 * result.params / 2
+
+
+@pytest.mark.parametrize("zero", [0, 1, 2, 3])
+@pytest.mark.parametrize("dp", [2, 8])
+def test_dp_communication_volume(published, zero, dp):
+    """Rajbhandari et al. SC'20 Sec 7 (zero_comm_volume): per step and DP process, baseline
+    all-reduce and P_os(+g) move 2 Psi (d-1)/d elements, P_os+g+p 3 Psi (d-1)/d (the
+    parameters all-gathered for forward and again for backward, plus the gradient
+    reduce-scatter) -- for one micro-batch per step; bytes = elements x 2."""
+    assert "3 Psi" in published["zero_comm_volume"]["expected"]["P_os+g+p"]
+    model = load_model("tiny-gpt")
+    result = evaluate(model, Strategy(dp=dp, micro_batch=1, global_batch=dp, zero=zero),
+                      load_cluster("classroom"), dp)
+    psi, comm = result.params, result.comm_bytes_per_device
+    moved = comm["dp_comm"] + comm["zero_comm"]
+    assert moved == pytest.approx((3 if zero == 3 else 2) * psi * (dp - 1) / dp * 2, rel=1e-12)
+    if zero < 3:
+        assert comm["zero_comm"] == 0

@@ -17,7 +17,7 @@ class Parser(argparse.ArgumentParser):
         raise ExplorerError(message)
 
 
-def add_strategy_flags(cmd: argparse.ArgumentParser) -> None:
+def add_strategy_flags(cmd: argparse.ArgumentParser, extra_schedules: tuple = ()) -> None:
     cmd.add_argument("--model", required=True, help="preset name or model file (JSON/YAML/config.json)")
     cmd.add_argument("--cluster", required=True, help="preset name or cluster file")
     cmd.add_argument("--gpus", type=int, help="number of devices (default: dp*tp*pp)")
@@ -26,7 +26,7 @@ def add_strategy_flags(cmd: argparse.ArgumentParser) -> None:
     cmd.add_argument("--dp", type=int, help="data-parallel degree d (default gpus/(tp*pp))")
     cmd.add_argument("--micro-batch", type=int, help="micro-batch size b (sequences)")
     cmd.add_argument("--global-batch", type=int, help="global batch size B (sequences)")
-    cmd.add_argument("--schedule", choices=SCHEDULES)
+    cmd.add_argument("--schedule", choices=tuple(SCHEDULES) + tuple(extra_schedules))
     cmd.add_argument("--chunks", type=int, help="interleaved model chunks per stage v")
     cmd.add_argument("--zero", type=int, choices=(0, 1, 2, 3))
     cmd.add_argument("--recompute", choices=RECOMPUTE)

@@ -73,13 +73,10 @@ def from_result(result, the_plan, ctx: Context, split_weight: bool) -> PassCosts
         sec[:, F, ZERO_PART] = sec[:, B, ZERO_PART] = after["zero_comm_s"] / (2 * m)
         after["zero_comm_s"] = np.zeros(p)
     nbytes, levels, params = _bytes_and_levels(the_plan, ctx)
-    dp_kind = "reduce_scatter" if strategy.zero == 3 else "all_reduce"
-    after["dp_bytes"] = np.array([float(coll.bytes_per_device(dp_kind, ctx.hw["beta"] * x, strategy.dp))
-                                  for x in params])
-    after["dp_level"] = ctx.level_names[the_plan.dp_level]
-    if strategy.zero == 3:
-        gather = np.array([float(coll.bytes_per_device("all_gather", ctx.hw["beta"] * x, strategy.dp))
-                           for x in params])
+    after["dp_bytes"] = np.array([row["dp_bytes"] for row in result.stage_times_s])
+    after["dp_level"] = ctx.level_names[result.extra["dp_level"]]
+    if strategy.zero == 3:   # per pass: the iteration's gathers are 2 m passes
+        gather = np.array([row["zero_bytes"] for row in result.stage_times_s]) / (2 * m)
         nbytes[:, F, ZERO_PART] = nbytes[:, B, ZERO_PART] = gather
         levels[:, ZERO_PART] = after["dp_level"]
     t, d = strategy.tp, strategy.dp

@@ -67,7 +67,8 @@ def zb_h1(p: int, m: int) -> list:
     postpones, then F,B,W steps, then B,W steps, then the i postponed W passes, which
     fill the cool-down bubble. At most as many micro-batches are in flight as in
     1F1B, so the activation memory is the same; the bubble shrinks from (p-1)(F+B+W)
-    to (p-1)(F+B-W). (Order of the authors' ZeroBubbleH1Pipeline schedule.)
+    to (p-1)(F+B-W) when W <= F, B. (Order of the authors' ZeroBubbleH1Pipeline schedule
+    with its exact semantics: B, its send, then W.)
     """
     out = []
     for i in range(p):

@@ -1,0 +1,56 @@
+"""python -m explorer timeline <evaluate flags> [--level super|micro] [--op NAME] [--layer K]
+[--format csv|json|chrome-trace] [--out FILE]
+
+Prints (or writes) the events of one iteration (super) or of one layer's / one
+operator's micro-steps (micro). The comparison with the cost model goes to
+stderr when the events go to stdout, so the CSV/JSON stays clean.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from ..errors import ExplorerError
+from ..evaluate import evaluate
+from ..strategy import SCHEDULES
+from ..timeline import FORMATS, compare, export, microstep_events, summary_lines, superstep_events
+from .args import add_strategy_flags, resolve
+
+TIMELINE_ONLY = ("zb-h1",)   # schedules the timeline draws but the cost model does not price
+
+
+def register(sub) -> None:
+    cmd = sub.add_parser("timeline", help="events of one iteration or one layer's micro-steps")
+    add_strategy_flags(cmd, extra_schedules=TIMELINE_ONLY)  # ZB-H1 is drawn from a 1f1b strategy
+    cmd.add_argument("--level", choices=("super", "micro"), default="super")
+    cmd.add_argument("--op", help="operator name (micro level), e.g. qkv")
+    cmd.add_argument("--layer", type=int, help="layer index (micro level; default 0)")
+    cmd.add_argument("--format", choices=FORMATS, default="csv")
+    cmd.add_argument("--out", help="write the events to FILE instead of stdout")
+    cmd.set_defaults(run=run)
+
+
+def run(args) -> int:
+    drawn = args.schedule
+    if drawn in TIMELINE_ONLY:
+        args.schedule = "1f1b"
+    model, cluster, strategy, gpus = resolve(args)
+    if args.level == "super" and (args.op is not None or args.layer is not None):
+        raise ExplorerError("--op and --layer choose micro-steps: add --level micro")
+    if args.level == "micro":
+        events = microstep_events(model, strategy, cluster, gpus, layer=args.layer, op=args.op)
+        lines = [f"micro-steps of {'operator ' + args.op if args.op else 'layer'} "
+                 f"on {events['row'].nunique()} devices: {events['end_s'].max():.6g} s"]
+    else:
+        result = evaluate(model, strategy, cluster, gpus)
+        schedule = drawn or strategy.schedule
+        events = superstep_events(model, strategy, cluster, gpus, schedule=schedule, result=result)
+        lines = summary_lines(compare(events, result, schedule))
+    text = export(events, "json" if args.json else args.format)   # --json (shared flag) means --format json
+    if args.out:
+        Path(args.out).write_text(text)
+        print("\n".join([f"{len(events)} events written to {args.out}"] + lines))
+    else:
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+        print("\n".join(lines), file=sys.stderr)
+    return 0

@@ -1,0 +1,30 @@
+"""Timelines of the double-level execution model as event tables.
+
+* super-step: superstep_events(model, strategy, cluster, gpus, schedule) -- one
+  iteration of every pipeline stage (GPipe, 1F1B, interleaved 1F1B, ZB-H1);
+* micro-step: microstep_events(model, strategy, cluster, gpus, layer, op) -- one
+  layer's (or operator's) forward and backward on its operator-parallel group;
+* compare(events, result, schedule): timeline makespan vs the cost model;
+* export(events, 'csv' | 'json' | 'chrome-trace').
+
+Columns: events.COLUMNS.
+
+>>> from explorer import load_model, load_cluster, Strategy, evaluate
+>>> s = Strategy(dp=1, tp=2, pp=2, micro_batch=1, global_batch=4, schedule="gpipe")
+>>> m, c = load_model("tiny-gpt"), load_cluster("classroom")
+>>> ev = superstep_events(m, s, c)
+>>> abs(compare(ev, evaluate(m, s, c), "gpipe")["relative_difference"]) < 1e-9
+True
+"""
+from .agreement import compare, idle_fraction, pipeline_end, summary_lines
+from .costs import PassCosts
+from .events import COLUMNS, busy_time, idle_time, makespan
+from .export import FORMATS, export, to_chrome_trace, to_csv, to_json, trace_events
+from .microstep import block_segments, find_block, microstep_events
+from .schedules import SCHEDULES, order_for
+from .superstep import pipeline_events, superstep_events
+
+__all__ = ["COLUMNS", "FORMATS", "PassCosts", "SCHEDULES", "block_segments", "busy_time", "compare", "export",
+           "find_block", "idle_fraction", "idle_time", "makespan", "microstep_events", "order_for",
+           "pipeline_end", "pipeline_events", "summary_lines", "superstep_events", "to_chrome_trace",
+           "to_csv", "to_json", "trace_events"]

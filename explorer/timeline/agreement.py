@@ -1,0 +1,61 @@
+"""How the timeline compares with the symbolic cost: both numbers and their difference.
+
+For GPipe the cost model's pipeline term is the flow-shop makespan, exact for
+any stage costs; for 1F1B and interleaved 1F1B it is exact for equal stages and
+an upper bound otherwise (it pairs the slowest forward with the slowest
+backward, possibly of different stages). ZB-H1 is not in the cost model: its
+timeline is compared with the 1F1B total the model gives.
+"""
+from __future__ import annotations
+
+import pandas as pd
+
+from .events import PIPELINE_KINDS, idle_time, makespan
+
+
+def pipeline_end(events: pd.DataFrame) -> float:
+    """End of the pipeline part: the last forward, backward, weight pass or send."""
+    mask = events["kind"].isin(PIPELINE_KINDS) & ~events["hidden"]
+    return float(events.loc[mask, "end_s"].max()) if mask.any() else 0.0
+
+
+def idle_fraction(events: pd.DataFrame) -> float:
+    """Idle share of all stages' time in the pipeline part, [0, pipeline_end].
+
+    Equal stages without communication: (p-1)/(m+p-1) for GPipe and 1F1B, that is a
+    bubble of (p-1)/m of the ideal time; interleaved: (p-1)/(vm+p-1), bubble (p-1)/(vm)
+    (Narayanan et al. SC'21 Sec 2.2).
+
+    >>> from explorer.timeline import PassCosts, pipeline_events
+    >>> round(idle_fraction(pipeline_events(PassCosts.simple([1.0] * 4, [2.0] * 4), 8, "gpipe")), 6)
+    0.272727
+    """
+    end = pipeline_end(events)
+    idle = idle_time(events[~events["hidden"]], until=end)
+    return float(idle.sum() / (len(idle) * end)) if end > 0 else 0.0
+
+
+def compare(events: pd.DataFrame, result, schedule: str) -> dict:
+    """Timeline makespan vs the cost model's iteration time, and the bubble on the critical stage."""
+    timeline, model = makespan(events), float(result.iteration_time_s)
+    after = sum(result.breakdown_s[c] for c in ("dp_comm", "zero_comm", "optimizer"))
+    crit = f"stage {result.critical_stage}"
+    end = pipeline_end(events)
+    idle = idle_time(events[~events["hidden"]], until=end)
+    note = ("the cost model has no ZB-H1 term: model_s is its 1F1B iteration time, timeline_s the "
+            "ZB-H1 makespan" if schedule == "zb-h1" else "")
+    return {"schedule": schedule, "model_schedule": "1f1b" if schedule == "zb-h1" else schedule,
+            "timeline_s": timeline, "model_s": model, "difference_s": timeline - model,
+            "relative_difference": (timeline - model) / model if model else 0.0,
+            "pipeline_timeline_s": end, "pipeline_model_s": model - after,
+            "bubble_timeline_s": float(idle.get(crit, 0.0)), "bubble_model_s": float(result.breakdown_s["bubble"]),
+            "idle_fraction": idle_fraction(events), "note": note}
+
+
+def summary_lines(cmp: dict) -> list:
+    """The comparison as short lines for the command line."""
+    lines = [f"timeline makespan ({cmp['schedule']}): {cmp['timeline_s']:.6g} s",
+             f"cost model iteration time ({cmp['model_schedule']}): {cmp['model_s']:.6g} s",
+             f"difference: {cmp['difference_s']:+.6g} s ({100 * cmp['relative_difference']:+.4g} %)",
+             f"pipeline idle fraction: {cmp['idle_fraction']:.4g}"]
+    return lines + ([f"note: {cmp['note']}"] if cmp["note"] else [])

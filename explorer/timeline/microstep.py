@@ -1,0 +1,138 @@
+"""Micro-step events: one layer's (or one operator's) forward and backward on one micro-batch.
+
+Each operator's micro-step is a BSP step (DESIGN.md): the collectives that bring
+its input to the layout its split needs, its local computation, then the
+collectives of its output; every collective is drawn as its transfer (h*g at
+its machine level) followed by its latency/barrier part (steps*L). The backward
+runs the operators in reverse: gradient conversions, computation (the weight-
+gradient GEMM drawn apart as 'weight_grad'), the input-gradient collectives.
+Recomputation replays the forward first (category recompute). Between blocks,
+the stage that pays a collective in the cost model (explorer.program) draws it,
+so the micro-steps of all blocks of a stage add up to its fwd_s and bwd_s.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ..errors import ExplorerError
+from ..program import program_for
+from .events import frame
+from .numbers import Context, block_numbers, boundary_numbers, payer
+
+
+def find_block(the_plan, layer: int | None = None, op: str | None = None) -> int:
+    """Index in plan.blocks of layer `layer` (default: the first block holding `op`, else layer 0)."""
+    blocks = the_plan.blocks
+    if layer is not None:
+        found = [k for k, pb in enumerate(blocks) if pb.block.kind == "layer" and pb.block.layer == layer]
+        if not found:
+            raise ExplorerError(f"--layer {layer} is outside the model's layers 0..{the_plan.model.layers - 1}")
+        k = found[0]
+    elif op is not None:
+        k = next((k for k, pb in enumerate(blocks) if op in [o.name for o in pb.block.ops]), -1)
+    else:
+        k = next(k for k, pb in enumerate(blocks) if pb.block.kind == "layer")
+    if k < 0 or (op is not None and op not in [o.name for o in blocks[k].block.ops]):
+        names = sorted({o.name for pb in blocks for o in pb.block.ops}) if k < 0 else \
+            [o.name for o in blocks[k].block.ops]
+        raise ExplorerError(f"operator {op!r} not found; operators: {', '.join(names)}")
+    return k
+
+
+def _coll(phase, category, operator, cn, level_names) -> list:
+    name = level_names[cn.level]
+    return [(phase, cn.coll.kind, category or cn.coll.category, operator, cn.transfer_s, cn.bytes, name),
+            (phase, "barrier", category or cn.coll.category, operator, cn.barrier_s, 0.0, name)]
+
+
+def _forward(steps, names, recompute: bool = False) -> list:
+    """Forward micro-steps; replayed in the backward (category recompute) when `recompute`."""
+    phase, category = ("bwd", "recompute") if recompute else ("fwd", None)
+    out = []
+    for sn in steps:
+        op = sn.step.op
+        fwd = [cn for cn in sn.collectives if cn.coll.phase == "fwd"]
+        for cn in (c for c in fwd if c.coll.op == op):        # bring the input to the needed layout
+            out += _coll(phase, category, op, cn, names)
+        out.append((phase, "compute", category or "compute", op, sn.fwd_s, 0.0, ""))
+        for cn in (c for c in fwd if c.coll.op != op):        # reduce the block's partial output
+            out += _coll(phase, category, op, cn, names)
+    return out
+
+
+def _backward(steps, names) -> list:
+    out = []
+    for sn in reversed(steps):
+        op = sn.step.op
+        for cn in (c for c in sn.collectives if c.coll.phase == "bwd" and c.coll.op != op):
+            out += _coll("bwd", None, op, cn, names)
+        out.append(("bwd", "compute", "compute", op, sn.bwd_s - sn.bwd_weight_s, 0.0, ""))
+        out.append(("bwd", "weight_grad", "compute", op, sn.bwd_weight_s, 0.0, ""))
+        for cn in (c for c in sn.collectives if c.coll.phase == "bwd" and c.coll.op == op):
+            out += _coll("bwd", None, op, cn, names)
+    return out
+
+
+def _boundary(the_plan, index: int, ctx: Context, phase: str, p2p: bool) -> list:
+    """Collectives of the boundary into block `index` in `phase` that block `index`'s stage pays."""
+    if not 0 < index < len(the_plan.blocks):
+        return []
+    b = the_plan.boundaries[index - 1]
+    # forward: the consumer converts, the sender pays the p2p; backward: the other way round
+    stage = the_plan.blocks[index - 1 if (phase == "fwd") == p2p else index].stage
+    label = f"{the_plan.blocks[index - 1].block.name}->{the_plan.blocks[index].block.name}"
+    out = []
+    for cn in boundary_numbers(b, ctx):
+        c = cn.coll
+        if c.phase == phase and (c.kind == "p2p") == p2p and payer(b, c) == stage:
+            out += _coll(phase, None, label, cn, ctx.level_names)
+    return out
+
+
+def block_segments(the_plan, k: int, ctx: Context) -> list:
+    """(phase, kind, category, operator, seconds, bytes, level) of block k's forward then backward."""
+    placed = the_plan.blocks[k]
+    steps, _ = block_numbers(placed, ctx)
+    names, recompute = ctx.level_names, the_plan.strategy.recompute
+    fwd = _boundary(the_plan, k, ctx, "fwd", False) + _forward(steps, names) + \
+        _boundary(the_plan, k + 1, ctx, "fwd", True)
+    redo = []
+    if placed.block.kind == "layer" and recompute == "full":       # the whole forward again
+        redo = _forward(steps, names, recompute=True)
+    elif placed.block.kind == "layer" and recompute == "selective":  # only the attention core
+        core = {o.name for o in placed.block.ops if o.attention_core}
+        redo = [("bwd", "compute", "recompute", sn.step.op, sn.fwd_s, 0.0, "") for sn in steps if sn.step.op in core]
+    bwd = _boundary(the_plan, k + 1, ctx, "bwd", False) + redo + _backward(steps, names) + \
+        _boundary(the_plan, k, ctx, "bwd", True)
+    return [s for s in fwd + bwd if s[4] > 0]
+
+
+def microstep_events(model, strategy, cluster, gpus=None, layer: int | None = None,
+                     op: str | None = None) -> pd.DataFrame:
+    """Events of one layer's forward and backward (or one operator's) on the devices of its
+    operator-parallel group, one micro-batch, from time 0."""
+    the_plan = program_for(model, strategy, cluster, gpus).plan
+    k = find_block(the_plan, layer, op)
+    segments = block_segments(the_plan, k, Context.of(model, strategy, cluster))
+    if op is not None:
+        segments = [s for s in segments if s[3] == op]
+    return segments_frame(segments, the_plan.blocks[k], strategy)
+
+
+def segments_frame(segments: list, placed, strategy) -> pd.DataFrame:
+    """Segments laid end to end from 0, repeated on each device of the block's group."""
+    phase, kind, category, operator, secs, nbytes, level = (np.array(col, dtype=object) for col in zip(*segments)) \
+        if segments else [np.zeros(0, dtype=object)] * 7
+    secs = secs.astype(float)
+    end = np.cumsum(secs)
+    base = placed.stage * strategy.dp * strategy.tp
+    ranks = np.arange(base, base + placed.split.degree)
+    n, r = len(secs), len(ranks)
+    rank = np.repeat(ranks, n)
+    tile = lambda a: np.tile(a, r)
+    return frame({"row": np.array([f"gpu {x}" for x in rank], dtype=object), "stage": placed.stage,
+                  "device": rank.astype(str).astype(object), "start_s": tile(end - secs), "end_s": tile(end),
+                  "kind": tile(kind), "phase": tile(phase), "category": tile(category), "micro_batch": 0,
+                  "chunk": placed.chunk, "operator": tile(operator), "level": tile(level),
+                  "bytes": tile(nbytes).astype(float)})

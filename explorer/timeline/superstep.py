@@ -1,0 +1,117 @@
+"""Super-step events: one iteration of every pipeline stage of one data-parallel replica.
+
+The passes run in the schedule's order (schedules.py) at dependency-driven times
+(simulate.py); each pass is drawn as its parts (costs.py). Idle gaps up to the
+end of the pipeline are 'idle' events (category bubble). As in the cost model
+(explorer/superstep.py), all stages then meet at a barrier, and each stage runs
+its exposed gradient synchronisation and its optimizer step; with overlap_dp the
+hidden part of the synchronisation is drawn (hidden=True, row 'stage i · dp')
+ending with the stage's last backward. The iteration ends when the slowest stage
+has finished, which is the cost model's max over stages.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ..errors import ExplorerError
+from ..evaluate import evaluate
+from ..program import program_for
+from .costs import PART_CATEGORIES, PART_KINDS, PassCosts, from_result
+from .events import concat, frame
+from .numbers import Context
+from .schedules import B, F, W, order_for
+from .simulate import simulate
+
+CATEGORY_OF_PART = np.array(PART_CATEGORIES, dtype=object)
+
+
+def superstep_events(model, strategy, cluster, gpus=None, schedule: str | None = None,
+                     result=None) -> pd.DataFrame:
+    """Events of one iteration; schedule defaults to the strategy's ('zb-h1' needs a 1f1b strategy)."""
+    schedule = schedule or strategy.schedule
+    if schedule == "zb-h1" and strategy.schedule != "1f1b":
+        raise ExplorerError(f"zb-h1 is drawn from a 1f1b strategy, got schedule {strategy.schedule!r}")
+    if schedule not in ("zb-h1", strategy.schedule):
+        raise ExplorerError(f"schedule {schedule!r} differs from the strategy's {strategy.schedule!r}")
+    result = result or evaluate(model, strategy, cluster, gpus)
+    the_plan = program_for(model, strategy, cluster, gpus).plan
+    costs = from_result(result, the_plan, Context.of(model, strategy, cluster), schedule == "zb-h1")
+    return pipeline_events(costs, strategy.micro_batches, schedule, overlap_dp=strategy.overlap_dp)
+
+
+def pipeline_events(costs: PassCosts, micro_batches: int, schedule: str, overlap_dp: bool = False) -> pd.DataFrame:
+    """Events of `schedule` over `costs` (e.g. PassCosts.simple(F, B) for hand-made stages).
+
+    >>> ev = pipeline_events(PassCosts.simple([1.0, 1.0], [2.0, 2.0]), 4, "1f1b")
+    >>> float(ev.end_s.max())  # (m + p - 1)(F + B)
+    15.0
+    """
+    orders = order_for(schedule, costs.stages, micro_batches, costs.chunks)
+    sim = simulate(orders, costs.pass_seconds(), costs.chunks, micro_batches)
+    barrier = float(sim["end_s"].max()) if len(sim["end_s"]) else 0.0
+    rows = np.array([f"stage {i}" for i in range(costs.stages)], dtype=object)
+    devices = np.array(costs.devices, dtype=object)
+    frames = [_parts(sim, costs, rows, devices), _idle(sim, barrier, rows, devices)]
+    if costs.after:
+        frames += _after(sim, costs, barrier, rows, devices, overlap_dp)
+    return concat(frames)
+
+
+def _parts(sim: dict, costs: PassCosts, rows, devices) -> pd.DataFrame:
+    """Each pass cut into its non-empty parts, vectorised over passes."""
+    stage, kind = sim["stage"], sim["pass"]
+    sec = costs.seconds[stage, kind]                       # passes x parts
+    starts = sim["start_s"][:, None] + np.cumsum(sec, axis=1) - sec
+    pi, part = np.nonzero(sec > 0)
+    st = stage[pi]
+    phase = np.where(kind[pi] == F, "fwd", "bwd").astype(object)
+    return frame({"row": rows[st], "stage": st, "device": devices[st], "start_s": starts[pi, part],
+                  "end_s": starts[pi, part] + sec[pi, part], "kind": PART_KINDS[kind[pi], part],
+                  "phase": phase, "category": CATEGORY_OF_PART[part], "micro_batch": sim["micro_batch"][pi],
+                  "chunk": sim["chunk"][pi], "operator": costs.operators[st, sim["chunk"][pi]],
+                  "level": costs.levels[st, part], "bytes": costs.bytes[st, kind[pi], part]})
+
+
+def _idle(sim: dict, barrier: float, rows, devices) -> pd.DataFrame:
+    """Gaps on each stage between 0, its passes and the barrier."""
+    order = np.lexsort((sim["start_s"], sim["stage"]))
+    stage, start, end = sim["stage"][order], sim["start_s"][order], sim["end_s"][order]
+    first = np.r_[True, stage[1:] != stage[:-1]]
+    last = np.r_[stage[1:] != stage[:-1], True]
+    prev_end = np.where(first, 0.0, np.r_[0.0, end[:-1]])
+    gap_from = np.r_[prev_end, end[last]]
+    gap_to = np.r_[start, np.full(int(last.sum()), barrier)]
+    gap_stage = np.r_[stage, stage[last]]
+    keep = gap_to - gap_from > 1e-12 * max(barrier, 1e-300)
+    st = gap_stage[keep]
+    return frame({"row": rows[st], "stage": st, "device": devices[st], "start_s": gap_from[keep],
+                  "end_s": gap_to[keep], "kind": "idle", "category": "bubble"})
+
+
+def _after(sim: dict, costs: PassCosts, barrier: float, rows, devices, overlap_dp: bool) -> list:
+    """Exposed gradient sync, ZeRO gathers and optimizer after the barrier; hidden sync during backward."""
+    after, p = costs.after, costs.stages
+    sync = np.where(after["dp_sync_s"] > 0, after["dp_sync_s"], 1.0)
+    share = after["dp_bytes"] / sync          # bytes split between exposed and hidden in proportion
+    parts = (("dp_sync", "dp_comm", after["dp_exposed_s"], share * after["dp_exposed_s"], after["dp_level"]),
+             ("zero_gather", "zero_comm", after["zero_comm_s"], np.zeros(p), after["dp_level"]),
+             ("optimizer", "optimizer", after["optimizer_s"], np.zeros(p), ""))
+    cols, clock = [], np.full(p, barrier)
+    for kind, category, secs, nbytes, level in parts:
+        cols.append(frame({"row": rows, "stage": np.arange(p), "device": devices, "start_s": clock,
+                           "end_s": clock + secs, "kind": kind, "phase": "step", "category": category,
+                           "bytes": nbytes, "level": level if secs.any() else ""}))
+        clock = clock + secs
+    out = [df[df["duration_s"] > 0] for df in cols]
+    hidden = after["dp_sync_s"] - after["dp_exposed_s"]
+    if overlap_dp and hidden.any():
+        bwd = np.isin(sim["pass"], (B, W))
+        last_end = np.full(p, -np.inf)
+        np.maximum.at(last_end, sim["stage"][bwd], sim["end_s"][bwd])
+        out.append(frame({"row": rows + " · dp", "stage": np.arange(p), "device": devices,
+                          "start_s": last_end - hidden, "end_s": last_end, "kind": "dp_sync", "phase": "bwd",
+                          "category": "dp_comm", "bytes": share * hidden, "level": after["dp_level"],
+                          "hidden": True}))
+        out[-1] = out[-1][out[-1]["duration_s"] > 0]
+    return out

@@ -1,0 +1,61 @@
+"""Gantt figures (explorer.charts.gantt): one horizontal-bar trace per category on a numeric axis."""
+import time
+
+import numpy as np
+import pytest
+
+from explorer import Strategy, load_cluster, load_model
+from explorer.charts import CATEGORY_COLORS, gantt_figure, microstep_figure, superstep_figure, time_unit
+from explorer.timeline import PassCosts, microstep_events, pipeline_events, superstep_events
+
+GPT3, A100 = load_model("gpt3-175b"), load_cluster("dgx-a100-80gb")
+
+
+def test_one_trace_per_category_with_numeric_bars():
+    s = Strategy(dp=2, tp=8, pp=4, micro_batch=1, global_batch=16, overlap_dp=True)
+    ev = superstep_events(GPT3, s, A100, schedule="zb-h1")
+    fig = superstep_figure(ev)
+    assert len(fig.data) == ev.category.nunique()
+    assert {t.name for t in fig.data} == set(ev.category)
+    assert sum(len(t.x) for t in fig.data) == len(ev)
+    unit, factor = time_unit(ev.end_s.max())
+    for trace in fig.data:
+        assert trace.type == "bar" and trace.orientation == "h"
+        assert trace.marker.color == CATEGORY_COLORS[trace.name]
+        sel = ev[ev.category == trace.name]
+        assert np.allclose(np.asarray(trace.base), sel.start_s * factor)
+        assert np.allclose(np.asarray(trace.x), sel.duration_s * factor)
+        assert "customdata[1]" in trace.hovertemplate and unit in trace.hovertemplate
+    assert fig.layout.barmode == "overlay"
+    assert list(fig.layout.yaxis.categoryarray)[:2] == ["stage 0", "stage 0 · dp"]
+    texts = {x for t in fig.data for x in t.text}
+    assert {"F0", "B0", "W0"} <= texts
+
+
+def test_micro_figure_labels_operators_and_collectives():
+    ev = microstep_events(GPT3, Strategy(dp=1, tp=8, pp=8, micro_batch=1, global_batch=8), A100, layer=0)
+    fig = microstep_figure(ev)
+    assert len(fig.data) == ev.category.nunique()
+    texts = {x for t in fig.data for x in t.text}
+    assert {"qkv", "fc2", "all_reduce"} <= texts and "barrier" not in texts
+    assert "µs" in fig.layout.xaxis.title.text or "ms" in fig.layout.xaxis.title.text
+
+
+def test_twenty_thousand_events_build_quickly():
+    p, m = 16, 320
+    ev = pipeline_events(PassCosts.simple([1.0] * p, [2.0] * p), m, "1f1b")
+    assert len(ev) >= 10_000
+    start = time.perf_counter()
+    fig = gantt_figure(ev)
+    assert time.perf_counter() - start < 5.0          # the benchmark measures the real figure
+    assert len(fig.data) == 2
+
+
+def test_empty_events_give_an_empty_figure():
+    ev = pipeline_events(PassCosts.simple([1.0], [1.0]), 1, "gpipe").iloc[0:0]
+    assert len(gantt_figure(ev).data) == 0
+
+
+@pytest.mark.parametrize("seconds,unit", [(20.0, "s"), (0.5, "ms"), (0.001, "µs")])
+def test_time_unit(seconds, unit):
+    assert time_unit(seconds)[0] == unit
