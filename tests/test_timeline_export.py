@@ -94,3 +94,10 @@ def test_cli_bad_input_exits_2_with_one_line(extra, message, capsys):
     assert main(["timeline"] + FLAGS + extra) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and message in err and err.count("\n") == 1
+
+
+def test_cli_format_choices_match_the_library():
+    """The timeline command lists its formats without importing pandas; they must stay equal."""
+    from explorer.cli.timeline_cmd import FORMATS as CLI_FORMATS
+    from explorer.timeline import FORMATS as LIBRARY_FORMATS
+    assert tuple(CLI_FORMATS) == tuple(LIBRARY_FORMATS)

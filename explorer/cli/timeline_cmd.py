@@ -13,9 +13,9 @@ from pathlib import Path
 from ..errors import ExplorerError
 from ..evaluate import evaluate
 from ..strategy import SCHEDULES
-from ..timeline import FORMATS, compare, export, microstep_events, summary_lines, superstep_events
 from .args import add_strategy_flags, resolve
 
+FORMATS = ("csv", "json", "chrome-trace")   # = explorer.timeline.FORMATS (pandas loads only when run)
 TIMELINE_ONLY = ("zb-h1",)   # schedules the timeline draws but the cost model does not price
 
 
@@ -31,6 +31,7 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
+    from ..timeline import compare, export, microstep_events, summary_lines, superstep_events
     drawn = args.schedule
     if drawn in TIMELINE_ONLY:
         args.schedule = "1f1b"
