@@ -1,10 +1,34 @@
-"""Bridging DL Explorer: the Streamlit entry script (routes the pages)."""
+"""Bridging DL Explorer: the Streamlit entry script (state, sidebar, share link, page routing)."""
+from pathlib import Path
+
 import streamlit as st
 
+from app_pages import share_link, sidebar
+from app_pages import state as S
+
 st.set_page_config(page_title="Bridging DL Explorer", layout="wide")
+# long formulas scroll sideways instead of being cut off
+st.html("<style>.katex-display {overflow-x: auto; overflow-y: hidden; padding: 4px 0;}</style>")
+S.init()
+share_link.read_once()          # a shared link sets the widgets before they are drawn
+sidebar.draw()
 
-PAGES = [
-    st.Page("pages/cost.py", title="Cost breakdown", default=True),
+HERE = Path(__file__).resolve().parent
+EXPLORE = [
+    st.Page("app_pages/model.py", title="Model & cluster", url_path="model"),
+    st.Page("app_pages/strategy.py", title="Strategy", url_path="strategy"),
+    st.Page("app_pages/cost.py", title="Cost breakdown", url_path="cost", default=True),
+    st.Page("app_pages/timeline.py", title="Timelines", url_path="timeline"),
+    st.Page("app_pages/compare.py", title="Compare", url_path="compare"),
+    st.Page("app_pages/export.py", title="Export & share", url_path="export"),
 ]
+# The lead's pages: Validation and Search appear here as soon as their files exist.
+# Pages live in app_pages/, not pages/: a directory named pages/ next to app.py makes Streamlit
+# run a process's first script run (and every AppTest run) in its old multipage mode, where a
+# page URL runs the page file without app.py and widget ids change on the next run.
+CHECK = [st.Page(f"app_pages/{name}.py", title=title, url_path=name)
+         for name, title in (("validation", "Validation"), ("search", "Search"))
+         if (HERE / "app_pages" / f"{name}.py").exists()]
 
-st.navigation(PAGES).run()
+st.navigation({"Explore": EXPLORE, **({"Check": CHECK} if CHECK else {})}).run()
+share_link.write(st.session_state[S.LAST_VALID])

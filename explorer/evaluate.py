@@ -16,6 +16,7 @@ from . import memory as mem
 from . import superstep as ss
 from .cluster import BYTES_PER_ELEMENT, Cluster
 from .compile import compile_exprs
+from .errors import ExplorerError
 from .model_spec import ModelSpec
 from .program import CATEGORIES, COMM_CATEGORIES, Program, program_for
 from .quantities import Q
@@ -75,14 +76,17 @@ def model_numbers(model: ModelSpec, strategy: Strategy) -> tuple:
             model.ffn_hidden, model.vocab)
 
 
-def _check(model: ModelSpec, strategy: Strategy, gpus) -> None:
+def _check(model: ModelSpec, strategy: Strategy, cluster: Cluster, gpus) -> None:
     strategy.check_fits(model.layers, model.heads if model.is_transformer else None, gpus,
                         model.is_transformer)
+    if strategy.devices > cluster.max_devices:
+        raise ExplorerError(f"{strategy.devices} devices is more than cluster '{cluster.name}' has "
+                            f"({cluster.max_devices})")
 
 
 def evaluate(model: ModelSpec, strategy: Strategy, cluster: Cluster, gpus: int | None = None) -> Result:
     """Cost of one training iteration of `model` under `strategy` on `cluster`."""
-    _check(model, strategy, gpus)
+    _check(model, strategy, cluster, gpus)
     prog = program_for(model, strategy, cluster, gpus)
     core = _core(prog, model, [strategy], cluster)
     return _result(prog, strategy, cluster, core)
@@ -93,7 +97,7 @@ def evaluate_batch(model: ModelSpec, strategies, cluster: Cluster, gpus: int | N
     differ in dp, micro_batch, global_batch, zero and overlap_dp. Same numbers as evaluate()."""
     strategies = list(strategies)
     for s in strategies:
-        _check(model, s, gpus)
+        _check(model, s, cluster, gpus)
     prog = program_for(model, strategies[0], cluster, gpus)
     out = {"time": np.zeros(len(strategies)), "mem": np.zeros(len(strategies)), "mfu": np.zeros(len(strategies)),
            "cat": {c: np.zeros(len(strategies)) for c in CATEGORIES}}

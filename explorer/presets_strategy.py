@@ -68,7 +68,7 @@ def _build(model, cluster, gpus, global_batch, micro_batch, tp, pp, **extra) -> 
     multiple = micro_batch * dp * (pp if extra.get("schedule") == "interleaved" else 1)
     strategy = Strategy(dp=dp, tp=tp, pp=pp, micro_batch=micro_batch,
                         global_batch=round_batch(global_batch, multiple), **extra)
-    evaluate(model, strategy, cluster)          # refuses what cannot run, naming the value
+    evaluate(model, strategy, cluster)  # refuses what cannot run, naming the value
     return strategy
 
 
@@ -120,7 +120,7 @@ def strategy_presets(model: ModelSpec, cluster: Cluster, gpus: int, global_batch
 
 def fallback_strategy(model: ModelSpec, cluster: Cluster, gpus: int | None = None) -> Strategy:
     """The default strategy if it runs on this model and cluster, else the first preset that does."""
-    gpus = gpus or DEFAULT_STRATEGY.devices
+    gpus = min(gpus or DEFAULT_STRATEGY.devices, cluster.max_devices)
     if gpus == DEFAULT_STRATEGY.devices:
         try:
             evaluate(model, DEFAULT_STRATEGY, cluster)

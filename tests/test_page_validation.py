@@ -1,4 +1,4 @@
-"""AppTest of pages/validation.py: the page shows every case, its citation and the parity plot."""
+"""AppTest of app_pages/validation.py: the page shows every case, its citation and the parity plot."""
 import json
 from pathlib import Path
 
@@ -8,7 +8,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_validation_page_shows_cases_and_parity_plot():
-    at = AppTest.from_file(str(ROOT / "pages" / "validation.py"), default_timeout=120).run()
+    at = AppTest.from_file(str(ROOT / "app_pages" / "validation.py"), default_timeout=120).run()
     assert not at.exception
     metrics = {m.label: m.value for m in at.metric}
     assert any("megatron_table1" in label for label in metrics)

@@ -4,10 +4,10 @@ from __future__ import annotations
 import sys
 
 from ..errors import ExplorerError
-from . import evaluate_cmd, presets_cmd, timeline_cmd, validate_cmd
+from . import evaluate_cmd, presets_cmd, search_cmd, timeline_cmd, validate_cmd
 from .args import Parser
 
-COMMANDS = (presets_cmd, evaluate_cmd, validate_cmd, timeline_cmd)
+COMMANDS = (presets_cmd, evaluate_cmd, validate_cmd, timeline_cmd, search_cmd)
 
 
 def build_parser() -> Parser:

@@ -1,0 +1,64 @@
+"""Compare: pin up to four strategies; totals, breakdowns and super-step timelines side by side."""
+import dataclasses
+
+import streamlit as st
+
+from explorer.charts.breakdown import breakdown_bar
+from explorer.charts.tables import summary_table
+from app_pages import compute as C
+from app_pages import state as S
+
+ss = st.session_state
+
+
+def _pin(view):
+    pins = ss[S.PINS]
+    if len(pins) >= S.MAX_PINS:
+        S.notify(f"At most {S.MAX_PINS} strategies can be pinned; unpin one first.")
+        return
+    label = (ss.get(S.W_PIN_LABEL) or "").strip()[:40] or f"#{len(pins) + 1} {C.strategy_label(view.strategy)}"
+    if any(p.label == label for p in pins):
+        label = f"{label} ({len(pins) + 1})"
+    pins.append(dataclasses.replace(view, label=label))
+    ss[S.W_PIN_LABEL] = ""
+
+
+def _unpin(index: int):
+    del ss[S.PINS][index]
+
+
+def _load(pin):
+    ss[S.MODEL], ss[S.CLUSTER] = pin.model, pin.cluster
+    S.apply_strategy(pin.strategy)
+    S.notify(f"Loaded the pinned strategy “{pin.label}”.")
+
+
+view, error = C.current()
+C.show_errors(error)
+st.title("Compare strategies")
+left, right = st.columns([3, 1], vertical_alignment="bottom")
+left.text_input("Label for the pin (optional)", key=S.W_PIN_LABEL, max_chars=40)
+right.button(f"Pin the current strategy ({len(ss[S.PINS])}/{S.MAX_PINS})", on_click=_pin, args=(view,),
+             type="primary", disabled=len(ss[S.PINS]) >= S.MAX_PINS)
+
+pins = ss[S.PINS]
+shown = {p.label: p for p in pins}
+shown.setdefault(f"current: {C.strategy_label(view.strategy)}", dataclasses.replace(view, label="current"))
+if not pins:
+    st.info("Pin strategies to compare them; the current one is shown for reference.")
+results = {label: p.result for label, p in shown.items()}
+st.dataframe(summary_table(results), hide_index=True)
+st.plotly_chart(breakdown_bar(results, "Iteration time by category"), key="compare_breakdown_chart")
+
+for i, pin in enumerate(pins):
+    cols = st.columns([4, 1, 1], vertical_alignment="center")
+    cols[0].markdown(f"**{pin.label}** — {pin.model.name} on {pin.cluster.name}, {pin.result.gpus} GPUs: "
+                     f"{pin.result.iteration_time_s:.4g} s")
+    cols[1].button("Load", key=f"compare_load_{i}", on_click=_load, args=(pin,))
+    cols[2].button("Unpin", key=f"compare_unpin_{i}", on_click=_unpin, args=(i,))
+
+st.subheader("Super-step timelines")
+grid = st.columns(2)
+for i, (label, p) in enumerate(shown.items()):
+    small = C.small_superstep(p.model, p.strategy, p.cluster, label, i == 0)
+    grid[i % 2].plotly_chart(small, key=f"compare_gantt_{i}")

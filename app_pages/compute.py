@@ -1,0 +1,156 @@
+"""The one place pages get numbers from: the current view and bounded caches of library calls.
+
+`current()` builds the strategy from the sidebar and the per-layer state,
+evaluates it and remembers it as the last valid view; when the strategy cannot
+run it returns the last valid view and the library's message instead.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import streamlit as st
+
+from explorer import ExplorerError, Strategy, evaluate
+from explorer import timeline
+from explorer.charts import breakdown as bd
+from explorer.charts import gantt, tables
+from explorer.charts.graph_figure import graph_figure
+from explorer.explain import explain, symbol_values
+from explorer.presets_strategy import fallback_strategy, strategy_presets
+from explorer.program import program_for
+
+from . import state as S
+
+
+@dataclass(frozen=True)
+class View:
+    """One evaluated configuration: what every page draws."""
+
+    model: object
+    cluster: object
+    strategy: Strategy
+    result: object
+    label: str = ""
+
+
+def candidate() -> Strategy:
+    """The strategy the widgets describe (ExplorerError if it is not a valid Strategy)."""
+    ss = st.session_state
+    fields = {name: ss[key] for key, name in S.STRATEGY_WIDGETS.items()}
+    fields["global_batch"] = int(fields["global_batch"])
+    if fields["schedule"] != "interleaved":
+        fields["chunks"] = 1
+    return Strategy(**fields, layer_splits=ss[S.LAYER_SPLITS], stage_map=ss[S.STAGE_MAP])
+
+
+def ensure_fits(strategy: Strategy):
+    ss = st.session_state
+    return evaluate(ss[S.MODEL], strategy, ss[S.CLUSTER])
+
+
+def sync_layer_state() -> None:
+    """Drop a layer->stage map made for another number of stages or layers (saying so)."""
+    ss = st.session_state
+    stage_map = ss[S.STAGE_MAP]
+    if stage_map and (max(stage_map) + 1 != ss[S.W_PP] or len(stage_map) != ss[S.MODEL].layers):
+        ss[S.STAGE_MAP] = ()
+        S.notify("The custom layer→stage map was reset to an even split: the number of stages changed.")
+
+
+def current() -> tuple:
+    """(View, error message or None); the View is the last valid one when there is an error."""
+    ss = st.session_state
+    sync_layer_state()
+    try:
+        strategy = candidate()
+        result = ensure_fits(strategy)
+    except ExplorerError as err:
+        if ss[S.LAST_VALID] is None:        # nothing valid yet this session: show the fallback
+            fallback = fallback_strategy(ss[S.MODEL], ss[S.CLUSTER])
+            ss[S.LAST_VALID] = View(ss[S.MODEL], ss[S.CLUSTER], fallback, ensure_fits(fallback))
+        return ss[S.LAST_VALID], str(err)
+    view = View(ss[S.MODEL], ss[S.CLUSTER], strategy, result)
+    ss[S.LAST_VALID] = view
+    return view, None
+
+
+def show_errors(error) -> None:
+    """The refusal, inline, above the last valid result; then one-off notices."""
+    for message in st.session_state[S.NOTICES]:
+        st.info(message)
+    st.session_state[S.NOTICES] = []
+    if error:
+        st.error(f"**This combination cannot run:** {error}  \nShowing the last valid strategy below; "
+                 "your settings are kept, change one to continue.")
+
+
+# ---- bounded caches of library calls (no widgets inside) -------------------------------
+
+@st.cache_resource(max_entries=32, show_spinner=False)
+def symbolic(model, strategy, cluster):
+    """explain() of a strategy (~30-80 ms for gpt3-175b, so cached by strategy)."""
+    return explain(model, strategy, cluster)
+
+
+@st.cache_resource(max_entries=16, show_spinner=False)
+def graph(model, strategy, cluster, expanded, colour_by: str):
+    the_plan = program_for(model, strategy, cluster).plan
+    return graph_figure(the_plan, symbol_values(model, strategy, cluster), expanded, colour_by)
+
+
+@st.cache_resource(max_entries=32, show_spinner=False)
+def breakdown_figures(model, strategy, cluster) -> dict:
+    """Tables and figures of the Cost page for one strategy."""
+    result = evaluate(model, strategy, cluster)
+    capacity = cluster.device.memory_bytes
+    comm = tables.comm_table(result, cluster.levels[0].name)
+    memory = tables.memory_table(result, capacity)
+    return {"breakdown_table": tables.breakdown_table(result), "comm_table": comm, "memory_table": memory,
+            "breakdown": bd.breakdown_bar({strategy_label(strategy): result}),
+            "comm": bd.comm_figure(comm), "memory": bd.memory_figure(memory, capacity)}
+
+
+@st.cache_resource(max_entries=16, show_spinner=False)
+def presets(model, cluster, gpus: int, global_batch: int, micro_batch: int) -> dict:
+    return strategy_presets(model, cluster, gpus, global_batch, micro_batch)
+
+
+def strategy_label(s: Strategy) -> str:
+    """A short name: 'd16 t8 p8 b1 B1536 1f1b' plus what differs from the defaults."""
+    parts = [f"d{s.dp} t{s.tp} p{s.pp} b{s.micro_batch} B{s.global_batch} {s.schedule}"]
+    if s.schedule == "interleaved":
+        parts.append(f"v{s.chunks}")
+    if s.zero:
+        parts.append(f"ZeRO-{s.zero}")
+    if s.recompute != "none":
+        parts.append(f"rc:{s.recompute}")
+    if s.sequence_parallel:
+        parts.append("SP")
+    if s.layer_splits or s.stage_map:
+        parts.append("per-layer")
+    return " ".join(parts)
+
+
+@st.cache_resource(max_entries=16, show_spinner=False)
+def superstep(model, strategy, cluster, schedule: str) -> dict:
+    """Super-step events, their Gantt figure and the agreement with the cost model."""
+    result = evaluate(model, strategy, cluster)
+    events = timeline.superstep_events(model, strategy, cluster, schedule=schedule, result=result)
+    return {"events": events, "figure": gantt.superstep_figure(events, f"Super-step: one iteration ({schedule})"),
+            "agreement": timeline.compare(events, result, schedule)}
+
+
+@st.cache_resource(max_entries=32, show_spinner=False)
+def microstep(model, strategy, cluster, layer: int, op) -> dict:
+    events = timeline.microstep_events(model, strategy, cluster, layer=layer, op=op)
+    what = f"layer {layer}" + (f", operator {op}" if op else "")
+    return {"events": events, "figure": gantt.microstep_figure(events, f"Micro-steps: {what}, one micro-batch")}
+
+
+@st.cache_resource(max_entries=16, show_spinner=False)
+def small_superstep(model, strategy, cluster, label: str, legend: bool):
+    """The super-step Gantt re-titled and shorter, for side-by-side views (Compare page)."""
+    fig = superstep(model, strategy, cluster, strategy.schedule)["figure"]
+    small = fig.to_dict()
+    small["layout"].update(title={"text": label}, height=min(fig.layout.height or 300, 420), showlegend=legend)
+    return small

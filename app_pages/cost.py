@@ -1,0 +1,54 @@
+"""Cost breakdown: the symbolic terms with their numbers, time by category, communication, memory."""
+import streamlit as st
+
+from explorer.charts.tables import CATEGORY_LABELS, GIB
+from explorer.program import CATEGORIES
+from app_pages import compute as C
+
+view, error = C.current()
+C.show_errors(error)
+r = view.result
+st.title("Cost of one training iteration")
+st.caption(f"{view.model.name} on {view.cluster.name} · {r.gpus} GPUs · {C.strategy_label(view.strategy)}")
+
+capacity = view.cluster.device.memory_bytes
+peak = r.memory_bytes_per_device["total"]
+cols = st.columns(5)
+cols[0].metric("Iteration time", f"{r.iteration_time_s:.4g} s")
+cols[1].metric("MFU", f"{100 * r.mfu:.1f} %")
+cols[2].metric("TFLOP/s per GPU", f"{r.tflops_per_gpu:.1f}")
+cols[3].metric(f"Peak memory (of {capacity / GIB:.0f} GiB)", f"{peak / GIB:.1f} GiB",
+               help=f"{100 * peak / capacity:.0f} % of the device's memory (stage {r.extra['peak_memory_stage']})")
+cols[4].metric("Micro-batches m", f"{r.micro_batches}")
+if peak > capacity:
+    st.warning(f"The most loaded device needs {peak / GIB:.1f} GiB, more than the "
+               f"{capacity / GIB:.0f} GiB it has (stage {r.extra['peak_memory_stage']}).")
+
+figs = C.breakdown_figures(view.model, view.strategy, view.cluster)
+st.plotly_chart(figs["breakdown"], key="cost_breakdown_chart")
+
+st.subheader("Symbolic cost, term by term")
+sym = C.symbolic(view.model, view.strategy, view.cluster)
+st.caption(f"Terms of the most loaded stage (stage {sym.stage}); symbols as in DESIGN.md, "
+           "g and L are seconds per byte and latency of each machine level.")
+latex = sym.latex()
+for category in CATEGORIES:
+    seconds = r.breakdown_s[category]
+    if not seconds and latex[category] == "0":
+        continue
+    left, right = st.columns([1, 5], vertical_alignment="center")
+    left.metric(CATEGORY_LABELS[category], f"{seconds:.4g} s")
+    right.latex(rf"T_{{\mathrm{{{category.replace('_', '{-}')}}}}} = {latex[category]}")
+with st.expander("Total: the whole formula"):
+    st.latex(sym.total_latex() + rf" = {r.iteration_time_s:.6g}\,\mathrm{{s}}")
+
+st.subheader("Communication by type")
+st.plotly_chart(figs["comm"], key="cost_comm_chart")
+with st.expander("Communication table"):
+    st.dataframe(figs["comm_table"], hide_index=True)
+
+st.subheader("Memory per device against capacity")
+st.plotly_chart(figs["memory"], key="cost_memory_chart")
+with st.expander("Tables: time by category, memory by stage"):
+    st.dataframe(figs["breakdown_table"], hide_index=True)
+    st.dataframe(figs["memory_table"], hide_index=True)

@@ -1,0 +1,74 @@
+"""Export & share: charts as PNG/SVG/HTML, tables as CSV, strategy JSON, formulas LaTeX, a share link."""
+import streamlit as st
+
+from explorer import ExplorerError
+from explorer import export as X
+from explorer import layer_choices as lc
+from explorer.uploads import strategy_from_upload
+from app_pages import compute as C
+from app_pages import share_link
+from app_pages import state as S
+
+ss = st.session_state
+
+
+def _import_strategy():
+    upload = ss.get(S.W_STRATEGY_FILE)
+    if upload is None:
+        return
+    try:
+        strategy = strategy_from_upload(upload.name, upload.getvalue())
+        C.ensure_fits(strategy)
+        S.apply_strategy(strategy)
+    except ExplorerError as err:
+        ss[S.MODEL_MESSAGE] = f"Strategy file refused: {err}"
+        return
+    ss[S.MODEL_MESSAGE] = ""
+    S.notify(f"Loaded the strategy from {upload.name}.")
+
+
+view, error = C.current()
+C.show_errors(error)
+m, s, c, r = view.model, view.strategy, view.cluster, view.result
+st.title("Export & share")
+name = f"{m.name}_d{s.dp}t{s.tp}p{s.pp}"
+
+st.subheader("Share link")
+st.caption("Opens this model, cluster and strategy (the address bar holds the same link).")
+st.code(share_link.link(view), language=None, wrap_lines=True)
+
+figs = C.breakdown_figures(m, s, c)
+sup = C.superstep(m, s, c, s.schedule)
+micro = C.microstep(m, s, c, 0, None)
+charts = {"time by category": figs["breakdown"], "communication by type": figs["comm"],
+          "memory vs capacity": figs["memory"], "operator graph": C.graph(m, s, c, (), "stage"),
+          "super-step Gantt": sup["figure"], "micro-step Gantt (layer 0)": micro["figure"]}
+st.subheader("Charts")
+chart = st.selectbox("Chart", list(charts), key=S.W_EXPORT_FIGURE)
+fig, stem = charts[chart], f"{name}_{chart.split(' (')[0].replace(' ', '_')}"
+cols = st.columns(3)
+cols[0].download_button("PNG", lambda: X.figure_image(fig, "png"), f"{stem}.png", "image/png",
+                        help="rendered by kaleido with the system Chromium (a few seconds)")
+cols[1].download_button("SVG", lambda: X.figure_image(fig, "svg"), f"{stem}.svg", "image/svg+xml")
+cols[2].download_button("HTML (works offline)", lambda: X.figure_html(fig), f"{stem}.html", "text/html")
+
+st.subheader("Tables (CSV)")
+table_list = {"time_by_category": figs["breakdown_table"], "communication": figs["comm_table"],
+              "memory_by_stage": figs["memory_table"],
+              "layers": lc.layer_table(s.stages(m.layers), lc.layer_splits(s.layer_splits, s.tp, m.layers)),
+              "superstep_events": sup["events"], "microstep_events_layer0": micro["events"]}
+cols = st.columns(3)
+for i, (label, table) in enumerate(table_list.items()):
+    cols[i % 3].download_button(f"{label}.csv", lambda t=table: X.table_csv(t), f"{name}_{label}.csv", "text/csv",
+                                key=f"export_csv_{label}")
+
+st.subheader("Strategy and formulas")
+cols = st.columns(3)
+cols[0].download_button("Strategy (JSON)", X.strategy_json(s), f"{name}_strategy.json", "application/json")
+cols[1].download_button("Formulas (LaTeX)", lambda: X.formulas_latex(C.symbolic(m, s, c), r.breakdown_s,
+                                                                     f"{m.name} on {c.name}: {C.strategy_label(s)}"),
+                        f"{name}_formulas.tex", "application/x-tex")
+cols[2].file_uploader("Load a strategy JSON", type=["json", "yaml", "yml"], key=S.W_STRATEGY_FILE,
+                      on_change=_import_strategy)
+if ss[S.MODEL_MESSAGE]:
+    st.error(ss[S.MODEL_MESSAGE])

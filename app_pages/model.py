@@ -1,0 +1,101 @@
+"""Model & cluster: presets, uploads, the main dimensions, and the operator graph."""
+import pandas as pd
+import streamlit as st
+
+from explorer import ExplorerError, ModelSpec, list_clusters, list_models, load_cluster, load_model
+from explorer.uploads import cluster_from_upload, model_from_upload
+from app_pages import compute as C
+from app_pages import state as S
+
+DIMS = {"transformer": ("layers", "hidden", "heads", "kv_heads", "ffn_hidden", "seq_len", "vocab"),
+        "mlp": ("layers", "hidden", "seq_len", "vocab"),
+        "cnn": ("image_size", "in_channels", "base_width", "vocab")}
+
+
+@st.cache_resource(max_entries=2, show_spinner=False)
+def preset_names() -> tuple:
+    return tuple(m.name for m in list_models()), tuple(c.name for c in list_clusters())
+
+
+def _pick_model():
+    if st.session_state[S.W_MODEL_PRESET]:
+        S.set_model(load_model(st.session_state[S.W_MODEL_PRESET]))
+
+
+def _pick_cluster():
+    S.set_model(st.session_state[S.MODEL], load_cluster(st.session_state[S.W_CLUSTER_PRESET]))
+
+
+def _upload(key: str, parse, apply):
+    upload = st.session_state[key]
+    if upload is None:
+        return
+    try:
+        apply(parse(upload.name, upload.getvalue()))
+    except ExplorerError as err:
+        st.session_state[S.MODEL_MESSAGE] = f"Upload refused: {err}"
+
+
+def _dims(model) -> tuple:
+    return DIMS["transformer" if model.is_transformer else model.family]
+
+
+def _edit_dims():
+    model = st.session_state[S.MODEL]
+    values = {name: int(st.session_state[S.W_DIM_PREFIX + name]) for name in _dims(model)}
+    base = model.name.removesuffix("-edited")
+    try:
+        S.set_model(ModelSpec(**{**model.to_dict(), **values, "name": f"{base}-edited",
+                                 "stage_blocks": model.stage_blocks}))
+    except ExplorerError as err:
+        st.session_state[S.MODEL_MESSAGE] = f"Dimensions refused (the model in use is unchanged): {err}"
+
+
+view, error = C.current()
+C.show_errors(error)
+ss = st.session_state
+model, cluster = ss[S.MODEL], ss[S.CLUSTER]
+models, clusters = preset_names()
+st.title("Model & cluster")
+if ss[S.MODEL_MESSAGE]:
+    st.error(ss[S.MODEL_MESSAGE])
+
+left, right = st.columns(2)
+S.seed(S.W_MODEL_PRESET, model.name if model.name in models else None)
+left.selectbox("Model preset", models, key=S.W_MODEL_PRESET, on_change=_pick_model,
+               placeholder=f"custom: {model.name}")
+left.file_uploader("…or upload a model spec (our JSON/YAML schema or a HuggingFace config.json)",
+                   type=["json", "yaml", "yml"], key=S.W_MODEL_FILE,
+                   on_change=_upload, args=(S.W_MODEL_FILE, model_from_upload, S.set_model))
+S.seed(S.W_CLUSTER_PRESET, cluster.name if cluster.name in clusters else None)
+right.selectbox("Cluster preset", clusters, key=S.W_CLUSTER_PRESET, on_change=_pick_cluster,
+                placeholder=f"custom: {cluster.name}")
+right.file_uploader("…or upload a cluster spec (JSON/YAML)", type=["json", "yaml", "yml"], key=S.W_CLUSTER_FILE,
+                    on_change=_upload,
+                    args=(S.W_CLUSTER_FILE, cluster_from_upload, lambda c: S.set_model(ss[S.MODEL], c)))
+
+st.subheader(f"Dimensions of {model.name} ({model.family})")
+dims = _dims(model)
+for col, name in zip(st.columns(len(dims)), dims):
+    S.seed(S.W_DIM_PREFIX + name, getattr(model, name))
+    col.number_input(name, min_value=1, max_value=10 ** 7, step=1, key=S.W_DIM_PREFIX + name, on_change=_edit_dims)
+r = view.result
+st.caption(f"{r.params / 1e9:.3f} B parameters · {r.model_flops_per_iteration:.3e} model FLOPs per iteration "
+           f"(B = {view.strategy.global_batch}) · source: {model.source or 'user input'}")
+
+with st.expander(f"Cluster {cluster.name}: {cluster.device.name}, {cluster.max_devices} devices at most"):
+    st.dataframe(pd.DataFrame([{"level": lv.name, "fanout": lv.fanout, "GB/s per device": lv.bandwidth_bytes_per_s / 1e9,
+                                "latency µs": lv.latency_s * 1e6, "efficiency": lv.bandwidth_efficiency}
+                               for lv in cluster.levels]), hide_index=True)
+    st.write(f"Peak {', '.join(f'{k} {v / 1e12:.0f} TFLOP/s' for k, v in cluster.device.peak_flops.items())}; "
+             f"memory {cluster.device.memory_bytes / 2**30:.0f} GiB.")
+
+st.subheader("Operator graph")
+c1, c2, c3 = st.columns([1, 1, 3])
+colour = c1.radio("Colour by", ("stage", "degree"), key=S.W_GRAPH_COLOUR, horizontal=True,
+                  format_func=lambda x: {"stage": "pipeline stage", "degree": "TP degree"}[x])
+expand_all = c2.toggle("Expand every layer", key=S.W_GRAPH_ALL)
+layers = c3.multiselect("Expand layers to operators", range(view.model.layers), key=S.W_GRAPH_LAYERS,
+                        disabled=expand_all, format_func=lambda i: f"layer {i}")
+expanded = "all" if expand_all else tuple(sorted(i for i in layers if i < view.model.layers))
+st.plotly_chart(C.graph(view.model, view.strategy, view.cluster, expanded, colour), key="model_graph_chart")

@@ -1,0 +1,55 @@
+"""Share links: read the URL's parameters once per session, keep the URL in step with the view."""
+from __future__ import annotations
+
+from urllib.parse import urlencode
+
+import streamlit as st
+
+from explorer import ExplorerError
+from explorer.presets_strategy import fallback_strategy
+from explorer.share import decode, encode
+
+from . import state as S
+
+KNOWN = ("model", "model_spec", "cluster", "cluster_spec", "strategy_spec", "dp", "tp", "pp", "b", "B",
+         "sched", "v", "zero", "rc", "sp", "ov", "sg", "dtype", "splits", "stages")
+
+
+def read_once() -> None:
+    """Before any widget is drawn: apply a shared link (defaults + messages for bad parameters)."""
+    ss = st.session_state
+    if ss[S.SHARE_READ]:
+        return
+    ss[S.SHARE_READ] = True
+    params = st.query_params.to_dict()
+    if not any(key in params for key in KNOWN):
+        return
+    shared = decode(params)
+    ss[S.MODEL], ss[S.CLUSTER] = shared.model, shared.cluster
+    try:
+        S.apply_strategy(shared.strategy)
+    except ExplorerError as err:
+        S.apply_strategy(fallback_strategy(shared.model, shared.cluster))
+        shared.messages.append(f"{err}; using the default strategy")
+    for message in shared.messages:
+        S.notify(f"Share link: {message}")
+    if not shared.messages:
+        S.notify("Opened a shared configuration.")
+
+
+def params(view) -> dict:
+    return encode(view.model, view.cluster, view.strategy)
+
+
+def write(view) -> None:
+    """Keep the address bar a share link of the view on screen."""
+    if view is None:
+        return
+    wanted = params(view)
+    if st.query_params.to_dict() != wanted:
+        st.query_params.from_dict(wanted)
+
+
+def link(view) -> str:
+    base = st.context.url or "http://localhost:8501/"
+    return f"{base.split('?')[0]}?{urlencode(params(view))}"

@@ -1,0 +1,41 @@
+"""The sidebar: the global strategy controls, drawn on every page (so they keep their state)."""
+from __future__ import annotations
+
+import streamlit as st
+
+from explorer.strategy import RECOMPUTE, SCHEDULES
+
+from . import state as S
+
+DEGREES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024, 2048, 4096)
+TP_DEGREES = (1, 2, 4, 8, 16, 32, 64)
+PP_DEGREES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128)
+MICRO_BATCHES = (1, 2, 4, 8, 16, 32, 64)
+
+
+def _options(base: tuple, key: str) -> list:
+    """The usual choices plus the current value (a preset or a link may use another)."""
+    return sorted(set(base) | {st.session_state[key]})
+
+
+def draw() -> None:
+    ss = st.session_state
+    bar = st.sidebar
+    bar.markdown(f"**{ss[S.MODEL].name}** on **{ss[S.CLUSTER].name}**  \n"
+                 f"GPUs = d·t·p = **{ss[S.W_DP] * ss[S.W_TP] * ss[S.W_PP]}**")
+    bar.select_slider("d — data parallel", _options(DEGREES, S.W_DP), key=S.W_DP)
+    bar.select_slider("t — operator (tensor) parallel", _options(TP_DEGREES, S.W_TP), key=S.W_TP)
+    bar.select_slider("p — pipeline stages", _options(PP_DEGREES, S.W_PP), key=S.W_PP)
+    bar.select_slider("b — micro-batch (sequences)", _options(MICRO_BATCHES, S.W_MICRO), key=S.W_MICRO)
+    bar.number_input("B — global batch (sequences)", min_value=1, max_value=S.WIDGET_MAX[S.W_BATCH], step=1,
+                     key=S.W_BATCH)
+    left, right = bar.columns(2)
+    left.selectbox("Schedule", SCHEDULES, key=S.W_SCHEDULE)
+    right.number_input("v — chunks", min_value=1, max_value=S.WIDGET_MAX[S.W_CHUNKS], step=1, key=S.W_CHUNKS,
+                       disabled=ss[S.W_SCHEDULE] != "interleaved",
+                       help="model chunks per stage (interleaved schedule only)")
+    left, right = bar.columns(2)
+    left.selectbox("ZeRO stage", (0, 1, 2, 3), key=S.W_ZERO)
+    right.selectbox("Recompute", RECOMPUTE, key=S.W_RECOMPUTE)
+    bar.toggle("Sequence parallelism", key=S.W_SP)
+    bar.toggle("Overlap DP sync with backward", key=S.W_OVERLAP)

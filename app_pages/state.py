@@ -1,0 +1,124 @@
+"""Session-state keys (named constants) and the few helpers that write them.
+
+Canonical, non-widget state: MODEL, CLUSTER, LAYER_SPLITS, STAGE_MAP, LAST_VALID,
+PINS. Widget keys start with W_. Writing a widget's key is only allowed before
+the widget is drawn in a run, so everything that sets a whole strategy runs in
+a callback (on_click / on_change) or before the sidebar is drawn.
+"""
+from __future__ import annotations
+
+import streamlit as st
+
+from explorer import ExplorerError, load_cluster, load_model
+from explorer.presets_strategy import DEFAULT_CLUSTER, DEFAULT_MODEL, DEFAULT_STRATEGY
+
+MODEL = "model"                  # ModelSpec in use
+CLUSTER = "cluster"              # Cluster in use
+LAYER_SPLITS = "layer_splits"    # tuple of LayerSplit, () = Megatron over all tp devices
+STAGE_MAP = "stage_map"          # tuple of stages per layer, () = even split
+LAST_VALID = "last_valid"        # compute.View of the last strategy that evaluated
+NOTICES = "notices"              # messages to show once at the top of the next page run
+CHOICE_MESSAGE = "choice_message"  # why the last per-layer edit was refused (stays until the next edit)
+MODEL_MESSAGE = "model_message"  # why the last model/cluster upload or edit was refused
+PINS = "pins"                    # list of compute.View pinned on the Compare page (at most MAX_PINS)
+SHARE_READ = "share_read"        # True once the URL's share parameters were read this session
+DRAG_VERSION = "drag_version"    # kind -> int, bumped to remount a sortables / table widget
+DRAG_SHOWN = "drag_shown"        # kind -> the columns the widget is known to show
+DRAG_KEYS = "drag_keys"          # kind -> the widget key in use ("stage", "split", "table")
+MAX_PINS = 4
+
+# sidebar widgets: the global strategy
+W_DP, W_TP, W_PP = "w_dp", "w_tp", "w_pp"
+W_MICRO, W_BATCH = "w_micro_batch", "w_global_batch"
+W_SCHEDULE, W_CHUNKS, W_ZERO = "w_schedule", "w_chunks", "w_zero"
+W_RECOMPUTE, W_SP, W_OVERLAP = "w_recompute", "w_sequence_parallel", "w_overlap_dp"
+STRATEGY_WIDGETS = {W_DP: "dp", W_TP: "tp", W_PP: "pp", W_MICRO: "micro_batch", W_BATCH: "global_batch",
+                    W_SCHEDULE: "schedule", W_CHUNKS: "chunks", W_ZERO: "zero", W_RECOMPUTE: "recompute",
+                    W_SP: "sequence_parallel", W_OVERLAP: "overlap_dp"}
+# Model & cluster page
+W_MODEL_PRESET, W_MODEL_FILE = "w_model_preset", "w_model_file"
+W_CLUSTER_PRESET, W_CLUSTER_FILE = "w_cluster_preset", "w_cluster_file"
+W_DIM_PREFIX = "w_dim_"
+W_GRAPH_COLOUR, W_GRAPH_ALL, W_GRAPH_LAYERS = "w_graph_colour", "w_graph_all", "w_graph_layers"
+# Strategy page
+W_PRESET = "w_preset"
+# Timeline page
+W_TIMELINE_SCHEDULE = "w_timeline_schedule"
+W_MICRO_LAYER, W_MICRO_OP = "w_micro_layer", "w_micro_op"   # W_MICRO_OP + "_" + model family
+# Compare page
+W_PIN_LABEL = "w_pin_label"
+# Export page
+W_EXPORT_FIGURE, W_STRATEGY_FILE = "w_export_figure", "w_strategy_file"
+
+
+def init() -> None:
+    """Set every canonical key once per session (setdefault)."""
+    ss = st.session_state
+    ss.setdefault(MODEL, load_model(DEFAULT_MODEL))
+    ss.setdefault(CLUSTER, load_cluster(DEFAULT_CLUSTER))
+    ss.setdefault(LAYER_SPLITS, ())
+    ss.setdefault(STAGE_MAP, ())
+    ss.setdefault(LAST_VALID, None)
+    ss.setdefault(NOTICES, [])
+    ss.setdefault(CHOICE_MESSAGE, "")
+    ss.setdefault(MODEL_MESSAGE, "")
+    ss.setdefault(PINS, [])
+    ss.setdefault(SHARE_READ, False)
+    ss.setdefault(DRAG_VERSION, {"stage": 0, "split": 0, "table": 0})
+    ss.setdefault(DRAG_SHOWN, {})
+    ss.setdefault(DRAG_KEYS, {})
+    for key, name in STRATEGY_WIDGETS.items():
+        ss.setdefault(key, getattr(DEFAULT_STRATEGY, name))
+
+
+def seed(key: str, value) -> None:
+    """Give a widget its value from canonical state when the widget's own key was cleared
+    (Streamlit drops the keys of widgets a page did not draw)."""
+    if key not in st.session_state:
+        st.session_state[key] = value
+
+
+def notify(message: str) -> None:
+    st.session_state[NOTICES].append(message)
+
+
+WIDGET_MAX = {W_BATCH: 10 ** 7, W_CHUNKS: 1024}     # number_input limits of the sidebar
+
+
+def apply_strategy(strategy) -> None:
+    """Put a whole strategy into the sidebar widgets and the per-layer state (callbacks only);
+    ExplorerError if a value is beyond what the sidebar's inputs accept."""
+    ss = st.session_state
+    for key, top in WIDGET_MAX.items():
+        value = getattr(strategy, STRATEGY_WIDGETS[key])
+        if value > top:
+            raise ExplorerError(f"{STRATEGY_WIDGETS[key]} = {value} is more than the app accepts ({top})")
+    for key, name in STRATEGY_WIDGETS.items():
+        ss[key] = getattr(strategy, name)
+    ss[LAYER_SPLITS] = tuple(strategy.layer_splits)
+    ss[STAGE_MAP] = tuple(strategy.stage_map)
+    ss[CHOICE_MESSAGE] = ""
+
+
+def set_model(model, cluster=None) -> None:
+    """Use another model (and cluster); keep the strategy if it still runs, else the fallback."""
+    from .compute import candidate, ensure_fits   # late import: compute imports this module
+    ss = st.session_state
+    ss[MODEL] = model
+    if cluster is not None:
+        ss[CLUSTER] = cluster
+    ss[MODEL_MESSAGE] = ""
+    for key in [k for k in ss if str(k).startswith(W_DIM_PREFIX)]:
+        del ss[key]                  # re-seeded from the new model on the Model page
+    if ss[LAYER_SPLITS] and len(ss[LAYER_SPLITS]) != model.layers or \
+            ss[STAGE_MAP] and len(ss[STAGE_MAP]) != model.layers:
+        ss[LAYER_SPLITS], ss[STAGE_MAP] = (), ()
+        notify(f"Per-layer choices were reset: {model.name} has {model.layers} layers.")
+    try:
+        ensure_fits(candidate())
+    except ExplorerError as err:
+        from explorer.presets_strategy import fallback_strategy
+        gpus = ss[W_DP] * ss[W_TP] * ss[W_PP]
+        apply_strategy(fallback_strategy(model, ss[CLUSTER], gpus))
+        notify(f"The strategy did not fit {model.name} on {ss[CLUSTER].name} ({err}); "
+               "switched to a preset that does.")

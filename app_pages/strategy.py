@@ -1,0 +1,87 @@
+"""Strategy: named presets, per-layer choices by dragging (stages, operator splits) and as a table."""
+import streamlit as st
+
+from explorer import ExplorerError, Strategy
+from explorer import layer_choices as lc
+from app_pages import compute as C
+from app_pages import drag
+from app_pages import state as S
+
+ss = st.session_state
+st.title("Strategy")
+top = st.container()            # errors and the live total, filled once the drags are applied
+
+
+def _apply_preset(preset):
+    S.apply_strategy(preset.strategy)
+    S.notify(f"Applied the preset “{preset.name}”: {C.strategy_label(preset.strategy)}.")
+
+
+def _reset_layers():
+    ss[S.LAYER_SPLITS], ss[S.STAGE_MAP], ss[S.CHOICE_MESSAGE] = (), (), ""
+
+
+model, cluster = ss[S.MODEL], ss[S.CLUSTER]
+gpus = ss[S.W_DP] * ss[S.W_TP] * ss[S.W_PP]
+st.subheader(f"Presets for {model.name} on {gpus} GPUs")
+found = C.presets(model, cluster, gpus, int(ss[S.W_BATCH]), ss[S.W_MICRO])
+usable = [p for p in found.values() if p.strategy is not None]
+left, right = st.columns([3, 1], vertical_alignment="bottom")
+S.seed(S.W_PRESET, usable[0].name if usable else None)
+name = left.selectbox("Preset", [p.name for p in usable], key=S.W_PRESET,
+                      format_func=lambda n: f"{n} — {found[n].description}")
+if name in found and found[name].strategy is not None:
+    right.button("Apply preset", on_click=_apply_preset, args=(found[name],), type="primary")
+    left.caption(C.strategy_label(found[name].strategy))
+for preset in found.values():
+    if preset.strategy is None:
+        st.caption(f"{preset.name} does not fit: {preset.reason}")
+
+layers, tp, pp = model.layers, ss[S.W_TP], ss[S.W_PP]
+C.sync_layer_state()
+stages = lc.layer_stages(ss[S.STAGE_MAP], pp, layers)
+splits_now = lc.layer_splits(ss[S.LAYER_SPLITS], tp, layers)
+st.subheader("Pipeline stages: drag layers between stages")
+st.caption("Stages hold consecutive layers: move the last layer of a stage to the next stage, "
+           "or the first one to the previous stage.")
+
+
+def _even(stage_map: tuple) -> tuple:
+    return () if stage_map == Strategy(pp=pp).stages(layers) else stage_map
+
+
+def _splits(splits: tuple) -> tuple:
+    return () if lc.uniform(splits, tp) else splits
+
+
+def _table(edited):
+    splits, stage_map = lc.choices_from_table(edited, layers)
+    drag.apply_choices(layer_splits=_splits(splits), stage_map=_even(stage_map))
+
+
+drag.sortable("stage", "Stage move", lc.stage_columns(stages, pp),
+              lambda moved: drag.apply_choices(stage_map=_even(lc.stage_map_from_columns(moved, layers))))
+st.subheader("Operator splits: drag layers between split columns")
+st.caption(f"Degrees divide t = {tp}. TP column→row is Megatron-LM's pairing (QKV/FC1 by column, "
+           "projection/FC2 by row); the table below offers column-only, row-only and batch splits too.")
+drag.sortable("split", "Split move", lc.split_columns(splits_now, tp),
+              lambda moved: drag.apply_choices(layer_splits=_splits(lc.splits_from_columns(moved, layers))))
+st.subheader("The same choices as a table")
+drag.editor(lc.layer_table(stages, splits_now), "Table edit", _table, disabled=["layer"], height=260, column_config={
+    "stage": st.column_config.NumberColumn("stage", min_value=0, max_value=pp - 1, step=1, required=True),
+    "split": st.column_config.SelectboxColumn("split", options=lc.split_options(tp), required=True)})
+st.button("Reset per-layer choices (even stages, Megatron ×t everywhere)", on_click=_reset_layers)
+
+view, error = C.current()
+with top:
+    C.show_errors(error)
+    if ss[S.CHOICE_MESSAGE]:
+        st.error(ss[S.CHOICE_MESSAGE])
+    r = view.result
+    cols = st.columns(4)
+    cols[0].metric("Iteration time", f"{r.iteration_time_s:.4g} s")
+    cols[1].metric("MFU", f"{100 * r.mfu:.1f} %")
+    cols[2].metric("Bubble", f"{r.breakdown_s['bubble']:.4g} s")
+    cols[3].metric("Critical stage", f"{r.critical_stage}")
+    figs = C.breakdown_figures(view.model, view.strategy, view.cluster)
+    st.plotly_chart(figs["breakdown"], key="strategy_breakdown_chart")

@@ -1,0 +1,51 @@
+"""Timelines: the super-step Gantt (one iteration) and the micro-step Gantt (one layer or operator)."""
+import streamlit as st
+
+from explorer.graph import build_blocks
+from app_pages import compute as C
+from app_pages import state as S
+
+ROWS_SHOWN = 500        # the whole table of a large pipeline would dominate the rerun time
+
+view, error = C.current()
+C.show_errors(error)
+st.title("Timelines")
+st.caption(f"{view.model.name} on {view.cluster.name} · {C.strategy_label(view.strategy)}")
+
+st.subheader("Super-step: micro-batches through the pipeline stages")
+schedules = [view.strategy.schedule] + (["zb-h1"] if view.strategy.schedule == "1f1b" else [])
+schedule = st.radio("Schedule drawn", schedules, horizontal=True, key=S.W_TIMELINE_SCHEDULE,
+                    help="ZB-H1 (zero-bubble) splits the backward into input- and weight-gradient passes; "
+                         "it is drawn from the 1F1B strategy's own costs.")
+sup = C.superstep(view.model, view.strategy, view.cluster, schedule)
+st.plotly_chart(sup["figure"], key="timeline_superstep_chart")
+agree = sup["agreement"]
+cols = st.columns(4)
+cols[0].metric("Timeline makespan", f"{agree['timeline_s']:.6g} s")
+cols[1].metric(f"Cost model ({agree['model_schedule']})", f"{agree['model_s']:.6g} s")
+cols[2].metric("Difference", f"{agree['difference_s']:+.3g} s",
+               help=f"relative: {100 * agree['relative_difference']:+.3g} %; non-zero when stages are unbalanced")
+cols[3].metric("Idle fraction of the pipeline", f"{100 * agree['idle_fraction']:.1f} %")
+if agree["note"]:
+    st.caption(agree["note"])
+
+st.subheader("Micro-steps: one layer's operators on its operator-parallel group")
+layers = view.model.layers
+S.seed(S.W_MICRO_LAYER, 0)
+if st.session_state[S.W_MICRO_LAYER] >= layers:
+    st.session_state[S.W_MICRO_LAYER] = 0
+left, right = st.columns(2)
+layer = left.selectbox("Layer", range(layers), key=S.W_MICRO_LAYER, format_func=lambda i: f"layer {i}")
+block = next(b for b in build_blocks(view.model) if b.kind == "layer" and b.layer == layer)
+ops = [op.name for op in block.ops]
+op = right.selectbox("Operator", [None] + ops, key=f"{S.W_MICRO_OP}_{view.model.family}",
+                     format_func=lambda o: "the whole layer" if o is None else o)
+micro = C.microstep(view.model, view.strategy, view.cluster, layer, op)
+st.plotly_chart(micro["figure"], key="timeline_microstep_chart")
+
+with st.expander("Event tables (columns: explorer.timeline.COLUMNS)"):
+    events = sup["events"]
+    st.caption(f"First {min(len(events), ROWS_SHOWN)} of {len(events)} super-step events; "
+               "every event is on the Export page (CSV).")
+    st.dataframe(events.head(ROWS_SHOWN), hide_index=True, height=240)
+    st.dataframe(micro["events"], hide_index=True, height=240)

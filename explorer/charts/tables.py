@@ -1,0 +1,73 @@
+"""Tables (pandas) from a Result: what the charts draw and the CSV exports hold.
+
+>>> from explorer import load_model, load_cluster, Strategy, evaluate
+>>> r = evaluate(load_model("tiny-gpt"), Strategy(dp=2, tp=2, pp=2, global_batch=8), load_cluster("classroom"))
+>>> round(float(breakdown_table(r)["seconds"].sum()) / r.iteration_time_s, 12)
+1.0
+"""
+from __future__ import annotations
+
+import pandas as pd
+
+from ..program import CATEGORIES
+
+GIB = 2 ** 30
+CATEGORY_LABELS = {"compute": "compute", "recompute": "recompute", "op_comm": "TP / operator comm",
+                   "redistribution": "redistribution", "pp_comm": "PP point-to-point", "bubble": "bubble",
+                   "dp_comm": "DP gradient sync", "zero_comm": "ZeRO gathers", "optimizer": "optimizer"}
+COMM_PREFIX = {"op_comm": "TP", "redistribution": "redistribution", "pp_comm": "PP", "dp_comm": "DP",
+               "zero_comm": "ZeRO"}
+KIND_LABELS = {"all_reduce": "all-reduce", "all_gather": "all-gather", "reduce_scatter": "reduce-scatter",
+               "all_to_all": "all-to-all", "p2p": "point-to-point"}
+MEMORY_PARTS = ("params", "grads", "optimizer", "activations")
+
+
+def breakdown_table(result) -> pd.DataFrame:
+    """Exposed seconds by category (they sum to the iteration time) and their share."""
+    total = result.iteration_time_s
+    return pd.DataFrame({
+        "category": list(CATEGORIES),
+        "label": [CATEGORY_LABELS[c] for c in CATEGORIES],
+        "seconds": [result.breakdown_s[c] for c in CATEGORIES],
+        "share_%": [100 * result.breakdown_s[c] / total for c in CATEGORIES],
+    })
+
+
+def comm_label(category: str, kind: str) -> str:
+    """'DP all-reduce', 'TP all-gather', 'PP point-to-point', 'ZeRO all-gather', ..."""
+    if category == "pp_comm" and kind == "all_gather":
+        return "PP scatter/gather (all-gather)"
+    return f"{COMM_PREFIX.get(category, category)} {KIND_LABELS.get(kind, kind)}"
+
+
+def comm_table(result, node_level: str) -> pd.DataFrame:
+    """Result.comm_by_kind with a readable type and scope (intra-node = within `node_level`)."""
+    rows = [{"type": comm_label(r["category"], r["kind"]), "category": r["category"], "kind": r["kind"],
+             "level": r["level"], "scope": "intra-node" if r["level"] == node_level else "inter-node",
+             "exposed_s": float(r["time_s"]), "hidden_s": float(r["hidden_s"]), "bytes": float(r["bytes"])}
+            for r in result.comm_by_kind]
+    columns = ["type", "category", "kind", "level", "scope", "exposed_s", "hidden_s", "bytes"]
+    return pd.DataFrame(rows, columns=columns)
+
+
+def memory_table(result, capacity_bytes: float) -> pd.DataFrame:
+    """Per stage (its most loaded device): GiB by part, total and the share of capacity."""
+    rows = []
+    for stage, mem in enumerate(result.memory_by_stage):
+        row = {"stage": stage}
+        row.update({f"{part}_GiB": mem[part] / GIB for part in MEMORY_PARTS})
+        row["total_GiB"] = mem["total"] / GIB
+        row["capacity_%"] = 100 * mem["total"] / capacity_bytes
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def summary_table(results: dict) -> pd.DataFrame:
+    """label -> Result, as one row each: totals side by side (the Compare page)."""
+    rows = []
+    for label, r in results.items():
+        row = {"strategy": label, "iteration_s": r.iteration_time_s, "mfu_%": 100 * r.mfu,
+               "tflops_per_gpu": r.tflops_per_gpu, "peak_memory_GiB": r.memory_bytes_per_device["total"] / GIB}
+        row.update({f"{c}_s": r.breakdown_s[c] for c in CATEGORIES})
+        rows.append(row)
+    return pd.DataFrame(rows)

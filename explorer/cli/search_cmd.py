@@ -1,0 +1,60 @@
+"""python -m explorer search --model M --cluster C --gpus N --global-batch B [--max-memory-gib X] [--top K] [--json]"""
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+from ..cluster_io import load_cluster
+from ..errors import ExplorerError
+from ..model_io import load_model
+from ..search import search
+from ..search.report import search_dict, search_text
+
+
+def register(sub) -> None:
+    cmd = sub.add_parser("search", help="search strategies: the fastest, and the time/memory Pareto front")
+    cmd.add_argument("--model", required=True, help="preset name or model file (JSON/YAML/config.json)")
+    cmd.add_argument("--cluster", required=True, help="preset name or cluster file")
+    cmd.add_argument("--gpus", type=int, required=True, help="number of devices N = d*t*p")
+    cmd.add_argument("--global-batch", type=int, required=True, help="global batch size B (sequences)")
+    cmd.add_argument("--max-memory-gib", type=float, help="memory cap per device in GiB (default: the device's)")
+    cmd.add_argument("--top", type=int, default=10, help="how many of the fastest to list (default 10)")
+    cmd.add_argument("--seq-len", type=int, help="override the model's sequence length")
+    cmd.add_argument("--json", action="store_true", help="print one JSON object")
+    cmd.set_defaults(run=run)
+
+
+class StderrProgress:
+    """Progress lines on stderr, at most one every `every_s` seconds (and the last)."""
+
+    def __init__(self, every_s: float = 0.5, stream=None):
+        self.every_s, self.stream = every_s, stream or sys.stderr
+        self.last = time.perf_counter()
+
+    def __call__(self, fraction: float, message: str) -> None:
+        now = time.perf_counter()
+        if now - self.last >= self.every_s or fraction >= 1.0:
+            print(f"search: {100 * fraction:3.0f}%  {message}", file=self.stream, flush=True)
+            self.last = now
+
+
+def run(args) -> int:
+    model = load_model(args.model)
+    if args.seq_len is not None:
+        if args.seq_len <= 0:
+            raise ExplorerError(f"--seq-len must be positive, got {args.seq_len}")
+        model = model.with_seq_len(args.seq_len)
+    cluster = load_cluster(args.cluster)
+    cap = None
+    if args.max_memory_gib is not None:
+        if not args.max_memory_gib > 0:
+            raise ExplorerError(f"--max-memory-gib must be positive, got {args.max_memory_gib}")
+        cap = args.max_memory_gib * 2 ** 30
+    result = search(model, cluster, args.gpus, args.global_batch, cap, args.top, progress=StderrProgress())
+    if args.json:
+        print(json.dumps(search_dict(result, model, cluster, args.gpus, args.global_batch), indent=1))
+    else:
+        print(search_text(result, f"{model.name} on {args.gpus} x {cluster.device.name} ({cluster.name}), "
+                                  f"global batch {args.global_batch}"))
+    return 0

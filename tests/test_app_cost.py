@@ -1,0 +1,45 @@
+"""AppTest of the Cost breakdown page (the default page) and the sidebar's global controls."""
+from app_util import chart_specs, errors, metric, open_page
+
+
+def test_cost_page_shows_numbers_formulas_and_charts():
+    at = open_page()
+    assert at.title[0].value == "Cost of one training iteration"
+    assert metric(at, "Iteration time").endswith(" s")
+    assert len(at.latex) >= 5, "one formula per non-zero category, plus the total"
+    assert any("T_{\\mathrm{compute}}" in f.value for f in at.latex)
+    titles = [spec["layout"]["title"]["text"] for spec in chart_specs(at)]
+    assert any("by category" in t for t in titles) and any("Communication" in t for t in titles)
+    assert any("Memory" in t for t in titles)
+    assert not errors(at)
+
+
+def test_slider_change_changes_the_total():
+    at = open_page()
+    before = metric(at, "Iteration time")
+    at.sidebar.select_slider(key="w_tp").set_value(4).run()
+    assert not at.exception
+    assert metric(at, "Iteration time") != before
+    assert "t4" in at.caption[0].value
+
+
+def test_invalid_combination_shows_an_error_and_keeps_the_last_valid_result():
+    at = open_page()
+    before = metric(at, "Iteration time")
+    at.sidebar.number_input(key="w_global_batch").set_value(1000).run()
+    assert not at.exception
+    assert any("global batch 1000 is not divisible" in e for e in errors(at))
+    assert metric(at, "Iteration time") == before, "the last valid result stays visible"
+    assert at.sidebar.number_input(key="w_global_batch").value == 1000, "what the user typed is kept"
+    at.sidebar.number_input(key="w_global_batch").set_value(1024).run()
+    assert not errors(at) and metric(at, "Iteration time") != before
+
+
+def test_impossible_strategy_names_the_problem():
+    at = open_page()
+    at.sidebar.select_slider(key="w_tp").set_value(64).run()   # 8192 GPUs, and 64 does not divide 96 heads
+    assert any("degree 64 does not divide the 96 attention heads" in e for e in errors(at))
+    at.sidebar.select_slider(key="w_tp").set_value(8).run()
+    at.sidebar.select_slider(key="w_dp").set_value(128).run()   # 128 x 8 x 8 = 8192 GPUs > 4480
+    assert not at.exception
+    assert any("devices is more than cluster 'dgx-a100-80gb' has" in e for e in errors(at))

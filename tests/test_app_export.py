@@ -1,0 +1,82 @@
+"""AppTest of the Export & share page and of share links (round trip, tampering)."""
+from urllib.parse import parse_qsl, urlparse
+
+from app_util import errors, metric, open_page
+
+from explorer.export import strategy_json
+from explorer.presets_strategy import DEFAULT_STRATEGY
+from explorer.share import decode
+
+
+def _link(at) -> dict:
+    return dict(parse_qsl(urlparse(at.code[0].value).query))
+
+
+def test_exports_are_offered():
+    at = open_page("export")
+    labels = {b.label for b in at.get("download_button")}
+    assert {"PNG", "SVG", "HTML (works offline)", "Strategy (JSON)", "Formulas (LaTeX)",
+            "time_by_category.csv", "superstep_events.csv"} <= labels
+
+
+def test_share_link_round_trips():
+    at = open_page("export")
+    at.sidebar.select_slider(key="w_tp").set_value(4).run()
+    at.sidebar.selectbox(key="w_zero").set_value(1).run()
+    params = _link(at)
+    assert params["tp"] == "4" and params["zero"] == "1"
+    assert dict(at.query_params) == params, "the address bar holds the same link"
+    strategy = at.session_state["last_valid"].strategy
+    assert decode(params).strategy == strategy
+    opened = open_page(query=params)                     # a new session opens the link
+    assert opened.session_state["last_valid"].strategy == strategy
+    assert any("Opened a shared configuration" in i.value for i in opened.info)
+
+
+def test_share_link_with_per_layer_choices_round_trips():
+    params = {"model": "gpt3-175b", "cluster": "dgx-a100-80gb", "dp": "16", "tp": "8", "pp": "8", "b": "1",
+              "B": "1536", "sched": "1f1b", "rc": "selective", "sp": "1", "splits": "4mx48,8mx48",
+              "stages": "11,13,12,12,12,12,12,12"}
+    at = open_page(query=params)
+    strategy = at.session_state["last_valid"].strategy
+    assert strategy.stage_map.count(0) == 11 and strategy.layer_splits[0].degree == 4
+    assert not errors(at)
+
+
+def test_tampered_link_falls_back_to_defaults_with_a_message():
+    at = open_page(query={"model": "../../etc/passwd", "tp": "8; rm -rf /", "splits": "99zx3"})
+    assert not at.exception
+    infos = " ".join(i.value for i in at.info)
+    assert "names no preset" in infos and "'tp' must be a whole number" in infos and "splits" in infos
+    assert at.session_state["model"].name == "gpt3-175b"
+    assert metric(at, "Iteration time").endswith(" s")
+
+
+def test_impossible_shared_strategy_falls_back():
+    at = open_page(query={"model": "tiny-gpt", "cluster": "classroom", "tp": "64", "dp": "1", "pp": "1"})
+    assert not at.exception
+    assert any("the shared strategy cannot run" in i.value for i in at.info)
+    assert at.session_state["model"].name == "tiny-gpt"
+
+
+def test_uploaded_strategy_json_is_applied_and_a_bad_one_refused():
+    at = open_page("export")
+    good = DEFAULT_STRATEGY.with_(dp=8, global_batch=1024)
+    at.file_uploader(key="w_strategy_file").set_value(("s.json", strategy_json(good).encode(), "application/json"))
+    at.run()
+    assert not at.exception and at.session_state["last_valid"].strategy == good
+    huge = DEFAULT_STRATEGY.with_(global_batch=16 * 10 ** 7)
+    at.file_uploader(key="w_strategy_file").set_value(("h.json", strategy_json(huge).encode(), "application/json"))
+    at.run()
+    assert not at.exception
+    assert any("more than the app accepts" in e for e in errors(at))
+    assert at.session_state["last_valid"].strategy == good
+
+
+def test_link_with_a_value_beyond_the_inputs_falls_back():
+    at = open_page(query={"model": "gpt3-175b", "B": "1000000", "dp": "1", "tp": "8", "pp": "8", "v": "1"})
+    assert not at.exception
+    at = open_page(query={"model": "gpt3-175b", "dp": "16", "tp": "8", "pp": "8", "B": "1536", "sched": "interleaved",
+                          "v": "2000"})
+    assert not at.exception
+    assert any("using the default strategy" in i.value for i in at.info)

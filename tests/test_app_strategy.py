@@ -1,0 +1,92 @@
+"""AppTest of the Strategy page: drags (set through the sortables' keys), the table, presets."""
+from app_util import chart_specs, errors, metric, open_page
+
+STAGES = 8
+
+
+def _stage_columns(layers=96, pp=STAGES):
+    per = layers // pp
+    return [{"header": f"stage {r}", "items": [f"L{i}" for i in range(r * per, (r + 1) * per)]} for r in range(pp)]
+
+
+def _drag(at, kind, columns):
+    at.session_state[at.session_state["drag_keys"][kind]] = columns
+    return at.run()
+
+
+def _breakdown(at):
+    spec = next(s for s in chart_specs(at) if "by category" in s["layout"]["title"]["text"])
+    return {trace["name"]: trace["x"][0] for trace in spec["data"]}
+
+
+def test_dragging_a_layer_to_the_next_stage_changes_the_breakdown():
+    at = open_page("strategy")
+    before, total = _breakdown(at), metric(at, "Iteration time")
+    columns = _stage_columns()
+    columns[1]["items"].insert(0, columns[0]["items"].pop())       # L11: stage 0 -> stage 1
+    _drag(at, "stage", columns)
+    assert not at.exception and not errors(at)
+    stage_map = at.session_state["stage_map"]
+    assert stage_map[11] == 1 and stage_map[10] == 0 and stage_map.count(1) == 13
+    assert _breakdown(at) != before and metric(at, "Iteration time") != total
+
+
+def test_a_non_contiguous_drag_is_refused_and_the_last_valid_map_kept():
+    at = open_page("strategy")
+    total = metric(at, "Iteration time")
+    columns = _stage_columns()
+    columns[5]["items"].append(columns[0]["items"].pop(3))           # L3 into stage 5
+    _drag(at, "stage", columns)
+    assert not at.exception
+    assert any("stages hold consecutive layers" in e for e in errors(at))
+    assert at.session_state["stage_map"] == ()
+    assert metric(at, "Iteration time") == total
+
+
+def test_emptying_a_stage_is_refused():
+    at = open_page("strategy")
+    columns = _stage_columns()
+    columns[1]["items"] = columns[0]["items"] + columns[1]["items"]
+    columns[0]["items"] = []
+    _drag(at, "stage", columns)
+    assert any("stage 0 would have no layers" in e for e in errors(at))
+
+
+def test_dragging_layers_to_a_smaller_split_changes_op_comm():
+    at = open_page("strategy")
+    before = _breakdown(at)
+    key = at.session_state["drag_keys"]["split"]
+    columns = [{"header": h, "items": []} for h in
+               ("replicated", "TP column→row ×2", "TP column→row ×4", "TP column→row ×8")]
+    columns[2]["items"] = [f"L{i}" for i in range(48)]
+    columns[3]["items"] = [f"L{i}" for i in range(48, 96)]
+    at.session_state[key] = columns
+    at.run()
+    assert not at.exception and not errors(at)
+    splits = at.session_state["layer_splits"]
+    assert splits[0].degree == 4 and splits[95].degree == 8
+    after = _breakdown(at)
+    assert after["redistribution"] > 0 and after != before
+
+
+def test_table_edit_sets_a_split_and_a_bad_stage_is_refused():
+    at = open_page("strategy")
+    key = at.session_state["drag_keys"]["table"]
+    at.session_state[key] = {"edited_rows": {95: {"split": "replicated"}}, "added_rows": [], "deleted_rows": []}
+    at.run()
+    assert not at.exception and not errors(at)
+    assert at.session_state["layer_splits"][95].degree == 1
+    key = at.session_state["drag_keys"]["table"]
+    at.session_state[key] = {"edited_rows": {0: {"stage": 3}}, "added_rows": [], "deleted_rows": []}
+    at.run()
+    assert any("Table edit refused" in e for e in errors(at))
+    assert at.session_state["stage_map"] == ()
+
+
+def test_applying_a_preset_sets_the_global_controls():
+    at = open_page("strategy")
+    at.selectbox(key="w_preset").set_value("ZeRO-3").run()
+    next(b for b in at.button if b.label == "Apply preset").click().run()
+    assert not at.exception and not errors(at)
+    assert at.session_state["w_zero"] == 3 and at.session_state["w_dp"] == 1024
+    assert any("ZeRO-3" in i.value for i in at.info)

@@ -1,0 +1,80 @@
+"""Breakdown tables and figures, and the operator-graph figure (explorer.charts)."""
+import pytest
+
+from explorer import LayerSplit, evaluate, load_cluster, load_model
+from explorer.charts import tables
+from explorer.charts.breakdown import breakdown_bar, comm_figure, memory_figure
+from explorer.charts.graph_figure import contracted_graph, graph_figure
+from explorer.explain import symbol_values
+from explorer.graph import build_graph
+from explorer.presets_strategy import DEFAULT_STRATEGY
+from explorer.program import program_for
+
+GPT3, A100 = load_model("gpt3-175b"), load_cluster("dgx-a100-80gb")
+
+
+@pytest.fixture(scope="module")
+def result():
+    return evaluate(GPT3, DEFAULT_STRATEGY, A100)
+
+
+def test_breakdown_table_sums_to_the_total(result):
+    table = tables.breakdown_table(result)
+    assert table["seconds"].sum() == pytest.approx(result.iteration_time_s, rel=1e-12)
+    assert table["share_%"].sum() == pytest.approx(100)
+
+
+def test_comm_table_rows_match_result_and_scopes(result):
+    table = tables.comm_table(result, "node")
+    assert table["bytes"].sum() == pytest.approx(sum(r["bytes"] for r in result.comm_by_kind))
+    assert set(table["type"]) >= {"DP all-reduce", "PP point-to-point"}
+    assert set(table[table["type"] == "DP all-reduce"]["scope"]) == {"inter-node"}
+    assert set(table[table["type"].str.startswith("TP")]["scope"]) == {"intra-node"}
+
+
+def test_breakdown_bar_one_trace_per_category(result):
+    fig = breakdown_bar({"a": result, "b": result})
+    assert len(fig.data) == 9 and all(len(trace.x) == 2 for trace in fig.data)
+    assert sum(trace.x[0] for trace in fig.data) == pytest.approx(result.iteration_time_s)
+
+
+def test_comm_figure_splits_exposed_hidden_and_levels(result):
+    fig = comm_figure(tables.comm_table(result, "node"))
+    names = {trace.name for trace in fig.data}
+    assert {"intra-node exposed", "intra-node hidden", "inter-node exposed", "inter-node hidden"} <= names
+    empty = comm_figure(tables.comm_table(evaluate(load_model("tiny-gpt"), DEFAULT_STRATEGY.__class__(),
+                                                   load_cluster("classroom")), "node"))
+    assert empty.data
+
+
+def test_memory_figure_draws_the_capacity(result):
+    table = tables.memory_table(result, A100.device.memory_bytes)
+    fig = memory_figure(table, A100.device.memory_bytes)
+    assert len(fig.data) == 4 and len(table) == 8
+    assert fig.layout.shapes[0].y0 == pytest.approx(80)
+
+
+def test_graph_collapsed_expanded_and_coloured():
+    plan = program_for(GPT3, DEFAULT_STRATEGY, A100).plan
+    values = symbol_values(GPT3, DEFAULT_STRATEGY, A100)
+    collapsed = graph_figure(plan, values)
+    assert len(collapsed.data[-1].x) == 98
+    assert list(collapsed.data[-1].marker.color[1:4]) == [0, 0, 0]
+    full = graph_figure(plan, values, "all", "degree")
+    assert len(full.data[-1].x) == build_graph(GPT3).number_of_nodes()
+    assert set(full.data[-1].marker.color) == {8}
+    hover = graph_figure(plan, values, (0,)).data[-1].hovertext
+    assert any("qkv" in h and "12288" in h and "FLOPs fwd" in h for h in hover)
+
+
+def test_contracted_graph_keeps_chain_edges_between_collapsed_layers():
+    g = contracted_graph(build_graph(load_model("tiny-gpt")), frozenset())
+    assert g.number_of_nodes() == 6 and not g.edges["layer0", "layer1"]["residual"]
+
+
+def test_graph_colours_layers_by_their_split_degree():
+    strategy = DEFAULT_STRATEGY.with_(layer_splits=(LayerSplit(4),) * 48 + (LayerSplit(1, "replicated"),) * 48)
+    plan = program_for(GPT3, strategy, A100).plan
+    fig = graph_figure(plan, symbol_values(GPT3, strategy, A100), (), "degree")
+    colours = list(fig.data[-1].marker.color)
+    assert colours[1] == 4 and colours[96] == 1 and colours[0] == 8

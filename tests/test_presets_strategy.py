@@ -1,0 +1,38 @@
+"""Named strategy presets (explorer.presets_strategy): each runs, or says why not."""
+from explorer import evaluate, load_cluster, load_model
+from explorer.presets_strategy import DEFAULT_STRATEGY, fallback_strategy, strategy_presets
+
+import pytest
+from explorer import ExplorerError, Strategy
+
+
+def test_presets_for_gpt3_on_1024_gpus_all_run_on_1024_devices():
+    model, cluster = load_model("gpt3-175b"), load_cluster("dgx-a100-80gb")
+    presets = strategy_presets(model, cluster, 1024, 1536)
+    assert {"Pure DP", "ZeRO-3", "Megatron 3D"} <= set(presets)
+    for preset in presets.values():
+        assert preset.strategy is not None, preset.reason
+        assert preset.strategy.devices == 1024
+        evaluate(model, preset.strategy, cluster)
+    mega = presets["Megatron 3D"].strategy
+    assert (mega.tp, mega.pp) == (8, 8), "t = node size; the fewest stages whose memory fits 80 GB"
+    assert presets["ZeRO-3"].strategy.zero == 3
+
+
+def test_a_preset_that_cannot_run_gives_its_reason():
+    presets = strategy_presets(load_model("tiny-gpt"), load_cluster("classroom"), 8, 16)
+    interleaved = presets["Megatron 3D interleaved"]
+    assert interleaved.strategy is not None or interleaved.reason
+
+
+def test_evaluate_refuses_more_devices_than_the_cluster_even_when_cached():
+    model, cluster = load_model("tiny-gpt"), load_cluster("classroom")
+    evaluate(model, Strategy(dp=2, global_batch=4), cluster)          # caches the program's structure
+    with pytest.raises(ExplorerError, match="more than cluster 'classroom' has"):
+        evaluate(model, Strategy(dp=128, global_batch=128), cluster)
+
+
+def test_fallback_is_the_default_when_it_runs():
+    assert fallback_strategy(load_model("gpt3-175b"), load_cluster("dgx-a100-80gb")) == DEFAULT_STRATEGY
+    small = fallback_strategy(load_model("tiny-gpt"), load_cluster("classroom"))
+    assert small.devices <= 64

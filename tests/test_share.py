@@ -1,0 +1,71 @@
+"""Share links (explorer.share): round trips and refusal of malformed or tampered parameters."""
+import base64
+import json
+
+import pytest
+
+from explorer import LayerSplit, load_cluster, load_model
+from explorer.presets_strategy import DEFAULT_STRATEGY
+from explorer.share import decode, encode
+
+GPT3, A100 = load_model("gpt3-175b"), load_cluster("dgx-a100-80gb")
+
+
+def _b64(d) -> str:
+    return base64.urlsafe_b64encode(json.dumps(d).encode()).decode().rstrip("=")
+
+
+@pytest.mark.parametrize("changes", [
+    {},
+    {"zero": 1, "overlap_dp": True, "recompute": "full"},
+    {"schedule": "interleaved", "chunks": 2},
+    {"layer_splits": (LayerSplit(4),) * 48 + (LayerSplit(8, "column"),) * 48},
+    {"stage_map": tuple([0] * 11 + [1] * 13 + [s for s in range(2, 8) for _ in range(12)])},
+    {"layer_splits": (LayerSplit(8, overrides=(("fc1", "row"),)),) * 96},
+])
+def test_round_trip(changes):
+    strategy = DEFAULT_STRATEGY.with_(**changes)
+    shared = decode(encode(GPT3, A100, strategy))
+    assert (shared.model, shared.cluster, shared.strategy, shared.messages) == (GPT3, A100, strategy, [])
+
+
+def test_custom_model_and_cluster_travel_as_specs():
+    model = GPT3.with_seq_len(4096)
+    cluster = load_cluster("classroom")
+    strategy = DEFAULT_STRATEGY.with_(dp=1, tp=8, pp=8, global_batch=64)
+    params = encode(model, cluster, strategy)
+    assert "model_spec" in params and params["cluster"] == "classroom"
+    shared = decode(params)
+    assert shared.model == model and shared.strategy == strategy and not shared.messages
+
+
+@pytest.mark.parametrize("params, words", [
+    ({"model": "../secrets"}, "names no preset"),
+    ({"model": "gpt3-175b; import os"}, "names no preset"),
+    ({"cluster": "nope"}, "names no preset"),
+    ({"dp": "-1"}, "'dp' must be a whole number"),
+    ({"dp": "1e9"}, "'dp' must be a whole number"),
+    ({"tp": "__import__('os')"}, "'tp' must be a whole number"),
+    ({"sched": "zb"}, "'sched' must be one of"),
+    ({"sp": "true"}, "'sp' must be 0 or 1"),
+    ({"splits": "8m48"}, "malformed item"),
+    ({"stages": "12,-1"}, "positive layer counts"),
+    ({"stages": "1,1"}, "the shared strategy cannot run"),
+    ({"model_spec": "!!!"}, "not valid base64 JSON"),
+    ({"model_spec": _b64([1, 2])}, "must hold a mapping"),
+    ({"model_spec": _b64({"family": "gpt", "layers": 2})}, "missing field 'hidden'"),
+    ({"model_spec": "A" * 9000}, "longer than"),
+    ({"cluster_spec": _b64({"name": "x"})}, "link parameter 'cluster_spec'"),
+    ({"strategy_spec": _b64({"version": 7})}, "version 7 is not supported"),
+    ({"tp": "64", "dp": "16"}, "the shared strategy cannot run"),
+])
+def test_bad_parameters_give_defaults_and_a_message(params, words):
+    shared = decode(params)
+    assert any(words in m for m in shared.messages), shared.messages
+    assert shared.strategy is not None and shared.model is not None
+
+
+def test_defaults_when_nothing_is_given():
+    shared = decode({})
+    assert (shared.model.name, shared.cluster.name, shared.strategy, shared.messages) == \
+        ("gpt3-175b", "dgx-a100-80gb", DEFAULT_STRATEGY, [])
