@@ -39,6 +39,8 @@ for category in CATEGORIES:
     left, right = st.columns([1, 5], vertical_alignment="center")
     left.metric(CATEGORY_LABELS[category], f"{seconds:.4g} s")
     right.latex(rf"T_{{\mathrm{{{category.replace('_', '{-}')}}}}} = {latex[category]}")
+for symbol, definition in sym.definitions_latex().items():
+    st.latex(rf"\text{{where }} {symbol} = {definition} \quad \text{{(parameters per device)}}")
 with st.expander("Total: the whole formula"):
     st.latex(sym.total_latex() + rf" = {r.iteration_time_s:.6g}\,\mathrm{{s}}")
 

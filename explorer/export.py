@@ -63,6 +63,8 @@ def formulas_latex(symbolic, seconds: dict, title: str = "") -> str:
         name = category.replace("_", r"\_")
         lines += [r"\begin{multline*}", rf"T_{{\mathrm{{{name}}}}} = {latex} \\",
                   rf"= {seconds.get(category, 0.0):.6g}\,\mathrm{{s}}", r"\end{multline*}"]
+    for symbol, definition in symbolic.definitions_latex().items():
+        lines += [r"\begin{multline*}", rf"\text{{where }} {symbol} = {definition}", r"\end{multline*}"]
     total = sum(seconds.values())
     lines += [r"\begin{multline*}", symbolic.total_latex() + r" \\",
               rf"= {total:.6g}\,\mathrm{{s}}", r"\end{multline*}", r"\end{document}", ""]

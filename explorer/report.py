@@ -7,7 +7,8 @@ from .program import CATEGORIES
 MEMORY_KEYS = ("params", "grads", "optimizer", "activations", "total")
 
 
-def result_dict(result: Result, formula_latex: str = "", terms_latex: dict | None = None) -> dict:
+def result_dict(result: Result, formula_latex: str = "", terms_latex: dict | None = None,
+                definitions_latex: dict | None = None) -> dict:
     """The stable JSON contract of `python -m explorer evaluate --json`."""
     return {
         "iteration_time_s": result.iteration_time_s,
@@ -30,6 +31,7 @@ def result_dict(result: Result, formula_latex: str = "", terms_latex: dict | Non
         "micro_batches": result.micro_batches,
         "formula_latex": formula_latex,
         "terms_latex": terms_latex or {},
+        "definitions_latex": definitions_latex or {},
     }
 
 

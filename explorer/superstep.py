@@ -58,7 +58,7 @@ def exposed(sync: sp.Expr, overlap: bool) -> sp.Expr:
 def optimizer_bytes_per_param(dtype_bytes: int) -> float:
     """K_opt of optimizer(): 30 B with 16-bit training; fp32 training reads and
     writes weights, momentum and variance (24 B) and reads the gradient (4 B): 28 B."""
-    return 30.0 if dtype_bytes == 2 else 28.0
+    return 30 if dtype_bytes == 2 else 28
 
 
 def optimizer(zero: int) -> sp.Expr:

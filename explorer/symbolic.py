@@ -29,17 +29,26 @@ class SymbolicCost:
     total: sp.Expr
     stage: int           # the most loaded stage the terms describe
     values: dict         # symbol -> number, to evaluate the expressions exactly
+    definitions: dict    # symbol -> expression, for symbols the terms use as shorthands (Psi)
+
+    def definitions_latex(self) -> dict:
+        return {sp.latex(sym): sp.latex(expr) for sym, expr in self.definitions.items()}
 
     def latex(self) -> dict:
         """LaTeX per category; the bubble in its aggregate form (superstep.BUBBLE)."""
         out = {c: sp.latex(readable(e)) for c, e in self.terms.items() if c != "bubble"}
-        out["bubble"] = sp.latex(ss.BUBBLE)
+        out["bubble"] = BUBBLE_LATEX
         return {c: out[c] for c in self.terms}
 
     def total_latex(self) -> str:
-        parts = [sp.latex(readable(e)) if c != "bubble" else r"\left(" + sp.latex(ss.BUBBLE) + r"\right)"
+        parts = [sp.latex(readable(e)) if c != "bubble" else r"\left(" + BUBBLE_LATEX + r"\right)"
                  for c, e in self.terms.items() if e != 0]
         return "T_{iter} = " + " + ".join(parts)
+
+
+# superstep.BUBBLE as a person writes it (sympy would print -T_* m first)
+BUBBLE_LATEX = r"\frac{\Sigma_{T} + \left(m v - 1\right) \left(F_{max} + B_{max}\right)}{v} - m T_{*}"
+PSI = sp.Symbol("Psi", nonnegative=True)   # parameters per device on the synchronising stage
 
 
 def readable(expr: sp.Expr, max_ops: int = 600) -> sp.Expr:
@@ -117,8 +126,8 @@ def symbolic_cost(prog: Program, strategy, cluster, numbers: dict, critical_stag
     sync_stage = numbers["sync_stage"]
     level = numbers["dp_level"]
     psi = stages[sync_stage]["params_dev"]
-    sync_subs = {ss.G: beta * psi, ss.Psi: psi, ss.g_dp: g[level], ss.L_dp: L[level],
-                 ss.B_last: bwd[sync_stage], ss.K_opt: numbers["K_opt"]}
+    sync_subs = {ss.G: beta * PSI, ss.Psi: PSI, ss.g_dp: g[level], ss.L_dp: L[level],
+                 ss.B_last: bwd[sync_stage], ss.K_opt: sp.Integer(numbers["K_opt"])}
     dp = ss.dp_sync(strategy.zero)
     terms["dp_comm"] = ss.exposed(dp, strategy.overlap_dp).xreplace(sync_subs)
     terms["zero_comm"] = ss.zero_gathers(strategy.zero).xreplace(sync_subs)
@@ -127,4 +136,5 @@ def symbolic_cost(prog: Program, strategy, cluster, numbers: dict, critical_stag
     values = dict(numbers["symbols"])
     for i, lv in enumerate(cluster.levels):
         values[g[i]], values[L[i]] = lv.seconds_per_byte, lv.latency_s
-    return SymbolicCost(terms, sp.Add(*terms.values()), k, values)
+    values[PSI] = psi.xreplace(values)
+    return SymbolicCost(terms, sp.Add(*terms.values()), k, values, {PSI: psi})

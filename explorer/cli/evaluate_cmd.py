@@ -20,7 +20,7 @@ def run(args) -> int:
     result = evaluate(model, strategy, cluster, gpus)
     if args.json:
         sym = explain(model, strategy, cluster, gpus, result)
-        print(json.dumps(result_dict(result, sym.total_latex(), sym.latex()), indent=1))
+        print(json.dumps(result_dict(result, sym.total_latex(), sym.latex(), sym.definitions_latex()), indent=1))
     else:
         title = (f"{model.name} on {gpus} x {cluster.device.name} ({cluster.name}): "
                  f"d={strategy.dp} t={strategy.tp} p={strategy.pp} b={strategy.micro_batch} "
