@@ -9,7 +9,7 @@ level the block's group crosses.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 import sympy as sp
 
 from . import collectives as coll
@@ -61,6 +61,15 @@ class BlockCost:
     layout_out: str
     out_elements: sp.Expr
     steps: tuple                 # OpStep, ...
+    grad_sync: tuple = ()        # Collectives once per iteration: gradients of batch-split weights
+
+    @property
+    def grad_sync_s(self) -> sp.Expr:
+        return sp.Add(*[c.time(g_t, L_t) for c in self.grad_sync])
+
+    @property
+    def grad_sync_bytes(self) -> sp.Expr:
+        return sp.Add(*[c.bytes() for c in self.grad_sync])
 
 
 def compute_time(op: Operator, divisor) -> tuple:
@@ -123,7 +132,7 @@ def block_cost(block: Block, preset: str, overrides: tuple, sequence_parallel: b
 
 def _block_cost(key, block, preset, over, sequence_parallel, recompute, incoming) -> BlockCost:
     cur, cur_elements = incoming, None
-    steps, act, params_dev = [], ZERO, ZERO
+    steps, act, params_dev, grad_sync = [], ZERO, ZERO, []
     layout_first = None
     for op in block.ops:
         split = lay.resolve_split(op, preset, over, sequence_parallel)
@@ -138,8 +147,8 @@ def _block_cost(key, block, preset, over, sequence_parallel, recompute, incoming
             bwd_kind = lay.conversion(grad, lay.needed_grad(prev_out))
             if bwd_kind:
                 colls.append(_collective(bwd_kind, "bwd", op.name, size))
-        if split == "batch" and op.params != 0:  # replicated weights: reduce their gradients
-            colls.append(_collective("all_reduce", "bwd", op.name, beta * op.params))
+        if split == "batch" and op.params != 0:  # replicated weights: reduce their gradients once
+            grad_sync.append(_collective("all_reduce", "step", op.name, beta * op.params))
         divisor = t if lay.is_sharded(out) else 1
         fwd, bwd = compute_time(op, divisor)
         stored_in = cur if (lay.is_sharded(cur) and cur != lay.P) else needed
@@ -158,7 +167,8 @@ def _block_cost(key, block, preset, over, sequence_parallel, recompute, incoming
         steps[-1] = OpStep(last.op, last.kind, last.split, last.layout_in, target, last.fwd_s,
                            last.bwd_s, last.bwd_weight_s, last.flops_fwd, last.collectives + tuple(extra))
         cur = target
-    return _total(key, block, steps, act, params_dev, recompute, layout_first, cur)
+    cost = _total(key, block, steps, act, params_dev, recompute, layout_first, cur)
+    return replace(cost, grad_sync=tuple(grad_sync))
 
 
 def _total(key, block, steps, act, params_dev, recompute, layout_first, layout_out) -> BlockCost:

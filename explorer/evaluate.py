@@ -18,7 +18,8 @@ from .cluster import BYTES_PER_ELEMENT, Cluster
 from .compile import compile_exprs
 from .errors import ExplorerError
 from .model_spec import ModelSpec
-from .program import CATEGORIES, COMM_CATEGORIES, Program, program_for
+from .placement import dp_level
+from .program import CATEGORIES, COMM_CATEGORIES, Program, program_for, structure_key
 from .quantities import Q
 from .report_rows import comm_rows, stage_rows
 from .strategy import Strategy
@@ -78,7 +79,7 @@ def model_numbers(model: ModelSpec, strategy: Strategy) -> tuple:
 
 def _check(model: ModelSpec, strategy: Strategy, cluster: Cluster, gpus) -> None:
     strategy.check_fits(model.layers, model.heads if model.is_transformer else None, gpus,
-                        model.is_transformer)
+                        model.is_transformer, model.kv_heads if model.is_transformer else None)
     if strategy.devices > cluster.max_devices:
         raise ExplorerError(f"{strategy.devices} devices is more than cluster '{cluster.name}' has "
                             f"({cluster.max_devices})")
@@ -93,22 +94,24 @@ def evaluate(model: ModelSpec, strategy: Strategy, cluster: Cluster, gpus: int |
 
 
 def evaluate_batch(model: ModelSpec, strategies, cluster: Cluster, gpus: int | None = None) -> BatchResult:
-    """Evaluate strategies that share their structure (program.STRUCTURE_FIELDS); they may
-    differ in dp, micro_batch, global_batch, zero and overlap_dp. Same numbers as evaluate()."""
+    """Evaluate many strategies; those sharing a compiled program (same structure and machine
+    levels) and the same (zero, overlap_dp) run as one numpy batch. Same numbers as evaluate()."""
     strategies = list(strategies)
-    for s in strategies:
-        _check(model, s, cluster, gpus)
-    prog = program_for(model, strategies[0], cluster, gpus)
-    out = {"time": np.zeros(len(strategies)), "mem": np.zeros(len(strategies)), "mfu": np.zeros(len(strategies)),
-           "cat": {c: np.zeros(len(strategies)) for c in CATEGORIES}}
+    n = len(strategies)
+    out = {"time": np.zeros(n), "mem": np.zeros(n), "mfu": np.zeros(n),
+           "cat": {c: np.zeros(n) for c in CATEGORIES}}
     groups = {}
     for i, s in enumerate(strategies):
-        groups.setdefault((s.zero, s.overlap_dp), []).append(i)
+        _check(model, s, cluster, gpus)
+        key = (structure_key(model, s, cluster, gpus), s.zero, s.overlap_dp)
+        groups.setdefault(key, []).append(i)
     for idx in groups.values():
-        core = _core(prog, model, [strategies[i] for i in idx], cluster)
+        members = [strategies[i] for i in idx]
+        core = _core(program_for(model, members[0], cluster, gpus), model, members, cluster)
+        devices = np.array([s.devices for s in members], dtype=float)
         out["time"][idx] = core["total"]
         out["mem"][idx] = core["mem_total"][core["peak"], np.arange(len(idx))]
-        out["mfu"][idx] = core["model_flops"] / (core["total"] * strategies[idx[0]].devices * core["hw"]["F"])
+        out["mfu"][idx] = core["model_flops"] / (core["total"] * devices * core["hw"]["F"])
         for c in CATEGORIES:
             out["cat"][c][idx] = core["breakdown"][c]
     return BatchResult(out["time"], out["cat"], out["mem"], out["mfu"])
@@ -138,14 +141,14 @@ def _core(prog: Program, model: ModelSpec, strategies: list, cluster: Cluster) -
     at_k = lambda x: x[k, cand]
     pipeline, bubble = _PIPE(total_stage.sum(axis=0), fwd.max(axis=0), bwd.max(axis=0), at_k(total_stage),
                              M, first.chunks)
-    sync = _sync_values(prog, strategies, hw, col("params_dev"), bwd, M)
+    sync = _sync_values(prog, strategies, hw, col("params_dev"), bwd, M, col("grad_sync"))
     breakdown = {
         "compute": M * at_k(col("fwd_compute") + col("bwd_compute")),
         "recompute": M * at_k(col("recompute")),
         "op_comm": M * at_k(col("fwd_comm") + col("bwd_comm") + fwd_b["op_comm"] + bwd_b["op_comm"]),
         "redistribution": M * at_k(fwd_b["redistribution"] + bwd_b["redistribution"]),
         "pp_comm": M * at_k(fwd_b["pp_comm"] + bwd_b["pp_comm"]),
-        "bubble": np.broadcast_to(bubble, (C,)),
+        "bubble": np.maximum(np.broadcast_to(bubble, (C,)), 0.0),   # exact 0 when p = 1, not -1e-14
         "dp_comm": sync["dp_exposed"], "zero_comm": sync["zero"], "optimizer": sync["optimizer"],
     }
     total = pipeline + sync["dp_exposed"] + sync["zero"] + sync["optimizer"]
@@ -196,25 +199,27 @@ def _boundary_values(prog: Program, dims: tuple, hw: dict, stages: int, C: int):
     return fwd, bwd, nbytes, by_kind
 
 
-def _sync_values(prog: Program, strategies, hw: dict, params_dev, bwd, M) -> dict:
+def _sync_values(prog: Program, strategies, hw: dict, params_dev, bwd, M, split_sync) -> dict:
     """Per stage and candidate: gradient sync (total and exposed), ZeRO gathers, optimizer."""
     first = strategies[0]
     fns = compile_exprs(("sync", first.zero, first.overlap_dp),
-                        (ss.G, ss.Psi, d, ss.g_dp, ss.L_dp, ss.B_last, m, ss.K_opt, W_hbm),
+                        (ss.G, ss.Psi, d, ss.g_dp, ss.L_dp, ss.B_last, m, ss.K_opt, W_hbm, ss.T_split),
                         lambda: (ss.dp_sync(first.zero), ss.exposed(ss.dp_sync(first.zero), first.overlap_dp),
                                  ss.zero_gathers(first.zero), ss.optimizer(first.zero)))
     cluster = prog.plan.cluster
-    levels = np.array([cluster.level_index(s.dp * s.tp) for s in strategies])
+    levels = np.array([[dp_level(cluster, s.tp, s.dp, stage) for s in strategies]
+                       for stage in range(bwd.shape[0])])                  # stages x candidates
     g = np.array(hw["g"])[levels]
     L = np.array(hw["L"])[levels]
     dp = np.array([s.dp for s in strategies], dtype=float)
     k_opt = ss.optimizer_bytes_per_param(hw["beta"])
-    out = fns(hw["beta"] * params_dev, params_dev, dp, g, L, bwd, M, k_opt, hw["W"])
+    last_backward = bwd / first.chunks    # the last backward pass is one chunk's (interleaving)
+    out = fns(hw["beta"] * params_dev, params_dev, dp, g, L, last_backward, M, k_opt, hw["W"], split_sync)
     total, exposed, zero, opt = (np.broadcast_to(np.asarray(x, dtype=float), bwd.shape) for x in out)
     j = np.argmax(exposed + zero + opt, axis=0)
     cand = np.arange(bwd.shape[1])
     return {"dp_total": total[j, cand], "dp_exposed": exposed[j, cand], "zero": zero[j, cand],
-            "optimizer": opt[j, cand], "stage": j, "level": levels,
+            "optimizer": opt[j, cand], "stage": j, "level": levels[j, cand],
             "per_stage": (total, exposed, zero, opt)}
 
 
@@ -250,9 +255,11 @@ def _result(prog: Program, strategy: Strategy, cluster: Cluster, core: dict) -> 
     peak = int(core["peak"][0])
     total = at0(core["total"])
     grads = hw["beta"] * per_stage[:, Q["params_dev"]]          # gradient (and parameter) bytes per stage
-    dp_stage = coll.bytes_per_device("reduce_scatter" if strategy.zero == 3 else "all_reduce", grads, strategy.dp)
+    dp_stage = coll.bytes_per_device("reduce_scatter" if strategy.zero == 3 else "all_reduce", grads, strategy.dp) \
+        + per_stage[:, Q["grad_sync_bytes"]]
     zero_stage = 2 * M * coll.bytes_per_device("all_gather", grads, strategy.dp) * (strategy.zero == 3)
-    dp_bytes, zero_bytes = float(dp_stage[k]), float(zero_stage[k])
+    j = int(sync["stage"])      # dp and ZeRO traffic of the stage whose sync time is reported
+    dp_bytes, zero_bytes = float(dp_stage[j]), float(zero_stage[j])
     comm_bytes = {"op_comm": M * (per_stage[k, Q["comm_bytes"]] + bytes_b["op_comm"][k]),
                   "redistribution": M * bytes_b["redistribution"][k], "pp_comm": M * bytes_b["pp_comm"][k],
                   "dp_comm": dp_bytes, "zero_comm": zero_bytes}

@@ -20,6 +20,7 @@ from .errors import ExplorerError
 from .graph import build_blocks
 from .model_spec import ModelSpec
 from .ops import Block
+from .placement import dp_level, p2p_level, tp_level
 from .strategy import LayerSplit, Strategy
 from .symbols import beta
 
@@ -54,8 +55,11 @@ class ExecutionPlan:
     cluster: Cluster
     blocks: tuple              # PlacedBlock, ...
     boundaries: tuple          # Boundary, ... (one per consecutive pair)
-    dp_level: int
-    pp_level: int
+
+    def dp_levels(self) -> list:
+        """Machine level of each stage's data-parallel groups (placement.py)."""
+        s = self.strategy
+        return [dp_level(self.cluster, s.tp, s.dp, stage) for stage in range(s.pp)]
 
     @property
     def stages(self) -> int:
@@ -84,7 +88,7 @@ def block_stages(model: ModelSpec, strategy: Strategy) -> tuple:
 def plan(model: ModelSpec, strategy: Strategy, cluster: Cluster, gpus: int | None = None) -> ExecutionPlan:
     """Place the model's blocks and price their micro-steps symbolically."""
     strategy.check_fits(model.layers, model.heads if model.is_transformer else None,
-                        gpus, model.is_transformer)
+                        gpus, model.is_transformer, model.kv_heads if model.is_transformer else None)
     if strategy.devices > cluster.max_devices:
         raise ExplorerError(f"{strategy.devices} devices is more than cluster '{cluster.name}' has "
                             f"({cluster.max_devices})")
@@ -101,12 +105,11 @@ def plan(model: ModelSpec, strategy: Strategy, cluster: Cluster, gpus: int | Non
             ((0, 0) if block.kind == "embedding" else (last_stage, layer_places[-1][1]))
         cost = block_cost(block, split.effective_preset, split.overrides, strategy.sequence_parallel,
                           strategy.recompute, incoming)
-        placed.append(PlacedBlock(block, split, stage, chunk, cost, cluster.level_index(split.degree)))
+        level = tp_level(cluster, strategy.tp, strategy.dp, stage, split.degree)
+        placed.append(PlacedBlock(block, split, stage, chunk, cost, level))
         incoming = cost.layout_out
     boundaries = tuple(_boundary(placed[i - 1], placed[i], i, strategy, cluster) for i in range(1, len(placed)))
-    return ExecutionPlan(model, strategy, cluster, tuple(placed), boundaries,
-                         dp_level=cluster.level_index(strategy.dp * strategy.tp),
-                         pp_level=cluster.level_index(strategy.dp * strategy.tp * 2) if strategy.pp > 1 else 0)
+    return ExecutionPlan(model, strategy, cluster, tuple(placed), boundaries)
 
 
 def _check_overrides(block: Block, split: LayerSplit) -> None:
@@ -135,11 +138,14 @@ def _boundary(prev: PlacedBlock, cur: PlacedBlock, index: int, strategy: Strateg
                   (lay.conversion(grad, lay.needed_grad(src)), n_cur, "bwd"))
     else:  # different group sizes: gather to replicated, then slice locally
         wanted = ((lay.conversion(src, lay.R), n_prev, "fwd"), (lay.conversion(grad, lay.R), n_cur, "bwd"))
+    if index == 1 and prev.block.params == 0:   # the input data needs no gradient
+        wanted = wanted[:1]
     colls, levels = [], []
     for kind, n, phase in wanted:
         if kind and n > 1:
             colls.append(coll.Collective(kind, phase, cur.block.name, category, "tp", size, sp.Integer(n)))
-            levels.append(cluster.level_index(n))
+            stage = cur.stage if phase == "fwd" else prev.stage
+            levels.append(tp_level(cluster, strategy.tp, strategy.dp, stage, n))
     if prev.stage != cur.stage:
         colls_pp, levels_pp = _p2p(prev, cur, size, strategy, cluster)
         colls += colls_pp
@@ -161,16 +167,17 @@ def _p2p(prev: PlacedBlock, cur: PlacedBlock, size, strategy: Strategy, cluster:
     per rank and all-gathered over NVLink at the receiver (scatter/gather);
     without it each rank sends the whole bsh. A sharded tensor sends its shard.
     """
-    n = prev.split.degree
-    pp_level = cluster.level_index(strategy.dp * strategy.tp * 2)
     sharded = lay.is_sharded(prev.cost.layout_out)
-    scatter = strategy.scatter_gather and n > 1 and not sharded
-    part = size / n if (scatter or sharded) else size
+    t = strategy.tp      # scatter/gather splits a replicated tensor over the stage's t ranks
+    scatter = strategy.scatter_gather and t > 1 and not sharded
+    part = size / prev.split.degree if sharded else (size / t if scatter else size)
+    pp_level = p2p_level(cluster, t, strategy.dp, prev.stage, cur.stage)
     colls, levels = [], []
     for phase in ("fwd", "bwd"):
         colls.append(coll.Collective("p2p", phase, cur.block.name, "pp_comm", "pp", part, sp.Integer(2)))
         levels.append(pp_level)
-        if scatter:
-            colls.append(coll.Collective("all_gather", phase, cur.block.name, "pp_comm", "tp", size, sp.Integer(n)))
-            levels.append(cluster.level_index(n))
+        if scatter:   # the receiver of this phase all-gathers the pieces
+            colls.append(coll.Collective("all_gather", phase, cur.block.name, "pp_comm", "tp", size, sp.Integer(t)))
+            receiver = cur.stage if phase == "fwd" else prev.stage
+            levels.append(tp_level(cluster, t, strategy.dp, receiver, t))
     return colls, levels

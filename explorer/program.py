@@ -12,6 +12,7 @@ import sympy as sp
 
 from . import collectives as coll
 from .compile import BoundedCache, compile_exprs
+from .placement import levels_signature
 from .plan import ExecutionPlan, plan
 from .quantities import BLOCK_Q, block_exprs
 from .symbols import F, L_t, V, W_hbm, a, a_kv, b, beta, eta, f, g_t, h, phi, s, t, t_launch
@@ -76,8 +77,8 @@ STRUCTURE_FIELDS = ("tp", "pp", "schedule", "chunks", "zero", "recompute", "sequ
 def structure_key(model, strategy, cluster, gpus):
     """What decides the program's shape; micro-batch, batch and dp enter only as numbers."""
     shape = tuple(getattr(strategy, name) for name in STRUCTURE_FIELDS)
-    pp_level = cluster.level_index(strategy.dp * strategy.tp * 2)
-    return (model, shape, cluster, gpus is None, pp_level)
+    degrees = {s.degree for s in strategy.layer_splits}
+    return (model, shape, cluster, gpus is None, levels_signature(cluster, strategy, degrees))
 
 
 def program_for(model, strategy, cluster, gpus=None) -> Program:
@@ -87,7 +88,7 @@ def program_for(model, strategy, cluster, gpus=None) -> Program:
     if prog.plan.strategy is strategy or prog.plan.strategy == strategy:
         return prog
     # Same structure, other numbers (dp, batch sizes, ZeRO, overlap): the plan says so.
-    fresh = replace(prog.plan, strategy=strategy, dp_level=cluster.level_index(strategy.dp * strategy.tp))
+    fresh = replace(prog.plan, strategy=strategy)
     return replace(prog, plan=fresh)
 
 

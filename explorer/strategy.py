@@ -45,6 +45,8 @@ class LayerSplit:
                 raise ExplorerError(
                     f"operator split {pair!r} is invalid; the split must be one of {', '.join(OP_SPLITS)}")
         object.__setattr__(self, "overrides", tuple(sorted(pairs)))
+        if self.preset == "replicated" and self.degree != 1:
+            raise ExplorerError(f"a 'replicated' layer is not split: its degree is 1, not {self.degree}")
 
     @property
     def effective_preset(self) -> str:
@@ -144,7 +146,8 @@ class Strategy:
             out += [stage] * (base + (1 if stage < extra else 0))
         return tuple(out)
 
-    def check_fits(self, layers: int, heads: int | None, gpus: int | None, is_transformer: bool) -> None:
+    def check_fits(self, layers: int, heads: int | None, gpus: int | None, is_transformer: bool,
+                   kv_heads: int | None = None) -> None:
         """Refuse a strategy that does not fit this model and device count."""
         if gpus is not None and self.devices != gpus:
             raise ExplorerError(
@@ -166,10 +169,14 @@ class Strategy:
             if empty:
                 raise ExplorerError(f"stage {empty[0]} has no layers in the stage_map")
         for i, split in (enumerate(self.layer_splits) if self.layer_splits else [(0, self.split_of(0))]):
+            where = f" (layer {i})" if self.layer_splits else ""
             if is_transformer and heads is not None and heads % split.degree and split.effective_preset != "batch":
-                where = f" (layer {i})" if self.layer_splits else ""
                 raise ExplorerError(
                     f"operator-parallel degree {split.degree}{where} does not divide the {heads} attention heads")
+            if is_transformer and kv_heads and kv_heads % split.degree and split.effective_preset != "batch":
+                raise ExplorerError(
+                    f"operator-parallel degree {split.degree}{where} does not divide the {kv_heads} key/value "
+                    "heads (grouped-query attention splits whole KV heads, as in Megatron-LM)")
             if split.effective_preset == "batch" and self.micro_batch % split.degree:
                 raise ExplorerError(
                     f"layer {i} splits the batch {split.degree} ways but the micro-batch is {self.micro_batch}")

@@ -15,6 +15,7 @@ g_dp = sp.Symbol("g_d", nonnegative=True)
 L_dp = sp.Symbol("L_d", nonnegative=True)
 B_last = sp.Symbol("B_{last}", nonnegative=True)
 K_opt = sp.Symbol("K_{opt}", positive=True)
+T_split = sp.Symbol("T_{split}", nonnegative=True)   # gradient sync of batch-split layers, s
 
 # Pipeline makespan for m micro-batches over stages with per-micro-batch forward
 # F_i and backward B_i (p2p sends included). For GPipe this is the flow-shop
@@ -29,7 +30,8 @@ BUBBLE = PIPELINE - m * T_star
 
 
 def dp_sync(zero: int) -> sp.Expr:
-    """Gradient synchronisation over d replicas, once per iteration.
+    """Gradient synchronisation over d replicas, once per iteration, plus T_split:
+    the all-reduce of batch-split layers' gradients inside their operator group.
 
     ZeRO-0: ring all-reduce of the gradients; ZeRO-1/2: reduce-scatter of
     gradients + all-gather of updated parameters, the same 2(d-1)/d volume;
@@ -37,8 +39,8 @@ def dp_sync(zero: int) -> sp.Expr:
     (Rajbhandari et al. SC'20 Sec 7, published.json zero_comm_volume).
     """
     if zero == 3:
-        return coll.time("reduce_scatter", G, d, g_dp, L_dp)
-    return coll.time("all_reduce", G, d, g_dp, L_dp)
+        return coll.time("reduce_scatter", G, d, g_dp, L_dp) + T_split
+    return coll.time("all_reduce", G, d, g_dp, L_dp) + T_split
 
 
 def zero_gathers(zero: int) -> sp.Expr:

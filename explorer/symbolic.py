@@ -60,7 +60,7 @@ def readable(expr: sp.Expr, max_ops: int = 600) -> sp.Expr:
     return flat if len(str(flat)) < len(str(expr)) else expr
 
 
-USED = ("fwd_compute", "bwd_compute", "fwd_comm", "bwd_comm", "recompute", "params_dev")
+USED = ("fwd_compute", "bwd_compute", "fwd_comm", "bwd_comm", "recompute", "params_dev", "grad_sync")
 
 
 def _stage_exprs(prog: Program, strategy, cluster):
@@ -127,7 +127,8 @@ def symbolic_cost(prog: Program, strategy, cluster, numbers: dict, critical_stag
     level = numbers["dp_level"]
     psi = stages[sync_stage]["params_dev"]
     sync_subs = {ss.G: beta * PSI, ss.Psi: PSI, ss.g_dp: g[level], ss.L_dp: L[level],
-                 ss.B_last: bwd[sync_stage], ss.K_opt: sp.Integer(numbers["K_opt"])}
+                 ss.B_last: bwd[sync_stage] / v, ss.K_opt: sp.Integer(numbers["K_opt"]),
+                 ss.T_split: stages[sync_stage]["grad_sync"]}
     dp = ss.dp_sync(strategy.zero)
     terms["dp_comm"] = ss.exposed(dp, strategy.overlap_dp).xreplace(sync_subs)
     terms["zero_comm"] = ss.zero_gathers(strategy.zero).xreplace(sync_subs)

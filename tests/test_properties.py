@@ -30,6 +30,8 @@ def layer_split(draw, tp: int, micro_batch: int) -> LayerSplit:
     preset = draw(st.sampled_from(LAYER_PRESETS))
     # a 'batch' split divides the micro-batch; the others divide the heads (4) -- both divide tp
     degrees = divisors(math.gcd(tp, micro_batch)) if preset == "batch" else divisors(tp)
+    if preset == "replicated":   # a replicated layer is not split: degree 1
+        degrees = [1]
     return LayerSplit(degree=draw(st.sampled_from(degrees)), preset=preset)
 
 
@@ -216,3 +218,18 @@ def test_override_of_an_unknown_operator_is_refused(name):
     strategy = Strategy(dp=1, tp=2, pp=1, micro_batch=1, global_batch=1, layer_splits=splits)
     with pytest.raises(ExplorerError, match=name):
         evaluate(MODEL, strategy, CLUSTER, 2)
+
+
+def test_replicated_layer_with_a_degree_is_refused():
+    """'replicated' splits nothing: a degree above 1 is a contradiction, named in the message."""
+    with pytest.raises(ExplorerError, match="degree is 1, not 4"):
+        LayerSplit(4, "replicated")
+
+
+def test_degree_must_divide_the_kv_heads():
+    """Grouped-query attention splits whole key/value heads (Megatron-LM requires
+    num_query_groups % tensor_model_parallel_size == 0)."""
+    from explorer import ModelSpec
+    gqa = ModelSpec(name="gqa", family="llama", layers=2, hidden=256, heads=8, kv_heads=2, seq_len=64, vocab=100)
+    with pytest.raises(ExplorerError, match="does not divide the 2 key/value heads"):
+        evaluate(gqa, Strategy(dp=1, tp=4, pp=1, micro_batch=1, global_batch=1), CLUSTER, 4)
