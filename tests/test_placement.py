@@ -1,0 +1,52 @@
+"""Machine levels from the ranks a group really holds (Megatron order: tp, then dp, then pp)."""
+from explorer import Strategy, evaluate, load_cluster, load_model
+from explorer.placement import dp_level, p2p_level, span_level, tp_level
+from explorer.plan import plan
+
+A100 = load_cluster("dgx-a100-80gb")          # 8 GPUs per node
+GPT = load_model("gpt-1.7b")                  # 24 heads: t = 6 is allowed
+
+
+def test_span_level_uses_the_unit_boundaries():
+    assert span_level(A100, 0, 7) == 0
+    assert span_level(A100, 4, 11) == 1       # same size as 0..7, but across two nodes
+    assert span_level(A100, 8, 15) == 0
+
+
+def test_group_levels():
+    assert tp_level(A100, tp=6, dp=1, stage=0, degree=6) == 0     # ranks 0-5
+    assert tp_level(A100, tp=6, dp=1, stage=1, degree=6) == 1     # ranks 6-11 straddle nodes
+    assert dp_level(A100, tp=2, dp=3, stage=0) == 0               # ranks 0..5
+    assert dp_level(A100, tp=2, dp=3, stage=1) == 1               # ranks 6..11
+    assert p2p_level(A100, tp=4, dp=1, stage_from=0, stage_to=1) == 0   # 0-3 -> 4-7
+    assert p2p_level(A100, tp=4, dp=1, stage_from=1, stage_to=2) == 1   # 4-7 -> 8-11
+
+
+def test_pipeline_send_across_a_node_boundary_is_priced_on_the_network():
+    strategy = Strategy(tp=4, pp=4, dp=1, micro_batch=1, global_batch=8)
+    the_plan = plan(GPT, strategy, A100)
+    p2p = {(b.stage_from, b.stage_to): lv for b in the_plan.boundaries
+           for c, lv in zip(b.collectives, b.levels) if c.kind == "p2p"}
+    assert p2p == {(0, 1): 0, (1, 2): 1, (2, 3): 0}
+    sends = [row["fwd_pp_comm_s"] for row in evaluate(GPT, strategy, A100).stage_times_s]
+    assert sends[1] > 5 * sends[0] and sends[1] > 5 * sends[2]   # stage 1 sends over InfiniBand
+
+
+def test_same_structure_other_dp_moves_the_p2p_level_and_matches_a_cold_run():
+    """dp changes where stages sit: the cached program must not keep the old levels."""
+    small = Strategy(tp=4, pp=2, dp=1, micro_batch=1, global_batch=64)
+    large = small.with_(dp=4)
+    warm = (evaluate(GPT, small, A100), evaluate(GPT, large, A100))[1]
+    from explorer.program import _PROGRAMS
+    _PROGRAMS.clear()
+    cold = evaluate(GPT, large, A100)
+    assert warm.iteration_time_s == cold.iteration_time_s
+    assert warm.breakdown_s == cold.breakdown_s
+
+
+def test_dp_row_time_and_bytes_come_from_the_same_stage():
+    r = evaluate(GPT, Strategy(tp=4, pp=2, dp=4, micro_batch=1, global_batch=64), A100)
+    row = next(x for x in r.comm_by_kind if x["category"] == "dp_comm")
+    j = r.extra["sync_stage"]
+    assert row["bytes"] == r.stage_times_s[j]["dp_bytes"]
+    assert row["time_s"] == r.stage_times_s[j]["dp_exposed_s"]
