@@ -29,7 +29,7 @@ def test_pipeline_send_across_a_node_boundary_is_priced_on_the_network():
            for c, lv in zip(b.collectives, b.levels) if c.kind == "p2p"}
     assert p2p == {(0, 1): 0, (1, 2): 1, (2, 3): 0}
     sends = [row["fwd_pp_comm_s"] for row in evaluate(GPT, strategy, A100).stage_times_s]
-    assert sends[1] > 5 * sends[0] and sends[1] > 5 * sends[2]   # stage 1 sends over InfiniBand
+    assert sends[1] > 2 * max(sends[0], sends[2])   # stage 1 sends over InfiniBand
 
 
 def test_same_structure_other_dp_moves_the_p2p_level_and_matches_a_cold_run():
