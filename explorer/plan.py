@@ -108,7 +108,7 @@ def plan(model: ModelSpec, strategy: Strategy, cluster: Cluster, gpus: int | Non
         level = tp_level(cluster, strategy.tp, strategy.dp, stage, split.degree)
         placed.append(PlacedBlock(block, split, stage, chunk, cost, level))
         incoming = cost.layout_out
-    boundaries = tuple(_boundary(placed[i - 1], placed[i], i, strategy, cluster) for i in range(1, len(placed)))
+    boundaries = tuple(boundary(placed[i - 1], placed[i], i, strategy, cluster) for i in range(1, len(placed)))
     return ExecutionPlan(model, strategy, cluster, tuple(placed), boundaries)
 
 
@@ -120,7 +120,7 @@ def _check_overrides(block: Block, split: LayerSplit) -> None:
                                 f"block does not have (its operators: {', '.join(op.name for op in block.ops)})")
 
 
-def _boundary(prev: PlacedBlock, cur: PlacedBlock, index: int, strategy: Strategy, cluster: Cluster) -> Boundary:
+def boundary(prev: PlacedBlock, cur: PlacedBlock, index: int, strategy: Strategy, cluster: Cluster) -> Boundary:
     """Collectives between two consecutive blocks.
 
     Where both blocks chose the same split, a conversion is part of that split's

@@ -23,7 +23,7 @@ def stage_maps(layers: int, pp: int):
 def brute(model, strategy, maps=((),)):
     """(time, memory, strategy) of every split combination x stage map."""
     out = []
-    for combo in itertools.product(usable(layer_options(strategy.tp), strategy), repeat=model.layers):
+    for combo in itertools.product(usable(layer_options(strategy.tp), strategy, model), repeat=model.layers):
         for stage_map in maps:
             s = strategy.with_(layer_splits=combo, stage_map=stage_map)
             r = evaluate(model, s, CLUSTER, strategy.devices)

@@ -1,0 +1,105 @@
+"""Search: the fastest strategies for the current model and cluster, and the time/memory trade-off.
+
+Selecting a point of the Pareto scatter (or a row of the table) loads that
+strategy into the sidebar and the per-layer editor, so every page shows it.
+"""
+import pandas as pd
+import streamlit as st
+
+from explorer import ExplorerError
+from explorer.charts.breakdown import breakdown_bar
+from explorer.search import search
+from explorer.search.figure import pareto_figure
+from explorer.search.report import GIB, label, rows
+from app_pages import state as S
+
+SEARCH_SELECTED_STRATEGY = "search_selected_strategy"  # the Strategy last loaded from a search
+SEARCH_RESULT = "search_result"          # dict(model, cluster, gpus, global_batch, result) of the last search
+W_GPUS, W_BATCH, W_CAP, W_TOP = "w_search_gpus", "w_search_batch", "w_search_cap_gib", "w_search_top"
+PARETO_CHART, TOP_TABLE = "search_pareto_chart", "search_top_table"
+
+ss = st.session_state
+
+
+def load(strategy) -> None:
+    """Put a searched strategy into the editor (sidebar + per-layer state) and every page."""
+    found = ss[SEARCH_RESULT]
+    ss[S.MODEL], ss[S.CLUSTER] = found["model"], found["cluster"]
+    S.apply_strategy(strategy)
+    ss[SEARCH_SELECTED_STRATEGY] = strategy
+    S.notify(f"Loaded from the search: {label(strategy)}.")
+
+
+def _on_chart_select() -> None:
+    points = ss[PARETO_CHART].selection.points
+    if points:
+        name, index = points[0]["customdata"]
+        load(getattr(ss[SEARCH_RESULT]["result"], name)[int(index)].strategy)
+
+
+def _on_table_select() -> None:
+    picked = ss[TOP_TABLE].selection.rows
+    if picked:
+        load(ss[SEARCH_RESULT]["result"].top[picked[0]].strategy)
+
+
+def _run(model, cluster) -> None:
+    bar = st.progress(0.0, text="Searching…")
+    cap = ss[W_CAP] * GIB if ss[W_CAP] else None
+    try:
+        result = search(model, cluster, int(ss[W_GPUS]), int(ss[W_BATCH]), cap, int(ss[W_TOP]),
+                        progress=lambda fraction, message: bar.progress(min(1.0, fraction), text=message))
+    except ExplorerError as err:
+        bar.empty()
+        st.error(str(err))
+        return
+    ss[SEARCH_RESULT] = dict(model=model, cluster=cluster, gpus=int(ss[W_GPUS]), global_batch=int(ss[W_BATCH]),
+                             result=result)
+
+
+model, cluster = ss[S.MODEL], ss[S.CLUSTER]
+ss.setdefault(SEARCH_RESULT, None)
+ss.setdefault(SEARCH_SELECTED_STRATEGY, None)
+S.seed(W_GPUS, ss[S.W_DP] * ss[S.W_TP] * ss[S.W_PP])
+ss[W_GPUS] = min(ss[W_GPUS], cluster.max_devices)      # the cluster may have changed since
+S.seed(W_BATCH, int(ss[S.W_BATCH]))
+S.seed(W_CAP, round(cluster.device.memory_bytes / GIB, 1))
+S.seed(W_TOP, 10)
+st.title("Search for a strategy")
+st.caption(f"{model.name} on {cluster.name}: every global choice (d, t, p, b, schedule, ZeRO, recompute, "
+           "sequence parallelism, overlap) evaluated in bulk; the fastest refined by dynamic programming "
+           "over per-layer splits and the layer→stage partition.")
+cols = st.columns(4)
+cols[0].number_input("GPUs N", min_value=1, max_value=cluster.max_devices, step=1, key=W_GPUS)
+cols[1].number_input("Global batch B", min_value=1, max_value=10 ** 6, step=1, key=W_BATCH)
+cols[2].number_input("Memory cap per device (GiB)", min_value=0.0, step=1.0, key=W_CAP,
+                     help="0 = the device's memory")
+cols[3].number_input("Top k", min_value=1, max_value=100, step=1, key=W_TOP)
+if st.button("Search", type="primary"):
+    _run(model, cluster)
+
+found = ss[SEARCH_RESULT]
+if found is None:
+    st.info("Set the number of GPUs and the global batch, then press Search.")
+    st.stop()
+result = found["result"]
+if (found["model"], found["cluster"]) != (model, cluster):
+    st.warning(f"These results are for {found['model'].name} on {found['cluster'].name}; "
+               "selecting one switches back to that model and cluster.")
+st.success(f"{found['model'].name}, {found['gpus']} GPUs, B = {found['global_batch']}: "
+           f"{result.total:,} raw choices, {result.evaluated:,} evaluated, {result.kept:,} within the "
+           f"{result.memory_cap_bytes / GIB:.1f} GiB cap, {result.refined} refined, in {result.elapsed_s:.2f} s.")
+if not result.top:
+    st.warning("No strategy fits within the memory cap.")
+    st.stop()
+st.plotly_chart(pareto_figure(result), key=PARETO_CHART, on_select=_on_chart_select,
+                selection_mode="points")
+st.caption("Select a point to load its strategy into the editor and every page.")
+st.subheader(f"The {len(result.top)} fastest")
+st.dataframe(pd.DataFrame(rows(result.top)), hide_index=True, key=TOP_TABLE, on_select=_on_table_select,
+             selection_mode="single-row")
+st.plotly_chart(breakdown_bar({f"#{i + 1} {label(c.strategy)}": c.result for i, c in enumerate(result.top)}),
+                key="search_breakdown_chart")
+with st.expander("Pruned choices, by reason"):
+    st.dataframe(pd.DataFrame([{"reason": r, "raw choices": n} for r, n in
+                               sorted(result.pruned.items(), key=lambda kv: -kv[1])]), hide_index=True)

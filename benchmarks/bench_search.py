@@ -1,0 +1,81 @@
+"""Strategy-search speed (issue 5). Prints figures; asserts nothing.
+
+Target: gpt3-175b on 1024 GPUs of dgx-a100-80gb at global batch 1536, the whole
+global space, in <= 10 s on a 2-core machine -- measured here in a fresh process
+(cold: the symbolic block costs are built and compiled inside the search) and
+again in the same process (warm). For scale, the issue quotes Calculon's
+exhaustive `llm-optimal-execution` on the same problem at minutes; Calculon is
+timed below only when its `calculon` command is on PATH and CALCULON_ARGS holds
+the rest of its command line (its model and system files live in its repository).
+"""
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+PROBLEM = dict(model="gpt3-175b", cluster="dgx-a100-80gb", gpus=1024, global_batch=1536)
+TARGET_S = 10.0
+
+CHILD = """
+import time
+t0 = time.perf_counter()
+from explorer import load_cluster, load_model
+from explorer.search import search
+r = search(load_model("{model}"), load_cluster("{cluster}"), {gpus}, {global_batch})
+print(time.perf_counter() - t0, r.elapsed_s)
+"""
+
+
+def cold() -> tuple:
+    out = subprocess.run([sys.executable, "-c", CHILD.format(**PROBLEM)], cwd=ROOT, check=True,
+                         capture_output=True, text=True).stdout.split()
+    return float(out[0]), float(out[1])
+
+
+def warm():
+    from explorer import load_cluster, load_model
+    from explorer.search import search
+    from explorer.search.report import label
+    args = (load_model(PROBLEM["model"]), load_cluster(PROBLEM["cluster"]), PROBLEM["gpus"], PROBLEM["global_batch"])
+    search(*args)
+    start = time.perf_counter()
+    result = search(*args)
+    return time.perf_counter() - start, result, label
+
+
+def calculon():
+    command, extra = shutil.which("calculon"), os.environ.get("CALCULON_ARGS")
+    if not (command and extra):
+        return None
+    start = time.perf_counter()
+    subprocess.run([command, "llm-optimal-execution", *shlex.split(extra)], check=True, capture_output=True)
+    return time.perf_counter() - start
+
+
+def main():
+    whole, inside = cold()
+    warm_s, result, label = warm()
+    verdict = "ok" if whole <= TARGET_S else "OVER TARGET"
+    print(f"problem: {PROBLEM}")
+    print(f"cold search, fresh process (import + search) {whole:8.2f} s  (search() alone {inside:.2f} s; "
+          f"target <= {TARGET_S:.0f} s: {verdict})")
+    print(f"warm search, same process                    {warm_s:8.2f} s")
+    print(f"raw choices {result.total:,}; evaluated {result.evaluated:,}; within the cap {result.kept:,}; "
+          f"refined {result.refined}")
+    best = result.top[0]
+    print(f"best: {label(best.strategy)} -> {best.iteration_time_s:.4f} s per iteration, "
+          f"{best.peak_memory_bytes / 2**30:.1f} GiB, MFU {100 * best.mfu:.1f} %")
+    other = calculon()
+    print("calculon llm-optimal-execution: " + (f"{other:.1f} s" if other is not None else
+                                                "not timed (needs `calculon` on PATH and CALCULON_ARGS)"))
+
+
+if __name__ == "__main__":
+    main()

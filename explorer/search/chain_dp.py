@@ -1,0 +1,199 @@
+"""Label-setting dynamic programming along the block chain (used by layer_dp and partition).
+
+A *state* is (node chosen for block i, its stage); a *label* is one partial
+solution reaching it: a summary of the closed stages (sum of F+B, max F,
+max B, max Y) and the sums of the stages still open. A label is dropped when
+another at its state is no larger in every component (Pareto dominance: the
+multi-criteria labelling of Martins, EJOR 16, 1984), exact for the time
+
+    T = (sum_s (F_s + B_s) + (m v - 1)(max F + max B)) / v + max_s Y_s(Psi_s, GS_s, B_s)
+
+since T never decreases when a component grows -- except Y's exposed sync
+under overlap, max(0, sync - B_s / v), which shrinks by at most what the sum
+term (B_s / v) grows. Memory only grows along the chain, so over-the-cap
+labels go at once, and labels whose lower bound (bounds.py) exceeds the
+incumbent go too (branch and bound).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from math import inf
+
+import numpy as np
+
+from .. import layouts as lay
+from ..errors import ExplorerError
+from .bounds import LowerBound
+from .labels import Bucket, Label
+from .tables import A, B, B_FROM, B_TO, F, F_FROM, F_TO, GS, PSI, ROWS, stage_sums
+
+
+@dataclass(frozen=True)
+class Setting:
+    """The numbers of one global choice that the objective needs."""
+
+    m: int                 # micro-batches per iteration
+    chunks: int            # v
+    zero: int
+    overlap: bool
+    schedule: str
+    cap_bytes: float       # memory cap per device
+
+
+@dataclass(frozen=True)
+class Solution:
+    splits: tuple          # LayerSplit per layer
+    stages: tuple          # stage of every block (embedding, layers, head)
+    time_s: float
+    memory_bytes: float
+    exact: bool            # False when labels were cut to max_labels somewhere
+
+
+class ChainDP:
+    """Choose each block's split among `choices[i]` and (if `stages` is None) the cuts."""
+
+    def __init__(self, chain, objective, setting: Setting, choices, stages=None):
+        self.chain, self.obj, self.set = chain, objective, setting
+        self.choices, self.fixed, self.pp = choices, stages, objective.pp
+        self.layers_after = np.cumsum([chain.is_layer(i) for i in range(chain.n)][::-1])[::-1]
+        self.last = {s: i for i, s in enumerate(stages)} if stages is not None else None
+        self.bound = LowerBound(self._reach(), objective, setting, stages)
+
+    def _reach(self) -> list:
+        """Every node each block can take (any split, any layout its producer may hand it, any
+        stage it may sit on)."""
+        stages = lambda i: (self.fixed[i],) if self.fixed is not None else range(self.pp)
+        reach = [{self.chain.node(0, None, lay.R, 0)}]
+        for i in range(1, self.chain.n):
+            reach.append({self._node(i, x, prev.cost.layout_out, t) for prev in reach[-1]
+                          for x in self.choices[i] for t in stages(i)} - {None})
+        return reach
+
+    def _node(self, i: int, split, incoming: str, stage: int):
+        """Block i under `split` on `stage`, or None when the split does not apply to its operators."""
+        try:
+            return self.chain.node(i, split, incoming, stage)
+        except ExplorerError:
+            return None
+
+    def _next_stages(self, i: int, s: int):
+        if self.fixed is not None:
+            return (self.fixed[i],)
+        if not self.chain.is_layer(i) or i == 1:
+            return (s,)
+        after = self.layers_after[i + 1] if i + 1 < self.chain.n else 0
+        return tuple(t for t in (s, s + 1) if t < self.pp and after >= self.pp - 1 - t)
+
+    def _closes(self, i: int, s: int, s_next: int) -> bool:
+        return s != s_next and (self.fixed is None or self.last[s] == i)
+
+    def _close(self, summary, open_, s):
+        st = self.set
+        y = float(self.obj.sync(open_[PSI, s], open_[B, s], open_[GS, s], st.m, st.chunks, st.zero, st.overlap, s))
+        fs, bs = open_[F, s], open_[B, s]
+        return (summary[0] + fs + bs, max(summary[1], fs), max(summary[2], bs), max(summary[3], y))
+
+    def _fits(self, open_, s) -> bool:
+        st = self.set
+        used = self.obj.memory(open_[PSI, s], open_[A, s], st.m, st.chunks, st.zero, st.schedule, ranks=s)
+        return float(used) <= st.cap_bytes
+
+    def _extend(self, label: Label, i: int, node, s: int, limit: float):
+        prev_s = label.stage
+        link = self.chain.link(i, label.node, node, prev_s, s)[:, 0]
+        open_ = label.open.copy()
+        open_[F, prev_s] += link[F_FROM]
+        open_[B, prev_s] += link[B_FROM]
+        summary, closed = label.summary, label.closed
+        if self._closes(i - 1, prev_s, s):
+            summary, closed = self._close(summary, open_, prev_s), closed | (1 << prev_s)
+            open_[:, prev_s] = 0.0
+        open_[:, s] += node.values[:, 0]
+        open_[F, s] += link[F_TO]
+        open_[B, s] += link[B_TO]
+        if not self._fits(open_, s):
+            return None
+        bound = self.bound(summary, open_, closed, i, s)
+        if bound > limit:
+            return None
+        return Label(summary, open_, closed, bound, self.bound.safe(open_, closed, i, s), label, node, s)
+
+    def _seed(self, stages) -> Solution | None:
+        """The best uniform split (one option on every layer) on `stages`: a first incumbent."""
+        layers = [i for i in range(self.chain.n) if self.chain.is_layer(i)]
+        best = None
+        for x in [x for x in self.choices[layers[0]] if all(x in self.choices[i] for i in layers)]:
+            try:
+                nodes = self.chain.chain([x] * len(layers), stages)
+            except ExplorerError:
+                continue
+            sol = self._solution(nodes, tuple(stages), True)
+            if sol.memory_bytes <= self.set.cap_bytes and (best is None or sol.time_s < best.time_s):
+                best = sol
+        return best
+
+    def solve(self, incumbent: float = inf, max_labels: int = 64, seed_stages=None) -> Solution | None:
+        """The least-time solution no slower than `incumbent` (None if none fits the cap or beats it).
+        `seed_stages` (when the cuts are free) places the uniform splits tried first."""
+        placed = self.fixed if self.fixed is not None else seed_stages
+        seed = self._seed(placed) if placed is not None else None
+        given = incumbent * (1 + 1e-9) if incumbent < inf else inf
+        limit = min(given, seed.time_s * (1 + 1e-9)) if seed is not None else given
+        start = self.chain.node(0, None, lay.R, 0)
+        open_ = np.zeros((ROWS, self.pp))
+        open_[:, 0] = start.values[:, 0]
+        first = Bucket()
+        first.insert(Label((0.0, 0.0, 0.0, 0.0), open_, 0, 0.0, False, None, start, 0))
+        states = {(start, 0): first}
+        exact = True
+        for i in range(1, self.chain.n):
+            nxt = {}
+            for (prev, s), bucket in states.items():
+                for x in self.choices[i]:
+                    for t in self._next_stages(i, s):
+                        node = self._node(i, x, prev.cost.layout_out, t)
+                        if node is None:
+                            continue
+                        for label in bucket.labels:
+                            new = self._extend(label, i, node, t, limit)
+                            if new is not None:
+                                nxt.setdefault((node, t), Bucket()).insert(new)
+            for key, bucket in nxt.items():
+                if len(bucket.labels) > max_labels:
+                    exact = False
+                    nxt[key] = bucket.truncated(max_labels)
+            states = nxt
+        found = self._best(states, exact)
+        if seed is not None and (found is None or seed.time_s < found.time_s):
+            found = seed
+        return found if found is not None and found.time_s <= given else None
+
+    def _finish(self, label: Label) -> float:
+        summary = label.summary
+        for s in range(self.pp):
+            if not (label.closed >> s) & 1:
+                summary = self._close(summary, label.open, s)
+        st = self.set
+        return float(self.obj.pipeline_total(summary[0], summary[1], summary[2], st.m, st.chunks)) + summary[3]
+
+    def _best(self, states, exact) -> Solution | None:
+        finals = [(self._finish(lb), lb) for bucket in states.values() for lb in bucket.labels]
+        if not finals:
+            return None
+        _, best = min(finals, key=lambda pair: pair[0])
+        nodes, stages = [], []
+        while best is not None:
+            nodes.append(best.node)
+            stages.append(best.stage)
+            best = best.parent
+        nodes.reverse()
+        stages.reverse()
+        return self._solution(nodes, tuple(stages), exact)
+
+    def _solution(self, nodes, stages, exact) -> Solution:
+        sums = stage_sums(self.chain, nodes, stages, self.pp)[:, :, 0]
+        st = self.set
+        time = float(self.obj.time(sums[F], sums[B], sums[PSI], sums[GS], st.m, st.chunks, st.zero, st.overlap))
+        memory = float(self.obj.peak_memory(sums[PSI], sums[A], st.m, st.chunks, st.zero, st.schedule))
+        splits = tuple(nd.split for i, nd in enumerate(nodes) if self.chain.is_layer(i))
+        return Solution(splits, stages, time, memory, exact)

@@ -1,0 +1,60 @@
+"""One global choice made ready for the dynamic programmes, and turned back into a Strategy."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..cluster import BYTES_PER_ELEMENT
+from ..strategy import LayerSplit, Strategy
+from .chain_dp import Setting, Solution
+from .objective import Objective
+from .tables import Chain, node_stages
+
+
+@dataclass(frozen=True, eq=False)
+class Problem:
+    model: object
+    cluster: object
+    strategy: Strategy       # the global choices (its layer_splits / stage_map are ignored)
+    chain: Chain             # numbers for this micro-batch size
+    objective: Objective
+    setting: Setting
+
+    @property
+    def tp(self) -> int:
+        return self.strategy.tp
+
+    @property
+    def even_stages(self) -> tuple:
+        """Stage of every block under the default placement (even split, or interleaved chunks)."""
+        return node_stages(self.model, self.strategy.with_(stage_map=()))
+
+    def strategy_for(self, solution: Solution) -> Strategy:
+        """The Strategy of a solution; default splits and the default stage map are left empty."""
+        s = self.strategy
+        default = LayerSplit(s.tp, "megatron")
+        same = lambda x: (x.degree, x.effective_preset, x.overrides) == \
+            (default.degree, default.effective_preset, default.overrides)
+        splits = () if all(same(x) for x in solution.splits) else tuple(solution.splits)
+        layer_stages = tuple(solution.stages[1:-1])
+        stage_map = () if layer_stages == tuple(self.even_stages[1:-1]) or s.schedule == "interleaved" \
+            else layer_stages
+        return s.with_(layer_splits=splits, stage_map=stage_map)
+
+
+def problem_for(model, cluster, strategy: Strategy, cap_bytes: float | None = None, chains=None) -> Problem:
+    """The DP problem of `strategy`'s global choices; `chains` caches chains between problems."""
+    transformer = model.is_transformer
+    strategy.check_fits(model.layers, model.heads if transformer else None, None, transformer,
+                        model.kv_heads if transformer else None)
+    key = (strategy.tp, strategy.dp * strategy.tp, strategy.recompute, strategy.sequence_parallel,
+           strategy.scatter_gather, strategy.dtype, strategy.micro_batch)
+    chains = {} if chains is None else chains
+    if key not in chains:
+        chains[key] = Chain(model, cluster, strategy.with_(layer_splits=(), stage_map=()), [strategy.micro_batch])
+    chain = chains[key]
+    objective = Objective(cluster, BYTES_PER_ELEMENT[strategy.dtype], chain.hw, strategy.dp, strategy.tp,
+                          strategy.pp)
+    cap = cluster.device.memory_bytes if cap_bytes is None else cap_bytes
+    setting = Setting(strategy.micro_batches, strategy.chunks, strategy.zero, strategy.overlap_dp,
+                      strategy.schedule, cap)
+    return Problem(model, cluster, strategy.with_(layer_splits=(), stage_map=()), chain, objective, setting)

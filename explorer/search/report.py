@@ -1,0 +1,62 @@
+"""A SearchResult as the CLI's JSON object, as text, and as rows for tables and charts."""
+from __future__ import annotations
+
+from ..program import CATEGORIES
+from ..strategy_io import strategy_to_dict
+
+GIB = 2 ** 30
+
+
+def label(strategy) -> str:
+    """Short text of a strategy's global choices (and whether it has per-layer choices)."""
+    s = strategy
+    sched = f"interleaved v={s.chunks}" if s.schedule == "interleaved" else s.schedule
+    extras = [f"ZeRO-{s.zero}" if s.zero else "", f"recompute {s.recompute}" if s.recompute != "none" else "",
+              "SP" if s.sequence_parallel else "", "overlap" if s.overlap_dp else "",
+              "per-layer splits" if s.layer_splits else "", "stage map" if s.stage_map else ""]
+    return f"d={s.dp} t={s.tp} p={s.pp} b={s.micro_batch} {sched}" + "".join(f", {e}" for e in extras if e)
+
+
+def candidate_dict(c, rank: int | None = None) -> dict:
+    out = {"strategy": strategy_to_dict(c.strategy), "iteration_time_s": c.iteration_time_s,
+           "peak_memory_bytes": c.peak_memory_bytes, "mfu": c.mfu,
+           "breakdown_s": {k: c.breakdown_s[k] for k in CATEGORIES}}
+    return out if rank is None else {"rank": rank, **out}
+
+
+def search_dict(result, model, cluster, gpus: int, global_batch: int) -> dict:
+    """The stable JSON contract of `python -m explorer search --json`."""
+    return {"model": model.name, "cluster": cluster.name, "gpus": gpus, "global_batch": global_batch,
+            "memory_cap_bytes": result.memory_cap_bytes, "elapsed_s": result.elapsed_s,
+            "total": result.total, "kept": result.kept, "evaluated": result.evaluated,
+            "refined": result.refined, "pruned": dict(sorted(result.pruned.items(), key=lambda kv: -kv[1])),
+            "top": [candidate_dict(c, i + 1) for i, c in enumerate(result.top)],
+            "pareto": [candidate_dict(c) for c in result.pareto]}
+
+
+def rows(candidates) -> list:
+    """One flat dict per candidate: label, time, memory, MFU and the breakdown by category."""
+    out = []
+    for i, c in enumerate(candidates):
+        row = {"rank": i + 1, "strategy": label(c.strategy), "iteration_time_s": c.iteration_time_s,
+               "peak_memory_gib": c.peak_memory_bytes / GIB, "mfu_%": 100 * c.mfu}
+        row.update({f"{k}_s": c.breakdown_s[k] for k in CATEGORIES})
+        out.append(row)
+    return out
+
+
+def search_text(result, title: str) -> str:
+    lines = [title, f"searched {result.total:,} raw choices: {result.evaluated:,} evaluated, "
+             f"{result.kept:,} within the {result.memory_cap_bytes / GIB:.1f} GiB cap, "
+             f"{result.refined} refined by dynamic programming, in {result.elapsed_s:.2f} s", "",
+             f"{'#':>3} {'time s':>10} {'mem GiB':>8} {'MFU %':>6}  strategy"]
+    for i, c in enumerate(result.top):
+        lines.append(f"{i + 1:>3} {c.iteration_time_s:>10.4f} {c.peak_memory_bytes / GIB:>8.1f} "
+                     f"{100 * c.mfu:>6.1f}  {label(c.strategy)}")
+    lines += ["", f"Pareto front (time vs memory): {len(result.pareto)} strategies"]
+    for c in result.pareto:
+        lines.append(f"    {c.iteration_time_s:>10.4f} {c.peak_memory_bytes / GIB:>8.1f}         {label(c.strategy)}")
+    lines += ["", "pruned (raw choices, by the first rule broken)"]
+    for reason, count in sorted(result.pruned.items(), key=lambda kv: -kv[1]):
+        lines.append(f"  {count:>12,}  {reason}")
+    return "\n".join(lines)

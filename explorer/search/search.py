@@ -1,0 +1,182 @@
+"""search(): the best hybrid-parallel strategies for a model on N devices.
+
+Three passes (issue 5):
+1. space.enumerate_space -- every global choice, pruned families counted by reason;
+2. sweep.sweep -- every global choice evaluated in bulk (numpy) with Megatron's
+   split on every layer and the default stage placement;
+3. refine.refine -- the fastest `refine_top` choices within the memory cap
+   (schedules without interleaving) get their per-layer splits (layer_dp) and
+   their layer->stage partition (partition) chosen by dynamic programming.
+The top-k and the Pareto front (time vs peak memory) are then re-evaluated
+with explorer.evaluate(); every number reported is evaluate()'s.
+"""
+from __future__ import annotations
+
+import time
+from collections import Counter
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import ExplorerError
+from ..evaluate import Result, evaluate
+from ..strategy import Strategy
+from .pareto import pareto_front
+from .refine import refine
+from .space import MEMORY, enumerate_space
+from .sweep import Points, sweep
+
+MEMORY_RULE = MEMORY
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One strategy and what explorer.evaluate() says of it."""
+
+    strategy: Strategy
+    iteration_time_s: float
+    peak_memory_bytes: float
+    breakdown_s: dict
+    mfu: float
+    result: Result
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    top: list                 # Candidate, fastest first
+    pareto: list              # Candidate on the time / memory front, fastest first
+    pruned: dict              # reason -> raw grid points dropped for it
+    total: int                # raw grid points (kept + pruned)
+    kept: int                 # global choices within every rule and the memory cap
+    evaluated: int            # global choices the sweep evaluated
+    refined: int              # global choices whose splits and stages the DPs chose
+    memory_cap_bytes: float
+    elapsed_s: float
+
+
+def _check(model, cluster, gpus, global_batch, max_memory_bytes, top):
+    for name, value in (("gpus", gpus), ("global batch", global_batch), ("top", top)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ExplorerError(f"{name} must be a positive integer, got {value!r}")
+    if gpus > cluster.max_devices:
+        raise ExplorerError(f"{gpus} devices is more than cluster '{cluster.name}' has ({cluster.max_devices})")
+    if max_memory_bytes is not None and not max_memory_bytes > 0:
+        raise ExplorerError(f"the memory cap must be positive, got {max_memory_bytes!r}")
+
+
+def point_strategy(space, points: Points, k: int, global_batch: int, dtype: str = "bf16") -> Strategy:
+    """The Strategy of sweep point k (Megatron's split, default stage placement)."""
+    fam = space.families[points.family[k]]
+    return Strategy(dp=fam.dp, tp=fam.tp, pp=fam.pp, micro_batch=int(points.micro_batch[k]),
+                    global_batch=global_batch, schedule=fam.schedule, chunks=fam.chunks,
+                    zero=int(points.zero[k]), recompute=fam.recompute,
+                    sequence_parallel=fam.sequence_parallel, overlap_dp=bool(points.overlap[k]), dtype=dtype)
+
+
+def candidate(model, cluster, strategy: Strategy, gpus: int) -> Candidate:
+    r = evaluate(model, strategy, cluster, gpus)
+    return Candidate(strategy, r.iteration_time_s, r.memory_bytes_per_device["total"], dict(r.breakdown_s),
+                     r.mfu, r)
+
+
+def search(model, cluster, gpus: int, global_batch: int, max_memory_bytes: float | None = None,
+           top: int = 10, progress=None, refine_top: int = 8, dtype: str = "bf16") -> SearchResult:
+    """Search the whole global space of `model` on `gpus` devices of `cluster` at `global_batch`.
+
+    `progress(fraction, message)` is called as the search goes (fraction in [0, 1]).
+    """
+    start = time.perf_counter()
+    _check(model, cluster, gpus, global_batch, max_memory_bytes, top)
+    report = progress or (lambda fraction, message: None)
+    cap = float(cluster.device.memory_bytes if max_memory_bytes is None else max_memory_bytes)
+    report(0.0, "enumerating the global choices")
+    space = enumerate_space(model, gpus, global_batch)
+    points = sweep(model, cluster, space.families, global_batch, dtype,
+                   progress=lambda done, n: report(0.7 * done / n, f"evaluated {done}/{n} families"))
+    fits = np.flatnonzero(points.memory_bytes <= cap)
+    pruned = Counter(space.pruned)
+    pruned[MEMORY_RULE] += int(points.time_s.size - fits.size)
+    pool = _Pool(model, cluster, gpus, space, points, fits, global_batch, dtype, cap)
+    order = _to_refine(space, points, fits, refine_top)
+    chains = {}
+    for n, k in enumerate(order):
+        report(0.7 + 0.2 * n / max(1, len(order)), f"dynamic programming {n + 1}/{len(order)}")
+        found = refine(model, cluster, pool.strategy(k), float(points.time_s[k]), cap, chains)
+        if found is not None:
+            pool.add(*found)
+    report(0.9, "re-evaluating the best and the Pareto front")
+    best = pool.best(top)
+    front = pool.front()
+    report(1.0, "done")
+    return SearchResult(best, front, dict(pruned), space.total, int(fits.size), int(points.time_s.size),
+                        len(order), cap, time.perf_counter() - start)
+
+
+def _to_refine(space, points: Points, fits: np.ndarray, count: int) -> list:
+    """The fastest `count` distinct sweep points within the cap whose schedule is not interleaved.
+
+    Interleaving revisits every stage once per chunk, so the DP's labels would
+    carry all p stages' open sums and multiply; those keep Megatron's split.
+    Points with the same time, degrees and micro-batch (variants that differ only
+    in memory, e.g. ZeRO-1 vs 2, GPipe vs 1F1B without pipelining, selective
+    recomputation of a model without attention) are refined once: the one with
+    the least memory.
+    """
+    order = fits[np.lexsort((points.memory_bytes[fits], points.time_s[fits]))]
+    chosen, seen = [], set()
+    for k in order:
+        fam = space.families[points.family[k]]
+        key = (float(f"{points.time_s[k]:.12g}"), fam.tp, fam.pp, int(points.micro_batch[k]),
+               bool(points.overlap[k]))
+        if fam.schedule == "interleaved" or key in seen:
+            continue
+        seen.add(key)
+        chosen.append(int(k))
+        if len(chosen) == count:
+            break
+    return chosen
+
+
+class _Pool:
+    """Every candidate within the cap: sweep points (built on demand) and refined strategies."""
+
+    def __init__(self, model, cluster, gpus, space, points, fits, global_batch, dtype, cap):
+        self.model, self.cluster, self.gpus, self.cap = model, cluster, gpus, cap
+        self.space, self.points, self.batch, self.dtype = space, points, global_batch, dtype
+        self.time = list(points.time_s[fits])
+        self.memory = list(points.memory_bytes[fits])
+        self.source = list(fits)                  # sweep index, or a Strategy
+        self._done = {}
+
+    def strategy(self, k) -> Strategy:
+        return point_strategy(self.space, self.points, int(k), self.batch, self.dtype)
+
+    def add(self, strategy: Strategy, time_s: float, memory_bytes: float) -> None:
+        self.time.append(time_s)
+        self.memory.append(memory_bytes)
+        self.source.append(strategy)
+
+    def _candidate(self, i: int) -> Candidate:
+        src = self.source[i]
+        strategy = src if isinstance(src, Strategy) else self.strategy(src)
+        if strategy not in self._done:
+            self._done[strategy] = candidate(self.model, self.cluster, strategy, self.gpus)
+        return self._done[strategy]
+
+    def _unique(self, indices, limit=None) -> list:
+        out, seen = [], set()
+        for i in indices:
+            c = self._candidate(int(i))
+            if c.strategy not in seen and c.peak_memory_bytes <= self.cap:   # evaluate() has the last word
+                seen.add(c.strategy)
+                out.append(c)
+            if limit is not None and len(out) == limit:
+                break
+        return out
+
+    def best(self, k: int) -> list:
+        order = np.lexsort((np.asarray(self.memory), np.asarray(self.time)))   # ties: less memory first
+        return sorted(self._unique(order, k), key=lambda c: (c.iteration_time_s, c.peak_memory_bytes))
+
+    def front(self) -> list:
+        return self._unique(pareto_front(np.asarray(self.time), np.asarray(self.memory)))

@@ -1,0 +1,97 @@
+"""search(): valid, re-evaluating, within the cap, Pareto non-dominated, counts adding up, and
+no worse than brute force over the global choices (issue 5, Tests)."""
+import pytest
+
+from explorer import ExplorerError, Strategy, evaluate, load_cluster, load_model
+from explorer.search import search
+from explorer.search.pareto import dominated
+from explorer.search.refine import refine
+from explorer.search.space import enumerate_space
+from explorer.search.search import MEMORY_RULE
+from search_brute import TINY3, brute, stage_maps
+
+CLUSTER = load_cluster("classroom")
+TINY = load_model("tiny-gpt")
+GIB = 2 ** 30
+
+
+@pytest.fixture(scope="module")
+def found():
+    return search(TINY, CLUSTER, 8, 16, top=5)
+
+
+@pytest.fixture(scope="module")
+def capped():
+    return search(TINY, CLUSTER, 8, 16, max_memory_bytes=0.03 * GIB, top=5)
+
+
+def check(result, cap):
+    assert result.kept + sum(result.pruned.values()) == result.total
+    assert 0 < len(result.top) <= 5
+    times = [c.iteration_time_s for c in result.top]
+    assert times == sorted(times)
+    for c in result.top + result.pareto:
+        c.strategy.check_fits(TINY.layers, TINY.heads, 8, True)
+        r = evaluate(TINY, c.strategy, CLUSTER, 8)
+        assert r.iteration_time_s == c.iteration_time_s
+        assert r.memory_bytes_per_device["total"] == c.peak_memory_bytes <= cap
+        assert sum(c.breakdown_s.values()) == pytest.approx(c.iteration_time_s, rel=1e-12)
+    t = [c.iteration_time_s for c in result.pareto]
+    m = [c.peak_memory_bytes for c in result.pareto]
+    assert not any(dominated(t, m, i, j) for i in range(len(t)) for j in range(len(t)))
+    assert result.pareto[0].iteration_time_s == result.top[0].iteration_time_s
+
+
+def test_results_are_valid(found):
+    check(found, CLUSTER.device.memory_bytes)
+
+
+def test_results_respect_the_cap(capped):
+    check(capped, 0.03 * GIB)
+    assert capped.pruned[MEMORY_RULE] > 0
+    assert capped.memory_cap_bytes == 0.03 * GIB
+
+
+def test_no_worse_than_any_global_choice_with_megatron_splits(found):
+    """Brute force over the whole global space with the default split, through evaluate()."""
+    best = min(evaluate(TINY, Strategy(dp=f.dp, tp=f.tp, pp=f.pp, micro_batch=b, global_batch=16,
+                                       schedule=f.schedule, chunks=f.chunks, zero=z, recompute=f.recompute,
+                                       sequence_parallel=f.sequence_parallel, overlap_dp=o), CLUSTER, 8)
+               .iteration_time_s
+               for f in enumerate_space(TINY, 8, 16).families
+               for b in f.micro_batches for z in f.zeros for o in f.overlaps)
+    assert found.top[0].iteration_time_s <= best
+
+
+@pytest.mark.parametrize("strategy", [
+    Strategy(dp=1, tp=2, pp=2, micro_batch=2, global_batch=16, overlap_dp=True),
+    Strategy(dp=2, tp=2, pp=1, micro_batch=2, global_batch=16, zero=2, recompute="full"),
+])
+def test_refine_reaches_the_brute_force_optimum(strategy):
+    """With the same global choices: every split combination x every stage map."""
+    table = brute(TINY3, strategy, maps=list(stage_maps(TINY3.layers, strategy.pp)))
+    best = min(t for t, _, _ in table)
+    s, time_s, memory = refine(TINY3, CLUSTER, strategy)
+    assert time_s == pytest.approx(best, rel=1e-12)
+    assert evaluate(TINY3, s, CLUSTER).iteration_time_s == pytest.approx(time_s, rel=1e-12)
+
+
+def test_progress_reports_reach_one():
+    seen = []
+    search(TINY, CLUSTER, 4, 8, top=2, progress=lambda f, msg: seen.append((f, msg)))
+    fractions = [f for f, _ in seen]
+    assert fractions == sorted(fractions) and fractions[-1] == 1.0 and fractions[0] == 0.0
+
+
+@pytest.mark.parametrize("kwargs", [dict(gpus=0), dict(gpus=10 ** 6), dict(global_batch=0),
+                                    dict(max_memory_bytes=-1.0), dict(top=0)])
+def test_bad_input_is_refused(kwargs):
+    args = dict(model=TINY, cluster=CLUSTER, gpus=8, global_batch=8) | kwargs
+    with pytest.raises(ExplorerError):
+        search(**args)
+
+
+def test_nothing_fits_gives_empty_lists():
+    r = search(TINY, CLUSTER, 8, 8, max_memory_bytes=1.0)
+    assert r.top == [] and r.pareto == [] and r.kept == 0
+    assert r.kept + sum(r.pruned.values()) == r.total

@@ -1,0 +1,77 @@
+"""The global space: counts add up, every kept choice is a valid strategy, reasons are right."""
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from explorer import ExplorerError, Strategy, load_model
+from explorer.search.space import HEADS, KV_HEADS, RULES, STAGES, divisors, enumerate_space, layer_options
+
+TINY = load_model("tiny-gpt")        # 4 layers, 4 heads
+GPT3 = load_model("gpt3-175b")
+
+
+@settings(max_examples=40, deadline=None)
+@given(model=st.sampled_from(["tiny-gpt", "tiny-mlp", "bert-large"]),
+       gpus=st.sampled_from([1, 2, 4, 6, 8, 12, 16, 64]), batch=st.integers(1, 96))
+def test_counts_add_up(model, gpus, batch):
+    space = enumerate_space(load_model(model), gpus, batch)
+    assert space.kept + sum(space.pruned.values()) == space.total
+    assert set(space.pruned) <= set(RULES)
+
+
+def test_every_kept_choice_is_a_valid_strategy():
+    space = enumerate_space(TINY, 8, 16)
+    for fam in space.families:
+        for b in fam.micro_batches:
+            for zero in fam.zeros:
+                s = Strategy(dp=fam.dp, tp=fam.tp, pp=fam.pp, micro_batch=b, global_batch=16,
+                             schedule=fam.schedule, chunks=fam.chunks, zero=zero, recompute=fam.recompute,
+                             sequence_parallel=fam.sequence_parallel)
+                s.check_fits(TINY.layers, TINY.heads, 8, True)
+                assert TINY.layers % (s.pp * s.chunks) == 0 or s.schedule != "interleaved"
+
+
+def test_tensor_degree_must_divide_the_heads():
+    space = enumerate_space(TINY, 8, 8)
+    n_sched = 2 + (TINY.layers - 1)            # gpipe, 1f1b, interleaved v = 2..l
+    per_point = 4 * 3 * 2 * 2                  # zero x recompute x sp x overlap
+    # t = 8 does not divide 4 heads: its only p is 1, with every b dividing B = 8
+    assert space.pruned[HEADS] == len(divisors(8)) * n_sched * per_point
+    assert all(fam.tp in (1, 2, 4) for fam in space.families)
+
+
+def test_pipeline_rules():
+    space = enumerate_space(TINY, 8, 8)
+    assert space.pruned[STAGES] > 0                        # p = 8 > 4 layers
+    assert all(fam.zeros == (0, 1) for fam in space.families if fam.pp > 1)
+    assert all(not fam.sequence_parallel for fam in space.families if fam.tp == 1)
+    for fam in space.families:
+        if fam.schedule == "interleaved":
+            assert fam.pp >= 2 and all((8 // (b * fam.dp)) % fam.pp == 0 for b in fam.micro_batches)
+
+
+def test_gpt3_space_size():
+    """The issue's problem: 1024 GPUs, B = 1536 -- 39,552 global choices survive the rules."""
+    space = enumerate_space(GPT3, 1024, 1536)
+    assert space.kept == 39552
+    assert space.kept + sum(space.pruned.values()) == space.total
+
+
+def test_layer_options():
+    opts = layer_options(4)
+    assert opts[0].degree == 1 and opts[0].effective_preset == "replicated"
+    assert {(o.degree, o.preset) for o in opts[1:]} == {(k, p) for k in (2, 4)
+                                                         for p in ("megatron", "column", "row", "batch")}
+    assert len(layer_options(1)) == 1
+
+
+@pytest.mark.parametrize("gpus,batch", [(0, 8), (8, 0)])
+def test_bad_input(gpus, batch):
+    with pytest.raises(ExplorerError):
+        enumerate_space(TINY, gpus, batch)
+
+
+def test_grouped_query_attention_needs_t_to_divide_the_kv_heads():
+    llama = load_model("llama2-70b")                        # 64 heads, 8 key/value heads
+    space = enumerate_space(llama, 64, 64)
+    assert space.pruned[KV_HEADS] > 0
+    assert all(llama.kv_heads % fam.tp == 0 for fam in space.families)
