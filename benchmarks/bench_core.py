@@ -33,9 +33,10 @@ def main():
     uniform = Strategy(dp=16, tp=8, pp=8, micro_batch=1, global_batch=1536, schedule="1f1b")
     cold = timed(lambda: evaluate(model, uniform, cluster, 1024))
     warm = timed(lambda: evaluate(model, uniform, cluster, 1024), repeat=200)
-    presets = ("megatron", "column", "row", "replicated")
+    presets = ("megatron", "column", "row")
     degrees = (8, 4, 2)
-    splits = tuple(LayerSplit(degree=degrees[i % 3], preset=presets[(i // 3) % 4]) for i in range(96))
+    splits = tuple(LayerSplit(1, "replicated") if i % 4 == 3 else
+                   LayerSplit(degree=degrees[i % 3], preset=presets[(i // 3) % 3]) for i in range(96))
     mixed = uniform.with_(layer_splits=splits)
     cold_mixed = timed(lambda: evaluate(model, mixed, cluster, 1024))
     warm_mixed = timed(lambda: evaluate(model, mixed, cluster, 1024), repeat=50)

@@ -8,9 +8,12 @@ are contiguous rank ranges, so the lowest and highest rank decide.
 """
 from __future__ import annotations
 
+from functools import lru_cache
+
 from .cluster import Cluster
 
 
+@lru_cache(maxsize=4096)
 def span_level(cluster: Cluster, low: int, high: int) -> int:
     """The innermost level one of whose units holds every rank from low to high."""
     unit = 1
@@ -21,6 +24,7 @@ def span_level(cluster: Cluster, low: int, high: int) -> int:
     return len(cluster.levels) - 1
 
 
+@lru_cache(maxsize=4096)
 def tp_level(cluster: Cluster, tp: int, dp: int, stage: int, degree: int) -> int:
     """Slowest level crossed by the degree-sized groups inside the stage's tp blocks."""
     if degree <= 1:
@@ -30,6 +34,7 @@ def tp_level(cluster: Cluster, tp: int, dp: int, stage: int, degree: int) -> int
                for r in range(dp) for g in range(tp // degree))
 
 
+@lru_cache(maxsize=4096)
 def dp_level(cluster: Cluster, tp: int, dp: int, stage: int) -> int:
     """Slowest level crossed by the stage's data-parallel groups (one per tp index)."""
     if dp <= 1:
@@ -38,6 +43,7 @@ def dp_level(cluster: Cluster, tp: int, dp: int, stage: int) -> int:
     return max(span_level(cluster, first + i, first + (dp - 1) * tp + i) for i in range(tp))
 
 
+@lru_cache(maxsize=4096)
 def p2p_level(cluster: Cluster, tp: int, dp: int, stage_from: int, stage_to: int) -> int:
     """Slowest level crossed by the point-to-point pairs between two stages."""
     width = dp * tp
@@ -47,9 +53,13 @@ def p2p_level(cluster: Cluster, tp: int, dp: int, stage_from: int, stage_to: int
 
 def levels_signature(cluster: Cluster, strategy, degrees) -> tuple:
     """Everything about levels a compiled program bakes in (tp and p2p levels per stage)."""
-    tp_, dp_, pp_ = strategy.tp, strategy.dp, strategy.pp
-    tp_levels = tuple(tp_level(cluster, tp_, dp_, s, k) for s in range(pp_) for k in sorted(set(degrees) | {tp_}))
-    chunks = strategy.chunks
-    pairs = {(s, (s + 1) % pp_) for s in range(pp_)} if chunks > 1 else {(s, s + 1) for s in range(pp_ - 1)}
-    p2p = tuple(p2p_level(cluster, tp_, dp_, a, b) for a, b in sorted(pairs))
+    return _signature(cluster, strategy.tp, strategy.dp, strategy.pp, strategy.chunks > 1,
+                      tuple(sorted(set(degrees) | {strategy.tp})))
+
+
+@lru_cache(maxsize=1024)
+def _signature(cluster: Cluster, tp: int, dp: int, pp: int, wraps: bool, degrees: tuple) -> tuple:
+    tp_levels = tuple(tp_level(cluster, tp, dp, s, k) for s in range(pp) for k in degrees)
+    pairs = {(s, (s + 1) % pp) for s in range(pp)} if wraps else {(s, s + 1) for s in range(pp - 1)}
+    p2p = tuple(p2p_level(cluster, tp, dp, a, b) for a, b in sorted(pairs))
     return tp_levels, p2p
