@@ -119,15 +119,20 @@ def read_mapping(path: Path) -> dict:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
         raise ExplorerError(f"{path}: cannot be read ({type(e).__name__})") from None
+    return parse_mapping(text, suffix, str(path))
+
+
+def parse_mapping(text: str, suffix: str, where: str) -> dict:
+    """The top-level mapping of JSON (suffix .json) or YAML text; never evaluates anything."""
     try:
         data = json.loads(text) if suffix == ".json" else yaml.safe_load(text)
     except json.JSONDecodeError as e:
-        raise ExplorerError(f"{path}: malformed JSON at line {e.lineno} column {e.colno}: {e.msg}") from None
+        raise ExplorerError(f"{where}: malformed JSON at line {e.lineno} column {e.colno}: {e.msg}") from None
     except (yaml.YAMLError, ValueError, RecursionError) as e:
         kind = "JSON" if suffix == ".json" else "YAML"
-        raise ExplorerError(f"{path}: malformed {kind}: {' '.join(str(e).split())}") from None
+        raise ExplorerError(f"{where}: malformed {kind}: {' '.join(str(e).split())[:200]}") from None
     if not isinstance(data, dict):
-        raise ExplorerError(f"{path}: expected a mapping of fields at the top level, got {type(data).__name__}")
+        raise ExplorerError(f"{where}: expected a mapping of fields at the top level, got {type(data).__name__}")
     return data
 
 

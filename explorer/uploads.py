@@ -14,14 +14,12 @@ explorer.errors.ExplorerError: m.json: malformed JSON at line 1 column 2: Expect
 """
 from __future__ import annotations
 
-import json
 from pathlib import PurePath
 
-import yaml
 
 from .cluster_io import cluster_from_dict
 from .errors import ExplorerError
-from .model_io import SUFFIXES, model_from_dict
+from .model_io import SUFFIXES, model_from_dict, parse_mapping
 from .strategy_io import strategy_from_dict
 
 MAX_UPLOAD_BYTES = 1_000_000
@@ -38,16 +36,7 @@ def mapping_from_upload(name: str, data: bytes) -> dict:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
         raise ExplorerError(f"{name}: not UTF-8 text") from None
-    try:
-        parsed = json.loads(text) if suffix == ".json" else yaml.safe_load(text)
-    except json.JSONDecodeError as e:
-        raise ExplorerError(f"{name}: malformed JSON at line {e.lineno} column {e.colno}: {e.msg}") from None
-    except (yaml.YAMLError, ValueError, RecursionError) as e:
-        kind = "JSON" if suffix == ".json" else "YAML"
-        raise ExplorerError(f"{name}: malformed {kind}: {' '.join(str(e).split())[:200]}") from None
-    if not isinstance(parsed, dict):
-        raise ExplorerError(f"{name}: expected a mapping of fields at the top level, got {type(parsed).__name__}")
-    return parsed
+    return parse_mapping(text, suffix, name)
 
 
 def _build(name: str, data: bytes, build, *args):

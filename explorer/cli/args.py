@@ -45,14 +45,19 @@ FLAG_FIELDS = {"tp": "tp", "pp": "pp", "dp": "dp", "micro_batch": "micro_batch",
                "overlap_dp": "overlap_dp", "dtype": "dtype"}
 
 
-def resolve(args) -> tuple:
-    """(model, cluster, strategy, gpus) from parsed flags; ExplorerError on anything wrong."""
+def model_and_cluster(args) -> tuple:
+    """The --model (with --seq-len applied) and --cluster of a command."""
     model = load_model(args.model)
     if args.seq_len is not None:
         if args.seq_len <= 0:
             raise ExplorerError(f"--seq-len must be positive, got {args.seq_len}")
         model = model.with_seq_len(args.seq_len)
-    cluster = load_cluster(args.cluster)
+    return model, load_cluster(args.cluster)
+
+
+def resolve(args) -> tuple:
+    """(model, cluster, strategy, gpus) from parsed flags; ExplorerError on anything wrong."""
+    model, cluster = model_and_cluster(args)
     fields = {}
     if args.strategy:
         fields = {name: getattr(base := load_strategy(args.strategy), name)

@@ -5,11 +5,10 @@ import json
 import sys
 import time
 
-from ..cluster_io import load_cluster
 from ..errors import ExplorerError
-from ..model_io import load_model
 from ..search import search
 from ..search.report import search_dict, search_text
+from .args import model_and_cluster
 
 
 def register(sub) -> None:
@@ -40,12 +39,7 @@ class StderrProgress:
 
 
 def run(args) -> int:
-    model = load_model(args.model)
-    if args.seq_len is not None:
-        if args.seq_len <= 0:
-            raise ExplorerError(f"--seq-len must be positive, got {args.seq_len}")
-        model = model.with_seq_len(args.seq_len)
-    cluster = load_cluster(args.cluster)
+    model, cluster = model_and_cluster(args)
     cap = None
     if args.max_memory_gib is not None:
         if not args.max_memory_gib > 0:
