@@ -152,30 +152,27 @@ def _stages(text: str) -> tuple:
     return tuple(stage for stage, n in enumerate(sizes) for _ in range(n))
 
 
-def _model(params: dict, messages: list):
+def _spec_or_preset(params: dict, messages: list, what: str, default: str, directory, load, from_dict):
+    """The model or cluster a link names: an inline spec, a preset, or the default with a message."""
     try:
-        if "model_spec" in params:
-            return _spec(params, "model_spec", model_from_dict)
-        name = params.get("model", DEFAULT_MODEL)
-        if not _is_preset(name, MODEL_DIR):
-            raise ExplorerError(f"link parameter 'model' names no preset: {name[:40]!r}")
-        return load_model(name)
+        if f"{what}_spec" in params:
+            return _spec(params, f"{what}_spec", from_dict)
+        name = params.get(what, default)
+        if not _is_preset(name, directory):
+            raise ExplorerError(f"link parameter '{what}' names no preset: {name[:40]!r}")
+        return load(name)
     except ExplorerError as err:
-        messages.append(f"{err}; using the default model {DEFAULT_MODEL}")
-        return load_model(DEFAULT_MODEL)
+        messages.append(f"{err}; using the default {what} {default}")
+        return load(default)
+
+
+def _model(params: dict, messages: list):
+    return _spec_or_preset(params, messages, "model", DEFAULT_MODEL, MODEL_DIR, load_model, model_from_dict)
 
 
 def _cluster(params: dict, messages: list):
-    try:
-        if "cluster_spec" in params:
-            return _spec(params, "cluster_spec", cluster_from_dict)
-        name = params.get("cluster", DEFAULT_CLUSTER)
-        if not _is_preset(name, CLUSTER_DIR):
-            raise ExplorerError(f"link parameter 'cluster' names no preset: {name[:40]!r}")
-        return load_cluster(name)
-    except ExplorerError as err:
-        messages.append(f"{err}; using the default cluster {DEFAULT_CLUSTER}")
-        return load_cluster(DEFAULT_CLUSTER)
+    return _spec_or_preset(params, messages, "cluster", DEFAULT_CLUSTER, CLUSTER_DIR, load_cluster,
+                           cluster_from_dict)
 
 
 def _strategy_fields(params: dict, base: Strategy, messages: list) -> dict:

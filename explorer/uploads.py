@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from pathlib import PurePath
 
-
 from .cluster_io import cluster_from_dict
 from .errors import ExplorerError
 from .model_io import SUFFIXES, model_from_dict, parse_mapping

@@ -19,7 +19,7 @@ COLOUR_BY = ("stage", "degree")
 
 def _number(expr, values: dict, cache: dict) -> float:
     if expr not in cache:
-        cache[expr] = float(sp.sympify(expr).xreplace(values))
+        cache[expr] = float(expr.xreplace(values) if isinstance(expr, sp.Basic) else expr)
     return cache[expr]
 
 

@@ -77,7 +77,7 @@ def _colls_fn(collectives: tuple):
 def _coll_exprs(collectives) -> list:
     out = []
     for c in collectives:
-        out += [c.bytes(), sp.sympify(coll.latency_steps(c.kind, c.n))]
+        out += [c.bytes(), sp.Integer(0) + coll.latency_steps(c.kind, c.n)]   # a sympy number
     return out
 
 
