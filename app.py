@@ -1,6 +1,4 @@
 """Bridging DL Explorer: the Streamlit entry script (state, sidebar, share link, page routing)."""
-from pathlib import Path
-
 import streamlit as st
 
 from app_pages import share_link, sidebar
@@ -13,7 +11,6 @@ S.init()
 share_link.read_once()          # a shared link sets the widgets before they are drawn
 sidebar.draw()
 
-HERE = Path(__file__).resolve().parent
 EXPLORE = [
     st.Page("app_pages/model.py", title="Model & cluster", url_path="model"),
     st.Page("app_pages/strategy.py", title="Strategy", url_path="strategy"),
@@ -22,13 +19,13 @@ EXPLORE = [
     st.Page("app_pages/compare.py", title="Compare", url_path="compare"),
     st.Page("app_pages/export.py", title="Export & share", url_path="export"),
 ]
-# The lead's pages: Validation and Search appear here as soon as their files exist.
 # Pages live in app_pages/, not pages/: a directory named pages/ next to app.py makes Streamlit
 # run a process's first script run (and every AppTest run) in its old multipage mode, where a
 # page URL runs the page file without app.py and widget ids change on the next run.
-CHECK = [st.Page(f"app_pages/{name}.py", title=title, url_path=name)
-         for name, title in (("validation", "Validation"), ("search", "Search"))
-         if (HERE / "app_pages" / f"{name}.py").exists()]
+CHECK = [
+    st.Page("app_pages/validation.py", title="Validation", url_path="validation"),
+    st.Page("app_pages/search.py", title="Search", url_path="search"),
+]
 
-st.navigation({"Explore": EXPLORE, **({"Check": CHECK} if CHECK else {})}).run()
+st.navigation({"Explore": EXPLORE, "Check": CHECK}).run()
 share_link.write(st.session_state[S.LAST_VALID])
