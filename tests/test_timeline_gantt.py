@@ -59,3 +59,18 @@ def test_empty_events_give_an_empty_figure():
 @pytest.mark.parametrize("seconds,unit", [(20.0, "s"), (0.5, "ms"), (0.001, "µs")])
 def test_time_unit(seconds, unit):
     assert time_unit(seconds)[0] == unit
+
+
+def test_large_timelines_leave_bar_labels_out():
+    """Past MAX_LABELLED_BARS bars are narrower than their labels: no text is sent to the browser."""
+    import pandas as pd
+    from explorer.charts import gantt as gmod
+    n = gmod.MAX_LABELLED_BARS + 1
+    events = pd.DataFrame({"row": ["stage 0"] * n, "stage": 0, "device": "0", "start_s": range(n),
+                           "end_s": [i + 1.0 for i in range(n)], "duration_s": 1.0, "kind": "forward",
+                           "phase": "fwd", "category": "compute", "micro_batch": range(n), "chunk": 0,
+                           "operator": "layer0", "level": "", "bytes": 0.0, "hidden": False})
+    fig = gmod.gantt_figure(events, label="micro_batch")
+    assert all(not t for trace in fig.data for t in trace.text)
+    small = gmod.gantt_figure(events.head(10), label="micro_batch")
+    assert list(small.data[0].text)[:2] == ["F0", "F1"]

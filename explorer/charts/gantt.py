@@ -30,6 +30,7 @@ def time_unit(seconds: float) -> tuple:
 
 
 PASS_LETTER = {"forward": "F", "backward": "B", "weight": "W"}
+MAX_LABELLED_BARS = 5000
 
 
 def _labels(events: pd.DataFrame, label: str | None) -> np.ndarray:
@@ -62,7 +63,9 @@ def gantt_figure(events: pd.DataFrame, title: str = "", label: str | None = None
     """Gantt chart of `events`; bars carry `label` (default: micro-batch, or operator for micro-steps)."""
     end = float(events["end_s"].max()) if len(events) else 0.0
     unit, factor = time_unit(end)
-    text = _labels(events, label)
+    # Beyond a few thousand bars each is narrower than its label, which plotly would hide
+    # anyway (uniformtext): leave the text out and keep the figure small.
+    text = _labels(events, label) if len(events) <= MAX_LABELLED_BARS else np.full(len(events), "", dtype=object)
     rows = list(dict.fromkeys(events.sort_values(["stage", "row"], kind="stable")["row"]))
     fig = go.Figure()
     cats = events["category"].to_numpy()
