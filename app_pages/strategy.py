@@ -1,7 +1,7 @@
 """Strategy: named presets, per-layer choices by dragging (stages, operator splits) and as a table."""
 import streamlit as st
 
-from explorer import ExplorerError, Strategy
+from explorer import Strategy
 from explorer import layer_choices as lc
 from app_pages import compute as C
 from app_pages import drag

@@ -144,7 +144,7 @@ def _block_cost(key, block, preset, over, sequence_parallel, recompute, incoming
             fwd_kind = lay.conversion(cur, needed)
             if fwd_kind:
                 colls.append(_collective(fwd_kind, "fwd", op.name, size))
-            bwd_kind = lay.conversion(grad, lay.needed_grad(prev_out))
+            bwd_kind = lay.conversion(grad, lay.needed_grad(cur))
             if bwd_kind:
                 colls.append(_collective(bwd_kind, "bwd", op.name, size))
         if split == "batch" and op.params != 0:  # replicated weights: reduce their gradients once
@@ -156,7 +156,7 @@ def _block_cost(key, block, preset, over, sequence_parallel, recompute, incoming
         params_dev += op.params / t if (split in ("column", "row") and op.params != 0) else op.params
         steps.append(OpStep(op.name, op.kind, split, needed, out, fwd, bwd, weight_grad_time(op, divisor),
                             op.flops_fwd, tuple(colls)))
-        cur, cur_elements, prev_out = out, op.out_elements, out
+        cur, cur_elements = out, op.out_elements
     if cur == lay.P:  # partial sums leave the block reduced (Megatron's g operator)
         target = lay.SEQ if sequence_parallel else lay.R
         kind = lay.conversion(lay.P, target)

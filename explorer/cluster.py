@@ -126,19 +126,3 @@ class Cluster:
         for level in self.levels:
             n *= level.fanout
         return n
-
-    def level_index(self, extent: int) -> int:
-        """The level a group spanning `extent` consecutive devices must cross.
-
-        Groups are laid out tensor-innermost (Megatron's rank order), so a
-        group of size n with stride k spans n*k consecutive devices.
-        """
-        covered = 1
-        for i, level in enumerate(self.levels):
-            covered *= level.fanout
-            if extent <= covered:
-                return i
-        return len(self.levels) - 1
-
-    def level_for(self, group_size: int, stride: int = 1) -> Level:
-        return self.levels[self.level_index(max(1, group_size) * max(1, stride))]

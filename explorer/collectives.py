@@ -54,7 +54,7 @@ class Collective:
     size: sp.Expr      # whole array, bytes
     n: sp.Expr         # group size
 
-    def bytes(self, g=None):
+    def bytes(self):
         return bytes_per_device(self.kind, self.size, self.n)
 
     def time(self, g, L):

@@ -1,7 +1,7 @@
 """ModelSpec: the few numbers that define a model; the graph is built from it."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field, asdict
+from dataclasses import asdict, dataclass
 
 from .errors import ExplorerError
 

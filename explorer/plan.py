@@ -20,7 +20,7 @@ from .errors import ExplorerError
 from .graph import build_blocks
 from .model_spec import ModelSpec
 from .ops import Block
-from .placement import dp_level, p2p_level, tp_level
+from .placement import p2p_level, tp_level
 from .strategy import LayerSplit, Strategy
 from .symbols import beta
 
@@ -55,11 +55,6 @@ class ExecutionPlan:
     cluster: Cluster
     blocks: tuple              # PlacedBlock, ...
     boundaries: tuple          # Boundary, ... (one per consecutive pair)
-
-    def dp_levels(self) -> list:
-        """Machine level of each stage's data-parallel groups (placement.py)."""
-        s = self.strategy
-        return [dp_level(self.cluster, s.tp, s.dp, stage) for stage in range(s.pp)]
 
     @property
     def stages(self) -> int:

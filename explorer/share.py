@@ -33,7 +33,7 @@ from .errors import ExplorerError
 from .model_io import PRESET_DIR as MODEL_DIR, load_model, model_from_dict
 from .evaluate import evaluate
 from .presets_strategy import DEFAULT_CLUSTER, DEFAULT_MODEL, fallback_strategy
-from .strategy import DTYPES, LAYER_PRESETS, RECOMPUTE, SCHEDULES, LayerSplit, Strategy
+from .strategy import DTYPES, RECOMPUTE, SCHEDULES, LayerSplit, Strategy
 from .strategy_io import strategy_from_dict, strategy_to_dict
 
 MAX_SPEC_CHARS = 8192            # a base64 spec longer than this is refused unread

@@ -5,7 +5,7 @@ against a model and a device count. Every refusal names the offending value.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 from .errors import ExplorerError
 

@@ -14,7 +14,7 @@ from . import collectives as coll
 from . import superstep as ss
 from .program import CATEGORIES, Program
 from .quantities import Q
-from .symbols import L_t, W_hbm, beta, d, g_t, l, m, p, t, t_launch, v
+from .symbols import L_t, beta, g_t, l, m, p, t, t_launch, v
 
 
 def level_symbols(cluster) -> tuple:

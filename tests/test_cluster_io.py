@@ -9,6 +9,7 @@ from explorer.cluster import Cluster
 from explorer.cluster_io import (CLUSTER_KEYS, DEVICE_KEYS, LEVEL_KEYS, PRESET_DIR, cluster_from_dict,
                                  cluster_to_dict, list_clusters, load_cluster)
 from explorer.errors import ExplorerError
+from explorer.placement import span_level
 
 PRESET_PATHS = sorted(PRESET_DIR.glob("*.json"))
 
@@ -68,7 +69,7 @@ def test_dgx_a100_matches_published_hardware():
     assert (node.fanout, node.bandwidth_bytes_per_s) == (8, 300e9)      # 600 GB/s NVLink, both directions
     assert network.bandwidth_bytes_per_s == 200e9 / 8                   # 8 x 200 Gb/s HDR per node, per GPU
     assert c.max_devices >= 4096                                        # covers the 3072-GPU Table 1 run
-    assert c.level_for(8) is node and c.level_for(16) is network
+    assert span_level(c, 0, 7) == 0 and span_level(c, 0, 15) == 1   # a node holds 8 GPUs
 
 
 @pytest.mark.parametrize("name, memory_gib, hbm_tbps", [("dgx-h100", 80, 3.35), ("h200", 141, 4.8)])

@@ -15,7 +15,7 @@ import sympy as sp
 from explorer import ModelSpec, Strategy, evaluate, load_cluster, load_model
 from explorer.block_cost import block_cost
 from explorer.graph import build_blocks
-from explorer.symbols import V, a, a_kv, b, beta, f, h, s, t
+from explorer.symbols import a, a_kv, b, beta, f, h, s, t
 
 MiB = 2 ** 20
 GPT = ModelSpec(name="kor", family="gpt", layers=2, hidden=64, heads=4, seq_len=32, vocab=100)

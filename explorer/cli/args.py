@@ -60,7 +60,8 @@ def resolve(args) -> tuple:
     model, cluster = model_and_cluster(args)
     fields = {}
     if args.strategy:
-        fields = {name: getattr(base := load_strategy(args.strategy), name)
+        loaded = load_strategy(args.strategy)
+        fields = {name: getattr(loaded, name)
                   for name in Strategy.__dataclass_fields__}
     for flag, name in FLAG_FIELDS.items():
         value = getattr(args, flag)

@@ -12,7 +12,6 @@ from pathlib import Path
 
 from ..errors import ExplorerError
 from ..evaluate import evaluate
-from ..strategy import SCHEDULES
 from .args import add_strategy_flags, resolve
 
 FORMATS = ("csv", "json", "chrome-trace")   # = explorer.timeline.FORMATS (pandas loads only when run)

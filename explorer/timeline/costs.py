@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .. import collectives as coll
-from .numbers import Context, block_numbers, boundary_numbers, payer
+from ..program import payer  # who pays a boundary collective: the cost model's own rule
+from .numbers import Context, block_numbers, boundary_numbers
 from .schedules import PASS_NAMES, B, F, W
 
 PART_CATEGORIES = ("zero_comm", "recompute", "compute", "op_comm", "redistribution", "pp_comm")

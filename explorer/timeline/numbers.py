@@ -16,7 +16,6 @@ import sympy as sp
 from .. import collectives as coll
 from ..evaluate import hardware_numbers, model_numbers
 from ..program import BLOCK_ARGS
-from ..program import payer  # who pays a boundary collective: the cost model's own rule
 
 
 @dataclass(frozen=True)
