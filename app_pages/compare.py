@@ -3,8 +3,8 @@ import dataclasses
 
 import streamlit as st
 
-from explorer.charts.breakdown import breakdown_bar
-from explorer.charts.tables import summary_table
+from explorer.facade import breakdown_bar
+from explorer.facade import summary_table
 from app_pages import compute as C
 from app_pages import state as S
 

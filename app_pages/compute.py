@@ -10,14 +10,14 @@ from dataclasses import dataclass
 
 import streamlit as st
 
-from explorer import ExplorerError, Strategy, evaluate
-from explorer import timeline
-from explorer.charts import breakdown as bd
-from explorer.charts import gantt, tables
-from explorer.charts.graph_figure import graph_figure
-from explorer.explain import explain, symbol_values
-from explorer.presets_strategy import fallback_strategy, strategy_presets
-from explorer.program import program_for
+from explorer.facade import ExplorerError, Strategy, evaluate
+from explorer.facade import timeline
+from explorer.facade import breakdown_bar, comm_figure, memory_figure
+from explorer.facade import breakdown_table, comm_table, memory_table, microstep_figure, superstep_figure
+from explorer.facade import graph_figure
+from explorer.facade import explain, symbol_values
+from explorer.facade import fallback_strategy, strategy_presets
+from explorer.facade import plan_of
 
 from . import state as S
 
@@ -94,7 +94,7 @@ def symbolic(model, strategy, cluster):
 
 @st.cache_resource(max_entries=16, show_spinner=False)
 def graph(model, strategy, cluster, expanded, colour_by: str):
-    the_plan = program_for(model, strategy, cluster).plan
+    the_plan = plan_of(model, strategy, cluster)
     return graph_figure(the_plan, symbol_values(model, strategy, cluster), expanded, colour_by)
 
 
@@ -103,11 +103,11 @@ def breakdown_figures(model, strategy, cluster) -> dict:
     """Tables and figures of the Cost page for one strategy."""
     result = evaluate(model, strategy, cluster)
     capacity = cluster.device.memory_bytes
-    comm = tables.comm_table(result, cluster.levels[0].name)
-    memory = tables.memory_table(result, capacity)
-    return {"breakdown_table": tables.breakdown_table(result), "comm_table": comm, "memory_table": memory,
-            "breakdown": bd.breakdown_bar({strategy_label(strategy): result}),
-            "comm": bd.comm_figure(comm), "memory": bd.memory_figure(memory, capacity)}
+    comm = comm_table(result, cluster.levels[0].name)
+    memory = memory_table(result, capacity)
+    return {"breakdown_table": breakdown_table(result), "comm_table": comm, "memory_table": memory,
+            "breakdown": breakdown_bar({strategy_label(strategy): result}),
+            "comm": comm_figure(comm), "memory": memory_figure(memory, capacity)}
 
 
 @st.cache_resource(max_entries=16, show_spinner=False)
@@ -136,7 +136,7 @@ def superstep(model, strategy, cluster, schedule: str) -> dict:
     """Super-step events, their Gantt figure and the agreement with the cost model."""
     result = evaluate(model, strategy, cluster)
     events = timeline.superstep_events(model, strategy, cluster, schedule=schedule, result=result)
-    return {"events": events, "figure": gantt.superstep_figure(events, f"Super-step: one iteration ({schedule})"),
+    return {"events": events, "figure": superstep_figure(events, f"Super-step: one iteration ({schedule})"),
             "agreement": timeline.compare(events, result, schedule)}
 
 
@@ -144,7 +144,7 @@ def superstep(model, strategy, cluster, schedule: str) -> dict:
 def microstep(model, strategy, cluster, layer: int, op) -> dict:
     events = timeline.microstep_events(model, strategy, cluster, layer=layer, op=op)
     what = f"layer {layer}" + (f", operator {op}" if op else "")
-    return {"events": events, "figure": gantt.microstep_figure(events, f"Micro-steps: {what}, one micro-batch")}
+    return {"events": events, "figure": microstep_figure(events, f"Micro-steps: {what}, one micro-batch")}
 
 
 @st.cache_resource(max_entries=16, show_spinner=False)

@@ -1,8 +1,8 @@
 """Cost breakdown: the symbolic terms with their numbers, time by category, communication, memory."""
 import streamlit as st
 
-from explorer.charts.tables import CATEGORY_LABELS, GIB
-from explorer.program import CATEGORIES
+from explorer.facade import CATEGORY_LABELS, GIB
+from explorer.facade import CATEGORIES
 from app_pages import compute as C
 
 view, error = C.current()

@@ -10,7 +10,7 @@ from __future__ import annotations
 import streamlit as st
 from streamlit_sortables import sort_items
 
-from explorer import ExplorerError
+from explorer.facade import ExplorerError
 
 from . import compute as C
 from . import state as S

@@ -1,10 +1,10 @@
 """Export & share: charts as PNG/SVG/HTML, tables as CSV, strategy JSON, formulas LaTeX, a share link."""
 import streamlit as st
 
-from explorer import ExplorerError
-from explorer import export as X
-from explorer import layer_choices as lc
-from explorer.uploads import strategy_from_upload
+from explorer.facade import ExplorerError
+from explorer.facade import export as X
+from explorer.facade import layer_choices as lc
+from explorer.facade import strategy_from_upload
 from app_pages import compute as C
 from app_pages import share_link
 from app_pages import state as S

@@ -2,8 +2,8 @@
 import pandas as pd
 import streamlit as st
 
-from explorer import ExplorerError, ModelSpec, list_clusters, list_models, load_cluster, load_model
-from explorer.uploads import cluster_from_upload, model_from_upload
+from explorer.facade import ExplorerError, ModelSpec, list_clusters, list_models, load_cluster, load_model
+from explorer.facade import cluster_from_upload, model_from_upload
 from app_pages import compute as C
 from app_pages import state as S
 

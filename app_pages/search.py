@@ -6,11 +6,11 @@ strategy into the sidebar and the per-layer editor, so every page shows it.
 import pandas as pd
 import streamlit as st
 
-from explorer import ExplorerError
-from explorer.charts.breakdown import breakdown_bar
-from explorer.search import search
-from explorer.search.figure import pareto_figure
-from explorer.search.report import GIB, label, rows
+from explorer.facade import ExplorerError
+from explorer.facade import breakdown_bar
+from explorer.facade import search
+from explorer.facade import pareto_figure
+from explorer.facade import GIB, search_label as label, search_rows as rows
 from app_pages import state as S
 
 SEARCH_SELECTED_STRATEGY = "search_selected_strategy"  # the Strategy last loaded from a search

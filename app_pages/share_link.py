@@ -5,9 +5,9 @@ from urllib.parse import urlencode
 
 import streamlit as st
 
-from explorer import ExplorerError
-from explorer.presets_strategy import fallback_strategy
-from explorer.share import decode, encode
+from explorer.facade import ExplorerError
+from explorer.facade import fallback_strategy
+from explorer.facade import decode_link as decode, encode_link as encode
 
 from . import state as S
 

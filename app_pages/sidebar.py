@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from explorer.strategy import RECOMPUTE, SCHEDULES
+from explorer.facade import RECOMPUTE, SCHEDULES
 
 from . import state as S
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from explorer import ExplorerError, load_cluster, load_model
-from explorer.presets_strategy import DEFAULT_CLUSTER, DEFAULT_MODEL, DEFAULT_STRATEGY
+from explorer.facade import ExplorerError, load_cluster, load_model
+from explorer.facade import DEFAULT_CLUSTER, DEFAULT_MODEL, DEFAULT_STRATEGY
 
 MODEL = "model"                  # ModelSpec in use
 CLUSTER = "cluster"              # Cluster in use
@@ -117,7 +117,7 @@ def set_model(model, cluster=None) -> None:
     try:
         ensure_fits(candidate())
     except ExplorerError as err:
-        from explorer.presets_strategy import fallback_strategy
+        from explorer.facade import fallback_strategy
         gpus = ss[W_DP] * ss[W_TP] * ss[W_PP]
         apply_strategy(fallback_strategy(model, ss[CLUSTER], gpus))
         notify(f"The strategy did not fit {model.name} on {ss[CLUSTER].name} ({err}); "

@@ -1,8 +1,8 @@
 """Strategy: named presets, per-layer choices by dragging (stages, operator splits) and as a table."""
 import streamlit as st
 
-from explorer import Strategy
-from explorer import layer_choices as lc
+from explorer.facade import Strategy
+from explorer.facade import layer_choices as lc
 from app_pages import compute as C
 from app_pages import drag
 from app_pages import state as S

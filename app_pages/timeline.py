@@ -1,7 +1,7 @@
 """Timelines: the super-step Gantt (one iteration) and the micro-step Gantt (one layer or operator)."""
 import streamlit as st
 
-from explorer.graph import build_blocks
+from explorer.facade import layer_ops
 from app_pages import compute as C
 from app_pages import state as S
 
@@ -36,8 +36,7 @@ if st.session_state[S.W_MICRO_LAYER] >= layers:
     st.session_state[S.W_MICRO_LAYER] = 0
 left, right = st.columns(2)
 layer = left.selectbox("Layer", range(layers), key=S.W_MICRO_LAYER, format_func=lambda i: f"layer {i}")
-block = next(b for b in build_blocks(view.model) if b.kind == "layer" and b.layer == layer)
-ops = [op.name for op in block.ops]
+ops = layer_ops(view.model)
 op = right.selectbox("Operator", [None] + ops, key=f"{S.W_MICRO_OP}_{view.model.family}",
                      format_func=lambda o: "the whole layer" if o is None else o)
 micro = C.microstep(view.model, view.strategy, view.cluster, layer, op)

@@ -2,10 +2,10 @@
 import pandas as pd
 import streamlit as st
 
-from explorer import ExplorerError, load_cluster
-from explorer.charts.parity import parity_figure
-from explorer.cli.validate_cmd import TARGETS
-from explorer.validation import load_cases, summarize, validate
+from explorer.facade import ExplorerError, load_cluster
+from explorer.facade import parity_figure
+from explorer.facade import VALIDATION_TARGETS as TARGETS
+from explorer.facade import load_cases, summarize, validate
 
 
 @st.cache_data(max_entries=2, show_spinner="Predicting the published runs…")

@@ -4,10 +4,7 @@ from __future__ import annotations
 import json
 
 from ..cluster_io import load_cluster
-from ..validation import load_cases, summarize, validate
-
-TARGETS = {"megatron_table1": (0.05, 0.10), "korthikanti_table4": (0.10, 0.10)}
-"""Issue targets: (mean, max) absolute relative error per group."""
+from ..validation import TARGETS, load_cases, summarize, validate
 
 
 def register(sub) -> None:

@@ -1,0 +1,50 @@
+"""The small public face the app (and notebooks) read: inputs, evaluation, figures, tables, I/O.
+
+Pages import from here only, never from the library's internals or the CLI, so the
+package can be rearranged behind it. Everything is a plain function or constant.
+"""
+from __future__ import annotations
+
+from . import export
+from . import layer_choices
+from . import timeline
+from .charts.breakdown import breakdown_bar, comm_figure, memory_figure
+from .charts.gantt import microstep_figure, superstep_figure
+from .charts.graph_figure import graph_figure
+from .charts.parity import parity_figure
+from .charts.tables import (CATEGORY_LABELS, GIB, breakdown_table, comm_table, memory_table,
+                            summary_table)
+from .cluster_io import list_clusters, load_cluster
+from .errors import ExplorerError
+from .evaluate import Result, evaluate
+from .explain import explain, symbol_values
+from .graph import build_blocks
+from .model_io import list_models, load_model
+from .model_spec import ModelSpec
+from .presets_strategy import (DEFAULT_CLUSTER, DEFAULT_MODEL, DEFAULT_STRATEGY, fallback_strategy,
+                               strategy_presets)
+from .program import CATEGORIES, program_for
+from .search import search
+from .search.figure import pareto_figure
+from .search.report import label as search_label
+from .search.report import rows as search_rows
+from .share import decode as decode_link
+from .share import encode as encode_link
+from .strategy import RECOMPUTE, SCHEDULES, LayerSplit, Strategy
+from .uploads import cluster_from_upload, model_from_upload, strategy_from_upload
+from .validation import TARGETS as VALIDATION_TARGETS
+from .validation import load_cases, summarize, validate
+
+
+def layer_ops(model) -> list:
+    """Operator names of a model's first layer (what the micro-step view can show)."""
+    block = next(b for b in build_blocks(model) if b.kind == "layer")
+    return [op.name for op in block.ops]
+
+
+def plan_of(model, strategy, cluster):
+    """The execution plan (blocks on stages with their splits) of a strategy."""
+    return program_for(model, strategy, cluster).plan
+
+
+__all__ = [name for name in dir() if not name.startswith("_")]
