@@ -19,7 +19,7 @@ from explorer.facade import explain, symbol_values
 from explorer.facade import fallback_strategy, strategy_presets
 from explorer.facade import plan_of
 
-from . import state as S
+from app_pages import state as S
 
 
 @dataclass(frozen=True)

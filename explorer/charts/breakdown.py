@@ -8,8 +8,8 @@ from __future__ import annotations
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from ..program import CATEGORIES
-from .tables import CATEGORY_LABELS, GIB, MEMORY_PARTS, breakdown_table
+from explorer.cost.program import CATEGORIES
+from explorer.charts.tables import CATEGORY_LABELS, GIB, MEMORY_PARTS, breakdown_table
 
 CATEGORY_COLOURS = {"compute": "#4C78A8", "recompute": "#9ECAE9", "op_comm": "#F58518",
                     "redistribution": "#E45756", "pp_comm": "#72B7B2", "bubble": "#BAB0AC",
