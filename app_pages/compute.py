@@ -137,7 +137,7 @@ def superstep(model, strategy, cluster, schedule: str) -> dict:
     result = evaluate(model, strategy, cluster)
     events = timeline.superstep_events(model, strategy, cluster, schedule=schedule, result=result)
     return {"events": events, "figure": superstep_figure(events, f"Super-step: one iteration ({schedule})"),
-            "agreement": timeline.compare(events, result, schedule)}
+            "agreement": timeline.compare(events, result, schedule, strategy.schedule)}
 
 
 @st.cache_resource(max_entries=32, show_spinner=False)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from explorer.cost.program import CATEGORIES
+from explorer.cost.superstep import CATEGORIES
 from explorer.charts.tables import CATEGORY_LABELS, GIB, MEMORY_PARTS, breakdown_table
 
 CATEGORY_COLOURS = {"compute": "#4C78A8", "recompute": "#9ECAE9", "op_comm": "#F58518",

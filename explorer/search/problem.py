@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from explorer.hardware.cluster import BYTES_PER_ELEMENT
+from explorer.strategy import rules
 from explorer.strategy.strategy import LayerSplit, Strategy
 from explorer.search.chain_dp import Setting, Solution
 from explorer.search.objective import Objective
@@ -43,9 +44,7 @@ class Problem:
 
 def problem_for(model, cluster, strategy: Strategy, cap_bytes: float | None = None, chains=None) -> Problem:
     """The DP problem of `strategy`'s global choices; `chains` caches chains between problems."""
-    transformer = model.is_transformer
-    strategy.check_fits(model.layers, model.heads if transformer else None, None, transformer,
-                        model.kv_heads if transformer else None)
+    rules.check(model, strategy)
     key = (strategy.tp, strategy.dp * strategy.tp, strategy.recompute, strategy.sequence_parallel,
            strategy.scatter_gather, strategy.dtype, strategy.micro_batch)
     chains = {} if chains is None else chains

@@ -1,7 +1,7 @@
 """A SearchResult as the CLI's JSON object, as text, and as rows for tables and charts."""
 from __future__ import annotations
 
-from explorer.cost.program import CATEGORIES
+from explorer.cost.superstep import CATEGORIES
 from explorer.io.strategies import strategy_to_dict
 
 GIB = 2 ** 30

@@ -12,8 +12,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from explorer.cost.program import payer  # who pays a boundary collective: the cost model's own rule
-from explorer.timeline.numbers import Context, block_numbers, boundary_numbers
+from explorer.cost.tree import payer  # who pays a boundary collective: the cost model's own rule
+from explorer.cost.numbers import Numbers
+from explorer.timeline.numbers import block_numbers, boundary_numbers, context
 from explorer.timeline.schedules import PASS_NAMES, B, F, W
 
 PART_CATEGORIES = ("zero_comm", "recompute", "compute", "op_comm", "redistribution", "pp_comm")
@@ -55,7 +56,7 @@ class PassCosts:
                    ops, tuple(str(i) for i in range(len(fwd))), chunks, {})
 
 
-def from_result(result, the_plan, ctx: Context, split_weight: bool) -> PassCosts:
+def from_result(result, the_plan, ctx: Numbers, split_weight: bool) -> PassCosts:
     """PassCosts of an evaluated strategy; split_weight moves bwd_weight_s to a W pass (ZB-H1)."""
     strategy = the_plan.strategy
     p, v, m = strategy.pp, strategy.chunks, strategy.micro_batches
@@ -84,7 +85,7 @@ def from_result(result, the_plan, ctx: Context, split_weight: bool) -> PassCosts
     return PassCosts(sec / v, nbytes / v, levels, _operators(the_plan, p, v), devices, v, after)
 
 
-def _bytes_and_levels(the_plan, ctx: Context):
+def _bytes_and_levels(the_plan, ctx: Numbers):
     """Bytes per device per stage, pass and part; level names per stage and part; params per device."""
     p = the_plan.strategy.pp
     nbytes = np.zeros((p, 3, len(PART_CATEGORIES)))
