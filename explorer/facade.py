@@ -29,6 +29,7 @@ from explorer.search.report import label as search_label
 from explorer.search.report import rows as search_rows
 from explorer.io.share import decode as decode_link
 from explorer.io.share import encode as encode_link
+from explorer.schedules import chunked as schedule_is_chunked
 from explorer.strategy.strategy import RECOMPUTE, SCHEDULES, LayerSplit, Strategy
 from explorer.io.uploads import cluster_from_upload, model_from_upload, strategy_from_upload
 from explorer.validation import TARGETS as VALIDATION_TARGETS

@@ -109,6 +109,8 @@ def _numpy_stage_functions():
         x, k = np.asarray(x, dtype=float), np.asarray(k)
         if x.ndim == 0 or x.shape[0] == 1:          # the same on every stage
             return np.broadcast_to(x if x.ndim == 0 else x[0], np.broadcast_shapes(x.shape[1:], k.shape))
+        if x.ndim == 2 and k.shape == x.shape[1:]:   # stages x candidates, one stage per candidate
+            return x[k, np.arange(x.shape[1])]
         shape = np.broadcast_shapes(x.shape[1:], k.shape)
         x = np.broadcast_to(x, (x.shape[0],) + shape)
         return np.take_along_axis(x, np.broadcast_to(k, shape)[None].astype(int), axis=0)[0]

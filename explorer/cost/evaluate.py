@@ -9,6 +9,7 @@ terms (explorer.cost.superstep) -- nothing here composes a cost of its own.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import numpy as np
 
@@ -22,7 +23,7 @@ from explorer.model.spec import ModelSpec
 from explorer.strategy import rules
 from explorer.strategy.mesh import group_level
 from explorer.strategy.strategy import Strategy
-from explorer.symbols import K_opt, L_r, W_hbm, beta, d, g_r, m, p, r, v
+from explorer.symbols import B_r, F_r, K_opt, L_r, W_hbm, beta, d, g_r, m, p, r, v
 
 
 @dataclass(frozen=True)
@@ -91,9 +92,14 @@ def evaluate_batch(model: ModelSpec, strategies, cluster: Cluster, gpus: int | N
     return BatchResult(out["time"], out["cat"], out["mem"], out["mfu"])
 
 
+@lru_cache(maxsize=4096)
+def _stage_dp_levels(cluster, mesh, stages: int) -> tuple:
+    return tuple(group_level(cluster, mesh, "dp", pp=stage) for stage in range(stages))
+
+
 def _dp_levels(cluster, strategies, stages: int) -> np.ndarray:
     """stages x candidates: the machine level each stage's data-parallel groups cross."""
-    return np.array([[group_level(cluster, s.mesh, "dp", pp=stage) for s in strategies] for stage in range(stages)])
+    return np.array([_stage_dp_levels(cluster, s.mesh, stages) for s in strategies]).T
 
 
 def _core(tree: CostTree, model: ModelSpec, strategies: list, cluster: Cluster) -> dict:
@@ -115,8 +121,8 @@ def _core(tree: CostTree, model: ModelSpec, strategies: list, cluster: Cluster) 
                beta: hw["beta"], W_hbm: hw["W"], K_opt: optimizer_update_bytes(hw["beta"])}
     sup = variant(first.schedule, first.zero, first.overlap_dp, optimizer_state_bytes(hw["beta"]))(stage, scalars)
     shape = per_stage[:, 0].shape
-    sup = {k: np.broadcast_to(np.asarray(x, dtype=int if k.endswith("_stage") else float),
-                              shape if np.ndim(x) == 2 or k in _PER_STAGE else (C,)) for k, x in sup.items()}
+    sup = {k: (x if np.shape(x) == (shape if k in _PER_STAGE else (C,)) else
+               np.broadcast_to(x, shape if k in _PER_STAGE else (C,))) for k, x in sup.items()}
     memory = {part: sup[f"memory_{part}"] for part in MEMORY_PARTS}
     mem_total = sum(memory.values())
     over_b = np.array([s.global_batch for s in strategies], dtype=float) / micro   # micro-batches, all replicas
@@ -129,7 +135,8 @@ def _core(tree: CostTree, model: ModelSpec, strategies: list, cluster: Cluster) 
             "hardware_flops": hardware_flops}
 
 
-_PER_STAGE = ("dp_sync", "dp_exposed", "zero_gather", "optimizer_step", "after", "dp_bytes", "zero_bytes") + \
+_PER_STAGE = ("dp_sync", "dp_exposed", "zero_gather", "optimizer_step", "after", "dp_bytes", "zero_bytes",
+              "zero_gather_pass", "zero_bytes_pass") + \
     tuple(f"memory_{part}" for part in MEMORY_PARTS)
 
 
@@ -137,7 +144,7 @@ def _result(tree: CostTree, strategy: Strategy, cluster: Cluster, core: dict) ->
     """The single-strategy Result: candidate 0 of the arrays."""
     sup = {k: x[..., 0] for k, x in core["super"].items()}
     M, N, hw = strategy.micro_batches, strategy.devices, core["nums"].hw
-    k, j = int(sup["critical_stage"]), int(sup["sync_stage"])
+    k, j = int(sup["critical_stage"]), int(sup["sync_stage"])     # (ints: numpy argmax)
     per_stage = core["per_stage"][:, :, 0]
     fwd_b, bwd_b, bytes_b = ({c: a[:, 0] for c, a in part.items()} for part in core["boundary"])
     memory = [{name: float(core["memory"][name][i, 0]) for name in MEMORY_PARTS} for i in range(strategy.pp)]
@@ -154,12 +161,13 @@ def _result(tree: CostTree, strategy: Strategy, cluster: Cluster, core: dict) ->
     dp_level = int(core["levels"][j, 0])
     sync = {"dp_total": float(sup["dp_sync"][j]), "dp_exposed": float(sup["dp_exposed"][j]),
             "zero": float(sup["zero_gather"][j]), "level": dp_level,
-            "per_stage": (sup["dp_sync"], sup["dp_exposed"], sup["zero_gather"], sup["optimizer_step"])}
+            "per_stage": (sup["dp_sync"], sup["dp_exposed"], sup["zero_gather"], sup["optimizer_step"]),
+            "per_pass": (sup["zero_gather_pass"], sup["zero_bytes_pass"])}
     rows = comm_rows(tree, core["values"][:, :, 0], k, M, by_kind, level_names, sync, dp_bytes, zero_bytes, strategy)
     by_level = {name: 0.0 for name in level_names}
     for row in rows:
         by_level[row["level"]] += row["time_s"]
-    stage = {sym: np.broadcast_to(x, core["per_stage"][:, 0].shape)[:, 0] for sym, x in core["stage"].items()}
+    stage = {sym: np.asarray(core["stage"][sym])[:, 0] for sym in (F_r, B_r)}
     model_flops, hardware_flops = float(core["model_flops"][0]), float(core["hardware_flops"][0])
     return Result(
         iteration_time_s=total, breakdown_s={c: float(sup[c]) for c in CATEGORIES},

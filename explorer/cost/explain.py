@@ -23,7 +23,7 @@ from explorer.cost.tree import Q, cost_tree, stage_inputs
 from explorer.schedules import get as schedule_of
 from explorer.schedules.base import AGGREGATES
 from explorer.strategy.mesh import group_level
-from explorer.symbols import (F, K_opt, L_r, L_t, Psi_r, V, W_hbm, AtStage, StageArgMax, StageMax, StageSum, a,
+from explorer.symbols import (F, K_opt, L_r, L_t, Psi_r, V, W_hbm, AtStage, StageMax, StageSum, a,
                               a_kv, b, beta, d, eta, f, g_r, g_t, h, l, m, p, phi, r, s, t, t_launch, v)
 
 PSI = sp.Symbol("Psi", nonnegative=True)   # parameters per device on the synchronising stage

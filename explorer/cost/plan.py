@@ -20,6 +20,7 @@ from explorer.errors import ExplorerError
 from explorer.model.graph import build_blocks
 from explorer.model.spec import ModelSpec
 from explorer.model.ops import Block
+from explorer.schedules import chunked
 from explorer.strategy.mesh import group_level, pair_level
 from explorer.strategy.strategy import LayerSplit, Strategy
 from explorer.symbols import beta
@@ -70,7 +71,7 @@ def block_splits(model: ModelSpec, strategy: Strategy, blocks) -> list:
 def block_stages(model: ModelSpec, strategy: Strategy) -> tuple:
     """(stage, chunk) of every layer; interleaving deals chunks round-robin (Narayanan Sec 2.2.2)."""
     layers = model.layers
-    if strategy.schedule != "interleaved":
+    if not chunked(strategy.schedule):
         return tuple((stage, 0) for stage in strategy.stages(layers))
     chunks = strategy.pp * strategy.chunks
     base, extra = divmod(layers, chunks)

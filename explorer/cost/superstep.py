@@ -71,10 +71,15 @@ def dp_sync(zero: int) -> sp.Expr:
     return coll.time(kind, beta * Psi_r, d, g_r, L_r) + GS_r
 
 
+def zero_gather_pass(zero: int) -> sp.Expr:
+    """ZeRO-3 all-gathers the parameters before every forward and every backward pass
+    (Rajbhandari et al. SC'20 Sec 7-B: Psi per pass, 3 Psi with the gradient reduce-scatter)."""
+    return coll.time("all_gather", beta * Psi_r, d, g_r, L_r) if zero >= 3 else sp.Integer(0)
+
+
 def zero_gathers(zero: int) -> sp.Expr:
-    """ZeRO-3 all-gathers the parameters before every forward and backward of each micro-batch
-    (Rajbhandari et al. SC'20 Sec 7-B: 2 Psi per pass, 3 Psi with the gradient reduce-scatter)."""
-    return 2 * m * coll.time("all_gather", beta * Psi_r, d, g_r, L_r) if zero >= 3 else sp.Integer(0)
+    """The iteration's gathers: one before each of the 2 m passes of a micro-batch."""
+    return 2 * m * zero_gather_pass(zero)
 
 
 def optimizer_step(zero: int) -> sp.Expr:
@@ -114,8 +119,10 @@ def terms(schedule: str, zero: int, overlap: bool, k_states: int) -> dict:
     add("zero_gather", "zero_comm", "Rajbhandari et al. SC'20 Sec 7-B", zero_gathers(zero), True)
     kind = "reduce_scatter" if zero == 3 else "all_reduce"
     add("dp_bytes", "dp_comm", "nccl_busbw", coll.bytes_per_device(kind, beta * Psi_r, d) + GSB_r, True)
-    add("zero_bytes", "zero_comm", "Rajbhandari et al. SC'20 Sec 7-B",
-        2 * m * coll.bytes_per_device("all_gather", beta * Psi_r, d) if zero >= 3 else sp.Integer(0), True)
+    pass_bytes = coll.bytes_per_device("all_gather", beta * Psi_r, d) if zero >= 3 else sp.Integer(0)
+    add("zero_gather_pass", "zero_comm", "Rajbhandari et al. SC'20 Sec 7-B", zero_gather_pass(zero), True)
+    add("zero_bytes_pass", "zero_comm", "Rajbhandari et al. SC'20 Sec 7-B", pass_bytes, True)
+    add("zero_bytes", "zero_comm", "Rajbhandari et al. SC'20 Sec 7-B", 2 * m * pass_bytes, True)
     add("optimizer_step", "optimizer", "Adam at HBM speed, ZeRO Sec 3.1", optimizer_step(zero), True)
     add("after", "", "what follows the pipeline on stage r", after, True)
     add("critical_stage", "", "the most loaded stage", critical)
@@ -139,7 +146,7 @@ def terms(schedule: str, zero: int, overlap: bool, k_states: int) -> dict:
 
 OUTPUTS = ("iteration", "makespan") + CATEGORIES + ("critical_stage", "sync_stage", "dp_sync", "dp_exposed",
                                                     "zero_gather", "optimizer_step", "after", "dp_bytes",
-                                                    "zero_bytes") + \
+                                                    "zero_bytes", "zero_gather_pass", "zero_bytes_pass") + \
     tuple(f"memory_{part}" for part in MEMORY_PARTS)
 
 

@@ -8,6 +8,6 @@ window the gradient synchronisation may hide under (overlap) and its rules
 in registry.py.
 """
 from explorer.schedules.base import Schedule
-from explorer.schedules.registry import NAMES, SCHEDULES, get
+from explorer.schedules.registry import NAMES, SCHEDULES, chunked, get
 
-__all__ = ["NAMES", "SCHEDULES", "Schedule", "get"]
+__all__ = ["NAMES", "SCHEDULES", "Schedule", "chunked", "get"]

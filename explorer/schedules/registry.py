@@ -10,6 +10,11 @@ NAMES = tuple(SCHEDULES)
 """Schedule names, the default (1f1b) first."""
 
 
+def chunked(name: str) -> bool:
+    """Does schedule `name` split each stage into v > 1 model chunks?"""
+    return get(name).chunked
+
+
 def get(name: str):
     """The schedule registered as `name`; ExplorerError listing the names otherwise."""
     try:

@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from explorer.hardware.cluster import BYTES_PER_ELEMENT
+from explorer.schedules import chunked
 from explorer.strategy import rules
 from explorer.strategy.strategy import LayerSplit, Strategy
 from explorer.search.chain_dp import Setting, Solution
@@ -37,7 +38,7 @@ class Problem:
             (default.degree, default.effective_preset, default.overrides)
         splits = () if all(same(x) for x in solution.splits) else tuple(solution.splits)
         layer_stages = tuple(solution.stages[1:-1])
-        stage_map = () if layer_stages == tuple(self.even_stages[1:-1]) or s.schedule == "interleaved" \
+        stage_map = () if layer_stages == tuple(self.even_stages[1:-1]) or chunked(s.schedule) \
             else layer_stages
         return s.with_(layer_splits=splits, stage_map=stage_map)
 

@@ -8,6 +8,7 @@ model and a device count. Every refusal names the offending value.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import cached_property
 
 from explorer.errors import ExplorerError
 from explorer.schedules import NAMES as SCHEDULES
@@ -128,7 +129,7 @@ class Strategy:
             out += [stage] * (base + (1 if stage < extra else 0))
         return tuple(out)
 
-    @property
+    @cached_property
     def mesh(self) -> Mesh:
         """The device mesh: named axes with their sizes, in rank order."""
         return Mesh.of(self.rank_order, tp=self.tp, dp=self.dp, pp=self.pp)
