@@ -11,6 +11,7 @@ and L_{level} for each machine level of the cluster.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 import sympy as sp
@@ -45,15 +46,28 @@ class SymbolicCost:
     compact: dict        # category -> the super-step Term itself (aggregates, stage symbols)
 
     def definitions_latex(self) -> dict:
-        return {sp.latex(sym): sp.latex(expr) for sym, expr in self.definitions.items()}
+        return dict(self._definitions_latex)
 
     def latex(self) -> dict:
-        """LaTeX per category; the bubble in its aggregate form (Σ_T, F_max, ... of the schedule)."""
+        """LaTeX per category; the bubble in its aggregate form (Σ_T, F_max, ... of the schedule).
+        Printed once per object (printing is the slow part of explaining)."""
+        return dict(self._latex)
+
+    def total_latex(self) -> str:
+        return self._total_latex
+
+    @cached_property
+    def _definitions_latex(self) -> dict:
+        return {sp.latex(sym): sp.latex(expr) for sym, expr in self.definitions.items()}
+
+    @cached_property
+    def _latex(self) -> dict:
         return {c: (sp.latex(self.compact[c]) if c == "bubble" else sp.latex(readable(e)))
                 for c, e in self.terms.items()}
 
-    def total_latex(self) -> str:
-        latex = self.latex()
+    @cached_property
+    def _total_latex(self) -> str:
+        latex = self._latex
         parts = [latex[c] if c != "bubble" else r"\left(" + latex[c] + r"\right)"
                  for c, e in self.terms.items() if e != 0]
         return "T_{iter} = " + " + ".join(parts)
