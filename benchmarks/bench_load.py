@@ -172,6 +172,8 @@ def main():
     parser.add_argument("--url", help="ws://host:port of a running server (default: start one)")
     parser.add_argument("--ramp", type=float, default=10.0, help="seconds over which sessions start")
     parser.add_argument("--think", type=float, default=2.0, help="seconds between a session's actions")
+    parser.add_argument("--warm", type=int, default=4,
+                        help="sessions run one by one before measuring (each server process's first run is cold)")
     args = parser.parse_args()
     server = None
     if not args.url:
@@ -181,6 +183,7 @@ def main():
                                   stderr=subprocess.DEVNULL)
         args.url = f"ws://127.0.0.1:{port}"
         time.sleep(8)
+    for _ in range(args.warm):
         asyncio.run(warm(args.url))
     try:
         asyncio.run(main_async(args))
