@@ -161,6 +161,11 @@ class Variant:
         """A numpy function (STAGE_INPUTS + SCALAR_INPUTS + aggregates) -> the named terms."""
         return _compiled(self.key, names)
 
+    def lean(self, names: tuple) -> tuple:
+        """(function, its argument symbols): the named terms compiled over only the symbols they
+        use, in a fixed order -- for loops that call one term many times (the search)."""
+        return _lean(self.key, names)
+
     def __call__(self, stage: dict, scalars: dict, names: tuple = OUTPUTS) -> dict:
         """The named terms for per-stage arrays `stage` (symbol -> array, axis 0 = stage) and
         `scalars` (symbol -> number or array over candidates)."""
@@ -174,9 +179,29 @@ AGGREGATE_SYMBOLS = tuple(AGGREGATES)
 @lru_cache(maxsize=256)
 def _compiled(key: tuple, names: tuple):
     t = terms(*key)
-    exprs = [t[n].expr for n in names]
-    return sp.lambdify(STAGE_INPUTS + SCALAR_INPUTS, _with_aggregates(exprs),
-                       modules=[STAGE_FUNCTIONS, "numpy"], cse=True)
+    return _compile_all(tuple(_with_aggregates([t[n].expr for n in names])))
+
+
+@lru_cache(maxsize=256)
+def _compile_all(exprs: tuple):
+    """Lambdified once per distinct expression tuple: variants whose terms are equal (GPipe's and
+    1F1B's makespan, say) share one function."""
+    return sp.lambdify(STAGE_INPUTS + SCALAR_INPUTS, list(exprs), modules=[STAGE_FUNCTIONS, "numpy"], cse=True)
+
+
+@lru_cache(maxsize=256)
+def _lean(key: tuple, names: tuple) -> tuple:
+    t = terms(*key)
+    return _compile_lean(tuple(_with_aggregates([t[n].expr for n in names])))
+
+
+@lru_cache(maxsize=256)
+def _compile_lean(exprs: tuple) -> tuple:
+    used = set().union(*(e.free_symbols for e in exprs))
+    args = tuple(sym for sym in STAGE_INPUTS + SCALAR_INPUTS if sym in used)
+    fn = sp.lambdify(args, list(exprs) if len(exprs) > 1 else exprs[0], modules=[STAGE_FUNCTIONS, "numpy"],
+                     cse=True)
+    return fn, args
 
 
 def _with_aggregates(exprs: list) -> list:

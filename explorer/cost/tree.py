@@ -12,6 +12,7 @@ search prices its chain of nodes with the same compiled block functions.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import lru_cache
 
 import numpy as np
 import sympy as sp
@@ -111,7 +112,11 @@ class CostTree:
     counts: np.ndarray  # stages x kinds: blocks of each kind on each stage
     groups: tuple       # BoundaryGroup, ...
     sizes: tuple = ()   # the distinct boundary array sizes (sympy)
-    arrays: dict = None  # per group: size index, bytes factor, latency steps, level, count, stage
+    arrays: dict = None  # per group: size index, bytes factor, latency steps, level, count, stage; selectors
+
+    @property
+    def size_fn(self):
+        return size_function(self.sizes)
 
     def block_values(self, nums) -> np.ndarray:
         """kinds x BLOCK_Q x candidates."""
@@ -123,28 +128,27 @@ class CostTree:
         return out
 
     def boundary_values(self, nums, C: int):
-        """Per stage: fwd/bwd seconds and bytes by category; time and bytes by (category, kind, level)."""
+        """Per stage: fwd/bwd seconds and bytes by category; time and bytes by (category, kind, level).
+        One matrix product per quantity: the groups' selectors were built with the tree."""
         stages = self.plan.stages
-        fwd = {c: np.zeros((stages, C)) for c in COMM_CATEGORIES}
-        bwd = {c: np.zeros((stages, C)) for c in COMM_CATEGORIES}
-        nbytes = {c: np.zeros((stages, C)) for c in COMM_CATEGORIES}
-        by_kind = {}
         if not self.groups:
-            return fwd, bwd, nbytes, by_kind
+            zeros = {c: np.zeros((stages, C)) for c in COMM_CATEGORIES}
+            return zeros, dict(zeros), dict(zeros), {}
         arr = self.arrays
         sizes = np.empty((len(self.sizes), C))
-        for i, x in enumerate(size_function(self.sizes)(*nums.size_args())):
+        for i, x in enumerate(self.size_fn(*nums.size_args())):
             sizes[i] = x
         sent = arr["factor"][:, None] * sizes[arr["size"]]                        # groups x C
         secs = nums.collective_seconds(sent, arr["steps"][:, None], arr["level"][:, None])
-        secs *= arr["count"][:, None]
-        sent *= arr["count"][:, None]
-        for i, grp in enumerate(self.groups):
-            (fwd if grp.phase == "fwd" else bwd)[grp.category][grp.stage] += secs[i]
-            nbytes[grp.category][grp.stage] += sent[i]
-            row = by_kind.setdefault((grp.category, grp.kind, grp.level), np.zeros((2, stages, C)))
-            row[0, grp.stage] += secs[i]
-            row[1, grp.stage] += sent[i]
+        secs, sent = secs * arr["count"][:, None], sent * arr["count"][:, None]
+        timed = (arr["phase_sel"] @ secs).reshape(2, len(COMM_CATEGORIES), stages, C)
+        moved = (arr["cat_sel"] @ sent).reshape(len(COMM_CATEGORIES), stages, C)
+        fwd = {c: timed[0, i] for i, c in enumerate(COMM_CATEGORIES)}
+        bwd = {c: timed[1, i] for i, c in enumerate(COMM_CATEGORIES)}
+        nbytes = {c: moved[i] for i, c in enumerate(COMM_CATEGORIES)}
+        kind_secs = (arr["kind_sel"] @ secs).reshape(len(arr["kinds"]), stages, C)
+        kind_sent = (arr["kind_sel"] @ sent).reshape(len(arr["kinds"]), stages, C)
+        by_kind = {key: np.stack([kind_secs[i], kind_sent[i]]) for i, key in enumerate(arr["kinds"])}
         return fwd, bwd, nbytes, by_kind
 
     def steps(self, placed, nums) -> list:
@@ -164,9 +168,21 @@ def stage_inputs(per_stage: np.ndarray, fwd_b: dict, bwd_b: dict) -> dict:
             GSB_r: q("grad_sync_bytes")}
 
 
-def _group_arrays(groups: tuple):
-    """Boundary groups as parallel numpy arrays, so evaluation is a few vector operations."""
+def _group_arrays(groups: tuple, stages: int):
+    """Boundary groups as parallel numpy arrays and 0/1 selector matrices, so evaluation is a few
+    vector operations: (phase, category, stage) rows, (category, stage) rows, (category, kind,
+    level, stage) rows, each summing the groups that belong to it."""
     sizes = tuple(dict.fromkeys(grp.size for grp in groups))
+    kinds = list(dict.fromkeys((grp.category, grp.kind, grp.level) for grp in groups))
+    ncat = len(COMM_CATEGORIES)
+    phase_sel = np.zeros((2 * ncat * stages, len(groups)))
+    cat_sel = np.zeros((ncat * stages, len(groups)))
+    kind_sel = np.zeros((len(kinds) * stages, len(groups)))
+    for i, grp in enumerate(groups):
+        c = COMM_CATEGORIES.index(grp.category)
+        phase_sel[((grp.phase != "fwd") * ncat + c) * stages + grp.stage, i] = 1
+        cat_sel[c * stages + grp.stage, i] = 1
+        kind_sel[kinds.index((grp.category, grp.kind, grp.level)) * stages + grp.stage, i] = 1
     arrays = {
         "size": np.array([sizes.index(grp.size) for grp in groups], dtype=int),
         "factor": np.array([float(coll.bytes_per_device(grp.kind, 1, grp.n)) for grp in groups]),
@@ -174,6 +190,7 @@ def _group_arrays(groups: tuple):
         "level": np.array([grp.level for grp in groups], dtype=int),
         "count": np.array([grp.count for grp in groups], dtype=float),
         "stage": np.array([grp.stage for grp in groups], dtype=int),
+        "phase_sel": phase_sel, "cat_sel": cat_sel, "kind_sel": kind_sel, "kinds": kinds,
     }
     return sizes, arrays
 
@@ -183,6 +200,7 @@ STRUCTURE_FIELDS = ("tp", "pp", "schedule", "chunks", "recompute", "sequence_par
                     "dtype", "layer_splits", "stage_map", "rank_order")
 
 
+@lru_cache(maxsize=4096)
 def levels_signature(cluster, strategy) -> tuple:
     """Everything about machine levels a tree bakes in: each stage's group levels for every
     degree its layers use, and the point-to-point levels between neighbouring stages."""
@@ -224,7 +242,7 @@ def build(the_plan: ExecutionPlan) -> CostTree:
     for placed, k in zip(the_plan.blocks, kind_of):
         counts[placed.stage, k] += 1
     groups = _boundary_groups(the_plan)
-    return CostTree(the_plan, tuple(kinds), counts, groups, *_group_arrays(groups))
+    return CostTree(the_plan, tuple(kinds), counts, groups, *_group_arrays(groups, the_plan.stages))
 
 
 _EXPRS = BoundedCache(512)

@@ -115,6 +115,11 @@ class Cluster:
         object.__setattr__(self, "levels", tuple(self.levels))
         if not self.levels:
             raise ExplorerError(f"cluster '{self.name}' needs at least one level")
+        # hashed on every cached lookup of the cost model: computed once (the fields are frozen)
+        object.__setattr__(self, "_hash", hash((self.name, self.device, self.levels, self.efficiency, self.source)))
+
+    def __hash__(self):
+        return self._hash
 
     @property
     def devices_per_node(self) -> int:

@@ -41,6 +41,7 @@ class Objective:
         self.g, self.L = np.asarray(hw["g"])[levels], np.asarray(hw["L"])[levels]
         self.ranks = np.arange(pp)
         self.k_states = optimizer_state_bytes(dtype_bytes)
+        self.k_update = optimizer_update_bytes(dtype_bytes)
 
     def _scalars(self, m, v) -> dict:
         return {m_: m, v_: v, p: self.pp, d: self.dp, beta: self.beta, W_hbm: self.hw["W"],
@@ -58,21 +59,15 @@ class Objective:
 
     def sync(self, psi, bwd, split_sync, m, v, zero: int, overlap: bool, ranks=None, schedule: str = "1f1b"):
         """Per stage (`ranks`, default all on the last axis), what follows the pipeline: dp sync
-        (exposed under the schedule's overlap window), ZeRO gathers, optimizer."""
-        ranks = self.ranks if ranks is None else np.atleast_1d(ranks)
-        shape = np.broadcast_shapes(np.shape(psi), np.shape(bwd), np.shape(split_sync))
-        scalar = np.ndim(psi) == 0 and np.ndim(bwd) == 0
-        psi, bwd, split = (np.broadcast_to(np.asarray(x, float), shape if shape else (1,))
-                           for x in (psi, bwd, split_sync))
-        if scalar:
-            psi, bwd, split = psi.reshape(1), bwd.reshape(1), split.reshape(1)
-        ndim = max(psi.ndim, 1)
-        stage = {Psi_r: _first(psi), B_r: _first(bwd), GS_r: _first(split),
-                 g_r: _per_stage(self.g[ranks], ndim), L_r: _per_stage(self.L[ranks], ndim)}
-        m_full = _first(np.broadcast_to(np.asarray(m, float), psi.shape)) if np.ndim(m) else m   # m: stage axis last
-        out = self._variant(schedule, zero, overlap)(stage, self._scalars(m_full, v), ("after",))["after"]
-        out = _last(np.broadcast_to(out, stage[Psi_r].shape))
-        return out.reshape(()) if scalar else out
+        (exposed under the schedule's overlap window), ZeRO gathers, optimizer. Arrays carry the
+        stage on their last axis, so the term is evaluated with the stage last (it is elementwise
+        over stages: no reduction)."""
+        fn, args = self._variant(schedule, zero, overlap).lean(("after",))
+        g, L = (self.g, self.L) if ranks is None else (self.g[ranks], self.L[ranks])
+        values = {Psi_r: psi, B_r: bwd, GS_r: split_sync, g_r: g, L_r: L, m_: m, v_: v, p: self.pp, d: self.dp,
+                  beta: self.beta, W_hbm: self.hw["W"], K_opt: self.k_update}
+        out = fn(*[values[a] for a in args])
+        return np.broadcast_to(out, np.broadcast_shapes(np.shape(psi), np.shape(bwd), np.shape(split_sync)))
 
     def time(self, F, B, psi, split_sync, m, v, zero: int, overlap: bool, schedule: str = "1f1b", W=None):
         """Iteration time: pipeline + the slowest stage's synchronisation and optimizer."""
@@ -81,17 +76,15 @@ class Objective:
             self.sync(psi, B, split_sync, m_stage, v, zero, overlap, schedule=schedule).max(-1)
 
     def memory(self, psi, act, m, v, zero: int, schedule: str, ranks=None):
-        """Per stage bytes per device (model states + activations in flight); `ranks` default all stages."""
-        ranks = self.ranks if ranks is None else np.atleast_1d(ranks)
-        shape = np.broadcast_shapes(np.shape(psi), np.shape(act))
-        scalar = shape == ()
-        psi, act = (np.broadcast_to(np.asarray(x, float), shape if shape else (1,)) for x in (psi, act))
-        ndim = psi.ndim
-        m_full = _first(np.broadcast_to(np.asarray(m, float)[..., None], psi.shape)) if np.ndim(m) else m
-        stage = {Psi_r: _first(psi), A_r: _first(act), r_: _per_stage(ranks, ndim)}
-        out = self._variant(schedule, zero)(stage, self._scalars(m_full, v), ("memory_total",))["memory_total"]
-        out = _last(np.broadcast_to(out, stage[Psi_r].shape))
-        return out.reshape(()) if scalar else out
+        """Per stage bytes per device (model states + activations in flight); `ranks` default all
+        stages. Elementwise over stages, evaluated with the stage on the last axis."""
+        fn, args = self._variant(schedule, zero).lean(("memory_total",))
+        m_stage = np.asarray(m)[..., None] if np.ndim(m) else m
+        ranks = self.ranks if ranks is None else ranks
+        values = {Psi_r: psi, A_r: act, r_: ranks, m_: m_stage, v_: v, p: self.pp, d: self.dp, beta: self.beta,
+                  W_hbm: self.hw["W"], K_opt: self.k_update}
+        out = fn(*[values[a] for a in args])
+        return np.broadcast_to(out, np.broadcast_shapes(np.shape(psi), np.shape(act)))
 
     def peak_memory(self, psi, act, m, v, zero: int, schedule: str):
         return self.memory(psi, act, m, v, zero, schedule).max(-1)
