@@ -4,6 +4,7 @@ import streamlit as st
 
 from explorer.facade import ExplorerError, ModelSpec, list_clusters, list_models, load_cluster, load_model
 from explorer.facade import cluster_from_upload, model_from_upload
+from explorer.facade import MODEL_DIM_MAX
 from app_pages import compute as C
 from app_pages import state as S
 
@@ -78,7 +79,7 @@ st.subheader(f"Dimensions of {model.name} ({model.family})")
 dims = _dims(model)
 for col, name in zip(st.columns(len(dims)), dims):
     S.seed(S.W_DIM_PREFIX + name, getattr(model, name))
-    col.number_input(name, min_value=1, max_value=10 ** 7, step=1, key=S.W_DIM_PREFIX + name, on_change=_edit_dims)
+    col.number_input(name, min_value=1, max_value=MODEL_DIM_MAX[name], step=1, key=S.W_DIM_PREFIX + name, on_change=_edit_dims)
 r = view.result
 st.caption(f"{r.params / 1e9:.3f} B parameters · {r.model_flops_per_iteration:.3e} model FLOPs per iteration "
            f"(B = {view.strategy.global_batch}) · source: {model.source or 'user input'}")

@@ -17,6 +17,7 @@ from . import superstep as ss
 from .cluster import BYTES_PER_ELEMENT, Cluster
 from .compile import compile_exprs
 from .errors import ExplorerError
+from .limits import check_work
 from .model_spec import ModelSpec
 from .placement import dp_level
 from .program import CATEGORIES, COMM_CATEGORIES, Program, program_for, structure_key
@@ -87,6 +88,7 @@ def _check(model: ModelSpec, strategy: Strategy, cluster: Cluster, gpus) -> None
 
 def evaluate(model: ModelSpec, strategy: Strategy, cluster: Cluster, gpus: int | None = None) -> Result:
     """Cost of one training iteration of `model` under `strategy` on `cluster`."""
+    check_work(model, strategy, cluster)     # sizes and magnitudes within explorer/limits.py
     _check(model, strategy, cluster, gpus)
     prog = program_for(model, strategy, cluster, gpus)
     core = _core(prog, model, [strategy], cluster)

@@ -16,6 +16,7 @@ import pandas as pd
 
 from ..errors import ExplorerError
 from ..evaluate import evaluate
+from ..limits import check_timeline
 from ..program import program_for
 from .costs import PART_CATEGORIES, PART_KINDS, PassCosts, from_result
 from .events import concat, frame
@@ -47,6 +48,7 @@ def pipeline_events(costs: PassCosts, micro_batches: int, schedule: str, overlap
     >>> float(ev.end_s.max())  # (m + p - 1)(F + B)
     15.0
     """
+    check_timeline(costs.seconds, micro_batches, costs.chunks)   # refuse before building (limits.py)
     orders = order_for(schedule, costs.stages, micro_batches, costs.chunks)
     sim = simulate(orders, costs.pass_seconds(), costs.chunks, micro_batches)
     barrier = float(sim["end_s"].max()) if len(sim["end_s"]) else 0.0
