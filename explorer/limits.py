@@ -51,6 +51,8 @@ CLUSTER_BOUNDS = {  # field -> (low, high, why)
     "latency_us": (0.0, 1e6, "links are 1-10 microseconds"),
     "kernel_launch_s": (0.0, 1.0, "a kernel launch is a few microseconds"),
     "gemm_half_flops": (0.0, 1e18, "A100 reaches half its GEMM peak near 1e9-1e11 FLOPs"),
+    "gemm_max": (1e-3, 1.0, "real GEMMs reach 0.5-0.9 of peak"),
+    "hbm": (1e-3, 1.0, "real kernels reach 0.6-0.9 of the HBM bandwidth"),
 }
 
 
@@ -144,6 +146,8 @@ def check_cluster(cluster) -> None:
         _bound(f"levels[{i}]: latency_us", level.latency_s * US_PER_S, "latency_us")
     _bound("efficiency: kernel_launch_s", eff.kernel_launch_s, "kernel_launch_s")
     _bound("efficiency: gemm_half_flops", eff.gemm_half_flops, "gemm_half_flops")
+    _bound("efficiency: gemm_max", eff.gemm_max, "gemm_max")
+    _bound("efficiency: hbm", eff.hbm, "hbm")
 
 
 def _bound(where: str, value: float, key: str) -> None:

@@ -100,7 +100,7 @@ def read_mapping(path: Path) -> dict:
     """The top-level mapping of a .json, .yaml or .yml file."""
     path = Path(path)
     if not path.is_file():
-        raise ExplorerError(f"{path}: no such file")
+        raise ExplorerError(f"{path}: {'not a regular file' if path.exists() else 'no such file'}")
     suffix = path.suffix.lower()
     if suffix not in SUFFIXES:
         raise ExplorerError(f"{path}: unsupported file type {suffix or '(none)'!r}; use .json, .yaml or .yml")

@@ -25,6 +25,7 @@ def main(argv=None) -> int:
     except ExplorerError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    except (OSError, ValueError, KeyError, TypeError) as err:
-        print(f"error: {type(err).__name__}: {err}", file=sys.stderr)
+    except Exception as err:          # anything else: one line and exit 2, never a traceback
+        text = " ".join(str(err).split())[:300] if not isinstance(err, RecursionError) else "nested too deeply"
+        print(f"error: {type(err).__name__}: {text}", file=sys.stderr)
         return 2
