@@ -20,6 +20,7 @@ from explorer.facade import fallback_strategy, strategy_presets
 from explorer.facade import plan_of
 
 from . import state as S
+from .text import plain, plain_html
 
 
 @dataclass(frozen=True)
@@ -77,10 +78,10 @@ def current() -> tuple:
 def show_errors(error) -> None:
     """The refusal, inline, above the last valid result; then one-off notices."""
     for message in st.session_state[S.NOTICES]:
-        st.info(message)
+        st.info(plain(message))
     st.session_state[S.NOTICES] = []
     if error:
-        st.error(f"**This combination cannot run:** {error}  \nShowing the last valid strategy below; "
+        st.error(f"**This combination cannot run:** {plain(error)}  \nShowing the last valid strategy below; "
                  "your settings are kept, change one to continue.")
 
 
@@ -152,5 +153,5 @@ def small_superstep(model, strategy, cluster, label: str, legend: bool):
     """The super-step Gantt re-titled and shorter, for side-by-side views (Compare page)."""
     fig = superstep(model, strategy, cluster, strategy.schedule)["figure"]
     small = fig.to_dict()
-    small["layout"].update(title={"text": label}, height=min(fig.layout.height or 300, 420), showlegend=legend)
+    small["layout"].update(title={"text": plain_html(label)}, height=min(fig.layout.height or 300, 420), showlegend=legend)
     return small

@@ -4,12 +4,13 @@ import streamlit as st
 from explorer.facade import CATEGORY_LABELS, GIB
 from explorer.facade import CATEGORIES
 from app_pages import compute as C
+from app_pages.text import plain
 
 view, error = C.current()
 C.show_errors(error)
 r = view.result
 st.title("Cost of one training iteration")
-st.caption(f"{view.model.name} on {view.cluster.name} · {r.gpus} GPUs · {C.strategy_label(view.strategy)}")
+st.caption(f"{plain(view.model.name)} on {plain(view.cluster.name)} · {r.gpus} GPUs · {C.strategy_label(view.strategy)}")
 
 capacity = view.cluster.device.memory_bytes
 peak = r.memory_bytes_per_device["total"]

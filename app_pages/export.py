@@ -8,6 +8,7 @@ from explorer.facade import strategy_from_upload
 from app_pages import compute as C
 from app_pages import share_link
 from app_pages import state as S
+from app_pages.text import plain
 
 ss = st.session_state
 
@@ -71,4 +72,4 @@ cols[1].download_button("Formulas (LaTeX)", lambda: X.formulas_latex(C.symbolic(
 cols[2].file_uploader("Load a strategy JSON", type=["json", "yaml", "yml"], key=S.W_STRATEGY_FILE,
                       on_change=_import_strategy)
 if ss[S.MODEL_MESSAGE]:
-    st.error(ss[S.MODEL_MESSAGE])
+    st.error(plain(ss[S.MODEL_MESSAGE]))

@@ -4,13 +4,14 @@ import streamlit as st
 from explorer.facade import layer_ops
 from app_pages import compute as C
 from app_pages import state as S
+from app_pages.text import plain
 
 ROWS_SHOWN = 500        # the whole table of a large pipeline would dominate the rerun time
 
 view, error = C.current()
 C.show_errors(error)
 st.title("Timelines")
-st.caption(f"{view.model.name} on {view.cluster.name} · {C.strategy_label(view.strategy)}")
+st.caption(f"{plain(view.model.name)} on {plain(view.cluster.name)} · {C.strategy_label(view.strategy)}")
 
 st.subheader("Super-step: micro-batches through the pipeline stages")
 schedules = [view.strategy.schedule] + (["zb-h1"] if view.strategy.schedule == "1f1b" else [])
@@ -27,7 +28,7 @@ cols[2].metric("Difference", f"{agree['difference_s']:+.3g} s",
                help=f"relative: {100 * agree['relative_difference']:+.3g} %; non-zero when stages are unbalanced")
 cols[3].metric("Idle fraction of the pipeline", f"{100 * agree['idle_fraction']:.1f} %")
 if agree["note"]:
-    st.caption(agree["note"])
+    st.caption(plain(agree["note"]))
 
 st.subheader("Micro-steps: one layer's operators on its operator-parallel group")
 layers = view.model.layers

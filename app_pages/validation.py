@@ -6,6 +6,7 @@ from explorer.facade import ExplorerError, load_cluster
 from explorer.facade import parity_figure
 from explorer.facade import VALIDATION_TARGETS as TARGETS
 from explorer.facade import load_cases, summarize, validate
+from app_pages.text import plain
 
 
 @st.cache_data(max_entries=2, show_spinner="Predicting the published runs…")
@@ -20,7 +21,7 @@ st.caption("Every measured run in ../shared/validation/published.json, predicted
 try:
     rows, summary = run_validation("dgx-a100-80gb")
 except ExplorerError as err:
-    st.error(str(err))
+    st.error(plain(err))
     st.stop()
 cols = st.columns(len(summary))
 for col, (group, s) in zip(cols, summary.items()):
