@@ -69,7 +69,7 @@ def test_uploaded_strategy_json_is_applied_and_a_bad_one_refused():
     at.file_uploader(key="w_strategy_file").set_value(("h.json", strategy_json(huge).encode(), "application/json"))
     at.run()
     assert not at.exception
-    assert any("MAX_GLOBAL_BATCH" in e for e in errors(at))
+    assert any("16,777,216 this explorer accepts" in e for e in errors(at))
     assert at.session_state["last_valid"].strategy == good
 
 
