@@ -16,7 +16,7 @@ def run_validation(cluster_name: str):
 
 
 st.title("Validation against published runs")
-st.caption("Every measured run in ../shared/validation/published.json, predicted with one set of "
+st.caption("Every measured run in assets/validation/published.json (with its citation), predicted with one set of "
            "constants for the hardware (assets/clusters/dgx-a100-80gb.json).")
 try:
     rows, summary = run_validation("dgx-a100-80gb")

@@ -57,3 +57,5 @@ from .limits import evaluate_checked as evaluate                  # noqa: E402,F
 MODEL_DIM_MAX = {name: getattr(_limits, limit) for name, limit in _MODEL_LIMITS.items()}
 """Largest value of each model dimension (explorer/limits.py): the Model page's input maxima."""
 __all__ += ["MODEL_DIM_MAX", "check_result", "evaluate"]
+from .glossary import glossary                                    # noqa: E402
+__all__ += ["glossary"]

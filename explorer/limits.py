@@ -125,9 +125,8 @@ def check_strategy(strategy) -> None:
     check_count("entries of stage_map", len(strategy.stage_map), "MAX_LAYERS")
 
 
-def check_cluster(cluster) -> None:
-    """Refuse clusters beyond the limits, in SI units (the file's units are named in the message)."""
-    from .cluster_io import GB, GIB, TERA, US_PER_S
+def check_cluster_size(cluster) -> None:
+    """Refuse clusters with more levels or devices than the limits, or over-long names."""
     _text("cluster name", cluster.name, MAX_NAME_CHARS)
     _text("device name", cluster.device.name, MAX_NAME_CHARS)
     for level in cluster.levels[:MAX_LEVELS + 1]:
@@ -135,6 +134,14 @@ def check_cluster(cluster) -> None:
     check_count("machine levels", len(cluster.levels), "MAX_LEVELS")
     check_count(f"devices of cluster '{cluster.name[:40]}' (product of the fanouts)", cluster.max_devices,
                 "MAX_DEVICES")
+
+
+def check_cluster(cluster) -> None:
+    """check_cluster_size, and every number within CLUSTER_BOUNDS (in the file's units, named in the
+    message). Called where a cluster is read from a file, an upload or a link; clusters built in code
+    (e.g. an idealised infinitely fast network in a test) are only size-checked by evaluate()."""
+    from .cluster_io import GB, GIB, TERA, US_PER_S
+    check_cluster_size(cluster)
     dev, eff = cluster.device, cluster.efficiency
     for dtype, flops in dev.peak_flops.items():
         _bound("device: peak_tflops: " + str(dtype), flops / TERA, "peak_tflops")
@@ -162,7 +169,7 @@ def check_work(model, strategy, cluster=None) -> None:
     check_model(model)
     check_strategy(strategy)
     if cluster is not None:
-        check_cluster(cluster)
+        check_cluster_size(cluster)
 
 
 def timeline_events_bound(seconds, micro_batches: int, chunks: int) -> int:

@@ -17,7 +17,7 @@ def markdown_bodies(at) -> list:
     for kind in MARKDOWN_ELEMENTS:
         bodies += [str(e.value) for e in at.get(kind)]
     bodies += [str(m.label) for m in at.get("metric")]
-    bodies += [str(e.proto.label) for e in at.get("expandable")]
+    bodies += [str(e.label) for e in at.expander]
     return bodies
 
 

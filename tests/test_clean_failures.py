@@ -53,11 +53,16 @@ def test_upload_and_link_with_tiny_peak_are_clean():
     assert any("peak_tflops" in m for m in shared.messages)
 
 
-def test_a_cluster_built_in_code_is_checked_by_evaluate():
+@pytest.mark.parametrize("peak", [1e-288, 5e-324])
+def test_a_cluster_built_in_code_gives_a_finite_result_or_a_clean_error(peak):
     cluster = load_cluster("classroom")
-    device = dataclasses.replace(cluster.device, peak_flops={"bf16": 1e-288})
-    with pytest.raises(ExplorerError, match="peak_tflops"):
-        evaluate(load_model("tiny-gpt"), Strategy(), dataclasses.replace(cluster, device=device))
+    device = dataclasses.replace(cluster.device, peak_flops={"bf16": peak})
+    try:                       # finite (if absurd) numbers, or a clean refusal; never NaN, inf or a crash
+        result = limits.evaluate_checked(load_model("tiny-gpt"), Strategy(), dataclasses.replace(cluster, device=device))
+    except ExplorerError as err:
+        assert "not a finite" in str(err) or "too extreme" in str(err)
+    else:
+        assert limits.check_result(result) is result and result.iteration_time_s > 1e200
 
 
 def test_non_finite_results_are_refused_naming_the_field():
