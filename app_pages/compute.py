@@ -155,3 +155,19 @@ def small_superstep(model, strategy, cluster, label: str, legend: bool):
     small = fig.to_dict()
     small["layout"].update(title={"text": plain_html(label)}, height=min(fig.layout.height or 300, 420), showlegend=legend)
     return small
+
+
+@st.cache_resource(max_entries=8, show_spinner=False)
+def export_csv(model, strategy, cluster) -> dict:
+    """CSV bytes of the Export page's tables, built once per strategy. Downloads get bytes, not
+    callables: a deferred callable gets a new id on every rerun, and a click that still holds the
+    old id fails ("Deferred file ... not found")."""
+    from explorer.facade import export as X, layer_choices as lc
+    figs = breakdown_figures(model, strategy, cluster)
+    tables = {"time_by_category": figs["breakdown_table"], "communication": figs["comm_table"],
+              "memory_by_stage": figs["memory_table"],
+              "layers": lc.layer_table(strategy.stages(model.layers),
+                                       lc.layer_splits(strategy.layer_splits, strategy.tp, model.layers)),
+              "superstep_events": superstep(model, strategy, cluster, strategy.schedule)["events"],
+              "microstep_events_layer0": microstep(model, strategy, cluster, 0, None)["events"]}
+    return {label: X.table_csv(table) for label, table in tables.items()}

@@ -3,7 +3,6 @@ import streamlit as st
 
 from explorer.facade import ExplorerError
 from explorer.facade import export as X
-from explorer.facade import layer_choices as lc
 from explorer.facade import strategy_from_upload
 from app_pages import compute as C
 from app_pages import share_link
@@ -48,27 +47,30 @@ st.subheader("Charts")
 chart = st.selectbox("Chart", list(charts), key=S.W_EXPORT_FIGURE)
 fig, stem = charts[chart], f"{name}_{chart.split(' (')[0].replace(' ', '_')}"
 cols = st.columns(3)
+# Downloads never rerun the page (on_click="ignore"): a rerun gives every deferred (callable) download
+# a new id, and a second click that still holds the old id fails. Images stay deferred (kaleido takes
+# seconds); everything small is passed as bytes.
 cols[0].download_button("PNG", lambda: X.figure_image(fig, "png"), f"{stem}.png", "image/png",
-                        help="rendered by kaleido with the system Chromium (a few seconds)")
-cols[1].download_button("SVG", lambda: X.figure_image(fig, "svg"), f"{stem}.svg", "image/svg+xml")
-cols[2].download_button("HTML (works offline)", lambda: X.figure_html(fig), f"{stem}.html", "text/html")
+                        help="rendered by kaleido with the system Chromium (a few seconds)", on_click="ignore",
+                        key="export_png")
+cols[1].download_button("SVG", lambda: X.figure_image(fig, "svg"), f"{stem}.svg", "image/svg+xml",
+                        on_click="ignore", key="export_svg")
+cols[2].download_button("HTML (works offline)", lambda: X.figure_html(fig), f"{stem}.html", "text/html",
+                        on_click="ignore", key="export_html")
 
 st.subheader("Tables (CSV)")
-table_list = {"time_by_category": figs["breakdown_table"], "communication": figs["comm_table"],
-              "memory_by_stage": figs["memory_table"],
-              "layers": lc.layer_table(s.stages(m.layers), lc.layer_splits(s.layer_splits, s.tp, m.layers)),
-              "superstep_events": sup["events"], "microstep_events_layer0": micro["events"]}
 cols = st.columns(3)
-for i, (label, table) in enumerate(table_list.items()):
-    cols[i % 3].download_button(f"{label}.csv", lambda t=table: X.table_csv(t), f"{name}_{label}.csv", "text/csv",
-                                key=f"export_csv_{label}")
+for i, (label, data) in enumerate(C.export_csv(m, s, c).items()):
+    cols[i % 3].download_button(f"{label}.csv", data, f"{name}_{label}.csv", "text/csv",
+                                key=f"export_csv_{label}", on_click="ignore")
 
 st.subheader("Strategy and formulas")
 cols = st.columns(3)
-cols[0].download_button("Strategy (JSON)", X.strategy_json(s), f"{name}_strategy.json", "application/json")
-cols[1].download_button("Formulas (LaTeX)", lambda: X.formulas_latex(C.symbolic(m, s, c), r.breakdown_s,
-                                                                     f"{m.name} on {c.name}: {C.strategy_label(s)}"),
-                        f"{name}_formulas.tex", "application/x-tex")
+cols[0].download_button("Strategy (JSON)", X.strategy_json(s), f"{name}_strategy.json", "application/json",
+                        on_click="ignore", key="export_strategy_json")
+cols[1].download_button("Formulas (LaTeX)", X.formulas_latex(C.symbolic(m, s, c), r.breakdown_s,
+                                                             f"{m.name} on {c.name}: {C.strategy_label(s)}"),
+                        f"{name}_formulas.tex", "application/x-tex", on_click="ignore", key="export_latex")
 cols[2].file_uploader("Load a strategy JSON", type=["json", "yaml", "yml"], key=S.W_STRATEGY_FILE,
                       on_change=_import_strategy)
 if ss[S.MODEL_MESSAGE]:

@@ -35,4 +35,4 @@ table = pd.DataFrame([{"case": r.id, "metric": r.metric, "predicted": r.predicte
                        "error %": 100 * r.relative_error, "assumptions": r.assumptions, "source": r.source}
                       for r in rows])
 st.dataframe(table, hide_index=True)
-st.download_button("Download CSV", table.to_csv(index=False), "validation.csv", "text/csv")
+st.download_button("Download CSV", table.to_csv(index=False), "validation.csv", "text/csv", on_click="ignore")
