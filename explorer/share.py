@@ -200,6 +200,8 @@ def _strategy_fields(params: dict, base: Strategy, messages: list) -> dict:
             try:
                 fields[name] = read(short)
             except ExplorerError as err:
+                if not str(err).startswith("link parameter"):      # e.g. LayerSplit(degree=0): name the parameter
+                    err = ExplorerError(f"link parameter '{short}': {err}")
                 messages.append(f"{err}; using {_shown(getattr(base, name))}" if short not in ("splits", "stages")
                                 else f"{err}; using the default per-layer choices")
     return fields
