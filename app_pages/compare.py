@@ -62,5 +62,9 @@ for i, pin in enumerate(pins):
 st.subheader("Super-step timelines")
 grid = st.columns(2)
 for i, (label, p) in enumerate(shown.items()):
+    _, refusal = C.superstep_or_refusal(p.model, p.strategy, p.cluster, p.strategy.schedule)
+    if refusal:
+        grid[i % 2].warning(f"{plain(label)}: no timeline, {plain(refusal)}")
+        continue
     small = C.small_superstep(p.model, p.strategy, p.cluster, label, i == 0)
     grid[i % 2].plotly_chart(small, key=f"compare_gantt_{i}")

@@ -141,6 +141,15 @@ def superstep(model, strategy, cluster, schedule: str) -> dict:
             "agreement": timeline.compare(events, result, schedule)}
 
 
+def superstep_or_refusal(model, strategy, cluster, schedule: str) -> tuple:
+    """(superstep(...), None), or (None, the library's message) when the timeline is beyond
+    explorer/limits.py MAX_TIMELINE_EVENTS (the cost model still answers; only the drawing is refused)."""
+    try:
+        return superstep(model, strategy, cluster, schedule), None
+    except ExplorerError as err:
+        return None, str(err)
+
+
 @st.cache_resource(max_entries=32, show_spinner=False)
 def microstep(model, strategy, cluster, layer: int, op) -> dict:
     events = timeline.microstep_events(model, strategy, cluster, layer=layer, op=op)
@@ -168,6 +177,8 @@ def export_csv(model, strategy, cluster) -> dict:
               "memory_by_stage": figs["memory_table"],
               "layers": lc.layer_table(strategy.stages(model.layers),
                                        lc.layer_splits(strategy.layer_splits, strategy.tp, model.layers)),
-              "superstep_events": superstep(model, strategy, cluster, strategy.schedule)["events"],
               "microstep_events_layer0": microstep(model, strategy, cluster, 0, None)["events"]}
+    sup, _ = superstep_or_refusal(model, strategy, cluster, strategy.schedule)
+    if sup is not None:
+        tables["superstep_events"] = sup["events"]
     return {label: X.table_csv(table) for label, table in tables.items()}

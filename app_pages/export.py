@@ -38,11 +38,14 @@ st.caption("Opens this model, cluster and strategy (the address bar holds the sa
 st.code(share_link.link(view), language=None, wrap_lines=True)
 
 figs = C.breakdown_figures(m, s, c)
-sup = C.superstep(m, s, c, s.schedule)
+sup, refusal = C.superstep_or_refusal(m, s, c, s.schedule)
 micro = C.microstep(m, s, c, 0, None)
 charts = {"time by category": figs["breakdown"], "communication by type": figs["comm"],
           "memory vs capacity": figs["memory"], "operator graph": C.graph(m, s, c, (), "stage"),
-          "super-step Gantt": sup["figure"], "micro-step Gantt (layer 0)": micro["figure"]}
+          "super-step Gantt": sup["figure"] if sup else None, "micro-step Gantt (layer 0)": micro["figure"]}
+if sup is None:
+    del charts["super-step Gantt"]
+    st.caption(f"No super-step Gantt or events to export: {plain(refusal)}")
 st.subheader("Charts")
 chart = st.selectbox("Chart", list(charts), key=S.W_EXPORT_FIGURE)
 fig, stem = charts[chart], f"{name}_{chart.split(' (')[0].replace(' ', '_')}"

@@ -181,6 +181,17 @@ def timeline_events_bound(seconds, micro_batches: int, chunks: int) -> int:
     return micro_batches * chunks * (parts + passes) + 5 * int(np.shape(seconds)[0])
 
 
+def check_timeline_passes(strategy) -> None:
+    """Refuse, before any cost is built, a super-step timeline whose passes alone (a forward and a
+    backward per micro-batch, chunk and stage: 2 m v p) exceed MAX_TIMELINE_EVENTS."""
+    passes = 2 * strategy.micro_batches * strategy.chunks * strategy.pp
+    if passes > MAX_TIMELINE_EVENTS:
+        raise ExplorerError(
+            f"the timeline would have at least {passes:,} events (2 m v p), more than the {MAX_TIMELINE_EVENTS:,} "
+            f"one timeline draws (MAX_TIMELINE_EVENTS); use fewer micro-batches per iteration "
+            f"(m = {strategy.micro_batches}), chunks or stages")
+
+
 def check_timeline(seconds, micro_batches: int, chunks: int = 1) -> None:
     """Refuse a super-step timeline of more than MAX_TIMELINE_EVENTS events before building it."""
     n = timeline_events_bound(seconds, micro_batches, chunks)

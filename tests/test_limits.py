@@ -121,3 +121,16 @@ def test_model_page_inputs_stop_at_the_limits():
     at = open_page("model")
     inputs = {n.label: n for n in at.number_input}
     assert inputs["layers"].max == L.MAX_LAYERS and inputs["hidden"].max == L.MAX_HIDDEN
+
+
+def test_pages_say_why_a_timeline_is_not_drawn_and_keep_working():
+    from tests.app_util import open_page
+    query = {"model": "gpt3-175b", "dp": "1", "tp": "8", "pp": "8", "b": "1", "B": "20000"}
+    at = open_page("timeline", query=query)
+    assert any("No super-step timeline" in w.value and "MAX" in w.value for w in at.warning)
+    assert at.get("plotly_chart"), "the micro-step Gantt is still drawn"
+    at.switch_page("app_pages/export.py").run()
+    assert not at.exception
+    assert any("No super-step Gantt" in c.value for c in at.caption)
+    at.switch_page("app_pages/compare.py").run()
+    assert not at.exception and any("no timeline" in w.value for w in at.warning)

@@ -16,7 +16,7 @@ import pandas as pd
 
 from ..errors import ExplorerError
 from ..evaluate import evaluate
-from ..limits import check_timeline
+from ..limits import check_timeline, check_timeline_passes
 from ..program import program_for
 from .costs import PART_CATEGORIES, PART_KINDS, PassCosts, from_result
 from .events import concat, frame
@@ -35,6 +35,7 @@ def superstep_events(model, strategy, cluster, gpus=None, schedule: str | None =
         raise ExplorerError(f"zb-h1 is drawn from a 1f1b strategy, got schedule {strategy.schedule!r}")
     if schedule not in ("zb-h1", strategy.schedule):
         raise ExplorerError(f"schedule {schedule!r} differs from the strategy's {strategy.schedule!r}")
+    check_timeline_passes(strategy)      # before any cost is built (limits.py)
     result = result or evaluate(model, strategy, cluster, gpus)
     the_plan = program_for(model, strategy, cluster, gpus).plan
     costs = from_result(result, the_plan, Context.of(model, strategy, cluster), schedule == "zb-h1")
