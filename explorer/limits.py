@@ -254,9 +254,12 @@ def check_result(result, model=None, cluster=None):
 
 
 def guarded(fn, *args, what: str = "the evaluation", **kwargs):
-    """fn(*args, **kwargs) with arithmetic and recursion errors turned into ExplorerError."""
+    """fn(*args, **kwargs) with arithmetic and recursion errors turned into ExplorerError (numpy's
+    overflow warnings silenced: a non-finite number is caught by check_result, with a message)."""
+    import numpy as np
     try:
-        return fn(*args, **kwargs)
+        with np.errstate(over="ignore", divide="ignore", invalid="ignore", under="ignore"):
+            return fn(*args, **kwargs)
     except ExplorerError:
         raise
     except (ArithmeticError, RecursionError, MemoryError) as err:

@@ -332,9 +332,8 @@ def test_fuzzed_cli_never_prints_a_traceback(cli_files):
         assert code in (0, 2), (args, code, err.getvalue()[-500:])
         text = err.getvalue()
         assert "Traceback" not in text and "Traceback" not in out.getvalue(), args
-        if code == 2:
-            lines = [line for line in text.splitlines() if line.startswith("error: ")]
-            assert len(lines) == 1 and len(lines[0]) > 10, (args, text[-500:])
+        if code == 2:          # exactly one line, "error: ..."
+            assert text.startswith("error: ") and text.count("\n") == 1 and len(text) > 10, (args, text[-500:])
         if code == 0 and "--json" in args:
             json.loads(out.getvalue(), parse_constant=lambda c: pytest.fail(f"{c} in --json of {args}"))
     run()
