@@ -13,7 +13,6 @@ instead of a strategy.
 from __future__ import annotations
 
 import functools
-
 from dataclasses import dataclass
 
 from .cluster import Cluster
