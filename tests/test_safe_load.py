@@ -115,3 +115,24 @@ def test_short_repr_of_a_shared_graph_is_fast():
     start = time.perf_counter()
     assert len(short_repr(value)) <= 40
     assert time.perf_counter() - start < 0.01
+
+
+@pytest.mark.parametrize("key", ["w_model_file", "w_cluster_file"])
+def test_app_upload_of_a_bomb_is_refused_quickly_and_shown(key):
+    from tests.app_util import errors, open_page
+    at = open_page("model")
+    start = time.perf_counter()
+    at.file_uploader(key=key).set_value(("bomb.yaml", BOMB.encode(), "application/yaml"))
+    at.run()
+    assert time.perf_counter() - start < 5
+    assert not at.exception
+    assert any("Upload refused" in e and "alias" in e for e in errors(at))
+
+
+def test_app_strategy_upload_of_a_deep_file_is_refused():
+    from tests.app_util import errors, open_page
+    at = open_page("export")
+    at.file_uploader(key="w_strategy_file").set_value(("deep.json", b"[" * 100_000, "application/json"))
+    at.run()
+    assert not at.exception
+    assert any("nested more than" in e for e in errors(at))
