@@ -28,7 +28,9 @@ from .errors import ExplorerError
 
 MAX_FILE_BYTES = 1_000_000     # the same cap as an upload: the largest real config is a few kB
 MAX_ALIASES = 100              # YAML aliases per file: hand-written configs use a handful
-MAX_NODES = 100_000            # values in the file once every alias is expanded (1 MB of plain YAML has fewer)
+MAX_NODES = 20_000             # values in the file once every alias is expanded: real configs have < 1,000,
+#                                and PyYAML composes ~30,000 values a second, so a refusal comes within ~1 s
+MAX_JSON_VALUES = 100_000      # JSON (no aliases): a strategy of 2,048 layers with per-operator overrides has ~30,000
 MAX_DEPTH = 32                 # nesting of mappings/lists: our schemas nest 3 deep, HF configs 4-5
 
 
@@ -40,6 +42,7 @@ class BudgetLoader(yaml.SafeLoader):
         self._where = where
         self._aliases = 0
         self._depth = 0
+        self._nodes = 0           # nodes composed so far (aliases not included): refused early, while composing
         self._sizes = {}          # id(node) -> expanded size (number of values inside, itself included)
 
     def compose_node(self, parent, index):
@@ -48,6 +51,11 @@ class BudgetLoader(yaml.SafeLoader):
             if self._aliases > MAX_ALIASES:
                 raise ExplorerError(f"{self._where}: more than {MAX_ALIASES} YAML aliases (*name); "
                                     "refused as a possible alias bomb")
+        else:
+            self._nodes += 1
+            if self._nodes > MAX_NODES:
+                raise ExplorerError(f"{self._where}: more than {MAX_NODES:,} values, more than a model, cluster "
+                                    "or strategy file holds")
         self._depth += 1
         if self._depth > MAX_DEPTH:
             raise ExplorerError(f"{self._where}: nested more than {MAX_DEPTH} levels deep")
@@ -80,19 +88,19 @@ def _yaml(text: str, where: str):
 
 
 def json_depth_ok(data, where: str) -> None:
-    """Refuse JSON/YAML data nested deeper than MAX_DEPTH (iterative walk, bounded by MAX_NODES)."""
-    stack, seen = [(data, 1)], 0
+    """Refuse data nested deeper than MAX_DEPTH or holding more than MAX_JSON_VALUES values
+    (iterative walk; a container's children are counted before they are visited)."""
+    stack, seen = [(data, 1)], 1
     while stack:
         value, depth = stack.pop()
-        seen += 1
         if depth > MAX_DEPTH:
             raise ExplorerError(f"{where}: nested more than {MAX_DEPTH} levels deep")
-        if seen > 10 * MAX_NODES:
-            raise ExplorerError(f"{where}: more than {10 * MAX_NODES:,} values")
-        if isinstance(value, dict):
-            stack.extend((v, depth + 1) for v in value.values())
-        elif isinstance(value, list):
-            stack.extend((v, depth + 1) for v in value)
+        if isinstance(value, (dict, list)):
+            seen += len(value)
+            if seen > MAX_JSON_VALUES:
+                raise ExplorerError(f"{where}: more than {MAX_JSON_VALUES:,} values, more than a model, cluster "
+                                    "or strategy file holds")
+            stack.extend((v, depth + 1) for v in (value.values() if isinstance(value, dict) else value))
 
 
 def parse_text(text: str, suffix: str, where: str):

@@ -136,3 +136,25 @@ def test_app_strategy_upload_of_a_deep_file_is_refused():
     at.run()
     assert not at.exception
     assert any("nested more than" in e for e in errors(at))
+
+
+@pytest.mark.parametrize("suffix,text", [(".yaml", "[" + "1," * 499_000 + "1]"), (".yaml", "[" + "[]," * 330_000 + "1]"),
+                                         (".json", "[" + "1," * 499_000 + "1]"), (".json", "[" + "[]," * 330_000 + "1]")],
+                         ids=["yaml-flat", "yaml-lists", "json-flat", "json-lists"])
+def test_a_megabyte_of_values_is_refused_within_a_second(suffix, text):
+    start = time.thread_time()
+    with pytest.raises(ExplorerError, match="more than .* values"):
+        parse_text(text, suffix, "f" + suffix)
+    assert time.thread_time() - start < 1.5      # PyYAML alone would take ~18 s to compose it all
+
+
+def test_an_exported_strategy_of_the_largest_model_is_accepted():
+    from explorer.limits import MAX_LAYERS
+    from explorer.strategy import LayerSplit, Strategy
+    from explorer.strategy_io import strategy_to_dict
+    import json
+    splits = tuple(LayerSplit(8, "megatron", (("qkv", "column"), ("fc1", "row"), ("fc2", "seq")))
+                   for _ in range(MAX_LAYERS))
+    strategy = Strategy(tp=8, pp=8, global_batch=8, layer_splits=splits, stage_map=tuple(i * 8 // MAX_LAYERS
+                                                                                          for i in range(MAX_LAYERS)))
+    assert strategy_from_upload("s.json", json.dumps(strategy_to_dict(strategy)).encode()) == strategy
