@@ -67,4 +67,7 @@ for i, (label, p) in enumerate(shown.items()):
         grid[i % 2].warning(f"{plain(label)}: no timeline, {plain(refusal)}")
         continue
     small = C.small_superstep(p.model, p.strategy, p.cluster, label, i == 0)
+    if small is None:
+        grid[i % 2].warning(f"{plain(label)}: the timeline has more bars than one chart draws")
+        continue
     grid[i % 2].plotly_chart(small, key=f"compare_gantt_{i}")

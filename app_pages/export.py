@@ -44,8 +44,10 @@ charts = {"time by category": figs["breakdown"], "communication by type": figs["
           "memory vs capacity": figs["memory"], "operator graph": C.graph(m, s, c, (), "stage"),
           "super-step Gantt": sup["figure"] if sup else None, "micro-step Gantt (layer 0)": micro["figure"]}
 if sup is None:
-    del charts["super-step Gantt"]
     st.caption(f"No super-step Gantt or events to export: {plain(refusal)}")
+elif sup["figure"] is None:
+    st.caption(f"No super-step Gantt to export: {plain(sup['figure_refusal'])}")
+charts = {label: fig for label, fig in charts.items() if fig is not None}
 st.subheader("Charts")
 chart = st.selectbox("Chart", list(charts), key=S.W_EXPORT_FIGURE)
 fig, stem = charts[chart], f"{name}_{chart.split(' (')[0].replace(' ', '_')}"
@@ -63,7 +65,10 @@ cols[2].download_button("HTML (works offline)", lambda: X.figure_html(fig), f"{s
 
 st.subheader("Tables (CSV)")
 cols = st.columns(3)
-for i, (label, data) in enumerate(C.export_csv(m, s, c).items()):
+tables = C.export_csv(m, s, c)
+if sup is not None and "superstep_events" not in tables:     # a large table: written when clicked
+    tables["superstep_events"] = lambda events=sup["events"]: X.table_csv(events)
+for i, (label, data) in enumerate(tables.items()):
     cols[i % 3].download_button(f"{label}.csv", data, f"{name}_{label}.csv", "text/csv",
                                 key=f"export_csv_{label}", on_click="ignore")
 

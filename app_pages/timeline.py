@@ -22,7 +22,11 @@ sup, refusal = C.superstep_or_refusal(view.model, view.strategy, view.cluster, s
 if sup is None:
     st.warning(f"No super-step timeline: {plain(refusal)}. The cost on the other pages still holds.")
 else:
-    st.plotly_chart(sup["figure"], key="timeline_superstep_chart")
+    if sup["figure"] is None:
+        st.warning(f"The super-step Gantt is not drawn: {plain(sup['figure_refusal'])}. The events are on the "
+                   "Export page (CSV); `python -m explorer timeline --format chrome-trace` opens them in Perfetto.")
+    else:
+        st.plotly_chart(sup["figure"], key="timeline_superstep_chart")
     agree = sup["agreement"]
     cols = st.columns(4)
     cols[0].metric("Timeline makespan", f"{agree['timeline_s']:.6g} s")

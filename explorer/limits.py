@@ -40,7 +40,9 @@ MAX_TP = 1024              # operator-parallel group t: real runs use 8-64; micr
 MAX_MICRO_BATCHES = 1 << 16  # m = B/(b d) per iteration: GPT-3 B=1536 at b=d=1 is 1,536; BERT LAMB's 65,536
 MAX_GLOBAL_BATCH = 1 << 24   # B sequences: GPT-3 1,536, BERT LAMB 65,536; the sidebar accepts up to 10^7
 MAX_LEVELS = 8             # machine levels of a cluster: node, rack, pod, ... real systems have 2-4
-MAX_TIMELINE_EVENTS = 150_000  # Gantt bars of one super-step: ~2 s to build the events and the figure
+MAX_TIMELINE_EVENTS = 600_000  # events of one super-step: SC'21 Table 1's 1T run (p=64, m=512, v=2) has ~500,000;
+#                                ~1.5 s and ~100 MB to build (a chrome trace opens them in Perfetto)
+MAX_GANTT_BARS = 150_000     # bars one Gantt figure draws: ~2 s and ~100 MB to build, more bars than a screen has pixels
 
 # ---- magnitudes of cluster numbers (in the file's units; real values in the comment) -------------
 CLUSTER_BOUNDS = {  # field -> (low, high, why)
@@ -81,7 +83,8 @@ _REASONS = {
     "MAX_MICRO_BATCHES": "a timeline draws every micro-batch",
     "MAX_GLOBAL_BATCH": "256x the largest published batch",
     "MAX_LEVELS": "real machines have 2-4 levels",
-    "MAX_TIMELINE_EVENTS": "about 2 s to build and draw",
+    "MAX_TIMELINE_EVENTS": "about 1.5 s to build, covers the Megatron-LM 1T run of SC'21 Table 1",
+    "MAX_GANTT_BARS": "about 2 s and 100 MB per figure",
 }
 
 
@@ -200,6 +203,11 @@ def check_timeline(seconds, micro_batches: int, chunks: int = 1) -> None:
             f"the timeline would have up to {n:,} events, more than the {MAX_TIMELINE_EVENTS:,} one timeline "
             f"draws (MAX_TIMELINE_EVENTS); use fewer micro-batches per iteration (m = {micro_batches}) "
             "or fewer stages")
+
+
+def check_gantt_bars(bars: int) -> None:
+    """Refuse to draw a Gantt figure of more than MAX_GANTT_BARS bars (the events themselves may exist)."""
+    check_count("bars of the Gantt chart (timeline events)", bars, "MAX_GANTT_BARS")
 
 
 # ---- results: finite numbers only -----------------------------------------------------------

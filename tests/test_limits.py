@@ -93,7 +93,7 @@ def test_large_link_value_names_the_maximum():
 
 def test_timeline_beyond_the_event_limit_is_refused_before_it_is_built():
     model, cluster = load_model("gpt3-175b"), load_cluster("dgx-a100-80gb")
-    strategy = Strategy(dp=1, tp=8, pp=8, global_batch=10_000)
+    strategy = Strategy(dp=1, tp=8, pp=8, global_batch=60_000)
     result = evaluate(model, strategy, cluster)
     start = time.perf_counter()
     with pytest.raises(ExplorerError, match="MAX_TIMELINE_EVENTS"):
@@ -123,9 +123,34 @@ def test_model_page_inputs_stop_at_the_limits():
     assert inputs["layers"].max == L.MAX_LAYERS and inputs["hidden"].max == L.MAX_HIDDEN
 
 
+def test_the_megatron_1t_run_of_table_1_has_a_timeline():
+    """Narayanan et al. SC'21 Table 1, 1T row: t=8, p=64, d=6, B=3072 (m=512), interleaved."""
+    model, cluster = load_model("megatron-1t"), load_cluster("dgx-a100-80gb")
+    strategy = Strategy(dp=6, tp=8, pp=64, global_batch=3072, schedule="interleaved", chunks=2)
+    start = time.perf_counter()
+    events = timeline.superstep_events(model, strategy, cluster)
+    assert L.MAX_GANTT_BARS < len(events) <= L.MAX_TIMELINE_EVENTS and time.perf_counter() - start < 10
+    from explorer.charts import superstep_figure
+    with pytest.raises(ExplorerError, match="MAX_GANTT_BARS"):
+        superstep_figure(events)
+
+
+def test_a_timeline_beyond_the_gantt_limit_keeps_its_numbers_on_the_pages():
+    from tests.app_util import open_page
+    at = open_page("timeline", query={"model": "gpt3-175b", "dp": "1", "tp": "8", "pp": "8", "b": "1", "B": "5000"})
+    assert any("Gantt is not drawn" in w.value and "MAX" in w.value for w in at.warning)
+    assert any(m.label == "Timeline makespan" for m in at.metric)
+    at.switch_page("app_pages/export.py").run()
+    assert not at.exception
+    events = next(b for b in at.get("download_button") if b.proto.label == "superstep_events.csv")
+    assert events.proto.deferred_file_id and events.proto.ignore_rerun     # written when clicked
+    at.switch_page("app_pages/compare.py").run()
+    assert not at.exception and any("more bars than one chart draws" in w.value for w in at.warning)
+
+
 def test_pages_say_why_a_timeline_is_not_drawn_and_keep_working():
     from tests.app_util import open_page
-    query = {"model": "gpt3-175b", "dp": "1", "tp": "8", "pp": "8", "b": "1", "B": "20000"}
+    query = {"model": "gpt3-175b", "dp": "1", "tp": "8", "pp": "8", "b": "1", "B": "60000"}
     at = open_page("timeline", query=query)
     assert any("No super-step timeline" in w.value and "MAX" in w.value for w in at.warning)
     assert at.get("plotly_chart"), "the micro-step Gantt is still drawn"

@@ -10,6 +10,8 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
+from ..limits import check_gantt_bars
+
 CATEGORY_COLORS = {
     # DESIGN.md categories; idle time is the bubble, drawn light
     "compute": "#4C78A8", "recompute": "#9ECAE9", "op_comm": "#F58518", "redistribution": "#E45756",
@@ -87,6 +89,7 @@ def _hover_data(events: pd.DataFrame, start: np.ndarray, dur: np.ndarray) -> np.
 
 def gantt_figure(events: pd.DataFrame, title: str = "", label: str | None = None) -> go.Figure:
     """Gantt chart of `events`; bars carry `label` (default: micro-batch, or operator for micro-steps)."""
+    check_gantt_bars(len(events))        # beyond explorer/limits.py MAX_GANTT_BARS: ExplorerError
     end = float(events["end_s"].max()) if len(events) else 0.0
     unit, factor = time_unit(end)
     # Beyond a few thousand bars each is narrower than its label, which plotly would hide
