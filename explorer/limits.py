@@ -2,8 +2,8 @@
 
 Each limit is generous for real training runs of 2026 and keeps one evaluation,
 one timeline and one figure within a few seconds on a laptop core (measured on
-this repository's 2-core machine: evaluate() of a 4096-layer model with per-layer
-splits 1 s; a timeline of 225,000 events 0.4 s plus 3 s for its Gantt figure).
+this repository's 2-core machine: evaluate() of a 2,048-layer model on 256 stages with
+per-layer splits 0.6 s; a timeline of 225,000 events 0.4 s plus 3 s for its Gantt figure).
 Anything beyond is refused up front, before work is done, with a message naming
 the limit. `check_result` is the last guard: every number leaving the library
 must be finite.
@@ -47,7 +47,7 @@ MAX_GANTT_BARS = 150_000     # bars one Gantt figure draws: ~2 s and ~100 MB to 
 # ---- magnitudes of cluster numbers (in the file's units; real values in the comment) -------------
 CLUSTER_BOUNDS = {  # field -> (low, high, why)
     "peak_tflops": (1e-3, 1e6, "an H100 is 989 TFLOP/s dense bf16"),
-    "memory_gib": (1e-3, 1e6, "an H200 has 141 GiB"),
+    "memory_gib": (1e-3, 1e6, "an H200 has 141 GB"),
     "hbm_bandwidth_gbps": (1e-3, 1e7, "an H200 has 4,800 GB/s"),
     "bandwidth_gbps": (1e-6, 1e7, "NVLink 5 is 900 GB/s per direction"),
     "latency_us": (0.0, 1e6, "links are 1-10 microseconds"),
