@@ -27,5 +27,13 @@ CHECK = [
     st.Page("app_pages/search.py", title="Search", url_path="search"),
 ]
 
-st.navigation({"Explore": EXPLORE, "Check": CHECK}).run()
-share_link.write(st.session_state[S.LAST_VALID])
+page = st.navigation({"Explore": EXPLORE, "Check": CHECK})
+# Explore pages evaluate the sidebar's strategy and show it or the last valid one (LAST_VALID, written
+# after the page ran). Check pages evaluate nothing: their address bar names the sidebar's configuration,
+# written before the page runs (the Search page may st.stop(); its loads happen in callbacks, before).
+checking = page.url_path in {p.url_path for p in CHECK}
+if checking:
+    share_link.write(st.session_state[S.LAST_VALID], evaluated=False)
+page.run()
+if not checking:
+    share_link.write(st.session_state[S.LAST_VALID])

@@ -7,6 +7,7 @@ from explorer.facade import breakdown_bar
 from explorer.facade import summary_table
 from app_pages import compute as C
 from app_pages import state as S
+from app_pages.text import plain, plain_html
 
 ss = st.session_state
 
@@ -48,11 +49,12 @@ if not pins:
     st.info("Pin strategies to compare them; the current one is shown for reference.")
 results = {label: p.result for label, p in shown.items()}
 st.dataframe(summary_table(results), hide_index=True)
-st.plotly_chart(breakdown_bar(results, "Iteration time by category"), key="compare_breakdown_chart")
+st.plotly_chart(breakdown_bar({plain_html(label): r for label, r in results.items()}, "Iteration time by category"),
+                key="compare_breakdown_chart")
 
 for i, pin in enumerate(pins):
     cols = st.columns([4, 1, 1], vertical_alignment="center")
-    cols[0].markdown(f"**{pin.label}** — {pin.model.name} on {pin.cluster.name}, {pin.result.gpus} GPUs: "
+    cols[0].markdown(f"**{plain(pin.label)}** — {plain(pin.model.name)} on {plain(pin.cluster.name)}, {pin.result.gpus} GPUs: "
                      f"{pin.result.iteration_time_s:.4g} s")
     cols[1].button("Load", key=f"compare_load_{i}", on_click=_load, args=(pin,))
     cols[2].button("Unpin", key=f"compare_unpin_{i}", on_click=_unpin, args=(i,))
@@ -60,5 +62,12 @@ for i, pin in enumerate(pins):
 st.subheader("Super-step timelines")
 grid = st.columns(2)
 for i, (label, p) in enumerate(shown.items()):
+    _, refusal = C.superstep_or_refusal(p.model, p.strategy, p.cluster, p.strategy.schedule)
+    if refusal:
+        grid[i % 2].warning(f"{plain(label)}: no timeline, {plain(refusal)}")
+        continue
     small = C.small_superstep(p.model, p.strategy, p.cluster, label, i == 0)
+    if small is None:
+        grid[i % 2].warning(f"{plain(label)}: the timeline has more bars than one chart draws")
+        continue
     grid[i % 2].plotly_chart(small, key=f"compare_gantt_{i}")

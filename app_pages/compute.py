@@ -21,6 +21,7 @@ from explorer.facade import plan_of, schedule_is_chunked
 
 from app_pages import state as S
 from app_pages.state import candidate, ensure_fits  # noqa: F401  (pages read them here too)
+from app_pages.text import plain, plain_html
 
 
 @dataclass(frozen=True)
@@ -63,10 +64,10 @@ def current() -> tuple:
 def show_errors(error) -> None:
     """The refusal, inline, above the last valid result; then one-off notices."""
     for message in st.session_state[S.NOTICES]:
-        st.info(message)
+        st.info(plain(message))
     st.session_state[S.NOTICES] = []
     if error:
-        st.error(f"**This combination cannot run:** {error}  \nShowing the last valid strategy below; "
+        st.error(f"**This combination cannot run:** {plain(error)}  \nShowing the last valid strategy below; "
                  "your settings are kept, change one to continue.")
 
 
@@ -122,8 +123,22 @@ def superstep(model, strategy, cluster, schedule: str) -> dict:
     """Super-step events, their Gantt figure and the agreement with the cost model."""
     result = evaluate(model, strategy, cluster)
     events = timeline.superstep_events(model, strategy, cluster, schedule=schedule, result=result)
-    return {"events": events, "figure": superstep_figure(events, f"Super-step: one iteration ({schedule})"),
+    try:
+        figure, refusal = superstep_figure(events, f"Super-step: one iteration ({schedule})"), None
+    except ExplorerError as err:            # more bars than one figure draws (MAX_GANTT_BARS)
+        figure, refusal = None, str(err)
+    return {"events": events, "figure": figure, "figure_refusal": refusal,
             "agreement": timeline.compare(events, result, schedule, strategy.schedule)}
+
+
+def superstep_or_refusal(model, strategy, cluster, schedule: str) -> tuple:
+    """(superstep(...), None), or (None, the library's message) when the timeline is beyond
+    explorer/limits.py MAX_TIMELINE_EVENTS (the cost model still answers). superstep()["figure"] is None
+    (and "figure_refusal" says why) when the events are more than one Gantt draws (MAX_GANTT_BARS)."""
+    try:
+        return superstep(model, strategy, cluster, schedule), None
+    except ExplorerError as err:
+        return None, str(err)
 
 
 @st.cache_resource(max_entries=32, show_spinner=False)
@@ -135,8 +150,32 @@ def microstep(model, strategy, cluster, layer: int, op) -> dict:
 
 @st.cache_resource(max_entries=16, show_spinner=False)
 def small_superstep(model, strategy, cluster, label: str, legend: bool):
-    """The super-step Gantt re-titled and shorter, for side-by-side views (Compare page)."""
+    """The super-step Gantt re-titled and shorter, for side-by-side views (Compare page); None when
+    the timeline has more bars than one figure draws."""
     fig = superstep(model, strategy, cluster, strategy.schedule)["figure"]
+    if fig is None:
+        return None
     small = fig.to_dict()
-    small["layout"].update(title={"text": label}, height=min(fig.layout.height or 300, 420), showlegend=legend)
+    small["layout"].update(title={"text": plain_html(label)}, height=min(fig.layout.height or 300, 420), showlegend=legend)
     return small
+
+
+SMALL_TABLE_ROWS = 20_000   # larger event tables are written on demand (deferred download), not on every run
+
+
+@st.cache_resource(max_entries=8, show_spinner=False)
+def export_csv(model, strategy, cluster) -> dict:
+    """CSV bytes of the Export page's tables, built once per strategy. Downloads get bytes, not
+    callables: a deferred callable gets a new id on every rerun, and a click that still holds the
+    old id fails ("Deferred file ... not found")."""
+    from explorer.facade import export as X, layer_choices as lc
+    figs = breakdown_figures(model, strategy, cluster)
+    tables = {"time_by_category": figs["breakdown_table"], "communication": figs["comm_table"],
+              "memory_by_stage": figs["memory_table"],
+              "layers": lc.layer_table(strategy.stages(model.layers),
+                                       lc.layer_splits(strategy.layer_splits, strategy.tp, model.layers)),
+              "microstep_events_layer0": microstep(model, strategy, cluster, 0, None)["events"]}
+    sup, _ = superstep_or_refusal(model, strategy, cluster, strategy.schedule)
+    if sup is not None and len(sup["events"]) <= SMALL_TABLE_ROWS:
+        tables["superstep_events"] = sup["events"]
+    return {label: X.table_csv(table) for label, table in tables.items()}

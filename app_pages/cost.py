@@ -1,15 +1,18 @@
 """Cost breakdown: the symbolic terms with their numbers, time by category, communication, memory."""
+import pandas as pd
 import streamlit as st
 
 from explorer.facade import CATEGORY_LABELS, GIB
 from explorer.facade import CATEGORIES
+from explorer.facade import glossary
 from app_pages import compute as C
+from app_pages.text import plain
 
 view, error = C.current()
 C.show_errors(error)
 r = view.result
 st.title("Cost of one training iteration")
-st.caption(f"{view.model.name} on {view.cluster.name} · {r.gpus} GPUs · {C.strategy_label(view.strategy)}")
+st.caption(f"{plain(view.model.name)} on {plain(view.cluster.name)} · {r.gpus} GPUs · {C.strategy_label(view.strategy)}")
 
 capacity = view.cluster.device.memory_bytes
 peak = r.memory_bytes_per_device["total"]
@@ -29,8 +32,8 @@ st.plotly_chart(figs["breakdown"], key="cost_breakdown_chart")
 
 st.subheader("Symbolic cost, term by term")
 sym = C.symbolic(view.model, view.strategy, view.cluster)
-st.caption(f"Terms of the most loaded stage (stage {sym.stage}); symbols as in DESIGN.md, "
-           "g and L are seconds per byte and latency of each machine level.")
+st.caption(f"Terms of the most loaded stage (stage {sym.stage}); every symbol is in the glossary below "
+           "(g and L are seconds per byte and latency of each machine level).")
 latex = sym.latex()
 for category in CATEGORIES:
     seconds = r.breakdown_s[category]
@@ -43,6 +46,8 @@ for symbol, definition in sym.definitions_latex().items():
     st.latex(rf"\text{{where }} {symbol} = {definition} \quad \text{{(parameters per device)}}")
 with st.expander("Total: the whole formula"):
     st.latex(sym.total_latex() + rf" = {r.iteration_time_s:.6g}\,\mathrm{{s}}")
+with st.expander("Glossary: the symbols"):
+    st.dataframe(pd.DataFrame(glossary()).drop(columns="latex"), hide_index=True)
 
 st.subheader("Communication by type")
 st.plotly_chart(figs["comm"], key="cost_comm_chart")

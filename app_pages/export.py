@@ -3,11 +3,11 @@ import streamlit as st
 
 from explorer.facade import ExplorerError
 from explorer.facade import export as X
-from explorer.facade import layer_choices as lc
 from explorer.facade import strategy_from_upload
 from app_pages import compute as C
 from app_pages import share_link
 from app_pages import state as S
+from app_pages.text import plain
 
 ss = st.session_state
 
@@ -38,37 +38,48 @@ st.caption("Opens this model, cluster and strategy (the address bar holds the sa
 st.code(share_link.link(view), language=None, wrap_lines=True)
 
 figs = C.breakdown_figures(m, s, c)
-sup = C.superstep(m, s, c, s.schedule)
+sup, refusal = C.superstep_or_refusal(m, s, c, s.schedule)
 micro = C.microstep(m, s, c, 0, None)
 charts = {"time by category": figs["breakdown"], "communication by type": figs["comm"],
           "memory vs capacity": figs["memory"], "operator graph": C.graph(m, s, c, (), "stage"),
-          "super-step Gantt": sup["figure"], "micro-step Gantt (layer 0)": micro["figure"]}
+          "super-step Gantt": sup["figure"] if sup else None, "micro-step Gantt (layer 0)": micro["figure"]}
+if sup is None:
+    st.caption(f"No super-step Gantt or events to export: {plain(refusal)}")
+elif sup["figure"] is None:
+    st.caption(f"No super-step Gantt to export: {plain(sup['figure_refusal'])}")
+charts = {label: fig for label, fig in charts.items() if fig is not None}
 st.subheader("Charts")
 chart = st.selectbox("Chart", list(charts), key=S.W_EXPORT_FIGURE)
 fig, stem = charts[chart], f"{name}_{chart.split(' (')[0].replace(' ', '_')}"
 cols = st.columns(3)
+# Downloads never rerun the page (on_click="ignore"): a rerun gives every deferred (callable) download
+# a new id, and a second click that still holds the old id fails. Images stay deferred (kaleido takes
+# seconds); everything small is passed as bytes.
 cols[0].download_button("PNG", lambda: X.figure_image(fig, "png"), f"{stem}.png", "image/png",
-                        help="rendered by kaleido with the system Chromium (a few seconds)")
-cols[1].download_button("SVG", lambda: X.figure_image(fig, "svg"), f"{stem}.svg", "image/svg+xml")
-cols[2].download_button("HTML (works offline)", lambda: X.figure_html(fig), f"{stem}.html", "text/html")
+                        help="rendered by kaleido with the system Chromium (a few seconds)", on_click="ignore",
+                        key="export_png")
+cols[1].download_button("SVG", lambda: X.figure_image(fig, "svg"), f"{stem}.svg", "image/svg+xml",
+                        on_click="ignore", key="export_svg")
+cols[2].download_button("HTML (works offline)", lambda: X.figure_html(fig), f"{stem}.html", "text/html",
+                        on_click="ignore", key="export_html")
 
 st.subheader("Tables (CSV)")
-table_list = {"time_by_category": figs["breakdown_table"], "communication": figs["comm_table"],
-              "memory_by_stage": figs["memory_table"],
-              "layers": lc.layer_table(s.stages(m.layers), lc.layer_splits(s.layer_splits, s.tp, m.layers)),
-              "superstep_events": sup["events"], "microstep_events_layer0": micro["events"]}
 cols = st.columns(3)
-for i, (label, table) in enumerate(table_list.items()):
-    cols[i % 3].download_button(f"{label}.csv", lambda t=table: X.table_csv(t), f"{name}_{label}.csv", "text/csv",
-                                key=f"export_csv_{label}")
+tables = C.export_csv(m, s, c)
+if sup is not None and "superstep_events" not in tables:     # a large table: written when clicked
+    tables["superstep_events"] = lambda events=sup["events"]: X.table_csv(events)
+for i, (label, data) in enumerate(tables.items()):
+    cols[i % 3].download_button(f"{label}.csv", data, f"{name}_{label}.csv", "text/csv",
+                                key=f"export_csv_{label}", on_click="ignore")
 
 st.subheader("Strategy and formulas")
 cols = st.columns(3)
-cols[0].download_button("Strategy (JSON)", X.strategy_json(s), f"{name}_strategy.json", "application/json")
-cols[1].download_button("Formulas (LaTeX)", lambda: X.formulas_latex(C.symbolic(m, s, c), r.breakdown_s,
-                                                                     f"{m.name} on {c.name}: {C.strategy_label(s)}"),
-                        f"{name}_formulas.tex", "application/x-tex")
+cols[0].download_button("Strategy (JSON)", X.strategy_json(s), f"{name}_strategy.json", "application/json",
+                        on_click="ignore", key="export_strategy_json")
+cols[1].download_button("Formulas (LaTeX)", X.formulas_latex(C.symbolic(m, s, c), r.breakdown_s,
+                                                             f"{m.name} on {c.name}: {C.strategy_label(s)}"),
+                        f"{name}_formulas.tex", "application/x-tex", on_click="ignore", key="export_latex")
 cols[2].file_uploader("Load a strategy JSON", type=["json", "yaml", "yml"], key=S.W_STRATEGY_FILE,
                       on_change=_import_strategy)
 if ss[S.MODEL_MESSAGE]:
-    st.error(ss[S.MODEL_MESSAGE])
+    st.error(plain(ss[S.MODEL_MESSAGE]))

@@ -4,8 +4,10 @@ import streamlit as st
 
 from explorer.facade import ExplorerError, ModelSpec, list_clusters, list_models, load_cluster, load_model
 from explorer.facade import cluster_from_upload, model_from_upload
+from explorer.facade import MODEL_DIM_MAX
 from app_pages import compute as C
 from app_pages import state as S
+from app_pages.text import plain
 
 DIMS = {"transformer": ("layers", "hidden", "heads", "kv_heads", "ffn_hidden", "seq_len", "vocab"),
         "mlp": ("layers", "hidden", "seq_len", "vocab"),
@@ -58,7 +60,7 @@ model, cluster = ss[S.MODEL], ss[S.CLUSTER]
 models, clusters = preset_names()
 st.title("Model & cluster")
 if ss[S.MODEL_MESSAGE]:
-    st.error(ss[S.MODEL_MESSAGE])
+    st.error(plain(ss[S.MODEL_MESSAGE]))
 
 left, right = st.columns(2)
 S.seed(S.W_MODEL_PRESET, model.name if model.name in models else None)
@@ -74,16 +76,16 @@ right.file_uploader("…or upload a cluster spec (JSON/YAML)", type=["json", "ya
                     on_change=_upload,
                     args=(S.W_CLUSTER_FILE, cluster_from_upload, lambda c: S.set_model(ss[S.MODEL], c)))
 
-st.subheader(f"Dimensions of {model.name} ({model.family})")
+st.subheader(f"Dimensions of {plain(model.name)} ({model.family})")
 dims = _dims(model)
 for col, name in zip(st.columns(len(dims)), dims):
     S.seed(S.W_DIM_PREFIX + name, getattr(model, name))
-    col.number_input(name, min_value=1, max_value=10 ** 7, step=1, key=S.W_DIM_PREFIX + name, on_change=_edit_dims)
+    col.number_input(name, min_value=1, max_value=MODEL_DIM_MAX[name], step=1, key=S.W_DIM_PREFIX + name, on_change=_edit_dims)
 r = view.result
 st.caption(f"{r.params / 1e9:.3f} B parameters · {r.model_flops_per_iteration:.3e} model FLOPs per iteration "
-           f"(B = {view.strategy.global_batch}) · source: {model.source or 'user input'}")
+           f"(B = {view.strategy.global_batch}) · source: {plain(model.source or 'user input')}")
 
-with st.expander(f"Cluster {cluster.name}: {cluster.device.name}, {cluster.max_devices} devices at most"):
+with st.expander(f"Cluster {plain(cluster.name)}: {plain(cluster.device.name)}, {cluster.max_devices} devices at most"):
     st.dataframe(pd.DataFrame([{"level": lv.name, "fanout": lv.fanout, "GB/s per device": lv.bandwidth_bytes_per_s / 1e9,
                                 "latency µs": lv.latency_s * 1e6, "efficiency": lv.bandwidth_efficiency}
                                for lv in cluster.levels]), hide_index=True)

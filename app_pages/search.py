@@ -12,6 +12,7 @@ from explorer.facade import search
 from explorer.facade import pareto_figure
 from explorer.facade import GIB, search_label as label, search_rows as rows
 from app_pages import state as S
+from app_pages.text import plain
 
 SEARCH_SELECTED_STRATEGY = "search_selected_strategy"  # the Strategy last loaded from a search
 SEARCH_RESULT = "search_result"          # dict(model, cluster, gpus, global_batch, result) of the last search
@@ -51,7 +52,7 @@ def _run(model, cluster) -> None:
                         progress=lambda fraction, message: bar.progress(min(1.0, fraction), text=message))
     except ExplorerError as err:
         bar.empty()
-        st.error(str(err))
+        st.error(plain(err))
         return
     ss[SEARCH_RESULT] = dict(model=model, cluster=cluster, gpus=int(ss[W_GPUS]), global_batch=int(ss[W_BATCH]),
                              result=result)
@@ -66,7 +67,7 @@ S.seed(W_BATCH, int(ss[S.W_BATCH]))
 S.seed(W_CAP, round(cluster.device.memory_bytes / GIB, 1))
 S.seed(W_TOP, 10)
 st.title("Search for a strategy")
-st.caption(f"{model.name} on {cluster.name}: every global choice (d, t, p, b, schedule, ZeRO, recompute, "
+st.caption(f"{plain(model.name)} on {plain(cluster.name)}: every global choice (d, t, p, b, schedule, ZeRO, recompute, "
            "sequence parallelism, overlap) evaluated in bulk; the fastest refined by dynamic programming "
            "over per-layer splits and the layer→stage partition.")
 cols = st.columns(4)
@@ -84,9 +85,9 @@ if found is None:
     st.stop()
 result = found["result"]
 if (found["model"], found["cluster"]) != (model, cluster):
-    st.warning(f"These results are for {found['model'].name} on {found['cluster'].name}; "
+    st.warning(f"These results are for {plain(found['model'].name)} on {plain(found['cluster'].name)}; "
                "selecting one switches back to that model and cluster.")
-st.success(f"{found['model'].name}, {found['gpus']} GPUs, B = {found['global_batch']}: "
+st.success(f"{plain(found['model'].name)}, {found['gpus']} GPUs, B = {found['global_batch']}: "
            f"{result.total:,} raw choices, {result.evaluated:,} evaluated, {result.kept:,} within the "
            f"{result.memory_cap_bytes / GIB:.1f} GiB cap, {result.refined} refined, in {result.elapsed_s:.2f} s.")
 if not result.top:

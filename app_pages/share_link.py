@@ -41,8 +41,23 @@ def params(view) -> dict:
     return encode(view.model, view.cluster, view.strategy)
 
 
-def write(view) -> None:
-    """Keep the address bar a share link of the view on screen."""
+def _configured(view):
+    """The sidebar's strategy on the session's model and cluster, when it is a valid Strategy
+    (pages that evaluate nothing, e.g. Validation and Search, or just loaded a search result);
+    else `view`."""
+    from app_pages.compute import View, candidate   # late import: compute imports state, as this module does
+    ss = st.session_state
+    try:
+        return View(ss[S.MODEL], ss[S.CLUSTER], candidate(), None)
+    except ExplorerError:
+        return view
+
+
+def write(view, evaluated: bool = True) -> None:
+    """Keep the address bar a share link of the configuration on screen, on every page: the view a
+    page evaluated (`evaluated`), or else the configuration the sidebar holds."""
+    if not evaluated:
+        view = _configured(view)
     if view is None:
         return
     wanted = params(view)

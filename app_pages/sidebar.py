@@ -6,6 +6,7 @@ import streamlit as st
 from explorer.facade import RECOMPUTE, SCHEDULES, schedule_is_chunked
 
 from app_pages import state as S
+from app_pages.text import plain
 
 DEGREES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024, 2048, 4096)
 TP_DEGREES = (1, 2, 4, 8, 16, 32, 64)
@@ -21,7 +22,7 @@ def _options(base: tuple, key: str) -> list:
 def draw() -> None:
     ss = st.session_state
     bar = st.sidebar
-    bar.markdown(f"**{ss[S.MODEL].name}** on **{ss[S.CLUSTER].name}**  \n"
+    bar.markdown(f"**{plain(ss[S.MODEL].name)}** on **{plain(ss[S.CLUSTER].name)}**  \n"
                  f"GPUs = d·t·p = **{ss[S.W_DP] * ss[S.W_TP] * ss[S.W_PP]}**")
     bar.select_slider("d — data parallel", _options(DEGREES, S.W_DP), key=S.W_DP)
     bar.select_slider("t — operator (tensor) parallel", _options(TP_DEGREES, S.W_TP), key=S.W_TP)

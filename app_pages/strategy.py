@@ -6,6 +6,7 @@ from explorer.facade import layer_choices as lc
 from app_pages import compute as C
 from app_pages import drag
 from app_pages import state as S
+from app_pages.text import plain
 
 ss = st.session_state
 st.title("Strategy")
@@ -23,7 +24,7 @@ def _reset_layers():
 
 model, cluster = ss[S.MODEL], ss[S.CLUSTER]
 gpus = ss[S.W_DP] * ss[S.W_TP] * ss[S.W_PP]
-st.subheader(f"Presets for {model.name} on {gpus} GPUs")
+st.subheader(f"Presets for {plain(model.name)} on {gpus} GPUs")
 found = C.presets(model, cluster, gpus, int(ss[S.W_BATCH]), ss[S.W_MICRO])
 usable = [p for p in found.values() if p.strategy is not None]
 left, right = st.columns([3, 1], vertical_alignment="bottom")
@@ -35,7 +36,7 @@ if name in found and found[name].strategy is not None:
     left.caption(C.strategy_label(found[name].strategy))
 for preset in found.values():
     if preset.strategy is None:
-        st.caption(f"{preset.name} does not fit: {preset.reason}")
+        st.caption(f"{preset.name} does not fit: {plain(preset.reason)}")
 
 layers, tp, pp = model.layers, ss[S.W_TP], ss[S.W_PP]
 C.sync_layer_state()
@@ -76,7 +77,7 @@ view, error = C.current()
 with top:
     C.show_errors(error)
     if ss[S.CHOICE_MESSAGE]:
-        st.error(ss[S.CHOICE_MESSAGE])
+        st.error(plain(ss[S.CHOICE_MESSAGE]))
     r = view.result
     cols = st.columns(4)
     cols[0].metric("Iteration time", f"{r.iteration_time_s:.4g} s")

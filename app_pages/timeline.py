@@ -4,30 +4,38 @@ import streamlit as st
 from explorer.facade import layer_ops
 from app_pages import compute as C
 from app_pages import state as S
+from app_pages.text import plain
 
 ROWS_SHOWN = 500        # the whole table of a large pipeline would dominate the rerun time
 
 view, error = C.current()
 C.show_errors(error)
 st.title("Timelines")
-st.caption(f"{view.model.name} on {view.cluster.name} · {C.strategy_label(view.strategy)}")
+st.caption(f"{plain(view.model.name)} on {plain(view.cluster.name)} · {C.strategy_label(view.strategy)}")
 
 st.subheader("Super-step: micro-batches through the pipeline stages")
 schedules = [view.strategy.schedule] + (["zb-h1"] if view.strategy.schedule == "1f1b" else [])
 schedule = st.radio("Schedule drawn", schedules, horizontal=True, key=S.W_TIMELINE_SCHEDULE,
                     help="ZB-H1 (zero-bubble) splits the backward into input- and weight-gradient passes; "
                          "it is drawn from the 1F1B strategy's own costs.")
-sup = C.superstep(view.model, view.strategy, view.cluster, schedule)
-st.plotly_chart(sup["figure"], key="timeline_superstep_chart")
-agree = sup["agreement"]
-cols = st.columns(4)
-cols[0].metric("Timeline makespan", f"{agree['timeline_s']:.6g} s")
-cols[1].metric(f"Cost model ({agree['model_schedule']})", f"{agree['model_s']:.6g} s")
-cols[2].metric("Difference", f"{agree['difference_s']:+.3g} s",
-               help=f"relative: {100 * agree['relative_difference']:+.3g} %; non-zero when stages are unbalanced")
-cols[3].metric("Idle fraction of the pipeline", f"{100 * agree['idle_fraction']:.1f} %")
-if agree["note"]:
-    st.caption(agree["note"])
+sup, refusal = C.superstep_or_refusal(view.model, view.strategy, view.cluster, schedule)
+if sup is None:
+    st.warning(f"No super-step timeline: {plain(refusal)}. The cost on the other pages still holds.")
+else:
+    if sup["figure"] is None:
+        st.warning(f"The super-step Gantt is not drawn: {plain(sup['figure_refusal'])}. The events are on the "
+                   "Export page (CSV); `python -m explorer timeline --format chrome-trace` opens them in Perfetto.")
+    else:
+        st.plotly_chart(sup["figure"], key="timeline_superstep_chart")
+    agree = sup["agreement"]
+    cols = st.columns(4)
+    cols[0].metric("Timeline makespan", f"{agree['timeline_s']:.6g} s")
+    cols[1].metric(f"Cost model ({agree['model_schedule']})", f"{agree['model_s']:.6g} s")
+    cols[2].metric("Difference", f"{agree['difference_s']:+.3g} s",
+                   help=f"relative: {100 * agree['relative_difference']:+.3g} %; non-zero when stages are unbalanced")
+    cols[3].metric("Idle fraction of the pipeline", f"{100 * agree['idle_fraction']:.1f} %")
+    if agree["note"]:
+        st.caption(plain(agree["note"]))
 
 st.subheader("Micro-steps: one layer's operators on its operator-parallel group")
 layers = view.model.layers
@@ -43,7 +51,7 @@ micro = C.microstep(view.model, view.strategy, view.cluster, layer, op)
 st.plotly_chart(micro["figure"], key="timeline_microstep_chart")
 
 with st.expander("Event tables (columns: explorer.timeline.COLUMNS)"):
-    events = sup["events"]
+    events = sup["events"] if sup is not None else micro["events"].iloc[:0]
     st.caption(f"First {min(len(events), ROWS_SHOWN)} of {len(events)} super-step events; "
                "every event is on the Export page (CSV).")
     st.dataframe(events.head(ROWS_SHOWN), hide_index=True, height=240)

@@ -6,6 +6,7 @@ from explorer.facade import ExplorerError, load_cluster
 from explorer.facade import parity_figure
 from explorer.facade import VALIDATION_TARGETS as TARGETS
 from explorer.facade import load_cases, summarize, validate
+from app_pages.text import plain
 
 
 @st.cache_data(max_entries=2, show_spinner="Predicting the published runs…")
@@ -15,12 +16,12 @@ def run_validation(cluster_name: str):
 
 
 st.title("Validation against published runs")
-st.caption("Every measured run in ../shared/validation/published.json, predicted with one set of "
+st.caption("Every measured run in assets/validation/published.json (with its citation), predicted with one set of "
            "constants for the hardware (assets/clusters/dgx-a100-80gb.json).")
 try:
     rows, summary = run_validation("dgx-a100-80gb")
 except ExplorerError as err:
-    st.error(str(err))
+    st.error(plain(err))
     st.stop()
 cols = st.columns(len(summary))
 for col, (group, s) in zip(cols, summary.items()):
@@ -34,4 +35,4 @@ table = pd.DataFrame([{"case": r.id, "metric": r.metric, "predicted": r.predicte
                        "error %": 100 * r.relative_error, "assumptions": r.assumptions, "source": r.source}
                       for r in rows])
 st.dataframe(table, hide_index=True)
-st.download_button("Download CSV", table.to_csv(index=False), "validation.csv", "text/csv")
+st.download_button("Download CSV", table.to_csv(index=False), "validation.csv", "text/csv", on_click="ignore")

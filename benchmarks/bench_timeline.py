@@ -33,7 +33,12 @@ def case(name, model, strategy, cluster, gpus, repeat, schedule=None, targets=(N
     build = lambda: superstep_events(model, strategy, cluster, gpus, schedule=schedule, result=result)
     cold, events = timed(build)
     warm, events = timed(build, repeat)
-    figure, _ = timed(lambda: superstep_figure(events), repeat)
+    from explorer.errors import ExplorerError
+    try:
+        figure, _ = timed(lambda: superstep_figure(events), repeat)
+    except ExplorerError as err:       # more bars than one figure draws (explorer/limits.py MAX_GANTT_BARS)
+        print(f"{name}: no Gantt figure: {err}")
+        figure = float("nan")
     trace, _ = timed(lambda: export(events, "chrome-trace"))
     cmp = compare(events, result, schedule or strategy.schedule)
     print(f"{name}: {len(events):,} events, timeline {cmp['timeline_s']:.4f} s vs model {cmp['model_s']:.4f} s "

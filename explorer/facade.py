@@ -48,3 +48,14 @@ def plan_of(model, strategy, cluster):
 
 
 __all__ = [name for name in dir() if not name.startswith("_")]
+
+# ---- limits and checked evaluation (issue 15): every Result the app shows is finite ----------
+from explorer import limits as _limits                                   # noqa: E402
+from explorer.limits import MODEL_LIMITS as _MODEL_LIMITS, check_result   # noqa: E402
+from explorer.limits import evaluate_checked as evaluate                  # noqa: E402,F811
+
+MODEL_DIM_MAX = {name: getattr(_limits, limit) for name, limit in _MODEL_LIMITS.items()}
+"""Largest value of each model dimension (explorer/limits.py): the Model page's input maxima."""
+__all__ += ["MODEL_DIM_MAX", "check_result", "evaluate"]
+from explorer.io.glossary import glossary                                    # noqa: E402
+__all__ += ["glossary"]

@@ -10,6 +10,8 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
+from explorer.limits import check_gantt_bars
+
 CATEGORY_COLORS = {
     # DESIGN.md categories; idle time is the bubble, drawn light
     "compute": "#4C78A8", "recompute": "#9ECAE9", "op_comm": "#F58518", "redistribution": "#E45756",
@@ -17,9 +19,13 @@ CATEGORY_COLORS = {
     "bubble": "#DDDDDD",
 }
 UNITS = (("s", 1.0), ("ms", 1e3), ("µs", 1e6))
-HOVER = ("%{customdata[0]} · %{customdata[1]}<br>start %{base:.4g} {u}<br>duration %{x:.4g} {u}"
-         "<br>micro-batch %{customdata[2]} chunk %{customdata[3]}<br>%{customdata[4]:,.0f} bytes %{customdata[5]}"
+# Start, duration and end come from customdata: with base=start, plotly's %{x} of a horizontal
+# bar is where the bar ends, not its length. The micro-batch line is empty on bars of no
+# micro-batch (idle/bubble, gradient sync, optimizer: micro_batch = -1).
+HOVER = ("%{customdata[0]} · %{customdata[1]}<br>start %{customdata[6]:.4g} {u} · duration %{customdata[7]:.4g} {u}"
+         " · end %{customdata[8]:.4g} {u}%{customdata[2]}<br>%{customdata[4]:,.0f} bytes %{customdata[5]}"
          "<extra>%{fullData.name}</extra>")
+CUSTOM_COLUMNS = ("kind", "operator", "where", "chunk", "bytes", "level", "start", "duration", "end")
 
 
 def time_unit(seconds: float) -> tuple:
@@ -59,8 +65,31 @@ def _labels(events: pd.DataFrame, label: str | None) -> np.ndarray:
     return text
 
 
+def _where(events: pd.DataFrame) -> np.ndarray:
+    """'<br>micro-batch 3' (', chunk 1' when interleaved) for bars of a micro-batch, '' for the others."""
+    mb, chunk = events["micro_batch"].to_numpy(), events["chunk"].to_numpy()
+    out = np.full(len(events), "", dtype=object)
+    has = mb >= 0
+    out[has] = "<br>micro-batch " + mb[has].astype(str).astype(object)
+    if chunk.max(initial=0) > 0:       # interleaved: say which chunk
+        chunked = has & (chunk >= 0)
+        out[chunked] = out[chunked] + ", chunk " + chunk[chunked].astype(str).astype(object)
+    return out
+
+
+def _hover_data(events: pd.DataFrame, start: np.ndarray, dur: np.ndarray) -> np.ndarray:
+    """customdata rows (CUSTOM_COLUMNS) of the bars, times in the figure's unit."""
+    if not len(events):
+        return np.zeros((0, len(CUSTOM_COLUMNS)), dtype=object)
+    cols = {"kind": events["kind"], "operator": events["operator"], "where": _where(events),
+            "chunk": events["chunk"], "bytes": events["bytes"], "level": events["level"],
+            "start": start, "duration": dur, "end": start + dur}
+    return np.column_stack([np.asarray(cols[c], dtype=object) for c in CUSTOM_COLUMNS])
+
+
 def gantt_figure(events: pd.DataFrame, title: str = "", label: str | None = None) -> go.Figure:
     """Gantt chart of `events`; bars carry `label` (default: micro-batch, or operator for micro-steps)."""
+    check_gantt_bars(len(events))        # beyond explorer/limits.py MAX_GANTT_BARS: ExplorerError
     end = float(events["end_s"].max()) if len(events) else 0.0
     unit, factor = time_unit(end)
     # Beyond a few thousand bars each is narrower than its label, which plotly would hide
@@ -69,11 +98,9 @@ def gantt_figure(events: pd.DataFrame, title: str = "", label: str | None = None
     rows = list(dict.fromkeys(events.sort_values(["stage", "row"], kind="stable")["row"]))
     fig = go.Figure()
     cats = events["category"].to_numpy()
-    custom = np.column_stack([events[c].to_numpy(dtype=object) for c in
-                              ("kind", "operator", "micro_batch", "chunk", "bytes", "level")]) \
-        if len(events) else np.zeros((0, 6), dtype=object)
     start, dur, row = events["start_s"].to_numpy() * factor, events["duration_s"].to_numpy() * factor, \
         events["row"].to_numpy(dtype=object)
+    custom = _hover_data(events, start, dur)
     order = [c for c in CATEGORY_COLORS if c in set(cats)] + sorted(set(cats) - set(CATEGORY_COLORS))
     for cat in order:
         sel = cats == cat

@@ -1,10 +1,9 @@
 """python -m explorer evaluate ..."""
 from __future__ import annotations
 
-import json
-
-from explorer.cost.evaluate import evaluate
+from explorer.cli.output import dumps
 from explorer.cost.explain import explain
+from explorer.limits import evaluate_checked as evaluate
 from explorer.io.report import result_dict, result_table
 from explorer.cli.args import add_strategy_flags, resolve
 
@@ -20,7 +19,7 @@ def run(args) -> int:
     result = evaluate(model, strategy, cluster, gpus)
     if args.json:
         sym = explain(model, strategy, cluster, gpus, result)
-        print(json.dumps(result_dict(result, sym.total_latex(), sym.latex(), sym.definitions_latex()), indent=1))
+        print(dumps(result_dict(result, sym.total_latex(), sym.latex(), sym.definitions_latex())))
     else:
         title = (f"{model.name} on {gpus} x {cluster.device.name} ({cluster.name}): "
                  f"d={strategy.dp} t={strategy.tp} p={strategy.pp} b={strategy.micro_batch} "

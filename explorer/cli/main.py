@@ -22,9 +22,11 @@ def main(argv=None) -> int:
     try:
         args = build_parser().parse_args(argv)
         return args.run(args)
-    except ExplorerError as err:
-        print(f"error: {err}", file=sys.stderr)
+    except ExplorerError as err:      # one line, however long or multi-line the names in it are
+        text = " ".join(str(err).split())
+        print(f"error: {text if len(text) <= 1000 else text[:999] + '…'}", file=sys.stderr)
         return 2
-    except (OSError, ValueError, KeyError, TypeError) as err:
-        print(f"error: {type(err).__name__}: {err}", file=sys.stderr)
+    except Exception as err:          # anything else: one line and exit 2, never a traceback
+        text = " ".join(str(err).split())[:300] if not isinstance(err, RecursionError) else "nested too deeply"
+        print(f"error: {type(err).__name__}: {text}", file=sys.stderr)
         return 2

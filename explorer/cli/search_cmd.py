@@ -1,14 +1,15 @@
 """python -m explorer search --model M --cluster C --gpus N --global-batch B [--max-memory-gib X] [--top K] [--json]"""
 from __future__ import annotations
 
-import json
 import sys
 import time
 
 from explorer.errors import ExplorerError
 from explorer.search import search
 from explorer.search.report import search_dict, search_text
+from explorer.limits import check_count
 from explorer.cli.args import model_and_cluster
+from explorer.cli.output import dumps
 
 
 def register(sub) -> None:
@@ -45,9 +46,11 @@ def run(args) -> int:
         if not args.max_memory_gib > 0:
             raise ExplorerError(f"--max-memory-gib must be positive, got {args.max_memory_gib}")
         cap = args.max_memory_gib * 2 ** 30
+    check_count("--gpus", args.gpus, "MAX_DEVICES")
+    check_count("--global-batch", args.global_batch, "MAX_GLOBAL_BATCH")
     result = search(model, cluster, args.gpus, args.global_batch, cap, args.top, progress=StderrProgress())
     if args.json:
-        print(json.dumps(search_dict(result, model, cluster, args.gpus, args.global_batch), indent=1))
+        print(dumps(search_dict(result, model, cluster, args.gpus, args.global_batch)))
     else:
         print(search_text(result, f"{model.name} on {args.gpus} x {cluster.device.name} ({cluster.name}), "
                                   f"global batch {args.global_batch}"))

@@ -1,15 +1,14 @@
 """python -m explorer validate [--cases FILE] [--cluster C] [--json]"""
 from __future__ import annotations
 
-import json
-
+from explorer.cli.output import dumps
 from explorer.io.clusters import load_cluster
 from explorer.validation import TARGETS, load_cases, summarize, validate
 
 
 def register(sub) -> None:
     cmd = sub.add_parser("validate", help="predict published runs and compare")
-    cmd.add_argument("--cases", help="published.json-style file (default: ../shared/validation/published.json)")
+    cmd.add_argument("--cases", help="published.json-style file (default: assets/validation/published.json)")
     cmd.add_argument("--cluster", default="dgx-a100-80gb", help="cluster the runs used (default dgx-a100-80gb)")
     cmd.add_argument("--json", action="store_true")
     cmd.set_defaults(run=run)
@@ -20,10 +19,10 @@ def run(args) -> int:
     rows = validate(load_cases(args.cases), cluster)
     summary = summarize(rows)
     if args.json:
-        print(json.dumps({"cases": [dict(id=r.id, group=r.group, source=r.source, metric=r.metric,
+        print(dumps({"cases": [dict(id=r.id, group=r.group, source=r.source, metric=r.metric,
                                          predicted=r.predicted, expected=r.expected,
                                          relative_error=r.relative_error, assumptions=r.assumptions)
-                                    for r in rows], "summary": summary}, indent=1))
+                                    for r in rows], "summary": summary}))
         return 0
     print(f"{'case':<52}{'predicted':>11}{'published':>11}{'error':>8}")
     for r in rows:

@@ -19,6 +19,7 @@ from explorer.cost.superstep import (CATEGORIES, MEMORY_PARTS, optimizer_state_b
                                      variant)
 from explorer.cost.tree import Q, CostTree, cost_tree, stage_inputs, structure_key
 from explorer.hardware.cluster import Cluster
+from explorer.limits import check_work
 from explorer.model.spec import ModelSpec
 from explorer.strategy import rules
 from explorer.strategy.mesh import group_level
@@ -63,6 +64,7 @@ class BatchResult:
 
 def evaluate(model: ModelSpec, strategy: Strategy, cluster: Cluster, gpus: int | None = None) -> Result:
     """Cost of one training iteration of `model` under `strategy` on `cluster`."""
+    check_work(model, strategy, cluster)     # sizes and magnitudes within explorer/limits.py
     rules.check(model, strategy, gpus, cluster)
     tree = cost_tree(model, strategy, cluster)
     return _result(tree, strategy, cluster, _core(tree, model, [strategy], cluster))

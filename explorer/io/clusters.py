@@ -18,6 +18,7 @@ from pathlib import Path
 
 from explorer.hardware.cluster import Cluster, Device, Efficiency, Level
 from explorer.errors import ExplorerError
+from explorer.limits import check_cluster
 from explorer.io.models import check_keys, field, load_file, resolve
 
 PRESET_DIR = Path(__file__).resolve().parents[2] / "assets" / "clusters"
@@ -78,11 +79,13 @@ def cluster_from_dict(d: dict, name_hint: str = "") -> Cluster:
     name = field(d, "name", "text", "", default=name_hint)
     if not name:
         raise ExplorerError("field 'name' must be a non-empty string")
-    return Cluster(name=name,
-                   device=_device(field(d, "device", "mapping", "")),
-                   levels=tuple(_level(level, f"levels[{i}]: ") for i, level in enumerate(levels)),
-                   efficiency=_efficiency(field(d, "efficiency", "mapping", "", default={})),
-                   source=field(d, "source", "text", "", default=""))
+    cluster = Cluster(name=name,
+                      device=_device(field(d, "device", "mapping", "")),
+                      levels=tuple(_level(level, f"levels[{i}]: ") for i, level in enumerate(levels)),
+                      efficiency=_efficiency(field(d, "efficiency", "mapping", "", default={})),
+                      source=field(d, "source", "text", "", default=""))
+    check_cluster(cluster)           # magnitudes within explorer/limits.py CLUSTER_BOUNDS
+    return cluster
 
 
 def _num(x: float):

@@ -3,7 +3,7 @@
 Our schema is the ModelSpec fields (plus "source"); it is told apart from a
 HuggingFace config by its "family" field. Every failure is one ExplorerError
 line naming the file and the field. Files are parsed with json or
-yaml.safe_load only; nothing is ever evaluated.
+a budgeted yaml.SafeLoader only (safe_load.py); nothing is ever evaluated.
 
 >>> load_model("tiny-gpt").hidden
 256
@@ -14,15 +14,13 @@ cluster_io and strategy_io.
 from __future__ import annotations
 
 import difflib
-import json
 import math
 from dataclasses import fields
 from pathlib import Path
 
-import yaml
-
 from explorer.errors import ExplorerError
 from explorer.model.spec import FAMILIES, ModelSpec
+from explorer.io.safe_load import parse_text, read_text_capped, short_repr  # noqa: F401 (re-exported)
 
 PRESET_DIR = Path(__file__).resolve().parents[2] / "assets" / "models"
 SUFFIXES = (".json", ".yaml", ".yml")
@@ -49,15 +47,6 @@ HF_FAMILIES = {"llama": "llama", "mistral": "llama", "qwen2": "llama",
 
 
 # ---- helpers shared by the loaders -------------------------------------------------
-
-def short_repr(value) -> str:
-    """A short one-line repr for error messages."""
-    try:
-        text = repr(value)
-    except ValueError:             # an integer with more digits than Python will print
-        return f"<a {type(value).__name__} too large to show>"
-    return text if len(text) <= 40 else text[:37] + "..."
-
 
 def is_int(v) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
@@ -111,26 +100,16 @@ def read_mapping(path: Path) -> dict:
     """The top-level mapping of a .json, .yaml or .yml file."""
     path = Path(path)
     if not path.is_file():
-        raise ExplorerError(f"{path}: no such file")
+        raise ExplorerError(f"{path}: {'not a regular file' if path.exists() else 'no such file'}")
     suffix = path.suffix.lower()
     if suffix not in SUFFIXES:
         raise ExplorerError(f"{path}: unsupported file type {suffix or '(none)'!r}; use .json, .yaml or .yml")
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        raise ExplorerError(f"{path}: cannot be read ({type(e).__name__})") from None
-    return parse_mapping(text, suffix, str(path))
+    return parse_mapping(read_text_capped(path), suffix, str(path))
 
 
 def parse_mapping(text: str, suffix: str, where: str) -> dict:
     """The top-level mapping of JSON (suffix .json) or YAML text; never evaluates anything."""
-    try:
-        data = json.loads(text) if suffix == ".json" else yaml.safe_load(text)
-    except json.JSONDecodeError as e:
-        raise ExplorerError(f"{where}: malformed JSON at line {e.lineno} column {e.colno}: {e.msg}") from None
-    except (yaml.YAMLError, ValueError, RecursionError) as e:
-        kind = "JSON" if suffix == ".json" else "YAML"
-        raise ExplorerError(f"{where}: malformed {kind}: {' '.join(str(e).split())[:200]}") from None
+    data = parse_text(text, suffix, where)      # size, alias, depth budgets (safe_load.py)
     if not isinstance(data, dict):
         raise ExplorerError(f"{where}: expected a mapping of fields at the top level, got {type(data).__name__}")
     return data
@@ -166,7 +145,7 @@ def _from_our_schema(d: dict, name_hint: str) -> ModelSpec:
     check_keys(d, MODEL_FIELDS, "")
     family = field(d, "family", "text", "")
     if family not in FAMILIES:
-        raise ExplorerError(f"field 'family' is {family!r}; use one of {', '.join(FAMILIES)}")
+        raise ExplorerError(f"field 'family' is {short_repr(family)}; use one of {', '.join(FAMILIES)}")
     for key in d:
         kind = "text" if key in ("name", "family", "source") else "list" if key == "stage_blocks" else "int"
         field(d, key, kind, "")

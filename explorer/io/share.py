@@ -30,8 +30,10 @@ from dataclasses import dataclass, field
 
 from explorer.io.clusters import PRESET_DIR as CLUSTER_DIR, cluster_from_dict, cluster_to_dict, load_cluster
 from explorer.errors import ExplorerError
+from explorer.limits import MAX_LAYERS
+from explorer.io.safe_load import json_depth_ok
 from explorer.io.models import PRESET_DIR as MODEL_DIR, load_model, model_from_dict
-from explorer.cost.evaluate import evaluate
+from explorer.limits import evaluate_checked
 from explorer.strategy.presets import DEFAULT_CLUSTER, DEFAULT_MODEL, fallback_strategy
 from explorer.strategy.strategy import DTYPES, RECOMPUTE, SCHEDULES, LayerSplit, Strategy
 from explorer.io.strategies import strategy_from_dict, strategy_to_dict
@@ -72,6 +74,7 @@ def _unb64(text: str, what: str) -> dict:
         raise ExplorerError(f"link parameter '{what}' is not valid base64 JSON") from None
     if not isinstance(data, dict):
         raise ExplorerError(f"link parameter '{what}' must hold a mapping of fields")
+    json_depth_ok(data, f"link parameter '{what}'")
     return data
 
 
@@ -128,19 +131,26 @@ def encode(model, cluster, strategy: Strategy) -> dict:
 
 def _whole(params: dict, key: str) -> int:
     text = params[key]
-    if not WHOLE.match(text) or not 0 <= int(text) <= MAX_INT:
+    if text.isascii() and text.isdigit() and len(text) > 7:
+        raise ExplorerError(f"link parameter '{key}' is too large: {text[:40]!r} is more than {MAX_INT:,}")
+    if not WHOLE.match(text):
         raise ExplorerError(f"link parameter '{key}' must be a whole number, got {text[:40]!r}")
+    if int(text) > MAX_INT:
+        raise ExplorerError(f"link parameter '{key}' is too large: {int(text):,} is more than {MAX_INT:,}")
     return int(text)
 
 
 def _splits(text: str) -> tuple:
-    out = []
+    out, total = [], 0
     for item in text.split(","):
         match = SPLIT_ITEM.match(item)
         if not match or match.group(2) not in LETTER_PRESET:
             raise ExplorerError(f"link parameter 'splits' has a malformed item {item[:40]!r} "
                                 f"(expected e.g. 8mx48: degree, {'/'.join(LETTER_PRESET)}, x, layers)")
         degree, letter, count = int(match.group(1)), match.group(2), int(match.group(3))
+        total += count
+        if total > MAX_LAYERS:           # before anything is expanded
+            raise ExplorerError(f"link parameter 'splits' lists more than {MAX_LAYERS:,} layers (MAX_LAYERS)")
         out += [LayerSplit(degree=degree, preset=LETTER_PRESET[letter])] * count
     return tuple(out)
 
@@ -149,6 +159,9 @@ def _stages(text: str) -> tuple:
     sizes = [int(n) if WHOLE.match(n) else -1 for n in text.split(",")]
     if any(n < 1 for n in sizes):
         raise ExplorerError(f"link parameter 'stages' must list positive layer counts, got {text[:40]!r}")
+    if sum(sizes) > MAX_LAYERS:          # before anything is expanded
+        raise ExplorerError(f"link parameter 'stages' lists {sum(sizes):,} layers, more than {MAX_LAYERS:,} "
+                            "(MAX_LAYERS)")
     return tuple(stage for stage, n in enumerate(sizes) for _ in range(n))
 
 
@@ -187,6 +200,8 @@ def _strategy_fields(params: dict, base: Strategy, messages: list) -> dict:
             try:
                 fields[name] = read(short)
             except ExplorerError as err:
+                if not str(err).startswith("link parameter"):      # e.g. LayerSplit(degree=0): name the parameter
+                    err = ExplorerError(f"link parameter '{short}': {err}")
                 messages.append(f"{err}; using {_shown(getattr(base, name))}" if short not in ("splits", "stages")
                                 else f"{err}; using the default per-layer choices")
     return fields
@@ -216,7 +231,7 @@ def _strategy(params: dict, model, cluster, messages: list) -> Strategy:
         else:
             fields = _strategy_fields(params, base, messages)
             strategy = Strategy(**{**_plain(base), **fields})
-        evaluate(model, strategy, cluster)
+        evaluate_checked(model, strategy, cluster)
         return strategy
     except ExplorerError as err:
         messages.append(f"the shared strategy cannot run: {err}; using the default strategy")

@@ -16,6 +16,7 @@ from dataclasses import fields
 from pathlib import Path
 
 from explorer.errors import ExplorerError
+from explorer.limits import check_count
 from explorer.io.models import check_keys, field, is_int, load_file, short_repr
 from explorer.strategy.strategy import LayerSplit, Strategy
 
@@ -67,6 +68,8 @@ def strategy_from_dict(d: dict) -> Strategy:
     check_keys(values, tuple(FIELD_KINDS), "strategy: ")
     for key in values:
         field(values, key, FIELD_KINDS[key], "strategy: ")
+    for key in ("layer_splits", "stage_map"):
+        check_count(f"strategy: entries of {key}", len(values.get(key, ())), "MAX_LAYERS")
     for i, stage in enumerate(values.get("stage_map", [])):
         if not is_int(stage):
             raise ExplorerError(f"strategy: stage_map[{i}] must be an integer, got {short_repr(stage)}")

@@ -1,7 +1,8 @@
 """Uploaded files (bytes + a file name) as models, clusters and strategies.
 
 The same schemas as the files the CLI reads (model_io, cluster_io,
-strategy_io); parsed with json.loads or yaml.safe_load only, never evaluated.
+strategy_io); parsed with json.loads or a budgeted yaml.SafeLoader only (safe_load.py:
+size, alias and nesting budgets), never evaluated.
 Every failure is one ExplorerError line naming the file.
 
 >>> model_from_upload("m.json", b'{"family": "gpt", "layers": 2, "hidden": 64, "heads": 4, '
@@ -18,10 +19,11 @@ from pathlib import PurePath
 
 from explorer.io.clusters import cluster_from_dict
 from explorer.errors import ExplorerError
+from explorer.io.safe_load import MAX_FILE_BYTES
 from explorer.io.models import SUFFIXES, model_from_dict, parse_mapping
 from explorer.io.strategies import strategy_from_dict
 
-MAX_UPLOAD_BYTES = 1_000_000
+MAX_UPLOAD_BYTES = MAX_FILE_BYTES       # the same cap as a file the CLI reads
 
 
 def mapping_from_upload(name: str, data: bytes) -> dict:
@@ -30,7 +32,7 @@ def mapping_from_upload(name: str, data: bytes) -> dict:
     if suffix not in SUFFIXES:
         raise ExplorerError(f"{name}: unsupported file type {suffix or '(none)'!r}; use .json, .yaml or .yml")
     if len(data) > MAX_UPLOAD_BYTES:
-        raise ExplorerError(f"{name}: {len(data)} bytes is more than the {MAX_UPLOAD_BYTES} an upload may have")
+        raise ExplorerError(f"{name}: {len(data):,} bytes is more than the {MAX_UPLOAD_BYTES:,} an upload may have")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:

@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from explorer.errors import ExplorerError
+from explorer.limits import check_model
 
 FAMILIES = ("gpt", "bert", "llama", "mlp", "cnn")
 
@@ -40,9 +41,10 @@ class ModelSpec:
     source: str = ""             # where the numbers come from
 
     def __post_init__(self):
+        check_model(self)                # sizes within explorer/limits.py, before anything else
         if self.family not in FAMILIES:
             raise ExplorerError(
-                f"model family {self.family!r} is unknown; use one of {', '.join(FAMILIES)}")
+                f"model family {str(self.family)[:40]!r} is unknown; use one of {', '.join(FAMILIES)}")
         if not isinstance(self.name, str) or not self.name:
             raise ExplorerError("model field 'name' must be a non-empty string")
         if self.family == "cnn":

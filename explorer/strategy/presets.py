@@ -12,6 +12,7 @@ instead of a strategy.
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from explorer.hardware.cluster import Cluster
@@ -119,6 +120,7 @@ def strategy_presets(model: ModelSpec, cluster: Cluster, gpus: int, global_batch
     return out
 
 
+@functools.lru_cache(maxsize=64)        # every share link decodes it; ~10 evaluations each time
 def fallback_strategy(model: ModelSpec, cluster: Cluster, gpus: int | None = None) -> Strategy:
     """The default strategy if it runs on this model and cluster, else the first preset that does."""
     gpus = min(gpus or DEFAULT_STRATEGY.devices, cluster.max_devices)

@@ -16,11 +16,12 @@ import pandas as pd
 
 from explorer.errors import ExplorerError
 from explorer.cost.evaluate import evaluate
+from explorer.limits import check_timeline, check_timeline_passes
 from explorer.cost.tree import cost_tree
 from explorer.timeline.costs import PART_CATEGORIES, PART_KINDS, PassCosts, from_result
 from explorer.timeline.events import concat, frame
-from explorer.timeline.numbers import context
 from explorer.schedules import get
+from explorer.timeline.numbers import context
 from explorer.timeline.schedules import B, F, W, order_for
 from explorer.timeline.simulate import simulate
 
@@ -36,6 +37,7 @@ def superstep_events(model, strategy, cluster, gpus=None, schedule: str | None =
         if schedule == "zb-h1":
             raise ExplorerError(f"zb-h1 is drawn from a 1f1b strategy, got schedule {strategy.schedule!r}")
         raise ExplorerError(f"schedule {schedule!r} differs from the strategy's {strategy.schedule!r}")
+    check_timeline_passes(strategy)      # before any cost is built (limits.py)
     result = result or evaluate(model, strategy, cluster, gpus)
     the_plan = cost_tree(model, strategy, cluster).plan
     costs = from_result(result, the_plan, context(model, strategy, cluster), get(schedule).splits_weight)
@@ -49,6 +51,7 @@ def pipeline_events(costs: PassCosts, micro_batches: int, schedule: str, overlap
     >>> float(ev.end_s.max())  # (m + p - 1)(F + B)
     15.0
     """
+    check_timeline(costs.seconds, micro_batches, costs.chunks)   # refuse before building (limits.py)
     orders = order_for(schedule, costs.stages, micro_batches, costs.chunks)
     sim = simulate(orders, costs.pass_seconds(), costs.chunks, micro_batches)
     barrier = float(sim["end_s"].max()) if len(sim["end_s"]) else 0.0

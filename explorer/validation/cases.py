@@ -5,16 +5,16 @@ from the source's own text, never to fit the number.
 """
 from __future__ import annotations
 
-import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
 from explorer.errors import ExplorerError
 from explorer.model.spec import ModelSpec
+from explorer.io.safe_load import parse_text, read_text_capped, short_repr
 from explorer.strategy.strategy import Strategy
 
 ROOT = Path(__file__).resolve().parents[2]
-SHARED = ROOT.parent / "shared" / "validation" / "published.json"
 BUNDLED = ROOT / "assets" / "validation" / "published.json"
 
 
@@ -32,17 +32,15 @@ class Case:
 
 
 def default_cases_path() -> Path:
-    return SHARED if SHARED.exists() else BUNDLED
+    """The copy bundled with the repository (assets/validation/README.md says where it comes from)."""
+    return BUNDLED
 
 
 def load_cases(path: str | Path | None = None) -> list:
     path = Path(path) if path else default_cases_path()
-    try:
-        entries = json.loads(path.read_text())
-    except OSError as err:
-        raise ExplorerError(f"cannot read cases file {path}: {err.strerror or err}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise ExplorerError(f"cases file {path} is not valid JSON: {err}") from None
+    if not path.exists():
+        raise ExplorerError(f"cannot read cases file {path}: no such file")
+    entries = parse_text(read_text_capped(path), ".json", f"cases file {path}")   # size and depth capped
     if not isinstance(entries, list):
         raise ExplorerError(f"cases file {path} must hold a JSON list of entries")
     cases = []
@@ -55,8 +53,15 @@ def load_cases(path: str | Path | None = None) -> list:
                 cases.append(megatron_table1(entry))
             elif ident.startswith("kor_table4_"):
                 cases += korthikanti_table4(entry)
-        except (KeyError, TypeError, ValueError) as err:
-            raise ExplorerError(f"cases file {path}: entry {ident!r} is malformed ({err})") from None
+        except ExplorerError as err:
+            raise ExplorerError(f"cases file {path}: entry {short_repr(ident)}: {err}") from None
+        except (KeyError, TypeError, ValueError, ArithmeticError, AttributeError) as err:
+            raise ExplorerError(f"cases file {path}: entry {short_repr(ident)} is malformed "
+                                f"({type(err).__name__}: {short_repr(str(err), 80)})") from None
+        bad = [c.id for c in cases if not (math.isfinite(c.expected) and c.expected > 0)]
+        if bad:
+            raise ExplorerError(f"cases file {path}: entry {short_repr(ident)} gives a published value that is "
+                                "not a positive finite number")
     return cases
 
 
