@@ -1,7 +1,7 @@
 """Share links: read the URL's parameters once per session, keep the URL in step with the view."""
 from __future__ import annotations
 
-from urllib.parse import urlencode
+from urllib.parse import urlencode, urlsplit
 
 import streamlit as st
 
@@ -10,6 +10,7 @@ from explorer.facade import fallback_strategy
 from explorer.facade import decode_link as decode, encode_link as encode
 
 from . import state as S
+from .classroom import param as classroom_param
 
 KNOWN = ("model", "model_spec", "cluster", "cluster_spec", "strategy_spec", "dp", "tp", "pp", "b", "B",
          "sched", "v", "zero", "rc", "sp", "ov", "sg", "dtype", "splits", "stages")
@@ -24,6 +25,7 @@ def read_once() -> None:
     params = st.query_params.to_dict()
     if not any(key in params for key in KNOWN):
         return
+    ss[S.OPENED_LINK] = True
     shared = decode(params)
     ss[S.MODEL], ss[S.CLUSTER] = shared.model, shared.cluster
     try:
@@ -45,7 +47,7 @@ def write(view) -> None:
     """Keep the address bar a share link of the view on screen."""
     if view is None:
         return
-    wanted = params(view)
+    wanted = {**params(view), **classroom_param()}
     if st.query_params.to_dict() != wanted:
         st.query_params.from_dict(wanted)
 
@@ -53,3 +55,9 @@ def write(view) -> None:
 def link(view) -> str:
     base = st.context.url or "http://localhost:8501/"
     return f"{base.split('?')[0]}?{urlencode(params(view))}"
+
+
+def link_to(page: str, model, cluster, strategy) -> str:
+    """A share link that opens `page` (its url path) on this model, cluster and strategy."""
+    parts = urlsplit(st.context.url or "http://localhost:8501/")
+    return f"{parts.scheme}://{parts.netloc}/{page}?{urlencode(encode(model, cluster, strategy))}"

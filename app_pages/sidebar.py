@@ -39,3 +39,11 @@ def draw() -> None:
     right.selectbox("Recompute", RECOMPUTE, key=S.W_RECOMPUTE)
     bar.toggle("Sequence parallelism", key=S.W_SP)
     bar.toggle("Overlap DP sync with backward", key=S.W_OVERLAP)
+
+
+def draw_summary() -> None:
+    """On the Start and Learn pages: what the explorer holds (its controls come back on its pages)."""
+    ss = st.session_state
+    st.sidebar.caption(f"The lessons use their own example. The explorer keeps **{ss[S.MODEL].name}** on "
+                       f"**{ss[S.CLUSTER].name}**, d·t·p = {ss[S.W_DP]}·{ss[S.W_TP]}·{ss[S.W_PP]}; its "
+                       "controls are on the Explore pages.")

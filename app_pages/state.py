@@ -122,3 +122,36 @@ def set_model(model, cluster=None) -> None:
         apply_strategy(fallback_strategy(model, ss[CLUSTER], gpus))
         notify(f"The strategy did not fit {model.name} on {ss[CLUSTER].name} ({err}); "
                "switched to a preset that does.")
+
+
+# ---- lessons and classroom mode ----------------------------------------------------------
+W_CLASSROOM = "w_classroom"          # classroom mode toggle (also ?classroom=1)
+CLASSROOM_READ = "classroom_read"    # True once the URL's classroom parameter was read this session
+W_LESSON_PREFIX = "w_lesson_"        # + slug + "_" + control name: a lesson's control
+W_LESSON_ANIMATE = "w_lesson_animate"  # + "_" + slug: play the lesson's Gantt step by step
+OPENED_LINK = "opened_link"          # True when the session opened a shared configuration: it lands on Cost
+W_SEARCH_INPUTS = ("w_search_gpus", "w_search_batch", "w_search_cap_gib")   # the Search page's inputs
+LESSON_TARGET = "lesson_target"      # explorer page to open after "Open in the explorer" (its callback sets it)
+
+
+def lesson_key(slug: str, control: str) -> str:
+    return f"{W_LESSON_PREFIX}{slug}_{control}"
+
+
+def classroom() -> bool:
+    return bool(st.session_state.get(W_CLASSROOM, False))
+
+
+def keep_strategy_widgets() -> None:
+    """On a page that does not draw the sidebar's strategy widgets, keep their values: Streamlit
+    drops the state of widgets a run did not draw unless it is written in that run."""
+    ss = st.session_state
+    for key in STRATEGY_WIDGETS:
+        if key in ss:
+            ss[key] = ss[key]
+
+
+def load_setup(model, cluster, strategy) -> None:
+    """Open a lesson's example in the explorer (callbacks only): model, cluster and strategy."""
+    apply_strategy(strategy)
+    set_model(model, cluster)

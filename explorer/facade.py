@@ -48,3 +48,10 @@ def plan_of(model, strategy, cluster):
 
 
 __all__ = [name for name in dir() if not name.startswith("_")]
+
+# ---- lessons, classroom mode, animation (issue 12 "Teach it in class") ----------------------
+from . import lessons                                                     # noqa: E402
+from .charts.animation import animated_gantt                              # noqa: E402
+from .charts.classroom import MAX_MICRO_BATCHES, classroom_figure, zoom_micro_batches  # noqa: E402
+
+__all__ += ["lessons", "animated_gantt", "MAX_MICRO_BATCHES", "classroom_figure", "zoom_micro_batches"]

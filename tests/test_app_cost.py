@@ -1,9 +1,9 @@
-"""AppTest of the Cost breakdown page (the default page) and the sidebar's global controls."""
+"""AppTest of the Cost breakdown page and the sidebar's global controls."""
 from app_util import chart_specs, errors, metric, open_page
 
 
 def test_cost_page_shows_numbers_formulas_and_charts():
-    at = open_page()
+    at = open_page("cost")
     assert at.title[0].value == "Cost of one training iteration"
     assert metric(at, "Iteration time").endswith(" s")
     assert len(at.latex) >= 5, "one formula per non-zero category, plus the total"
@@ -15,7 +15,7 @@ def test_cost_page_shows_numbers_formulas_and_charts():
 
 
 def test_slider_change_changes_the_total():
-    at = open_page()
+    at = open_page("cost")
     before = metric(at, "Iteration time")
     at.sidebar.select_slider(key="w_tp").set_value(4).run()
     assert not at.exception
@@ -24,7 +24,7 @@ def test_slider_change_changes_the_total():
 
 
 def test_invalid_combination_shows_an_error_and_keeps_the_last_valid_result():
-    at = open_page()
+    at = open_page("cost")
     before = metric(at, "Iteration time")
     at.sidebar.number_input(key="w_global_batch").set_value(1000).run()
     assert not at.exception
@@ -36,7 +36,7 @@ def test_invalid_combination_shows_an_error_and_keeps_the_last_valid_result():
 
 
 def test_impossible_strategy_names_the_problem():
-    at = open_page()
+    at = open_page("cost")
     at.sidebar.select_slider(key="w_tp").set_value(64).run()   # 8192 GPUs, and 64 does not divide 96 heads
     assert any("degree 64 does not divide the 96 attention heads" in e for e in errors(at))
     at.sidebar.select_slider(key="w_tp").set_value(8).run()

@@ -1,0 +1,102 @@
+"""One lesson page, drawn from explorer.lessons: text and formula, at most three controls, one live
+picture, a "predict, then reveal" question, and "Open in the explorer". Page files name their lesson."""
+from __future__ import annotations
+
+import streamlit as st
+
+from explorer.facade import ExplorerError, animated_gantt, classroom_figure, lessons
+from app_pages import compute as C
+from app_pages import share_link
+from app_pages import state as S
+
+GANTT_LESSONS = ("double-level", "pipeline")      # their picture is a Gantt: it can be played
+MEMORY_LESSONS = ("zero", "activations")          # their picture's 'optimizer' is the optimizer state
+
+
+@st.cache_resource(max_entries=64, show_spinner=False)
+def computed(slug: str, items: tuple) -> tuple:
+    """(Setup, figure, Reveal) of a lesson for one setting (ExplorerError if it cannot run)."""
+    lesson, values = lessons.by_slug(slug), dict(items)
+    setup = lesson.setup(values)
+    return setup, lesson.picture(setup, values), lesson.question(values)
+
+
+@st.cache_resource(max_entries=16, show_spinner=False)
+def shown_figure(slug: str, items: tuple, classroom: bool, animated: bool):
+    fig = computed(slug, items)[1]
+    if animated:
+        fig = animated_gantt(fig)
+    return classroom_figure(fig, memory=slug in MEMORY_LESSONS) if classroom else fig
+
+
+def _controls(lesson) -> dict:
+    """The lesson's controls: in the sidebar in classroom mode (nothing else is there), else in a row."""
+    boxes = [st.sidebar] * len(lesson.controls) if S.classroom() else st.columns(len(lesson.controls))
+    if S.classroom():
+        st.sidebar.markdown(f"**Lesson {lesson.number}**")
+    values = {}
+    for box, control in zip(boxes, lesson.controls):
+        key = S.lesson_key(lesson.slug, control.name)
+        S.seed(key, control.default)
+        values[control.name] = box.radio(control.label, control.options, key=key, format_func=control.text,
+                                         horizontal=True, help=control.help or None)
+    return values
+
+
+def _open(slug: str, items: tuple) -> None:
+    """Callback of "Open in the explorer": the lesson's model, cluster and strategy everywhere."""
+    lesson = lessons.by_slug(slug)
+    setup = lesson.setup(dict(items))
+    S.load_setup(setup.model, setup.cluster, setup.strategy)
+    if setup.schedule_drawn == "zb-h1":
+        st.session_state[S.W_TIMELINE_SCHEDULE] = "zb-h1"
+    if setup.search:
+        gpus, batch, cap_gib = setup.search
+        for key, value in zip(S.W_SEARCH_INPUTS, (gpus, batch, float(cap_gib))):   # the cap input is a float
+            st.session_state[key] = value
+    st.session_state[S.LESSON_TARGET] = setup.page
+    S.notify(f"Lesson {lesson.number}'s example: {setup.model.name} on {setup.cluster.name}, "
+             f"{C.strategy_label(setup.strategy)}.")
+
+
+def render(slug: str) -> None:
+    lesson = lessons.by_slug(slug)
+    target = st.session_state.pop(S.LESSON_TARGET, None)
+    if target:                  # "Open in the explorer" was clicked: go before the notices are shown here
+        st.switch_page(f"app_pages/{target}.py")
+    C.show_errors(None)
+    st.title(f"Lesson {lesson.number}: {lesson.title}")
+    text, formula = st.columns([3, 2])
+    text.markdown(lesson.text)
+    formula.latex(lesson.formula_latex)
+    formula.caption(f"Source: {lesson.source}")
+
+    values = _controls(lesson)
+    items = tuple(values.items())
+    try:
+        setup, _, reveal = computed(slug, items)
+    except ExplorerError as err:
+        st.error(f"**This setting cannot run:** {err}")
+        return
+    if setup.note:
+        st.info(setup.note)
+    animated = False
+    if slug in GANTT_LESSONS:
+        animated = st.toggle("Play it step by step", key=f"{S.W_LESSON_ANIMATE}_{slug}",
+                             help="▶ plays the schedule; the slider goes to any moment.")
+    st.plotly_chart(shown_figure(slug, items, S.classroom(), animated), key=f"lesson_{slug}_chart")
+    st.caption(lesson.caption(setup, values))
+
+    ask, act = st.columns([3, 2])
+    ask.markdown(f"**Predict, then reveal.** {reveal.question}")
+    with ask.expander("Reveal the model's answer"):
+        left, right = st.columns(2)
+        left.metric("Answer", reveal.answer_text)
+        if reveal.now_text:
+            right.metric(reveal.now_label.capitalize(), reveal.now_text)
+        st.caption(reveal.explanation)
+    act.button("Open in the explorer", key=f"lesson_open_{slug}", on_click=_open, args=(slug, items),
+               type="primary", help=f"loads this example into every page and opens the {setup.page} page")
+    act.caption("Share link of this example:")
+    act.code(share_link.link_to(setup.page, setup.model, setup.cluster, setup.strategy), language=None,
+             wrap_lines=True)
