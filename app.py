@@ -33,7 +33,9 @@ CHECK = [
     st.Page("app_pages/search.py", title="Search", url_path="search"),
 ]
 
-page = st.navigation({"Start": START, "Learn": LEARN, "Explore": EXPLORE, "Check": CHECK})
+# classroom mode: the menu goes to the top bar, so the sidebar holds only the lesson's controls
+page = st.navigation({"Start": START, "Learn": LEARN, "Explore": EXPLORE, "Check": CHECK},
+                     position="top" if S.classroom() else "sidebar")
 teaching = any(page is p for p in START + LEARN)
 classroom.draw_toggle()
 if teaching:                    # lessons bring their own example; the explorer's strategy is kept

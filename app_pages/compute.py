@@ -18,6 +18,7 @@ from explorer.facade import graph_figure
 from explorer.facade import explain, symbol_values
 from explorer.facade import fallback_strategy, strategy_presets
 from explorer.facade import plan_of
+from explorer.facade import MAX_MICRO_BATCHES, classroom_figure, zoom_micro_batches
 
 from . import state as S
 
@@ -154,3 +155,13 @@ def small_superstep(model, strategy, cluster, label: str, legend: bool):
     small = fig.to_dict()
     small["layout"].update(title={"text": label}, height=min(fig.layout.height or 300, 420), showlegend=legend)
     return small
+
+
+def shown(fig, memory: bool = False, events=None):
+    """The figure as classroom mode shows it (large type, Okabe–Ito colours, at most
+    MAX_MICRO_BATCHES micro-batches of a Gantt given its events), else unchanged."""
+    if not S.classroom():
+        return fig
+    if events is not None:
+        fig = zoom_micro_batches(fig, events, MAX_MICRO_BATCHES)
+    return classroom_figure(fig, memory=memory)

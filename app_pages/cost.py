@@ -25,7 +25,7 @@ if peak > capacity:
                f"{capacity / GIB:.0f} GiB it has (stage {r.extra['peak_memory_stage']}).")
 
 figs = C.breakdown_figures(view.model, view.strategy, view.cluster)
-st.plotly_chart(figs["breakdown"], key="cost_breakdown_chart")
+st.plotly_chart(C.shown(figs["breakdown"]), key="cost_breakdown_chart")
 
 st.subheader("Symbolic cost, term by term")
 sym = C.symbolic(view.model, view.strategy, view.cluster)
@@ -45,12 +45,12 @@ with st.expander("Total: the whole formula"):
     st.latex(sym.total_latex() + rf" = {r.iteration_time_s:.6g}\,\mathrm{{s}}")
 
 st.subheader("Communication by type")
-st.plotly_chart(figs["comm"], key="cost_comm_chart")
+st.plotly_chart(C.shown(figs["comm"]), key="cost_comm_chart")
 with st.expander("Communication table"):
     st.dataframe(figs["comm_table"], hide_index=True)
 
 st.subheader("Memory per device against capacity")
-st.plotly_chart(figs["memory"], key="cost_memory_chart")
+st.plotly_chart(C.shown(figs["memory"], memory=True), key="cost_memory_chart")
 with st.expander("Tables: time by category, memory by stage"):
     st.dataframe(figs["breakdown_table"], hide_index=True)
     st.dataframe(figs["memory_table"], hide_index=True)

@@ -66,10 +66,15 @@ def render(slug: str) -> None:
         st.switch_page(f"app_pages/{target}.py")
     C.show_errors(None)
     st.title(f"Lesson {lesson.number}: {lesson.title}")
-    text, formula = st.columns([3, 2])
-    text.markdown(lesson.text)
-    formula.latex(lesson.formula_latex)
-    formula.caption(f"Source: {lesson.source}")
+    if S.classroom():           # the picture first, within the projector's first screen; the text on demand
+        st.latex(lesson.formula_latex)
+        with st.expander("The idea, in words"):
+            st.markdown(lesson.text)
+            st.caption(f"Source: {lesson.source}")
+    else:
+        st.markdown(lesson.text)
+        st.latex(lesson.formula_latex)
+        st.caption(f"Source: {lesson.source}")
 
     values = _controls(lesson)
     items = tuple(values.items())
@@ -88,7 +93,7 @@ def render(slug: str) -> None:
     st.caption(lesson.caption(setup, values))
 
     ask, act = st.columns([3, 2])
-    ask.markdown(f"**Predict, then reveal.** {reveal.question}")
+    ask.markdown(f"**{reveal.question}**")
     with ask.expander("Reveal the model's answer"):
         left, right = st.columns(2)
         left.metric("Answer", reveal.answer_text)

@@ -19,15 +19,15 @@ first, second, third = st.columns(3)
 with first:
     st.markdown("**1. Watch the bubble.** Play a pipeline schedule and see the idle triangles; double the "
                 "micro-batches and predict what happens.")
-    st.page_link("app_pages/learn_4_pipeline.py", label="Lesson 4: the pipeline bubble", icon="▶️")
+    st.page_link("app_pages/learn_4_pipeline.py", label="Lesson 4: the pipeline bubble", icon=":material/play_arrow:")
 with second:
     st.markdown("**2. Cross the node boundary.** Split each layer over 8 GPUs instead of 4 and see tensor "
                 "parallelism's communication leave the fast links.")
-    st.page_link("app_pages/learn_3_tensor_parallel.py", label="Lesson 3: tensor parallelism", icon="🔀")
+    st.page_link("app_pages/learn_3_tensor_parallel.py", label="Lesson 3: tensor parallelism", icon=":material/hub:")
 with third:
     st.markdown("**3. Read a real run.** GPT-3 175B on 1024 GPUs: every term of its iteration time, with "
                 "the formula beside the number.")
-    st.page_link("app_pages/cost.py", label="Cost breakdown of GPT-3 175B", icon="📊")
+    st.page_link("app_pages/cost.py", label="Cost breakdown of GPT-3 175B", icon=":material/bar_chart:")
 
 left, right = st.columns(2)
 with left:

@@ -84,4 +84,4 @@ with top:
     cols[2].metric("Bubble", f"{r.breakdown_s['bubble']:.4g} s")
     cols[3].metric("Critical stage", f"{r.critical_stage}")
     figs = C.breakdown_figures(view.model, view.strategy, view.cluster)
-    st.plotly_chart(figs["breakdown"], key="strategy_breakdown_chart")
+    st.plotly_chart(C.shown(figs["breakdown"]), key="strategy_breakdown_chart")

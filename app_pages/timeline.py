@@ -18,7 +18,7 @@ schedule = st.radio("Schedule drawn", schedules, horizontal=True, key=S.W_TIMELI
                     help="ZB-H1 (zero-bubble) splits the backward into input- and weight-gradient passes; "
                          "it is drawn from the 1F1B strategy's own costs.")
 sup = C.superstep(view.model, view.strategy, view.cluster, schedule)
-st.plotly_chart(sup["figure"], key="timeline_superstep_chart")
+st.plotly_chart(C.shown(sup["figure"], events=sup["events"]), key="timeline_superstep_chart")
 agree = sup["agreement"]
 cols = st.columns(4)
 cols[0].metric("Timeline makespan", f"{agree['timeline_s']:.6g} s")
@@ -40,7 +40,7 @@ ops = layer_ops(view.model)
 op = right.selectbox("Operator", [None] + ops, key=f"{S.W_MICRO_OP}_{view.model.family}",
                      format_func=lambda o: "the whole layer" if o is None else o)
 micro = C.microstep(view.model, view.strategy, view.cluster, layer, op)
-st.plotly_chart(micro["figure"], key="timeline_microstep_chart")
+st.plotly_chart(C.shown(micro["figure"]), key="timeline_microstep_chart")
 
 with st.expander("Event tables (columns: explorer.timeline.COLUMNS)"):
     events = sup["events"]

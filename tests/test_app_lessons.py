@@ -57,7 +57,7 @@ def test_lesson_controls_reveal_and_open_in_the_explorer(lesson):
         values[name] = value
         assert metric_value(at, "Answer") == lesson.reveal(values).answer_text, (name, value)
     reveal = lesson.reveal(values)
-    assert any(reveal.question == m.value.removeprefix("**Predict, then reveal.** ") for m in at.markdown)
+    assert any(m.value == f"**{reveal.question}**" for m in at.markdown), "the question of this setting"
     setup = lesson.setup(values)
     assert at.get("plotly_chart"), "the lesson's picture"
     link = at.code[0].value

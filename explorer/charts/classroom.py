@@ -14,6 +14,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from .palette import recolour
+from .tables import CATEGORY_LABELS
 
 FONT_PX = 18            # readable from the back of a room at 1280x720 (about 2.5 % of the height)
 MAX_MICRO_BATCHES = 32  # a Gantt shows at most this many micro-batches at once in classroom mode
@@ -33,7 +34,9 @@ def classroom_figure(fig, palette: str = "okabe-ito", font_px: int = FONT_PX, me
     for trace in out.data:
         if getattr(trace, "hovertemplate", None):
             trace.hovertemplate = _fewer_digits(trace.hovertemplate)
-    out.update_layout(font=dict(size=font_px), title_font=dict(size=font_px + 4), hoverlabel=dict(font_size=font_px),
+        if trace.name in CATEGORY_LABELS and not memory:      # 'op_comm' -> 'TP / operator comm'
+            trace.name = CATEGORY_LABELS[trace.name]
+    out.update_layout(font=dict(size=font_px), uniformtext=dict(minsize=12, mode="hide"), title_font=dict(size=font_px + 4), hoverlabel=dict(font_size=font_px),
                       legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0, xanchor="left",
                                   font=dict(size=font_px)),
                       margin=dict(t=110))

@@ -85,8 +85,8 @@ LESSON = Lesson(
           "forward and one backward: same bubble, at most p micro-batches kept. **Interleaved** 1F1B gives "
           "each GPU v chunks of layers, dividing the bubble by v at the price of more messages. **Zero-bubble** "
           "(ZB-H1) splits the backward into input and weight gradients and fills the bubble with the latter."),
-    formula_latex=r"\frac{T_{\text{bubble}}}{T_{\text{ideal}}} = \frac{p-1}{m} \quad\Big(\frac{p-1}{v\,m}"
-                  r"\text{ interleaved}\Big)",
+    formula_latex=r"\frac{T_{\text{bubble}}}{T_{\text{ideal}}} = \frac{p-1}{m}, \qquad \text{interleaved: } "
+                  r"\frac{p-1}{v\,m}",
     formula_text="bubble / ideal time = (p − 1) / m   ((p − 1) / (v m) interleaved)",
     source="Huang et al., 'GPipe', NeurIPS 2019; Narayanan et al., SC'21, Sec. 2.2 (1F1B, interleaved, "
            "bubble fraction); Qi et al., 'Zero Bubble Pipeline Parallelism', ICLR 2024 (ZB-H1)",
