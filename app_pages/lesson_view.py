@@ -5,6 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from explorer.facade import ExplorerError, animated_gantt, classroom_figure, lessons
+from explorer.facade import lesson_deck, slide_image
 from app_pages import compute as C
 from app_pages import share_link
 from app_pages import state as S
@@ -27,6 +28,28 @@ def shown_figure(slug: str, items: tuple, classroom: bool, animated: bool):
     if animated:
         fig = animated_gantt(fig)
     return classroom_figure(fig, memory=slug in MEMORY_LESSONS) if classroom else fig
+
+
+def setting_text(lesson, values: dict) -> str:
+    """'Schedule = 1F1B · p = 4 · m = 8': the lesson's setting in words."""
+    return " · ".join(f"{c.label.split(' — ')[0]} = {c.text(values[c.name])}" for c in lesson.controls)
+
+
+def _slides(lesson, values: dict, setup, reveal, items: tuple) -> None:
+    """One click each: the picture as a 1920x1080 slide (PNG, SVG) and the lesson as an offline HTML deck."""
+    fig = classroom_figure(computed(lesson.slug, items)[1], memory=lesson.slug in MEMORY_LESSONS)
+    setting = setting_text(lesson, values)
+    caption = f"Lesson {lesson.number} · {setting}"
+    stem = f"lesson{lesson.number}_{lesson.slug}"
+    cols = st.columns(3)
+    cols[0].download_button("Slide PNG (1920×1080)", lambda: slide_image(fig, caption, "png"), f"{stem}.png",
+                            "image/png", key=f"lesson_png_{lesson.slug}",
+                            help="rendered by kaleido with the system Chromium (a few seconds)")
+    cols[1].download_button("Slide SVG", lambda: slide_image(fig, caption, "svg"), f"{stem}.svg", "image/svg+xml",
+                            key=f"lesson_svg_{lesson.slug}")
+    cols[2].download_button("HTML deck (offline)", lambda: lesson_deck(lesson, values, fig, reveal, setting),
+                            f"{stem}_deck.html", "text/html", key=f"lesson_deck_{lesson.slug}",
+                            help="title, idea, formula, the live figure and the question; opens without a network")
 
 
 def _controls(lesson) -> dict:
@@ -102,6 +125,8 @@ def render(slug: str) -> None:
         st.caption(reveal.explanation)
     act.button("Open in the explorer", key=f"lesson_open_{slug}", on_click=_open, args=(slug, items),
                type="primary", help=f"loads this example into every page and opens the {setup.page} page")
+    with st.expander("Slides: this picture at 1920×1080, the lesson as an offline deck"):
+        _slides(lesson, values, setup, reveal, items)
     act.caption("Share link of this example:")
     act.code(share_link.link_to(setup.page, setup.model, setup.cluster, setup.strategy), language=None,
              wrap_lines=True)

@@ -55,3 +55,6 @@ from .charts.animation import animated_gantt                              # noqa
 from .charts.classroom import MAX_MICRO_BATCHES, classroom_figure, zoom_micro_batches  # noqa: E402
 
 __all__ += ["lessons", "animated_gantt", "MAX_MICRO_BATCHES", "classroom_figure", "zoom_micro_batches"]
+from .slides import lesson_deck, slide_figure, slide_image                # noqa: E402
+
+__all__ += ["lesson_deck", "slide_figure", "slide_image"]
