@@ -44,6 +44,7 @@ W_GRAPH_COLOUR, W_GRAPH_ALL, W_GRAPH_LAYERS = "w_graph_colour", "w_graph_all", "
 W_PRESET = "w_preset"
 # Timeline page
 W_TIMELINE_SCHEDULE = "w_timeline_schedule"
+W_TIMELINE_PLAY = "w_timeline_play"
 W_MICRO_LAYER, W_MICRO_OP = "w_micro_layer", "w_micro_op"   # W_MICRO_OP + "_" + model family
 # Compare page
 W_PIN_LABEL = "w_pin_label"

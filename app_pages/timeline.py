@@ -1,11 +1,12 @@
 """Timelines: the super-step Gantt (one iteration) and the micro-step Gantt (one layer or operator)."""
 import streamlit as st
 
-from explorer.facade import layer_ops
+from explorer.facade import animated_gantt, layer_ops
 from app_pages import compute as C
 from app_pages import state as S
 
 ROWS_SHOWN = 500        # the whole table of a large pipeline would dominate the rerun time
+MAX_ANIMATED = 3000     # events: beyond, the frames would weigh megabytes (pick a smaller m to play)
 
 view, error = C.current()
 C.show_errors(error)
@@ -18,7 +19,10 @@ schedule = st.radio("Schedule drawn", schedules, horizontal=True, key=S.W_TIMELI
                     help="ZB-H1 (zero-bubble) splits the backward into input- and weight-gradient passes; "
                          "it is drawn from the 1F1B strategy's own costs.")
 sup = C.superstep(view.model, view.strategy, view.cluster, schedule)
-st.plotly_chart(C.shown(sup["figure"], events=sup["events"]), key="timeline_superstep_chart")
+play = st.toggle("Play step by step", key=S.W_TIMELINE_PLAY, disabled=len(sup["events"]) > MAX_ANIMATED,
+                 help=f"plays both charts; up to {MAX_ANIMATED} events (this iteration has {len(sup['events'])})")
+play = play and len(sup["events"]) <= MAX_ANIMATED
+st.plotly_chart(C.shown(animated_gantt(sup["figure"]) if play else sup["figure"], events=sup["events"]), key="timeline_superstep_chart")
 agree = sup["agreement"]
 cols = st.columns(4)
 cols[0].metric("Timeline makespan", f"{agree['timeline_s']:.6g} s")
@@ -40,7 +44,7 @@ ops = layer_ops(view.model)
 op = right.selectbox("Operator", [None] + ops, key=f"{S.W_MICRO_OP}_{view.model.family}",
                      format_func=lambda o: "the whole layer" if o is None else o)
 micro = C.microstep(view.model, view.strategy, view.cluster, layer, op)
-st.plotly_chart(C.shown(micro["figure"]), key="timeline_microstep_chart")
+st.plotly_chart(C.shown(animated_gantt(micro["figure"]) if play else micro["figure"]), key="timeline_microstep_chart")
 
 with st.expander("Event tables (columns: explorer.timeline.COLUMNS)"):
     events = sup["events"]

@@ -109,3 +109,41 @@ def test_animation_toggle_gives_frames():
     import json
     spec = json.loads(at.get("plotly_chart")[0].proto.spec)
     assert len(spec["frames"]) >= 10 and spec["layout"]["updatemenus"]
+
+
+def test_classroom_parameter_moves_the_lesson_controls_to_the_sidebar_and_restyles_the_picture():
+    import json
+    at = open_page("learn_4_pipeline", query={"classroom": "1"})
+    assert at.sidebar.toggle(key="w_classroom").value is True
+    assert {r.key for r in at.sidebar.radio} == {"w_lesson_pipeline_schedule", "w_lesson_pipeline_pp",
+                                                 "w_lesson_pipeline_micro_batches"}
+    assert not at.sidebar.select_slider, "only the lesson's controls in the sidebar"
+    spec = json.loads(at.get("plotly_chart")[0].proto.spec)
+    assert spec["layout"]["font"]["size"] >= 18
+    colours = {t["name"]: t["marker"]["color"] for t in spec["data"]}
+    assert colours["compute"] == "#0072B2", "Okabe–Ito"
+    assert any("font-size: 20px" in h.proto.body for h in at.get("html"))
+    at.sidebar.toggle(key="w_classroom").set_value(False).run()
+    assert {r.key for r in at.radio} >= {"w_lesson_pipeline_pp"} and not at.sidebar.radio
+
+
+def test_classroom_timeline_shows_at_most_32_micro_batches():
+    import json
+    at = open_page("timeline", query={"classroom": "1"})          # the default GPT-3 run: m = 96
+    assert at.session_state["last_valid"].result.micro_batches == 96
+    spec = json.loads(at.get("plotly_chart")[0].proto.spec)
+    assert "first 32 micro-batches" in spec["layout"]["title"]["text"]
+    shown_until = spec["layout"]["xaxis"]["range"][1]
+    assert spec["layout"]["xaxis"]["title"]["text"] == "time (s)"
+    assert shown_until < 0.6 * at.session_state["last_valid"].result.iteration_time_s
+
+
+def test_timeline_page_plays_a_small_pipeline_and_its_micro_step():
+    import json
+    at = open_page("learn_4_pipeline")
+    at.button(key="lesson_open_pipeline").click().run()
+    at.switch_page("app_pages/timeline.py").run()        # AppTest reruns its own page, not the one switched to
+    at.toggle(key="w_timeline_play").set_value(True).run()
+    assert not at.exception
+    specs = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    assert len(specs[0]["frames"]) >= 10 and len(specs[1]["frames"]) >= 10

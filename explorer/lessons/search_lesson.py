@@ -67,7 +67,7 @@ LESSON = Lesson(
            "Narayanan et al., SC'21, Sec. 3 (the space of PTD-P configurations)",
     controls=(Control("gpus", "N — GPUs", (4, 8), 8),
               Control("global_batch", "B — global batch", (8, 16, 32), 16),
-              Control("cap_gib", "Memory cap per GPU (GiB)", (2, 4, 8, 64), 64)),
+              Control("cap_gib", "Memory cap per GPU (GiB)", (4, 8, 16, 64), 64)),
     build=build, picture=picture, question=question,
     caption=lambda setup, values: "Line: the Pareto front (fastest first); diamonds: the five fastest. "
                                   "Log scale in time.")
