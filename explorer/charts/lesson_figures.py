@@ -29,7 +29,7 @@ def memory_bars(results: dict, capacity_bytes: float, title: str = "Memory per G
                     textposition="top center", showlegend=False, hoverinfo="skip")
     capacity = capacity_bytes / GIB
     fig.add_hline(y=capacity, line_dash="dash", line_color="#C0392B",
-                  annotation_text=f"GPU memory {capacity:.0f} GiB", annotation_position="top left")
+                  annotation_text=f"GPU memory {capacity:.0f} GiB", annotation_position="top right")
     fig.update_layout(title=title, barmode="stack", height=420, margin=dict(l=10, r=10, t=60, b=10),
                       legend=dict(orientation="h", yanchor="bottom", y=1.0, x=1.0, xanchor="right"))
     fig.update_yaxes(title="GiB per GPU", range=[0, max([capacity] + totals) * 1.18])

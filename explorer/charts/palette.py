@@ -27,7 +27,7 @@ OKABE_ITO = {
     "compute": "#0072B2", "recompute": "#56B4E9", "op_comm": "#E69F00", "redistribution": "#D55E00",
     "pp_comm": "#009E73", "dp_comm": "#CC79A7", "zero_comm": "#F0E442", "optimizer": "#000000",
     "bubble": "#D9D9D9",
-    "params": "#0072B2", "grads": "#56B4E9", "optimizer_state": "#E69F00", "activations": "#D55E00",
+    "params": "#0072B2", "grads": "#56B4E9", "optimizer_state": "#E69F00", "activations": "#CC79A7",
 }
 SCOPES = {"default": {"intra-node hidden": "#FFBF79", "inter-node hidden": "#9ECAE9",
                       "intra-node": "#F58518", "inter-node": "#4C78A8"},

@@ -57,10 +57,9 @@ LESSON = Lesson(
           "state, stage 2 also the gradients (a reduce-scatter replaces the all-reduce: same bytes), stage 3 "
           "also the weights, which must then be all-gathered before each use: about 1.5× the communication. "
           "Activations are not sharded: they depend on the micro-batch, not on d."),
-    formula_latex=r"M = \underbrace{2\Psi}_{\text{weights}} + \underbrace{2\Psi}_{\text{grads}} + "
-                  r"\underbrace{K\Psi}_{\text{Adam}} \;\to\; 2\Psi + 2\Psi + \frac{K\Psi}{d} \;\to\; "
-                  r"2\Psi + \frac{(2+K)\Psi}{d} \;\to\; \frac{(4+K)\Psi}{d}",
-    formula_text="M = 2Ψ + 2Ψ + KΨ  →  2Ψ + 2Ψ + KΨ/d (ZeRO-1)  →  2Ψ + (2+K)Ψ/d (ZeRO-2)  →  (4+K)Ψ/d (ZeRO-3), K = 12",
+    formula_latex=r"M_0 = (4+K)\Psi,\;\; M_1 = 4\Psi + \tfrac{K\Psi}{d},\;\; M_2 = 2\Psi + "
+                  r"\tfrac{(2+K)\Psi}{d},\;\; M_3 = \tfrac{(4+K)\Psi}{d}",
+    formula_text="M_0 = (4+K)Ψ,  M_1 = 4Ψ + KΨ/d,  M_2 = 2Ψ + (2+K)Ψ/d,  M_3 = (4+K)Ψ/d  (bytes; K = 12)",
     source="Rajbhandari et al., 'ZeRO: Memory optimizations toward training trillion parameter models', "
            "SC'20, Fig. 1 and Sec. 5 (K = 12 for mixed-precision Adam), Sec. 7 (communication)",
     controls=(Control("zero", "ZeRO stage", STAGES, 0, labels=tuple(label(z) for z in STAGES)),
