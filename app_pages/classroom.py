@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from . import state as S
+from app_pages import state as S
 
 # Always: metric values and long formulas wrap or scroll instead of being cut off at 1280x720.
 BASE_CSS = """<style>

@@ -20,7 +20,7 @@ from explorer.facade import fallback_strategy, strategy_presets
 from explorer.facade import plan_of
 from explorer.facade import MAX_MICRO_BATCHES, classroom_figure, zoom_micro_batches
 
-from . import state as S
+from app_pages import state as S
 
 
 @dataclass(frozen=True)

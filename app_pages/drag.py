@@ -12,8 +12,8 @@ from streamlit_sortables import sort_items
 
 from explorer.facade import ExplorerError
 
-from . import compute as C
-from . import state as S
+from app_pages import compute as C
+from app_pages import state as S
 
 STYLE = """
 .sortable-component {background-color: transparent; font-size: 12px;}

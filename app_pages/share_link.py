@@ -9,8 +9,8 @@ from explorer.facade import ExplorerError
 from explorer.facade import fallback_strategy
 from explorer.facade import decode_link as decode, encode_link as encode
 
-from . import state as S
-from .classroom import param as classroom_param
+from app_pages import state as S
+from app_pages.classroom import param as classroom_param
 
 KNOWN = ("model", "model_spec", "cluster", "cluster_spec", "strategy_spec", "dp", "tp", "pp", "b", "B",
          "sched", "v", "zero", "rc", "sp", "ov", "sg", "dtype", "splits", "stages")

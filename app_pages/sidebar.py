@@ -5,7 +5,7 @@ import streamlit as st
 
 from explorer.facade import RECOMPUTE, SCHEDULES
 
-from . import state as S
+from app_pages import state as S
 
 DEGREES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024, 2048, 4096)
 TP_DEGREES = (1, 2, 4, 8, 16, 32, 64)

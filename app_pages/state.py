@@ -103,7 +103,7 @@ def apply_strategy(strategy) -> None:
 
 def set_model(model, cluster=None) -> None:
     """Use another model (and cluster); keep the strategy if it still runs, else the fallback."""
-    from .compute import candidate, ensure_fits   # late import: compute imports this module
+    from app_pages.compute import candidate, ensure_fits  # late import: compute imports this module
     ss = st.session_state
     ss[MODEL] = model
     if cluster is not None:

@@ -26,7 +26,7 @@ def timed(fn, repeat=1):
 
 
 def case(name, model, strategy, cluster, gpus, repeat, schedule=None, targets=(None, None)):
-    from explorer import evaluate
+    from explorer.cost import evaluate
     from explorer.charts import superstep_figure
     from explorer.timeline import compare, export, superstep_events
     result = evaluate(model, strategy, cluster, gpus)

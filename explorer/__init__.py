@@ -8,12 +8,12 @@ One pipeline: model, strategy and cluster in; plan, cost, memory and timeline ou
 >>> r.iteration_time_s > 0
 True
 """
-from .cluster_io import load_cluster, list_clusters
-from .errors import ExplorerError
-from .evaluate import Result, evaluate
-from .model_io import load_model, list_models
-from .model_spec import ModelSpec
-from .strategy import LayerSplit, Strategy
+from explorer.io.clusters import load_cluster, list_clusters
+from explorer.errors import ExplorerError
+from explorer.cost.evaluate import Result, evaluate
+from explorer.io.models import load_model, list_models
+from explorer.model.spec import ModelSpec
+from explorer.strategy.strategy import LayerSplit, Strategy
 
 __all__ = ["ExplorerError", "LayerSplit", "ModelSpec", "Result", "Strategy", "evaluate",
            "list_clusters", "list_models", "load_cluster", "load_model"]

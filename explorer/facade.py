@@ -5,35 +5,33 @@ package can be rearranged behind it. Everything is a plain function or constant.
 """
 from __future__ import annotations
 
-from . import export
-from . import layer_choices
-from . import timeline
-from .charts.breakdown import breakdown_bar, comm_figure, memory_figure
-from .charts.gantt import microstep_figure, superstep_figure
-from .charts.graph_figure import graph_figure
-from .charts.parity import parity_figure
-from .charts.tables import (CATEGORY_LABELS, GIB, breakdown_table, comm_table, memory_table,
-                            summary_table)
-from .cluster_io import list_clusters, load_cluster
-from .errors import ExplorerError
-from .evaluate import Result, evaluate
-from .explain import explain, symbol_values
-from .graph import build_blocks
-from .model_io import list_models, load_model
-from .model_spec import ModelSpec
-from .presets_strategy import (DEFAULT_CLUSTER, DEFAULT_MODEL, DEFAULT_STRATEGY, fallback_strategy,
-                               strategy_presets)
-from .program import CATEGORIES, program_for
-from .search import search
-from .search.figure import pareto_figure
-from .search.report import label as search_label
-from .search.report import rows as search_rows
-from .share import decode as decode_link
-from .share import encode as encode_link
-from .strategy import RECOMPUTE, SCHEDULES, LayerSplit, Strategy
-from .uploads import cluster_from_upload, model_from_upload, strategy_from_upload
-from .validation import TARGETS as VALIDATION_TARGETS
-from .validation import load_cases, summarize, validate
+from explorer.io import export
+from explorer.strategy import layer_choices
+from explorer import timeline
+from explorer.charts.breakdown import breakdown_bar, comm_figure, memory_figure
+from explorer.charts.gantt import microstep_figure, superstep_figure
+from explorer.charts.graph_figure import graph_figure
+from explorer.charts.parity import parity_figure
+from explorer.charts.tables import (CATEGORY_LABELS, GIB, breakdown_table, comm_table, memory_table, summary_table)
+from explorer.io.clusters import list_clusters, load_cluster
+from explorer.errors import ExplorerError
+from explorer.cost.evaluate import Result, evaluate
+from explorer.cost.explain import explain, symbol_values
+from explorer.model.graph import build_blocks
+from explorer.io.models import list_models, load_model
+from explorer.model.spec import ModelSpec
+from explorer.strategy.presets import (DEFAULT_CLUSTER, DEFAULT_MODEL, DEFAULT_STRATEGY, fallback_strategy, strategy_presets)
+from explorer.cost.program import CATEGORIES, program_for
+from explorer.search import search
+from explorer.search.figure import pareto_figure
+from explorer.search.report import label as search_label
+from explorer.search.report import rows as search_rows
+from explorer.io.share import decode as decode_link
+from explorer.io.share import encode as encode_link
+from explorer.strategy.strategy import RECOMPUTE, SCHEDULES, LayerSplit, Strategy
+from explorer.io.uploads import cluster_from_upload, model_from_upload, strategy_from_upload
+from explorer.validation import TARGETS as VALIDATION_TARGETS
+from explorer.validation import load_cases, summarize, validate
 
 
 def layer_ops(model) -> list:
@@ -50,11 +48,10 @@ def plan_of(model, strategy, cluster):
 __all__ = [name for name in dir() if not name.startswith("_")]
 
 # ---- lessons, classroom mode, animation (issue 12 "Teach it in class") ----------------------
-from . import lessons                                                     # noqa: E402
-from .charts.animation import animated_gantt                              # noqa: E402
-from .charts.classroom import MAX_MICRO_BATCHES, classroom_figure, zoom_micro_batches  # noqa: E402
+from explorer import lessons                                                          # noqa: E402
+from explorer.charts.animation import animated_gantt                                  # noqa: E402
+from explorer.charts.classroom import MAX_MICRO_BATCHES, classroom_figure, zoom_micro_batches  # noqa: E402
+from explorer.io.slides import lesson_deck, slide_figure, slide_image                 # noqa: E402
 
-__all__ += ["lessons", "animated_gantt", "MAX_MICRO_BATCHES", "classroom_figure", "zoom_micro_batches"]
-from .slides import lesson_deck, slide_figure, slide_image                # noqa: E402
-
-__all__ += ["lesson_deck", "slide_figure", "slide_image"]
+__all__ += ["lessons", "animated_gantt", "MAX_MICRO_BATCHES", "classroom_figure", "zoom_micro_batches",
+            "lesson_deck", "slide_figure", "slide_image"]

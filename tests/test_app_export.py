@@ -3,9 +3,9 @@ from urllib.parse import parse_qsl, urlparse
 
 from app_util import errors, metric, open_page
 
-from explorer.export import strategy_json
-from explorer.presets_strategy import DEFAULT_STRATEGY
-from explorer.share import decode
+from explorer.io.export import strategy_json
+from explorer.strategy.presets import DEFAULT_STRATEGY
+from explorer.io.share import decode
 
 
 def _link(at) -> dict:

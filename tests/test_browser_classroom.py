@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from explorer.lessons import LESSONS, by_slug
-from explorer.slides import lesson_deck
+from explorer.io.slides import lesson_deck
 from test_browser import ARGS, CHROMIUM, server  # noqa: F401  (the module-scoped streamlit server)
 
 pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM),

@@ -5,10 +5,10 @@ from explorer import LayerSplit, evaluate, load_cluster, load_model
 from explorer.charts import tables
 from explorer.charts.breakdown import breakdown_bar, comm_figure, memory_figure
 from explorer.charts.graph_figure import contracted_graph, graph_figure
-from explorer.explain import symbol_values
-from explorer.graph import build_graph
-from explorer.presets_strategy import DEFAULT_STRATEGY
-from explorer.program import program_for
+from explorer.cost.explain import symbol_values
+from explorer.model.graph import build_graph
+from explorer.strategy.presets import DEFAULT_STRATEGY
+from explorer.cost.program import program_for
 
 GPT3, A100 = load_model("gpt3-175b"), load_cluster("dgx-a100-80gb")
 

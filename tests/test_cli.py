@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from explorer import LayerSplit, Strategy, evaluate, list_clusters, list_models, load_cluster, load_model
-from explorer.program import CATEGORIES, COMM_CATEGORIES
-from explorer.strategy_io import save_strategy
+from explorer.cost.program import CATEGORIES, COMM_CATEGORIES
+from explorer.io.strategies import save_strategy
 
 ROOT = Path(__file__).resolve().parents[1]
 MEMORY_KEYS = ("params", "grads", "optimizer", "activations", "total")

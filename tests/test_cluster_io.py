@@ -5,11 +5,10 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from explorer.cluster import Cluster
-from explorer.cluster_io import (CLUSTER_KEYS, DEVICE_KEYS, LEVEL_KEYS, PRESET_DIR, cluster_from_dict,
-                                 cluster_to_dict, list_clusters, load_cluster)
+from explorer.hardware.cluster import Cluster
+from explorer.io.clusters import (CLUSTER_KEYS, DEVICE_KEYS, LEVEL_KEYS, PRESET_DIR, cluster_from_dict, cluster_to_dict, list_clusters, load_cluster)
 from explorer.errors import ExplorerError
-from explorer.placement import span_level
+from explorer.strategy.placement import span_level
 
 PRESET_PATHS = sorted(PRESET_DIR.glob("*.json"))
 

@@ -2,7 +2,7 @@
 import numpy as np
 
 from explorer import LayerSplit, Strategy, evaluate, load_cluster, load_model
-from explorer.evaluate import evaluate_batch
+from explorer.cost.evaluate import evaluate_batch
 
 A100 = load_cluster("dgx-a100-80gb")
 GPT = load_model("gpt-1.7b")

@@ -7,10 +7,10 @@ import plotly.graph_objects as go
 import pytest
 
 from explorer import evaluate, load_cluster, load_model
-from explorer.explain import explain
-from explorer.export import figure_html, figure_image, formulas_latex, strategy_json, table_csv
-from explorer.presets_strategy import DEFAULT_STRATEGY
-from explorer.strategy_io import strategy_from_dict
+from explorer.cost.explain import explain
+from explorer.io.export import figure_html, figure_image, formulas_latex, strategy_json, table_csv
+from explorer.strategy.presets import DEFAULT_STRATEGY
+from explorer.io.strategies import strategy_from_dict
 
 FIG = go.Figure(go.Bar(x=["a", "b"], y=[1, 2]))
 

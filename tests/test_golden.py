@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from explorer import evaluate, load_cluster, load_model
-from explorer.report import result_dict
-from explorer.strategy_io import strategy_from_dict
+from explorer.io.report import result_dict
+from explorer.io.strategies import strategy_from_dict
 
 CASES = json.loads((Path(__file__).parent / "golden" / "evaluate_golden.json").read_text())
 ROW_KEY = lambda row: (row["category"], row["kind"], row["level"])

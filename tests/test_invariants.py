@@ -9,9 +9,9 @@ import pytest
 import sympy as sp
 
 from explorer import ExplorerError, LayerSplit, Strategy, evaluate, load_cluster, load_model
-from explorer import collectives as coll
-from explorer.explain import explain
-from explorer.program import CATEGORIES
+from explorer.cost import collectives as coll
+from explorer.cost.explain import explain
+from explorer.cost.program import CATEGORIES
 
 LS = LayerSplit
 

@@ -2,7 +2,7 @@
 import pytest
 
 from explorer import ExplorerError, LayerSplit
-from explorer import layer_choices as lc
+from explorer.strategy import layer_choices as lc
 
 
 def test_stage_columns_round_trip_and_moving_a_boundary_layer():

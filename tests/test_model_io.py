@@ -6,8 +6,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from explorer.errors import ExplorerError
-from explorer.model_io import HF_KEYS, MODEL_FIELDS, PRESET_DIR, list_models, load_model, model_from_dict
-from explorer.model_spec import ModelSpec
+from explorer.io.models import HF_KEYS, MODEL_FIELDS, PRESET_DIR, list_models, load_model, model_from_dict
+from explorer.model.spec import ModelSpec
 
 ROOT = Path(__file__).resolve().parents[1]
 # published.json lives in validation/ (the repository's copy first, then the shared one)

@@ -1,7 +1,7 @@
 """Machine levels from the ranks a group really holds (Megatron order: tp, then dp, then pp)."""
 from explorer import Strategy, evaluate, load_cluster, load_model
-from explorer.placement import dp_level, p2p_level, span_level, tp_level
-from explorer.plan import plan
+from explorer.strategy.placement import dp_level, p2p_level, span_level, tp_level
+from explorer.cost.plan import plan
 
 A100 = load_cluster("dgx-a100-80gb")          # 8 GPUs per node
 GPT = load_model("gpt-1.7b")                  # 24 heads: t = 6 is allowed
@@ -37,7 +37,7 @@ def test_same_structure_other_dp_moves_the_p2p_level_and_matches_a_cold_run():
     small = Strategy(tp=4, pp=2, dp=1, micro_batch=1, global_batch=64)
     large = small.with_(dp=4)
     warm = (evaluate(GPT, small, A100), evaluate(GPT, large, A100))[1]
-    from explorer.program import _PROGRAMS
+    from explorer.cost.program import _PROGRAMS
     _PROGRAMS.clear()
     cold = evaluate(GPT, large, A100)
     assert warm.iteration_time_s == cold.iteration_time_s

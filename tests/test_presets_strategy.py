@@ -1,6 +1,6 @@
 """Named strategy presets (explorer.presets_strategy): each runs, or says why not."""
 from explorer import evaluate, load_cluster, load_model
-from explorer.presets_strategy import DEFAULT_STRATEGY, fallback_strategy, strategy_presets
+from explorer.strategy.presets import DEFAULT_STRATEGY, fallback_strategy, strategy_presets
 
 import pytest
 from explorer import ExplorerError, Strategy

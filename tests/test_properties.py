@@ -9,8 +9,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from explorer import ExplorerError, LayerSplit, Strategy, evaluate, load_cluster, load_model
-from explorer.program import CATEGORIES
-from explorer.strategy import LAYER_PRESETS
+from explorer.cost.program import CATEGORIES
+from explorer.strategy.strategy import LAYER_PRESETS
 
 MODEL = load_model("tiny-gpt")
 CLUSTER = load_cluster("classroom")
@@ -102,7 +102,7 @@ def test_symbolic_terms_equal_the_numbers_on_random_strategies(strategy):
     """DESIGN.md: the sympy expression evaluated exactly equals the lambdified number, per
     category and in total (explain(); exact rational substitution, rel 1e-9)."""
     import sympy as sp
-    from explorer.explain import explain
+    from explorer.cost.explain import explain
 
     result = evaluate(MODEL, strategy, CLUSTER, strategy.devices)
     sc = explain(MODEL, strategy, CLUSTER, strategy.devices, result)

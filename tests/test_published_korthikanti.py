@@ -13,8 +13,8 @@ import pytest
 import sympy as sp
 
 from explorer import ModelSpec, Strategy, evaluate, load_cluster, load_model
-from explorer.block_cost import block_cost
-from explorer.graph import build_blocks
+from explorer.cost.block import block_cost
+from explorer.model.graph import build_blocks
 from explorer.symbols import a, a_kv, b, beta, f, h, s, t
 
 MiB = 2 ** 20

@@ -11,11 +11,11 @@ import pytest
 import sympy as sp
 
 from explorer import ModelSpec, Strategy, evaluate, load_cluster
-from explorer.block_cost import block_cost
-from explorer.cluster import Efficiency
-from explorer.graph import build_blocks
-from explorer.plan import plan
-from explorer import superstep as ss
+from explorer.cost.block import block_cost
+from explorer.hardware.cluster import Efficiency
+from explorer.model.graph import build_blocks
+from explorer.cost.plan import plan
+from explorer.cost import superstep as ss
 from explorer.symbols import B_max, F_max, S_T, T_star, V, a, a_kv, b, beta, f, h, m, p, s, t, v
 
 TABLE1 = ("1.7B", "3.6B", "7.5B", "18.4B", "39.1B", "76.1B", "145.6B", "310.1B", "529.6B", "1008.0B")

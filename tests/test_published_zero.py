@@ -11,7 +11,7 @@ import pytest
 import sympy as sp
 
 from explorer import ModelSpec, Strategy, evaluate, load_cluster, load_model
-from explorer.memory import Psi, model_states
+from explorer.cost.memory import Psi, model_states
 from explorer.symbols import beta, d
 
 GB = 1e9  # ZeRO Table I counts decimal gigabytes (zero_table1_* units)
@@ -100,8 +100,8 @@ def test_evaluate_model_states_with_tp_and_pp(zero):
     """zero_model_state_formulas with Psi = parameters held per device: under t = 2 the
     layer and vocabulary weights are split; ZeRO-1 with pipelining (p = 2) shards the
     optimizer states of each stage over Nd. Psi of each stage is read from the plan."""
-    from explorer.plan import plan
-    from explorer.evaluate import model_numbers
+    from explorer.cost.plan import plan
+    from explorer.cost.evaluate import model_numbers
     from explorer.symbols import V, a, a_kv, b, f, h, s, t
 
     model = ModelSpec(name="z", family="gpt", layers=4, hidden=256, heads=4, seq_len=128, vocab=1000)

@@ -5,7 +5,7 @@ import pytest
 
 from explorer import evaluate, load_cluster, load_model
 from explorer.cli.main import main
-from explorer.strategy_io import strategy_from_dict
+from explorer.io.strategies import strategy_from_dict
 
 ARGS = ["search", "--model", "tiny-gpt", "--cluster", "classroom", "--gpus", "8", "--global-batch", "16"]
 

@@ -4,7 +4,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from explorer import LayerSplit, Strategy, evaluate, load_cluster, load_model
-from explorer.cluster import BYTES_PER_ELEMENT
+from explorer.hardware.cluster import BYTES_PER_ELEMENT
 from explorer.search.objective import Objective
 from explorer.search.space import layer_options
 from explorer.search.tables import A, B, F, GS, PSI, Chain, node_stages, stage_sums

@@ -5,8 +5,8 @@ import json
 import pytest
 
 from explorer import LayerSplit, load_cluster, load_model
-from explorer.presets_strategy import DEFAULT_STRATEGY
-from explorer.share import decode, encode
+from explorer.strategy.presets import DEFAULT_STRATEGY
+from explorer.io.share import decode, encode
 
 GPT3, A100 = load_model("gpt3-175b"), load_cluster("dgx-a100-80gb")
 

@@ -5,7 +5,7 @@ import struct
 import pytest
 
 from explorer.lessons import LESSONS, by_slug
-from explorer.slides import MIN_TEXT_PX, SLIDE_H, SLIDE_W, lesson_deck, slide_figure, slide_image
+from explorer.io.slides import MIN_TEXT_PX, SLIDE_H, SLIDE_W, lesson_deck, slide_figure, slide_image
 
 
 def _sizes(fig) -> list:

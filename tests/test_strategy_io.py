@@ -6,9 +6,8 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings, strategies as st
 
 from explorer.errors import ExplorerError
-from explorer.strategy import LAYER_PRESETS, OP_SPLITS, RECOMPUTE, SCHEDULES, LayerSplit, Strategy
-from explorer.strategy_io import (FIELD_KINDS, load_strategy, save_strategy, strategy_from_dict,
-                                  strategy_to_dict)
+from explorer.strategy.strategy import LAYER_PRESETS, OP_SPLITS, RECOMPUTE, SCHEDULES, LayerSplit, Strategy
+from explorer.io.strategies import (FIELD_KINDS, load_strategy, save_strategy, strategy_from_dict, strategy_to_dict)
 
 EXAMPLE = Strategy(dp=2, tp=2, pp=2, micro_batch=1, global_batch=8, schedule="interleaved", chunks=2,
                    zero=1, recompute="selective", sequence_parallel=True,

@@ -8,7 +8,7 @@ import pytest
 import sympy as sp
 
 from explorer import ExplorerError, LayerSplit, Strategy, evaluate, load_cluster, load_model
-from explorer.program import BLOCK_ARGS, program_for
+from explorer.cost.program import BLOCK_ARGS, program_for
 from explorer.timeline import block_segments, find_block, microstep_events
 from explorer.timeline.numbers import Context, block_numbers
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from ..program import CATEGORIES
-from .palette import CATEGORY_COLOURS, MEMORY_COLOURS     # the same colour for a category on every chart
-from .tables import CATEGORY_LABELS, GIB, MEMORY_PARTS, breakdown_table
+from explorer.cost.program import CATEGORIES
+from explorer.charts.palette import CATEGORY_COLOURS, MEMORY_COLOURS     # one colour per category on every chart
+from explorer.charts.tables import CATEGORY_LABELS, GIB, MEMORY_PARTS, breakdown_table
 
 SCOPE_COLOURS = {("intra-node", "exposed"): "#F58518", ("intra-node", "hidden"): "#FFBF79",
                  ("inter-node", "exposed"): "#4C78A8", ("inter-node", "hidden"): "#9ECAE9"}

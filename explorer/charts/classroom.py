@@ -13,8 +13,8 @@ import re
 import numpy as np
 import plotly.graph_objects as go
 
-from .palette import recolour
-from .tables import CATEGORY_LABELS
+from explorer.charts.palette import recolour
+from explorer.charts.tables import CATEGORY_LABELS
 
 FONT_PX = 18            # readable from the back of a room at 1280x720 (about 2.5 % of the height)
 MAX_MICRO_BATCHES = 32  # a Gantt shows at most this many micro-batches at once in classroom mode

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from .palette import CATEGORY_COLOURS as CATEGORY_COLORS     # one palette for every chart (palette.py)
+from explorer.charts.palette import CATEGORY_COLOURS as CATEGORY_COLORS     # one palette for every chart (palette.py)
 UNITS = (("s", 1.0), ("ms", 1e3), ("µs", 1e6))
 HOVER = ("%{customdata[0]} · %{customdata[1]}<br>start %{base:.4g} {u}<br>duration %{x:.4g} {u}"
          "<br>micro-batch %{customdata[2]} chunk %{customdata[3]}<br>%{customdata[4]:,.0f} bytes %{customdata[5]}"

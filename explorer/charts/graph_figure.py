@@ -12,7 +12,7 @@ import networkx as nx
 import plotly.graph_objects as go
 import sympy as sp
 
-from ..graph import build_graph
+from explorer.model.graph import build_graph
 
 COLOUR_BY = ("stage", "degree")
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from .breakdown import MEMORY_COLOURS
-from .tables import GIB, MEMORY_PARTS
+from explorer.charts.breakdown import MEMORY_COLOURS
+from explorer.charts.tables import GIB, MEMORY_PARTS
 
 
 def memory_bars(results: dict, capacity_bytes: float, title: str = "Memory per GPU (most loaded device)",

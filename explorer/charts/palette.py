@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from .tables import CATEGORY_LABELS
+from explorer.charts.tables import CATEGORY_LABELS
 
 DEFAULT = {
     # DESIGN.md categories; idle time is the bubble, drawn light

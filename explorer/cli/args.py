@@ -3,11 +3,11 @@ from __future__ import annotations
 
 import argparse
 
-from ..cluster_io import load_cluster
-from ..errors import ExplorerError
-from ..model_io import load_model
-from ..strategy import RECOMPUTE, SCHEDULES, Strategy
-from ..strategy_io import load_strategy
+from explorer.io.clusters import load_cluster
+from explorer.errors import ExplorerError
+from explorer.io.models import load_model
+from explorer.strategy.strategy import RECOMPUTE, SCHEDULES, Strategy
+from explorer.io.strategies import load_strategy
 
 
 class Parser(argparse.ArgumentParser):

@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import json
 
-from ..evaluate import evaluate
-from ..explain import explain
-from ..report import result_dict, result_table
-from .args import add_strategy_flags, resolve
+from explorer.cost.evaluate import evaluate
+from explorer.cost.explain import explain
+from explorer.io.report import result_dict, result_table
+from explorer.cli.args import add_strategy_flags, resolve
 
 
 def register(sub) -> None:

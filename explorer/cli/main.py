@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import sys
 
-from ..errors import ExplorerError
-from . import evaluate_cmd, presets_cmd, search_cmd, timeline_cmd, validate_cmd
-from .args import Parser
+from explorer.errors import ExplorerError
+from explorer.cli import evaluate_cmd, presets_cmd, search_cmd, timeline_cmd, validate_cmd
+from explorer.cli.args import Parser
 
 COMMANDS = (presets_cmd, evaluate_cmd, validate_cmd, timeline_cmd, search_cmd)
 

@@ -1,8 +1,8 @@
 """python -m explorer models | clusters"""
 from __future__ import annotations
 
-from ..cluster_io import list_clusters
-from ..model_io import list_models
+from explorer.io.clusters import list_clusters
+from explorer.io.models import list_models
 
 
 def register(sub) -> None:

@@ -5,10 +5,10 @@ import json
 import sys
 import time
 
-from ..errors import ExplorerError
-from ..search import search
-from ..search.report import search_dict, search_text
-from .args import model_and_cluster
+from explorer.errors import ExplorerError
+from explorer.search import search
+from explorer.search.report import search_dict, search_text
+from explorer.cli.args import model_and_cluster
 
 
 def register(sub) -> None:

@@ -10,9 +10,9 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ..errors import ExplorerError
-from ..evaluate import evaluate
-from .args import add_strategy_flags, resolve
+from explorer.errors import ExplorerError
+from explorer.cost.evaluate import evaluate
+from explorer.cli.args import add_strategy_flags, resolve
 
 FORMATS = ("csv", "json", "chrome-trace")   # = explorer.timeline.FORMATS (pandas loads only when run)
 TIMELINE_ONLY = ("zb-h1",)   # schedules the timeline draws but the cost model does not price
@@ -30,7 +30,7 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from ..timeline import compare, export, microstep_events, summary_lines, superstep_events
+    from explorer.timeline import compare, export, microstep_events, summary_lines, superstep_events
     drawn = args.schedule
     if drawn in TIMELINE_ONLY:
         args.schedule = "1f1b"

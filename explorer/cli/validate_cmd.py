@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import json
 
-from ..cluster_io import load_cluster
-from ..validation import TARGETS, load_cases, summarize, validate
+from explorer.io.clusters import load_cluster
+from explorer.validation import TARGETS, load_cases, summarize, validate
 
 
 def register(sub) -> None:

@@ -7,9 +7,9 @@
 """
 from __future__ import annotations
 
-from ..errors import ExplorerError
-from . import activations, data_parallel, double_level, hybrid, pipeline, search_lesson, tensor_parallel, zero
-from .base import (CLASSROOM_CLUSTER, CLASSROOM_GPUS, CLASSROOM_MODEL, MAX_WORDS, Control, Lesson, Reveal,
+from explorer.errors import ExplorerError
+from explorer.lessons import activations, data_parallel, double_level, hybrid, pipeline, search_lesson, tensor_parallel, zero
+from explorer.lessons.base import (CLASSROOM_CLUSTER, CLASSROOM_GPUS, CLASSROOM_MODEL, MAX_WORDS, Control, Lesson, Reveal,
                    Setup, fmt_bytes, fmt_seconds)
 
 LESSONS = tuple(module.LESSON for module in (double_level, data_parallel, tensor_parallel, pipeline, zero,

@@ -1,9 +1,9 @@
 """Lesson 6: activation memory: recomputation and sequence parallelism (Korthikanti et al. 2022)."""
 from __future__ import annotations
 
-from ..charts.lesson_figures import memory_bars
-from ..evaluate import evaluate
-from .base import Control, Lesson, Reveal, Setup, cluster, fmt_bytes, model, strategy
+from explorer.charts.lesson_figures import memory_bars
+from explorer.cost.evaluate import evaluate
+from explorer.lessons.base import Control, Lesson, Reveal, Setup, cluster, fmt_bytes, model, strategy
 
 RECOMPUTE = ("none", "selective", "full")
 

@@ -9,10 +9,10 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Callable
 
-from ..cluster_io import load_cluster
-from ..errors import ExplorerError
-from ..model_io import load_model
-from ..strategy import Strategy
+from explorer.io.clusters import load_cluster
+from explorer.errors import ExplorerError
+from explorer.io.models import load_model
+from explorer.strategy.strategy import Strategy
 
 CLASSROOM_MODEL = "classroom-gpt"      # assets/models/classroom-gpt.json: 8 layers, 0.47 B parameters
 CLASSROOM_CLUSTER = "classroom"        # assets/clusters/classroom.json: 4 GPUs per node, round numbers

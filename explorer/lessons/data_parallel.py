@@ -1,9 +1,9 @@
 """Lesson 2: data parallelism and the ring all-reduce of the gradients."""
 from __future__ import annotations
 
-from ..charts.breakdown import breakdown_bar
-from ..evaluate import evaluate
-from .base import Control, Lesson, Reveal, Setup, cluster, fmt_bytes, model, strategy
+from explorer.charts.breakdown import breakdown_bar
+from explorer.cost.evaluate import evaluate
+from explorer.lessons.base import Control, Lesson, Reveal, Setup, cluster, fmt_bytes, model, strategy
 
 DEGREES = (1, 2, 4, 8)
 BYTES_PER_GRADIENT = 2      # bf16 gradients (Strategy.dtype default)

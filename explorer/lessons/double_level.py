@@ -1,9 +1,9 @@
 """Lesson 1: the double-level model. One iteration is a super-step; one operator a micro-step."""
 from __future__ import annotations
 
-from ..charts.gantt import microstep_figure
-from ..timeline import microstep_events
-from .base import Control, Lesson, Reveal, Setup, cluster, fmt_seconds, model, strategy
+from explorer.charts.gantt import microstep_figure
+from explorer.timeline import microstep_events
+from explorer.lessons.base import Control, Lesson, Reveal, Setup, cluster, fmt_seconds, model, strategy
 
 OPERATORS = (None, "qkv", "proj", "fc1", "fc2")
 

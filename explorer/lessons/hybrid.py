@@ -1,10 +1,10 @@
 """Lesson 7: hybrid and per-layer strategies, and the redistribution between differently split layers."""
 from __future__ import annotations
 
-from ..charts.breakdown import breakdown_bar
-from ..evaluate import evaluate
-from ..strategy import LayerSplit
-from .base import Control, Lesson, Reveal, Setup, cluster, fmt_seconds, model, strategy
+from explorer.charts.breakdown import breakdown_bar
+from explorer.cost.evaluate import evaluate
+from explorer.strategy.strategy import LayerSplit
+from explorer.lessons.base import Control, Lesson, Reveal, Setup, cluster, fmt_seconds, model, strategy
 
 TP = 4                      # one node's GPUs per layer group
 SPLITS = ("megatron", "batch", "replicated")

@@ -3,11 +3,11 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from ..charts.gantt import superstep_figure
-from ..errors import ExplorerError
-from ..evaluate import evaluate
-from ..timeline import compare, superstep_events
-from .base import Control, Lesson, Reveal, Setup, cluster, fmt_seconds, model, strategy
+from explorer.charts.gantt import superstep_figure
+from explorer.errors import ExplorerError
+from explorer.cost.evaluate import evaluate
+from explorer.timeline import compare, superstep_events
+from explorer.lessons.base import Control, Lesson, Reveal, Setup, cluster, fmt_seconds, model, strategy
 
 SCHEDULES = ("gpipe", "1f1b", "interleaved", "zb-h1")
 CHUNKS = 2                  # model chunks per stage of the interleaved schedule in this lesson

@@ -3,11 +3,11 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from ..errors import ExplorerError
-from ..search import search
-from ..search.figure import pareto_figure
-from ..search.report import label
-from .base import Control, Lesson, Reveal, Setup, cluster, fmt_seconds, model
+from explorer.errors import ExplorerError
+from explorer.search import search
+from explorer.search.figure import pareto_figure
+from explorer.search.report import label
+from explorer.lessons.base import Control, Lesson, Reveal, Setup, cluster, fmt_seconds, model
 
 GIB = 2 ** 30
 REFINE_TOP = 2              # per-layer dynamic programming on the two fastest global choices (fast enough live)

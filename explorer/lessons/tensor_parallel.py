@@ -1,10 +1,10 @@
 """Lesson 3: operator (tensor) parallelism, Megatron's column→row pairing, and why it stays in a node."""
 from __future__ import annotations
 
-from ..charts.breakdown import comm_figure
-from ..charts.tables import comm_table
-from ..evaluate import evaluate
-from .base import Control, Lesson, Reveal, Setup, cluster, fmt_seconds, model, strategy
+from explorer.charts.breakdown import comm_figure
+from explorer.charts.tables import comm_table
+from explorer.cost.evaluate import evaluate
+from explorer.lessons.base import Control, Lesson, Reveal, Setup, cluster, fmt_seconds, model, strategy
 
 DEGREES = (1, 2, 4, 8)
 

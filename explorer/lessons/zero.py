@@ -1,9 +1,9 @@
 """Lesson 5: ZeRO stages 1, 2, 3: memory saved against communication added."""
 from __future__ import annotations
 
-from ..charts.lesson_figures import memory_bars
-from ..evaluate import evaluate
-from .base import Control, Lesson, Reveal, Setup, cluster, fmt_bytes, model, strategy
+from explorer.charts.lesson_figures import memory_bars
+from explorer.cost.evaluate import evaluate
+from explorer.lessons.base import Control, Lesson, Reveal, Setup, cluster, fmt_bytes, model, strategy
 
 STAGES = (0, 1, 2, 3)
 MODELS = ("classroom-gpt", "gpt-3.6b")

@@ -6,6 +6,6 @@ dynamic programming, the Pareto front of time vs memory (issue 5).
 >>> len(r.top) <= 3 and r.kept + sum(r.pruned.values()) == r.total
 True
 """
-from .search import Candidate, SearchResult, search
+from explorer.search.search import Candidate, SearchResult, search
 
 __all__ = ["Candidate", "SearchResult", "search"]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .tables import A, B, F, GS, PSI
+from explorer.search.tables import A, B, F, GS, PSI
 
 
 class LowerBound:

@@ -21,11 +21,11 @@ from math import inf
 
 import numpy as np
 
-from .. import layouts as lay
-from ..errors import ExplorerError
-from .bounds import LowerBound
-from .labels import Bucket, Label
-from .tables import A, B, B_FROM, B_TO, F, F_FROM, F_TO, GS, PSI, ROWS, stage_sums
+from explorer.cost import layouts as lay
+from explorer.errors import ExplorerError
+from explorer.search.bounds import LowerBound
+from explorer.search.labels import Bucket, Label
+from explorer.search.tables import A, B, B_FROM, B_TO, F, F_FROM, F_TO, GS, PSI, ROWS, stage_sums
 
 
 @dataclass(frozen=True)

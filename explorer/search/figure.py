@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from .report import GIB, label
+from explorer.search.report import GIB, label
 
 
 def _trace(candidates, name: str, mode: str, symbol: str, colour: str) -> go.Scatter:

@@ -5,7 +5,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .tables import A, B, F, GS, PSI
+from explorer.search.tables import A, B, F, GS, PSI
 
 
 @dataclass(frozen=True, eq=False)

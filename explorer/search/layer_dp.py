@@ -22,8 +22,8 @@ from __future__ import annotations
 
 from math import inf
 
-from .chain_dp import ChainDP, Solution
-from .space import layer_options
+from explorer.search.chain_dp import ChainDP, Solution
+from explorer.search.space import layer_options
 
 
 def usable(options, strategy, model) -> tuple:

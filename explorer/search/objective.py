@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import memory as mem
-from .. import superstep as ss
-from ..compile import compile_exprs
-from ..placement import dp_level
-from ..symbols import B_max, F_max, S_T, T_star, W_hbm, beta, d, m, p, v
+from explorer.cost import memory as mem
+from explorer.cost import superstep as ss
+from explorer.cost.compile import compile_exprs
+from explorer.strategy.placement import dp_level
+from explorer.symbols import B_max, F_max, S_T, T_star, W_hbm, beta, d, m, p, v
 
 
 def _pipeline():

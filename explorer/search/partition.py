@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from math import inf
 
-from .chain_dp import ChainDP, Solution
+from explorer.search.chain_dp import ChainDP, Solution
 
 
 def best_partition(problem, splits, incumbent: float = inf, max_labels: int = 64) -> Solution | None:

@@ -3,11 +3,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..cluster import BYTES_PER_ELEMENT
-from ..strategy import LayerSplit, Strategy
-from .chain_dp import Setting, Solution
-from .objective import Objective
-from .tables import Chain, node_stages
+from explorer.hardware.cluster import BYTES_PER_ELEMENT
+from explorer.strategy.strategy import LayerSplit, Strategy
+from explorer.search.chain_dp import Setting, Solution
+from explorer.search.objective import Objective
+from explorer.search.tables import Chain, node_stages
 
 
 @dataclass(frozen=True, eq=False)

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from math import inf
 
-from .layer_dp import best_splits, usable
-from .partition import best_partition
-from .problem import problem_for
-from .space import layer_options
+from explorer.search.layer_dp import best_splits, usable
+from explorer.search.partition import best_partition
+from explorer.search.problem import problem_for
+from explorer.search.space import layer_options
 
 JOINT_BUDGET = 1500
 """layers x per-layer options x stages up to which the joint DP is used (its state

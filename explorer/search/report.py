@@ -1,8 +1,8 @@
 """A SearchResult as the CLI's JSON object, as text, and as rows for tables and charts."""
 from __future__ import annotations
 
-from ..program import CATEGORIES
-from ..strategy_io import strategy_to_dict
+from explorer.cost.program import CATEGORIES
+from explorer.io.strategies import strategy_to_dict
 
 GIB = 2 ** 30
 

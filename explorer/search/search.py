@@ -18,13 +18,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import ExplorerError
-from ..evaluate import Result, evaluate
-from ..strategy import Strategy
-from .pareto import pareto_front
-from .refine import refine
-from .space import MEMORY, enumerate_space
-from .sweep import Points, sweep
+from explorer.errors import ExplorerError
+from explorer.cost.evaluate import Result, evaluate
+from explorer.strategy.strategy import Strategy
+from explorer.search.pareto import pareto_front
+from explorer.search.refine import refine
+from explorer.search.space import MEMORY, enumerate_space
+from explorer.search.sweep import Points, sweep
 
 MEMORY_RULE = MEMORY
 

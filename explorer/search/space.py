@@ -17,8 +17,8 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from ..errors import ExplorerError
-from ..strategy import LayerSplit, RECOMPUTE
+from explorer.errors import ExplorerError
+from explorer.strategy.strategy import LayerSplit, RECOMPUTE
 
 ZEROS, OVERLAPS, SEQ_PAR = (0, 1, 2, 3), (False, True), (False, True)
 HEADS = "t does not divide the attention heads"

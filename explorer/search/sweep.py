@@ -13,10 +13,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..cluster import BYTES_PER_ELEMENT
-from ..strategy import LayerSplit, Strategy
-from .objective import Objective
-from .tables import A, B, F, GS, PSI, Chain, node_stages, stage_sums
+from explorer.hardware.cluster import BYTES_PER_ELEMENT
+from explorer.strategy.strategy import LayerSplit, Strategy
+from explorer.search.objective import Objective
+from explorer.search.tables import A, B, F, GS, PSI, Chain, node_stages, stage_sums
 
 
 @dataclass

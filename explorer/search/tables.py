@@ -16,18 +16,18 @@ from functools import lru_cache
 
 import numpy as np
 
-from .. import collectives as coll
-from .. import layouts as lay
-from ..block_cost import block_cost
-from ..compile import compile_exprs
-from ..evaluate import hardware_numbers, model_numbers
-from ..graph import build_blocks
-from ..placement import tp_level
-from ..plan import PlacedBlock, block_splits
-from ..plan import boundary as plan_boundary
-from ..program import BLOCK_ARGS, SIZE_ARGS
-from ..quantities import Q, block_exprs
-from ..symbols import L_t, g_t
+from explorer.cost import collectives as coll
+from explorer.cost import layouts as lay
+from explorer.cost.block import block_cost
+from explorer.cost.compile import compile_exprs
+from explorer.cost.evaluate import hardware_numbers, model_numbers
+from explorer.model.graph import build_blocks
+from explorer.strategy.placement import tp_level
+from explorer.cost.plan import PlacedBlock, block_splits
+from explorer.cost.plan import boundary as plan_boundary
+from explorer.cost.program import BLOCK_ARGS, SIZE_ARGS
+from explorer.cost.quantities import Q, block_exprs
+from explorer.symbols import L_t, g_t
 
 _tp_level = lru_cache(maxsize=4096)(tp_level)   # loops over every group of the stage: worth keeping
 
@@ -163,6 +163,6 @@ def stage_sums(chain: Chain, nodes, stages, pp: int) -> np.ndarray:
 
 def node_stages(model, strategy) -> tuple:
     """Stage of every block (embedding, layers, head), as the plan places them."""
-    from ..plan import block_stages
+    from explorer.cost.plan import block_stages
     layers = tuple(stage for stage, _ in block_stages(model, strategy))
     return (0,) + layers + (layers[-1],)

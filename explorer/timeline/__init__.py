@@ -16,13 +16,13 @@ Columns: events.COLUMNS.
 >>> abs(compare(ev, evaluate(m, s, c), "gpipe")["relative_difference"]) < 1e-9
 True
 """
-from .agreement import compare, idle_fraction, pipeline_end, summary_lines
-from .costs import PassCosts
-from .events import COLUMNS, busy_time, idle_time, makespan
-from .export import FORMATS, export, to_chrome_trace, to_csv, to_json, trace_events
-from .microstep import block_segments, find_block, microstep_events
-from .schedules import SCHEDULES, order_for
-from .superstep import pipeline_events, superstep_events
+from explorer.timeline.agreement import compare, idle_fraction, pipeline_end, summary_lines
+from explorer.timeline.costs import PassCosts
+from explorer.timeline.events import COLUMNS, busy_time, idle_time, makespan
+from explorer.timeline.export import FORMATS, export, to_chrome_trace, to_csv, to_json, trace_events
+from explorer.timeline.microstep import block_segments, find_block, microstep_events
+from explorer.timeline.schedules import SCHEDULES, order_for
+from explorer.timeline.superstep import pipeline_events, superstep_events
 
 __all__ = ["COLUMNS", "FORMATS", "PassCosts", "SCHEDULES", "block_segments", "busy_time", "compare", "export",
            "find_block", "idle_fraction", "idle_time", "makespan", "microstep_events", "order_for",

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from .events import PIPELINE_KINDS, idle_time, makespan
+from explorer.timeline.events import PIPELINE_KINDS, idle_time, makespan
 
 
 def pipeline_end(events: pd.DataFrame) -> float:

@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..program import payer  # who pays a boundary collective: the cost model's own rule
-from .numbers import Context, block_numbers, boundary_numbers
-from .schedules import PASS_NAMES, B, F, W
+from explorer.cost.program import payer  # who pays a boundary collective: the cost model's own rule
+from explorer.timeline.numbers import Context, block_numbers, boundary_numbers
+from explorer.timeline.schedules import PASS_NAMES, B, F, W
 
 PART_CATEGORIES = ("zero_comm", "recompute", "compute", "op_comm", "redistribution", "pp_comm")
 ZERO_PART, RECOMPUTE_PART, COMPUTE_PART, SEND_PART = 0, 1, 2, 5

@@ -15,10 +15,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..errors import ExplorerError
-from ..program import payer, program_for   # payer: the cost model's own rule for boundary collectives
-from .events import frame
-from .numbers import Context, block_numbers, boundary_numbers
+from explorer.errors import ExplorerError
+from explorer.cost.program import (payer, program_for)  # payer: the cost model's own rule for boundary collectives
+from explorer.timeline.events import frame
+from explorer.timeline.numbers import Context, block_numbers, boundary_numbers
 
 
 def find_block(the_plan, layer: int | None = None, op: str | None = None) -> int:

@@ -13,9 +13,9 @@ from functools import lru_cache
 
 import sympy as sp
 
-from .. import collectives as coll
-from ..evaluate import hardware_numbers, model_numbers
-from ..program import BLOCK_ARGS
+from explorer.cost import collectives as coll
+from explorer.cost.evaluate import hardware_numbers, model_numbers
+from explorer.cost.program import BLOCK_ARGS
 
 
 @dataclass(frozen=True)

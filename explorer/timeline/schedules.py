@@ -7,7 +7,7 @@ O(passes).
 """
 from __future__ import annotations
 
-from ..errors import ExplorerError
+from explorer.errors import ExplorerError
 
 F, B, W = 0, 1, 2
 PASS_NAMES = ("forward", "backward", "weight")

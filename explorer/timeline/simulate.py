@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import ExplorerError
-from .schedules import B, F
+from explorer.errors import ExplorerError
+from explorer.timeline.schedules import B, F
 
 
 def simulate(orders: list, durations: np.ndarray, chunks: int, micro_batches: int) -> dict:

@@ -14,14 +14,14 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..errors import ExplorerError
-from ..evaluate import evaluate
-from ..program import program_for
-from .costs import PART_CATEGORIES, PART_KINDS, PassCosts, from_result
-from .events import concat, frame
-from .numbers import Context
-from .schedules import B, F, W, order_for
-from .simulate import simulate
+from explorer.errors import ExplorerError
+from explorer.cost.evaluate import evaluate
+from explorer.cost.program import program_for
+from explorer.timeline.costs import PART_CATEGORIES, PART_KINDS, PassCosts, from_result
+from explorer.timeline.events import concat, frame
+from explorer.timeline.numbers import Context
+from explorer.timeline.schedules import B, F, W, order_for
+from explorer.timeline.simulate import simulate
 
 CATEGORY_OF_PART = np.array(PART_CATEGORIES, dtype=object)
 

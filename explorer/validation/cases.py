@@ -9,9 +9,9 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import ExplorerError
-from ..model_spec import ModelSpec
-from ..strategy import Strategy
+from explorer.errors import ExplorerError
+from explorer.model.spec import ModelSpec
+from explorer.strategy.strategy import Strategy
 
 ROOT = Path(__file__).resolve().parents[2]
 SHARED = ROOT.parent / "shared" / "validation" / "published.json"

@@ -5,10 +5,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..cluster import Cluster
-from ..evaluate import evaluate, hardware_numbers, model_numbers
-from ..program import program_for
-from ..quantities import Q
+from explorer.hardware.cluster import Cluster
+from explorer.cost.evaluate import evaluate, hardware_numbers, model_numbers
+from explorer.cost.program import program_for
+from explorer.cost.quantities import Q
 
 
 TARGETS = {"megatron_table1": (0.05, 0.10), "korthikanti_table4": (0.10, 0.10)}

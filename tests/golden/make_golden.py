@@ -17,8 +17,8 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from explorer import ExplorerError, LayerSplit, Strategy, evaluate, load_cluster, load_model  # noqa: E402
-from explorer.report import result_dict  # noqa: E402
-from explorer.strategy_io import strategy_to_dict  # noqa: E402
+from explorer.io.report import result_dict  # noqa: E402
+from explorer.io.strategies import strategy_to_dict  # noqa: E402
 
 OUT = Path(__file__).with_name("evaluate_golden.json")
 MODELS = ("tiny-gpt", "tiny-mlp", "bert-large", "gpt-1.7b", "gpt-7.5b", "gpt-39.1b", "gpt3-175b",

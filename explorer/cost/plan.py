@@ -1,0 +1,178 @@
+"""plan(model, strategy, cluster): micro-steps and the super-step structure.
+
+The plan is the model's chain of blocks placed on pipeline stages, each block
+with its operator-parallel split (block_cost.py), plus the boundaries between
+consecutive blocks: a redistribution where neighbouring blocks chose different
+splits and a point-to-point send where they sit on different stages.
+Everything here is structure; numbers come from evaluate.py.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import sympy as sp
+
+from explorer.cost import collectives as coll
+from explorer.cost import layouts as lay
+from explorer.cost.block import BlockCost, block_cost
+from explorer.hardware.cluster import Cluster
+from explorer.errors import ExplorerError
+from explorer.model.graph import build_blocks
+from explorer.model.spec import ModelSpec
+from explorer.model.ops import Block
+from explorer.strategy.placement import p2p_level, tp_level
+from explorer.strategy.strategy import LayerSplit, Strategy
+from explorer.symbols import beta
+
+ZERO = sp.Integer(0)
+
+
+@dataclass(frozen=True)
+class PlacedBlock:
+    block: Block
+    split: LayerSplit
+    stage: int
+    chunk: int                 # model chunk on its stage (interleaved), else 0
+    cost: BlockCost
+    level: int                 # machine level its operator-parallel group crosses
+
+
+@dataclass(frozen=True)
+class Boundary:
+    """What passes between block `index-1` and block `index` (per micro-batch)."""
+
+    index: int                 # index of the consumer block
+    stage_from: int
+    stage_to: int
+    collectives: tuple         # Collective, ... (category op_comm, redistribution or pp_comm)
+    levels: tuple              # machine level of each collective
+
+
+@dataclass(frozen=True)
+class ExecutionPlan:
+    model: ModelSpec
+    strategy: Strategy
+    cluster: Cluster
+    blocks: tuple              # PlacedBlock, ...
+    boundaries: tuple          # Boundary, ... (one per consecutive pair)
+
+    @property
+    def stages(self) -> int:
+        return self.strategy.pp
+
+
+def block_splits(model: ModelSpec, strategy: Strategy, blocks) -> list:
+    """Each block's split: layers from the strategy; embedding and head use tp (Megatron)."""
+    outer = LayerSplit(degree=strategy.tp, preset="megatron")
+    return [strategy.split_of(b.layer) if b.kind == "layer" else outer for b in blocks]
+
+
+def block_stages(model: ModelSpec, strategy: Strategy) -> tuple:
+    """(stage, chunk) of every layer; interleaving deals chunks round-robin (Narayanan Sec 2.2.2)."""
+    layers = model.layers
+    if strategy.schedule != "interleaved":
+        return tuple((stage, 0) for stage in strategy.stages(layers))
+    chunks = strategy.pp * strategy.chunks
+    base, extra = divmod(layers, chunks)
+    out = []
+    for c in range(chunks):
+        out += [(c % strategy.pp, c // strategy.pp)] * (base + (1 if c < extra else 0))
+    return tuple(out)
+
+
+def plan(model: ModelSpec, strategy: Strategy, cluster: Cluster, gpus: int | None = None) -> ExecutionPlan:
+    """Place the model's blocks and price their micro-steps symbolically."""
+    strategy.check_fits(model.layers, model.heads if model.is_transformer else None,
+                        gpus, model.is_transformer, model.kv_heads if model.is_transformer else None)
+    if strategy.devices > cluster.max_devices:
+        raise ExplorerError(f"{strategy.devices} devices is more than cluster '{cluster.name}' has "
+                            f"({cluster.max_devices})")
+    if strategy.stage_map and strategy.schedule == "interleaved":
+        raise ExplorerError("a custom stage_map cannot be combined with the interleaved schedule")
+    blocks = build_blocks(model)
+    splits = block_splits(model, strategy, blocks)
+    layer_places = block_stages(model, strategy)
+    last_stage = layer_places[-1][0]
+    placed, incoming = [], lay.R
+    for block, split in zip(blocks, splits):
+        _check_overrides(block, split)
+        stage, chunk = layer_places[block.layer] if block.kind == "layer" else \
+            ((0, 0) if block.kind == "embedding" else (last_stage, layer_places[-1][1]))
+        cost = block_cost(block, split.effective_preset, split.overrides, strategy.sequence_parallel,
+                          strategy.recompute, incoming)
+        level = tp_level(cluster, strategy.tp, strategy.dp, stage, split.degree)
+        placed.append(PlacedBlock(block, split, stage, chunk, cost, level))
+        incoming = cost.layout_out
+    boundaries = tuple(boundary(placed[i - 1], placed[i], i, strategy, cluster) for i in range(1, len(placed)))
+    return ExecutionPlan(model, strategy, cluster, tuple(placed), boundaries)
+
+
+def _check_overrides(block: Block, split: LayerSplit) -> None:
+    names = {op.name for op in block.ops}
+    for name, _ in split.overrides:
+        if name not in names:
+            raise ExplorerError(f"{block.name}: the split override names operator {name!r}, which this "
+                                f"block does not have (its operators: {', '.join(op.name for op in block.ops)})")
+
+
+def boundary(prev: PlacedBlock, cur: PlacedBlock, index: int, strategy: Strategy, cluster: Cluster) -> Boundary:
+    """Collectives between two consecutive blocks.
+
+    Where both blocks chose the same split, a conversion is part of that split's
+    own pattern (e.g. Megatron's backward all-reduce before a column-parallel
+    QKV) and counts as op_comm; where they differ it is a redistribution.
+    """
+    size = beta * prev.cost.out_elements
+    same = (prev.split.effective_preset, prev.split.overrides, prev.split.degree) == \
+           (cur.split.effective_preset, cur.split.overrides, cur.split.degree)
+    category = "op_comm" if same else "redistribution"
+    src, dst, grad = prev.cost.layout_out, cur.cost.layout_in, _returned_grad(cur)
+    n_prev, n_cur = prev.split.degree, cur.split.degree
+    if n_prev == n_cur:
+        wanted = ((lay.conversion(src, dst), n_cur, "fwd"),
+                  (lay.conversion(grad, lay.needed_grad(src)), n_cur, "bwd"))
+    else:  # different group sizes: gather to replicated, then slice locally
+        wanted = ((lay.conversion(src, lay.R), n_prev, "fwd"), (lay.conversion(grad, lay.R), n_cur, "bwd"))
+    if index == 1 and prev.block.params == 0:   # the input data needs no gradient
+        wanted = wanted[:1]
+    colls, levels = [], []
+    for kind, n, phase in wanted:
+        if kind and n > 1:
+            colls.append(coll.Collective(kind, phase, cur.block.name, category, "tp", size, sp.Integer(n)))
+            stage = cur.stage if phase == "fwd" else prev.stage
+            levels.append(tp_level(cluster, strategy.tp, strategy.dp, stage, n))
+    if prev.stage != cur.stage:
+        colls_pp, levels_pp = _p2p(prev, cur, size, strategy, cluster)
+        colls += colls_pp
+        levels += levels_pp
+    return Boundary(index, prev.stage, cur.stage, tuple(colls), tuple(levels))
+
+
+def _returned_grad(cur: PlacedBlock) -> str:
+    """Layout of the gradient the consumer's first operator returns for its input."""
+    first = cur.block.ops[0]
+    step = cur.cost.steps[0]
+    return lay.layouts(first, step.split, step.layout_in)[2]
+
+
+def _p2p(prev: PlacedBlock, cur: PlacedBlock, size, strategy: Strategy, cluster: Cluster):
+    """Point-to-point activation (forward) and gradient (backward) between stages.
+
+    Narayanan et al. SC'21 Sec 4.1: a replicated boundary tensor is sent as bsh/t
+    per rank and all-gathered over NVLink at the receiver (scatter/gather);
+    without it each rank sends the whole bsh. A sharded tensor sends its shard.
+    """
+    sharded = lay.is_sharded(prev.cost.layout_out)
+    t = strategy.tp      # scatter/gather splits a replicated tensor over the stage's t ranks
+    scatter = strategy.scatter_gather and t > 1 and not sharded
+    part = size / prev.split.degree if sharded else (size / t if scatter else size)
+    pp_level = p2p_level(cluster, t, strategy.dp, prev.stage, cur.stage)
+    colls, levels = [], []
+    for phase in ("fwd", "bwd"):
+        colls.append(coll.Collective("p2p", phase, cur.block.name, "pp_comm", "pp", part, sp.Integer(2)))
+        levels.append(pp_level)
+        if scatter:   # the receiver of this phase all-gathers the pieces
+            colls.append(coll.Collective("all_gather", phase, cur.block.name, "pp_comm", "tp", size, sp.Integer(t)))
+            receiver = cur.stage if phase == "fwd" else prev.stage
+            levels.append(tp_level(cluster, t, strategy.dp, receiver, t))
+    return colls, levels

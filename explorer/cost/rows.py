@@ -1,0 +1,64 @@
+"""Row-shaped views of one evaluated strategy: communication by kind, stage parts."""
+from __future__ import annotations
+
+from explorer.cost.quantities import COMM_KINDS, Q
+
+
+def comm_rows(prog, values, k, M, by_kind, level_names, sync, dp_bytes, zero_bytes, strategy) -> list:
+    """Communication of the most loaded device split by category, collective and level."""
+    rows = []
+    for kind_i, kind in enumerate(prog.kinds):
+        count = prog.counts[k, kind_i]
+        for name in COMM_KINDS:
+            secs = M * count * float(values[kind_i, Q[f"t_{name}"]])
+            if secs:
+                rows.append({"category": "op_comm", "kind": name, "level": level_names[kind.level],
+                             "time_s": secs, "hidden_s": 0.0,
+                             "bytes": M * count * float(values[kind_i, Q[f"b_{name}"]])})
+    for (category, name, level), arr in by_kind.items():
+        if arr[0, k] or arr[1, k]:
+            rows.append({"category": category, "kind": name, "level": level_names[level],
+                         "time_s": M * float(arr[0, k]), "hidden_s": 0.0, "bytes": M * float(arr[1, k])})
+    if float(sync["dp_total"]) > 0:
+        rows.append({"category": "dp_comm", "kind": "reduce_scatter" if strategy.zero == 3 else "all_reduce",
+                     "level": level_names[sync["level"]], "time_s": float(sync["dp_exposed"]),
+                     "hidden_s": float(sync["dp_total"] - sync["dp_exposed"]), "bytes": dp_bytes})
+        if strategy.zero == 3:
+            rows.append({"category": "zero_comm", "kind": "all_gather", "level": level_names[sync["level"]],
+                         "time_s": float(sync["zero"]), "hidden_s": 0.0, "bytes": zero_bytes})
+    return _merge(rows)
+
+
+def _merge(rows) -> list:
+    merged = {}
+    for row in rows:
+        key = (row["category"], row["kind"], row["level"])
+        if key in merged:
+            for name in ("time_s", "hidden_s", "bytes"):
+                merged[key][name] += row[name]
+        else:
+            merged[key] = dict(row)
+    return list(merged.values())
+
+
+def stage_rows(per_stage, fwd_b, bwd_b, fwd, bwd, sync, sync_bytes) -> list:
+    """Per stage, one micro-batch's forward and backward split into their parts (seconds),
+    and the stage's own gradient sync, ZeRO gathers and optimizer step."""
+    rows = []
+    dp_total, dp_exposed, zero, opt = sync["per_stage"]
+    for i in range(len(fwd)):
+        q = lambda name: float(per_stage[i, Q[name]])
+        rows.append({
+            "stage": i, "fwd_s": float(fwd[i]), "bwd_s": float(bwd[i]),
+            "fwd_compute_s": q("fwd_compute"), "bwd_compute_s": q("bwd_compute"),
+            "bwd_weight_s": q("bwd_weight"), "recompute_s": q("recompute"),
+            "fwd_op_comm_s": q("fwd_comm") + float(fwd_b["op_comm"][i]),
+            "bwd_op_comm_s": q("bwd_comm") + float(bwd_b["op_comm"][i]),
+            "fwd_redistribution_s": float(fwd_b["redistribution"][i]),
+            "bwd_redistribution_s": float(bwd_b["redistribution"][i]),
+            "fwd_pp_comm_s": float(fwd_b["pp_comm"][i]), "bwd_pp_comm_s": float(bwd_b["pp_comm"][i]),
+            "dp_sync_s": float(dp_total[i]), "dp_exposed_s": float(dp_exposed[i]),
+            "zero_comm_s": float(zero[i]), "optimizer_s": float(opt[i]),
+            "dp_bytes": float(sync_bytes[0][i]), "zero_bytes": float(sync_bytes[1][i]),
+        })
+    return rows

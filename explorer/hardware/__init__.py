@@ -1,0 +1,1 @@
+"""Hardware: a device and the hierarchy of machine levels that joins devices (Multi-BSP)."""

@@ -1,0 +1,128 @@
+"""Cluster: a device and a hierarchy of machine levels (Multi-BSP).
+
+Level 0 joins `fanout` devices (a node: NVLink/NVSwitch), level 1 joins
+`fanout` level-0 units (the cluster network), and so on. Each level has the
+per-device bandwidth and latency a collective sees when its group crosses that
+level; a group pays the slowest level it crosses (DESIGN.md, BSP cost).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from explorer.errors import ExplorerError
+
+DTYPES = ("bf16", "fp16", "fp32")
+BYTES_PER_ELEMENT = {"bf16": 2, "fp16": 2, "fp32": 4}
+
+
+def _positive(owner: str, name: str, value) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise ExplorerError(f"{owner} field '{name}' must be a positive number, got {value!r}")
+
+
+def _fraction(owner: str, name: str, value) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
+        raise ExplorerError(f"{owner} field '{name}' must be in (0, 1], got {value!r}")
+
+
+@dataclass(frozen=True)
+class Level:
+    """One machine level: `fanout` units of the level below joined by a network."""
+
+    name: str
+    fanout: int                      # units of the level below in one unit of this level
+    bandwidth_bytes_per_s: float     # per device, one direction, as links are rated
+    latency_s: float                 # per message hop (alpha)
+    bandwidth_efficiency: float = 1.0  # fraction of the rated bandwidth collectives achieve
+    source: str = ""
+
+    def __post_init__(self):
+        owner = f"level '{self.name}'"
+        if isinstance(self.fanout, bool) or not isinstance(self.fanout, int) or self.fanout < 1:
+            raise ExplorerError(f"{owner} field 'fanout' must be a positive integer, got {self.fanout!r}")
+        _positive(owner, "bandwidth_bytes_per_s", self.bandwidth_bytes_per_s)
+        if isinstance(self.latency_s, bool) or not isinstance(self.latency_s, (int, float)) or self.latency_s < 0:
+            raise ExplorerError(f"{owner} field 'latency_s' must be a non-negative number, got {self.latency_s!r}")
+        _fraction(owner, "bandwidth_efficiency", self.bandwidth_efficiency)
+
+    @property
+    def seconds_per_byte(self) -> float:
+        """g_l of the BSP cost: achieved seconds per byte per device."""
+        return 1.0 / (self.bandwidth_bytes_per_s * self.bandwidth_efficiency)
+
+
+@dataclass(frozen=True)
+class Device:
+    """One accelerator."""
+
+    name: str
+    peak_flops: dict                 # dtype -> dense FLOP/s
+    memory_bytes: float              # HBM capacity
+    hbm_bandwidth_bytes_per_s: float
+    source: str = ""
+
+    def __post_init__(self):
+        owner = f"device '{self.name}'"
+        if not isinstance(self.peak_flops, dict) or not self.peak_flops:
+            raise ExplorerError(f"{owner} needs 'peak_flops' per dtype, e.g. {{'bf16': 312e12}}")
+        for dtype, value in self.peak_flops.items():
+            if dtype not in DTYPES:
+                raise ExplorerError(f"{owner}: dtype {dtype!r} is unknown; use {', '.join(DTYPES)}")
+            _positive(owner, f"peak_flops[{dtype}]", value)
+        _positive(owner, "memory_bytes", self.memory_bytes)
+        _positive(owner, "hbm_bandwidth_bytes_per_s", self.hbm_bandwidth_bytes_per_s)
+
+    def __hash__(self):  # peak_flops is a dict; hash its items
+        return hash((self.name, tuple(sorted(self.peak_flops.items())), self.memory_bytes,
+                     self.hbm_bandwidth_bytes_per_s))
+
+    def flops(self, dtype: str) -> float:
+        if dtype not in self.peak_flops:
+            raise ExplorerError(
+                f"device '{self.name}' has no peak FLOP/s for dtype {dtype!r}; "
+                f"it has {', '.join(self.peak_flops)}")
+        return float(self.peak_flops[dtype])
+
+
+@dataclass(frozen=True)
+class Efficiency:
+    """What makes real runs slower than peak; one set per hardware."""
+
+    gemm_max: float = 1.0            # eta: best achieved fraction of peak on large GEMMs
+    gemm_half_flops: float = 0.0     # GEMM FLOPs (per device) at which efficiency is half of gemm_max
+    hbm: float = 1.0                 # achieved fraction of HBM bandwidth (memory-bound ops)
+    kernel_launch_s: float = 0.0     # fixed overhead per kernel
+    source: str = ""
+
+    def __post_init__(self):
+        _fraction("efficiency", "gemm_max", self.gemm_max)
+        _fraction("efficiency", "hbm", self.hbm)
+        for name in ("gemm_half_flops", "kernel_launch_s"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+                raise ExplorerError(f"efficiency field '{name}' must be a non-negative number, got {value!r}")
+
+
+@dataclass(frozen=True)
+class Cluster:
+    name: str
+    device: Device
+    levels: tuple                    # of Level, innermost first
+    efficiency: Efficiency = field(default_factory=Efficiency)
+    source: str = ""
+
+    def __post_init__(self):
+        object.__setattr__(self, "levels", tuple(self.levels))
+        if not self.levels:
+            raise ExplorerError(f"cluster '{self.name}' needs at least one level")
+
+    @property
+    def devices_per_node(self) -> int:
+        return self.levels[0].fanout
+
+    @property
+    def max_devices(self) -> int:
+        n = 1
+        for level in self.levels:
+            n *= level.fanout
+        return n

@@ -1,0 +1,1 @@
+"""Input and output: model/cluster/strategy files, uploads, share links, exports, reports."""

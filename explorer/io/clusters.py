@@ -1,0 +1,123 @@
+"""Load and save clusters: presets in assets/clusters, or a JSON/YAML file in the same schema.
+
+Files use the units spec sheets use; the Cluster dataclasses hold SI base units:
+
+| file                      | Cluster                        | factor      |
+| ------------------------- | ------------------------------ | ----------- |
+| peak_tflops (TFLOP/s)     | peak_flops (FLOP/s)            | 1e12        |
+| memory_gib (GiB)          | memory_bytes                   | 2**30       |
+| *_gbps (GB/s, decimal)    | *_bytes_per_s                  | 1e9         |
+| latency_us (microseconds) | latency_s                      | 1e-6        |
+
+>>> load_cluster("classroom").devices_per_node
+4
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from explorer.hardware.cluster import Cluster, Device, Efficiency, Level
+from explorer.errors import ExplorerError
+from explorer.io.models import check_keys, field, load_file, resolve
+
+PRESET_DIR = Path(__file__).resolve().parents[2] / "assets" / "clusters"
+
+TERA = 1e12       # TFLOP/s -> FLOP/s
+GIB = 2 ** 30     # GiB -> bytes (HBM capacity is binary)
+GB = 1e9          # GB/s -> bytes/s (link and HBM bandwidths are rated in decimal units)
+US_PER_S = 1e6    # microseconds per second
+
+CLUSTER_KEYS = ("name", "source", "device", "levels", "efficiency")
+DEVICE_KEYS = ("name", "peak_tflops", "memory_gib", "hbm_bandwidth_gbps", "source")
+LEVEL_KEYS = ("name", "fanout", "bandwidth_gbps", "latency_us", "bandwidth_efficiency", "source")
+EFFICIENCY_KEYS = ("gemm_max", "gemm_half_flops", "hbm", "kernel_launch_s", "source")
+
+
+def _device(d, where: str = "device: ") -> Device:
+    if not isinstance(d, dict):
+        raise ExplorerError(f"{where}must be a mapping, got {type(d).__name__}")
+    check_keys(d, DEVICE_KEYS, where)
+    peaks = field(d, "peak_tflops", "mapping", where)
+    for dtype in peaks:
+        field(peaks, dtype, "positive", f"{where}peak_tflops: ")
+    return Device(name=field(d, "name", "text", where),
+                  peak_flops={dtype: tflops * TERA for dtype, tflops in peaks.items()},
+                  memory_bytes=field(d, "memory_gib", "positive", where) * GIB,
+                  hbm_bandwidth_bytes_per_s=field(d, "hbm_bandwidth_gbps", "positive", where) * GB,
+                  source=field(d, "source", "text", where, default=""))
+
+
+def _level(d, where: str) -> Level:
+    if not isinstance(d, dict):
+        raise ExplorerError(f"{where}must be a mapping, got {type(d).__name__}")
+    check_keys(d, LEVEL_KEYS, where)
+    return Level(name=field(d, "name", "text", where),
+                 fanout=field(d, "fanout", "count", where),
+                 bandwidth_bytes_per_s=field(d, "bandwidth_gbps", "positive", where) * GB,
+                 latency_s=field(d, "latency_us", "non-negative", where) / US_PER_S,
+                 bandwidth_efficiency=field(d, "bandwidth_efficiency", "positive", where, default=1.0),
+                 source=field(d, "source", "text", where, default=""))
+
+
+def _efficiency(d, where: str = "efficiency: ") -> Efficiency:
+    if not isinstance(d, dict):
+        raise ExplorerError(f"{where}must be a mapping, got {type(d).__name__}")
+    check_keys(d, EFFICIENCY_KEYS, where)
+    numbers = {key: field(d, key, "non-negative", where) for key in EFFICIENCY_KEYS[:-1] if key in d}
+    return Efficiency(**numbers, source=field(d, "source", "text", where, default=""))
+
+
+def cluster_from_dict(d: dict, name_hint: str = "") -> Cluster:
+    """A Cluster from the file schema (see the module docstring for units)."""
+    if not isinstance(d, dict):
+        raise ExplorerError(f"a cluster must be a mapping of fields, got {type(d).__name__}")
+    check_keys(d, CLUSTER_KEYS, "")
+    levels = field(d, "levels", "list", "")
+    if not levels:
+        raise ExplorerError("field 'levels' must list at least one level (the node)")
+    name = field(d, "name", "text", "", default=name_hint)
+    if not name:
+        raise ExplorerError("field 'name' must be a non-empty string")
+    return Cluster(name=name,
+                   device=_device(field(d, "device", "mapping", "")),
+                   levels=tuple(_level(level, f"levels[{i}]: ") for i, level in enumerate(levels)),
+                   efficiency=_efficiency(field(d, "efficiency", "mapping", "", default={})),
+                   source=field(d, "source", "text", "", default=""))
+
+
+def _num(x: float):
+    """A file-friendly number: unit conversions undone to 12 digits, integers without '.0'."""
+    x = float(f"{x:.12g}")
+    return int(x) if x.is_integer() else x
+
+
+def cluster_to_dict(cluster: Cluster) -> dict:
+    """The inverse of cluster_from_dict (same schema and units as the preset files)."""
+    dev, eff = cluster.device, cluster.efficiency
+    return {
+        "name": cluster.name, "source": cluster.source,
+        "device": {"name": dev.name,
+                   "peak_tflops": {k: _num(v / TERA) for k, v in dev.peak_flops.items()},
+                   "memory_gib": _num(dev.memory_bytes / GIB),
+                   "hbm_bandwidth_gbps": _num(dev.hbm_bandwidth_bytes_per_s / GB),
+                   "source": dev.source},
+        "levels": [{"name": lv.name, "fanout": lv.fanout,
+                    "bandwidth_gbps": _num(lv.bandwidth_bytes_per_s / GB),
+                    "latency_us": _num(lv.latency_s * US_PER_S),
+                    "bandwidth_efficiency": _num(lv.bandwidth_efficiency),
+                    "source": lv.source} for lv in cluster.levels],
+        "efficiency": {"gemm_max": _num(eff.gemm_max), "gemm_half_flops": _num(eff.gemm_half_flops),
+                       "hbm": _num(eff.hbm), "kernel_launch_s": _num(eff.kernel_launch_s),
+                       "source": eff.source},
+    }
+
+
+def load_cluster(name_or_path) -> Cluster:
+    """A preset by name (see list_clusters), or a .json/.yaml/.yml cluster file."""
+    path = resolve(name_or_path, PRESET_DIR, "cluster")
+    return load_file(path, cluster_from_dict, path.stem)
+
+
+def list_clusters() -> list:
+    """Every preset in assets/clusters, sorted by name."""
+    return sorted((load_cluster(p) for p in PRESET_DIR.glob("*.json")), key=lambda c: c.name)

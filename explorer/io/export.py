@@ -1,0 +1,77 @@
+"""Exports: figures as PNG/SVG (kaleido + the system Chromium) and offline HTML,
+tables as CSV, the strategy as JSON, the formulas as a LaTeX document.
+
+Image export starts a headless Chromium, which takes seconds; callers should
+produce images on demand (the app passes these functions as deferred download
+data), never on every rerun.
+
+>>> import plotly.graph_objects as go
+>>> "plotly" in figure_html(go.Figure(go.Bar(x=[1], y=[2])))[:20000].lower()
+True
+"""
+from __future__ import annotations
+
+import json
+import os
+
+import pandas as pd
+
+from explorer.strategy.strategy import Strategy
+from explorer.io.strategies import strategy_to_dict
+
+CHROMIUM = "/usr/bin/chromium"
+IMAGE_FORMATS = ("png", "svg")
+
+
+def _use_system_chromium() -> None:
+    """kaleido 1.x finds its browser through BROWSER_PATH; Debian's chromium lives here."""
+    if "BROWSER_PATH" not in os.environ and os.path.exists(CHROMIUM):
+        os.environ["BROWSER_PATH"] = CHROMIUM
+
+
+def figure_image(fig, fmt: str = "png", scale: float = 2.0) -> bytes:
+    """The figure as PNG or SVG bytes (kaleido)."""
+    if fmt not in IMAGE_FORMATS:
+        raise ValueError(f"image format {fmt!r} is not one of {', '.join(IMAGE_FORMATS)}")
+    _use_system_chromium()
+    width = fig.layout.width or 1100
+    height = fig.layout.height or 500
+    return fig.to_image(format=fmt, width=width, height=height, scale=scale if fmt == "png" else 1)
+
+
+def figure_html(fig) -> str:
+    """A standalone HTML page with plotly.js inlined: it opens offline."""
+    return fig.to_html(include_plotlyjs=True, full_html=True)
+
+
+def table_csv(table: pd.DataFrame) -> bytes:
+    return table.to_csv(index=False).encode("utf-8")
+
+
+def strategy_json(strategy: Strategy) -> str:
+    """Versioned strategy JSON (explorer.strategy_io), loadable with --strategy FILE."""
+    return json.dumps(strategy_to_dict(strategy), indent=2) + "\n"
+
+
+def formulas_latex(symbolic, seconds: dict, title: str = "") -> str:
+    """A compilable LaTeX document: each category's formula and its value, then the total."""
+    lines = [r"\documentclass{article}", r"\usepackage{amsmath}",
+             r"\usepackage[margin=1.5cm,landscape]{geometry}", r"\begin{document}"]
+    if title:
+        lines.append(rf"\section*{{{_escape(title)}}}")
+    for category, latex in symbolic.latex().items():
+        name = category.replace("_", r"\_")
+        lines += [r"\begin{multline*}", rf"T_{{\mathrm{{{name}}}}} = {latex} \\",
+                  rf"= {seconds.get(category, 0.0):.6g}\,\mathrm{{s}}", r"\end{multline*}"]
+    for symbol, definition in symbolic.definitions_latex().items():
+        lines += [r"\begin{multline*}", rf"\text{{where }} {symbol} = {definition}", r"\end{multline*}"]
+    total = sum(seconds.values())
+    lines += [r"\begin{multline*}", symbolic.total_latex() + r" \\",
+              rf"= {total:.6g}\,\mathrm{{s}}", r"\end{multline*}", r"\end{document}", ""]
+    return "\n".join(lines)
+
+
+def _escape(text: str) -> str:
+    for char in "&%$#_{}":
+        text = text.replace(char, "\\" + char)
+    return text

@@ -1,0 +1,240 @@
+"""Load models: a preset name, a JSON/YAML file in our schema, or a HuggingFace config.json.
+
+Our schema is the ModelSpec fields (plus "source"); it is told apart from a
+HuggingFace config by its "family" field. Every failure is one ExplorerError
+line naming the file and the field. Files are parsed with json or
+yaml.safe_load only; nothing is ever evaluated.
+
+>>> load_model("tiny-gpt").hidden
+256
+
+The helpers `read_mapping`, `check_keys` and `field` are shared with
+cluster_io and strategy_io.
+"""
+from __future__ import annotations
+
+import difflib
+import json
+import math
+from dataclasses import fields
+from pathlib import Path
+
+import yaml
+
+from explorer.errors import ExplorerError
+from explorer.model.spec import FAMILIES, ModelSpec
+
+PRESET_DIR = Path(__file__).resolve().parents[2] / "assets" / "models"
+SUFFIXES = (".json", ".yaml", ".yml")
+
+MODEL_FIELDS = tuple(f.name for f in fields(ModelSpec))
+_TRANSFORMER = ("layers", "hidden", "heads", "seq_len", "vocab")
+REQUIRED = {"gpt": _TRANSFORMER, "bert": _TRANSFORMER, "llama": _TRANSFORMER,
+            "mlp": ("layers", "hidden", "seq_len", "vocab"), "cnn": ("stage_blocks", "vocab")}
+
+# HuggingFace spellings of our fields; the first one present wins (GPT-2 names second).
+HF_KEYS = {
+    "layers": ("num_hidden_layers", "n_layer"),
+    "hidden": ("hidden_size", "n_embd"),
+    "heads": ("num_attention_heads", "n_head"),
+    "ffn_hidden": ("intermediate_size", "n_inner", "ffn_dim"),
+    "kv_heads": ("num_key_value_heads",),
+    "seq_len": ("max_position_embeddings", "n_positions", "n_ctx"),
+    "vocab": ("vocab_size",),
+}
+# HuggingFace model_type -> our family (the architecture, not the checkpoint).
+HF_FAMILIES = {"llama": "llama", "mistral": "llama", "qwen2": "llama",
+               "bert": "bert", "roberta": "bert", "xlm-roberta": "bert",
+               "gpt2": "gpt", "gpt_bigcode": "gpt", "gpt_neox": "gpt", "gptj": "gpt", "opt": "gpt"}
+
+
+# ---- helpers shared by the loaders -------------------------------------------------
+
+def short_repr(value) -> str:
+    """A short one-line repr for error messages."""
+    try:
+        text = repr(value)
+    except ValueError:             # an integer with more digits than Python will print
+        return f"<a {type(value).__name__} too large to show>"
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_number(v) -> bool:
+    if not (is_int(v) or isinstance(v, float)):
+        return False
+    try:
+        return math.isfinite(float(v))
+    except OverflowError:          # an integer too large for a float
+        return False
+
+
+KINDS = {  # kind -> (test, description for the error message)
+    "text": (lambda v: isinstance(v, str), "a string"),
+    "int": (is_int, "an integer"),
+    "count": (lambda v: is_int(v) and v >= 1, "a positive integer"),
+    "positive": (lambda v: _is_number(v) and v > 0, "a positive number"),
+    "non-negative": (lambda v: _is_number(v) and v >= 0, "a non-negative number"),
+    "bool": (lambda v: isinstance(v, bool), "true or false"),
+    "mapping": (lambda v: isinstance(v, dict), "a mapping"),
+    "list": (lambda v: isinstance(v, list), "a list"),
+}
+_REQUIRED = object()
+
+
+def field(d: dict, key: str, kind: str, where: str, default=_REQUIRED):
+    """d[key] checked to be of `kind` (see KINDS); `default` if absent, else an error."""
+    if key not in d:
+        if default is _REQUIRED:
+            raise ExplorerError(f"{where}missing field '{key}'")
+        return default
+    test, description = KINDS[kind]
+    if not test(d[key]):
+        raise ExplorerError(f"{where}field '{key}' must be {description}, got {short_repr(d[key])}")
+    return d[key]
+
+
+def check_keys(d: dict, known, where: str) -> None:
+    """Refuse a key outside `known`, suggesting the closest known one."""
+    for key in d:
+        if key not in known:
+            close = difflib.get_close_matches(str(key), list(known), n=1)
+            hint = f" (did you mean '{close[0]}'?)" if close else ""
+            raise ExplorerError(
+                f"{where}unknown field {short_repr(key)}{hint}; known fields: {', '.join(known)}")
+
+
+def read_mapping(path: Path) -> dict:
+    """The top-level mapping of a .json, .yaml or .yml file."""
+    path = Path(path)
+    if not path.is_file():
+        raise ExplorerError(f"{path}: no such file")
+    suffix = path.suffix.lower()
+    if suffix not in SUFFIXES:
+        raise ExplorerError(f"{path}: unsupported file type {suffix or '(none)'!r}; use .json, .yaml or .yml")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise ExplorerError(f"{path}: cannot be read ({type(e).__name__})") from None
+    return parse_mapping(text, suffix, str(path))
+
+
+def parse_mapping(text: str, suffix: str, where: str) -> dict:
+    """The top-level mapping of JSON (suffix .json) or YAML text; never evaluates anything."""
+    try:
+        data = json.loads(text) if suffix == ".json" else yaml.safe_load(text)
+    except json.JSONDecodeError as e:
+        raise ExplorerError(f"{where}: malformed JSON at line {e.lineno} column {e.colno}: {e.msg}") from None
+    except (yaml.YAMLError, ValueError, RecursionError) as e:
+        kind = "JSON" if suffix == ".json" else "YAML"
+        raise ExplorerError(f"{where}: malformed {kind}: {' '.join(str(e).split())[:200]}") from None
+    if not isinstance(data, dict):
+        raise ExplorerError(f"{where}: expected a mapping of fields at the top level, got {type(data).__name__}")
+    return data
+
+
+def resolve(name_or_path, preset_dir: Path, kind: str) -> Path:
+    """The preset file for a name, or the path given; an unknown name lists the presets."""
+    text = str(name_or_path)
+    preset = preset_dir / f"{text}.json"
+    if text and "/" not in text and "\\" not in text and preset.is_file():
+        return preset
+    path = Path(text).expanduser()
+    if text and (path.suffix.lower() in SUFFIXES or path.exists() or "/" in text or "\\" in text):
+        return path
+    known = sorted(p.stem for p in preset_dir.glob("*.json"))
+    close = difflib.get_close_matches(text, known, n=3, cutoff=0.5)
+    hint = f" (did you mean {', '.join(close)}?)" if close else ""
+    raise ExplorerError(f"unknown {kind} preset {text!r}{hint}; known presets: {', '.join(known)}")
+
+
+def load_file(path: Path, build, *args):
+    """build(read_mapping(path), *args), with any error prefixed by the file name."""
+    data = read_mapping(path)
+    try:
+        return build(data, *args)
+    except ExplorerError as e:
+        raise ExplorerError(f"{path}: {e}") from None
+
+
+# ---- models ---------------------------------------------------------------------------
+
+def _from_our_schema(d: dict, name_hint: str) -> ModelSpec:
+    check_keys(d, MODEL_FIELDS, "")
+    family = field(d, "family", "text", "")
+    if family not in FAMILIES:
+        raise ExplorerError(f"field 'family' is {family!r}; use one of {', '.join(FAMILIES)}")
+    for key in d:
+        kind = "text" if key in ("name", "family", "source") else "list" if key == "stage_blocks" else "int"
+        field(d, key, kind, "")
+    missing = [key for key in REQUIRED[family] if key not in d]
+    if missing:
+        raise ExplorerError(
+            f"missing field '{missing[0]}' (a {family} model needs {', '.join(REQUIRED[family])})")
+    values = dict(d)
+    values.setdefault("name", name_hint)
+    values["stage_blocks"] = tuple(values.get("stage_blocks", ()))
+    if family == "cnn":
+        blocks = values["stage_blocks"]
+        for i, n in enumerate(blocks):
+            if not is_int(n):
+                raise ExplorerError(f"field 'stage_blocks[{i}]' must be an integer, got {short_repr(n)}")
+        values.setdefault("layers", sum(blocks))
+        if values["layers"] != sum(blocks):
+            raise ExplorerError(
+                f"field 'layers' is {values['layers']} but stage_blocks {blocks} hold {sum(blocks)} blocks")
+    return ModelSpec(**values)
+
+
+def _hf_family(d: dict) -> str:
+    model_type = field(d, "model_type", "text", "", default="")
+    if model_type in HF_FAMILIES:
+        return HF_FAMILIES[model_type]
+    for arch in field(d, "architectures", "list", "", default=[]):
+        squashed = str(arch).lower()
+        for known, family in HF_FAMILIES.items():
+            if squashed.startswith(known.replace("_", "").replace("-", "")):
+                return family
+    raise ExplorerError(
+        f"cannot tell the model family from model_type {model_type!r} or architectures "
+        f"{short_repr(d.get('architectures'))}; known model types: {', '.join(HF_FAMILIES)}")
+
+
+def _from_huggingface(d: dict, name_hint: str) -> ModelSpec:
+    values = {"name": name_hint, "family": _hf_family(d),
+              "source": f"HuggingFace config ({d.get('model_type', 'unknown model_type')})"}
+    for ours, spellings in HF_KEYS.items():
+        present = [key for key in spellings if d.get(key) is not None]
+        if not present:
+            if ours in _TRANSFORMER:
+                raise ExplorerError(f"HuggingFace config has no {' / '.join(repr(k) for k in spellings)}")
+            continue
+        values[ours] = field(d, present[0], "int", "")
+    return ModelSpec(**values)
+
+
+def model_from_dict(d: dict, name_hint: str = "") -> ModelSpec:
+    """A ModelSpec from our schema (it has 'family') or from a HuggingFace config dict."""
+    if not isinstance(d, dict):
+        raise ExplorerError(f"a model must be a mapping of fields, got {type(d).__name__}")
+    if "family" in d:
+        return _from_our_schema(d, name_hint)
+    if any(key in d for key in ("model_type", "architectures", "num_hidden_layers", "n_layer")):
+        return _from_huggingface(d, name_hint)
+    raise ExplorerError("not a model: no 'family' field (our schema) and no 'model_type', "
+                        "'architectures' or 'num_hidden_layers' (HuggingFace config)")
+
+
+def load_model(name_or_path) -> ModelSpec:
+    """A preset by name (see list_models), or a .json/.yaml/.yml model or HuggingFace config file."""
+    path = resolve(name_or_path, PRESET_DIR, "model")
+    return load_file(path, model_from_dict, path.stem)
+
+
+def list_models() -> list:
+    """Every preset in assets/models, sorted by name."""
+    models = [load_model(path) for path in PRESET_DIR.glob("*.json")]
+    return sorted(models, key=lambda m: m.name)

@@ -1,0 +1,62 @@
+"""A Result as the CLI's JSON object and as a readable table."""
+from __future__ import annotations
+
+from explorer.cost.evaluate import Result
+from explorer.cost.program import CATEGORIES
+
+MEMORY_KEYS = ("params", "grads", "optimizer", "activations", "total")
+
+
+def result_dict(result: Result, formula_latex: str = "", terms_latex: dict | None = None,
+                definitions_latex: dict | None = None) -> dict:
+    """The stable JSON contract of `python -m explorer evaluate --json`."""
+    return {
+        "iteration_time_s": result.iteration_time_s,
+        "breakdown_s": {c: result.breakdown_s[c] for c in CATEGORIES},
+        "hidden_s": result.hidden_s,
+        "comm_bytes_per_device": result.comm_bytes_per_device,
+        "comm_by_kind": result.comm_by_kind,
+        "comm_time_by_level_s": result.comm_time_by_level_s,
+        "memory_bytes_per_device": {k: result.memory_bytes_per_device[k] for k in MEMORY_KEYS},
+        "memory_by_stage": result.memory_by_stage,
+        "stage_times_s": result.stage_times_s,
+        "critical_stage": result.critical_stage,
+        "params": result.params,
+        "model_flops_per_iteration": result.model_flops_per_iteration,
+        "hardware_flops_per_iteration": result.hardware_flops_per_iteration,
+        "tflops_per_gpu": result.tflops_per_gpu,
+        "hardware_tflops_per_gpu": result.hardware_tflops_per_gpu,
+        "mfu": result.mfu,
+        "gpus": result.gpus,
+        "micro_batches": result.micro_batches,
+        "formula_latex": formula_latex,
+        "terms_latex": terms_latex or {},
+        "definitions_latex": definitions_latex or {},
+    }
+
+
+def _gib(x: float) -> str:
+    return f"{x / 2**30:9.2f} GiB"
+
+
+def result_table(result: Result, title: str) -> str:
+    total = result.iteration_time_s
+    lines = [title, "", f"iteration time      {total:12.4f} s", "", "time by category (exposed)"]
+    for c in CATEGORIES:
+        secs = result.breakdown_s[c]
+        lines.append(f"  {c:<16}{secs:12.4f} s  {100 * secs / total:5.1f} %")
+    lines += ["", "communication per device"]
+    for c, nbytes in result.comm_bytes_per_device.items():
+        lines.append(f"  {c:<16}{nbytes / 1e9:12.3f} GB")
+    lines += ["", f"memory, most loaded device (stage {result.extra['peak_memory_stage']})"]
+    for k in MEMORY_KEYS:
+        lines.append(f"  {k:<16}{_gib(result.memory_bytes_per_device[k])}")
+    cap = result.extra["device_memory_bytes"]
+    if result.memory_bytes_per_device["total"] > cap:
+        lines.append(f"  ! exceeds the device's {_gib(cap).strip()}")
+    lines += ["", f"parameters          {result.params / 1e9:12.3f} B",
+              f"model FLOPs/iter    {result.model_flops_per_iteration:12.4e}",
+              f"hardware FLOPs/iter {result.hardware_flops_per_iteration:12.4e}",
+              f"TFLOP/s per GPU     {result.tflops_per_gpu:12.1f}  (model FLOPs)",
+              f"MFU                 {100 * result.mfu:12.1f} %"]
+    return "\n".join(lines)

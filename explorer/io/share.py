@@ -1,0 +1,238 @@
+"""Share links: model, cluster and strategy as URL query parameters, and back.
+
+`encode` gives a flat dict of short, readable parameters; `decode` validates
+every one of them (regular expressions, ranges, known names; JSON parsed with
+json.loads only, never evaluated) and returns the built-in defaults plus one
+message per problem for anything malformed, tampered or impossible.
+
+Parameters: `model` (preset name) or `model_spec` (base64url JSON of our model
+schema); `cluster` or `cluster_spec` likewise; dp, tp, pp, b (micro-batch),
+B (global batch), sched, v (chunks), zero, rc (recompute), sp, ov, sg (0/1),
+dtype; `splits` (per-layer operator splits, run-length: "8mx48,4cx48" = 48
+layers Megatron x8 then 48 column x4) and `stages` (layers per pipeline stage:
+"12,12,..."). A strategy with per-operator overrides travels as `strategy_spec`.
+
+>>> from explorer import load_model, load_cluster
+>>> from explorer.strategy.presets import DEFAULT_STRATEGY
+>>> m, c = load_model("gpt3-175b"), load_cluster("dgx-a100-80gb")
+>>> decode(encode(m, c, DEFAULT_STRATEGY)).strategy == DEFAULT_STRATEGY
+True
+>>> decode({"dp": "16; import os"}).messages[0]
+"link parameter 'dp' must be a whole number, got '16; import os'; using 16"
+"""
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import re
+from dataclasses import dataclass, field
+
+from explorer.io.clusters import PRESET_DIR as CLUSTER_DIR, cluster_from_dict, cluster_to_dict, load_cluster
+from explorer.errors import ExplorerError
+from explorer.io.models import PRESET_DIR as MODEL_DIR, load_model, model_from_dict
+from explorer.cost.evaluate import evaluate
+from explorer.strategy.presets import DEFAULT_CLUSTER, DEFAULT_MODEL, fallback_strategy
+from explorer.strategy.strategy import DTYPES, RECOMPUTE, SCHEDULES, LayerSplit, Strategy
+from explorer.io.strategies import strategy_from_dict, strategy_to_dict
+
+MAX_SPEC_CHARS = 8192            # a base64 spec longer than this is refused unread
+NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+WHOLE = re.compile(r"^[0-9]{1,7}$")
+SPLIT_ITEM = re.compile(r"^([0-9]{1,4})([a-z])x([0-9]{1,5})$")
+PRESET_LETTER = {"megatron": "m", "column": "c", "row": "r", "batch": "b", "replicated": "n"}
+LETTER_PRESET = {v: k for k, v in PRESET_LETTER.items()}
+INTS = {"dp": "dp", "tp": "tp", "pp": "pp", "b": "micro_batch", "B": "global_batch", "v": "chunks",
+        "zero": "zero"}
+CHOICES = {"sched": ("schedule", SCHEDULES), "rc": ("recompute", RECOMPUTE), "dtype": ("dtype", DTYPES)}
+BOOLS = {"sp": "sequence_parallel", "ov": "overlap_dp", "sg": "scatter_gather"}
+MAX_INT = 10 ** 6
+
+
+@dataclass(frozen=True)
+class Shared:
+    model: object
+    cluster: object
+    strategy: Strategy
+    messages: list = field(default_factory=list)   # one line per refused parameter
+
+
+def _b64(d: dict) -> str:
+    raw = json.dumps(d, separators=(",", ":"), sort_keys=True).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def _unb64(text: str, what: str) -> dict:
+    if len(text) > MAX_SPEC_CHARS:
+        raise ExplorerError(f"link parameter '{what}' is longer than {MAX_SPEC_CHARS} characters")
+    try:
+        raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+        data = json.loads(raw.decode("utf-8"))
+    except (binascii.Error, ValueError, UnicodeDecodeError, RecursionError):
+        raise ExplorerError(f"link parameter '{what}' is not valid base64 JSON") from None
+    if not isinstance(data, dict):
+        raise ExplorerError(f"link parameter '{what}' must hold a mapping of fields")
+    return data
+
+
+def _spec(params: dict, key: str, build):
+    """build(dict) from a base64 JSON parameter, errors prefixed with the parameter's name."""
+    data = _unb64(params[key], key)
+    try:
+        return build(data, f"shared {key.split('_')[0]}")
+    except ExplorerError as err:
+        raise ExplorerError(f"link parameter '{key}': {err}") from None
+
+
+def _is_preset(name: str, folder) -> bool:
+    return bool(NAME.match(name)) and (folder / f"{name}.json").is_file()
+
+
+def _run_length(items: list) -> list:
+    runs = []
+    for item in items:
+        if runs and runs[-1][0] == item:
+            runs[-1][1] += 1
+        else:
+            runs.append([item, 1])
+    return runs
+
+
+def encode(model, cluster, strategy: Strategy) -> dict:
+    """Query parameters (str -> str) that `decode` turns back into the same three objects."""
+    out = {}
+    if _is_preset(model.name, MODEL_DIR) and load_model(model.name) == model:
+        out["model"] = model.name
+    else:
+        out["model_spec"] = _b64(model.to_dict())
+    if _is_preset(cluster.name, CLUSTER_DIR) and load_cluster(cluster.name) == cluster:
+        out["cluster"] = cluster.name
+    else:
+        out["cluster_spec"] = _b64(cluster_to_dict(cluster))
+    if any(split.overrides for split in strategy.layer_splits):
+        out["strategy_spec"] = _b64(strategy_to_dict(strategy))
+        return out
+    for short, name in INTS.items():
+        out[short] = str(getattr(strategy, name))
+    for short, (name, _) in CHOICES.items():
+        out[short] = getattr(strategy, name)
+    for short, name in BOOLS.items():
+        out[short] = "1" if getattr(strategy, name) else "0"
+    if strategy.layer_splits:
+        runs = _run_length([(s.degree, PRESET_LETTER[s.preset]) for s in strategy.layer_splits])
+        out["splits"] = ",".join(f"{deg}{letter}x{n}" for (deg, letter), n in runs)
+    if strategy.stage_map:
+        out["stages"] = ",".join(str(n) for _, n in _run_length(list(strategy.stage_map)))
+    return out
+
+
+def _whole(params: dict, key: str) -> int:
+    text = params[key]
+    if not WHOLE.match(text) or not 0 <= int(text) <= MAX_INT:
+        raise ExplorerError(f"link parameter '{key}' must be a whole number, got {text[:40]!r}")
+    return int(text)
+
+
+def _splits(text: str) -> tuple:
+    out = []
+    for item in text.split(","):
+        match = SPLIT_ITEM.match(item)
+        if not match or match.group(2) not in LETTER_PRESET:
+            raise ExplorerError(f"link parameter 'splits' has a malformed item {item[:40]!r} "
+                                f"(expected e.g. 8mx48: degree, {'/'.join(LETTER_PRESET)}, x, layers)")
+        degree, letter, count = int(match.group(1)), match.group(2), int(match.group(3))
+        out += [LayerSplit(degree=degree, preset=LETTER_PRESET[letter])] * count
+    return tuple(out)
+
+
+def _stages(text: str) -> tuple:
+    sizes = [int(n) if WHOLE.match(n) else -1 for n in text.split(",")]
+    if any(n < 1 for n in sizes):
+        raise ExplorerError(f"link parameter 'stages' must list positive layer counts, got {text[:40]!r}")
+    return tuple(stage for stage, n in enumerate(sizes) for _ in range(n))
+
+
+def _spec_or_preset(params: dict, messages: list, what: str, default: str, directory, load, from_dict):
+    """The model or cluster a link names: an inline spec, a preset, or the default with a message."""
+    try:
+        if f"{what}_spec" in params:
+            return _spec(params, f"{what}_spec", from_dict)
+        name = params.get(what, default)
+        if not _is_preset(name, directory):
+            raise ExplorerError(f"link parameter '{what}' names no preset: {name[:40]!r}")
+        return load(name)
+    except ExplorerError as err:
+        messages.append(f"{err}; using the default {what} {default}")
+        return load(default)
+
+
+def _model(params: dict, messages: list):
+    return _spec_or_preset(params, messages, "model", DEFAULT_MODEL, MODEL_DIR, load_model, model_from_dict)
+
+
+def _cluster(params: dict, messages: list):
+    return _spec_or_preset(params, messages, "cluster", DEFAULT_CLUSTER, CLUSTER_DIR, load_cluster,
+                           cluster_from_dict)
+
+
+def _strategy_fields(params: dict, base: Strategy, messages: list) -> dict:
+    fields = {}
+    readers = [(short, name, lambda k: _whole(params, k)) for short, name in INTS.items()]
+    readers += [(short, name, lambda k, ok=ok: _choice(params, k, ok)) for short, (name, ok) in CHOICES.items()]
+    readers += [(short, name, lambda k: _flag(params, k)) for short, name in BOOLS.items()]
+    readers += [("splits", "layer_splits", lambda k: _splits(params[k])),
+                ("stages", "stage_map", lambda k: _stages(params[k]))]
+    for short, name, read in readers:
+        if short in params:
+            try:
+                fields[name] = read(short)
+            except ExplorerError as err:
+                messages.append(f"{err}; using {_shown(getattr(base, name))}" if short not in ("splits", "stages")
+                                else f"{err}; using the default per-layer choices")
+    return fields
+
+
+def _shown(value) -> str:
+    return ("1" if value else "0") if isinstance(value, bool) else str(value)
+
+
+def _choice(params: dict, key: str, allowed: tuple) -> str:
+    if params[key] not in allowed:
+        raise ExplorerError(f"link parameter '{key}' must be one of {', '.join(allowed)}, got {params[key][:40]!r}")
+    return params[key]
+
+
+def _flag(params: dict, key: str) -> bool:
+    if params[key] not in ("0", "1"):
+        raise ExplorerError(f"link parameter '{key}' must be 0 or 1, got {params[key][:40]!r}")
+    return params[key] == "1"
+
+
+def _strategy(params: dict, model, cluster, messages: list) -> Strategy:
+    base = fallback_strategy(model, cluster)
+    try:
+        if "strategy_spec" in params:
+            strategy = _spec(params, "strategy_spec", lambda d, _: strategy_from_dict(d))
+        else:
+            fields = _strategy_fields(params, base, messages)
+            strategy = Strategy(**{**_plain(base), **fields})
+        evaluate(model, strategy, cluster)
+        return strategy
+    except ExplorerError as err:
+        messages.append(f"the shared strategy cannot run: {err}; using the default strategy")
+        return base
+
+
+def _plain(strategy: Strategy) -> dict:
+    return {name: getattr(strategy, name) for name in Strategy.__dataclass_fields__
+            if name not in ("layer_splits", "stage_map")}
+
+
+def decode(params) -> Shared:
+    """Model, cluster and strategy from query parameters; defaults and messages for bad ones."""
+    params = {str(k): str(v) for k, v in dict(params).items()}
+    messages = []
+    model = _model(params, messages)
+    cluster = _cluster(params, messages)
+    strategy = _strategy(params, model, cluster, messages)
+    return Shared(model, cluster, strategy, messages)

@@ -1,0 +1,64 @@
+"""Uploaded files (bytes + a file name) as models, clusters and strategies.
+
+The same schemas as the files the CLI reads (model_io, cluster_io,
+strategy_io); parsed with json.loads or yaml.safe_load only, never evaluated.
+Every failure is one ExplorerError line naming the file.
+
+>>> model_from_upload("m.json", b'{"family": "gpt", "layers": 2, "hidden": 64, "heads": 4, '
+...                   b'"seq_len": 32, "vocab": 100}').name
+'m'
+>>> model_from_upload("m.json", b"{oops")
+Traceback (most recent call last):
+...
+explorer.errors.ExplorerError: m.json: malformed JSON at line 1 column 2: Expecting property name enclosed in double quotes
+"""
+from __future__ import annotations
+
+from pathlib import PurePath
+
+from explorer.io.clusters import cluster_from_dict
+from explorer.errors import ExplorerError
+from explorer.io.models import SUFFIXES, model_from_dict, parse_mapping
+from explorer.io.strategies import strategy_from_dict
+
+MAX_UPLOAD_BYTES = 1_000_000
+
+
+def mapping_from_upload(name: str, data: bytes) -> dict:
+    """The top-level mapping of an uploaded .json, .yaml or .yml file."""
+    suffix = PurePath(name).suffix.lower()
+    if suffix not in SUFFIXES:
+        raise ExplorerError(f"{name}: unsupported file type {suffix or '(none)'!r}; use .json, .yaml or .yml")
+    if len(data) > MAX_UPLOAD_BYTES:
+        raise ExplorerError(f"{name}: {len(data)} bytes is more than the {MAX_UPLOAD_BYTES} an upload may have")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ExplorerError(f"{name}: not UTF-8 text") from None
+    return parse_mapping(text, suffix, name)
+
+
+def _build(name: str, data: bytes, build, *args):
+    mapping = mapping_from_upload(name, data)
+    try:
+        return build(mapping, *args)
+    except ExplorerError as err:
+        raise ExplorerError(f"{name}: {err}") from None
+
+
+def _stem(name: str) -> str:
+    stem = PurePath(name).stem
+    return "uploaded" if stem in ("", "config") else stem
+
+
+def model_from_upload(name: str, data: bytes):
+    """Our model schema or a HuggingFace config.json (see model_io)."""
+    return _build(name, data, model_from_dict, _stem(name))
+
+
+def cluster_from_upload(name: str, data: bytes):
+    return _build(name, data, cluster_from_dict, _stem(name))
+
+
+def strategy_from_upload(name: str, data: bytes):
+    return _build(name, data, strategy_from_dict)

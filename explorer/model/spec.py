@@ -1,0 +1,91 @@
+"""ModelSpec: the few numbers that define a model; the graph is built from it."""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from explorer.errors import ExplorerError
+
+FAMILIES = ("gpt", "bert", "llama", "mlp", "cnn")
+
+
+def _positive_int(name: str, value) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ExplorerError(f"model field '{name}' must be a positive integer, got {value!r}")
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A model in the DESIGN.md vocabulary.
+
+    Transformers (gpt, bert, llama) use layers/hidden/heads/seq_len/vocab and
+    optionally ffn_hidden (default 4*hidden) and kv_heads (default heads).
+    mlp uses layers/hidden (tokens per sample = seq_len, classes = vocab).
+    cnn uses image_size, in_channels, num_classes, stage_blocks, base_width
+    (a ResNet-style bottleneck network); `layers` counts its blocks.
+    """
+
+    name: str
+    family: str
+    layers: int                  # l: transformer layers / MLP layers / CNN blocks
+    hidden: int = 1              # h
+    heads: int = 1               # a
+    seq_len: int = 1             # s (tokens per sample)
+    vocab: int = 1               # V (vocabulary, or output classes)
+    ffn_hidden: int = 0          # f; 0 means the family default
+    kv_heads: int = 0            # key/value heads; 0 means = heads
+    image_size: int = 224        # cnn: input height = width, pixels
+    in_channels: int = 3         # cnn: input channels
+    stage_blocks: tuple = ()     # cnn: bottleneck blocks per stage
+    base_width: int = 64         # cnn: channels of the stem / first stage
+    source: str = ""             # where the numbers come from
+
+    def __post_init__(self):
+        if self.family not in FAMILIES:
+            raise ExplorerError(
+                f"model family {self.family!r} is unknown; use one of {', '.join(FAMILIES)}")
+        if not isinstance(self.name, str) or not self.name:
+            raise ExplorerError("model field 'name' must be a non-empty string")
+        if self.family == "cnn":
+            object.__setattr__(self, "stage_blocks", tuple(self.stage_blocks))
+            if not self.stage_blocks:
+                raise ExplorerError("a cnn model needs 'stage_blocks', e.g. [3, 4, 6, 3]")
+            for i, n in enumerate(self.stage_blocks):
+                _positive_int(f"stage_blocks[{i}]", n)
+            object.__setattr__(self, "layers", sum(self.stage_blocks))
+            for name in ("image_size", "in_channels", "base_width", "vocab"):
+                _positive_int(name, getattr(self, name))
+            if self.image_size < 32:
+                raise ExplorerError(f"model field 'image_size' must be at least 32, got {self.image_size}")
+            return
+        for name in ("layers", "hidden", "heads", "seq_len", "vocab"):
+            _positive_int(name, getattr(self, name))
+        for name in ("ffn_hidden", "kv_heads"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ExplorerError(f"model field '{name}' must be a non-negative integer, got {value!r}")
+        if self.ffn_hidden == 0:
+            object.__setattr__(self, "ffn_hidden", 4 * self.hidden)
+        if self.kv_heads == 0:
+            object.__setattr__(self, "kv_heads", self.heads)
+        if self.family in ("gpt", "bert", "llama"):
+            if self.hidden % self.heads:
+                raise ExplorerError(
+                    f"hidden size {self.hidden} is not divisible by heads {self.heads}")
+            if self.heads % self.kv_heads:
+                raise ExplorerError(
+                    f"heads {self.heads} is not divisible by kv_heads {self.kv_heads}")
+
+    @property
+    def is_transformer(self) -> bool:
+        return self.family in ("gpt", "bert", "llama")
+
+    def with_seq_len(self, seq_len: int) -> "ModelSpec":
+        """The same model at another sequence length (the --seq-len flag)."""
+        fields = asdict(self)
+        fields["seq_len"] = seq_len
+        return ModelSpec(**fields)
+
+    def to_dict(self) -> dict:
+        out = asdict(self)
+        out["stage_blocks"] = list(self.stage_blocks)
+        return out

@@ -1,0 +1,133 @@
+"""Named strategies for a model and a GPU count: the starting points the app offers.
+
+Each preset is built for the chosen model, cluster and device count and is
+checked by `evaluate`; a preset that cannot work (e.g. ZeRO-3 memory still too
+large is fine, but tp not dividing the heads is not) comes back with the reason
+instead of a strategy.
+
+>>> from explorer import load_model, load_cluster
+>>> found = strategy_presets(load_model("tiny-gpt"), load_cluster("classroom"), 8, 16)
+>>> found["Pure DP"].strategy.dp
+8
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from explorer.hardware.cluster import Cluster
+from explorer.errors import ExplorerError
+from explorer.cost.evaluate import evaluate
+from explorer.model.spec import ModelSpec
+from explorer.strategy.strategy import Strategy
+
+DEFAULT_MODEL = "gpt3-175b"
+DEFAULT_CLUSTER = "dgx-a100-80gb"
+# Narayanan et al. SC'21 Table 1 row for GPT-3 175B (t=8, p=8, 1024 GPUs, B=1536), with
+# Korthikanti et al. MLSys'23's sequence parallelism + selective recomputation so it fits 80 GB.
+DEFAULT_STRATEGY = Strategy(dp=16, tp=8, pp=8, micro_batch=1, global_batch=1536, schedule="1f1b",
+                            sequence_parallel=True, recompute="selective")
+
+
+@dataclass(frozen=True)
+class Preset:
+    name: str
+    description: str
+    strategy: Strategy | None     # None when the preset does not fit; see `reason`
+    reason: str = ""
+
+
+def _powers_of_two(limit: int) -> list:
+    out, x = [], 1
+    while x <= limit:
+        out.append(x)
+        x *= 2
+    return out
+
+
+def round_batch(global_batch: int, multiple: int) -> int:
+    """The smallest multiple of `multiple` that is >= global_batch (and >= multiple)."""
+    return max(multiple, -(-global_batch // multiple) * multiple)
+
+
+def node_tp(model: ModelSpec, cluster: Cluster, gpus: int) -> int:
+    """Largest power of two within one node that divides the heads and the GPU count (Megatron's rule)."""
+    heads = model.heads if model.is_transformer else 1
+    fits = [t for t in _powers_of_two(cluster.devices_per_node) if heads % t == 0 and gpus % t == 0]
+    return max(fits)
+
+
+def _fits_memory(model, strategy, cluster) -> bool:
+    result = evaluate(model, strategy, cluster)
+    return result.memory_bytes_per_device["total"] <= cluster.device.memory_bytes
+
+
+def _build(model, cluster, gpus, global_batch, micro_batch, tp, pp, **extra) -> Strategy:
+    if gpus % (tp * pp):
+        raise ExplorerError(f"{gpus} GPUs are not divisible by tp x pp = {tp} x {pp}")
+    dp = gpus // (tp * pp)
+    multiple = micro_batch * dp * (pp if extra.get("schedule") == "interleaved" else 1)
+    strategy = Strategy(dp=dp, tp=tp, pp=pp, micro_batch=micro_batch,
+                        global_batch=round_batch(global_batch, multiple), **extra)
+    evaluate(model, strategy, cluster)  # refuses what cannot run, naming the value
+    return strategy
+
+
+def _smallest_fitting_pp(model, cluster, gpus, global_batch, micro_batch, tp, **extra) -> int:
+    """Fewest pipeline stages (a power of two) whose most loaded device fits in memory."""
+    candidates = [p for p in _powers_of_two(model.layers) if (gpus // tp) % p == 0]
+    for pp in candidates:
+        try:
+            s = _build(model, cluster, gpus, global_batch, micro_batch, tp, pp, **extra)
+        except ExplorerError:
+            continue
+        if _fits_memory(model, s, cluster):
+            return pp
+    return candidates[-1]
+
+
+def _recipes(model, cluster, gpus, global_batch, micro_batch) -> list:
+    tp = node_tp(model, cluster, gpus)
+    mega = dict(sequence_parallel=tp > 1, recompute="selective")
+    pp = _smallest_fitting_pp(model, cluster, gpus, global_batch, micro_batch, tp, **mega)
+    return [
+        ("Pure DP", "every GPU holds the whole model; gradients all-reduced", dict(tp=1, pp=1)),
+        ("ZeRO-3", "data parallel with parameters, gradients and optimizer states sharded",
+         dict(tp=1, pp=1, zero=3, overlap_dp=True)),
+        ("TP in node + DP", f"t={tp} inside a node, ZeRO-1 across nodes", dict(tp=tp, pp=1, zero=1)),
+        ("Pipeline + DP (GPipe)", "8 stages (or fewer), no operator parallelism",
+         dict(tp=1, pp=min(8, model.layers), schedule="gpipe")),
+        ("Megatron 3D", f"t={tp} in a node, fewest stages that fit memory (p={pp}), 1F1B, SP + selective",
+         dict(tp=tp, pp=pp, **mega)),
+        ("Megatron 3D interleaved", f"as Megatron 3D with 2 chunks per stage (p={max(pp, 2)})",
+         dict(tp=tp, pp=max(pp, 2), schedule="interleaved", chunks=2, **mega)),
+    ]
+
+
+def strategy_presets(model: ModelSpec, cluster: Cluster, gpus: int, global_batch: int,
+                     micro_batch: int = 1) -> dict:
+    """name -> Preset for this model on `gpus` devices (global batch rounded up where needed)."""
+    out = {}
+    for name, description, fields in _recipes(model, cluster, gpus, global_batch, micro_batch):
+        fields = dict(fields)
+        tp, pp = fields.pop("tp"), fields.pop("pp")
+        try:
+            strategy = _build(model, cluster, gpus, global_batch, micro_batch, tp, pp, **fields)
+            out[name] = Preset(name, description, strategy)
+        except ExplorerError as err:
+            out[name] = Preset(name, description, None, str(err))
+    return out
+
+
+def fallback_strategy(model: ModelSpec, cluster: Cluster, gpus: int | None = None) -> Strategy:
+    """The default strategy if it runs on this model and cluster, else the first preset that does."""
+    gpus = min(gpus or DEFAULT_STRATEGY.devices, cluster.max_devices)
+    if gpus == DEFAULT_STRATEGY.devices:
+        try:
+            evaluate(model, DEFAULT_STRATEGY, cluster)
+            return DEFAULT_STRATEGY
+        except ExplorerError:
+            pass
+    for preset in strategy_presets(model, cluster, gpus, DEFAULT_STRATEGY.global_batch).values():
+        if preset.strategy is not None:
+            return preset.strategy
+    return Strategy()
