@@ -32,6 +32,8 @@ W_DP, W_TP, W_PP = "w_dp", "w_tp", "w_pp"
 W_MICRO, W_BATCH = "w_micro_batch", "w_global_batch"
 W_SCHEDULE, W_CHUNKS, W_ZERO = "w_schedule", "w_chunks", "w_zero"
 W_RECOMPUTE, W_SP, W_OVERLAP = "w_recompute", "w_sequence_parallel", "w_overlap_dp"
+W_KEEP_GPUS = "w_keep_gpus"      # when t or p moves, d follows so that d·t·p stays the same
+GPUS_SHOWN = "gpus_shown"        # d·t·p when the sidebar was last drawn (what "keep" keeps)
 STRATEGY_WIDGETS = {W_DP: "dp", W_TP: "tp", W_PP: "pp", W_MICRO: "micro_batch", W_BATCH: "global_batch",
                     W_SCHEDULE: "schedule", W_CHUNKS: "chunks", W_ZERO: "zero", W_RECOMPUTE: "recompute",
                     W_SP: "sequence_parallel", W_OVERLAP: "overlap_dp"}
@@ -70,6 +72,7 @@ def init() -> None:
     ss.setdefault(DRAG_KEYS, {})
     for key, name in STRATEGY_WIDGETS.items():
         ss.setdefault(key, getattr(DEFAULT_STRATEGY, name))
+    ss.setdefault(W_KEEP_GPUS, True)
 
 
 def seed(key: str, value) -> None:
@@ -147,7 +150,7 @@ def keep_strategy_widgets() -> None:
     """On a page that does not draw the sidebar's strategy widgets, keep their values: Streamlit
     drops the state of widgets a run did not draw unless it is written in that run."""
     ss = st.session_state
-    for key in STRATEGY_WIDGETS:
+    for key in (*STRATEGY_WIDGETS, W_KEEP_GPUS):
         if key in ss:
             ss[key] = ss[key]
 

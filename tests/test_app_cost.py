@@ -43,3 +43,19 @@ def test_impossible_strategy_names_the_problem():
     at.sidebar.select_slider(key="w_dp").set_value(128).run()   # 128 x 8 x 8 = 8192 GPUs > 4480
     assert not at.exception
     assert any("devices is more than cluster 'dgx-a100-80gb' has" in e for e in errors(at))
+
+
+def test_moving_t_keeps_the_gpu_count_and_t1_switches_sequence_parallelism_off():
+    at = open_page("cost")
+    assert at.sidebar.toggle(key="w_keep_gpus").value is True
+    at.sidebar.select_slider(key="w_tp").set_value(4).run()
+    assert at.session_state["w_dp"] == 32, "1024 GPUs = 32 x 4 x 8"
+    at.sidebar.select_slider(key="w_pp").set_value(16).run()
+    assert at.session_state["w_dp"] == 16
+    at.sidebar.select_slider(key="w_tp").set_value(1).run()
+    assert at.session_state["w_dp"] == 64 and at.session_state["w_sequence_parallel"] is False
+    assert any("Sequence parallelism needs t > 1" in i.value for i in at.info)
+    assert not errors(at), "t = 1 runs"
+    at.sidebar.toggle(key="w_keep_gpus").set_value(False).run()
+    at.sidebar.select_slider(key="w_tp").set_value(2).run()
+    assert at.session_state["w_dp"] == 64, "d stays when the count is not kept"
