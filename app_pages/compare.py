@@ -52,8 +52,9 @@ st.plotly_chart(breakdown_bar(results, "Iteration time by category"), key="compa
 
 for i, pin in enumerate(pins):
     cols = st.columns([4, 1, 1], vertical_alignment="center")
+    over = C.memory_problem(pin.result, pin.cluster)
     cols[0].markdown(f"**{pin.label}** — {pin.model.name} on {pin.cluster.name}, {pin.result.gpus} GPUs: "
-                     f"{pin.result.iteration_time_s:.4g} s")
+                     f"{pin.result.iteration_time_s:.4g} s" + (f"  \n:warning: does not fit: {over}" if over else ""))
     cols[1].button("Load", key=f"compare_load_{i}", on_click=_load, args=(pin,))
     cols[2].button("Unpin", key=f"compare_unpin_{i}", on_click=_unpin, args=(i,))
 

@@ -75,7 +75,7 @@ def current() -> tuple:
     return view, None
 
 
-def show_errors(error) -> None:
+def show_errors(error, flag_memory: bool = True) -> None:
     """The refusal, inline, above the last valid result; then one-off notices."""
     for message in st.session_state[S.NOTICES]:
         st.info(message)
@@ -83,6 +83,10 @@ def show_errors(error) -> None:
     if error:
         st.error(f"**This combination cannot run:** {error}  \nShowing the last valid strategy below; "
                  "your settings are kept, change one to continue.")
+    view = st.session_state[S.LAST_VALID] if flag_memory else None
+    over = memory_problem(view.result, view.cluster) if view is not None else ""
+    if over:
+        st.warning(f"**Does not fit in memory:** {over}")
 
 
 # ---- bounded caches of library calls (no widgets inside) -------------------------------
@@ -165,3 +169,17 @@ def shown(fig, memory: bool = False, events=None):
     if events is not None:
         fig = zoom_micro_batches(fig, events, MAX_MICRO_BATCHES)
     return classroom_figure(fig, memory=memory)
+
+
+def memory_problem(result, cluster) -> str:
+    """'' when the most loaded device fits in its memory, else one line saying by how much it does not."""
+    need, have = result.memory_bytes_per_device["total"], cluster.device.memory_bytes
+    if need <= have:
+        return ""
+    return (f"the most loaded device needs {need / 2 ** 30:.1f} GiB, more than the {have / 2 ** 30:.0f} GiB it has "
+            f"(stage {result.extra['peak_memory_stage']}).")
+
+
+@st.cache_resource(max_entries=32, show_spinner=False)
+def result_of(model, strategy, cluster):
+    return evaluate(model, strategy, cluster)

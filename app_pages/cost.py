@@ -20,9 +20,6 @@ cols[2].metric("TFLOP/s per GPU", f"{r.tflops_per_gpu:.1f}")
 cols[3].metric(f"Peak memory (of {capacity / GIB:.0f} GiB)", f"{peak / GIB:.1f} GiB",
                help=f"{100 * peak / capacity:.0f} % of the device's memory (stage {r.extra['peak_memory_stage']})")
 cols[4].metric("Micro-batches m", f"{r.micro_batches}")
-if peak > capacity:
-    st.warning(f"The most loaded device needs {peak / GIB:.1f} GiB, more than the "
-               f"{capacity / GIB:.0f} GiB it has (stage {r.extra['peak_memory_stage']}).")
 
 figs = C.breakdown_figures(view.model, view.strategy, view.cluster)
 st.plotly_chart(C.shown(figs["breakdown"]), key="cost_breakdown_chart")

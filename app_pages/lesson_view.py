@@ -87,7 +87,7 @@ def render(slug: str) -> None:
     target = st.session_state.pop(S.LESSON_TARGET, None)
     if target:                  # "Open in the explorer" was clicked: go before the notices are shown here
         st.switch_page(f"app_pages/{target}.py")
-    C.show_errors(None)
+    C.show_errors(None, flag_memory=False)      # the explorer's strategy is not on this page
     st.title(f"Lesson {lesson.number}: {lesson.title}")
     if S.classroom():           # the picture first, within the projector's first screen; the text on demand
         st.latex(lesson.formula_latex)
@@ -108,6 +108,9 @@ def render(slug: str) -> None:
         return
     if setup.note:
         st.info(setup.note)
+    over = C.memory_problem(C.result_of(setup.model, setup.strategy, setup.cluster), setup.cluster)
+    if over:
+        st.warning(f"**This example does not fit in memory:** {over}")
     animated = False
     if slug in GANTT_LESSONS:
         animated = st.toggle("Play it step by step", key=f"{S.W_LESSON_ANIMATE}_{slug}",

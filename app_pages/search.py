@@ -66,7 +66,7 @@ ss[W_GPUS] = min(ss[W_GPUS], cluster.max_devices)      # the cluster may have ch
 S.seed(W_BATCH, int(ss[S.W_BATCH]))
 S.seed(W_CAP, round(cluster.device.memory_bytes / GIB, 1))
 S.seed(W_TOP, 10)
-show_errors(None)                   # one-off notices (e.g. a lesson's example just loaded)
+show_errors(None, flag_memory=False)  # one-off notices (e.g. a lesson's example just loaded)
 st.title("Search for a strategy")
 st.caption(f"{model.name} on {cluster.name}: every global choice (d, t, p, b, schedule, ZeRO, recompute, "
            "sequence parallelism, overlap) evaluated in bulk; the fastest refined by dynamic programming "

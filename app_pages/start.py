@@ -4,7 +4,7 @@ import streamlit as st
 from explorer.facade import lessons
 from app_pages import compute as C
 
-C.show_errors(None)
+C.show_errors(None, flag_memory=False)
 st.title("Bridging DL Explorer")
 st.markdown(
     "How long does one training iteration of a large neural network take on many GPUs, and where does the "

@@ -147,3 +147,12 @@ def test_timeline_page_plays_a_small_pipeline_and_its_micro_step():
     assert not at.exception
     specs = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
     assert len(specs[0]["frames"]) >= 10 and len(specs[1]["frames"]) >= 10
+
+
+def test_a_strategy_over_memory_is_flagged_on_every_explorer_page():
+    at = open_page("learn_5_zero")                     # gpt-3.6b, d = 2, no ZeRO: 78 GiB > 64 GiB
+    at.button(key="lesson_open_zero").click().run()
+    for page in ("cost", "strategy", "timeline", "compare", "export", "model"):
+        at.switch_page(f"app_pages/{page}.py").run()
+        assert not at.exception, (page, at.exception)
+        assert any("Does not fit in memory" in w.value for w in at.warning), page
