@@ -3,7 +3,9 @@ import streamlit as st
 
 from explorer.facade import CATEGORY_LABELS, GIB
 from explorer.facade import CATEGORIES
+from explorer.facade import TEXTBOOK_FORMULAS, symbol_legend
 from app_pages import compute as C
+from app_pages import state as S
 
 view, error = C.current()
 C.show_errors(error)
@@ -28,6 +30,9 @@ st.subheader("Symbolic cost, term by term")
 sym = C.symbolic(view.model, view.strategy, view.cluster)
 st.caption(f"Terms of the most loaded stage (stage {sym.stage}); symbols as in DESIGN.md, "
            "g and L are seconds per byte and latency of each machine level.")
+with st.expander("What the symbols mean", expanded=S.classroom()):
+    st.markdown("\n".join(["| symbol | meaning |", "| --- | --- |"] +
+                           [f"| ${tex}$ | {meaning} |" for tex, meaning in symbol_legend(sym)]))
 latex = sym.latex()
 for category in CATEGORIES:
     seconds = r.breakdown_s[category]
@@ -36,6 +41,11 @@ for category in CATEGORIES:
     left, right = st.columns([1, 5], vertical_alignment="center")
     left.metric(CATEGORY_LABELS[category], f"{seconds:.4g} s")
     right.latex(rf"T_{{\mathrm{{{category.replace('_', '{-}')}}}}} = {latex[category]}")
+    if category in TEXTBOOK_FORMULAS:
+        textbook, source = TEXTBOOK_FORMULAS[category]
+        right.caption(f"Textbook: ${textbook}$ ({source})" + (
+            f"; here (p − 1)/(v m) = {(view.strategy.pp - 1) / (view.strategy.chunks * r.micro_batches):.3g}"
+            if category == "bubble" else ""))
 for symbol, definition in sym.definitions_latex().items():
     st.latex(rf"\text{{where }} {symbol} = {definition} \quad \text{{(parameters per device)}}")
 with st.expander("Total: the whole formula"):

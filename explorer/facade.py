@@ -55,3 +55,7 @@ from explorer.io.slides import lesson_deck, slide_figure, slide_image           
 
 __all__ += ["lessons", "animated_gantt", "MAX_MICRO_BATCHES", "classroom_figure", "zoom_micro_batches",
             "lesson_deck", "slide_figure", "slide_image"]
+from explorer.glossary import TEXTBOOK as TEXTBOOK_FORMULAS                          # noqa: E402
+from explorer.glossary import legend_of as symbol_legend                             # noqa: E402
+
+__all__ += ["TEXTBOOK_FORMULAS", "symbol_legend"]

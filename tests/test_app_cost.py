@@ -59,3 +59,14 @@ def test_moving_t_keeps_the_gpu_count_and_t1_switches_sequence_parallelism_off()
     at.sidebar.toggle(key="w_keep_gpus").set_value(False).run()
     at.sidebar.select_slider(key="w_tp").set_value(2).run()
     assert at.session_state["w_dp"] == 64, "d stays when the count is not kept"
+
+
+def test_symbols_are_explained_and_the_textbook_formula_sits_beside_the_term():
+    at = open_page("cost")
+    legend = next(e for e in at.expander if e.label == "What the symbols mean")
+    table = " ".join(m.value for m in legend.markdown)
+    for words in ("micro-batches per iteration", "seconds per byte at the node level", "slowest stage"):
+        assert words in table
+    captions = " ".join(c.value for c in at.caption)
+    assert r"\frac{p-1}{v\,m}" in captions and "(p − 1)/(v m) = 0.0729" in captions   # p = 8, m = 96
+    assert "ring all-reduce" in captions
