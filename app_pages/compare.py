@@ -43,7 +43,8 @@ right.button(f"Pin the current strategy ({len(ss[S.PINS])}/{S.MAX_PINS})", on_cl
 
 pins = ss[S.PINS]
 shown = {p.label: p for p in pins}
-shown.setdefault(f"current: {C.strategy_label(view.strategy)}", dataclasses.replace(view, label="current"))
+if not any((p.model, p.cluster, p.strategy) == (view.model, view.cluster, view.strategy) for p in pins):
+    shown.setdefault(f"current: {C.strategy_label(view.strategy)}", dataclasses.replace(view, label="current"))
 if not pins:
     st.info("Pin strategies to compare them; the current one is shown for reference.")
 results = {label: p.result for label, p in shown.items()}
@@ -60,6 +61,9 @@ for i, pin in enumerate(pins):
 
 st.subheader("Super-step timelines")
 grid = st.columns(2)
+longest = max(C.superstep(p.model, p.strategy, p.cluster, p.strategy.schedule)["agreement"]["timeline_s"]
+              for p in shown.values())
+st.caption(f"Same time axis on every chart: 0 to {longest:.4g} s (the longest iteration).")
 for i, (label, p) in enumerate(shown.items()):
-    small = C.small_superstep(p.model, p.strategy, p.cluster, label, i == 0)
+    small = C.small_superstep(p.model, p.strategy, p.cluster, label, i == 0, longest)
     grid[i % 2].plotly_chart(small, key=f"compare_gantt_{i}")

@@ -18,7 +18,7 @@ from explorer.facade import graph_figure
 from explorer.facade import explain, symbol_values
 from explorer.facade import fallback_strategy, strategy_presets
 from explorer.facade import plan_of
-from explorer.facade import MAX_MICRO_BATCHES, classroom_figure, zoom_micro_batches
+from explorer.facade import MAX_MICRO_BATCHES, classroom_figure, time_unit, zoom_micro_batches
 
 from app_pages import state as S
 
@@ -153,11 +153,16 @@ def microstep(model, strategy, cluster, layer: int, op) -> dict:
 
 
 @st.cache_resource(max_entries=16, show_spinner=False)
-def small_superstep(model, strategy, cluster, label: str, legend: bool):
-    """The super-step Gantt re-titled and shorter, for side-by-side views (Compare page)."""
-    fig = superstep(model, strategy, cluster, strategy.schedule)["figure"]
+def small_superstep(model, strategy, cluster, label: str, legend: bool, x_max_s: float | None = None):
+    """The super-step Gantt re-titled and shorter, for side-by-side views (Compare page); with
+    x_max_s, its time axis runs from 0 to x_max_s seconds (in the figure's own unit)."""
+    sup = superstep(model, strategy, cluster, strategy.schedule)
+    fig = sup["figure"]
     small = fig.to_dict()
     small["layout"].update(title={"text": label}, height=min(fig.layout.height or 300, 420), showlegend=legend)
+    if x_max_s:
+        _, factor = time_unit(float(sup["events"]["end_s"].max()))
+        small["layout"].setdefault("xaxis", {})["range"] = [0, x_max_s * factor]
     return small
 
 

@@ -59,3 +59,7 @@ from explorer.glossary import TEXTBOOK as TEXTBOOK_FORMULAS                     
 from explorer.glossary import legend_of as symbol_legend                             # noqa: E402
 
 __all__ += ["TEXTBOOK_FORMULAS", "symbol_legend"]
+from explorer.io.share_pins import decode_pins, encode_pins                          # noqa: E402
+from explorer.charts.gantt import time_unit                                          # noqa: E402
+
+__all__ += ["decode_pins", "encode_pins", "time_unit"]
