@@ -27,11 +27,17 @@ agree = sup["agreement"]
 cols = st.columns(4)
 cols[0].metric("Timeline makespan", f"{agree['timeline_s']:.6g} s")
 cols[1].metric(f"Cost model ({agree['model_schedule']})", f"{agree['model_s']:.6g} s")
-cols[2].metric("Difference", f"{agree['difference_s']:+.3g} s",
-               help=f"relative: {100 * agree['relative_difference']:+.3g} %; non-zero when stages are unbalanced")
+agreeing = abs(agree["relative_difference"]) < 1e-9      # floating-point rounding, not a difference
+cols[2].metric("Difference", "none (they agree)" if agreeing else f"{100 * agree['relative_difference']:+.2f} %",
+               help=f"timeline − model = {agree['difference_s']:+.3g} s")
 cols[3].metric("Idle fraction of the pipeline", f"{100 * agree['idle_fraction']:.1f} %")
 if agree["note"]:
     st.caption(agree["note"])
+elif not agreeing:
+    st.caption("Why they differ: the cost model prices the pipeline with the slowest stage's forward and "
+               "backward (exact for equal stages, an upper bound otherwise); the timeline runs each stage with its "
+               "own times, so with unequal stages (uneven layers, the embedding or the loss on one stage) it can "
+               "finish earlier.")
 
 st.subheader("Micro-steps: one layer's operators on its operator-parallel group")
 layers = view.model.layers
