@@ -15,7 +15,7 @@ BASE_CSS = """<style>
 # 20 px body text is readable from the back of a room on a 1280x720 projector.
 CLASSROOM_CSS = """<style>
 html {font-size: 20px;}
-h1 {font-size: 2.1rem !important; padding-top: 0 !important;}
+h1 {font-size: 1.8rem !important; padding-top: 0 !important;}
 .block-container {padding-top: 3.5rem !important;}
 .stMarkdown p, .stMarkdown li {font-size: 1.1rem; line-height: 1.45;}
 [data-testid="stMetricValue"] {font-size: 1.9rem;}

@@ -106,17 +106,19 @@ def render(slug: str) -> None:
     except ExplorerError as err:
         st.error(f"**This setting cannot run:** {err}")
         return
-    if setup.note:
-        st.info(setup.note)
-    over = C.memory_problem(C.result_of(setup.model, setup.strategy, setup.cluster), setup.cluster)
-    if over:
-        st.warning(f"**This example does not fit in memory:** {over}")
+    notes = st.container()      # above the picture; in classroom mode below it (the picture first)
     animated = False
     if slug in GANTT_LESSONS:
         animated = st.toggle("Play it step by step", key=f"{S.W_LESSON_ANIMATE}_{slug}",
                              help="▶ plays the schedule; the slider goes to any moment.")
     st.plotly_chart(shown_figure(slug, items, S.classroom(), animated), key=f"lesson_{slug}_chart")
     st.caption(lesson.caption(setup, values))
+    with st.container() if S.classroom() else notes:
+        if setup.note:
+            st.info(setup.note)
+        over = C.memory_problem(C.result_of(setup.model, setup.strategy, setup.cluster), setup.cluster)
+        if over:
+            st.warning(f"**This example does not fit in memory:** {over}")
 
     ask, act = st.columns([3, 2])
     ask.markdown(f"**{reveal.question}**")

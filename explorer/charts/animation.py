@@ -46,14 +46,16 @@ def animated_gantt(fig, steps: int = 40) -> go.Figure:
         frames.append(go.Frame(data=data, traces=bars, name=str(k), layout=dict(shapes=[cursor])))
     out.frames = frames
     play = dict(frame=dict(duration=FRAME_MS, redraw=True), fromcurrent=False, transition=dict(duration=0))
+    height = (out.layout.height or 300) + 120        # room for the buttons and the slider below the bars
     out.update_layout(
-        xaxis=dict(range=[0, end * 1.01]),
-        updatemenus=[dict(type="buttons", showactive=False, x=0, y=1.12, xanchor="left", yanchor="bottom",
-                          direction="left",
+        height=height, xaxis=dict(range=[0, end * 1.01]),
+        updatemenus=[dict(type="buttons", showactive=False, x=0, y=0, xanchor="left", yanchor="top",
+                          pad=dict(t=70), direction="left",
                           buttons=[dict(label="▶ play", method="animate", args=[None, play]),
                                    dict(label="❚❚ pause", method="animate",
                                         args=[[None], dict(frame=dict(duration=0, redraw=False), mode="immediate")])])],
-        sliders=[dict(active=len(frames) - 1, currentvalue=dict(prefix="time step "), pad=dict(t=40),
+        sliders=[dict(active=len(frames) - 1, x=0.22, len=0.78, y=0, yanchor="top", pad=dict(t=50),
+                      currentvalue=dict(prefix="time step ", xanchor="right"),
                       steps=[dict(label=str(k + 1), method="animate",
                                   args=[[str(k)], dict(frame=dict(duration=0, redraw=True), mode="immediate")])
                              for k in range(len(frames))])])
