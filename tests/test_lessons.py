@@ -133,3 +133,16 @@ def test_search_reveal_is_the_fastest_candidate():
     found = search(M, C, 4, 8, max_memory_bytes=64 * 2 ** 30, top=5, refine_top=2)
     assert reveal.answer == found.top[0].iteration_time_s
     assert lesson.setup({"gpus": 4, "global_batch": 8, "cap_gib": 64}).strategy == found.top[0].strategy
+
+
+def test_cli_answers_a_lesson_question_for_a_setting(capsys):
+    import json
+    from explorer.cli.main import main
+    assert main(["lesson", "pipeline", "--set", "micro_batches=16", "--set", "schedule=gpipe", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    expected = by_slug("pipeline").reveal({"micro_batches": 16, "schedule": "gpipe"})
+    assert out["answer"] == expected.answer and out["values"]["micro_batches"] == 16
+    assert main(["lesson"]) == 0 and "8. search" in capsys.readouterr().out
+    assert main(["lesson", "pipeline", "--set", "pp=3"]) == 2
+    assert "'3' is not one of 2, 4, 8" in capsys.readouterr().err
+    assert main(["lesson", "pipeline", "--set", "__import__('os')=1"]) == 2
