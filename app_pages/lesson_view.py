@@ -102,7 +102,8 @@ def render(slug: str) -> None:
     values = _controls(lesson)
     items = tuple(values.items())
     try:
-        setup, _, reveal = computed(slug, items)
+        with st.spinner("Computing this setting…"):    # shows only when not cached (lesson 8's search: ~1 s)
+            setup, _, reveal = computed(slug, items)
     except ExplorerError as err:
         st.error(f"**This setting cannot run:** {err}")
         return

@@ -3,7 +3,7 @@ library's answer for that setting, and "Open in the explorer" reproduces the les
 import pytest
 
 from app_util import errors, open_page
-from explorer.lessons import LESSONS, by_slug
+from explorer.lessons import LESSONS
 
 # a non-default setting per lesson (control -> value), set through the page's widgets
 CHANGES = {
