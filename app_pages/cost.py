@@ -16,7 +16,8 @@ st.caption(f"{view.model.name} on {view.cluster.name} · {r.gpus} GPUs · {C.str
 capacity = view.cluster.device.memory_bytes
 peak = r.memory_bytes_per_device["total"]
 cols = st.columns(5)
-cols[0].metric("Iteration time", f"{r.iteration_time_s:.4g} s")
+digits = 3 if S.classroom() else 4          # classroom mode: fewer decimals
+cols[0].metric("Iteration time", f"{r.iteration_time_s:.{digits}g} s")
 cols[1].metric("MFU", f"{100 * r.mfu:.1f} %")
 cols[2].metric("TFLOP/s per GPU", f"{r.tflops_per_gpu:.1f}")
 cols[3].metric(f"Peak memory (of {capacity / GIB:.0f} GiB)", f"{peak / GIB:.1f} GiB",
@@ -39,7 +40,7 @@ for category in CATEGORIES:
     if not seconds and latex[category] == "0":
         continue
     left, right = st.columns([1, 5], vertical_alignment="center")
-    left.metric(CATEGORY_LABELS[category], f"{seconds:.4g} s")
+    left.metric(CATEGORY_LABELS[category], f"{seconds:.{digits}g} s")
     right.latex(rf"T_{{\mathrm{{{category.replace('_', '{-}')}}}}} = {latex[category]}")
     if category in TEXTBOOK_FORMULAS:
         textbook, source = TEXTBOOK_FORMULAS[category]
