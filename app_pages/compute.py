@@ -17,10 +17,11 @@ from explorer.facade import breakdown_table, comm_table, memory_table, microstep
 from explorer.facade import graph_figure
 from explorer.facade import explain, symbol_values
 from explorer.facade import fallback_strategy, strategy_presets
-from explorer.facade import plan_of
+from explorer.facade import plan_of, schedule_is_chunked
 from explorer.facade import MAX_MICRO_BATCHES, classroom_figure, time_unit, zoom_micro_batches
 
 from app_pages import state as S
+from app_pages.state import candidate, ensure_fits  # noqa: F401  (pages read them here too)
 
 
 @dataclass(frozen=True)
@@ -32,21 +33,6 @@ class View:
     strategy: Strategy
     result: object
     label: str = ""
-
-
-def candidate() -> Strategy:
-    """The strategy the widgets describe (ExplorerError if it is not a valid Strategy)."""
-    ss = st.session_state
-    fields = {name: ss[key] for key, name in S.STRATEGY_WIDGETS.items()}
-    fields["global_batch"] = int(fields["global_batch"])
-    if fields["schedule"] != "interleaved":
-        fields["chunks"] = 1
-    return Strategy(**fields, layer_splits=ss[S.LAYER_SPLITS], stage_map=ss[S.STAGE_MAP])
-
-
-def ensure_fits(strategy: Strategy):
-    ss = st.session_state
-    return evaluate(ss[S.MODEL], strategy, ss[S.CLUSTER])
 
 
 def sync_layer_state() -> None:
@@ -123,7 +109,7 @@ def presets(model, cluster, gpus: int, global_batch: int, micro_batch: int) -> d
 def strategy_label(s: Strategy) -> str:
     """A short name: 'd16 t8 p8 b1 B1536 1f1b' plus what differs from the defaults."""
     parts = [f"d{s.dp} t{s.tp} p{s.pp} b{s.micro_batch} B{s.global_batch} {s.schedule}"]
-    if s.schedule == "interleaved":
+    if schedule_is_chunked(s.schedule):
         parts.append(f"v{s.chunks}")
     if s.zero:
         parts.append(f"ZeRO-{s.zero}")
@@ -142,7 +128,7 @@ def superstep(model, strategy, cluster, schedule: str) -> dict:
     result = evaluate(model, strategy, cluster)
     events = timeline.superstep_events(model, strategy, cluster, schedule=schedule, result=result)
     return {"events": events, "figure": superstep_figure(events, f"Super-step: one iteration ({schedule})"),
-            "agreement": timeline.compare(events, result, schedule)}
+            "agreement": timeline.compare(events, result, schedule, strategy.schedule)}
 
 
 @st.cache_resource(max_entries=32, show_spinner=False)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from explorer.facade import RECOMPUTE, SCHEDULES
+from explorer.facade import RECOMPUTE, SCHEDULES, schedule_is_chunked
 
 from app_pages import state as S
 
@@ -53,7 +53,7 @@ def draw() -> None:
     left, right = bar.columns(2)
     left.selectbox("Schedule", SCHEDULES, key=S.W_SCHEDULE)
     right.number_input("v — chunks", min_value=1, max_value=S.WIDGET_MAX[S.W_CHUNKS], step=1, key=S.W_CHUNKS,
-                       disabled=ss[S.W_SCHEDULE] != "interleaved",
+                       disabled=not schedule_is_chunked(ss[S.W_SCHEDULE]),
                        help="model chunks per stage (interleaved schedule only)")
     left, right = bar.columns(2)
     left.selectbox("ZeRO stage", (0, 1, 2, 3), key=S.W_ZERO)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from explorer.facade import ExplorerError, load_cluster, load_model
+from explorer.facade import ExplorerError, Strategy, evaluate, load_cluster, load_model, schedule_is_chunked
 from explorer.facade import DEFAULT_CLUSTER, DEFAULT_MODEL, DEFAULT_STRATEGY
 
 MODEL = "model"                  # ModelSpec in use
@@ -104,9 +104,23 @@ def apply_strategy(strategy) -> None:
     ss[CHOICE_MESSAGE] = ""
 
 
+def candidate() -> Strategy:
+    """The strategy the widgets describe (ExplorerError if it is not a valid Strategy)."""
+    ss = st.session_state
+    fields = {name: ss[key] for key, name in STRATEGY_WIDGETS.items()}
+    fields["global_batch"] = int(fields["global_batch"])
+    if not schedule_is_chunked(fields["schedule"]):
+        fields["chunks"] = 1
+    return Strategy(**fields, layer_splits=ss[LAYER_SPLITS], stage_map=ss[STAGE_MAP])
+
+
+def ensure_fits(strategy: Strategy):
+    ss = st.session_state
+    return evaluate(ss[MODEL], strategy, ss[CLUSTER])
+
+
 def set_model(model, cluster=None) -> None:
     """Use another model (and cluster); keep the strategy if it still runs, else the fallback."""
-    from app_pages.compute import candidate, ensure_fits  # late import: compute imports this module
     ss = st.session_state
     ss[MODEL] = model
     if cluster is not None:

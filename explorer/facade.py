@@ -21,13 +21,15 @@ from explorer.model.graph import build_blocks
 from explorer.io.models import list_models, load_model
 from explorer.model.spec import ModelSpec
 from explorer.strategy.presets import (DEFAULT_CLUSTER, DEFAULT_MODEL, DEFAULT_STRATEGY, fallback_strategy, strategy_presets)
-from explorer.cost.program import CATEGORIES, program_for
+from explorer.cost.superstep import CATEGORIES
+from explorer.cost.tree import cost_tree
 from explorer.search import search
 from explorer.search.figure import pareto_figure
 from explorer.search.report import label as search_label
 from explorer.search.report import rows as search_rows
 from explorer.io.share import decode as decode_link
 from explorer.io.share import encode as encode_link
+from explorer.schedules import chunked as schedule_is_chunked
 from explorer.strategy.strategy import RECOMPUTE, SCHEDULES, LayerSplit, Strategy
 from explorer.io.uploads import cluster_from_upload, model_from_upload, strategy_from_upload
 from explorer.validation import TARGETS as VALIDATION_TARGETS
@@ -42,7 +44,7 @@ def layer_ops(model) -> list:
 
 def plan_of(model, strategy, cluster):
     """The execution plan (blocks on stages with their splits) of a strategy."""
-    return program_for(model, strategy, cluster).plan
+    return cost_tree(model, strategy, cluster).plan
 
 
 __all__ = [name for name in dir() if not name.startswith("_")]

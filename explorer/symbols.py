@@ -45,8 +45,79 @@ S_T = sp.Symbol("Sigma_T", nonnegative=True)   # sum over stages of fwd+bwd time
 F_max = sp.Symbol("F_{max}", nonnegative=True)  # slowest stage forward
 B_max = sp.Symbol("B_{max}", nonnegative=True)  # slowest stage backward
 T_star = sp.Symbol("T_*", nonnegative=True)     # the most loaded stage's fwd+bwd
+Bin_max = sp.Symbol("B^{in}_{max}", nonnegative=True)   # slowest stage's input-gradient pass (B - W)
+FBW_max = sp.Symbol("(F+B-2W)_{max}", real=True)      # largest F + B - 2W over the stages (zero bubble)
 
 MODEL_DIMS = (b, s, h, a, a_kv, f, V)
 """Symbols a layer expression may use for the model and micro-batch."""
 
 phi = sp.Symbol("phi", nonnegative=True)  # GEMM FLOPs at which efficiency is half of eta
+
+
+# ---- the super-step's per-stage quantities (one value per pipeline stage r) -----------------------
+# A symbol below stands for a vector over the stages; its numbers are arrays whose axis 0 is the
+# stage (any further axes are candidates). Reductions over the stages are the functions below.
+F_r = sp.Symbol("F_r", nonnegative=True)      # forward seconds of one micro-batch on stage r (all chunks)
+B_r = sp.Symbol("B_r", nonnegative=True)      # backward seconds of one micro-batch on stage r (recompute incl.)
+W_r = sp.Symbol("W_r", nonnegative=True)      # weight-gradient part of B_r (zero-bubble schedules move it)
+Psi_r = sp.Symbol("Psi_r", nonnegative=True)  # parameters held per device on stage r
+A_r = sp.Symbol("A_r", nonnegative=True)      # activation bytes one micro-batch leaves on stage r
+GS_r = sp.Symbol("GS_r", nonnegative=True)    # seconds to all-reduce batch-split layers' gradients (stage r)
+g_r = sp.Symbol("g_r", nonnegative=True)      # seconds per byte of stage r's data-parallel groups' level
+L_r = sp.Symbol("L_r", nonnegative=True)      # latency of that level
+r = sp.Symbol("r", nonnegative=True)          # the stage's index, 0 = first
+C_r = sp.Symbol("C_r", nonnegative=True)      # compute part of F_r + B_r
+R_r = sp.Symbol("R_r", nonnegative=True)      # recomputation part
+O_r = sp.Symbol("O_r", nonnegative=True)      # operator-parallel collectives part
+X_r = sp.Symbol("X_r", nonnegative=True)      # redistribution part
+P_r = sp.Symbol("P_r", nonnegative=True)      # point-to-point (pipeline) part
+K_opt = sp.Symbol("K_{opt}", positive=True)   # optimizer bytes moved per parameter (Adam step)
+
+
+class StageSum(sp.Function):
+    """Sum over the pipeline stages of a per-stage quantity: Σ_r x_r."""
+
+    def _latex(self, printer):
+        return r"\sum_{r} \left(" + printer._print(self.args[0]) + r"\right)"
+
+
+class StageMax(sp.Function):
+    """Largest value over the pipeline stages: max_r x_r."""
+
+    def _latex(self, printer):
+        return r"\max_{r} \left(" + printer._print(self.args[0]) + r"\right)"
+
+
+class StageArgMax(sp.Function):
+    """The stage holding the largest value (the first of equals): argmax_r x_r."""
+
+    def _latex(self, printer):
+        return r"\operatorname{argmax}_{r} \left(" + printer._print(self.args[0]) + r"\right)"
+
+
+class AtStage(sp.Function):
+    """x at stage k: AtStage(x_r, k) = x_k."""
+
+    def _latex(self, printer):
+        return r"\left." + printer._print(self.args[0]) + r"\right|_{r=" + printer._print(self.args[1]) + "}"
+
+
+def _numpy_stage_functions():
+    import numpy as np
+
+    def at_stage(x, k):
+        x, k = np.asarray(x, dtype=float), np.asarray(k)
+        if x.ndim == 0 or x.shape[0] == 1:          # the same on every stage
+            return np.broadcast_to(x if x.ndim == 0 else x[0], np.broadcast_shapes(x.shape[1:], k.shape))
+        if x.ndim == 2 and k.shape == x.shape[1:]:   # stages x candidates, one stage per candidate
+            return x[k, np.arange(x.shape[1])]
+        shape = np.broadcast_shapes(x.shape[1:], k.shape)
+        x = np.broadcast_to(x, (x.shape[0],) + shape)
+        return np.take_along_axis(x, np.broadcast_to(k, shape)[None].astype(int), axis=0)[0]
+
+    return {"StageSum": lambda x: np.sum(x, axis=0), "StageMax": lambda x: np.max(x, axis=0),
+            "StageArgMax": lambda x: np.argmax(x, axis=0), "AtStage": at_stage}
+
+
+STAGE_FUNCTIONS = _numpy_stage_functions()
+"""numpy meanings of the stage reductions, for lambdify(modules=[STAGE_FUNCTIONS, 'numpy'])."""

@@ -8,7 +8,7 @@ from explorer.charts.graph_figure import contracted_graph, graph_figure
 from explorer.cost.explain import symbol_values
 from explorer.model.graph import build_graph
 from explorer.strategy.presets import DEFAULT_STRATEGY
-from explorer.cost.program import program_for
+from explorer.cost.tree import cost_tree
 
 GPT3, A100 = load_model("gpt3-175b"), load_cluster("dgx-a100-80gb")
 
@@ -55,7 +55,7 @@ def test_memory_figure_draws_the_capacity(result):
 
 
 def test_graph_collapsed_expanded_and_coloured():
-    plan = program_for(GPT3, DEFAULT_STRATEGY, A100).plan
+    plan = cost_tree(GPT3, DEFAULT_STRATEGY, A100).plan
     values = symbol_values(GPT3, DEFAULT_STRATEGY, A100)
     collapsed = graph_figure(plan, values)
     assert len(collapsed.data[-1].x) == 98
@@ -74,7 +74,7 @@ def test_contracted_graph_keeps_chain_edges_between_collapsed_layers():
 
 def test_graph_colours_layers_by_their_split_degree():
     strategy = DEFAULT_STRATEGY.with_(layer_splits=(LayerSplit(4),) * 48 + (LayerSplit(1, "replicated"),) * 48)
-    plan = program_for(GPT3, strategy, A100).plan
+    plan = cost_tree(GPT3, strategy, A100).plan
     fig = graph_figure(plan, symbol_values(GPT3, strategy, A100), (), "degree")
     colours = list(fig.data[-1].marker.color)
     assert colours[1] == 4 and colours[96] == 1 and colours[0] == 8
@@ -82,7 +82,7 @@ def test_graph_colours_layers_by_their_split_degree():
 
 def test_graph_stage_colours_are_discrete_and_stage_boundaries_are_marked():
     from explorer.charts.graph_figure import discrete_colours
-    plan = program_for(GPT3, DEFAULT_STRATEGY, A100).plan
+    plan = cost_tree(GPT3, DEFAULT_STRATEGY, A100).plan
     fig = graph_figure(plan, symbol_values(GPT3, DEFAULT_STRATEGY, A100))
     nodes = fig.data[-1]
     assert list(nodes.marker.colorbar.tickvals) == list(range(8))

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from explorer import LayerSplit, Strategy, evaluate, list_clusters, list_models, load_cluster, load_model
-from explorer.cost.program import CATEGORIES, COMM_CATEGORIES
+from explorer.cost.superstep import CATEGORIES, COMM_CATEGORIES
 from explorer.io.strategies import save_strategy
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -8,7 +8,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from explorer.hardware.cluster import Cluster
 from explorer.io.clusters import (CLUSTER_KEYS, DEVICE_KEYS, LEVEL_KEYS, PRESET_DIR, cluster_from_dict, cluster_to_dict, list_clusters, load_cluster)
 from explorer.errors import ExplorerError
-from explorer.strategy.placement import span_level
+from explorer.strategy.mesh import span_level
 
 PRESET_PATHS = sorted(PRESET_DIR.glob("*.json"))
 

@@ -11,7 +11,7 @@ import sympy as sp
 from explorer import ExplorerError, LayerSplit, Strategy, evaluate, load_cluster, load_model
 from explorer.cost import collectives as coll
 from explorer.cost.explain import explain
-from explorer.cost.program import CATEGORIES
+from explorer.cost.superstep import CATEGORIES
 
 LS = LayerSplit
 

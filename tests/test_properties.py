@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from explorer import ExplorerError, LayerSplit, Strategy, evaluate, load_cluster, load_model
-from explorer.cost.program import CATEGORIES
+from explorer.cost.superstep import CATEGORIES
 from explorer.strategy.strategy import LAYER_PRESETS
 
 MODEL = load_model("tiny-gpt")

@@ -15,7 +15,7 @@ from explorer.cost.block import block_cost
 from explorer.hardware.cluster import Efficiency
 from explorer.model.graph import build_blocks
 from explorer.cost.plan import plan
-from explorer.cost import superstep as ss
+from explorer.schedules import get as schedule_of
 from explorer.symbols import B_max, F_max, S_T, T_star, V, a, a_kv, b, beta, f, h, m, p, s, t, v
 
 TABLE1 = ("1.7B", "3.6B", "7.5B", "18.4B", "39.1B", "76.1B", "145.6B", "310.1B", "529.6B", "1008.0B")
@@ -106,23 +106,28 @@ def test_pipeline_formula_gives_the_gpipe_1f1b_bubble():
     """Narayanan et al. SC'21 Sec 2.2.1 (ptdp_bubble_gpipe_1f1b): with p equal stages of
     per-micro-batch time T the makespan is (m + p - 1) T, a bubble of (p-1)/m of m T."""
     T = sp.Symbol("T", positive=True)
-    equal = {S_T: p * T, F_max: T, B_max: 0, v: 1}
-    assert sp.simplify(ss.PIPELINE.subs(equal) - (m + p - 1) * T) == 0
-    bubble = ss.BUBBLE.subs(equal).subs(T_star, T)
-    assert sp.simplify(bubble / (m * T) - (p - 1) / m) == 0
-    # splitting T into forward and backward changes nothing
-    Tf, Tb = sp.symbols("T_f T_b", positive=True)
-    split = {S_T: p * (Tf + Tb), F_max: Tf, B_max: Tb, v: 1}
-    assert sp.simplify(ss.PIPELINE.subs(split) - (m + p - 1) * (Tf + Tb)) == 0
+    for name in ("gpipe", "1f1b"):
+        sched = schedule_of(name)
+        equal = {S_T: p * T, F_max: T, B_max: 0, T_star: T}
+        assert sp.simplify(sched.makespan.subs(equal) - (m + p - 1) * T) == 0
+        bubble = sched.bubble.subs(equal)
+        assert sp.simplify(bubble / (m * T) - (p - 1) / m) == 0
+        # the bubble is its own expression: m T_* plus it is the makespan
+        assert sp.simplify(sched.makespan.subs(equal) - m * T - bubble) == 0
+        # splitting T into forward and backward changes nothing
+        Tf, Tb = sp.symbols("T_f T_b", positive=True)
+        split = {S_T: p * (Tf + Tb), F_max: Tf, B_max: Tb}
+        assert sp.simplify(sched.makespan.subs(split) - (m + p - 1) * (Tf + Tb)) == 0
 
 
 def test_pipeline_formula_gives_the_interleaved_bubble():
     """Narayanan et al. SC'21 Sec 2.2.2 (ptdp_bubble_interleaved): v chunks per device
     divide the bubble by v: makespan m T + (p-1) T / v, bubble fraction (p-1)/(v m)."""
     T = sp.Symbol("T", positive=True)
-    equal = {S_T: p * T, F_max: T / 2, B_max: T / 2}
-    assert sp.simplify(ss.PIPELINE.subs(equal) - (m * T + (p - 1) * T / v)) == 0
-    bubble = ss.BUBBLE.subs(equal).subs(T_star, T)
+    sched = schedule_of("interleaved")
+    equal = {S_T: p * T, F_max: T / 2, B_max: T / 2, T_star: T}
+    assert sp.simplify(sched.makespan.subs(equal) - (m * T + (p - 1) * T / v)) == 0
+    bubble = sched.bubble.subs(equal)
     assert sp.simplify(bubble / (m * T) - (p - 1) / (v * m)) == 0
 
 
@@ -162,7 +167,7 @@ def test_interleaving_multiplies_pipeline_sends_by_v():
     micro-batch instead of 2."""
     def p2p_bytes(schedule, chunks):
         strategy = Strategy(dp=1, tp=1, pp=4, micro_batch=1, global_batch=8, schedule=schedule, chunks=chunks)
-        the_plan = plan(FLAT, strategy, free_comm_cluster(), 4)
+        the_plan = plan(FLAT, strategy, free_comm_cluster())
         return sum(c.size for bd in the_plan.boundaries for c in bd.collectives
                    if c.kind == "p2p" and (c.phase == "fwd" and bd.stage_from == 1
                                            or c.phase == "bwd" and bd.stage_to == 1))
@@ -234,7 +239,7 @@ def test_pipeline_p2p_bytes(scatter_gather):
     t_, b_, m_ = 8, 2, 4
     strategy = Strategy(dp=1, tp=t_, pp=2, micro_batch=b_, global_batch=b_ * m_, scatter_gather=scatter_gather)
     cluster = load_cluster("dgx-a100-80gb")
-    the_plan = plan(model, strategy, cluster, 16)
+    the_plan = plan(model, strategy, cluster)
     crossing = [bd for bd in the_plan.boundaries if bd.stage_from != bd.stage_to]
     assert len(crossing) == 1
     p2p = [c for c in crossing[0].collectives if c.kind == "p2p"]

@@ -11,7 +11,8 @@ import pytest
 import sympy as sp
 
 from explorer import ModelSpec, Strategy, evaluate, load_cluster, load_model
-from explorer.cost.memory import Psi, model_states
+from explorer.cost.superstep import model_states
+from explorer.symbols import Psi_r as Psi
 from explorer.symbols import beta, d
 
 GB = 1e9  # ZeRO Table I counts decimal gigabytes (zero_table1_* units)
@@ -101,16 +102,16 @@ def test_evaluate_model_states_with_tp_and_pp(zero):
     layer and vocabulary weights are split; ZeRO-1 with pipelining (p = 2) shards the
     optimizer states of each stage over Nd. Psi of each stage is read from the plan."""
     from explorer.cost.plan import plan
-    from explorer.cost.evaluate import model_numbers
     from explorer.symbols import V, a, a_kv, b, f, h, s, t
 
     model = ModelSpec(name="z", family="gpt", layers=4, hidden=256, heads=4, seq_len=128, vocab=1000)
     strategy = Strategy(dp=4, tp=2, pp=2, micro_batch=1, global_batch=8, zero=zero)
     cluster = load_cluster("classroom")
     result = evaluate(model, strategy, cluster, 16)
-    numbers = dict(zip((b, s, h, a, a_kv, f, V), model_numbers(model, strategy)))
+    numbers = {b: 1, s: model.seq_len, h: model.hidden, a: model.heads, a_kv: model.kv_heads,
+               f: model.ffn_hidden, V: model.vocab}
     numbers[t] = 2
-    the_plan = plan(model, strategy, cluster, 16)
+    the_plan = plan(model, strategy, cluster)
     for stage, mem in enumerate(result.memory_by_stage):
         psi = float(sum(pb.cost.params_dev for pb in the_plan.blocks if pb.stage == stage).subs(numbers))
         assert mem["params"] == pytest.approx(2 * psi, rel=1e-12)

@@ -2,6 +2,7 @@
 no worse than brute force over the global choices (issue 5, Tests)."""
 import pytest
 
+from explorer.strategy import rules
 from explorer import ExplorerError, Strategy, evaluate, load_cluster, load_model
 from explorer.search import search
 from explorer.search.pareto import dominated
@@ -31,7 +32,7 @@ def check(result, cap):
     times = [c.iteration_time_s for c in result.top]
     assert times == sorted(times)
     for c in result.top + result.pareto:
-        c.strategy.check_fits(TINY.layers, TINY.heads, 8, True)
+        rules.check(TINY, c.strategy, 8)
         r = evaluate(TINY, c.strategy, CLUSTER, 8)
         assert r.iteration_time_s == c.iteration_time_s
         assert r.memory_bytes_per_device["total"] == c.peak_memory_bytes <= cap

@@ -2,6 +2,7 @@
 import pytest
 from hypothesis import given, settings, strategies as st
 
+from explorer.strategy import rules
 from explorer import ExplorerError, Strategy, load_model
 from explorer.search.space import HEADS, KV_HEADS, RULES, STAGES, divisors, enumerate_space, layer_options
 
@@ -26,13 +27,13 @@ def test_every_kept_choice_is_a_valid_strategy():
                 s = Strategy(dp=fam.dp, tp=fam.tp, pp=fam.pp, micro_batch=b, global_batch=16,
                              schedule=fam.schedule, chunks=fam.chunks, zero=zero, recompute=fam.recompute,
                              sequence_parallel=fam.sequence_parallel)
-                s.check_fits(TINY.layers, TINY.heads, 8, True)
+                rules.check(TINY, s, 8)
                 assert TINY.layers % (s.pp * s.chunks) == 0 or s.schedule != "interleaved"
 
 
 def test_tensor_degree_must_divide_the_heads():
     space = enumerate_space(TINY, 8, 8)
-    n_sched = 2 + (TINY.layers - 1)            # gpipe, 1f1b, interleaved v = 2..l
+    n_sched = 3 + (TINY.layers - 1)            # gpipe, 1f1b, zb-h1, interleaved v = 2..l
     per_point = 4 * 3 * 2 * 2                  # zero x recompute x sp x overlap
     # t = 8 does not divide 4 heads: its only p is 1, with every b dividing B = 8
     assert space.pruned[HEADS] == len(divisors(8)) * n_sched * per_point
@@ -50,9 +51,12 @@ def test_pipeline_rules():
 
 
 def test_gpt3_space_size():
-    """The issue's problem: 1024 GPUs, B = 1536 -- 39,552 global choices survive the rules."""
+    """The issue's problem: 1024 GPUs, B = 1536 -- 39,552 global choices survived the rules with
+    gpipe, 1f1b and interleaved; ZB-H1 adds the 1f1b families with at least p micro-batches."""
     space = enumerate_space(GPT3, 1024, 1536)
-    assert space.kept == 39552
+    zb = sum(f.size for f in space.families if f.schedule == "zb-h1")
+    assert space.kept - zb == 39552
+    assert 0 < zb <= sum(f.size for f in space.families if f.schedule == "1f1b")
     assert space.kept + sum(space.pruned.values()) == space.total
 
 

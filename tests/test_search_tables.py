@@ -7,7 +7,7 @@ from explorer import LayerSplit, Strategy, evaluate, load_cluster, load_model
 from explorer.hardware.cluster import BYTES_PER_ELEMENT
 from explorer.search.objective import Objective
 from explorer.search.space import layer_options
-from explorer.search.tables import A, B, F, GS, PSI, Chain, node_stages, stage_sums
+from explorer.search.tables import A, B, F, GS, PSI, W, Chain, node_stages, stage_sums
 
 CLUSTER = load_cluster("classroom")
 MODELS = {name: load_model(name) for name in ("tiny-gpt", "tiny-mlp")}
@@ -52,7 +52,7 @@ def predicted(model, strategy):
     obj = Objective(CLUSTER, BYTES_PER_ELEMENT[strategy.dtype], chain.hw, strategy.dp, strategy.tp, strategy.pp)
     s = strategy
     return (float(obj.time(sums[F], sums[B], sums[PSI], sums[GS], s.micro_batches, s.chunks, s.zero,
-                           s.overlap_dp)),
+                           s.overlap_dp, s.schedule, sums[W])),
             float(obj.peak_memory(sums[PSI], sums[A], s.micro_batches, s.chunks, s.zero, s.schedule)), sums)
 
 

@@ -68,12 +68,12 @@ def test_cli_prints_the_events_of_the_issue_example(capsys):
 
 def test_cli_chrome_trace_file_loads(tmp_path, capsys):
     out = tmp_path / "trace.json"
-    assert main(["timeline"] + FLAGS + ["--schedule", "zb-h1", "--format", "chrome-trace", "--out", str(out)]) == 0
+    assert main(["timeline"] + FLAGS + ["--draw", "zb-h1", "--format", "chrome-trace", "--out", str(out)]) == 0
     trace = json.loads(out.read_text())
     complete = [e for e in trace["traceEvents"] if e["ph"] == "X"]
     assert complete and any(e["name"].startswith("weight") for e in complete)
     printed = capsys.readouterr().out
-    assert "zb-h1" in printed and "1F1B iteration time" in printed and "difference" in printed
+    assert "zb-h1" in printed and "the 1f1b iteration time" in printed and "difference" in printed
 
 
 def test_cli_micro_level_json(capsys):

@@ -8,9 +8,9 @@ import pytest
 import sympy as sp
 
 from explorer import ExplorerError, LayerSplit, Strategy, evaluate, load_cluster, load_model
-from explorer.cost.program import BLOCK_ARGS, program_for
+from explorer.cost.tree import BLOCK_ARGS, cost_tree
 from explorer.timeline import block_segments, find_block, microstep_events
-from explorer.timeline.numbers import Context, block_numbers
+from explorer.timeline.numbers import block_numbers, context
 
 GPT3, A100 = load_model("gpt3-175b"), load_cluster("dgx-a100-80gb")
 
@@ -29,8 +29,8 @@ VARIANTS = [dict(), dict(recompute="selective"), dict(recompute="full"),
 def test_micro_steps_of_a_stage_add_up_to_its_pass_times(kw):
     s = strat(**kw)
     result = evaluate(GPT3, s, A100)
-    the_plan = program_for(GPT3, s, A100).plan
-    ctx = Context.of(GPT3, s, A100)
+    the_plan = cost_tree(GPT3, s, A100).plan
+    ctx = context(GPT3, s, A100)
     fwd, bwd = np.zeros(s.pp), np.zeros(s.pp)
     for k, placed in enumerate(the_plan.blocks):
         for phase, _, _, _, secs, _, _ in block_segments(the_plan, k, ctx):
@@ -42,10 +42,10 @@ def test_micro_steps_of_a_stage_add_up_to_its_pass_times(kw):
 
 def test_lambdified_step_numbers_equal_the_exact_expressions():
     s = strat()
-    the_plan = program_for(GPT3, s, A100).plan
-    ctx = Context.of(GPT3, s, A100)
+    the_plan = cost_tree(GPT3, s, A100).plan
+    ctx = context(GPT3, s, A100)
     placed = the_plan.blocks[1]
-    values = dict(zip(BLOCK_ARGS, ctx.args(placed.split.degree, placed.level)))
+    values = dict(zip(BLOCK_ARGS, ctx.block_args(placed.split.degree, placed.level)))
     g, L = values[BLOCK_ARGS[8]], values[BLOCK_ARGS[9]]
     steps, _ = block_numbers(placed, ctx)
     for sn in steps:
@@ -117,5 +117,5 @@ def test_bad_layer_or_operator(kw, message):
 
 
 def test_find_block_defaults_to_the_first_layer():
-    the_plan = program_for(GPT3, strat(), A100).plan
+    the_plan = cost_tree(GPT3, strat(), A100).plan
     assert the_plan.blocks[find_block(the_plan)].block.name == "layer0"

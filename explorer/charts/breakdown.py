@@ -8,7 +8,7 @@ from __future__ import annotations
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from explorer.cost.program import CATEGORIES
+from explorer.cost.superstep import CATEGORIES
 from explorer.charts.palette import CATEGORY_COLOURS, MEMORY_COLOURS     # one colour per category on every chart
 from explorer.charts.tables import CATEGORY_LABELS, GIB, MEMORY_PARTS, breakdown_table
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from explorer.cost.program import CATEGORIES
+from explorer.cost.superstep import CATEGORIES
 
 GIB = 2 ** 30
 CATEGORY_LABELS = {"compute": "compute", "recompute": "recompute", "op_comm": "TP / operator comm",

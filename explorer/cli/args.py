@@ -8,6 +8,7 @@ from explorer.errors import ExplorerError
 from explorer.io.models import load_model
 from explorer.strategy.strategy import RECOMPUTE, SCHEDULES, Strategy
 from explorer.io.strategies import load_strategy
+from explorer.schedules import chunked
 
 
 class Parser(argparse.ArgumentParser):
@@ -83,9 +84,9 @@ def resolve(args) -> tuple:
         fields["dp"] = gpus // (fields["tp"] * fields["pp"])
     fields.setdefault("micro_batch", 1)
     fields.setdefault("global_batch", fields["micro_batch"] * fields["dp"])
-    if fields.get("schedule") == "interleaved" and "chunks" not in fields:
+    if chunked(fields.get("schedule", "1f1b")) and "chunks" not in fields:
         fields["chunks"] = 2
-    if fields.get("schedule", "1f1b") != "interleaved" and args.chunks is None:
+    if not chunked(fields.get("schedule", "1f1b")) and args.chunks is None:
         fields["chunks"] = 1
     strategy = Strategy(**fields)
     return model, cluster, strategy, gpus if gpus is not None else strategy.devices

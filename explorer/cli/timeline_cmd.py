@@ -15,12 +15,12 @@ from explorer.cost.evaluate import evaluate
 from explorer.cli.args import add_strategy_flags, resolve
 
 FORMATS = ("csv", "json", "chrome-trace")   # = explorer.timeline.FORMATS (pandas loads only when run)
-TIMELINE_ONLY = ("zb-h1",)   # schedules the timeline draws but the cost model does not price
 
 
 def register(sub) -> None:
     cmd = sub.add_parser("timeline", help="events of one iteration or one layer's micro-steps")
-    add_strategy_flags(cmd, extra_schedules=TIMELINE_ONLY)  # ZB-H1 is drawn from a 1f1b strategy
+    add_strategy_flags(cmd)
+    cmd.add_argument("--draw", choices=("zb-h1",), help="draw a 1f1b strategy as another schedule (what-if)")
     cmd.add_argument("--level", choices=("super", "micro"), default="super")
     cmd.add_argument("--op", help="operator name (micro level), e.g. qkv")
     cmd.add_argument("--layer", type=int, help="layer index (micro level; default 0)")
@@ -31,9 +31,6 @@ def register(sub) -> None:
 
 def run(args) -> int:
     from explorer.timeline import compare, export, microstep_events, summary_lines, superstep_events
-    drawn = args.schedule
-    if drawn in TIMELINE_ONLY:
-        args.schedule = "1f1b"
     model, cluster, strategy, gpus = resolve(args)
     if args.level == "super" and (args.op is not None or args.layer is not None):
         raise ExplorerError("--op and --layer choose micro-steps: add --level micro")
@@ -43,9 +40,9 @@ def run(args) -> int:
                  f"on {events['row'].nunique()} devices: {events['end_s'].max():.6g} s"]
     else:
         result = evaluate(model, strategy, cluster, gpus)
-        schedule = drawn or strategy.schedule
+        schedule = args.draw or strategy.schedule
         events = superstep_events(model, strategy, cluster, gpus, schedule=schedule, result=result)
-        lines = summary_lines(compare(events, result, schedule))
+        lines = summary_lines(compare(events, result, schedule, strategy.schedule))
     text = export(events, "json" if args.json else args.format)   # --json (shared flag) means --format json
     if args.out:
         Path(args.out).write_text(text)

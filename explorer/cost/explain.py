@@ -1,12 +1,85 @@
-"""explain(): the evaluated cost as readable formulas (symbolic.py) with their numbers."""
+"""explain(): the evaluated cost as readable sympy expressions, read from the same tree.
+
+Each category is the super-step variant's own Term (explorer.cost.superstep) with
+the per-stage symbols at the stage it describes (the most loaded one, or the one
+whose synchronisation ends last) replaced by that stage's expression -- built by
+the same composition the numbers use (explorer.cost.tree.stage_inputs), applied to
+sympy expressions instead of arrays. The two paths agree by construction; tests
+check it to 1e-9. Symbols: the DESIGN.md vocabulary (explorer.symbols); g_{level}
+and L_{level} for each machine level of the cluster.
+"""
 from __future__ import annotations
 
-from explorer.cost import superstep as ss
-from explorer.hardware.cluster import BYTES_PER_ELEMENT
-from explorer.cost.evaluate import Result, evaluate, hardware_numbers
-from explorer.cost.program import program_for
-from explorer.symbols import F, V, W_hbm, a, a_kv, b, beta, d, eta, f, h, l, m, p, phi, s, t, t_launch, v
-from explorer.cost.symbolic import SymbolicCost, symbolic_cost
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+import sympy as sp
+
+from explorer.cost import collectives as coll
+from explorer.cost.evaluate import Result, evaluate
+from explorer.cost.numbers import hardware_numbers
+from explorer.cost.superstep import CATEGORIES, STAGE_INPUTS, optimizer_state_bytes, optimizer_update_bytes, variant
+from explorer.cost.tree import Q, cost_tree, stage_inputs
+from explorer.schedules import get as schedule_of
+from explorer.schedules.base import AGGREGATES
+from explorer.strategy.mesh import group_level
+from explorer.symbols import (F, K_opt, L_r, L_t, Psi_r, V, W_hbm, AtStage, StageMax, StageSum, a,
+                              a_kv, b, beta, d, eta, f, g_r, g_t, h, l, m, p, phi, r, s, t, t_launch, v)
+
+PSI = sp.Symbol("Psi", nonnegative=True)   # parameters per device on the synchronising stage
+
+
+def level_symbols(cluster) -> tuple:
+    g = [sp.Symbol(f"g_{{{lv.name}}}", nonnegative=True) for lv in cluster.levels]
+    L = [sp.Symbol(f"L_{{{lv.name}}}", nonnegative=True) for lv in cluster.levels]
+    return g, L
+
+
+@dataclass(frozen=True)
+class SymbolicCost:
+    terms: dict          # category -> sympy expression (seconds per iteration)
+    total: sp.Expr
+    stage: int           # the most loaded stage the terms describe
+    values: dict         # symbol -> number, to evaluate the expressions exactly
+    definitions: dict    # symbol -> expression, for symbols the terms use as shorthands (Psi)
+    compact: dict        # category -> the super-step Term itself (aggregates, stage symbols)
+
+    def definitions_latex(self) -> dict:
+        return dict(self._definitions_latex)
+
+    def latex(self) -> dict:
+        """LaTeX per category; the bubble in its aggregate form (Σ_T, F_max, ... of the schedule).
+        Printed once per object (printing is the slow part of explaining)."""
+        return dict(self._latex)
+
+    def total_latex(self) -> str:
+        return self._total_latex
+
+    @cached_property
+    def _definitions_latex(self) -> dict:
+        return {sp.latex(sym): sp.latex(expr) for sym, expr in self.definitions.items()}
+
+    @cached_property
+    def _latex(self) -> dict:
+        return {c: (sp.latex(self.compact[c]) if c == "bubble" else sp.latex(readable(e)))
+                for c, e in self.terms.items()}
+
+    @cached_property
+    def _total_latex(self) -> str:
+        latex = self._latex
+        parts = [latex[c] if c != "bubble" else r"\left(" + latex[c] + r"\right)"
+                 for c, e in self.terms.items() if e != 0]
+        return "T_{iter} = " + " + ".join(parts)
+
+
+def readable(expr: sp.Expr, max_ops: int = 600) -> sp.Expr:
+    """Expanded and collected over the launch overhead when that reads shorter (sums of
+    many operators do; products such as 2(d-1)/d x bytes x g do not)."""
+    if sp.count_ops(expr) > max_ops or not isinstance(expr, sp.Mul):
+        return expr
+    flat = sp.collect(sp.expand(expr), [t_launch])
+    return flat if len(str(flat)) < len(str(expr)) else expr
 
 
 def symbol_values(model, strategy, cluster) -> dict:
@@ -18,11 +91,88 @@ def symbol_values(model, strategy, cluster) -> dict:
             W_hbm: hw["W"], t_launch: hw["tau"], beta: hw["beta"]}
 
 
+def _stage_tables(tree, strategy, g, L):
+    """Per stage, the block quantities (stages x BLOCK_Q, object array of sympy expressions,
+    degree and level substituted) and the boundary seconds by category and phase."""
+    uniform = not schedule_of(strategy.schedule).chunked and not strategy.stage_map and \
+        tree.plan.model.layers % strategy.pp == 0
+    per_layer = tree.plan.model.layers // strategy.pp
+    kinds = []
+    for kind in tree.kinds:
+        degree = t if kind.degree == strategy.tp else sp.Integer(kind.degree)
+        subs = {t: degree, g_t: g[kind.level], L_t: L[kind.level]}
+        kinds.append([e.xreplace(subs) for e in kind.exprs])
+    stages = strategy.pp
+    per_stage = np.full((stages, len(Q)), sp.Integer(0), dtype=object)
+    for i in range(stages):
+        for k, exprs in enumerate(kinds):
+            count = int(tree.counts[i, k])
+            if count:
+                n = l / p if (uniform and count == per_layer and count > 1) else count
+                per_stage[i] = per_stage[i] + np.array([n * e for e in exprs], dtype=object)
+    categories = {grp.category for grp in tree.groups} | {"op_comm", "redistribution", "pp_comm"}
+    fwd = {c: np.full(stages, sp.Integer(0), dtype=object) for c in categories}
+    bwd = {c: np.full(stages, sp.Integer(0), dtype=object) for c in categories}
+    for grp in tree.groups:
+        n = t if grp.n == strategy.tp else sp.Integer(grp.n)
+        secs = grp.count * coll.time(grp.kind, grp.size, n, g[grp.level], L[grp.level])
+        (fwd if grp.phase == "fwd" else bwd)[grp.category][grp.stage] += secs
+    return per_stage, fwd, bwd
+
+
+def _expand(expr, stage: dict, at: dict, stages: int):
+    """expr with AtStage(x, index) at the stage `at[index]`, and stage sums and maxima written out."""
+    def one(x, i):
+        return x.xreplace({sym: vals[i] for sym, vals in stage.items()})
+
+    def walk(e):
+        if isinstance(e, AtStage):
+            return one(e.args[0], at[e.args[1]])
+        if isinstance(e, StageSum):
+            return sp.Add(*[one(e.args[0], i) for i in range(stages)])
+        if isinstance(e, StageMax):
+            return sp.Max(*[one(e.args[0], i) for i in range(stages)], evaluate=False)
+        if e.args:
+            return e.func(*[walk(x) for x in e.args], evaluate=False) if isinstance(e, (sp.Max, sp.Min)) \
+                else e.func(*[walk(x) for x in e.args])
+        return e
+    return walk(expr)
+
+
 def explain(model, strategy, cluster, gpus=None, result: Result | None = None) -> SymbolicCost:
-    """Symbolic terms for the most loaded stage of `result` (evaluated if not given)."""
+    """Symbolic terms for the stages `result` reports (evaluated if not given)."""
     result = result or evaluate(model, strategy, cluster, gpus)
-    prog = program_for(model, strategy, cluster, gpus)
-    numbers = {"symbols": symbol_values(model, strategy, cluster),
-               "sync_stage": result.extra["sync_stage"], "dp_level": result.extra["dp_level"],
-               "K_opt": ss.optimizer_bytes_per_param(BYTES_PER_ELEMENT[strategy.dtype])}
-    return symbolic_cost(prog, strategy, cluster, numbers, result.critical_stage)
+    tree = cost_tree(model, strategy, cluster)
+    g, L = level_symbols(cluster)
+    per_stage, fwd_b, bwd_b = _stage_tables(tree, strategy, g, L)
+    stage = stage_inputs(per_stage, fwd_b, bwd_b)
+    j, k = result.extra["sync_stage"], result.critical_stage
+    levels = [group_level(cluster, strategy.mesh, "dp", pp=i) for i in range(strategy.pp)]
+    stage[g_r] = np.array([g[lv] for lv in levels], dtype=object)
+    stage[L_r] = np.array([L[lv] for lv in levels], dtype=object)
+    stage[r] = np.array([sp.Integer(i) for i in range(strategy.pp)], dtype=object)
+    psi = stage[Psi_r][j]
+    shown = dict(stage)
+    shown[Psi_r] = np.array([PSI if i == j else e for i, e in enumerate(stage[Psi_r])], dtype=object)
+    dtype_bytes = hardware_numbers(cluster, strategy.dtype)["beta"]
+    var = variant(strategy.schedule, strategy.zero, strategy.overlap_dp, optimizer_state_bytes(dtype_bytes))
+    critical, last = var.terms["critical_stage"].expr, var.terms["sync_stage"].expr
+    at = {critical: k, last: j}
+    constants = {K_opt: sp.Integer(optimizer_update_bytes(dtype_bytes))}
+    terms, compact = {}, {}
+    for c in CATEGORIES:
+        term = var.terms[c].expr
+        compact[c] = schedule_of(strategy.schedule).bubble if c == "bubble" else term
+        terms[c] = _expand(term.xreplace(dict(AGGREGATES)), shown, at, strategy.pp).xreplace(constants)
+    values = dict(symbol_values(model, strategy, cluster))
+    for i, lv in enumerate(cluster.levels):
+        values[g[i]], values[L[i]] = lv.seconds_per_byte, lv.latency_s
+    values[PSI] = psi.xreplace(values)
+    definitions = {PSI: psi}
+    for sym, expr in AGGREGATES.items():
+        if compact["bubble"].has(sym):
+            definitions[sym] = expr
+    return SymbolicCost(terms, sp.Add(*terms.values()), k, values, definitions, compact)
+
+
+__all__ = ["SymbolicCost", "explain", "level_symbols", "readable", "symbol_values", "STAGE_INPUTS"]

@@ -20,7 +20,8 @@ from explorer.errors import ExplorerError
 from explorer.model.graph import build_blocks
 from explorer.model.spec import ModelSpec
 from explorer.model.ops import Block
-from explorer.strategy.placement import p2p_level, tp_level
+from explorer.schedules import chunked
+from explorer.strategy.mesh import group_level, pair_level
 from explorer.strategy.strategy import LayerSplit, Strategy
 from explorer.symbols import beta
 
@@ -70,7 +71,7 @@ def block_splits(model: ModelSpec, strategy: Strategy, blocks) -> list:
 def block_stages(model: ModelSpec, strategy: Strategy) -> tuple:
     """(stage, chunk) of every layer; interleaving deals chunks round-robin (Narayanan Sec 2.2.2)."""
     layers = model.layers
-    if strategy.schedule != "interleaved":
+    if not chunked(strategy.schedule):
         return tuple((stage, 0) for stage in strategy.stages(layers))
     chunks = strategy.pp * strategy.chunks
     base, extra = divmod(layers, chunks)
@@ -80,15 +81,9 @@ def block_stages(model: ModelSpec, strategy: Strategy) -> tuple:
     return tuple(out)
 
 
-def plan(model: ModelSpec, strategy: Strategy, cluster: Cluster, gpus: int | None = None) -> ExecutionPlan:
-    """Place the model's blocks and price their micro-steps symbolically."""
-    strategy.check_fits(model.layers, model.heads if model.is_transformer else None,
-                        gpus, model.is_transformer, model.kv_heads if model.is_transformer else None)
-    if strategy.devices > cluster.max_devices:
-        raise ExplorerError(f"{strategy.devices} devices is more than cluster '{cluster.name}' has "
-                            f"({cluster.max_devices})")
-    if strategy.stage_map and strategy.schedule == "interleaved":
-        raise ExplorerError("a custom stage_map cannot be combined with the interleaved schedule")
+def plan(model: ModelSpec, strategy: Strategy, cluster: Cluster) -> ExecutionPlan:
+    """Place the model's blocks and price their micro-steps symbolically (the strategy was
+    checked against the model by explorer.strategy.rules before)."""
     blocks = build_blocks(model)
     splits = block_splits(model, strategy, blocks)
     layer_places = block_stages(model, strategy)
@@ -100,7 +95,7 @@ def plan(model: ModelSpec, strategy: Strategy, cluster: Cluster, gpus: int | Non
             ((0, 0) if block.kind == "embedding" else (last_stage, layer_places[-1][1]))
         cost = block_cost(block, split.effective_preset, split.overrides, strategy.sequence_parallel,
                           strategy.recompute, incoming)
-        level = tp_level(cluster, strategy.tp, strategy.dp, stage, split.degree)
+        level = group_level(cluster, strategy.mesh, "tp", split.degree, pp=stage)
         placed.append(PlacedBlock(block, split, stage, chunk, cost, level))
         incoming = cost.layout_out
     boundaries = tuple(boundary(placed[i - 1], placed[i], i, strategy, cluster) for i in range(1, len(placed)))
@@ -140,7 +135,7 @@ def boundary(prev: PlacedBlock, cur: PlacedBlock, index: int, strategy: Strategy
         if kind and n > 1:
             colls.append(coll.Collective(kind, phase, cur.block.name, category, "tp", size, sp.Integer(n)))
             stage = cur.stage if phase == "fwd" else prev.stage
-            levels.append(tp_level(cluster, strategy.tp, strategy.dp, stage, n))
+            levels.append(group_level(cluster, strategy.mesh, "tp", n, pp=stage))
     if prev.stage != cur.stage:
         colls_pp, levels_pp = _p2p(prev, cur, size, strategy, cluster)
         colls += colls_pp
@@ -166,7 +161,7 @@ def _p2p(prev: PlacedBlock, cur: PlacedBlock, size, strategy: Strategy, cluster:
     t = strategy.tp      # scatter/gather splits a replicated tensor over the stage's t ranks
     scatter = strategy.scatter_gather and t > 1 and not sharded
     part = size / prev.split.degree if sharded else (size / t if scatter else size)
-    pp_level = p2p_level(cluster, t, strategy.dp, prev.stage, cur.stage)
+    pp_level = pair_level(cluster, strategy.mesh, "pp", prev.stage, cur.stage)
     colls, levels = [], []
     for phase in ("fwd", "bwd"):
         colls.append(coll.Collective("p2p", phase, cur.block.name, "pp_comm", "pp", part, sp.Integer(2)))
@@ -174,5 +169,5 @@ def _p2p(prev: PlacedBlock, cur: PlacedBlock, size, strategy: Strategy, cluster:
         if scatter:   # the receiver of this phase all-gathers the pieces
             colls.append(coll.Collective("all_gather", phase, cur.block.name, "pp_comm", "tp", size, sp.Integer(t)))
             receiver = cur.stage if phase == "fwd" else prev.stage
-            levels.append(tp_level(cluster, t, strategy.dp, receiver, t))
+            levels.append(group_level(cluster, strategy.mesh, "tp", t, pp=receiver))
     return colls, levels

@@ -1,14 +1,15 @@
 """Row-shaped views of one evaluated strategy: communication by kind, stage parts."""
 from __future__ import annotations
 
-from explorer.cost.quantities import COMM_KINDS, Q
+from explorer.cost.tree import COMM_KINDS, Q
+from explorer.symbols import B_r, F_r
 
 
-def comm_rows(prog, values, k, M, by_kind, level_names, sync, dp_bytes, zero_bytes, strategy) -> list:
+def comm_rows(tree, values, k, M, by_kind, level_names, sync, dp_bytes, zero_bytes, strategy) -> list:
     """Communication of the most loaded device split by category, collective and level."""
     rows = []
-    for kind_i, kind in enumerate(prog.kinds):
-        count = prog.counts[k, kind_i]
+    for kind_i, kind in enumerate(tree.kinds):
+        count = tree.counts[k, kind_i]
         for name in COMM_KINDS:
             secs = M * count * float(values[kind_i, Q[f"t_{name}"]])
             if secs:
@@ -41,15 +42,16 @@ def _merge(rows) -> list:
     return list(merged.values())
 
 
-def stage_rows(per_stage, fwd_b, bwd_b, fwd, bwd, sync, sync_bytes) -> list:
+def stage_rows(per_stage, fwd_b, bwd_b, stage, sync, sync_bytes) -> list:
     """Per stage, one micro-batch's forward and backward split into their parts (seconds),
     and the stage's own gradient sync, ZeRO gathers and optimizer step."""
     rows = []
     dp_total, dp_exposed, zero, opt = sync["per_stage"]
-    for i in range(len(fwd)):
+    zero_pass, zero_pass_bytes = sync["per_pass"]
+    for i in range(per_stage.shape[0]):
         q = lambda name: float(per_stage[i, Q[name]])
         rows.append({
-            "stage": i, "fwd_s": float(fwd[i]), "bwd_s": float(bwd[i]),
+            "stage": i, "fwd_s": float(stage[F_r][i]), "bwd_s": float(stage[B_r][i]),
             "fwd_compute_s": q("fwd_compute"), "bwd_compute_s": q("bwd_compute"),
             "bwd_weight_s": q("bwd_weight"), "recompute_s": q("recompute"),
             "fwd_op_comm_s": q("fwd_comm") + float(fwd_b["op_comm"][i]),
@@ -60,5 +62,6 @@ def stage_rows(per_stage, fwd_b, bwd_b, fwd, bwd, sync, sync_bytes) -> list:
             "dp_sync_s": float(dp_total[i]), "dp_exposed_s": float(dp_exposed[i]),
             "zero_comm_s": float(zero[i]), "optimizer_s": float(opt[i]),
             "dp_bytes": float(sync_bytes[0][i]), "zero_bytes": float(sync_bytes[1][i]),
+            "zero_pass_s": float(zero_pass[i]), "zero_pass_bytes": float(zero_pass_bytes[i]),
         })
     return rows

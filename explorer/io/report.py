@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from explorer.cost.evaluate import Result
-from explorer.cost.program import CATEGORIES
+from explorer.cost.superstep import CATEGORIES
 
 MEMORY_KEYS = ("params", "grads", "optimizer", "activations", "total")
 

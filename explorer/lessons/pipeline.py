@@ -21,12 +21,12 @@ def build(values: dict) -> Setup:
                             f"{layers // CHUNKS}")
     if schedule == "interleaved" and m % p:
         raise ExplorerError(f"the interleaved schedule needs m to be a multiple of p; {m} is not a multiple of {p}")
-    fields = {"schedule": "1f1b" if schedule == "zb-h1" else schedule}
+    fields = {"schedule": schedule}
     if schedule == "interleaved":
         fields["chunks"] = CHUNKS
     s = strategy(pp=p, micro_batches=m, **fields)
-    note = "ZB-H1 is drawn from the 1F1B costs, the backward split into input- and weight-gradient passes." \
-        if schedule == "zb-h1" else ""
+    note = "ZB-H1: the backward is split into input- and weight-gradient passes (B and W); its bubble here is " \
+        "the simulated timeline's, pass by pass." if schedule == "zb-h1" else ""
     return Setup(model(), cluster(), s, schedule_drawn=schedule, page="timeline", note=note)
 
 
@@ -36,7 +36,7 @@ def _bubble(schedule: str, p: int, m: int) -> tuple:
     setup = build({"schedule": schedule, "pp": p, "micro_batches": m})
     r = evaluate(setup.model, setup.strategy, setup.cluster)
     events = superstep_events(setup.model, setup.strategy, setup.cluster, schedule=schedule, result=r)
-    if schedule == "zb-h1":       # not a cost-model schedule: the timeline's idle time on the critical stage
+    if schedule == "zb-h1":       # the simulated timeline's idle time on the critical stage (W passes fill it)
         agree = compare(events, r, schedule)
         return agree["bubble_timeline_s"], agree["timeline_s"], events
     return r.breakdown_s["bubble"], r.iteration_time_s, events

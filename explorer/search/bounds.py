@@ -17,7 +17,7 @@ class LowerBound:
 
     def __init__(self, reach, objective, setting, stages):
         self.obj, self.set, self.pp, self.fixed = objective, setting, objective.pp, stages
-        pipe = lambda peak: float(objective.pipeline_total(0.0, peak, 0.0, setting.m, setting.chunks))
+        pipe = lambda peak: float(objective.pipeline_total(0.0, peak, 0.0, setting.m, setting.chunks, setting.schedule))
         self.slope = pipe(1.0) - pipe(0.0)     # the pipeline formula's slope in max F + max B
         least = lambda nodes, f: min(float(f(nd.values[:, 0])) for nd in nodes)
         low = np.array([[least(nodes, lambda x: x[F]), least(nodes, lambda x: x[B]),
@@ -74,12 +74,12 @@ class LowerBound:
         ranks = np.flatnonzero(is_open)
         psi, split = ((open_[[PSI, GS]] + self.rest_stage[i, 3:5])[:, is_open])
         bwd = np.full(psi.shape, 1e300) if st.overlap else open_[B][is_open]
-        y = self.obj.sync(psi, bwd, split, st.m, v, st.zero, st.overlap, ranks).max(initial=summary[3])
-        base = float(self.obj.pipeline_total(total, 0.0, 0.0, st.m, st.chunks))
+        y = self.obj.sync(psi, bwd, split, st.m, v, st.zero, st.overlap, ranks, st.schedule).max(initial=summary[3])
+        base = float(self.obj.pipeline_total(total, 0.0, 0.0, st.m, st.chunks, st.schedule))
         bound = base + c * max(f_low + b_low, fb_low, summary[1] + summary[2]) + y
         if st.overlap and (c >= 1 / v or self.fixed is not None):
             f_o, b_o, fb_o = f_st[is_open], b_st[is_open], fb_st[is_open]
-            whole = self.obj.sync(psi, b_o, split, st.m, v, st.zero, False, ranks)
+            whole = self.obj.sync(psi, b_o, split, st.m, v, st.zero, False, ranks, st.schedule)
             per_stage = np.maximum(c * f_o + (c - 1 / v) * b_o, (c - 1 / v) * fb_o + f_o / v) + whole
             bound = max(bound, base + float(per_stage.max()))
         return bound

@@ -25,7 +25,7 @@ from explorer.cost import layouts as lay
 from explorer.errors import ExplorerError
 from explorer.search.bounds import LowerBound
 from explorer.search.labels import Bucket, Label
-from explorer.search.tables import A, B, B_FROM, B_TO, F, F_FROM, F_TO, GS, PSI, ROWS, stage_sums
+from explorer.search.tables import A, B, B_FROM, B_TO, F, F_FROM, F_TO, GS, PSI, ROWS, W, stage_sums
 
 
 @dataclass(frozen=True)
@@ -89,7 +89,8 @@ class ChainDP:
 
     def _close(self, summary, open_, s):
         st = self.set
-        y = float(self.obj.sync(open_[PSI, s], open_[B, s], open_[GS, s], st.m, st.chunks, st.zero, st.overlap, s))
+        y = float(self.obj.sync(open_[PSI, s], open_[B, s], open_[GS, s], st.m, st.chunks, st.zero, st.overlap, s,
+                                st.schedule))
         fs, bs = open_[F, s], open_[B, s]
         return (summary[0] + fs + bs, max(summary[1], fs), max(summary[2], bs), max(summary[3], y))
 
@@ -174,7 +175,8 @@ class ChainDP:
             if not (label.closed >> s) & 1:
                 summary = self._close(summary, label.open, s)
         st = self.set
-        return float(self.obj.pipeline_total(summary[0], summary[1], summary[2], st.m, st.chunks)) + summary[3]
+        return float(self.obj.pipeline_total(summary[0], summary[1], summary[2], st.m, st.chunks, st.schedule)) + \
+            summary[3]
 
     def _best(self, states, exact) -> Solution | None:
         finals = [(self._finish(lb), lb) for bucket in states.values() for lb in bucket.labels]
@@ -193,7 +195,8 @@ class ChainDP:
     def _solution(self, nodes, stages, exact) -> Solution:
         sums = stage_sums(self.chain, nodes, stages, self.pp)[:, :, 0]
         st = self.set
-        time = float(self.obj.time(sums[F], sums[B], sums[PSI], sums[GS], st.m, st.chunks, st.zero, st.overlap))
+        time = float(self.obj.time(sums[F], sums[B], sums[PSI], sums[GS], st.m, st.chunks, st.zero, st.overlap,
+                                   st.schedule, sums[W]))
         memory = float(self.obj.peak_memory(sums[PSI], sums[A], st.m, st.chunks, st.zero, st.schedule))
         splits = tuple(nd.split for i, nd in enumerate(nodes) if self.chain.is_layer(i))
         return Solution(splits, stages, time, memory, exact)

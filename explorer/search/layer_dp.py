@@ -23,15 +23,17 @@ from __future__ import annotations
 from math import inf
 
 from explorer.search.chain_dp import ChainDP, Solution
+from explorer.strategy import rules
 from explorer.search.space import layer_options
 
 
 def usable(options, strategy, model) -> tuple:
-    """The options `strategy` and `model` allow: 'batch' splits the micro-batch over its degree,
-    the other splits divide the attention and key/value heads (Strategy.check_fits's rules)."""
-    heads = (model.heads, model.kv_heads) if model.is_transformer else ()
-    fits = lambda o: strategy.micro_batch % o.degree == 0 if o.effective_preset == "batch" \
-        else all(n % o.degree == 0 for n in heads)
+    """The options `strategy` and `model` allow as every layer's split, by the rule table
+    (explorer.strategy.rules): heads and key/value heads divisible, a batch split dividing b."""
+    def fits(option):
+        v = rules.view(tp=strategy.tp, micro_batch=strategy.micro_batch, layer_splits=(option,) * model.layers)
+        return not any(rule.broken(v, model) for rule in rules.RULES
+                       if rule.scope == "model" and set(rule.fields) <= {"tp", "micro_batch", "layer_splits"})
     return tuple(o for o in options if fits(o))
 
 

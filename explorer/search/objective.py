@@ -1,37 +1,34 @@
 """Iteration time and peak memory per device from per-stage sums, vectorised.
 
-The same formulas `evaluate()` assembles, taken from the core's sympy
-expressions (superstep.py: pipeline makespan, gradient synchronisation, ZeRO
-gathers, optimizer; memory.py: model states and activations in flight) and
-lambdified once per variant. Arrays carry the pipeline stages on their last
-axis; any leading axes broadcast (candidates, micro-batch sizes).
+The search reads the same super-step terms evaluate() reads (explorer.cost.superstep:
+the schedule's makespan, each stage's exposed synchronisation + ZeRO gathers +
+optimizer step, each stage's memory), lambdified once per variant. Arrays here carry
+the pipeline stages on their last axis (the tree's functions take them on axis 0);
+any leading axes broadcast (candidates, micro-batch sizes).
 """
 from __future__ import annotations
 
 import numpy as np
 
-from explorer.cost import memory as mem
-from explorer.cost import superstep as ss
-from explorer.cost.compile import compile_exprs
-from explorer.strategy.placement import dp_level
-from explorer.symbols import B_max, F_max, S_T, T_star, W_hbm, beta, d, m, p, v
+from explorer.cost.superstep import (GSB_r, aggregate_function, optimizer_state_bytes, optimizer_update_bytes,
+                                     variant)
+from explorer.strategy.mesh import Mesh, group_level
+from explorer.symbols import (A_r, B_r, F_r, GS_r, K_opt, L_r, Psi_r, W_hbm, W_r, beta, d, g_r, m as m_, p,
+                              r as r_, v as v_)
 
 
-def _pipeline():
-    return compile_exprs(("search-pipeline",), (S_T, F_max, B_max, T_star, m, v), (ss.PIPELINE,))
+def _first(x):
+    """Stage axis last -> first."""
+    return np.moveaxis(np.asarray(x, dtype=float), -1, 0)
 
 
-def _sync(zero: int, overlap: bool):
-    """Per stage: exposed gradient sync + ZeRO gathers + optimizer step (seconds)."""
-    return compile_exprs(("search-sync", zero, overlap),
-                         (ss.G, ss.Psi, d, ss.g_dp, ss.L_dp, ss.B_last, m, ss.K_opt, W_hbm, ss.T_split),
-                         lambda: (ss.exposed(ss.dp_sync(zero), overlap) + ss.zero_gathers(zero)
-                                  + ss.optimizer(zero),))
+def _last(x):
+    return np.moveaxis(np.asarray(x, dtype=float), 0, -1)
 
 
-def _memory(zero: int, k_opt: float, schedule: str):
-    return compile_exprs(("search-memory", zero, k_opt, schedule), (mem.Psi, mem.A, mem.r, beta, d, m, p, v),
-                         lambda: (sum(mem.model_states(zero, k_opt).values()) + mem.activations(schedule),))
+def _per_stage(x, ndim: int):
+    """A vector over stages shaped to broadcast against arrays with the stage on axis 0."""
+    return np.asarray(x, dtype=float).reshape((-1,) + (1,) * (ndim - 1))
 
 
 class Objective:
@@ -39,40 +36,69 @@ class Objective:
 
     def __init__(self, cluster, dtype_bytes: int, hw: dict, dp: int, tp: int, pp: int):
         self.hw, self.dp, self.pp, self.beta = hw, dp, pp, dtype_bytes
-        levels = [dp_level(cluster, tp, dp, stage) for stage in range(pp)]   # each stage's dp groups
+        mesh = Mesh.of(tp=tp, dp=dp, pp=pp)
+        levels = [group_level(cluster, mesh, "dp", pp=stage) for stage in range(pp)]   # each stage's dp groups
         self.g, self.L = np.asarray(hw["g"])[levels], np.asarray(hw["L"])[levels]
         self.ranks = np.arange(pp)
+        self.k_states = optimizer_state_bytes(dtype_bytes)
 
-    def pipeline(self, F, B, m, v):
-        """Makespan of the pipelined forward/backward (superstep.PIPELINE)."""
-        total = F + B
-        return _pipeline()(total.sum(-1), F.max(-1), B.max(-1), total.max(-1), m, v)[0]
+    def _scalars(self, m, v) -> dict:
+        return {m_: m, v_: v, p: self.pp, d: self.dp, beta: self.beta, W_hbm: self.hw["W"],
+                K_opt: optimizer_update_bytes(self.beta)}
 
-    def sync(self, psi, bwd, split_sync, m, v, zero: int, overlap: bool, ranks=None):
+    def _variant(self, schedule: str, zero: int = 0, overlap: bool = False):
+        return variant(schedule, zero, bool(overlap), self.k_states)
+
+    def pipeline(self, F, B, m, v, schedule: str = "1f1b", W=None):
+        """Makespan of the pipelined forward/backward (the schedule's critical path)."""
+        stage = {F_r: _first(F), B_r: _first(B)}
+        if W is not None:
+            stage[W_r] = _first(W)
+        return self._variant(schedule)(stage, self._scalars(m, v), ("makespan",))["makespan"]
+
+    def sync(self, psi, bwd, split_sync, m, v, zero: int, overlap: bool, ranks=None, schedule: str = "1f1b"):
         """Per stage (`ranks`, default all on the last axis), what follows the pipeline: dp sync
-        (exposed under the last backward, one chunk's: bwd / v), ZeRO gathers, optimizer."""
-        k_opt = ss.optimizer_bytes_per_param(self.beta)
-        g, L = (self.g, self.L) if ranks is None else (self.g[ranks], self.L[ranks])
-        out = _sync(zero, overlap)(self.beta * psi, psi, self.dp, g, L, bwd / v, m, k_opt, self.hw["W"],
-                                   split_sync)[0]
-        return np.broadcast_to(out, np.broadcast_shapes(np.shape(psi), np.shape(bwd), np.shape(split_sync)))
+        (exposed under the schedule's overlap window), ZeRO gathers, optimizer."""
+        ranks = self.ranks if ranks is None else np.atleast_1d(ranks)
+        shape = np.broadcast_shapes(np.shape(psi), np.shape(bwd), np.shape(split_sync))
+        scalar = np.ndim(psi) == 0 and np.ndim(bwd) == 0
+        psi, bwd, split = (np.broadcast_to(np.asarray(x, float), shape if shape else (1,))
+                           for x in (psi, bwd, split_sync))
+        if scalar:
+            psi, bwd, split = psi.reshape(1), bwd.reshape(1), split.reshape(1)
+        ndim = max(psi.ndim, 1)
+        stage = {Psi_r: _first(psi), B_r: _first(bwd), GS_r: _first(split),
+                 g_r: _per_stage(self.g[ranks], ndim), L_r: _per_stage(self.L[ranks], ndim)}
+        m_full = _first(np.broadcast_to(np.asarray(m, float), psi.shape)) if np.ndim(m) else m   # m: stage axis last
+        out = self._variant(schedule, zero, overlap)(stage, self._scalars(m_full, v), ("after",))["after"]
+        out = _last(np.broadcast_to(out, stage[Psi_r].shape))
+        return out.reshape(()) if scalar else out
 
-    def time(self, F, B, psi, split_sync, m, v, zero: int, overlap: bool):
+    def time(self, F, B, psi, split_sync, m, v, zero: int, overlap: bool, schedule: str = "1f1b", W=None):
         """Iteration time: pipeline + the slowest stage's synchronisation and optimizer."""
         m_stage = np.asarray(m)[..., None] if np.ndim(m) else m
-        return self.pipeline(F, B, m, v) + self.sync(psi, B, split_sync, m_stage, v, zero, overlap).max(-1)
+        return self.pipeline(F, B, m, v, schedule, W) + \
+            self.sync(psi, B, split_sync, m_stage, v, zero, overlap, schedule=schedule).max(-1)
 
     def memory(self, psi, act, m, v, zero: int, schedule: str, ranks=None):
         """Per stage bytes per device (model states + activations in flight); `ranks` default all stages."""
-        k_opt = mem.optimizer_bytes_per_param(self.beta)
-        m_stage = np.asarray(m)[..., None] if np.ndim(m) else m
-        ranks = self.ranks if ranks is None else ranks
-        out = _memory(zero, k_opt, schedule)(psi, act, ranks, self.beta, self.dp, m_stage, self.pp, v)[0]
-        return np.broadcast_to(out, np.broadcast_shapes(np.shape(psi), np.shape(act)))
+        ranks = self.ranks if ranks is None else np.atleast_1d(ranks)
+        shape = np.broadcast_shapes(np.shape(psi), np.shape(act))
+        scalar = shape == ()
+        psi, act = (np.broadcast_to(np.asarray(x, float), shape if shape else (1,)) for x in (psi, act))
+        ndim = psi.ndim
+        m_full = _first(np.broadcast_to(np.asarray(m, float)[..., None], psi.shape)) if np.ndim(m) else m
+        stage = {Psi_r: _first(psi), A_r: _first(act), r_: _per_stage(ranks, ndim)}
+        out = self._variant(schedule, zero)(stage, self._scalars(m_full, v), ("memory_total",))["memory_total"]
+        out = _last(np.broadcast_to(out, stage[Psi_r].shape))
+        return out.reshape(()) if scalar else out
 
     def peak_memory(self, psi, act, m, v, zero: int, schedule: str):
         return self.memory(psi, act, m, v, zero, schedule).max(-1)
 
-    def pipeline_total(self, total_s, f_max, b_max, m, v):
-        """superstep.PIPELINE from the sums themselves (scalars or arrays)."""
-        return _pipeline()(total_s, f_max, b_max, 0.0, m, v)[0]
+    def pipeline_total(self, total_s, f_max, b_max, m, v, schedule: str = "1f1b"):
+        """The schedule's makespan from the sums themselves (scalars or arrays): Σ_T, max F, max B."""
+        return aggregate_function(schedule, "makespan")(total_s, f_max, b_max, 0.0, 0.0, 0.0, m, v, self.pp)
+
+
+__all__ = ["Objective", "GSB_r"]

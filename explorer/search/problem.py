@@ -4,6 +4,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from explorer.hardware.cluster import BYTES_PER_ELEMENT
+from explorer.schedules import chunked
+from explorer.strategy import rules
 from explorer.strategy.strategy import LayerSplit, Strategy
 from explorer.search.chain_dp import Setting, Solution
 from explorer.search.objective import Objective
@@ -36,16 +38,14 @@ class Problem:
             (default.degree, default.effective_preset, default.overrides)
         splits = () if all(same(x) for x in solution.splits) else tuple(solution.splits)
         layer_stages = tuple(solution.stages[1:-1])
-        stage_map = () if layer_stages == tuple(self.even_stages[1:-1]) or s.schedule == "interleaved" \
+        stage_map = () if layer_stages == tuple(self.even_stages[1:-1]) or chunked(s.schedule) \
             else layer_stages
         return s.with_(layer_splits=splits, stage_map=stage_map)
 
 
 def problem_for(model, cluster, strategy: Strategy, cap_bytes: float | None = None, chains=None) -> Problem:
     """The DP problem of `strategy`'s global choices; `chains` caches chains between problems."""
-    transformer = model.is_transformer
-    strategy.check_fits(model.layers, model.heads if transformer else None, None, transformer,
-                        model.kv_heads if transformer else None)
+    rules.check(model, strategy)
     key = (strategy.tp, strategy.dp * strategy.tp, strategy.recompute, strategy.sequence_parallel,
            strategy.scatter_gather, strategy.dtype, strategy.micro_batch)
     chains = {} if chains is None else chains

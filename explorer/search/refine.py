@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from math import inf
 
+from explorer.schedules import chunked
 from explorer.search.layer_dp import best_splits, usable
 from explorer.search.partition import best_partition
 from explorer.search.problem import problem_for
@@ -30,7 +31,7 @@ def refine(model, cluster, strategy, incumbent_s: float = inf, cap_bytes=None, c
     """(strategy, predicted seconds, predicted bytes) of the best splits and stages found
     for `strategy`'s global choices, or None when nothing fits the cap."""
     pb = problem_for(model, cluster, strategy, cap_bytes, chains)
-    pipelined = strategy.pp > 1 and strategy.schedule != "interleaved"
+    pipelined = strategy.pp > 1 and not chunked(strategy.schedule)
     size = model.layers * len(usable(layer_options(strategy.tp), strategy, model)) * strategy.pp
     if pipelined and size <= JOINT_BUDGET:
         sol = best_splits(pb, None, incumbent=incumbent_s, max_labels=max_labels)

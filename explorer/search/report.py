@@ -1,7 +1,8 @@
 """A SearchResult as the CLI's JSON object, as text, and as rows for tables and charts."""
 from __future__ import annotations
 
-from explorer.cost.program import CATEGORIES
+from explorer.cost.superstep import CATEGORIES
+from explorer.schedules import chunked
 from explorer.io.strategies import strategy_to_dict
 
 GIB = 2 ** 30
@@ -10,7 +11,7 @@ GIB = 2 ** 30
 def label(strategy) -> str:
     """Short text of a strategy's global choices (and whether it has per-layer choices)."""
     s = strategy
-    sched = f"interleaved v={s.chunks}" if s.schedule == "interleaved" else s.schedule
+    sched = f"{s.schedule} v={s.chunks}" if chunked(s.schedule) else s.schedule
     extras = [f"ZeRO-{s.zero}" if s.zero else "", f"recompute {s.recompute}" if s.recompute != "none" else "",
               "SP" if s.sequence_parallel else "", "overlap" if s.overlap_dp else "",
               "per-layer splits" if s.layer_splits else "", "stage map" if s.stage_map else ""]

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from explorer.errors import ExplorerError
+from explorer.schedules import get as schedule_of
 from explorer.cost.evaluate import Result, evaluate
 from explorer.strategy.strategy import Strategy
 from explorer.search.pareto import pareto_front
@@ -116,7 +117,8 @@ def _to_refine(space, points: Points, fits: np.ndarray, count: int) -> list:
     """The fastest `count` distinct sweep points within the cap whose schedule is not interleaved.
 
     Interleaving revisits every stage once per chunk, so the DP's labels would
-    carry all p stages' open sums and multiply; those keep Megatron's split.
+    carry all p stages' open sums and multiply; zero-bubble schedules need the
+    weight-gradient sums the labels do not carry: those keep Megatron's split.
     Points with the same time, degrees and micro-batch (variants that differ only
     in memory, e.g. ZeRO-1 vs 2, GPipe vs 1F1B without pipelining, selective
     recomputation of a model without attention) are refined once: the one with
@@ -128,7 +130,7 @@ def _to_refine(space, points: Points, fits: np.ndarray, count: int) -> list:
         fam = space.families[points.family[k]]
         key = (float(f"{points.time_s[k]:.12g}"), fam.tp, fam.pp, int(points.micro_batch[k]),
                bool(points.overlap[k]))
-        if fam.schedule == "interleaved" or key in seen:
+        if schedule_of(fam.schedule).chunked or schedule_of(fam.schedule).splits_weight or key in seen:
             continue
         seen.add(key)
         chosen.append(int(k))

@@ -1,11 +1,13 @@
 """The global choices of a search, with the reason each pruned family was dropped.
 
 The raw grid, for N devices and global batch B: every t dividing N, every p
-dividing N/t (d = N/(t p)), every micro-batch b dividing B, the schedules
-1f1b, gpipe and interleaved with v = 2..l chunks, ZeRO 0-3, the three
+dividing N/t (d = N/(t p)), every micro-batch b dividing B, every registered
+schedule (the chunked ones with v = 2..l chunks), ZeRO 0-3, the three
 recomputation modes, sequence parallelism off/on and gradient-sync overlap
-off/on. Each raw point is either kept or counted under the first rule it
-breaks (RULES, in order), so the counts add up to the grid size.
+off/on. Each raw point is either kept or counted under the first rule of
+explorer.strategy.rules it breaks -- the same table that refuses a Strategy --
+so the counts add up to the grid size. Each rule is checked at the loop level
+where all the fields it reads are fixed, and its count multiplied out.
 
 >>> from explorer import load_model
 >>> sp = enumerate_space(load_model("tiny-gpt"), gpus=8, global_batch=8)
@@ -18,24 +20,43 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from explorer.errors import ExplorerError
-from explorer.strategy.strategy import LayerSplit, RECOMPUTE
+from explorer.schedules import SCHEDULES
+from explorer.strategy import rules as R
+from explorer.strategy.strategy import RECOMPUTE, LayerSplit
 
 ZEROS, OVERLAPS, SEQ_PAR = (0, 1, 2, 3), (False, True), (False, True)
-HEADS = "t does not divide the attention heads"
-KV_HEADS = "t does not divide the key/value heads"     # grouped-query attention splits whole KV heads
-STAGES = "more pipeline stages than layers"
-BATCH = "global batch not divisible by micro-batch x d"
-INTERLEAVE_PP = "interleaved schedule needs pp >= 2"
-CHUNKS = "more model chunks (pp x v) than layers"
-UNEVEN = "interleaved chunks of unequal size"          # Megatron-LM asserts layers % (p v) == 0
-MICRO = "micro-batches not a multiple of pp (interleaved)"
-ZERO_PP = "ZeRO >= 2 cannot combine with pipelining"
-SEQ_TP = "sequence parallelism needs t > 1"
-MEMORY = "over the memory cap"                          # counted by the search after evaluation
-RULES = (HEADS, KV_HEADS, STAGES, BATCH, INTERLEAVE_PP, CHUNKS, UNEVEN, MICRO, ZERO_PP, SEQ_TP, MEMORY)
+HEADS, KV_HEADS, STAGES, MEMORY = R.HEADS, R.KV_HEADS, R.STAGES, R.MEMORY
+RULES = R.REASONS
+"""The search's pruning reasons, in the order a raw choice is checked (explorer.strategy.rules)."""
 LAYER_PRESETS = ("megatron", "column", "row", "batch")
 """Per-layer presets searched at each degree > 1 ('replicated' at degree > 1 is degree 1's
 cost with a larger group; per-operator overrides are left to the editor)."""
+ALWAYS = {"layer_splits", "stage_map"}       # a family has none: the rules read their defaults
+LEVELS = ({"tp", "pp"}, {"micro_batch", "dp", "global_batch"}, {"schedule", "chunks"}, {"zero"},
+          {"sequence_parallel"})
+"""Fields fixed at each loop level of the enumeration, outermost first."""
+
+
+def _level_rules() -> list:
+    """The searched rules that become checkable at each loop level, in table order."""
+    bound, out = set(ALWAYS), []
+    for fields in LEVELS:
+        before = set(bound)
+        bound |= fields
+        out.append([rule for rule in R.RULES if rule.searched
+                     and set(rule.fields) <= bound and not set(rule.fields) <= before])
+    return out
+
+
+AT_LEVEL = _level_rules()
+
+
+def _broken(level: int, v, model):
+    """The reason of the first rule of this level `v` breaks, or None."""
+    for rule in AT_LEVEL[level]:
+        if rule.broken(v, model):
+            return rule.reason
+    return None
 
 
 def divisors(n: int) -> list:
@@ -82,71 +103,70 @@ class Space:
 
 
 def _schedules(layers: int):
-    yield "1f1b", 1
-    yield "gpipe", 1
-    for v in range(2, layers + 1):
-        yield "interleaved", v
-
-
-def _schedule_rule(layers, pp, chunks, schedule) -> str | None:
-    if schedule != "interleaved":
-        return None
-    if pp < 2:
-        return INTERLEAVE_PP
-    if pp * chunks > layers:
-        return CHUNKS
-    if layers % (pp * chunks):
-        return UNEVEN
-    return None
-
-
-def _degree_rule(model, tp: int, pp: int) -> str | None:
-    if model.is_transformer and model.heads % tp:
-        return HEADS
-    if model.is_transformer and model.kv_heads % tp:
-        return KV_HEADS
-    return STAGES if pp > model.layers else None
+    """(schedule, chunks) of every registered schedule; chunked ones with v = 2..layers."""
+    for name, sched in SCHEDULES.items():
+        if sched.chunked:
+            for v in range(2, layers + 1):
+                yield name, v
+        else:
+            yield name, 1
 
 
 def enumerate_space(model, gpus: int, global_batch: int) -> Space:
     """Every global choice for `model` on `gpus` devices at global batch `global_batch`."""
     if gpus < 1 or global_batch < 1:
         raise ExplorerError(f"gpus and global batch must be positive, got {gpus} and {global_batch}")
-    space, layers = Space([]), model.layers
+    space = Space([])
     batches = divisors(global_batch)
+    schedules = list(_schedules(model.layers))
     inner = len(ZEROS) * len(RECOMPUTE) * len(SEQ_PAR) * len(OVERLAPS)   # raw points per (t, p, b, schedule)
-    n_sched = len(list(_schedules(layers)))
     for tp in divisors(gpus):
         for pp in divisors(gpus // tp):
-            raw = len(batches) * n_sched * inner
+            raw = len(batches) * len(schedules) * inner
             space.total += raw
-            rule = _degree_rule(model, tp, pp)
-            if rule:
-                space.pruned[rule] += raw
+            reason = _broken(0, R.view(tp=tp, pp=pp), model)
+            if reason:
+                space.pruned[reason] += raw
                 continue
-            _add_families(space, model, tp, pp, gpus // (tp * pp), global_batch, batches, inner)
+            _add_families(space, model, tp, pp, gpus // (tp * pp), global_batch, batches, schedules, inner)
     return space
 
 
-def _add_families(space, model, tp, pp, dp, global_batch, batches, inner):
-    ok_b = [b for b in batches if global_batch % (b * dp) == 0]
-    space.pruned[BATCH] += (len(batches) - len(ok_b)) * len(list(_schedules(model.layers))) * inner
-    for schedule, chunks in _schedules(model.layers):
-        rule = _schedule_rule(model.layers, pp, chunks, schedule)
-        if rule:
-            space.pruned[rule] += len(ok_b) * inner
-            continue
-        micro = [b for b in ok_b if schedule != "interleaved" or (global_batch // (b * dp)) % pp == 0]
-        space.pruned[MICRO] += (len(ok_b) - len(micro)) * inner
+def _add_families(space, model, tp, pp, dp, global_batch, batches, schedules, inner):
+    ok_b = []
+    for b in batches:
+        reason = _broken(1, R.view(tp=tp, pp=pp, micro_batch=b, dp=dp, global_batch=global_batch), model)
+        if reason:
+            space.pruned[reason] += len(schedules) * inner
+        else:
+            ok_b.append(b)
+    for schedule, chunks in schedules:
+        micro = []
+        for b in ok_b:
+            v = R.view(tp=tp, pp=pp, micro_batch=b, dp=dp, global_batch=global_batch, schedule=schedule,
+                       chunks=chunks)
+            reason = _broken(2, v, model)
+            if reason:
+                space.pruned[reason] += inner
+            else:
+                micro.append(b)
         if not micro:
             continue
-        zeros = ZEROS if pp == 1 else (0, 1)
+        zeros = []
+        for zero in ZEROS:
+            reason = _broken(3, R.view(tp=tp, pp=pp, zero=zero), model)
+            if reason:
+                space.pruned[reason] += len(micro) * len(OVERLAPS) * len(RECOMPUTE) * len(SEQ_PAR)
+            else:
+                zeros.append(zero)
+        seqs = []
+        for seq in SEQ_PAR:
+            reason = _broken(4, R.view(tp=tp, pp=pp, sequence_parallel=seq), model)
+            if reason:
+                space.pruned[reason] += len(micro) * len(OVERLAPS) * len(RECOMPUTE) * len(zeros)
+            else:
+                seqs.append(seq)
         for recompute in RECOMPUTE:
-            for seq in SEQ_PAR:
-                lost = len(micro) * len(OVERLAPS)
-                space.pruned[ZERO_PP] += lost * (len(ZEROS) - len(zeros))
-                if seq and tp == 1:
-                    space.pruned[SEQ_TP] += lost * len(zeros)
-                    continue
-                space.families.append(Family(tp, pp, dp, schedule, chunks, recompute, seq,
-                                             tuple(micro), zeros))
+            for seq in seqs:
+                space.families.append(Family(tp, pp, dp, schedule, chunks, recompute, seq, tuple(micro),
+                                             tuple(zeros)))

@@ -16,7 +16,7 @@ import numpy as np
 from explorer.hardware.cluster import BYTES_PER_ELEMENT
 from explorer.strategy.strategy import LayerSplit, Strategy
 from explorer.search.objective import Objective
-from explorer.search.tables import A, B, F, GS, PSI, Chain, node_stages, stage_sums
+from explorer.search.tables import A, B, F, GS, PSI, W, Chain, node_stages, stage_sums
 
 
 @dataclass
@@ -75,21 +75,22 @@ def _sweep_group(model, cluster, families, members, global_batch, dtype, options
             fam = families[i]
             stages = node_stages(model, probe(fam, global_batch, dtype))
             sums = np.stack([stage_sums(chain, chain.chain([o] * model.layers, stages), stages, pp)
-                             for o in options]).transpose(0, 1, 3, 2)      # (options, 4, b, pp)
+                             for o in options]).transpose(0, 1, 3, 2)      # (options, ROWS, b, pp)
             pick = np.searchsorted(sizes, fam.micro_batches)
             _evaluate_family(i, fam, sums[:, :, pick], sizes[pick], degree, objective, global_batch, rows)
 
 
 def _evaluate_family(index, fam, sums, b, degree, objective, global_batch, rows):
     m = global_batch / (b * fam.dp)                                   # micro-batches, per b
-    Fs, Bs, psi, act, split = (sums[:, k] for k in (F, B, PSI, A, GS))  # each (options, b, pp)
-    pipe = objective.pipeline(Fs, Bs, m, fam.chunks)
+    Fs, Bs, psi, act, split, Ws = (sums[:, k] for k in (F, B, PSI, A, GS, W))  # each (options, b, pp)
+    pipe = objective.pipeline(Fs, Bs, m, fam.chunks, fam.schedule, Ws)
     valid = (b[None, :] % degree[:, None]) == 0                        # 'batch' needs b % degree == 0
     opt_idx, b_idx = np.nonzero(valid)
     for zero in fam.zeros:
         memory = objective.peak_memory(psi, act, m, fam.chunks, zero, fam.schedule)
         for overlap in fam.overlaps:
-            time = pipe + objective.sync(psi, Bs, split, m[:, None], fam.chunks, zero, overlap).max(-1)
+            time = pipe + objective.sync(psi, Bs, split, m[:, None], fam.chunks, zero, overlap,
+                                         schedule=fam.schedule).max(-1)
             count = opt_idx.size
             rows.append((np.full(count, index), opt_idx, b[b_idx], np.full(count, zero),
                          np.full(count, overlap), time[opt_idx, b_idx], memory[opt_idx, b_idx]))

@@ -5,37 +5,31 @@ it; a *link* is what passes between two neighbouring nodes, on one stage or
 across a stage cut. Both are priced by the core -- `block_cost()` for the
 block, the plan's boundary rule for the link (redistribution where the splits
 differ, point-to-point and scatter/gather where the stages differ), the
-compiled block quantities of `program.BLOCK_ARGS` for the numbers -- and kept
+compiled block quantities of the cost tree (explorer.cost.tree) for the numbers -- and kept
 as numpy arrays over a vector of micro-batch sizes. Nothing here re-derives a
 cost; `tests/test_search_tables.py` checks the stage sums against `evaluate()`.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
-
 import numpy as np
 
 from explorer.cost import collectives as coll
 from explorer.cost import layouts as lay
 from explorer.cost.block import block_cost
-from explorer.cost.compile import compile_exprs
-from explorer.cost.evaluate import hardware_numbers, model_numbers
-from explorer.model.graph import build_blocks
-from explorer.strategy.placement import tp_level
+from explorer.cost.numbers import Numbers
 from explorer.cost.plan import PlacedBlock, block_splits
 from explorer.cost.plan import boundary as plan_boundary
-from explorer.cost.program import BLOCK_ARGS, SIZE_ARGS
-from explorer.cost.quantities import Q, block_exprs
-from explorer.symbols import L_t, g_t
+from explorer.cost.tree import Q, block_function, size_function
+from explorer.model.graph import build_blocks
+from explorer.strategy.mesh import group_level
 
-_tp_level = lru_cache(maxsize=4096)(tp_level)   # loops over every group of the stage: worth keeping
-
-F, B, PSI, A, GS = range(5)
-ROWS = 5
+F, B, PSI, A, GS, W = range(6)
+ROWS = 6
 """Rows of a node's values: forward and backward seconds of one micro-batch
 (backward includes recomputation), parameters held per device, activation bytes
-kept, and the once-per-iteration gradient all-reduce of batch-split weights (s)."""
+kept, the once-per-iteration gradient all-reduce of batch-split weights (s), and
+the weight-gradient part of the backward (zero-bubble schedules)."""
 F_FROM, F_TO, B_FROM, B_TO = range(4)
 """Rows of a link's values: forward / backward seconds paid by the producer's
 and the consumer's stage (a p2p is paid by its sender, a conversion by the
@@ -62,9 +56,9 @@ class Chain:
         self.model, self.cluster, self.probe = model, cluster, probe
         self.blocks = build_blocks(model)
         self.fixed = block_splits(model, probe, self.blocks)   # embedding / head: tp, megatron
-        self.hw = hardware_numbers(cluster, probe.dtype)
         self.b = np.atleast_1d(np.asarray(b, dtype=float))
-        self.dims = (self.b,) + model_numbers(model, probe)[1:]
+        self.nums = Numbers.of(model, self.b, cluster, probe.dtype)
+        self.hw = self.nums.hw
         self._nodes, self._links, self._levels = {}, {}, {}
 
     def for_probe(self, probe) -> "Chain":
@@ -85,7 +79,7 @@ class Chain:
         """Machine level of a `degree`-sized group inside `stage` (the plan's placement rule)."""
         key = (stage, degree)
         if key not in self._levels:
-            self._levels[key] = _tp_level(self.cluster, self.probe.tp, self.probe.dp, stage, degree)
+            self._levels[key] = group_level(self.cluster, self.probe.mesh, "tp", degree, pp=stage)
         return self._levels[key]
 
     def node(self, i: int, split, incoming: str, stage: int = 0) -> Node:
@@ -102,14 +96,9 @@ class Chain:
         return self._nodes[key]
 
     def _values(self, cost, degree: int, level: int) -> np.ndarray:
-        fn = compile_exprs(("block", cost.key), BLOCK_ARGS, lambda: block_exprs(cost, g_t, L_t))
-        hw = self.hw
-        q = fn(*self.dims, degree, hw["g"][level], hw["L"][level], hw["F"], hw["eta"], hw["phi"],
-               hw["W"], hw["tau"], hw["beta"])
+        q = block_function(cost)(*self.nums.block_args(degree, level))
         col = lambda name: np.broadcast_to(np.asarray(q[Q[name]], dtype=float), self.b.shape)
-        return np.vstack([col("fwd_compute") + col("fwd_comm"),
-                          col("bwd_compute") + col("bwd_comm") + col("recompute"),
-                          col("params_dev"), col("act"), col("grad_sync")])
+        return np.vstack([col("F"), col("B"), col("params_dev"), col("act"), col("grad_sync"), col("bwd_weight")])
 
     def chain(self, splits, stages) -> list:
         """Nodes of the whole chain with `splits` (one LayerSplit per layer) on `stages` (per block)."""
@@ -134,12 +123,12 @@ class Chain:
         after = PlacedBlock(self.blocks[i], cur.split, stage_to, 0, cur.cost, cur.level)
         boundary = plan_boundary(before, after, i, self.probe, self.cluster)
         out = np.zeros((4, self.b.size))
-        size_dims = self.dims + (self.hw["beta"],)
-        for c, level in zip(boundary.collectives, boundary.levels):
-            size = compile_exprs(("size", c.size), SIZE_ARGS, (c.size,))(*size_dims)[0]
+        sizes = size_function(tuple(c.size for c in boundary.collectives))(*self.nums.size_args()) \
+            if boundary.collectives else ()
+        for c, level, size in zip(boundary.collectives, boundary.levels, sizes):
             n = int(c.n)
-            secs = coll.bytes_per_device(c.kind, np.asarray(size, dtype=float), n) * self.hw["g"][level] \
-                + float(coll.latency_steps(c.kind, n)) * self.hw["L"][level]
+            sent = coll.bytes_per_device(c.kind, np.asarray(size, dtype=float), n)
+            secs = self.nums.collective_seconds(sent, float(coll.latency_steps(c.kind, n)), level)
             forward = c.phase == "fwd"
             by_sender = c.kind == "p2p"
             row = (F_FROM if by_sender else F_TO) if forward else (B_TO if by_sender else B_FROM)
@@ -148,7 +137,7 @@ class Chain:
 
 
 def stage_sums(chain: Chain, nodes, stages, pp: int) -> np.ndarray:
-    """(5, pp, micro-batch sizes): each stage's F, B, PSI, A, GS for nodes placed on `stages`."""
+    """(ROWS, pp, micro-batch sizes): each stage's F, B, PSI, A, GS, W for nodes placed on `stages`."""
     out = np.zeros((ROWS, pp, chain.b.size))
     for i, node in enumerate(nodes):
         out[:, stages[i]] += node.values

@@ -18,6 +18,7 @@ from explorer.hardware.cluster import Cluster
 from explorer.errors import ExplorerError
 from explorer.cost.evaluate import evaluate
 from explorer.model.spec import ModelSpec
+from explorer.schedules import chunked
 from explorer.strategy.strategy import Strategy
 
 DEFAULT_MODEL = "gpt3-175b"
@@ -65,7 +66,7 @@ def _build(model, cluster, gpus, global_batch, micro_batch, tp, pp, **extra) -> 
     if gpus % (tp * pp):
         raise ExplorerError(f"{gpus} GPUs are not divisible by tp x pp = {tp} x {pp}")
     dp = gpus // (tp * pp)
-    multiple = micro_batch * dp * (pp if extra.get("schedule") == "interleaved" else 1)
+    multiple = micro_batch * dp * (pp if chunked(extra.get("schedule", "1f1b")) else 1)
     strategy = Strategy(dp=dp, tp=tp, pp=pp, micro_batch=micro_batch,
                         global_batch=round_batch(global_batch, multiple), **extra)
     evaluate(model, strategy, cluster)  # refuses what cannot run, naming the value

@@ -1,15 +1,20 @@
 """Strategy: how a model is split across devices (global degrees + per-layer choices).
 
-`Strategy` checks itself on construction; `check_fits(model, gpus)` checks it
-against a model and a device count. Every refusal names the offending value.
+`Strategy` checks its field types and then the rules of its own fields
+(explorer.strategy.rules, one table shared with the search) once, on
+construction; `rules.check(model, strategy, gpus, cluster)` checks it against a
+model and a device count. Every refusal names the offending value.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import cached_property
 
 from explorer.errors import ExplorerError
+from explorer.schedules import NAMES as SCHEDULES
+from explorer.strategy.mesh import AXES, DEFAULT_ORDER, Mesh
+from explorer.strategy.rules import check_strategy
 
-SCHEDULES = ("gpipe", "1f1b", "interleaved")
 RECOMPUTE = ("none", "selective", "full")
 DTYPES = ("bf16", "fp16", "fp32")
 LAYER_PRESETS = ("megatron", "column", "row", "batch", "replicated")
@@ -76,6 +81,7 @@ class Strategy:
     dtype: str = "bf16"
     layer_splits: tuple = ()         # LayerSplit per layer; () = LayerSplit(tp, 'megatron') everywhere
     stage_map: tuple = ()            # pipeline stage of each layer; () = even split
+    rank_order: str = DEFAULT_ORDER  # mesh axes, fastest-varying first (Megatron-LM's tp-cp-ep-dp-pp)
 
     def __post_init__(self):
         for name in ("dp", "tp", "pp", "micro_batch", "global_batch", "chunks"):
@@ -91,36 +97,13 @@ class Strategy:
         for name in ("sequence_parallel", "overlap_dp", "scatter_gather"):
             if not isinstance(getattr(self, name), bool):
                 raise ExplorerError(f"strategy field '{name}' must be true or false, got {getattr(self, name)!r}")
-        if self.schedule != "interleaved" and self.chunks != 1:
-            raise ExplorerError(f"chunks={self.chunks} needs the 'interleaved' schedule (got {self.schedule!r})")
-        if self.schedule == "interleaved" and self.pp < 2:
-            raise ExplorerError("the 'interleaved' schedule needs pp >= 2")
-        if self.zero >= 2 and self.pp > 1:
-            raise ExplorerError(
-                f"zero={self.zero} cannot be combined with pp={self.pp}: gradients and parameters "
-                "sharded across data-parallel ranks conflict with pipeline micro-batch accumulation "
-                "(DeepSpeed refuses it too); use zero 0 or 1 with pipelining")
-        per_step = self.micro_batch * self.dp
-        if self.global_batch % per_step:
-            raise ExplorerError(
-                f"global batch {self.global_batch} is not divisible by micro-batch x dp = "
-                f"{self.micro_batch} x {self.dp} = {per_step}")
-        if self.schedule == "interleaved" and self.micro_batches % self.pp:
-            raise ExplorerError(
-                f"the interleaved schedule needs the micro-batches per iteration "
-                f"({self.micro_batches}) to be a multiple of pp={self.pp}")
         splits = tuple(s if isinstance(s, LayerSplit) else LayerSplit(**s) for s in self.layer_splits)
         object.__setattr__(self, "layer_splits", splits)
-        for i, split in enumerate(splits):
-            if self.tp % split.degree:
-                raise ExplorerError(
-                    f"layer {i}: operator-parallel degree {split.degree} does not divide tp={self.tp}")
         object.__setattr__(self, "stage_map", tuple(self.stage_map))
-        for i, stage in enumerate(self.stage_map):
-            if isinstance(stage, bool) or not isinstance(stage, int) or not 0 <= stage < self.pp:
-                raise ExplorerError(f"layer {i} is mapped to stage {stage!r}, outside 0..{self.pp - 1}")
-        if any(later < earlier for earlier, later in zip(self.stage_map, self.stage_map[1:])):
-            raise ExplorerError("the layer->stage map must not decrease (stages hold consecutive layers)")
+        if not isinstance(self.rank_order, str) or sorted(self.rank_order.split("-")) != sorted(AXES):
+            raise ExplorerError(f"rank_order must name each mesh axis once ({'-'.join(AXES)} in some order), "
+                                f"got {self.rank_order!r}")
+        check_strategy(self)
 
     @property
     def devices(self) -> int:
@@ -146,42 +129,10 @@ class Strategy:
             out += [stage] * (base + (1 if stage < extra else 0))
         return tuple(out)
 
-    def check_fits(self, layers: int, heads: int | None, gpus: int | None, is_transformer: bool,
-                   kv_heads: int | None = None) -> None:
-        """Refuse a strategy that does not fit this model and device count."""
-        if gpus is not None and self.devices != gpus:
-            raise ExplorerError(
-                f"dp x tp x pp = {self.dp} x {self.tp} x {self.pp} = {self.devices} "
-                f"does not equal the {gpus} GPUs")
-        if self.pp > layers:
-            raise ExplorerError(f"pp={self.pp} stages is more than the model's {layers} layers")
-        if self.schedule == "interleaved" and self.pp * self.chunks > layers:
-            raise ExplorerError(
-                f"pp x chunks = {self.pp * self.chunks} model chunks is more than the {layers} layers")
-        if self.layer_splits and len(self.layer_splits) != layers:
-            raise ExplorerError(
-                f"layer_splits has {len(self.layer_splits)} entries but the model has {layers} layers")
-        if self.stage_map:
-            if len(self.stage_map) != layers:
-                raise ExplorerError(
-                    f"stage_map has {len(self.stage_map)} entries but the model has {layers} layers")
-            empty = sorted(set(range(self.pp)) - set(self.stage_map))
-            if empty:
-                raise ExplorerError(f"stage {empty[0]} has no layers in the stage_map")
-        for i, split in (enumerate(self.layer_splits) if self.layer_splits else [(0, self.split_of(0))]):
-            where = f" (layer {i})" if self.layer_splits else ""
-            if is_transformer and heads is not None and heads % split.degree and split.effective_preset != "batch":
-                raise ExplorerError(
-                    f"operator-parallel degree {split.degree}{where} does not divide the {heads} attention heads")
-            if is_transformer and kv_heads and kv_heads % split.degree and split.effective_preset != "batch":
-                raise ExplorerError(
-                    f"operator-parallel degree {split.degree}{where} does not divide the {kv_heads} key/value "
-                    "heads (grouped-query attention splits whole KV heads, as in Megatron-LM)")
-            if split.effective_preset == "batch" and self.micro_batch % split.degree:
-                raise ExplorerError(
-                    f"layer {i} splits the batch {split.degree} ways but the micro-batch is {self.micro_batch}")
-        if self.sequence_parallel and self.tp == 1:
-            raise ExplorerError("sequence parallelism needs tp > 1")
+    @cached_property
+    def mesh(self) -> Mesh:
+        """The device mesh: named axes with their sizes, in rank order."""
+        return Mesh.of(self.rank_order, tp=self.tp, dp=self.dp, pp=self.pp)
 
     def with_(self, **changes) -> "Strategy":
         return replace(self, **changes)

@@ -12,8 +12,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from explorer.cost.program import payer  # who pays a boundary collective: the cost model's own rule
-from explorer.timeline.numbers import Context, block_numbers, boundary_numbers
+from explorer.cost.tree import payer  # who pays a boundary collective: the cost model's own rule
+from explorer.cost.numbers import Numbers
+from explorer.timeline.numbers import block_numbers, boundary_numbers
 from explorer.timeline.schedules import PASS_NAMES, B, F, W
 
 PART_CATEGORIES = ("zero_comm", "recompute", "compute", "op_comm", "redistribution", "pp_comm")
@@ -55,10 +56,10 @@ class PassCosts:
                    ops, tuple(str(i) for i in range(len(fwd))), chunks, {})
 
 
-def from_result(result, the_plan, ctx: Context, split_weight: bool) -> PassCosts:
+def from_result(result, the_plan, ctx: Numbers, split_weight: bool) -> PassCosts:
     """PassCosts of an evaluated strategy; split_weight moves bwd_weight_s to a W pass (ZB-H1)."""
     strategy = the_plan.strategy
-    p, v, m = strategy.pp, strategy.chunks, strategy.micro_batches
+    p, v = strategy.pp, strategy.chunks
     sec = np.zeros((p, 3, len(PART_CATEGORIES)))
     after = {k: np.zeros(p) for k in ("dp_sync_s", "dp_exposed_s", "zero_comm_s", "optimizer_s")}
     for i, row in enumerate(result.stage_times_s):
@@ -69,14 +70,14 @@ def from_result(result, the_plan, ctx: Context, split_weight: bool) -> PassCosts
             sec[i, B, COMPUTE_PART] -= row["bwd_weight_s"]
         for k in after:
             after[k][i] = row[k]
-    if strategy.zero == 3:   # ZeRO-3 gathers the parameters before every forward and backward
-        sec[:, F, ZERO_PART] = sec[:, B, ZERO_PART] = after["zero_comm_s"] / (2 * m)
+    if strategy.zero == 3:   # ZeRO-3 gathers the parameters before every forward and backward pass
+        sec[:, F, ZERO_PART] = sec[:, B, ZERO_PART] = [row["zero_pass_s"] for row in result.stage_times_s]
         after["zero_comm_s"] = np.zeros(p)
     nbytes, levels, params = _bytes_and_levels(the_plan, ctx)
     after["dp_bytes"] = np.array([row["dp_bytes"] for row in result.stage_times_s])
     after["dp_level"] = ctx.level_names[result.extra["dp_level"]]
-    if strategy.zero == 3:   # per pass: the iteration's gathers are 2 m passes
-        gather = np.array([row["zero_bytes"] for row in result.stage_times_s]) / (2 * m)
+    if strategy.zero == 3:   # bytes of the gather before each pass
+        gather = np.array([row["zero_pass_bytes"] for row in result.stage_times_s])
         nbytes[:, F, ZERO_PART] = nbytes[:, B, ZERO_PART] = gather
         levels[:, ZERO_PART] = after["dp_level"]
     t, d = strategy.tp, strategy.dp
@@ -84,7 +85,7 @@ def from_result(result, the_plan, ctx: Context, split_weight: bool) -> PassCosts
     return PassCosts(sec / v, nbytes / v, levels, _operators(the_plan, p, v), devices, v, after)
 
 
-def _bytes_and_levels(the_plan, ctx: Context):
+def _bytes_and_levels(the_plan, ctx: Numbers):
     """Bytes per device per stage, pass and part; level names per stage and part; params per device."""
     p = the_plan.strategy.pp
     nbytes = np.zeros((p, 3, len(PART_CATEGORIES)))

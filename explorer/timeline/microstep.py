@@ -16,9 +16,10 @@ import numpy as np
 import pandas as pd
 
 from explorer.errors import ExplorerError
-from explorer.cost.program import (payer, program_for)  # payer: the cost model's own rule for boundary collectives
+from explorer.cost.tree import cost_tree, payer  # payer: the cost model's own rule for boundary collectives
 from explorer.timeline.events import frame
-from explorer.timeline.numbers import Context, block_numbers, boundary_numbers
+from explorer.cost.numbers import Numbers
+from explorer.timeline.numbers import block_numbers, boundary_numbers, context
 
 
 def find_block(the_plan, layer: int | None = None, op: str | None = None) -> int:
@@ -74,7 +75,7 @@ def _backward(steps, names) -> list:
     return out
 
 
-def _boundary(the_plan, index: int, ctx: Context, phase: str, p2p: bool) -> list:
+def _boundary(the_plan, index: int, ctx: Numbers, phase: str, p2p: bool) -> list:
     """Collectives of the boundary into block `index` in `phase` that block `index`'s stage pays."""
     if not 0 < index < len(the_plan.blocks):
         return []
@@ -90,7 +91,7 @@ def _boundary(the_plan, index: int, ctx: Context, phase: str, p2p: bool) -> list
     return out
 
 
-def block_segments(the_plan, k: int, ctx: Context) -> list:
+def block_segments(the_plan, k: int, ctx: Numbers) -> list:
     """(phase, kind, category, operator, seconds, bytes, level) of block k's forward then backward."""
     placed = the_plan.blocks[k]
     steps, _ = block_numbers(placed, ctx)
@@ -112,9 +113,9 @@ def microstep_events(model, strategy, cluster, gpus=None, layer: int | None = No
                      op: str | None = None) -> pd.DataFrame:
     """Events of one layer's forward and backward (or one operator's) on the devices of its
     operator-parallel group, one micro-batch, from time 0."""
-    the_plan = program_for(model, strategy, cluster, gpus).plan
+    the_plan = cost_tree(model, strategy, cluster).plan
     k = find_block(the_plan, layer, op)
-    segments = block_segments(the_plan, k, Context.of(model, strategy, cluster))
+    segments = block_segments(the_plan, k, context(model, strategy, cluster))
     if op is not None:
         segments = [s for s in segments if s[3] == op]
     return segments_frame(segments, the_plan.blocks[k], strategy)

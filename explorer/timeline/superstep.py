@@ -16,10 +16,11 @@ import pandas as pd
 
 from explorer.errors import ExplorerError
 from explorer.cost.evaluate import evaluate
-from explorer.cost.program import program_for
+from explorer.cost.tree import cost_tree
 from explorer.timeline.costs import PART_CATEGORIES, PART_KINDS, PassCosts, from_result
 from explorer.timeline.events import concat, frame
-from explorer.timeline.numbers import Context
+from explorer.timeline.numbers import context
+from explorer.schedules import get
 from explorer.timeline.schedules import B, F, W, order_for
 from explorer.timeline.simulate import simulate
 
@@ -28,15 +29,16 @@ CATEGORY_OF_PART = np.array(PART_CATEGORIES, dtype=object)
 
 def superstep_events(model, strategy, cluster, gpus=None, schedule: str | None = None,
                      result=None) -> pd.DataFrame:
-    """Events of one iteration; schedule defaults to the strategy's ('zb-h1' needs a 1f1b strategy)."""
+    """Events of one iteration; schedule defaults to the strategy's. A 1f1b strategy may also be
+    drawn as 'zb-h1' (the same costs with the weight gradient moved to W passes)."""
     schedule = schedule or strategy.schedule
-    if schedule == "zb-h1" and strategy.schedule != "1f1b":
-        raise ExplorerError(f"zb-h1 is drawn from a 1f1b strategy, got schedule {strategy.schedule!r}")
-    if schedule not in ("zb-h1", strategy.schedule):
+    if schedule != strategy.schedule and not (schedule == "zb-h1" and strategy.schedule == "1f1b"):
+        if schedule == "zb-h1":
+            raise ExplorerError(f"zb-h1 is drawn from a 1f1b strategy, got schedule {strategy.schedule!r}")
         raise ExplorerError(f"schedule {schedule!r} differs from the strategy's {strategy.schedule!r}")
     result = result or evaluate(model, strategy, cluster, gpus)
-    the_plan = program_for(model, strategy, cluster, gpus).plan
-    costs = from_result(result, the_plan, Context.of(model, strategy, cluster), schedule == "zb-h1")
+    the_plan = cost_tree(model, strategy, cluster).plan
+    costs = from_result(result, the_plan, context(model, strategy, cluster), get(schedule).splits_weight)
     return pipeline_events(costs, strategy.micro_batches, schedule, overlap_dp=strategy.overlap_dp)
 
 

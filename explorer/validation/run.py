@@ -6,9 +6,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from explorer.hardware.cluster import Cluster
-from explorer.cost.evaluate import evaluate, hardware_numbers, model_numbers
-from explorer.cost.program import program_for
-from explorer.cost.quantities import Q
+from explorer.cost.evaluate import evaluate
+from explorer.cost.numbers import Numbers
+from explorer.cost.tree import Q, cost_tree
 
 
 TARGETS = {"megatron_table1": (0.05, 0.10), "korthikanti_table4": (0.10, 0.10)}
@@ -31,19 +31,14 @@ class ValidationRow:
 
 
 def layer_times(case, cluster: Cluster) -> tuple:
-    """(forward, backward) seconds of one transformer layer on one micro-batch."""
-    prog = program_for(case.model, case.strategy, cluster, case.gpus)
-    hw = hardware_numbers(cluster, case.strategy.dtype)
-    dims = model_numbers(case.model, case.strategy)
-    placed = next(b for b in prog.plan.blocks if b.block.kind == "layer" and b.block.layer == 1)
-    kind = next(k for k in prog.kinds if k.exprs[Q["fwd_compute"]] == placed.cost.fwd_compute_s
-                and k.degree == placed.split.degree)
-    args = dims + (kind.degree, hw["g"][kind.level], hw["L"][kind.level], hw["F"], hw["eta"],
-                   hw["phi"], hw["W"], hw["tau"], hw["beta"])
-    vals = np.asarray(kind.fn(*args), dtype=float)
-    fwd = vals[Q["fwd_compute"]] + vals[Q["fwd_comm"]]
-    bwd = vals[Q["bwd_compute"]] + vals[Q["bwd_comm"]] + vals[Q["recompute"]]
-    return float(fwd), float(bwd)
+    """(forward, backward) seconds of one transformer layer on one micro-batch: the F and B
+    quantities of that block in the cost tree."""
+    tree = cost_tree(case.model, case.strategy, cluster)
+    nums = Numbers.of(case.model, case.strategy.micro_batch, cluster, case.strategy.dtype)
+    placed = next(b for b in tree.plan.blocks if b.block.kind == "layer" and b.block.layer == 1)
+    kind = next(k for k in tree.kinds if k.cost is placed.cost and k.degree == placed.split.degree)
+    vals = np.asarray(kind.fn(*nums.block_args(kind.degree, kind.level)), dtype=float)
+    return float(vals[Q["F"]]), float(vals[Q["B"]])
 
 
 def predict(case, cluster: Cluster) -> float:

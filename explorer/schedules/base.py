@@ -1,0 +1,44 @@
+"""What a pipeline schedule is, and the pass kinds its orders use."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import sympy as sp
+
+from explorer.symbols import B_max, B_r, Bin_max, F_max, F_r, FBW_max, S_T, StageMax, StageSum, T_star, W_r
+
+F, B, W = 0, 1, 2
+PASS_NAMES = ("forward", "backward", "weight")
+"""Pass kinds: F forward, B backward (input gradient only when the schedule splits the
+weight gradient off), W weight gradient (zero-bubble schedules)."""
+
+AGGREGATES = {
+    S_T: StageSum(F_r + B_r),          # Σ_T: sum over stages of one micro-batch's forward + backward
+    F_max: StageMax(F_r),              # the slowest forward
+    B_max: StageMax(B_r),              # the slowest backward
+    T_star: StageMax(F_r + B_r),       # T_*: the most loaded stage's forward + backward
+    Bin_max: StageMax(B_r - W_r),      # the slowest input-gradient pass (zero-bubble schedules)
+    FBW_max: StageMax(F_r + B_r - 2 * W_r),
+}
+"""The stage reductions a schedule's formulas use, as named aggregates of the per-stage symbols."""
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """One pipeline schedule. makespan and bubble use the AGGREGATES symbols (Σ_T, F_max, ...)
+    and m, v, p; in_flight and overlap_window are per stage (r, B_r)."""
+
+    name: str
+    title: str
+    source: str                       # paper and section the order and formulas come from
+    order: Callable                   # (p, m, v) -> per stage, a list of (pass, chunk, micro_batch)
+    makespan: sp.Expr                 # seconds from the first forward to the last backward pass
+    bubble: sp.Expr                   # idle seconds of the most loaded stage in that span
+    in_flight: sp.Expr                # micro-batches whose activations stage r holds at its peak
+    overlap_window: sp.Expr           # per stage: seconds the gradient sync may hide under
+    chunked: bool = False             # v > 1 model chunks per stage
+    splits_weight: bool = False       # the backward is split into B (input grad) and W (weight grad)
+    min_stages: int = 1
+    micro_batches_multiple_of_stages: bool = False
+    micro_batches_at_least_stages: bool = False

@@ -1,0 +1,30 @@
+"""1F1B (PipeDream-Flush): one forward, one backward (Narayanan et al. SC'21 Sec 2.2.1, Fig. 4 top)."""
+import sympy as sp
+
+from explorer.schedules.base import B, F, Schedule
+from explorer.schedules.gpipe import GPIPE
+from explorer.symbols import B_r, m, p, r
+
+
+def order(p: int, m: int, v: int = 1) -> list:
+    """Stage i runs min(p-i-1, m) warm-up forwards, then alternates one forward and one
+    backward, then drains the backwards."""
+    out = []
+    for i in range(p):
+        warm = min(p - i - 1, m)
+        seq = [(F, 0, j) for j in range(warm)]
+        for j in range(m - warm):
+            seq += [(F, 0, warm + j), (B, 0, j)]
+        out.append(seq + [(B, 0, j) for j in range(m - warm, m)])
+    return out
+
+
+ONE_F_ONE_B = Schedule(
+    name="1f1b", title="1F1B",
+    source="Narayanan et al. SC'21 Sec 2.2.1 (same bubble as GPipe, at most p micro-batches in flight)",
+    order=order,
+    makespan=GPIPE.makespan,           # the same flow-shop bound: (m+p-1)(F+B) for equal stages
+    bubble=GPIPE.bubble,
+    in_flight=sp.Min(p - r, m),        # stage r keeps p - r micro-batches (at most m)
+    overlap_window=B_r,
+)

@@ -1,0 +1,50 @@
+"""ZB-H1, the zero-bubble schedule with 1F1B's memory (Qi et al., ICLR'24, Sec 3.1, Fig. 3).
+
+The backward splits into B (input gradient, on the critical path) and W (weight
+gradient, which fills the cool-down). Stage i runs p-i-1 warm-up forwards, then i
+steps of F,B whose W it postpones, then F,B,W steps, then B,W steps, then the i
+postponed W passes. (Order of the authors' ZeroBubbleH1Pipeline: B, its send, then W.)
+"""
+import sympy as sp
+
+from explorer.schedules.base import B, F, W, Schedule
+from explorer.symbols import B_max, B_r, Bin_max, F_max, FBW_max, T_star, m, p, r
+
+
+def order(p: int, m: int, v: int = 1) -> list:
+    out = []
+    for i in range(p):
+        fwd = bwd = wgt = 0
+        seq = []
+        for _ in range(min(p - i - 1, m)):
+            seq.append((F, 0, fwd))
+            fwd += 1
+        for _ in range(min(i, m - fwd)):
+            seq += [(F, 0, fwd), (B, 0, bwd)]
+            fwd, bwd = fwd + 1, bwd + 1
+        for j in range(m - fwd):
+            seq += [(F, 0, fwd + j), (B, 0, bwd + j), (W, 0, wgt + j)]
+        bwd, wgt = bwd + m - fwd, wgt + m - fwd
+        for j in range(m - bwd):
+            seq += [(B, 0, bwd + j), (W, 0, wgt + j)]
+        wgt += m - bwd
+        out.append(seq + [(W, 0, j) for j in range(wgt, m)])
+    return out
+
+
+# Qi et al. Sec 3.1: with T_B the input-gradient pass, ZB-H1's bubble is (p-1)(T_F + T_B - T_W)
+# when T_W is at most T_F and T_B. Its exact critical path for equal stages and m >= p, from
+# the schedule's dependency graph (max-plus: the last pass ends at m(F+B) + (p-1) times the
+# largest of F, B_in and F + B_in - W, B_in = B - W), covers the other cases too:
+WARMUP = (p - 1) * sp.Max(F_max, Bin_max, FBW_max)
+
+ZB_H1 = Schedule(
+    name="zb-h1", title="ZB-H1 (zero bubble)",
+    source="Qi et al., 'Zero Bubble Pipeline Parallelism', ICLR'24, Sec 3.1",
+    order=order,
+    makespan=m * (F_max + B_max) + WARMUP,
+    bubble=WARMUP + m * (F_max + B_max - T_star),
+    in_flight=sp.Min(p - r, m),        # the same peak activation memory as 1F1B (Qi et al. Sec 3.1)
+    overlap_window=B_r,                # the last micro-batch's B and W
+    splits_weight=True, micro_batches_at_least_stages=True,
+)

@@ -1,0 +1,95 @@
+"""The device mesh: named axes (dp, tp, pp; cp and ep follow), a rank order, and the machine
+level each communication group crosses.
+
+Ranks are numbered with the first axis of the order varying fastest -- Megatron-LM's
+default order tp-cp-ep-dp-pp gives rank = stage*d*t + replica*t + tp_index (Narayanan
+et al. SC'21 Sec 3; Megatron-LM initialize_model_parallel / RankGenerator). A group
+crosses machine level i when its ranks do not all sit in one unit of that level; units
+are contiguous rank ranges, so a group's lowest and highest rank decide (span_level).
+No axis is hard-coded outside this module: every group is "the ranks along one axis
+with the other coordinates fixed".
+"""
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from functools import lru_cache
+
+AXES = ("tp", "cp", "ep", "dp", "pp")
+DEFAULT_ORDER = "-".join(AXES)
+
+
+@dataclass(frozen=True)
+class Mesh:
+    """Axis sizes in rank order, fastest-varying first: ((name, size), ...)."""
+
+    axes: tuple
+
+    @classmethod
+    def of(cls, order: str = DEFAULT_ORDER, **sizes) -> "Mesh":
+        names = order.split("-")
+        return cls(tuple((name, int(sizes.get(name, 1))) for name in names))
+
+    @property
+    def devices(self) -> int:
+        n = 1
+        for _, size in self.axes:
+            n *= size
+        return n
+
+    def size(self, axis: str) -> int:
+        return dict(self.axes)[axis]
+
+    def stride(self, axis: str) -> int:
+        """Rank distance between neighbours along `axis`."""
+        out = 1
+        for name, size in self.axes:
+            if name == axis:
+                return out
+            out *= size
+        raise KeyError(axis)
+
+    def rank(self, **coords) -> int:
+        return sum(coords.get(name, 0) * self.stride(name) for name, _ in self.axes)
+
+    def bases(self, axis: str, **fixed) -> list:
+        """Rank of index 0 along `axis` for every combination of the other axes' coordinates
+        (those named in `fixed` held at the given value)."""
+        others = [(name, [fixed[name]] if name in fixed else range(size))
+                  for name, size in self.axes if name != axis]
+        return [sum(c * self.stride(name) for (name, _), c in zip(others, combo))
+                for combo in itertools.product(*(values for _, values in others))]
+
+
+@lru_cache(maxsize=4096)
+def span_level(cluster, low: int, high: int) -> int:
+    """The innermost level one of whose units holds every rank from low to high."""
+    unit = 1
+    for i, level in enumerate(cluster.levels):
+        unit *= level.fanout
+        if low // unit == high // unit:
+            return i
+    return len(cluster.levels) - 1
+
+
+@lru_cache(maxsize=8192)
+def group_level(cluster, mesh: Mesh, axis: str, size: int | None = None, **fixed) -> int:
+    """Slowest level crossed by the groups along `axis` (or by its consecutive sub-groups of
+    `size` indices, e.g. a layer split over part of the tp group), other coordinates free
+    except those in `fixed` (e.g. pp=stage)."""
+    n = mesh.size(axis)
+    size = n if size is None else size
+    if size <= 1:
+        return 0
+    step = mesh.stride(axis)
+    return max(span_level(cluster, base + g * size * step, base + ((g + 1) * size - 1) * step)
+               for base in mesh.bases(axis, **fixed) for g in range(n // size))
+
+
+@lru_cache(maxsize=8192)
+def pair_level(cluster, mesh: Mesh, axis: str, i: int, j: int) -> int:
+    """Slowest level crossed by the point-to-point pairs between indices i and j of `axis`
+    (pipeline stages sending to each other), one pair per combination of the other axes."""
+    low, high = sorted((i, j))
+    step = mesh.stride(axis)
+    return max(span_level(cluster, base + low * step, base + high * step) for base in mesh.bases(axis))

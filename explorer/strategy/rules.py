@@ -1,0 +1,248 @@
+"""One table of strategy rules: a reason and a predicate each (torchtitan's ParallelDims idea).
+
+The same rules refuse a Strategy on construction (scope 'strategy'), refuse it
+for a model or a device count (scopes 'model', 'devices'), and count the search's
+pruned choices (the `reason` of the first rule a raw choice breaks). A predicate
+reads a *view*: any object with the Strategy fields it names (`fields`), so the
+search can check a whole family of choices at once. It returns the message
+naming the offending values, or None when the view obeys the rule.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from types import SimpleNamespace
+from typing import Callable
+
+from explorer.errors import ExplorerError
+from explorer.schedules import get as schedule_of
+
+
+@dataclass(frozen=True)
+class Rule:
+    reason: str              # short, stable: the search's pruning key
+    scope: str               # 'strategy' (fields only), 'model' (+ model), 'devices' (+ gpus, cluster)
+    fields: tuple            # the view attributes the predicate reads
+    broken: Callable         # (view, model, devices) -> message naming the values, or None
+    searched: bool = True    # the search's enumeration can break it (counted when pruning)
+
+
+def micro_batches(v) -> int:
+    """m = B / (b d) (Narayanan et al. SC'21, Sec 2.2.1)."""
+    return v.global_batch // (v.micro_batch * v.dp)
+
+
+def _heads(v, model, kv: bool):
+    if not model.is_transformer:
+        return None
+    heads = model.kv_heads if kv else model.heads
+    for i, split in _layer_splits(v):
+        where = f" (layer {i})" if i is not None else ""
+        if heads % split.degree and split.effective_preset != "batch":
+            extra = (" (grouped-query attention splits whole KV heads, as in Megatron-LM)" if kv else "")
+            what = f"{heads} key/value heads" if kv else f"{heads} attention heads"
+            return f"operator-parallel degree {split.degree}{where} does not divide the {what}{extra}"
+    return None
+
+
+def _layer_splits(v):
+    splits = getattr(v, "layer_splits", ())
+    if splits:
+        return list(enumerate(splits))
+    return [(None, SimpleNamespace(degree=v.tp, effective_preset="megatron" if v.tp > 1 else "replicated"))]
+
+
+def _batch_split(v, model):
+    for i, split in enumerate(getattr(v, "layer_splits", ())):
+        if split.effective_preset == "batch" and v.micro_batch % split.degree:
+            return f"layer {i} splits the batch {split.degree} ways but the micro-batch is {v.micro_batch}"
+    return None
+
+
+def _stage_map_covers(v, model):
+    stage_map = getattr(v, "stage_map", ())
+    if not stage_map:
+        return None
+    if len(stage_map) != model.layers:
+        return f"stage_map has {len(stage_map)} entries but the model has {model.layers} layers"
+    empty = sorted(set(range(v.pp)) - set(stage_map))
+    return f"stage {empty[0]} has no layers in the stage_map" if empty else None
+
+
+def _layer_splits_length(v, model):
+    splits = getattr(v, "layer_splits", ())
+    if splits and len(splits) != model.layers:
+        return f"layer_splits has {len(splits)} entries but the model has {model.layers} layers"
+    return None
+
+
+def _chunks(v, model):
+    if schedule_of(v.schedule).chunked and v.pp * v.chunks > model.layers:
+        return f"pp x chunks = {v.pp * v.chunks} model chunks is more than the {model.layers} layers"
+    return None
+
+
+def _uneven(v, model):
+    if schedule_of(v.schedule).chunked and model.layers % (v.pp * v.chunks):
+        return (f"the {model.layers} layers do not split into pp x chunks = {v.pp * v.chunks} equal model "
+                "chunks (Megatron-LM asserts layers % (pp x v) == 0 for the interleaved schedule)")
+    return None
+
+
+def _min_stages(v, model):
+    sched = schedule_of(v.schedule)
+    if v.pp < sched.min_stages:
+        return f"the '{v.schedule}' schedule needs pp >= {sched.min_stages}"
+    return None
+
+
+def _micro_multiple(v, model):
+    if schedule_of(v.schedule).micro_batches_multiple_of_stages and micro_batches(v) % v.pp:
+        return (f"the {v.schedule} schedule needs the micro-batches per iteration ({micro_batches(v)}) "
+                f"to be a multiple of pp={v.pp}")
+    return None
+
+
+def _micro_at_least(v, model):
+    if schedule_of(v.schedule).micro_batches_at_least_stages and micro_batches(v) < v.pp:
+        return (f"the {v.schedule} schedule needs at least as many micro-batches per iteration as stages "
+                f"({micro_batches(v)} < pp={v.pp}): its warm-up fills p-1 slots (Qi et al. ICLR'24 Sec 3.1)")
+    return None
+
+
+def _chunks_need_schedule(v, model):
+    if not schedule_of(v.schedule).chunked and v.chunks != 1:
+        return f"chunks={v.chunks} needs the 'interleaved' schedule (got {v.schedule!r})"
+    return None
+
+
+def _zero_pp(v, model):
+    if v.zero >= 2 and v.pp > 1:
+        return (f"zero={v.zero} cannot be combined with pp={v.pp}: gradients and parameters sharded across "
+                "data-parallel ranks conflict with pipeline micro-batch accumulation (DeepSpeed refuses it "
+                "too); use zero 0 or 1 with pipelining")
+    return None
+
+
+def _batch(v, model):
+    per_step = v.micro_batch * v.dp
+    if v.global_batch % per_step:
+        return (f"global batch {v.global_batch} is not divisible by micro-batch x dp = "
+                f"{v.micro_batch} x {v.dp} = {per_step}")
+    return None
+
+
+def _sequence_parallel(v, model):
+    return "sequence parallelism needs tp > 1" if v.sequence_parallel and v.tp == 1 else None
+
+
+def _degrees_divide_tp(v, model):
+    for i, split in enumerate(getattr(v, "layer_splits", ())):
+        if v.tp % split.degree:
+            return f"layer {i}: operator-parallel degree {split.degree} does not divide tp={v.tp}"
+    return None
+
+
+def _stage_map_range(v, model):
+    stage_map = getattr(v, "stage_map", ())
+    for i, stage in enumerate(stage_map):
+        if isinstance(stage, bool) or not isinstance(stage, int) or not 0 <= stage < v.pp:
+            return f"layer {i} is mapped to stage {stage!r}, outside 0..{v.pp - 1}"
+    if any(later < earlier for earlier, later in zip(stage_map, stage_map[1:])):
+        return "the layer->stage map must not decrease (stages hold consecutive layers)"
+    return None
+
+
+def _stage_map_schedule(v, model):
+    if getattr(v, "stage_map", ()) and schedule_of(v.schedule).chunked:
+        return "a custom stage_map cannot be combined with the interleaved schedule"
+    return None
+
+
+def _stages(v, model):
+    return f"pp={v.pp} stages is more than the model's {model.layers} layers" if v.pp > model.layers else None
+
+
+def _gpus(v, model, gpus=None, cluster=None):
+    devices = v.dp * v.tp * v.pp
+    if gpus is not None and devices != gpus:
+        return f"dp x tp x pp = {v.dp} x {v.tp} x {v.pp} = {devices} does not equal the {gpus} GPUs"
+    if cluster is not None and devices > cluster.max_devices:
+        return f"{devices} devices is more than cluster '{cluster.name}' has ({cluster.max_devices})"
+    return None
+
+
+HEADS = "t does not divide the attention heads"
+KV_HEADS = "t does not divide the key/value heads"
+STAGES = "more pipeline stages than layers"
+BATCH = "global batch not divisible by micro-batch x d"
+MIN_STAGES = "interleaved schedule needs pp >= 2"
+CHUNKS = "more model chunks (pp x v) than layers"
+UNEVEN = "interleaved chunks of unequal size"
+MICRO = "micro-batches not a multiple of pp (interleaved)"
+MICRO_AT_LEAST = "fewer micro-batches than stages (zero bubble)"
+ZERO_PP = "ZeRO >= 2 cannot combine with pipelining"
+SEQ_TP = "sequence parallelism needs t > 1"
+MEMORY = "over the memory cap"          # counted by the search after evaluation
+
+RULES = (
+    # in the order a search meets them: degrees, micro-batch, schedule, ZeRO, sequence parallelism
+    Rule(HEADS, "model", ("tp", "layer_splits"), lambda v, m: _heads(v, m, kv=False)),
+    Rule(KV_HEADS, "model", ("tp", "layer_splits"), lambda v, m: _heads(v, m, kv=True)),
+    Rule(STAGES, "model", ("pp",), _stages),
+    Rule(BATCH, "strategy", ("micro_batch", "dp", "global_batch"), _batch),
+    Rule(MIN_STAGES, "strategy", ("schedule", "pp"), _min_stages),
+    Rule(CHUNKS, "model", ("schedule", "pp", "chunks"), _chunks),
+    Rule(UNEVEN, "model", ("schedule", "pp", "chunks"), _uneven),
+    Rule(MICRO, "strategy", ("schedule", "pp", "micro_batch", "dp", "global_batch"), _micro_multiple),
+    Rule(MICRO_AT_LEAST, "strategy", ("schedule", "pp", "micro_batch", "dp", "global_batch"), _micro_at_least),
+    Rule(ZERO_PP, "strategy", ("zero", "pp"), _zero_pp),
+    Rule(SEQ_TP, "strategy", ("sequence_parallel", "tp"), _sequence_parallel),
+    # structural rules the search never breaks (it builds maps and splits that obey them)
+    Rule("chunks without a chunked schedule", "strategy", ("schedule", "chunks"), _chunks_need_schedule, False),
+    Rule("layer degree does not divide t", "strategy", ("tp", "layer_splits"), _degrees_divide_tp, False),
+    Rule("stage map out of range or decreasing", "strategy", ("pp", "stage_map"), _stage_map_range, False),
+    Rule("stage map with a chunked schedule", "model", ("schedule", "stage_map"), _stage_map_schedule, False),
+    Rule("layer_splits of another length", "model", ("layer_splits",), _layer_splits_length, False),
+    Rule("stage map of another length or with an empty stage", "model", ("pp", "stage_map"),
+         _stage_map_covers, False),
+    Rule("batch split of a micro-batch it does not divide", "model", ("micro_batch", "layer_splits"),
+         _batch_split, False),
+)
+REASONS = tuple(rule.reason for rule in RULES if rule.searched) + (MEMORY,)
+"""The search's pruning reasons, in the order a raw choice is checked."""
+
+
+def first_broken(view, model=None, scopes=("strategy", "model")) -> tuple:
+    """(rule, message) of the first rule `view` breaks among `scopes`, or (None, None)."""
+    for rule in RULES:
+        if rule.scope in scopes and (model is not None or rule.scope == "strategy"):
+            message = rule.broken(view, model)
+            if message:
+                return rule, message
+    return None, None
+
+
+def check_strategy(strategy) -> None:
+    """Refuse a strategy that breaks a rule of its own fields (Strategy.__post_init__)."""
+    rule, message = first_broken(strategy, None, ("strategy",))
+    if rule:
+        raise ExplorerError(message)
+
+
+def check(model, strategy, gpus: int | None = None, cluster=None) -> None:
+    """Refuse a strategy that does not fit `model`, the device count and the cluster: the one
+    check an evaluation makes (the strategy's own rules ran when it was built)."""
+    message = _gpus(strategy, model, gpus, None)
+    if message:
+        raise ExplorerError(message)
+    rule, message = first_broken(strategy, model, ("model",))
+    if rule:
+        raise ExplorerError(message)
+    message = _gpus(strategy, model, None, cluster)
+    if message:
+        raise ExplorerError(message)
+
+
+def view(**fields) -> SimpleNamespace:
+    """A partial strategy for the search: only the fields a family has fixed."""
+    return SimpleNamespace(**fields)
