@@ -1,20 +1,26 @@
 """Bridging DL Explorer: the Streamlit entry script (state, sidebar, share link, page routing)."""
 import streamlit as st
 
-from app_pages import share_link, sidebar
+from explorer.facade import lessons
+from app_pages import classroom, share_link, sidebar
 from app_pages import state as S
 
 st.set_page_config(page_title="Bridging DL Explorer", layout="wide")
-# long formulas scroll sideways instead of being cut off
-st.html("<style>.katex-display {overflow-x: auto; overflow-y: hidden; padding: 4px 0;}</style>")
 S.init()
+classroom.read_param_once()     # ?classroom=1
 share_link.read_once()          # a shared link sets the widgets before they are drawn
-sidebar.draw()
+classroom.inject_css()
 
+# A first-time visitor lands on Start here; a shared configuration without a page (older links) on Cost.
+linked = st.session_state.get(S.OPENED_LINK, False)
+START = [st.Page("app_pages/start.py", title="Start here", url_path="start", default=not linked)]
+LEARN = [st.Page(f"app_pages/learn_{lesson.number}_{lesson.slug.replace('-', '_')}.py",
+                 title=f"{lesson.number}. {lesson.title.split(':')[0]}", url_path=f"learn-{lesson.slug}")
+         for lesson in lessons.LESSONS]
 EXPLORE = [
     st.Page("app_pages/model.py", title="Model & cluster", url_path="model"),
     st.Page("app_pages/strategy.py", title="Strategy", url_path="strategy"),
-    st.Page("app_pages/cost.py", title="Cost breakdown", url_path="cost", default=True),
+    st.Page("app_pages/cost.py", title="Cost breakdown", url_path="cost", default=linked),
     st.Page("app_pages/timeline.py", title="Timelines", url_path="timeline"),
     st.Page("app_pages/compare.py", title="Compare", url_path="compare"),
     st.Page("app_pages/export.py", title="Export & share", url_path="export"),
@@ -27,13 +33,25 @@ CHECK = [
     st.Page("app_pages/search.py", title="Search", url_path="search"),
 ]
 
-page = st.navigation({"Explore": EXPLORE, "Check": CHECK})
+# classroom mode: the menu goes to the top bar, so the sidebar holds only the lesson's controls
+page = st.navigation({"Start": START, "Learn": LEARN, "Explore": EXPLORE, "Check": CHECK},
+                     position="top" if S.classroom() else "sidebar")
+teaching = any(page is p for p in START + LEARN)
 # Explore pages evaluate the sidebar's strategy and show it or the last valid one (LAST_VALID, written
 # after the page ran). Check pages evaluate nothing: their address bar names the sidebar's configuration,
 # written before the page runs (the Search page may st.stop(); its loads happen in callbacks, before).
 checking = page.url_path in {p.url_path for p in CHECK}
+classroom.draw_toggle()
+if teaching:                    # lessons bring their own example; the explorer's strategy is kept
+    S.keep_strategy_widgets()
+    if not S.classroom():
+        sidebar.draw_summary()
+else:
+    sidebar.draw()
 if checking:
     share_link.write(st.session_state[S.LAST_VALID], evaluated=False)
 page.run()
-if not checking:
+if teaching:
+    classroom.sync_param()
+elif not checking:
     share_link.write(st.session_state[S.LAST_VALID])

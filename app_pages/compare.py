@@ -44,7 +44,8 @@ right.button(f"Pin the current strategy ({len(ss[S.PINS])}/{S.MAX_PINS})", on_cl
 
 pins = ss[S.PINS]
 shown = {p.label: p for p in pins}
-shown.setdefault(f"current: {C.strategy_label(view.strategy)}", dataclasses.replace(view, label="current"))
+if not any((p.model, p.cluster, p.strategy) == (view.model, view.cluster, view.strategy) for p in pins):
+    shown.setdefault(f"current: {C.strategy_label(view.strategy)}", dataclasses.replace(view, label="current"))
 if not pins:
     st.info("Pin strategies to compare them; the current one is shown for reference.")
 results = {label: p.result for label, p in shown.items()}
@@ -54,19 +55,23 @@ st.plotly_chart(breakdown_bar({plain_html(label): r for label, r in results.item
 
 for i, pin in enumerate(pins):
     cols = st.columns([4, 1, 1], vertical_alignment="center")
+    over = C.memory_problem(pin.result, pin.cluster)
     cols[0].markdown(f"**{plain(pin.label)}** — {plain(pin.model.name)} on {plain(pin.cluster.name)}, {pin.result.gpus} GPUs: "
-                     f"{pin.result.iteration_time_s:.4g} s")
+                     f"{pin.result.iteration_time_s:.4g} s" + (f"  \n:warning: does not fit: {over}" if over else ""))
     cols[1].button("Load", key=f"compare_load_{i}", on_click=_load, args=(pin,))
     cols[2].button("Unpin", key=f"compare_unpin_{i}", on_click=_unpin, args=(i,))
 
 st.subheader("Super-step timelines")
 grid = st.columns(2)
+drawn = [C.superstep_or_refusal(p.model, p.strategy, p.cluster, p.strategy.schedule)[0] for p in shown.values()]
+longest = max((sup["agreement"]["timeline_s"] for sup in drawn if sup is not None), default=0.0)
+st.caption(f"Same time axis on every chart: 0 to {longest:.4g} s (the longest iteration).")
 for i, (label, p) in enumerate(shown.items()):
     _, refusal = C.superstep_or_refusal(p.model, p.strategy, p.cluster, p.strategy.schedule)
     if refusal:
         grid[i % 2].warning(f"{plain(label)}: no timeline, {plain(refusal)}")
         continue
-    small = C.small_superstep(p.model, p.strategy, p.cluster, label, i == 0)
+    small = C.small_superstep(p.model, p.strategy, p.cluster, label, i == 0, longest)
     if small is None:
         grid[i % 2].warning(f"{plain(label)}: the timeline has more bars than one chart draws")
         continue

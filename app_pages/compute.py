@@ -18,6 +18,7 @@ from explorer.facade import graph_figure
 from explorer.facade import explain, symbol_values
 from explorer.facade import fallback_strategy, strategy_presets
 from explorer.facade import plan_of, schedule_is_chunked
+from explorer.facade import MAX_MICRO_BATCHES, classroom_figure, time_unit, zoom_micro_batches
 
 from app_pages import state as S
 from app_pages.state import candidate, ensure_fits  # noqa: F401  (pages read them here too)
@@ -61,7 +62,7 @@ def current() -> tuple:
     return view, None
 
 
-def show_errors(error) -> None:
+def show_errors(error, flag_memory: bool = True) -> None:
     """The refusal, inline, above the last valid result; then one-off notices."""
     for message in st.session_state[S.NOTICES]:
         st.info(plain(message))
@@ -69,6 +70,10 @@ def show_errors(error) -> None:
     if error:
         st.error(f"**This combination cannot run:** {plain(error)}  \nShowing the last valid strategy below; "
                  "your settings are kept, change one to continue.")
+    view = st.session_state[S.LAST_VALID] if flag_memory else None
+    over = memory_problem(view.result, view.cluster) if view is not None else ""
+    if over:
+        st.warning(f"**Does not fit in memory:** {over}")
 
 
 # ---- bounded caches of library calls (no widgets inside) -------------------------------
@@ -149,14 +154,20 @@ def microstep(model, strategy, cluster, layer: int, op) -> dict:
 
 
 @st.cache_resource(max_entries=16, show_spinner=False)
-def small_superstep(model, strategy, cluster, label: str, legend: bool):
-    """The super-step Gantt re-titled and shorter, for side-by-side views (Compare page); None when
+def small_superstep(model, strategy, cluster, label: str, legend: bool, x_max_s: float | None = None):
+    """The super-step Gantt re-titled and shorter, for side-by-side views (Compare page); with
+    x_max_s, its time axis runs from 0 to x_max_s seconds (in the figure's own unit). None when
     the timeline has more bars than one figure draws."""
-    fig = superstep(model, strategy, cluster, strategy.schedule)["figure"]
+    sup = superstep(model, strategy, cluster, strategy.schedule)
+    fig = sup["figure"]
     if fig is None:
         return None
     small = fig.to_dict()
-    small["layout"].update(title={"text": plain_html(label)}, height=min(fig.layout.height or 300, 420), showlegend=legend)
+    small["layout"].update(title={"text": plain_html(label)}, height=min(fig.layout.height or 300, 420),
+                           showlegend=legend)
+    if x_max_s:
+        _, factor = time_unit(float(sup["events"]["end_s"].max()))
+        small["layout"].setdefault("xaxis", {})["range"] = [0, x_max_s * factor]
     return small
 
 
@@ -179,3 +190,27 @@ def export_csv(model, strategy, cluster) -> dict:
     if sup is not None and len(sup["events"]) <= SMALL_TABLE_ROWS:
         tables["superstep_events"] = sup["events"]
     return {label: X.table_csv(table) for label, table in tables.items()}
+
+
+def shown(fig, memory: bool = False, events=None):
+    """The figure as classroom mode shows it (large type, Okabe–Ito colours, at most
+    MAX_MICRO_BATCHES micro-batches of a Gantt given its events), else unchanged."""
+    if not S.classroom():
+        return fig
+    if events is not None:
+        fig = zoom_micro_batches(fig, events, MAX_MICRO_BATCHES)
+    return classroom_figure(fig, memory=memory)
+
+
+def memory_problem(result, cluster) -> str:
+    """'' when the most loaded device fits in its memory, else one line saying by how much it does not."""
+    need, have = result.memory_bytes_per_device["total"], cluster.device.memory_bytes
+    if need <= have:
+        return ""
+    return (f"the most loaded device needs {need / 2 ** 30:.1f} GiB, more than the {have / 2 ** 30:.0f} GiB it has "
+            f"(stage {result.extra['peak_memory_stage']}).")
+
+
+@st.cache_resource(max_entries=32, show_spinner=False)
+def result_of(model, strategy, cluster):
+    return evaluate(model, strategy, cluster)

@@ -4,8 +4,9 @@ import streamlit as st
 
 from explorer.facade import CATEGORY_LABELS, GIB
 from explorer.facade import CATEGORIES
-from explorer.facade import glossary
+from explorer.facade import TEXTBOOK_FORMULAS, glossary, symbol_legend
 from app_pages import compute as C
+from app_pages import state as S
 from app_pages.text import plain
 
 view, error = C.current()
@@ -17,31 +18,37 @@ st.caption(f"{plain(view.model.name)} on {plain(view.cluster.name)} · {r.gpus} 
 capacity = view.cluster.device.memory_bytes
 peak = r.memory_bytes_per_device["total"]
 cols = st.columns(5)
-cols[0].metric("Iteration time", f"{r.iteration_time_s:.4g} s")
+digits = 3 if S.classroom() else 4          # classroom mode: fewer decimals
+cols[0].metric("Iteration time", f"{r.iteration_time_s:.{digits}g} s")
 cols[1].metric("MFU", f"{100 * r.mfu:.1f} %")
 cols[2].metric("TFLOP/s per GPU", f"{r.tflops_per_gpu:.1f}")
 cols[3].metric(f"Peak memory (of {capacity / GIB:.0f} GiB)", f"{peak / GIB:.1f} GiB",
                help=f"{100 * peak / capacity:.0f} % of the device's memory (stage {r.extra['peak_memory_stage']})")
 cols[4].metric("Micro-batches m", f"{r.micro_batches}")
-if peak > capacity:
-    st.warning(f"The most loaded device needs {peak / GIB:.1f} GiB, more than the "
-               f"{capacity / GIB:.0f} GiB it has (stage {r.extra['peak_memory_stage']}).")
 
 figs = C.breakdown_figures(view.model, view.strategy, view.cluster)
-st.plotly_chart(figs["breakdown"], key="cost_breakdown_chart")
+st.plotly_chart(C.shown(figs["breakdown"]), key="cost_breakdown_chart")
 
 st.subheader("Symbolic cost, term by term")
 sym = C.symbolic(view.model, view.strategy, view.cluster)
 st.caption(f"Terms of the most loaded stage (stage {sym.stage}); every symbol is in the glossary below "
            "(g and L are seconds per byte and latency of each machine level).")
+with st.expander("What the symbols mean", expanded=S.classroom()):
+    st.markdown("\n".join(["| symbol | meaning |", "| --- | --- |"] +
+                           [f"| ${tex}$ | {meaning} |" for tex, meaning in symbol_legend(sym)]))
 latex = sym.latex()
 for category in CATEGORIES:
     seconds = r.breakdown_s[category]
     if not seconds and latex[category] == "0":
         continue
     left, right = st.columns([1, 5], vertical_alignment="center")
-    left.metric(CATEGORY_LABELS[category], f"{seconds:.4g} s")
+    left.metric(CATEGORY_LABELS[category], f"{seconds:.{digits}g} s")
     right.latex(rf"T_{{\mathrm{{{category.replace('_', '{-}')}}}}} = {latex[category]}")
+    if category in TEXTBOOK_FORMULAS:
+        textbook, source = TEXTBOOK_FORMULAS[category]
+        right.caption(f"Textbook: ${textbook}$ ({source})" + (
+            f"; here (p − 1)/(v m) = {(view.strategy.pp - 1) / (view.strategy.chunks * r.micro_batches):.3g}"
+            if category == "bubble" else ""))
 for symbol, definition in sym.definitions_latex().items():
     st.latex(rf"\text{{where }} {symbol} = {definition} \quad \text{{(parameters per device)}}")
 with st.expander("Total: the whole formula"):
@@ -50,12 +57,12 @@ with st.expander("Glossary: the symbols"):
     st.dataframe(pd.DataFrame(glossary()).drop(columns="latex"), hide_index=True)
 
 st.subheader("Communication by type")
-st.plotly_chart(figs["comm"], key="cost_comm_chart")
+st.plotly_chart(C.shown(figs["comm"]), key="cost_comm_chart")
 with st.expander("Communication table"):
     st.dataframe(figs["comm_table"], hide_index=True)
 
 st.subheader("Memory per device against capacity")
-st.plotly_chart(figs["memory"], key="cost_memory_chart")
+st.plotly_chart(C.shown(figs["memory"], memory=True), key="cost_memory_chart")
 with st.expander("Tables: time by category, memory by stage"):
     st.dataframe(figs["breakdown_table"], hide_index=True)
     st.dataframe(figs["memory_table"], hide_index=True)

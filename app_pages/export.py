@@ -3,7 +3,7 @@ import streamlit as st
 
 from explorer.facade import ExplorerError
 from explorer.facade import export as X
-from explorer.facade import strategy_from_upload
+from explorer.facade import classroom_figure, slide_image, strategy_from_upload
 from app_pages import compute as C
 from app_pages import share_link
 from app_pages import state as S
@@ -62,6 +62,11 @@ cols[1].download_button("SVG", lambda: X.figure_image(fig, "svg"), f"{stem}.svg"
                         on_click="ignore", key="export_svg")
 cols[2].download_button("HTML (works offline)", lambda: X.figure_html(fig), f"{stem}.html", "text/html",
                         on_click="ignore", key="export_html")
+slide_caption = f"{m.name} on {c.name} · {C.strategy_label(s)}"
+st.download_button("Slide PNG (1920×1080, caption, classroom colours)",
+                   lambda: slide_image(classroom_figure(fig, memory=chart.startswith("memory")), slide_caption, "png"),
+                   f"{stem}_slide.png", "image/png", key="export_slide_png", on_click="ignore",
+                   help="16:9 at slide resolution, text ≥ 24 px (a few seconds)")
 
 st.subheader("Tables (CSV)")
 cols = st.columns(3)

@@ -13,6 +13,7 @@ from explorer.facade import pareto_figure
 from explorer.facade import GIB, search_label as label, search_rows as rows
 from app_pages import state as S
 from app_pages.text import plain
+from app_pages.compute import show_errors
 
 SEARCH_SELECTED_STRATEGY = "search_selected_strategy"  # the Strategy last loaded from a search
 SEARCH_RESULT = "search_result"          # dict(model, cluster, gpus, global_batch, result) of the last search
@@ -66,6 +67,7 @@ ss[W_GPUS] = min(ss[W_GPUS], cluster.max_devices)      # the cluster may have ch
 S.seed(W_BATCH, int(ss[S.W_BATCH]))
 S.seed(W_CAP, round(cluster.device.memory_bytes / GIB, 1))
 S.seed(W_TOP, 10)
+show_errors(None, flag_memory=False)  # one-off notices (e.g. a lesson's example just loaded)
 st.title("Search for a strategy")
 st.caption(f"{plain(model.name)} on {plain(cluster.name)}: every global choice (d, t, p, b, schedule, ZeRO, recompute, "
            "sequence parallelism, overlap) evaluated in bulk; the fastest refined by dynamic programming "

@@ -19,14 +19,35 @@ def _options(base: tuple, key: str) -> list:
     return sorted(set(base) | {st.session_state[key]})
 
 
+def _degree_moved() -> None:
+    """t or p moved (callback): d follows so that d·t·p stays the GPU count shown, when asked and
+    possible; sequence parallelism goes off at t = 1 (it splits along t)."""
+    ss = st.session_state
+    t, p = ss[S.W_TP], ss[S.W_PP]
+    if t == 1 and ss[S.W_SP]:
+        ss[S.W_SP] = False
+        S.notify("Sequence parallelism needs t > 1: switched off (switch it on again with t > 1).")
+    gpus = ss.get(S.GPUS_SHOWN)
+    if not ss[S.W_KEEP_GPUS] or not gpus:
+        return
+    if gpus % (t * p):
+        S.notify(f"{gpus} GPUs cannot be split with t·p = {t}·{p}: d stays {ss[S.W_DP]}, so the GPU count changes.")
+        return
+    ss[S.W_DP] = gpus // (t * p)
+
+
 def draw() -> None:
     ss = st.session_state
     bar = st.sidebar
+    ss[S.GPUS_SHOWN] = ss[S.W_DP] * ss[S.W_TP] * ss[S.W_PP]
     bar.markdown(f"**{plain(ss[S.MODEL].name)}** on **{plain(ss[S.CLUSTER].name)}**  \n"
                  f"GPUs = d·t·p = **{ss[S.W_DP] * ss[S.W_TP] * ss[S.W_PP]}**")
     bar.select_slider("d — data parallel", _options(DEGREES, S.W_DP), key=S.W_DP)
-    bar.select_slider("t — operator (tensor) parallel", _options(TP_DEGREES, S.W_TP), key=S.W_TP)
-    bar.select_slider("p — pipeline stages", _options(PP_DEGREES, S.W_PP), key=S.W_PP)
+    bar.select_slider("t — operator (tensor) parallel", _options(TP_DEGREES, S.W_TP), key=S.W_TP,
+                      on_change=_degree_moved)
+    bar.select_slider("p — pipeline stages", _options(PP_DEGREES, S.W_PP), key=S.W_PP, on_change=_degree_moved)
+    bar.toggle("Keep the GPU count fixed", key=S.W_KEEP_GPUS,
+               help="when t or p moves, d follows so that d·t·p stays the same (when it divides)")
     bar.select_slider("b — micro-batch (sequences)", _options(MICRO_BATCHES, S.W_MICRO), key=S.W_MICRO)
     bar.number_input("B — global batch (sequences)", min_value=1, max_value=S.WIDGET_MAX[S.W_BATCH], step=1,
                      key=S.W_BATCH)
@@ -40,3 +61,11 @@ def draw() -> None:
     right.selectbox("Recompute", RECOMPUTE, key=S.W_RECOMPUTE)
     bar.toggle("Sequence parallelism", key=S.W_SP)
     bar.toggle("Overlap DP sync with backward", key=S.W_OVERLAP)
+
+
+def draw_summary() -> None:
+    """On the Start and Learn pages: what the explorer holds (its controls come back on its pages)."""
+    ss = st.session_state
+    st.sidebar.caption(f"The lessons use their own example. The explorer keeps **{ss[S.MODEL].name}** on "
+                       f"**{ss[S.CLUSTER].name}**, d·t·p = {ss[S.W_DP]}·{ss[S.W_TP]}·{ss[S.W_PP]}; its "
+                       "controls are on the Explore pages.")

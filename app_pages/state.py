@@ -32,6 +32,8 @@ W_DP, W_TP, W_PP = "w_dp", "w_tp", "w_pp"
 W_MICRO, W_BATCH = "w_micro_batch", "w_global_batch"
 W_SCHEDULE, W_CHUNKS, W_ZERO = "w_schedule", "w_chunks", "w_zero"
 W_RECOMPUTE, W_SP, W_OVERLAP = "w_recompute", "w_sequence_parallel", "w_overlap_dp"
+W_KEEP_GPUS = "w_keep_gpus"      # when t or p moves, d follows so that d·t·p stays the same
+GPUS_SHOWN = "gpus_shown"        # d·t·p when the sidebar was last drawn (what "keep" keeps)
 STRATEGY_WIDGETS = {W_DP: "dp", W_TP: "tp", W_PP: "pp", W_MICRO: "micro_batch", W_BATCH: "global_batch",
                     W_SCHEDULE: "schedule", W_CHUNKS: "chunks", W_ZERO: "zero", W_RECOMPUTE: "recompute",
                     W_SP: "sequence_parallel", W_OVERLAP: "overlap_dp"}
@@ -44,6 +46,7 @@ W_GRAPH_COLOUR, W_GRAPH_ALL, W_GRAPH_LAYERS = "w_graph_colour", "w_graph_all", "
 W_PRESET = "w_preset"
 # Timeline page
 W_TIMELINE_SCHEDULE = "w_timeline_schedule"
+W_TIMELINE_PLAY = "w_timeline_play"
 W_MICRO_LAYER, W_MICRO_OP = "w_micro_layer", "w_micro_op"   # W_MICRO_OP + "_" + model family
 # Compare page
 W_PIN_LABEL = "w_pin_label"
@@ -69,6 +72,7 @@ def init() -> None:
     ss.setdefault(DRAG_KEYS, {})
     for key, name in STRATEGY_WIDGETS.items():
         ss.setdefault(key, getattr(DEFAULT_STRATEGY, name))
+    ss.setdefault(W_KEEP_GPUS, True)
 
 
 def seed(key: str, value) -> None:
@@ -136,3 +140,36 @@ def set_model(model, cluster=None) -> None:
         apply_strategy(fallback_strategy(model, ss[CLUSTER], gpus))
         notify(f"The strategy did not fit {model.name} on {ss[CLUSTER].name} ({err}); "
                "switched to a preset that does.")
+
+
+# ---- lessons and classroom mode ----------------------------------------------------------
+W_CLASSROOM = "w_classroom"          # classroom mode toggle (also ?classroom=1)
+CLASSROOM_READ = "classroom_read"    # True once the URL's classroom parameter was read this session
+W_LESSON_PREFIX = "w_lesson_"        # + slug + "_" + control name: a lesson's control
+W_LESSON_ANIMATE = "w_lesson_animate"  # + "_" + slug: play the lesson's Gantt step by step
+OPENED_LINK = "opened_link"          # True when the session opened a shared configuration: it lands on Cost
+W_SEARCH_INPUTS = ("w_search_gpus", "w_search_batch", "w_search_cap_gib")   # the Search page's inputs
+LESSON_TARGET = "lesson_target"      # explorer page to open after "Open in the explorer" (its callback sets it)
+
+
+def lesson_key(slug: str, control: str) -> str:
+    return f"{W_LESSON_PREFIX}{slug}_{control}"
+
+
+def classroom() -> bool:
+    return bool(st.session_state.get(W_CLASSROOM, False))
+
+
+def keep_strategy_widgets() -> None:
+    """On a page that does not draw the sidebar's strategy widgets, keep their values: Streamlit
+    drops the state of widgets a run did not draw unless it is written in that run."""
+    ss = st.session_state
+    for key in (*STRATEGY_WIDGETS, W_KEEP_GPUS):
+        if key in ss:
+            ss[key] = ss[key]
+
+
+def load_setup(model, cluster, strategy) -> None:
+    """Open a lesson's example in the explorer (callbacks only): model, cluster and strategy."""
+    apply_strategy(strategy)
+    set_model(model, cluster)

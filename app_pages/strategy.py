@@ -13,9 +13,22 @@ st.title("Strategy")
 top = st.container()            # errors and the live total, filled once the drags are applied
 
 
+def _preset_changes(preset) -> str:
+    """What applying a preset changes beyond the degrees, and whether it fits in memory."""
+    notes = []
+    if preset.strategy.global_batch != int(ss[S.W_BATCH]):
+        notes.append(f"it changes the global batch B from {int(ss[S.W_BATCH])} to {preset.strategy.global_batch}")
+    over = C.memory_problem(C.result_of(ss[S.MODEL], preset.strategy, ss[S.CLUSTER]), ss[S.CLUSTER])
+    if over:
+        notes.append(f"it does NOT fit in memory: {over}")
+    return "; ".join(notes)
+
+
 def _apply_preset(preset):
+    changes = _preset_changes(preset)          # before the widgets take the preset's values
     S.apply_strategy(preset.strategy)
-    S.notify(f"Applied the preset “{preset.name}”: {C.strategy_label(preset.strategy)}.")
+    S.notify(f"Applied the preset “{preset.name}”: {C.strategy_label(preset.strategy)}."
+             + (f" Note: {changes.rstrip('.')}." if changes else ""))
 
 
 def _reset_layers():
@@ -33,7 +46,8 @@ name = left.selectbox("Preset", [p.name for p in usable], key=S.W_PRESET,
                       format_func=lambda n: f"{n} — {found[n].description}")
 if name in found and found[name].strategy is not None:
     right.button("Apply preset", on_click=_apply_preset, args=(found[name],), type="primary")
-    left.caption(C.strategy_label(found[name].strategy))
+    changes = _preset_changes(found[name])
+    left.caption(C.strategy_label(found[name].strategy) + (f" — **note:** {changes}" if changes else ""))
 for preset in found.values():
     if preset.strategy is None:
         st.caption(f"{preset.name} does not fit: {plain(preset.reason)}")
@@ -85,4 +99,4 @@ with top:
     cols[2].metric("Bubble", f"{r.breakdown_s['bubble']:.4g} s")
     cols[3].metric("Critical stage", f"{r.critical_stage}")
     figs = C.breakdown_figures(view.model, view.strategy, view.cluster)
-    st.plotly_chart(figs["breakdown"], key="strategy_breakdown_chart")
+    st.plotly_chart(C.shown(figs["breakdown"]), key="strategy_breakdown_chart")

@@ -1,12 +1,13 @@
 """Timelines: the super-step Gantt (one iteration) and the micro-step Gantt (one layer or operator)."""
 import streamlit as st
 
-from explorer.facade import layer_ops
+from explorer.facade import animated_gantt, layer_ops
 from app_pages import compute as C
 from app_pages import state as S
 from app_pages.text import plain
 
 ROWS_SHOWN = 500        # the whole table of a large pipeline would dominate the rerun time
+MAX_ANIMATED = 3000     # events: beyond, the frames would weigh megabytes (pick a smaller m to play)
 
 view, error = C.current()
 C.show_errors(error)
@@ -19,23 +20,34 @@ schedule = st.radio("Schedule drawn", schedules, horizontal=True, key=S.W_TIMELI
                     help="ZB-H1 (zero-bubble) splits the backward into input- and weight-gradient passes; "
                          "it is drawn from the 1F1B strategy's own costs.")
 sup, refusal = C.superstep_or_refusal(view.model, view.strategy, view.cluster, schedule)
+play = False
 if sup is None:
     st.warning(f"No super-step timeline: {plain(refusal)}. The cost on the other pages still holds.")
 else:
+    play = st.toggle("Play step by step", key=S.W_TIMELINE_PLAY, disabled=len(sup["events"]) > MAX_ANIMATED,
+                     help=f"plays both charts; up to {MAX_ANIMATED} events (this iteration has {len(sup['events'])})")
+    play = play and len(sup["events"]) <= MAX_ANIMATED
     if sup["figure"] is None:
         st.warning(f"The super-step Gantt is not drawn: {plain(sup['figure_refusal'])}. The events are on the "
                    "Export page (CSV); `python -m explorer timeline --format chrome-trace` opens them in Perfetto.")
     else:
-        st.plotly_chart(sup["figure"], key="timeline_superstep_chart")
+        st.plotly_chart(C.shown(animated_gantt(sup["figure"]) if play else sup["figure"], events=sup["events"]),
+                        key="timeline_superstep_chart")
     agree = sup["agreement"]
     cols = st.columns(4)
     cols[0].metric("Timeline makespan", f"{agree['timeline_s']:.6g} s")
     cols[1].metric(f"Cost model ({agree['model_schedule']})", f"{agree['model_s']:.6g} s")
-    cols[2].metric("Difference", f"{agree['difference_s']:+.3g} s",
-                   help=f"relative: {100 * agree['relative_difference']:+.3g} %; non-zero when stages are unbalanced")
+    agreeing = abs(agree["relative_difference"]) < 1e-9      # floating-point rounding, not a difference
+    cols[2].metric("Difference", "none (they agree)" if agreeing else f"{100 * agree['relative_difference']:+.2f} %",
+                   help=f"timeline − model = {agree['difference_s']:+.3g} s")
     cols[3].metric("Idle fraction of the pipeline", f"{100 * agree['idle_fraction']:.1f} %")
     if agree["note"]:
         st.caption(plain(agree["note"]))
+    elif not agreeing:
+        st.caption("Why they differ: the cost model prices the pipeline with the slowest stage's forward and "
+                   "backward (exact for equal stages, an upper bound otherwise); the timeline runs each stage with "
+                   "its own times, so with unequal stages (uneven layers, the embedding or the loss on one stage) "
+                   "it can finish earlier.")
 
 st.subheader("Micro-steps: one layer's operators on its operator-parallel group")
 layers = view.model.layers
@@ -48,7 +60,7 @@ ops = layer_ops(view.model)
 op = right.selectbox("Operator", [None] + ops, key=f"{S.W_MICRO_OP}_{view.model.family}",
                      format_func=lambda o: "the whole layer" if o is None else o)
 micro = C.microstep(view.model, view.strategy, view.cluster, layer, op)
-st.plotly_chart(micro["figure"], key="timeline_microstep_chart")
+st.plotly_chart(C.shown(animated_gantt(micro["figure"]) if play else micro["figure"]), key="timeline_microstep_chart")
 
 with st.expander("Event tables (columns: explorer.timeline.COLUMNS)"):
     events = sup["events"] if sup is not None else micro["events"].iloc[:0]

@@ -2,7 +2,7 @@
 
 Each session does what a browser does (Streamlit's own protocol: BackMsg rerun
 requests with widget states, ForwardMsg deltas until script_finished): load the
-default page, change d in the sidebar, open the Strategy page, drag the last layer
+default page (Start here), open the Cost page, change d in the sidebar, open the Strategy page, drag the last layer
 of stage 0 into stage 1 (the sortables component's value), open Timelines, change t.
 Sessions start staggered over `--ramp` seconds and think `--think` seconds between
 actions. Prints p50/p95/max per action, failed sessions, and the server's CPU and
@@ -29,7 +29,7 @@ from streamlit.proto.BackMsg_pb2 import BackMsg
 from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 
 ROOT = Path(__file__).resolve().parents[1]
-ACTIONS = ("load", "change d", "open strategy", "drag", "open timelines", "change t")
+ACTIONS = ("load", "open cost", "change d", "open strategy", "drag", "open timelines", "change t")
 
 
 class Session:
@@ -63,7 +63,7 @@ class Session:
                 if which == "exception":
                     raise RuntimeError(f"exception element: {inner.message}")
             elif kind == "navigation":
-                self.pages = {p.url_pathname or "cost": p.page_script_hash for p in fm.navigation.app_pages}
+                self.pages = {p.url_pathname or "default": p.page_script_hash for p in fm.navigation.app_pages}
             elif kind == "script_finished":
                 return time.perf_counter() - start
 
@@ -100,6 +100,7 @@ async def student(url: str, delay: float, think: float, results: dict, failures:
         async with websockets.connect(f"{url}/_stcore/stream", max_size=None, open_timeout=120) as ws:
             s = Session(ws)
             steps = [("load", lambda: s.rerun()),
+                     ("open cost", lambda: s.rerun(page="cost")),
                      ("change d", lambda: s.rerun([slider_state(s, "w_dp", lambda o: o.index("32"))])),
                      ("open strategy", lambda: s.rerun(page="strategy")),
                      ("drag", lambda: s.rerun([drag_state(s)])),

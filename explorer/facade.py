@@ -59,3 +59,19 @@ MODEL_DIM_MAX = {name: getattr(_limits, limit) for name, limit in _MODEL_LIMITS.
 __all__ += ["MODEL_DIM_MAX", "check_result", "evaluate"]
 from explorer.io.glossary import glossary                                    # noqa: E402
 __all__ += ["glossary"]
+# ---- lessons, classroom mode, animation (issue 12 "Teach it in class") ----------------------
+from explorer import lessons                                                          # noqa: E402
+from explorer.charts.animation import animated_gantt                                  # noqa: E402
+from explorer.charts.classroom import MAX_MICRO_BATCHES, classroom_figure, zoom_micro_batches  # noqa: E402
+from explorer.io.slides import lesson_deck, slide_figure, slide_image                 # noqa: E402
+
+__all__ += ["lessons", "animated_gantt", "MAX_MICRO_BATCHES", "classroom_figure", "zoom_micro_batches",
+            "lesson_deck", "slide_figure", "slide_image"]
+from explorer.io.glossary import TEXTBOOK as TEXTBOOK_FORMULAS                          # noqa: E402
+from explorer.io.glossary import legend_of as symbol_legend                             # noqa: E402
+
+__all__ += ["TEXTBOOK_FORMULAS", "symbol_legend"]
+from explorer.io.share_pins import decode_pins, encode_pins                          # noqa: E402
+from explorer.charts.gantt import time_unit                                          # noqa: E402
+
+__all__ += ["decode_pins", "encode_pins", "time_unit"]

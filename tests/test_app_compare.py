@@ -12,12 +12,14 @@ def test_pin_two_strategies_and_compare_them():
     _pin(at)
     at.sidebar.select_slider(key="w_tp").set_value(4).run()
     _pin(at)
-    table = at.dataframe[0].value
-    assert len(table) == 3 and table["iteration_s"].iloc[0] != table["iteration_s"].iloc[1]
+    table = at.dataframe[0].value      # the current strategy equals pin #2: shown once (issue 12)
+    assert len(table) == 2 and table["iteration_s"].iloc[0] != table["iteration_s"].iloc[1]
     bars = next(s for s in chart_specs(at) if "by category" in s["layout"]["title"]["text"])
-    assert len(bars["data"][0]["y"]) == 3
+    assert len(bars["data"][0]["y"]) == 2
     gantts = [s for s in chart_specs(at) if s["layout"]["title"]["text"].startswith(("#", "current"))]
-    assert len(gantts) == 3
+    assert len(gantts) == 2
+    at.sidebar.select_slider(key="w_tp").set_value(2).run()    # a strategy not pinned: shown beside the pins
+    assert len(at.dataframe[0].value) == 3
 
 
 def test_load_and_unpin():
@@ -37,3 +39,27 @@ def test_at_most_four_pins():
         _pin(at)
     pin = next(b for b in at.button if b.label.startswith("Pin the current strategy"))
     assert pin.disabled and len(at.session_state["pins"]) == 4
+
+
+def test_pins_travel_in_the_share_link_and_the_gantts_share_one_time_axis():
+    at = open_page("compare")
+    _pin(at)
+    at.sidebar.select_slider(key="w_pp").set_value(4).run()
+    _pin(at)
+    params = dict(at.query_params)
+    assert "pins" in params
+    labels = [p.label for p in at.session_state["pins"]]
+    ranges = [s["layout"]["xaxis"]["range"][1] for s in chart_specs(at)
+              if s["layout"]["title"]["text"].startswith("#")]
+    assert len(ranges) == 2 and ranges[0] == ranges[1], "same axis for both pins (both in seconds)"
+    assert not any(s["layout"]["title"]["text"].startswith("current") for s in chart_specs(at)), \
+        "the current strategy equals the last pin: drawn once"
+    opened = open_page("compare", query={k: (v[0] if isinstance(v, list) else v) for k, v in params.items()})
+    assert [p.label for p in opened.session_state["pins"]] == labels
+    assert [p.strategy for p in opened.session_state["pins"]] == [p.strategy for p in at.session_state["pins"]]
+
+
+def test_a_tampered_pins_parameter_is_refused_in_one_line():
+    at = open_page(query={"pins": "%%%not-base64"})          # the message shows on the page opened first
+    assert not at.exception and at.session_state["pins"] == []
+    assert any("link parameter 'pins' is not valid base64 JSON" in i.value for i in at.info)

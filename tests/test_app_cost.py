@@ -1,9 +1,9 @@
-"""AppTest of the Cost breakdown page (the default page) and the sidebar's global controls."""
+"""AppTest of the Cost breakdown page and the sidebar's global controls."""
 from app_util import chart_specs, errors, metric, open_page
 
 
 def test_cost_page_shows_numbers_formulas_and_charts():
-    at = open_page()
+    at = open_page("cost")
     assert at.title[0].value == "Cost of one training iteration"
     assert metric(at, "Iteration time").endswith(" s")
     assert len(at.latex) >= 5, "one formula per non-zero category, plus the total"
@@ -15,7 +15,7 @@ def test_cost_page_shows_numbers_formulas_and_charts():
 
 
 def test_slider_change_changes_the_total():
-    at = open_page()
+    at = open_page("cost")
     before = metric(at, "Iteration time")
     at.sidebar.select_slider(key="w_tp").set_value(4).run()
     assert not at.exception
@@ -24,7 +24,7 @@ def test_slider_change_changes_the_total():
 
 
 def test_invalid_combination_shows_an_error_and_keeps_the_last_valid_result():
-    at = open_page()
+    at = open_page("cost")
     before = metric(at, "Iteration time")
     at.sidebar.number_input(key="w_global_batch").set_value(1000).run()
     assert not at.exception
@@ -36,10 +36,37 @@ def test_invalid_combination_shows_an_error_and_keeps_the_last_valid_result():
 
 
 def test_impossible_strategy_names_the_problem():
-    at = open_page()
+    at = open_page("cost")
     at.sidebar.select_slider(key="w_tp").set_value(64).run()   # 8192 GPUs, and 64 does not divide 96 heads
     assert any("degree 64 does not divide the 96 attention heads" in e for e in errors(at))
     at.sidebar.select_slider(key="w_tp").set_value(8).run()
     at.sidebar.select_slider(key="w_dp").set_value(128).run()   # 128 x 8 x 8 = 8192 GPUs > 4480
     assert not at.exception
     assert any("devices is more than cluster 'dgx-a100-80gb' has" in e for e in errors(at))
+
+
+def test_moving_t_keeps_the_gpu_count_and_t1_switches_sequence_parallelism_off():
+    at = open_page("cost")
+    assert at.sidebar.toggle(key="w_keep_gpus").value is True
+    at.sidebar.select_slider(key="w_tp").set_value(4).run()
+    assert at.session_state["w_dp"] == 32, "1024 GPUs = 32 x 4 x 8"
+    at.sidebar.select_slider(key="w_pp").set_value(16).run()
+    assert at.session_state["w_dp"] == 16
+    at.sidebar.select_slider(key="w_tp").set_value(1).run()
+    assert at.session_state["w_dp"] == 64 and at.session_state["w_sequence_parallel"] is False
+    assert any("Sequence parallelism needs t" in i.value and "switched off" in i.value for i in at.info)
+    assert not errors(at), "t = 1 runs"
+    at.sidebar.toggle(key="w_keep_gpus").set_value(False).run()
+    at.sidebar.select_slider(key="w_tp").set_value(2).run()
+    assert at.session_state["w_dp"] == 64, "d stays when the count is not kept"
+
+
+def test_symbols_are_explained_and_the_textbook_formula_sits_beside_the_term():
+    at = open_page("cost")
+    legend = next(e for e in at.expander if e.label == "What the symbols mean")
+    table = " ".join(m.value for m in legend.markdown)
+    for words in ("micro-batches per iteration", "seconds per byte at the node level", "slowest stage"):
+        assert words in table
+    captions = " ".join(c.value for c in at.caption)
+    assert r"\frac{p-1}{v\,m}" in captions and "(p − 1)/(v m) = 0.0729" in captions   # p = 8, m = 96
+    assert "ring all-reduce" in captions

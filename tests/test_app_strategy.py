@@ -90,3 +90,15 @@ def test_applying_a_preset_sets_the_global_controls():
     assert not at.exception and not errors(at)
     assert at.session_state["w_zero"] == 3 and at.session_state["w_dp"] == 1024
     assert any("ZeRO-3" in i.value for i in at.info)
+
+
+def test_a_preset_that_changes_b_or_does_not_fit_says_so_before_and_after():
+    at = open_page("strategy")
+    at.selectbox(key="w_preset").set_value("Pure DP").run()
+    caption = " ".join(c.value for c in at.caption)
+    assert "changes the global batch B from 1536 to 2048" in caption
+    assert "does NOT fit in memory" in caption
+    next(b for b in at.button if b.label == "Apply preset").click().run()
+    notes = " ".join(i.value for i in at.info)
+    assert "B from 1536 to 2048" in notes and "does NOT fit" in notes
+    assert any("Does not fit in memory" in w.value for w in at.warning), "and the page flags it"

@@ -33,7 +33,7 @@ def top_level_graph() -> dict:
         for node in ast.parse(f.read_text()).body:
             if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
                 deps |= {m for m in [node.module] + [f"{node.module}.{a.name}" for a in node.names] if m in names}
-        graph[module_name(f)] = deps
+        graph[module_name(f)] = deps - {module_name(f)}   # a package importing its own submodules
     return graph
 
 

@@ -78,3 +78,17 @@ def test_graph_colours_layers_by_their_split_degree():
     fig = graph_figure(plan, symbol_values(GPT3, strategy, A100), (), "degree")
     colours = list(fig.data[-1].marker.color)
     assert colours[1] == 4 and colours[96] == 1 and colours[0] == 8
+
+
+def test_graph_stage_colours_are_discrete_and_stage_boundaries_are_marked():
+    from explorer.charts.graph_figure import discrete_colours
+    plan = cost_tree(GPT3, DEFAULT_STRATEGY, A100).plan
+    fig = graph_figure(plan, symbol_values(GPT3, DEFAULT_STRATEGY, A100))
+    nodes = fig.data[-1]
+    assert list(nodes.marker.colorbar.tickvals) == list(range(8))
+    scale = [colour for _, colour in nodes.marker.colorscale]
+    assert scale[0] == scale[1] != scale[2], "stage 0 and stage 1 get different flat colours"
+    boundaries = next(t for t in fig.data if t.name == "stage boundaries")
+    assert sum(x is None for x in boundaries.x) == 7, "p - 1 = 7 boundaries"
+    one = discrete_colours([8, 8, 8])
+    assert one[1:] == (7.5, 8.5, [8]) and len({c for _, c in one[0]}) == 1, "t = 8 everywhere: one colour, one tick"

@@ -9,14 +9,11 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from explorer.cost.superstep import CATEGORIES
+from explorer.charts.palette import CATEGORY_COLOURS, MEMORY_COLOURS     # one colour per category on every chart
 from explorer.charts.tables import CATEGORY_LABELS, GIB, MEMORY_PARTS, breakdown_table
 
-CATEGORY_COLOURS = {"compute": "#4C78A8", "recompute": "#9ECAE9", "op_comm": "#F58518",
-                    "redistribution": "#E45756", "pp_comm": "#72B7B2", "bubble": "#BAB0AC",
-                    "dp_comm": "#54A24B", "zero_comm": "#B279A2", "optimizer": "#EECA3B"}
 SCOPE_COLOURS = {("intra-node", "exposed"): "#F58518", ("intra-node", "hidden"): "#FFBF79",
                  ("inter-node", "exposed"): "#4C78A8", ("inter-node", "hidden"): "#9ECAE9"}
-MEMORY_COLOURS = {"params": "#4C78A8", "grads": "#72B7B2", "optimizer": "#EECA3B", "activations": "#E45756"}
 
 
 def _layout(fig: go.Figure, title: str, height: int, legend_below: bool = True) -> go.Figure:

@@ -11,13 +11,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from explorer.limits import check_gantt_bars
-
-CATEGORY_COLORS = {
-    # DESIGN.md categories; idle time is the bubble, drawn light
-    "compute": "#4C78A8", "recompute": "#9ECAE9", "op_comm": "#F58518", "redistribution": "#E45756",
-    "pp_comm": "#54A24B", "dp_comm": "#B279A2", "zero_comm": "#FF9DA6", "optimizer": "#9D755D",
-    "bubble": "#DDDDDD",
-}
+from explorer.charts.palette import CATEGORY_COLOURS as CATEGORY_COLORS     # one palette for every chart (palette.py)
 UNITS = (("s", 1.0), ("ms", 1e3), ("µs", 1e6))
 # Start, duration and end come from customdata: with base=start, plotly's %{x} of a horizontal
 # bar is where the bar ends, not its length. The micro-batch line is empty on bars of no

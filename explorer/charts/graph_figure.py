@@ -92,6 +92,41 @@ def _edges(g: nx.DiGraph, pos: dict, residual: bool) -> go.Scatter:
                       line=dict(width=1, color="#B0B0B0", dash="dot" if residual else "solid"))
 
 
+# Discrete colours (Okabe & Ito 2008, without black): neighbouring stages never look alike.
+DISCRETE = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#999999")
+
+
+def discrete_colours(values) -> tuple:
+    """(colorscale, cmin, cmax, tick values): one flat colour per distinct value, so stage 0 and 1 (or
+    degrees 4 and 8) are told apart at a glance and a single value gets a single colour, not a ramp."""
+    distinct = sorted(set(values)) or [0]
+    edges = [distinct[0] - 0.5] + [(a + b) / 2 for a, b in zip(distinct, distinct[1:])] + [distinct[-1] + 0.5]
+    lo, hi = edges[0], edges[-1]
+    scale = []
+    for i in range(len(distinct)):
+        colour = DISCRETE[i % len(DISCRETE)]
+        scale += [[(edges[i] - lo) / (hi - lo), colour], [(edges[i + 1] - lo) / (hi - lo), colour]]
+    return scale, lo, hi, distinct
+
+
+def _stage_boundaries(the_plan, groups: dict, pos: dict) -> go.Scatter:
+    """Dashed vertical lines between consecutive blocks on different pipeline stages."""
+    xs, ys = [], []
+    blocks = the_plan.blocks
+    for before, after in zip(blocks, blocks[1:]):
+        if before.stage == after.stage:
+            continue
+        nodes = groups.get(after.block.name, [])
+        if not nodes:
+            continue
+        x, top = pos[nodes[0]]
+        bottom = min(pos[n][1] for n in nodes)
+        xs += [x - 0.5, x - 0.5, None]
+        ys += [top + 0.6, bottom - 0.6, None]
+    return go.Scatter(x=xs, y=ys, mode="lines", hoverinfo="skip", showlegend=False, name="stage boundaries",
+                      line=dict(width=2, color="#C0392B", dash="dash"))
+
+
 def graph_figure(the_plan, values: dict, expanded=(), colour_by: str = "stage", wrap: int = 16) -> go.Figure:
     """The plan's model as a graph; `expanded` = layer numbers to show as operators, or 'all'."""
     if colour_by not in COLOUR_BY:
@@ -109,13 +144,15 @@ def graph_figure(the_plan, values: dict, expanded=(), colour_by: str = "stage", 
               for b in blocks]
     text = [n.split(".")[-1] if "." in n else n.replace("layer", "L") for n in nodes]
     hover = [_hover(n, g.nodes[n]["members"], graph, b, values, cache) for n, b in zip(nodes, blocks)]
-    fig = go.Figure([_edges(g, pos, False), _edges(g, pos, True)])
+    fig = go.Figure([_edges(g, pos, False), _edges(g, pos, True), _stage_boundaries(the_plan, groups, pos)])
+    scale, cmin, cmax, ticks = discrete_colours(colour)
     fig.add_scatter(x=[pos[n][0] for n in nodes], y=[pos[n][1] for n in nodes], text=text,
                     mode="markers+text" if len(nodes) <= 400 else "markers", textposition="top center",
                     textfont=dict(size=9), hovertext=hover, hoverinfo="text", showlegend=False,
-                    marker=dict(size=14 if len(nodes) <= 400 else 8, color=colour, colorscale="Viridis",
-                                line=dict(width=1, color="#333"), showscale=True,
-                                colorbar=dict(title="stage" if colour_by == "stage" else "TP degree")))
+                    marker=dict(size=14 if len(nodes) <= 400 else 8, color=colour, colorscale=scale, cmin=cmin,
+                                cmax=cmax, line=dict(width=1, color="#333"), showscale=True,
+                                colorbar=dict(title="stage" if colour_by == "stage" else "TP degree",
+                                              tickvals=ticks, ticktext=[str(v) for v in ticks])))
     rows = max(1, int(-min(y for _, y in pos.values())) + 1)
     fig.update_layout(height=min(2400, 160 + 38 * rows), margin=dict(l=10, r=10, t=40, b=10),
                       title=f"{the_plan.model.name}: {len(nodes)} nodes, coloured by {colour_by}",

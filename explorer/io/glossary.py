@@ -1,5 +1,6 @@
 """The symbol glossary (assets/glossary.json): every symbol of the cost formulas with its meaning,
-unit and source, for the Cost page and the LaTeX export.
+unit and source, for the Cost page and the LaTeX export; the legend of one explained cost and the
+textbook formula beside each term (the Cost page, the lessons).
 
 >>> next(g for g in glossary() if g["symbol"] == "m")["unit"]
 'count'
@@ -7,8 +8,11 @@ unit and source, for the Cost page and the LaTeX export.
 from __future__ import annotations
 
 import json
+import re
 from functools import lru_cache
 from pathlib import Path
+
+import sympy as sp
 
 GLOSSARY = Path(__file__).resolve().parents[2] / "assets" / "glossary.json"
 FIELDS = ("symbol", "latex", "meaning", "unit", "source")
@@ -23,3 +27,59 @@ def _load() -> tuple:
 def glossary() -> list:
     """Entries (symbol, latex, meaning, unit, source), in the order of the file."""
     return [dict(entry) for entry in _load()]
+
+
+_LEVEL = re.compile(r"^([gL])_\{?([A-Za-z0-9-]+)\}?$")
+
+# Textbook forms of the categories whose symbolic term is a composition of many parts.
+TEXTBOOK = {
+    "bubble": (r"\frac{T_{\mathrm{bubble}}}{T_{\mathrm{ideal}}} = \frac{p-1}{v\,m} \;\;(v = 1 \text{ without "
+               r"interleaving})", "Huang et al. (GPipe) 2019; Narayanan et al. SC'21 Sec. 2.2"),
+    "dp_comm": (r"T = 2\,\frac{d-1}{d}\,\Psi\beta\,g + 2(d-1)\,L \;\;\text{(ring all-reduce)}",
+                "Patarasuk & Yuan, JPDC 2009; Thakur et al., IJHPCA 2005"),
+    "op_comm": (r"T = 4\,l_{\mathrm{stage}}\, m \cdot 2\,\frac{t-1}{t}\, b s h \beta\, g \;\;\text{(4 all-reduces per "
+                r"layer)}", "Shoeybi et al., Megatron-LM 2019, Sec. 3"),
+    "pp_comm": (r"T \approx 2\,m\,\frac{b s h \beta}{t}\, g \;\;\text{(each micro-batch's activations forward, "
+                r"gradients back; scatter/gather)}", "Narayanan et al. SC'21 Sec. 4.1"),
+    "zero_comm": (r"T_{\mathrm{ZeRO\text{-}3}} \approx 1.5 \times T_{\mathrm{all\text{-}reduce}}",
+                  "Rajbhandari et al., ZeRO, SC'20 Sec. 7"),
+}
+
+
+
+@lru_cache(maxsize=1)
+def _by_latex() -> dict:
+    return {entry["latex"]: entry["meaning"] for entry in _load()}
+
+
+def meaning(name: str) -> str | None:
+    """The glossary's meaning of the sympy symbol called `name` (levels: g_node, L_cluster, ...)."""
+    found = _by_latex().get(sp.latex(sp.Symbol(name)))
+    if found:
+        return found
+    level = _LEVEL.match(name)
+    if level:
+        kind, where = level.groups()
+        return (f"seconds per byte at the {where} level (1 / bandwidth)" if kind == "g"
+                else f"latency of one step at the {where} level (s)")
+    return None
+
+
+def legend_rows(symbols) -> list:
+    """(LaTeX, meaning) of each symbol that has one, sorted by LaTeX.
+
+    >>> legend_rows([sp.Symbol("m")])[0][0]
+    'm'
+    """
+    rows = {(sp.latex(sym), meaning(sym.name)) for sym in symbols if meaning(sym.name)}
+    return sorted(rows, key=lambda row: row[0].lower())
+
+
+def legend_of(symbolic_cost) -> list:
+    """The legend of a SymbolicCost (explain()): every symbol its terms use, the bubble's included."""
+    symbols = set(symbolic_cost.total.free_symbols)
+    for expr in list(symbolic_cost.terms.values()) + list(symbolic_cost.compact.values()):
+        symbols |= expr.free_symbols
+    for sym, expr in symbolic_cost.definitions.items():
+        symbols |= {sym} | expr.free_symbols
+    return legend_rows(symbols)

@@ -1,0 +1,4 @@
+"""Lesson 8 (explorer.lessons, slug 'search'): drawn by lesson_view.render."""
+from app_pages.lesson_view import render
+
+render("search")

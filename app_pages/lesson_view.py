@@ -1,0 +1,138 @@
+"""One lesson page, drawn from explorer.lessons: text and formula, at most three controls, one live
+picture, a "predict, then reveal" question, and "Open in the explorer". Page files name their lesson."""
+from __future__ import annotations
+
+import streamlit as st
+
+from explorer.facade import ExplorerError, animated_gantt, classroom_figure, lessons
+from explorer.facade import lesson_deck, slide_image
+from app_pages import compute as C
+from app_pages import share_link
+from app_pages import state as S
+
+GANTT_LESSONS = ("double-level", "pipeline")      # their picture is a Gantt: it can be played
+MEMORY_LESSONS = ("zero", "activations")          # their picture's 'optimizer' is the optimizer state
+
+
+@st.cache_resource(max_entries=64, show_spinner=False)
+def computed(slug: str, items: tuple) -> tuple:
+    """(Setup, figure, Reveal) of a lesson for one setting (ExplorerError if it cannot run)."""
+    lesson, values = lessons.by_slug(slug), dict(items)
+    setup = lesson.setup(values)
+    return setup, lesson.picture(setup, values), lesson.question(values)
+
+
+@st.cache_resource(max_entries=16, show_spinner=False)
+def shown_figure(slug: str, items: tuple, classroom: bool, animated: bool):
+    fig = computed(slug, items)[1]
+    if animated:
+        fig = animated_gantt(fig)
+    return classroom_figure(fig, memory=slug in MEMORY_LESSONS) if classroom else fig
+
+
+def setting_text(lesson, values: dict) -> str:
+    """'Schedule = 1F1B · p = 4 · m = 8': the lesson's setting in words."""
+    return " · ".join(f"{c.label.split(' — ')[0]} = {c.text(values[c.name])}" for c in lesson.controls)
+
+
+def _slides(lesson, values: dict, setup, reveal, items: tuple) -> None:
+    """One click each: the picture as a 1920x1080 slide (PNG, SVG) and the lesson as an offline HTML deck."""
+    fig = classroom_figure(computed(lesson.slug, items)[1], memory=lesson.slug in MEMORY_LESSONS)
+    setting = setting_text(lesson, values)
+    caption = f"Lesson {lesson.number} · {setting}"
+    stem = f"lesson{lesson.number}_{lesson.slug}"
+    cols = st.columns(3)
+    cols[0].download_button("Slide PNG (1920×1080)", lambda: slide_image(fig, caption, "png"), f"{stem}.png",
+                            "image/png", key=f"lesson_png_{lesson.slug}",
+                            help="rendered by kaleido with the system Chromium (a few seconds)")
+    cols[1].download_button("Slide SVG", lambda: slide_image(fig, caption, "svg"), f"{stem}.svg", "image/svg+xml",
+                            key=f"lesson_svg_{lesson.slug}")
+    cols[2].download_button("HTML deck (offline)", lambda: lesson_deck(lesson, values, fig, reveal, setting),
+                            f"{stem}_deck.html", "text/html", key=f"lesson_deck_{lesson.slug}",
+                            help="title, idea, formula, the live figure and the question; opens without a network")
+
+
+def _controls(lesson) -> dict:
+    """The lesson's controls: in the sidebar in classroom mode (nothing else is there), else in a row."""
+    boxes = [st.sidebar] * len(lesson.controls) if S.classroom() else st.columns(len(lesson.controls))
+    if S.classroom():
+        st.sidebar.markdown(f"**Lesson {lesson.number}**")
+    values = {}
+    for box, control in zip(boxes, lesson.controls):
+        key = S.lesson_key(lesson.slug, control.name)
+        S.seed(key, control.default)
+        values[control.name] = box.radio(control.label, control.options, key=key, format_func=control.text,
+                                         horizontal=True, help=control.help or None)
+    return values
+
+
+def _open(slug: str, items: tuple) -> None:
+    """Callback of "Open in the explorer": the lesson's model, cluster and strategy everywhere."""
+    lesson = lessons.by_slug(slug)
+    setup = lesson.setup(dict(items))
+    S.load_setup(setup.model, setup.cluster, setup.strategy)
+    if setup.schedule_drawn == "zb-h1":
+        st.session_state[S.W_TIMELINE_SCHEDULE] = "zb-h1"
+    if setup.search:
+        gpus, batch, cap_gib = setup.search
+        for key, value in zip(S.W_SEARCH_INPUTS, (gpus, batch, float(cap_gib))):   # the cap input is a float
+            st.session_state[key] = value
+    st.session_state[S.LESSON_TARGET] = setup.page
+    S.notify(f"Lesson {lesson.number}'s example: {setup.model.name} on {setup.cluster.name}, "
+             f"{C.strategy_label(setup.strategy)}.")
+
+
+def render(slug: str) -> None:
+    lesson = lessons.by_slug(slug)
+    target = st.session_state.pop(S.LESSON_TARGET, None)
+    if target:                  # "Open in the explorer" was clicked: go before the notices are shown here
+        st.switch_page(f"app_pages/{target}.py")
+    C.show_errors(None, flag_memory=False)      # the explorer's strategy is not on this page
+    st.title(f"Lesson {lesson.number}: {lesson.title}")
+    if S.classroom():           # the picture first, within the projector's first screen; the text on demand
+        st.latex(lesson.formula_latex)
+        with st.expander("The idea, in words"):
+            st.markdown(lesson.text)
+            st.caption(f"Source: {lesson.source}")
+    else:
+        st.markdown(lesson.text)
+        st.latex(lesson.formula_latex)
+        st.caption(f"Source: {lesson.source}")
+
+    values = _controls(lesson)
+    items = tuple(values.items())
+    try:
+        with st.spinner("Computing this setting…"):    # shows only when not cached (lesson 8's search: ~1 s)
+            setup, _, reveal = computed(slug, items)
+    except ExplorerError as err:
+        st.error(f"**This setting cannot run:** {err}")
+        return
+    notes = st.container()      # above the picture; in classroom mode below it (the picture first)
+    animated = False
+    if slug in GANTT_LESSONS:
+        animated = st.toggle("Play it step by step", key=f"{S.W_LESSON_ANIMATE}_{slug}",
+                             help="▶ plays the schedule; the slider goes to any moment.")
+    st.plotly_chart(shown_figure(slug, items, S.classroom(), animated), key=f"lesson_{slug}_chart")
+    st.caption(lesson.caption(setup, values))
+    with st.container() if S.classroom() else notes:
+        if setup.note:
+            st.info(setup.note)
+        over = C.memory_problem(C.result_of(setup.model, setup.strategy, setup.cluster), setup.cluster)
+        if over:
+            st.warning(f"**This example does not fit in memory:** {over}")
+
+    ask, act = st.columns([3, 2])
+    ask.markdown(f"**{reveal.question}**")
+    with ask.expander("Reveal the model's answer"):
+        left, right = st.columns(2)
+        left.metric("Answer", reveal.answer_text)
+        if reveal.now_text:
+            right.metric(reveal.now_label.capitalize(), reveal.now_text)
+        st.caption(reveal.explanation)
+    act.button("Open in the explorer", key=f"lesson_open_{slug}", on_click=_open, args=(slug, items),
+               type="primary", help=f"loads this example into every page and opens the {setup.page} page")
+    with st.expander("Slides: this picture at 1920×1080, the lesson as an offline deck"):
+        _slides(lesson, values, setup, reveal, items)
+    act.caption("Share link of this example:")
+    act.code(share_link.link_to(setup.page, setup.model, setup.cluster, setup.strategy), language=None,
+             wrap_lines=True)

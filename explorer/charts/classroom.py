@@ -1,0 +1,59 @@
+"""Classroom mode for any figure: large text, the colour-blind-safe palette, the legend on the
+chart, fewer decimals in hovers; and a Gantt zoomed to its first micro-batches.
+
+>>> import plotly.graph_objects as go
+>>> fig = classroom_figure(go.Figure(go.Bar(name="compute", x=[1], y=["a"], hovertemplate="%{x:.4g} s")))
+>>> fig.layout.font.size, fig.data[0].marker.color, fig.data[0].hovertemplate
+(18, '#0072B2', '%{x:.2g} s')
+"""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import plotly.graph_objects as go
+
+from explorer.charts.palette import recolour
+from explorer.charts.tables import CATEGORY_LABELS
+
+FONT_PX = 18            # readable from the back of a room at 1280x720 (about 2.5 % of the height)
+MAX_MICRO_BATCHES = 32  # a Gantt shows at most this many micro-batches at once in classroom mode
+_DIGITS = re.compile(r":(,?)\.(\d)([gf])")
+
+
+def _fewer_digits(template: str | None) -> str | None:
+    if not template:
+        return template
+    return _DIGITS.sub(lambda m: f":{m.group(1)}.{min(int(m.group(2)), 2)}{m.group(3)}", template)
+
+
+def classroom_figure(fig, palette: str = "okabe-ito", font_px: int = FONT_PX, memory: bool = False) -> go.Figure:
+    """A copy of `fig` for a projector (the original is left alone)."""
+    out = go.Figure(fig)
+    recolour(out, palette, memory=memory)
+    for trace in out.data:
+        if getattr(trace, "hovertemplate", None):
+            trace.hovertemplate = _fewer_digits(trace.hovertemplate)
+        if trace.name in CATEGORY_LABELS and not memory:      # 'op_comm' -> 'TP / operator comm'
+            trace.name = CATEGORY_LABELS[trace.name]
+    out.update_layout(font=dict(size=font_px), uniformtext=dict(minsize=12, mode="hide"), title_font=dict(size=font_px + 4), hoverlabel=dict(font_size=font_px),
+                      legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0, xanchor="left",
+                                  font=dict(size=font_px)),
+                      margin=dict(t=110))
+    out.update_annotations(font_size=font_px)
+    return out
+
+
+def zoom_micro_batches(fig, events, limit: int = MAX_MICRO_BATCHES) -> go.Figure:
+    """Show the time of the first `limit` micro-batches only (the rest by panning): the x range ends
+    when the last of their passes ends. Unchanged when there are not more than `limit`."""
+    mb = events["micro_batch"].to_numpy()
+    if mb.max(initial=-1) < limit:
+        return fig
+    end = float(events.loc[(mb >= 0) & (mb < limit), "end_s"].max())
+    scale = float(np.nanmax([np.max(np.asarray(t.base, float) + np.asarray(t.x, float)) for t in fig.data
+                             if t.base is not None and len(t.x)])) / float(events["end_s"].max())
+    out = go.Figure(fig)
+    out.update_xaxes(range=[0, end * scale])
+    out.update_layout(title_text=f"{out.layout.title.text or ''} (first {limit} micro-batches; pan for more)")
+    return out

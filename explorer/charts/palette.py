@@ -1,0 +1,72 @@
+"""The colours of every chart, in one place: the default palette and a colour-blind-safe one.
+
+The Okabe–Ito palette (Okabe & Ito, "Color Universal Design", 2008; recommended by Wong,
+"Points of view: Color blindness", Nature Methods 8:441, 2011) stays distinct under the
+common forms of colour blindness and on a projector. `recolour(fig, name)` repaints a
+figure's traces by their names, so the builders keep one default and classroom mode
+switches without rebuilding.
+
+>>> colours("okabe-ito")["compute"]
+'#0072B2'
+"""
+from __future__ import annotations
+
+import plotly.graph_objects as go
+
+from explorer.charts.tables import CATEGORY_LABELS
+
+DEFAULT = {
+    # DESIGN.md categories; idle time is the bubble, drawn light
+    "compute": "#4C78A8", "recompute": "#9ECAE9", "op_comm": "#F58518", "redistribution": "#E45756",
+    "pp_comm": "#54A24B", "dp_comm": "#B279A2", "zero_comm": "#FF9DA6", "optimizer": "#9D755D",
+    "bubble": "#DDDDDD",
+    # memory parts
+    "params": "#4C78A8", "grads": "#72B7B2", "optimizer_state": "#EECA3B", "activations": "#E45756",
+}
+OKABE_ITO = {
+    "compute": "#0072B2", "recompute": "#56B4E9", "op_comm": "#E69F00", "redistribution": "#D55E00",
+    "pp_comm": "#009E73", "dp_comm": "#CC79A7", "zero_comm": "#F0E442", "optimizer": "#000000",
+    "bubble": "#D9D9D9",
+    "params": "#0072B2", "grads": "#56B4E9", "optimizer_state": "#E69F00", "activations": "#CC79A7",
+}
+SCOPES = {"default": {"intra-node hidden": "#FFBF79", "inter-node hidden": "#9ECAE9",
+                      "intra-node": "#F58518", "inter-node": "#4C78A8"},
+          "okabe-ito": {"intra-node hidden": "#F0E442", "inter-node hidden": "#56B4E9",
+                        "intra-node": "#E69F00", "inter-node": "#0072B2"}}
+PALETTES = {"default": DEFAULT, "okabe-ito": OKABE_ITO}
+GANTT_ORDER = ("compute", "recompute", "op_comm", "redistribution", "pp_comm", "dp_comm", "zero_comm", "optimizer",
+               "bubble")
+CATEGORY_COLOURS = {c: DEFAULT[c] for c in GANTT_ORDER}       # the default colour of each cost category
+MEMORY_COLOURS = {"params": DEFAULT["params"], "grads": DEFAULT["grads"], "optimizer": DEFAULT["optimizer_state"],
+                  "activations": DEFAULT["activations"]}
+
+
+def colours(name: str = "default") -> dict:
+    if name not in PALETTES:
+        raise ValueError(f"palette {name!r} is unknown; use one of {', '.join(PALETTES)}")
+    return PALETTES[name]
+
+
+def colour_of(trace_name: str, name: str = "default") -> str | None:
+    """The palette's colour for a trace named by a category ('op_comm'), its label ('TP / operator
+    comm'), a memory part ('optimizer' in a memory chart is the optimizer state) or a scope."""
+    palette = colours(name)
+    if trace_name in palette:
+        return palette[trace_name]
+    by_label = {label: palette[cat] for cat, label in CATEGORY_LABELS.items()}
+    if trace_name in by_label:
+        return by_label[trace_name]
+    for scope, colour in SCOPES[name].items():
+        if trace_name.startswith(scope):
+            return colour
+    return None
+
+
+def recolour(fig: go.Figure, name: str = "okabe-ito", memory: bool = False) -> go.Figure:
+    """Repaint the traces whose names the palette knows (in place; returns the figure)."""
+    for trace in fig.data:
+        key = "optimizer_state" if memory and trace.name == "optimizer" else trace.name
+        colour = colour_of(key or "", name)
+        if colour is not None and hasattr(trace, "marker") and trace.type in ("bar", "scatter"):
+            trace.marker.color = colour
+    return fig

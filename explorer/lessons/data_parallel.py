@@ -1,0 +1,63 @@
+"""Lesson 2: data parallelism and the ring all-reduce of the gradients."""
+from __future__ import annotations
+
+from explorer.charts.breakdown import breakdown_bar
+from explorer.cost.evaluate import evaluate
+from explorer.lessons.base import Control, Lesson, Reveal, Setup, cluster, fmt_bytes, model, strategy
+
+DEGREES = (1, 2, 4, 8)
+BYTES_PER_GRADIENT = 2      # bf16 gradients (Strategy.dtype default)
+
+
+def build(values: dict) -> Setup:
+    d = values["dp"]
+    return Setup(model(), cluster(), strategy(gpus=d, overlap_dp=values["overlap_dp"]), page="cost")
+
+
+def result(values: dict):
+    setup = build(values)
+    return evaluate(setup.model, setup.strategy, setup.cluster)
+
+
+def picture(setup: Setup, values: dict):
+    results = {(f"▶ d = {d}" if d == values["dp"] else f"d = {d}"): result({**values, "dp": d}) for d in DEGREES}
+    return breakdown_bar(results, "Iteration time by category as d grows (8 micro-batches per replica)")
+
+
+def ring_bytes(d: int, params: float) -> float:
+    """Bytes each device sends in a ring all-reduce of `params` bf16 gradients: 2(d-1)/d · Ψβ."""
+    return 2 * (d - 1) / d * params * BYTES_PER_GRADIENT
+
+
+def question(values: dict) -> Reveal:
+    d = values["dp"]
+    other = d * 2 if d < 8 else d // 2
+    then, now = result({**values, "dp": other}), result(values)
+    sent = then.comm_bytes_per_device["dp_comm"]
+    return Reveal(
+        question=f"Predict: how many bytes does each GPU send for the gradient all-reduce per iteration "
+                 f"with d = {other} instead of {d}?",
+        answer=sent, unit="bytes", answer_text=fmt_bytes(sent),
+        now=now.comm_bytes_per_device["dp_comm"], now_text=fmt_bytes(now.comm_bytes_per_device["dp_comm"]),
+        explanation=f"2(d−1)/d · Ψβ with Ψ = {then.params / 1e9:.3g} B parameters and β = 2 bytes gives "
+                    f"{fmt_bytes(ring_bytes(other, then.params))}: almost 2Ψβ whatever d is. What grows with d is "
+                    "the time, once the ring leaves the node (d = 8: 10 GB/s between nodes).")
+
+
+LESSON = Lesson(
+    number=2, slug="data-parallel", title="Data parallelism and the ring all-reduce",
+    text=("**Data parallelism** copies the whole model onto d GPUs; each takes 1/d of the batch. After the "
+          "backward pass the gradients must be summed across the copies: an **all-reduce** of Ψ parameters. "
+          "In a **ring**, each GPU sends its share of the gradients to its neighbour in 2(d−1) steps of Ψβ/d "
+          "bytes (a reduce-scatter, then an all-gather), so it sends almost 2Ψβ bytes however many GPUs there "
+          "are. The time depends on the slowest link of the ring: inside a node it is fast, across nodes it is "
+          "ten times slower here. Overlapping the all-reduce with the backward pass hides part of it."),
+    formula_latex=r"T_{\text{all-reduce}} = 2\,\frac{d-1}{d}\,\Psi\beta\, g_\ell + 2(d-1)\,L_\ell",
+    formula_text="T_all-reduce = 2 (d − 1)/d · Ψ β · g_l + 2 (d − 1) L_l",
+    source="Patarasuk & Yuan, 'Bandwidth optimal all-reduce algorithms for clusters of workstations', "
+           "JPDC 2009 (ring all-reduce); Thakur, Rabenseifner & Gropp, IJHPCA 2005, Sec. 4.4",
+    controls=(Control("dp", "d — data-parallel GPUs", DEGREES, 4),
+              Control("overlap_dp", "Overlap the all-reduce with the backward", (False, True), False)),
+    build=build, picture=picture, question=question,
+    caption=lambda setup, values: "Each bar is one iteration with d copies (t = p = 1); "
+                                  "the green part is the exposed gradient all-reduce.")

@@ -1,0 +1,99 @@
+"""Lesson 4: pipeline parallelism and the bubble: GPipe, 1F1B, interleaved, zero-bubble (ZB-H1)."""
+from __future__ import annotations
+
+from functools import lru_cache
+
+from explorer.charts.gantt import superstep_figure
+from explorer.errors import ExplorerError
+from explorer.cost.evaluate import evaluate
+from explorer.timeline import compare, superstep_events
+from explorer.lessons.base import Control, Lesson, Reveal, Setup, cluster, fmt_seconds, model, strategy
+
+SCHEDULES = ("gpipe", "1f1b", "interleaved", "zb-h1")
+CHUNKS = 2                  # model chunks per stage of the interleaved schedule in this lesson
+
+
+def build(values: dict) -> Setup:
+    schedule, p, m = values["schedule"], values["pp"], values["micro_batches"]
+    layers = model().layers
+    if schedule == "interleaved" and p * CHUNKS > layers:
+        raise ExplorerError(f"interleaved with v = {CHUNKS} chunks needs p·v ≤ {layers} layers; choose p ≤ "
+                            f"{layers // CHUNKS}")
+    if schedule == "interleaved" and m % p:
+        raise ExplorerError(f"the interleaved schedule needs m to be a multiple of p; {m} is not a multiple of {p}")
+    fields = {"schedule": schedule}
+    if schedule == "interleaved":
+        fields["chunks"] = CHUNKS
+    s = strategy(pp=p, micro_batches=m, **fields)
+    note = "ZB-H1: the backward is split into input- and weight-gradient passes (B and W); its bubble here is " \
+        "the simulated timeline's, pass by pass." if schedule == "zb-h1" else ""
+    return Setup(model(), cluster(), s, schedule_drawn=schedule, page="timeline", note=note)
+
+
+@lru_cache(maxsize=64)
+def _bubble(schedule: str, p: int, m: int) -> tuple:
+    """(bubble seconds on the critical stage, iteration seconds, events) for one setting."""
+    setup = build({"schedule": schedule, "pp": p, "micro_batches": m})
+    r = evaluate(setup.model, setup.strategy, setup.cluster)
+    events = superstep_events(setup.model, setup.strategy, setup.cluster, schedule=schedule, result=r)
+    if schedule == "zb-h1":       # the simulated timeline's idle time on the critical stage (W passes fill it)
+        agree = compare(events, r, schedule)
+        return agree["bubble_timeline_s"], agree["timeline_s"], events
+    return r.breakdown_s["bubble"], r.iteration_time_s, events
+
+
+def bubble_seconds(values: dict) -> float:
+    return _bubble(values["schedule"], values["pp"], values["micro_batches"])[0]
+
+
+def events(values: dict):
+    return _bubble(values["schedule"], values["pp"], values["micro_batches"])[2]
+
+
+def picture(setup: Setup, values: dict):
+    return superstep_figure(events(values), f"One iteration: {values['schedule']}, p = {values['pp']}, "
+                                            f"m = {values['micro_batches']}")
+
+
+def textbook_fraction(values: dict) -> float:
+    """Bubble over ideal time: (p-1)/m, (p-1)/(vm) interleaved (Narayanan et al. SC'21 Sec. 2.2)."""
+    v = CHUNKS if values["schedule"] == "interleaved" else 1
+    return (values["pp"] - 1) / (v * values["micro_batches"])
+
+
+def question(values: dict) -> Reveal:
+    m = values["micro_batches"]
+    doubled = {**values, "micro_batches": 2 * m}
+    build(doubled)                      # same checks as the controls
+    then, now = bubble_seconds(doubled), bubble_seconds(values)
+    total = _bubble(doubled["schedule"], doubled["pp"], 2 * m)[1]
+    return Reveal(
+        question=f"Predict: how long is the bubble if we double m from {m} to {2 * m}?",
+        answer=then, unit="s", answer_text=fmt_seconds(then), now=now, now_text=fmt_seconds(now),
+        explanation=f"About the same seconds: the bubble is (p − 1) forward+backward passes, whatever m. "
+                    f"What halves is its share: (p − 1)/m goes from {textbook_fraction(values):.3g} to "
+                    f"{textbook_fraction(doubled):.3g} of the ideal time ({100 * then / total:.0f} % of the "
+                    f"iteration at m = {2 * m}).")
+
+
+LESSON = Lesson(
+    number=4, slug="pipeline", title="Pipeline parallelism and the bubble",
+    text=("**Pipeline parallelism** cuts the layers into p stages on p GPUs and streams m micro-batches "
+          "through them. Stage 1 waits for stage 0's first forward, and the last backward drains back: the "
+          "idle triangles are the **bubble**, p − 1 forward+backward passes long. **GPipe** runs all "
+          "forwards, then all backwards (m micro-batches of activations kept). **1F1B** alternates one "
+          "forward and one backward: same bubble, at most p micro-batches kept. **Interleaved** 1F1B gives "
+          "each GPU v chunks of layers, dividing the bubble by v at the price of more messages. **Zero-bubble** "
+          "(ZB-H1) splits the backward into input and weight gradients and fills the bubble with the latter."),
+    formula_latex=r"\frac{T_{\text{bubble}}}{T_{\text{ideal}}} = \frac{p-1}{m}, \qquad \text{interleaved: } "
+                  r"\frac{p-1}{v\,m}",
+    formula_text="bubble / ideal time = (p − 1) / m   ((p − 1) / (v m) interleaved)",
+    source="Huang et al., 'GPipe', NeurIPS 2019; Narayanan et al., SC'21, Sec. 2.2 (1F1B, interleaved, "
+           "bubble fraction); Qi et al., 'Zero Bubble Pipeline Parallelism', ICLR 2024 (ZB-H1)",
+    controls=(Control("schedule", "Schedule", SCHEDULES, "1f1b",
+                      labels=("GPipe", "1F1B", "interleaved 1F1B (v = 2)", "zero-bubble ZB-H1")),
+              Control("pp", "p — pipeline stages", (2, 4, 8), 4),
+              Control("micro_batches", "m — micro-batches", (4, 8, 16, 32), 8)),
+    build=build, picture=picture, question=question,
+    caption=lambda setup, values: "Rows: stages. F3 / B3 / W3: forward, backward, weight-gradient pass of "
+                                  "micro-batch 3. Grey: the bubble (idle).")

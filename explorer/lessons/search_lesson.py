@@ -1,0 +1,73 @@
+"""Lesson 8: searching systematically: the space, the pruning, the Pareto front."""
+from __future__ import annotations
+
+from functools import lru_cache
+
+from explorer.errors import ExplorerError
+from explorer.search import search
+from explorer.search.figure import pareto_figure
+from explorer.search.report import label
+from explorer.lessons.base import Control, Lesson, Reveal, Setup, cluster, fmt_seconds, model
+
+GIB = 2 ** 30
+REFINE_TOP = 2              # per-layer dynamic programming on the two fastest global choices (fast enough live)
+
+
+@lru_cache(maxsize=16)
+def run(gpus: int, global_batch: int, cap_gib: int):
+    return search(model(), cluster(), gpus, global_batch, max_memory_bytes=cap_gib * GIB, top=5,
+                  refine_top=REFINE_TOP)
+
+
+def _run(values: dict):
+    return run(values["gpus"], values["global_batch"], values["cap_gib"])
+
+
+def build(values: dict) -> Setup:
+    found = _run(values)
+    if not found.top:
+        raise ExplorerError(f"no strategy fits in {values['cap_gib']} GiB per GPU; raise the memory cap")
+    return Setup(model(), cluster(), found.top[0].strategy, page="search",
+                 search=(values["gpus"], values["global_batch"], values["cap_gib"]))
+
+
+def picture(setup: Setup, values: dict):
+    return pareto_figure(_run(values), f"{values['gpus']} GPUs, B = {values['global_batch']}: time vs memory")
+
+
+def question(values: dict) -> Reveal:
+    found = _run(values)
+    best = found.top[0] if found.top else None
+    if best is None:
+        return Reveal("Predict: which strategy is fastest?", float("nan"), "s", "none fits",
+                      f"No strategy fits in {values['cap_gib']} GiB per GPU.")
+    pruned = sum(found.pruned.values())
+    return Reveal(
+        question=f"Predict: which d, t, p is fastest on {values['gpus']} GPUs with B = {values['global_batch']} "
+                 f"and at most {values['cap_gib']} GiB per GPU, and how long is its iteration?",
+        answer=best.iteration_time_s, unit="s", answer_text=f"{fmt_seconds(best.iteration_time_s)}: "
+                                                            f"{label(best.strategy)}",
+        explanation=f"The search looked at {found.total} combinations, pruned {pruned} by rules "
+                    f"(divisibility, schedule constraints, memory), evaluated {found.evaluated} in bulk and "
+                    f"refined the per-layer splits of the {found.refined} fastest.")
+
+
+LESSON = Lesson(
+    number=8, slug="search", title="Searching systematically: space, pruning, Pareto front",
+    text=("With d·t·p = N fixed, the choices multiply: the factorisations of N, the micro-batch, the schedule "
+          "and its chunks, the ZeRO stage, recomputation, sequence parallelism, overlap, then per-layer splits "
+          "and stage boundaries. A **systematic search** enumerates the global choices, **prunes** those that "
+          "cannot run (divisibility, a schedule's rules, memory above the cap), evaluates the rest in bulk "
+          "with the cost model, and refines the best by dynamic programming over the layers. No strategy is "
+          "best in both time and memory: the **Pareto front** keeps each strategy that no other beats on both."),
+    formula_latex=r"\min_{d\,t\,p\,=\,N,\ \ldots} T_{\text{iter}} \quad \text{s.t.} \quad M_{\text{peak}} "
+                  r"\le M_{\text{cap}}",
+    formula_text="minimise T_iter over d·t·p = N and the other choices, subject to M_peak ≤ M_cap",
+    source="Zheng et al., 'Alpa', OSDI 2022 (inter- and intra-operator search by dynamic programming); "
+           "Narayanan et al., SC'21, Sec. 3 (the space of PTD-P configurations)",
+    controls=(Control("gpus", "N — GPUs", (4, 8), 8),
+              Control("global_batch", "B — global batch", (8, 16, 32), 16),
+              Control("cap_gib", "Memory cap per GPU (GiB)", (4, 8, 16, 64), 64)),
+    build=build, picture=picture, question=question,
+    caption=lambda setup, values: "Line: the Pareto front (fastest first); diamonds: the five fastest. "
+                                  "Log scale in time.")

@@ -1,0 +1,158 @@
+"""AppTest of the Start page and the eight lesson pages: change the controls, the reveal equals the
+library's answer for that setting, and "Open in the explorer" reproduces the lesson's state."""
+import pytest
+
+from app_util import errors, open_page
+from explorer.lessons import LESSONS
+
+# a non-default setting per lesson (control -> value), set through the page's widgets
+CHANGES = {
+    "double-level": {"op": "fc2", "tp": 2, "micro_batch": 2},
+    "data-parallel": {"dp": 8, "overlap_dp": True},
+    "tensor-parallel": {"tp": 8, "sequence_parallel": True},
+    "pipeline": {"schedule": "gpipe", "pp": 2, "micro_batches": 16},
+    "zero": {"zero": 2, "dp": 4, "model": "classroom-gpt"},
+    "activations": {"recompute": "selective", "sequence_parallel": True, "tp": 2},
+    "hybrid": {"first": "batch", "second": "replicated", "pp": 2},
+    "search": {"gpus": 4, "global_batch": 8, "cap_gib": 8},
+}
+TITLES = {"cost": "Cost of one training iteration", "timeline": "Timelines", "strategy": "Strategy",
+          "search": "Search for a strategy"}
+
+
+def page_file(lesson) -> str:
+    return f"learn_{lesson.number}_{lesson.slug.replace('-', '_')}"
+
+
+def metric_value(at, label: str) -> str:
+    return next(m.value for m in at.metric if m.label == label)
+
+
+def test_the_default_page_is_start_here_with_links_to_every_lesson():
+    at = open_page()
+    assert at.title[0].value == "Bridging DL Explorer"
+    assert not at.sidebar.select_slider, "the explorer's controls are not in the way on Start here"
+    links = [link.proto.page for link in at.get("page_link")]
+    for lesson in LESSONS:
+        assert f"learn-{lesson.slug}" in links, lesson.slug
+    assert "cost" in links and "search" in links
+
+
+def test_a_shared_configuration_without_a_page_still_opens_on_cost():
+    at = open_page(query={"model": "tiny-gpt", "cluster": "classroom", "dp": "2", "tp": "1", "pp": "1",
+                          "B": "8"})
+    assert at.title[0].value == "Cost of one training iteration"
+
+
+@pytest.mark.parametrize("lesson", LESSONS, ids=lambda lesson: lesson.slug)
+def test_lesson_controls_reveal_and_open_in_the_explorer(lesson):
+    at = open_page(page_file(lesson))
+    assert at.title[0].value.startswith(f"Lesson {lesson.number}:")
+    assert len(at.latex) == 1 and not errors(at)
+    assert metric_value(at, "Answer") == lesson.reveal().answer_text
+    values = {}
+    for name, value in CHANGES[lesson.slug].items():
+        at.radio(key=f"w_lesson_{lesson.slug}_{name}").set_value(value).run()
+        assert not at.exception, at.exception
+        values[name] = value
+        assert metric_value(at, "Answer") == lesson.reveal(values).answer_text, (name, value)
+    reveal = lesson.reveal(values)
+    assert any(m.value == f"**{reveal.question}**" for m in at.markdown), "the question of this setting"
+    setup = lesson.setup(values)
+    assert at.get("plotly_chart"), "the lesson's picture"
+    link = at.code[0].value
+    assert f"/{setup.page}?" in link and f"model={setup.model.name}" in link
+
+    at.button(key=f"lesson_open_{lesson.slug}").click().run()
+    assert not at.exception, at.exception
+    ss = at.session_state
+    assert ss["model"] == setup.model and ss["cluster"] == setup.cluster
+    if setup.search:
+        assert (ss["w_search_gpus"], ss["w_search_batch"], ss["w_search_cap_gib"]) == setup.search
+    assert at.title[0].value == TITLES[setup.page]
+    assert any(f"Lesson {lesson.number}'s example" in i.value for i in at.info)
+    for key, name in (("w_dp", "dp"), ("w_tp", "tp"), ("w_pp", "pp"), ("w_zero", "zero"),
+                      ("w_schedule", "schedule"), ("w_sequence_parallel", "sequence_parallel")):
+        assert ss[key] == getattr(setup.strategy, name), key
+    assert tuple(ss["layer_splits"]) == setup.strategy.layer_splits
+
+
+def test_zero_bubble_lesson_opens_the_timeline_drawing_zb_h1():
+    at = open_page("learn_4_pipeline")
+    at.radio(key="w_lesson_pipeline_schedule").set_value("zb-h1").run()
+    at.button(key="lesson_open_pipeline").click().run()
+    assert at.title[0].value == "Timelines"
+    assert at.radio(key="w_timeline_schedule").value == "zb-h1"
+
+
+def test_impossible_lesson_setting_names_the_problem_and_the_page_survives():
+    at = open_page("learn_4_pipeline")
+    at.radio(key="w_lesson_pipeline_schedule").set_value("interleaved").run()
+    at.radio(key="w_lesson_pipeline_pp").set_value(8).run()
+    assert not at.exception
+    assert any("p·v ≤ 8 layers" in e for e in errors(at))
+    at.radio(key="w_lesson_pipeline_pp").set_value(4).run()
+    assert not errors(at)
+
+
+def test_the_explorer_strategy_survives_a_visit_to_the_lessons():
+    at = open_page("cost")
+    at.sidebar.select_slider(key="w_tp").set_value(4).run()
+    at.switch_page("app_pages/learn_1_double_level.py").run()
+    at.switch_page("app_pages/cost.py").run()
+    assert at.sidebar.select_slider(key="w_tp").value == 4
+
+
+def test_animation_toggle_gives_frames():
+    at = open_page("learn_4_pipeline")
+    at.toggle(key="w_lesson_animate_pipeline").set_value(True).run()
+    import json
+    spec = json.loads(at.get("plotly_chart")[0].proto.spec)
+    assert len(spec["frames"]) >= 10 and spec["layout"]["updatemenus"]
+
+
+def test_classroom_parameter_moves_the_lesson_controls_to_the_sidebar_and_restyles_the_picture():
+    import json
+    at = open_page("learn_4_pipeline", query={"classroom": "1"})
+    assert at.sidebar.toggle(key="w_classroom").value is True
+    assert {r.key for r in at.sidebar.radio} == {"w_lesson_pipeline_schedule", "w_lesson_pipeline_pp",
+                                                 "w_lesson_pipeline_micro_batches"}
+    assert not at.sidebar.select_slider, "only the lesson's controls in the sidebar"
+    spec = json.loads(at.get("plotly_chart")[0].proto.spec)
+    assert spec["layout"]["font"]["size"] >= 18
+    colours = {t["name"]: t["marker"]["color"] for t in spec["data"]}
+    assert colours["compute"] == "#0072B2", "Okabe–Ito"
+    assert any("font-size: 20px" in h.proto.body for h in at.get("html"))
+    at.sidebar.toggle(key="w_classroom").set_value(False).run()
+    assert {r.key for r in at.radio} >= {"w_lesson_pipeline_pp"} and not at.sidebar.radio
+
+
+def test_classroom_timeline_shows_at_most_32_micro_batches():
+    import json
+    at = open_page("timeline", query={"classroom": "1"})          # the default GPT-3 run: m = 96
+    assert at.session_state["last_valid"].result.micro_batches == 96
+    spec = json.loads(at.get("plotly_chart")[0].proto.spec)
+    assert "first 32 micro-batches" in spec["layout"]["title"]["text"]
+    shown_until = spec["layout"]["xaxis"]["range"][1]
+    assert spec["layout"]["xaxis"]["title"]["text"] == "time (s)"
+    assert shown_until < 0.6 * at.session_state["last_valid"].result.iteration_time_s
+
+
+def test_timeline_page_plays_a_small_pipeline_and_its_micro_step():
+    import json
+    at = open_page("learn_4_pipeline")
+    at.button(key="lesson_open_pipeline").click().run()
+    at.switch_page("app_pages/timeline.py").run()        # AppTest reruns its own page, not the one switched to
+    at.toggle(key="w_timeline_play").set_value(True).run()
+    assert not at.exception
+    specs = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    assert len(specs[0]["frames"]) >= 10 and len(specs[1]["frames"]) >= 10
+
+
+def test_a_strategy_over_memory_is_flagged_on_every_explorer_page():
+    at = open_page("learn_5_zero")                     # gpt-3.6b, d = 2, no ZeRO: 78 GiB > 64 GiB
+    at.button(key="lesson_open_zero").click().run()
+    for page in ("cost", "strategy", "timeline", "compare", "export", "model"):
+        at.switch_page(f"app_pages/{page}.py").run()
+        assert not at.exception, (page, at.exception)
+        assert any("Does not fit in memory" in w.value for w in at.warning), page
