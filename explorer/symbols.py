@@ -45,8 +45,8 @@ S_T = sp.Symbol("Sigma_T", nonnegative=True)   # sum over stages of fwd+bwd time
 F_max = sp.Symbol("F_{max}", nonnegative=True)  # slowest stage forward
 B_max = sp.Symbol("B_{max}", nonnegative=True)  # slowest stage backward
 T_star = sp.Symbol("T_*", nonnegative=True)     # the most loaded stage's fwd+bwd
-Bin_max = sp.Symbol("B^{in}_{max}", nonnegative=True)   # slowest stage's input-gradient pass (B - W)
-FBW_max = sp.Symbol("(F+B-2W)_{max}", real=True)      # largest F + B - 2W over the stages (zero bubble)
+X_sum = sp.Symbol("X_{sum}", nonnegative=True)  # zero bubble: Σ_r max(F_r, B_r - W_r, F_r + B_r - 2 W_r)
+X_max = sp.Symbol("X_{max}", nonnegative=True)  # the largest of those per-stage terms
 
 MODEL_DIMS = (b, s, h, a, a_kv, f, V)
 """Symbols a layer expression may use for the model and micro-batch."""

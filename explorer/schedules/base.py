@@ -6,7 +6,7 @@ from typing import Callable
 
 import sympy as sp
 
-from explorer.symbols import B_max, B_r, Bin_max, F_max, F_r, FBW_max, S_T, StageMax, StageSum, T_star, W_r
+from explorer.symbols import B_max, B_r, F_max, F_r, S_T, StageMax, StageSum, T_star, W_r, X_max, X_sum
 
 F, B, W = 0, 1, 2
 PASS_NAMES = ("forward", "backward", "weight")
@@ -18,8 +18,8 @@ AGGREGATES = {
     F_max: StageMax(F_r),              # the slowest forward
     B_max: StageMax(B_r),              # the slowest backward
     T_star: StageMax(F_r + B_r),       # T_*: the most loaded stage's forward + backward
-    Bin_max: StageMax(B_r - W_r),      # the slowest input-gradient pass (zero-bubble schedules)
-    FBW_max: StageMax(F_r + B_r - 2 * W_r),
+    X_sum: StageSum(sp.Max(F_r, B_r - W_r, F_r + B_r - 2 * W_r)),   # zero-bubble schedules' warm-up terms
+    X_max: StageMax(sp.Max(F_r, B_r - W_r, F_r + B_r - 2 * W_r)),
 }
 """The stage reductions a schedule's formulas use, as named aggregates of the per-stage symbols."""
 

@@ -8,7 +8,7 @@ postponed W passes. (Order of the authors' ZeroBubbleH1Pipeline: B, its send, th
 import sympy as sp
 
 from explorer.schedules.base import B, F, W, Schedule
-from explorer.symbols import B_max, B_r, Bin_max, F_max, FBW_max, T_star, m, p, r
+from explorer.symbols import B_max, B_r, F_max, T_star, X_max, X_sum, m, p, r
 
 
 def order(p: int, m: int, v: int = 1) -> list:
@@ -34,9 +34,12 @@ def order(p: int, m: int, v: int = 1) -> list:
 
 # Qi et al. Sec 3.1: with T_B the input-gradient pass, ZB-H1's bubble is (p-1)(T_F + T_B - T_W)
 # when T_W is at most T_F and T_B. Its exact critical path for equal stages and m >= p, from
-# the schedule's dependency graph (max-plus: the last pass ends at m(F+B) + (p-1) times the
-# largest of F, B_in and F + B_in - W, B_in = B - W), covers the other cases too:
-WARMUP = (p - 1) * sp.Max(F_max, Bin_max, FBW_max)
+# the schedule's dependency graph (max-plus: the last pass ends at m(F+B) + (p-1) X with X the
+# largest of F, B_in and F + B_in - W, B_in = B - W), covers the other cases too. With unequal
+# stages each stage adds its own X_r, as 1F1B's Σ_T - F_max - B_max adds each other stage's
+# F_r + B_r: the stages but the slowest contribute Σ_r X_r - max_r X_r (exact on GPT-3 175B at
+# t = 8, p = 8, whose first and last stages differ; 3.7 % above the simulated timeline of tiny-gpt).
+WARMUP = X_sum - X_max
 
 ZB_H1 = Schedule(
     name="zb-h1", title="ZB-H1 (zero bubble)",
