@@ -81,9 +81,30 @@ def _hover_data(events: pd.DataFrame, start: np.ndarray, dur: np.ndarray) -> np.
     return np.column_stack([np.asarray(cols[c], dtype=object) for c in CUSTOM_COLUMNS])
 
 
+DECIMATE_ABOVE = 2000
+"""Bars beyond which those narrower than a pixel of a 4K-wide chart (1/SCREEN_PIXELS of the
+iteration) are left out of the figure: the browser would draw nothing for them, and they were
+half of the default Gantt's 5,900 bars and most of its megabyte of JSON."""
+SCREEN_PIXELS = 4000
+
+
+def visible(events: pd.DataFrame) -> tuple:
+    """(the events a screen can show, how many were left out)."""
+    if len(events) <= DECIMATE_ABOVE:
+        return events, 0
+    end = float(events["end_s"].max())
+    keep = events["duration_s"].to_numpy() >= end / SCREEN_PIXELS
+    return events[keep], int((~keep).sum())
+
+
 def gantt_figure(events: pd.DataFrame, title: str = "", label: str | None = None) -> go.Figure:
-    """Gantt chart of `events`; bars carry `label` (default: micro-batch, or operator for micro-steps)."""
+    """Gantt chart of `events`; bars carry `label` (default: micro-batch, or operator for micro-steps).
+    With many bars, those narrower than a pixel are left out (the title says how many)."""
     check_gantt_bars(len(events))        # beyond explorer/limits.py MAX_GANTT_BARS: ExplorerError
+    events, hidden = visible(events)
+    if hidden:
+        title = (f"{title}<br><sup>{hidden:,} bars narrower than 1/{SCREEN_PIXELS} of the iteration not drawn "
+                 "(every event is in the CSV export)</sup>")
     end = float(events["end_s"].max()) if len(events) else 0.0
     unit, factor = time_unit(end)
     # Beyond a few thousand bars each is narrower than its label, which plotly would hide
