@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 
 from explorer.errors import ExplorerError
-from explorer.lessons import LESSONS, by_slug
 
 
 def register(sub) -> None:
@@ -21,6 +20,7 @@ def register(sub) -> None:
 
 
 def _lesson(name: str):
+    from explorer.lessons import LESSONS, by_slug   # pandas and plotly load only when run
     if name.isdigit() and 1 <= int(name) <= len(LESSONS):
         return LESSONS[int(name) - 1]
     return by_slug(name)
@@ -44,6 +44,7 @@ def _values(lesson, pairs: list) -> dict:
 
 
 def run(args) -> int:
+    from explorer.lessons import LESSONS   # pandas and plotly load only when run
     if not args.lesson:
         for lesson in LESSONS:
             controls = ", ".join(f"{c.name} ∈ {{{', '.join(map(str, c.options))}}}" for c in lesson.controls)
