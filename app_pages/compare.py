@@ -4,7 +4,7 @@ import dataclasses
 import streamlit as st
 
 from explorer.facade import breakdown_bar
-from explorer.facade import summary_table
+from explorer.facade import MAX_MICRO_BATCHES, micro_batches_end, readable_columns, summary_table
 from app_pages import compute as C
 from app_pages import state as S
 from app_pages.text import plain, plain_html
@@ -49,7 +49,7 @@ if not any((p.model, p.cluster, p.strategy) == (view.model, view.cluster, view.s
 if not pins:
     st.info("Pin strategies to compare them; the current one is shown for reference.")
 results = {label: p.result for label, p in shown.items()}
-st.dataframe(summary_table(results), hide_index=True)
+st.dataframe(readable_columns(summary_table(results)), hide_index=True)
 st.plotly_chart(breakdown_bar({plain_html(label): r for label, r in results.items()}, "Iteration time by category"),
                 key="compare_breakdown_chart")
 
@@ -64,8 +64,14 @@ for i, pin in enumerate(pins):
 st.subheader("Super-step timelines")
 grid = st.columns(2)
 drawn = [C.superstep_or_refusal(p.model, p.strategy, p.cluster, p.strategy.schedule)[0] for p in shown.values()]
-longest = max((sup["agreement"]["timeline_s"] for sup in drawn if sup is not None), default=0.0)
-st.caption(f"Same time axis on every chart: 0 to {longest:.4g} s (the longest iteration).")
+if S.classroom():      # at most MAX_MICRO_BATCHES micro-batches drawn at once, on one shared axis
+    longest = max((micro_batches_end(sup["events"], MAX_MICRO_BATCHES) for sup in drawn if sup is not None),
+                  default=0.0)
+    st.caption(f"Same time axis on every chart: 0 to {longest:.4g} s, the first {MAX_MICRO_BATCHES} micro-batches "
+               "(pan for the rest).")
+else:
+    longest = max((sup["agreement"]["timeline_s"] for sup in drawn if sup is not None), default=0.0)
+    st.caption(f"Same time axis on every chart: 0 to {longest:.4g} s (the longest iteration).")
 for i, (label, p) in enumerate(shown.items()):
     _, refusal = C.superstep_or_refusal(p.model, p.strategy, p.cluster, p.strategy.schedule)
     if refusal:

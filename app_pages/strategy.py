@@ -100,3 +100,6 @@ with top:
     cols[3].metric("Critical stage", f"{r.critical_stage}")
     figs = C.breakdown_figures(view.model, view.strategy, view.cluster)
     st.plotly_chart(C.shown(figs["breakdown"]), key="strategy_breakdown_chart")
+# The sidebar stays on screen while the drag columns below are scrolled to: the numbers they change too.
+st.sidebar.markdown(f"**Now:** {r.iteration_time_s:.4g} s per iteration  \n"
+                    f"bubble {r.breakdown_s['bubble']:.3g} s · MFU {100 * r.mfu:.1f} % · critical stage {r.critical_stage}")

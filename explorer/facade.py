@@ -12,7 +12,8 @@ from explorer.charts.breakdown import breakdown_bar, comm_figure, memory_figure
 from explorer.charts.gantt import microstep_figure, superstep_figure
 from explorer.charts.graph_figure import graph_figure
 from explorer.charts.parity import parity_figure
-from explorer.charts.tables import (CATEGORY_LABELS, GIB, breakdown_table, comm_table, memory_table, summary_table)
+from explorer.charts.tables import (CATEGORY_LABELS, GIB, breakdown_table, comm_table, memory_table, readable_columns,
+                                    summary_table)
 from explorer.io.clusters import list_clusters, load_cluster
 from explorer.errors import ExplorerError
 from explorer.cost.evaluate import Result, evaluate
@@ -62,10 +63,11 @@ __all__ += ["glossary"]
 # ---- lessons, classroom mode, animation (issue 12 "Teach it in class") ----------------------
 from explorer import lessons                                                          # noqa: E402
 from explorer.charts.animation import animated_gantt                                  # noqa: E402
-from explorer.charts.classroom import MAX_MICRO_BATCHES, classroom_figure, zoom_micro_batches  # noqa: E402
+from explorer.charts.classroom import (MAX_MICRO_BATCHES, classroom_figure, micro_batches_end,  # noqa: E402
+                                       zoom_micro_batches)
 from explorer.io.slides import lesson_deck, slide_figure, slide_image                 # noqa: E402
 
-__all__ += ["lessons", "animated_gantt", "MAX_MICRO_BATCHES", "classroom_figure", "zoom_micro_batches",
+__all__ += ["lessons", "animated_gantt", "MAX_MICRO_BATCHES", "classroom_figure", "micro_batches_end", "zoom_micro_batches",
             "lesson_deck", "slide_figure", "slide_image"]
 from explorer.io.glossary import TEXTBOOK as TEXTBOOK_FORMULAS                          # noqa: E402
 from explorer.io.glossary import legend_of as symbol_legend                             # noqa: E402

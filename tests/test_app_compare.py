@@ -13,7 +13,8 @@ def test_pin_two_strategies_and_compare_them():
     at.sidebar.select_slider(key="w_tp").set_value(4).run()
     _pin(at)
     table = at.dataframe[0].value      # the current strategy equals pin #2: shown once (issue 12)
-    assert len(table) == 2 and table["iteration_s"].iloc[0] != table["iteration_s"].iloc[1]
+    assert len(table) == 2 and table["iteration (s)"].iloc[0] != table["iteration (s)"].iloc[1]
+    assert "MFU (%)" in table.columns and "bubble (s)" in table.columns    # readable names (issue 12)
     bars = next(s for s in chart_specs(at) if "by category" in s["layout"]["title"]["text"])
     assert len(bars["data"][0]["y"]) == 2
     gantts = [s for s in chart_specs(at) if s["layout"]["title"]["text"].startswith(("#", "current"))]
@@ -63,3 +64,12 @@ def test_a_tampered_pins_parameter_is_refused_in_one_line():
     at = open_page(query={"pins": "%%%not-base64"})          # the message shows on the page opened first
     assert not at.exception and at.session_state["pins"] == []
     assert any("link parameter 'pins' is not valid base64 JSON" in i.value for i in at.info)
+
+
+def test_classroom_mode_draws_at_most_32_micro_batches_on_one_axis():
+    """Issue 12: in classroom mode the Compare Gantts show the first 32 micro-batches (m = 96 by
+    default) on one shared time axis."""
+    at = open_page("compare", query={"classroom": "1"})
+    assert any("first 32 micro-batches" in c.value for c in at.caption)
+    ranges = [spec["layout"]["xaxis"]["range"] for spec in chart_specs(at) if "range" in spec["layout"].get("xaxis", {})]
+    assert ranges and all(r == ranges[0] for r in ranges)

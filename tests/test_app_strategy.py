@@ -102,3 +102,10 @@ def test_a_preset_that_changes_b_or_does_not_fit_says_so_before_and_after():
     notes = " ".join(i.value for i in at.info)
     assert "B from 1536 to 2048" in notes and "does NOT fit" in notes
     assert any("Does not fit in memory" in w.value for w in at.warning), "and the page flags it"
+
+
+def test_the_numbers_stay_in_view_while_dragging():
+    """Issue 12: the sidebar (always on screen) repeats the numbers the drag columns change."""
+    at = open_page("strategy")
+    now = [m.value for m in at.sidebar.markdown if m.value.startswith("**Now:**")]
+    assert now and metric(at, "Iteration time").split()[0] in now[0]

@@ -44,6 +44,15 @@ def classroom_figure(fig, palette: str = "okabe-ito", font_px: int = FONT_PX, me
     return out
 
 
+def micro_batches_end(events, limit: int = MAX_MICRO_BATCHES) -> float:
+    """Seconds until the last pass of the first `limit` micro-batches ends (the whole timeline when
+    it has no more than `limit`)."""
+    mb = events["micro_batch"].to_numpy()
+    if mb.max(initial=-1) < limit:
+        return float(events["end_s"].max())
+    return float(events.loc[(mb >= 0) & (mb < limit), "end_s"].max())
+
+
 def zoom_micro_batches(fig, events, limit: int = MAX_MICRO_BATCHES) -> go.Figure:
     """Show the time of the first `limit` micro-batches only (the rest by panning): the x range ends
     when the last of their passes ends. Unchanged when there are not more than `limit`."""

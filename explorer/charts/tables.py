@@ -62,6 +62,17 @@ def memory_table(result, capacity_bytes: float) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+SUMMARY_LABELS = {"strategy": "strategy", "iteration_s": "iteration (s)", "mfu_%": "MFU (%)",
+                  "tflops_per_gpu": "TFLOP/s per GPU", "peak_memory_GiB": "peak memory (GiB)",
+                  **{f"{c}_s": f"{CATEGORY_LABELS[c]} (s)" for c in CATEGORIES}}
+"""Readable column names of summary_table (what a class reads on the projector)."""
+
+
+def readable_columns(table: pd.DataFrame) -> pd.DataFrame:
+    """The table with SUMMARY_LABELS as column names (the CSV keeps the short ones)."""
+    return table.rename(columns=SUMMARY_LABELS)
+
+
 def summary_table(results: dict) -> pd.DataFrame:
     """label -> Result, as one row each: totals side by side (the Compare page)."""
     rows = []

@@ -74,12 +74,14 @@ class SymbolicCost:
 
 
 def readable(expr: sp.Expr, max_ops: int = 600) -> sp.Expr:
-    """Expanded and collected over the launch overhead when that reads shorter (sums of
-    many operators do; products such as 2(d-1)/d x bytes x g do not)."""
+    """The shortest of: the expression, it expanded and collected over the launch overhead (sums of
+    many operators), and that with common factors pulled out (per-layer splits of several degrees
+    merge into sums like 50 L m t + 94 L m; factored: 2 m (25 L t + 47 L))."""
     if sp.count_ops(expr) > max_ops or not isinstance(expr, sp.Mul):
         return expr
     flat = sp.collect(sp.expand(expr), [t_launch])
-    return flat if len(str(flat)) < len(str(expr)) else expr
+    shapes = (expr, flat) + ((sp.factor_terms(flat),) if not flat.has(sp.Max) else ())   # rooflines: too slow
+    return min(shapes, key=lambda e: len(str(e)))
 
 
 def symbol_values(model, strategy, cluster) -> dict:
