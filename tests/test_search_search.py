@@ -96,3 +96,9 @@ def test_nothing_fits_gives_empty_lists():
     r = search(TINY, CLUSTER, 8, 8, max_memory_bytes=1.0)
     assert r.top == [] and r.pareto == [] and r.kept == 0
     assert r.kept + sum(r.pruned.values()) == r.total
+
+
+def test_refine_top_zero_refines_nothing():
+    """refine_top=0 keeps the sweep's strategies (it used to refine every candidate)."""
+    found = search(TINY, CLUSTER, 8, 16, top=3, refine_top=0)
+    assert found.refined == 0 and found.top

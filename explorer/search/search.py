@@ -124,6 +124,8 @@ def _to_refine(space, points: Points, fits: np.ndarray, count: int) -> list:
     recomputation of a model without attention) are refined once: the one with
     the least memory.
     """
+    if count <= 0:
+        return []
     order = fits[np.lexsort((points.memory_bytes[fits], points.time_s[fits]))]
     chosen, seen = [], set()
     for k in order:
