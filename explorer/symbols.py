@@ -1,4 +1,4 @@
-"""The sympy symbols of ../shared/DESIGN.md's vocabulary, one meaning each.
+"""The sympy symbols of DESIGN.md's vocabulary, one meaning each.
 
 Expressions in the library are built from these symbols only; no user text is
 ever turned into an expression.

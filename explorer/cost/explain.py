@@ -19,7 +19,7 @@ import sympy as sp
 from explorer.cost import collectives as coll
 from explorer.cost.evaluate import Result, evaluate
 from explorer.cost.numbers import hardware_numbers
-from explorer.cost.superstep import CATEGORIES, STAGE_INPUTS, optimizer_state_bytes, optimizer_update_bytes, variant
+from explorer.cost.superstep import CATEGORIES, optimizer_state_bytes, optimizer_update_bytes, variant
 from explorer.cost.tree import Q, cost_tree, stage_inputs
 from explorer.schedules import get as schedule_of
 from explorer.schedules.base import AGGREGATES
@@ -177,4 +177,4 @@ def explain(model, strategy, cluster, gpus=None, result: Result | None = None) -
     return SymbolicCost(terms, sp.Add(*terms.values()), k, values, definitions, compact)
 
 
-__all__ = ["SymbolicCost", "explain", "level_symbols", "readable", "symbol_values", "STAGE_INPUTS"]
+__all__ = ["SymbolicCost", "explain", "level_symbols", "readable", "symbol_values"]

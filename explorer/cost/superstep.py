@@ -1,11 +1,11 @@
 """The super-step: one training iteration as named sympy terms over the per-stage quantities.
 
-The tree has three levels (../shared/DESIGN.md, "Structure the code should show"):
+The tree has three levels (DESIGN.md, "Structure the code should show"):
 micro-steps (each block's operators, explorer.cost.block), stages (a stage's
 blocks and boundaries summed: F_r, B_r, W_r and their parts, explorer.cost.program)
 and the super-step here: the schedule's critical path and bubble (explorer.schedules),
 the gradient synchronisation, ZeRO gathers and optimizer step of every stage, the
-memory of every stage, and the categories of ../shared/DESIGN.md, each a `Term` with
+memory of every stage, and the categories of DESIGN.md, each a `Term` with
 its name, category, citation and expression. `variant(...)` builds them for one
 (schedule, ZeRO stage, overlap, dtype) and lambdifies them once; evaluate(),
 evaluate_batch(), explain(), the search and the timeline all read that one object.

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from explorer.cost.superstep import (GSB_r, aggregate_function, optimizer_state_bytes, optimizer_update_bytes,
+from explorer.cost.superstep import (aggregate_function, optimizer_state_bytes, optimizer_update_bytes,
                                      variant)
 from explorer.strategy.mesh import Mesh, group_level
 from explorer.symbols import (A_r, B_r, F_r, GS_r, K_opt, L_r, Psi_r, W_hbm, W_r, beta, d, g_r, m as m_, p,
@@ -20,15 +20,6 @@ from explorer.symbols import (A_r, B_r, F_r, GS_r, K_opt, L_r, Psi_r, W_hbm, W_r
 def _first(x):
     """Stage axis last -> first."""
     return np.moveaxis(np.asarray(x, dtype=float), -1, 0)
-
-
-def _last(x):
-    return np.moveaxis(np.asarray(x, dtype=float), 0, -1)
-
-
-def _per_stage(x, ndim: int):
-    """A vector over stages shaped to broadcast against arrays with the stage on axis 0."""
-    return np.asarray(x, dtype=float).reshape((-1,) + (1,) * (ndim - 1))
 
 
 class Objective:
@@ -94,4 +85,4 @@ class Objective:
         return aggregate_function(schedule, "makespan")(total_s, f_max, b_max, 0.0, 0.0, 0.0, m, v, self.pp)
 
 
-__all__ = ["Objective", "GSB_r"]
+__all__ = ["Objective"]
