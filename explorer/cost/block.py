@@ -179,9 +179,11 @@ def _total(key, block, steps, act, params_dev, recompute, layout_first, layout_o
     fwd_comm = comm("fwd", "time")
     recompute_s, recompute_flops, recompute_bytes = ZERO, ZERO, ZERO
     if block.kind == "layer" and recompute == "full":
-        # Full recomputation: keep only the layer input (Korthikanti Table 2: 2sbh),
-        # redo the whole forward, collectives included (ZeRO Sec 7-C: "2 recompute").
-        act = beta * sp.Mul(*block.ops[0].in_shape)
+        # Full recomputation: keep only the layer input (Korthikanti Table 2: 2sbh), sharded
+        # along the sequence under sequence parallelism (Korthikanti Sec 5: the checkpointed input
+        # is the sequence-parallel one, 2sbh/t), and redo the whole forward, collectives included
+        # (ZeRO Sec 7-C: "2 recompute"). Fidelity issue, E6.
+        act = beta * sp.Mul(*block.ops[0].in_shape) / (t if lay.is_sharded(layout_first) else 1)
         recompute_s, recompute_flops = fwd_compute + fwd_comm, block.flops_fwd
         recompute_bytes = comm("fwd", "bytes")
     elif block.kind == "layer" and recompute == "selective":

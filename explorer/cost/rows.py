@@ -21,7 +21,7 @@ def comm_rows(tree, values, k, M, by_kind, level_names, sync, dp_bytes, zero_byt
             rows.append({"category": category, "kind": name, "level": level_names[level],
                          "time_s": M * float(arr[0, k]), "hidden_s": 0.0, "bytes": M * float(arr[1, k])})
     if float(sync["dp_total"]) > 0:
-        rows.append({"category": "dp_comm", "kind": "reduce_scatter" if strategy.zero == 3 else "all_reduce",
+        rows.append({"category": "dp_comm", "kind": "reduce_scatter" if strategy.zero >= 2 else "all_reduce",
                      "level": level_names[sync["level"]], "time_s": float(sync["dp_exposed"]),
                      "hidden_s": float(sync["dp_total"] - sync["dp_exposed"]), "bytes": dp_bytes})
         if strategy.zero == 3:

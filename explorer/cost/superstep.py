@@ -60,15 +60,32 @@ def optimizer_state_bytes(dtype_bytes: int) -> int:
 
 
 def dp_sync(zero: int) -> sp.Expr:
-    """Gradient synchronisation of stage r over d replicas, once per iteration, plus GS_r (the
+    """Gradient synchronisation of stage r over d replicas per iteration, plus GS_r (the
     all-reduce of batch-split layers' gradients inside their operator group).
 
-    ZeRO-0: ring all-reduce of the gradients; ZeRO-1/2: reduce-scatter of gradients +
-    all-gather of updated parameters, the same 2(d-1)/d volume; ZeRO-3: only the
-    reduce-scatter here, the parameter gathers are zero_comm (Rajbhandari et al. SC'20
-    Sec 7, published.json zero_comm_volume)."""
-    kind = "reduce_scatter" if zero == 3 else "all_reduce"
-    return coll.time(kind, beta * Psi_r, d, g_r, L_r) + GS_r
+    ZeRO-0: ring all-reduce of the gradients once; ZeRO-1: reduce-scatter of the gradients and
+    all-gather of the updated parameters, the same 2(d-1)/d volume (Rajbhandari et al. SC'20
+    Sec 7, published.json zero_comm_volume). ZeRO-2 and -3 keep only a gradient shard, so
+    with m micro-batches the gradients are reduce-scattered after every backward (DeepSpeed's
+    stage-2/3 behaviour, deepspeedai/DeepSpeed#2252): m reduce-scatters, then ZeRO-2's one
+    all-gather of the parameters -- (m+1)(d-1)/d beta Psi -- and ZeRO-3's parameter gathers in
+    zero_comm -- 3m(d-1)/d beta Psi in all (fidelity issue, E2)."""
+    rs = coll.time("reduce_scatter", beta * Psi_r, d, g_r, L_r)
+    if zero == 3:
+        return m * rs + GS_r
+    if zero == 2:
+        return m * rs + coll.time("all_gather", beta * Psi_r, d, g_r, L_r) + GS_r
+    return coll.time("all_reduce", beta * Psi_r, d, g_r, L_r) + GS_r
+
+
+def dp_bytes(zero: int) -> sp.Expr:
+    """Bytes of dp_sync per device (nccl_busbw factors)."""
+    rs = coll.bytes_per_device("reduce_scatter", beta * Psi_r, d)
+    if zero == 3:
+        return m * rs + GSB_r
+    if zero == 2:
+        return m * rs + coll.bytes_per_device("all_gather", beta * Psi_r, d) + GSB_r
+    return coll.bytes_per_device("all_reduce", beta * Psi_r, d) + GSB_r
 
 
 def zero_gather_pass(zero: int) -> sp.Expr:
@@ -117,8 +134,7 @@ def terms(schedule: str, zero: int, overlap: bool, k_states: int) -> dict:
     add("dp_sync", "dp_comm", "Rajbhandari et al. SC'20 Sec 7; nccl_busbw, mpich_alpha_beta", sync, True)
     add("dp_exposed", "dp_comm", "overlap window: " + sched.name, exposed, True)
     add("zero_gather", "zero_comm", "Rajbhandari et al. SC'20 Sec 7-B", zero_gathers(zero), True)
-    kind = "reduce_scatter" if zero == 3 else "all_reduce"
-    add("dp_bytes", "dp_comm", "nccl_busbw", coll.bytes_per_device(kind, beta * Psi_r, d) + GSB_r, True)
+    add("dp_bytes", "dp_comm", "nccl_busbw", dp_bytes(zero), True)
     pass_bytes = coll.bytes_per_device("all_gather", beta * Psi_r, d) if zero >= 3 else sp.Integer(0)
     add("zero_gather_pass", "zero_comm", "Rajbhandari et al. SC'20 Sec 7-B", zero_gather_pass(zero), True)
     add("zero_bytes_pass", "zero_comm", "Rajbhandari et al. SC'20 Sec 7-B", pass_bytes, True)

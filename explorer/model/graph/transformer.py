@@ -54,10 +54,13 @@ def attention_core(dropout=True):
         ops.append(Operator("attn_dropout", "elementwise", "heads", scores, scores,
                             mem_bytes_fwd=(2 * beta + 1) * b * a * s * s,
                             act=(ActTerm(b * a * s * s, "out", True),), attention_core=True))
+    # The context GEMM keeps its input scores for its backward: the dropout output (Korthikanti
+    # Sec 4.1, 2as^2b) -- or, without dropout (LLaMA), the softmax output already kept above: the
+    # same tensor, counted once (fidelity issue, E4).
+    kept_scores = (ActTerm(beta * b * a * s * s, "in", True),) if dropout else ()
     ops.append(Operator("context", "attention", "heads", scores, BSH,
                         flops_fwd=2 * b * s * s * h, flops_bwd=4 * b * s * s * h,
-                        act=(ActTerm(beta * b * a * s * s, "in", True),
-                             ActTerm(beta * b * s * KV_WIDTH, "in")),
+                        act=kept_scores + (ActTerm(beta * b * s * KV_WIDTH, "in"),),
                         gemm=(s, h / a, s, b * a), attention_core=True))
     return ops
 
