@@ -138,6 +138,11 @@ def test_issue_command_prints_the_json_contract(runs):
         assert isinstance(out[key], (int, float)) and out[key] > 0, key
     assert out["tflops_per_gpu"] == pytest.approx(
         out["model_flops_per_iteration"] / (total * 1024) / 1e12, rel=1e-12)
+    # the strategy it assumed, and whether it fits (issue "Speed where a person waits"): 93.7 GiB > 80
+    assert out["strategy"]["recompute"] == "none" and out["strategy"]["sequence_parallel"] is False
+    assert out["strategy"]["dp"] == 16 and out["strategy"]["tp"] == 8 and out["strategy"]["pp"] == 8
+    assert out["fits_memory"] is False and out["memory_capacity_bytes"] == 80 * 2 ** 30
+    assert mem["total"] > out["memory_capacity_bytes"]
     assert 0 < out["mfu"] < 1
     assert isinstance(out["formula_latex"], str) and out["formula_latex"].strip()
 

@@ -19,7 +19,7 @@ def run(args) -> int:
     result = evaluate(model, strategy, cluster, gpus)
     if args.json:
         sym = explain(model, strategy, cluster, gpus, result)
-        print(dumps(result_dict(result, sym.total_latex(), sym.latex(), sym.definitions_latex())))
+        print(dumps(result_dict(result, sym.total_latex(), sym.latex(), sym.definitions_latex(), strategy)))
     else:
         title = (f"{model.name} on {gpus} x {cluster.device.name} ({cluster.name}): "
                  f"d={strategy.dp} t={strategy.tp} p={strategy.pp} b={strategy.micro_batch} "

@@ -3,14 +3,20 @@ from __future__ import annotations
 
 from explorer.cost.evaluate import Result
 from explorer.cost.superstep import CATEGORIES
+from explorer.io.strategies import strategy_to_dict
 
 MEMORY_KEYS = ("params", "grads", "optimizer", "activations", "total")
 
 
 def result_dict(result: Result, formula_latex: str = "", terms_latex: dict | None = None,
-                definitions_latex: dict | None = None) -> dict:
-    """The stable JSON contract of `python -m explorer evaluate --json`."""
+                definitions_latex: dict | None = None, strategy=None) -> dict:
+    """The stable JSON contract of `python -m explorer evaluate --json`: with `strategy`, the full
+    strategy evaluated (every field, the defaults it assumed included, as strategy files hold it)."""
+    capacity = result.extra["device_memory_bytes"]
     return {
+        **({"strategy": strategy_to_dict(strategy)} if strategy is not None else {}),
+        "fits_memory": result.memory_bytes_per_device["total"] <= capacity,
+        "memory_capacity_bytes": capacity,
         "iteration_time_s": result.iteration_time_s,
         "breakdown_s": {c: result.breakdown_s[c] for c in CATEGORIES},
         "hidden_s": result.hidden_s,
