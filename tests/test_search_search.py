@@ -102,3 +102,20 @@ def test_refine_top_zero_refines_nothing():
     """refine_top=0 keeps the sweep's strategies (it used to refine every candidate)."""
     found = search(TINY, CLUSTER, 8, 16, top=3, refine_top=0)
     assert found.refined == 0 and found.top
+
+
+def test_top_rows_differ_by_more_than_a_tenth_of_a_percent():
+    """Issue "Speed where a person waits": no two rows of the top list whose time and memory both
+    agree within 0.1 %; such variants are listed under the row they equal."""
+    found = search(load_model("gpt-1.7b"), load_cluster("dgx-a100-80gb"), 16, 128, top=8)
+    rows = found.top
+    for i, a in enumerate(rows):
+        for b in rows[i + 1:]:
+            assert abs(a.iteration_time_s - b.iteration_time_s) > 1e-3 * a.iteration_time_s or \
+                abs(a.peak_memory_bytes - b.peak_memory_bytes) > 1e-3 * a.peak_memory_bytes
+    folded = [c for c in rows if c.equivalent]
+    assert folded, "zb-h1 without pipelining is 1f1b: folded into its row"
+    for c in folded:
+        for other in c.equivalent:
+            r = evaluate(load_model("gpt-1.7b"), other, load_cluster("dgx-a100-80gb"), 16)
+            assert r.iteration_time_s == pytest.approx(c.iteration_time_s, rel=1e-3)

@@ -19,7 +19,8 @@ def label(strategy) -> str:
 
 
 def candidate_dict(c, rank: int | None = None) -> dict:
-    out = {"strategy": strategy_to_dict(c.strategy), "iteration_time_s": c.iteration_time_s,
+    out = {"strategy": strategy_to_dict(c.strategy), "equivalent": [label(x) for x in c.equivalent],
+           "iteration_time_s": c.iteration_time_s,
            "peak_memory_bytes": c.peak_memory_bytes, "mfu": c.mfu,
            "breakdown_s": {k: c.breakdown_s[k] for k in CATEGORIES}}
     return out if rank is None else {"rank": rank, **out}
@@ -54,6 +55,10 @@ def search_text(result, title: str) -> str:
     for i, c in enumerate(result.top):
         lines.append(f"{i + 1:>3} {c.iteration_time_s:>10.4f} {c.peak_memory_bytes / GIB:>8.1f} "
                      f"{100 * c.mfu:>6.1f}  {label(c.strategy)}")
+        if c.equivalent:
+            lines.append(f"{'':>31}  same time and memory (within 0.1 %): "
+                         + "; ".join(label(x) for x in c.equivalent[:3])
+                         + (f"; +{len(c.equivalent) - 3} more" if len(c.equivalent) > 3 else ""))
     lines += ["", f"Pareto front (time vs memory): {len(result.pareto)} strategies"]
     for c in result.pareto:
         lines.append(f"    {c.iteration_time_s:>10.4f} {c.peak_memory_bytes / GIB:>8.1f}         {label(c.strategy)}")

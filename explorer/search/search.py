@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -40,6 +40,12 @@ class Candidate:
     breakdown_s: dict
     mfu: float
     result: Result
+    equivalent: tuple = ()    # strategies within EQUIVALENT of this one in both time and memory
+
+
+EQUIVALENT = 1e-3
+"""Relative time and memory within which two strategies are one row of the top list (the others are
+listed as its equivalent variants: GPipe = 1F1B when memory does not bind, ZeRO-0/1, ...)."""
 
 
 @dataclass(frozen=True)
@@ -178,9 +184,22 @@ class _Pool:
                 break
         return out
 
-    def best(self, k: int) -> list:
+    def best(self, k: int, scan: int = 20) -> list:
+        """The k fastest distinct rows: a candidate within EQUIVALENT of a row in both time and memory
+        joins that row's `equivalent` strategies instead (at most scan x k candidates are looked at)."""
         order = np.lexsort((np.asarray(self.memory), np.asarray(self.time)))   # ties: less memory first
-        return sorted(self._unique(order, k), key=lambda c: (c.iteration_time_s, c.peak_memory_bytes))
+        rows = []
+        for c in self._unique(order[:scan * k]):
+            same = next((i for i, row in enumerate(rows)
+                         if abs(c.iteration_time_s - row.iteration_time_s) <= EQUIVALENT * row.iteration_time_s
+                         and abs(c.peak_memory_bytes - row.peak_memory_bytes) <= EQUIVALENT * row.peak_memory_bytes),
+                        None)
+            if same is None:
+                if len(rows) < k:
+                    rows.append(c)
+            else:
+                rows[same] = replace(rows[same], equivalent=rows[same].equivalent + (c.strategy,))
+        return sorted(rows, key=lambda c: (c.iteration_time_s, c.peak_memory_bytes))
 
     def front(self) -> list:
         return self._unique(pareto_front(np.asarray(self.time), np.asarray(self.memory)))
