@@ -11,16 +11,16 @@ classroom.read_param_once()     # ?classroom=1
 share_link.read_once()          # a shared link sets the widgets before they are drawn
 classroom.inject_css()
 
-# A first-time visitor lands on Start here; a shared configuration without a page (older links) on Cost.
-linked = st.session_state.get(S.OPENED_LINK, False)
-START = [st.Page("app_pages/start.py", title="Start here", url_path="start", default=not linked)]
+# A first-time visitor lands on Start here; a shared configuration without a page (older links) on Cost
+# (switched to below: every page keeps its own address, so a link to /cost always finds it).
+START = [st.Page("app_pages/start.py", title="Start here", url_path="start", default=True)]
 LEARN = [st.Page(f"app_pages/learn_{lesson.number}_{lesson.slug.replace('-', '_')}.py",
                  title=f"{lesson.number}. {lesson.title.split(':')[0]}", url_path=f"learn-{lesson.slug}")
          for lesson in lessons.LESSONS]
 EXPLORE = [
     st.Page("app_pages/model.py", title="Model & cluster", url_path="model"),
     st.Page("app_pages/strategy.py", title="Strategy", url_path="strategy"),
-    st.Page("app_pages/cost.py", title="Cost breakdown", url_path="cost", default=linked),
+    st.Page("app_pages/cost.py", title="Cost breakdown", url_path="cost"),
     st.Page("app_pages/timeline.py", title="Timelines", url_path="timeline"),
     st.Page("app_pages/compare.py", title="Compare", url_path="compare"),
     st.Page("app_pages/export.py", title="Export & share", url_path="export"),
@@ -36,6 +36,8 @@ CHECK = [
 # classroom mode: the menu goes to the top bar, so the sidebar holds only the lesson's controls
 page = st.navigation({"Start": START, "Learn": LEARN, "Explore": EXPLORE, "Check": CHECK},
                      position="top" if S.classroom() else "sidebar")
+if st.session_state.pop(S.OPENED_LINK, False) and page is START[0]:
+    st.switch_page(EXPLORE[2])          # a shared configuration opened at the root address: its cost
 teaching = any(page is p for p in START + LEARN)
 # Explore pages evaluate the sidebar's strategy and show it or the last valid one (LAST_VALID, written
 # after the page ran). Check pages evaluate nothing: their address bar names the sidebar's configuration,

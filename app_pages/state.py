@@ -147,7 +147,7 @@ W_CLASSROOM = "w_classroom"          # classroom mode toggle (also ?classroom=1)
 CLASSROOM_READ = "classroom_read"    # True once the URL's classroom parameter was read this session
 W_LESSON_PREFIX = "w_lesson_"        # + slug + "_" + control name: a lesson's control
 W_LESSON_ANIMATE = "w_lesson_animate"  # + "_" + slug: play the lesson's Gantt step by step
-OPENED_LINK = "opened_link"          # True when the session opened a shared configuration: it lands on Cost
+OPENED_LINK = "opened_link"          # True right after a shared configuration was read: it lands on Cost
 W_SEARCH_INPUTS = ("w_search_gpus", "w_search_batch", "w_search_cap_gib")   # the Search page's inputs
 LESSON_TARGET = "lesson_target"      # explorer page to open after "Open in the explorer" (its callback sets it)
 
