@@ -116,3 +116,13 @@ def test_change_a_control_and_drag_a_layer(server, page, tmp_path):
     assert page.get_by_test_id("stException").count() == 0
     page.screenshot(path=str(tmp_path / "strategy_after_slider.png"), full_page=True)
     assert (tmp_path / "strategy_after_slider.png").stat().st_size > 10_000
+
+
+def test_a_share_link_to_a_page_opens_that_page(server, page):
+    """A link carries its page's address: /cost?... opens Cost without a 'Page not found' dialog."""
+    page.goto(f"{server}/cost?model=tiny-gpt&cluster=classroom&dp=2&tp=2&pp=2&b=1&B=8&sched=zb-h1")
+    page.get_by_test_id("stMetric").first.wait_for(timeout=60_000)
+    page.wait_for_timeout(1000)
+    assert page.get_by_text("Page not found").count() == 0
+    assert page.get_by_text("Cost of one training iteration").count() == 1
+    assert "/cost" in page.url
