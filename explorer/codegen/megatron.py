@@ -96,7 +96,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _parser() -> _Parser:
-    p = _Parser(prog="megatron", add_help=False)
+    p = _Parser(prog="megatron", add_help=False, allow_abbrev=False)
     for flag in ("--tensor-model-parallel-size", "--pipeline-model-parallel-size", "--context-parallel-size",
                  "--expert-model-parallel-size", "--num-layers-per-virtual-pipeline-stage",
                  "--decoder-first-pipeline-num-layers", "--decoder-last-pipeline-num-layers",
@@ -124,7 +124,7 @@ def parse_megatron_args(text: str, world_size: int | None = None) -> tuple:
     if not isinstance(world_size, int) or world_size < 1:
         raise ExplorerError("the Megatron-LM arguments do not say the world size (give it, or a "
                             "'# world size: N' line)")
-    body = " ".join(line.split("#", 1)[0] for line in text.splitlines())
+    body = " ".join(line.split("#", 1)[0].strip().removesuffix("\\") for line in text.splitlines())
     try:
         tokens = [tok for tok in shlex.split(body) if tok != "\\"]
     except ValueError as err:
