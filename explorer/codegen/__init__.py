@@ -23,6 +23,8 @@ EXPORTERS = {
     "mindspore": mindspore_script,
 }
 FRAMEWORKS = tuple(EXPORTERS)
+TITLES = {"megatron": "Megatron-LM (command-line arguments)", "deepspeed": "DeepSpeed (config JSON)",
+          "torchtitan": "torchtitan (TOML job config)", "mindspore": "MindSpore (semi-auto-parallel shard strategies)"}
 FILE_SUFFIX = {"megatron": ".sh", "deepspeed": ".json", "torchtitan": ".toml", "mindspore": ".py"}
 
 
@@ -35,5 +37,5 @@ def export(framework: str, model, strategy, cluster) -> str:
     return json.dumps(out, indent=2) + "\n" if isinstance(out, dict) else out
 
 
-__all__ = ["EXPORTERS", "FRAMEWORKS", "FILE_SUFFIX", "export", "megatron_args", "parse_megatron_args",
+__all__ = ["EXPORTERS", "FRAMEWORKS", "TITLES", "FILE_SUFFIX", "export", "megatron_args", "parse_megatron_args",
            "deepspeed_config", "torchtitan_toml", "mindspore_script"]
