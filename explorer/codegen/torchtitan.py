@@ -7,7 +7,9 @@ gathered parameters from forward to backward: ZeRO-2's traffic), tensor_parallel
 pipeline_parallel_degree, context_parallel_degree, pipeline_parallel_schedule (a name from
 torch.distributed.pipelining's get_schedule_class: "1F1B", "GPipe", "Interleaved1F1B",
 "InterleavedZeroBubble", "ZBVZeroBubble", ...), pipeline_parallel_microbatch_size (microbatches =
-local_batch_size / it), pipeline_parallel_layers_per_stage; [training] local_batch_size ("per-device batch
+local_batch_size / it), pipeline_parallel_layers_per_stage with pipeline_parallel_first/last_stage_less_layers = 0 (the embedding and the
+output then weigh nothing in torchtitan's split, torchtitan/distributed/pipeline_parallel.py, so every stage holds
+l / (p v) layers, as in the explorer); [training] local_batch_size ("per-device batch
 size"), global_batch_size (more than local x data-parallel degree means gradient accumulation), seq_len,
 mixed_precision_param ("bfloat16" or "float32"); [activation_checkpoint] mode ("selective", "full", "none")
 with selective_ac_option ("op": per-operator selective recomputation).
@@ -55,7 +57,8 @@ def torchtitan_toml(model, strategy) -> str:
     if s.pp > 1:
         par += [("pipeline_parallel_schedule", SCHEDULE_NAMES[s.schedule]),
                 ("pipeline_parallel_microbatch_size", s.micro_batch),
-                ("pipeline_parallel_layers_per_stage", per_chunk)]
+                ("pipeline_parallel_layers_per_stage", per_chunk),
+                ("pipeline_parallel_first_stage_less_layers", 0), ("pipeline_parallel_last_stage_less_layers", 0)]
     # with a pipeline the per-device batch holds the m micro-batches; without one, torchtitan accumulates
     # gradients over global / (local x d) steps of local_batch_size each
     local = s.micro_batch * s.micro_batches if s.pp > 1 else s.micro_batch

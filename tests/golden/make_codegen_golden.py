@@ -5,7 +5,7 @@ Run once, and again only when an exporter is changed on purpose (review the diff
 Strategies: the ten rows of Narayanan et al. SC'21 Table 1 (explorer.validation.cases, group
 megatron_table1), GPT-3 175B under a Megatron-style strategy with SP, selective recomputation, ZeRO-1 and
 interleaving, tiny-gpt with mixed per-layer splits (Megatron refuses it, MindSpore expresses it), and
-Llama 2 7B under a torchtitan-style (FSDP + TP/SP) and a DeepSpeed-style (pipeline + ZeRO-1) strategy.
+Llama 2 7B under a torchtitan-style (FSDP + TP/SP) a DeepSpeed-style (pipeline + ZeRO-1) and an interleaved TP+SP strategy.
 File names: <case>.<framework><suffix>, or <case>.<framework>.refused holding the refusal line.
 tests/test_codegen.py compares every file exactly.
 """
@@ -40,6 +40,10 @@ LLAMA_FSDP_TP = Strategy(dp=8, tp=2, pp=1, micro_batch=1, global_batch=64, zero=
 LLAMA_PP_ZERO1 = Strategy(dp=8, tp=1, pp=4, micro_batch=1, global_batch=64, zero=1, recompute="full", dtype="bf16")
 """Llama 2 7B, DeepSpeed-style: four pipeline stages, ZeRO-1 over d=8, no tensor parallelism."""
 
+LLAMA_INTERLEAVED = Strategy(dp=4, tp=2, pp=4, micro_batch=1, global_batch=64, schedule="interleaved", chunks=2,
+                             recompute="selective", sequence_parallel=True, dtype="bf16")
+"""Llama 2 7B (32 layers) on 32 devices: TP+SP 2, four interleaved stages of two 4-layer chunks each."""
+
 
 def cases() -> list:
     """(name, model, strategy) of every golden case."""
@@ -48,6 +52,7 @@ def cases() -> list:
     out.append(("tiny-gpt_per_layer", load_model("tiny-gpt"), PER_LAYER))
     out.append(("llama2-7b_fsdp_tp_sp", load_model("llama2-7b"), LLAMA_FSDP_TP))
     out.append(("llama2-7b_pp_zero1", load_model("llama2-7b"), LLAMA_PP_ZERO1))
+    out.append(("llama2-7b_interleaved_tp_sp", load_model("llama2-7b"), LLAMA_INTERLEAVED))
     return out
 
 
