@@ -6,9 +6,13 @@ train_micro_batch_size_per_gpu x gradient_accumulation_steps x data-parallel siz
 fp16.enabled; activation_checkpointing (partition_activations, cpu_checkpointing,
 contiguous_memory_optimization, number_checkpoints). The "pipeline" section's keys are those of
 deepspeed/runtime/config.py get_pipeline_config (stages, partition, seed_layers,
-activation_checkpoint_interval, pipe_partitioned, grad_partitioned); the PipelineModule built by the
-training script must use the same partition_method ("uniform" balances the number of layers,
-deepspeed/runtime/pipe/module.py).
+activation_checkpoint_interval, pipe_partitioned, grad_partitioned; deepspeedai/DeepSpeed at edaa7221,
+2026-08). Of these the PipelineEngine reads activation_checkpoint_interval (deepspeed/runtime/pipe/engine.py);
+"stages" and "partition" record the layout for the reader, and the training script must build its
+PipelineModule(num_stages=stages, partition_method=partition) to match: "uniform" is
+deepspeed/runtime/utils.py partition_uniform, equal layer counts with the remainder on the first stages,
+as the explorer's even split (over the PipelineModule's layer list: keep the embedding and head out of the
+count, or use "type:<transformer layer class>").
 
 What it cannot say: DeepSpeed's core configuration has no tensor-parallel key (tensor parallelism comes from
 a model-parallel unit, `mpu`, that the training script passes to deepspeed.initialize, e.g. Megatron-DeepSpeed's);
