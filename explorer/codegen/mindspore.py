@@ -4,12 +4,13 @@ The seed paper's platform (Wang, IPDPS-W 2021, built its first micro-step model 
 semi_auto_parallel mode every operator takes a strategy, `Primitive.shard(in_strategy)`: one tuple per
 input, one integer per input dimension saying into how many parts that dimension is cut; the product of a
 tuple's numbers is at most the devices of a pipeline stage, the rest repeat the computation (MindSpore
-documentation, mindspore.ops.Primitive.shard and "Operator-level Parallelism",
-www.mindspore.cn/docs/en/r2.4.0/api_python/ops/mindspore.ops.Primitive.html#mindspore.ops.Primitive.shard).
-set_auto_parallel_context's keys (parallel_mode, device_num, pipeline_stages, enable_parallel_optimizer,
-pipeline_config with pipeline_interleave and pipeline_scheduler):
-www.mindspore.cn/docs/en/r2.4.0/api_python/mindspore/mindspore.set_auto_parallel_context.html; micro-batches
-through nn.PipelineCell(net, micro_size) and each layer Cell's `pipeline_stage` attribute.
+documentation r2.4.0: mindspore.ops.Primitive.shard, as referred to by mindspore.cn/docs/en/r2.4.0/api_python/
+mindspore/mindspore.shard.html: "each element ... specifies the layout of the corresponding input ... each
+dimension's cut"). set_auto_parallel_context's keys (parallel_mode, device_num, pipeline_stages,
+enable_parallel_optimizer, pipeline_config): mindspore.cn/docs/en/r2.4.0/api_python/mindspore/
+mindspore.set_auto_parallel_context.html; pipeline_config={"pipeline_interleave": True, "pipeline_scheduler":
+"1f1b"} as MindSpore's own parallel tests set it; micro-batches through nn.PipelineCell(net, micro_size) and
+each layer Cell's `pipeline_stage` attribute.
 
 Every layer's split comes from the explorer's plan (explorer.cost.plan: each operator's split and the
 layout it needs for its input), so per-layer splits map one-to-one to shard tuples. The first dimension of
