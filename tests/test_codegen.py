@@ -166,3 +166,40 @@ def test_per_layer_default_split_is_megatron_uniform():
     model = load_model("tiny-gpt")
     explicit = Strategy(tp=2, sequence_parallel=True, layer_splits=(LayerSplit(2, "megatron"),) * 4)
     assert megatron_args(model, explicit) == megatron_args(model, explicit.with_(layer_splits=()))
+
+
+def test_random_strategies_export_or_refuse_and_megatron_round_trips():
+    """Every exporter returns text or refuses in one line (never another exception); whatever Megatron-LM
+    expresses parses back to the same strategy (up to what Megatron cannot distinguish: the schedule
+    without a pipeline, and per-layer splits equal to the default)."""
+    import random
+    rng = random.Random(13)
+    models = [load_model(n) for n in ("tiny-gpt", "tiny-mlp", "bert-large", "llama2-7b", "resnet-50")]
+    exported = 0
+    for _ in range(200):
+        model = rng.choice(models)
+        tp, pp, dp, b = rng.choice([1, 2, 4]), rng.choice([1, 2, 4]), rng.choice([1, 2, 3]), rng.choice([1, 2, 4])
+        schedule = rng.choice(["1f1b", "gpipe", "interleaved", "zb-h1"])
+        fields = dict(dp=dp, tp=tp, pp=pp, micro_batch=b, global_batch=b * dp * pp * rng.choice([1, 2]),
+                      schedule=schedule, chunks=2 if schedule == "interleaved" else 1, zero=rng.choice([0, 1, 2, 3]),
+                      recompute=rng.choice(["none", "selective", "full"]), sequence_parallel=rng.random() < .5,
+                      overlap_dp=rng.random() < .5, dtype=rng.choice(["bf16", "fp16", "fp32"]))
+        if rng.random() < .3 and model.layers <= 24:
+            fields["layer_splits"] = tuple(
+                LayerSplit(1, "replicated") if rng.random() < .5 else LayerSplit(tp, rng.choice(["megatron", "column"]))
+                for _ in range(model.layers))
+        try:
+            strategy = Strategy(**fields)
+        except ExplorerError:
+            continue
+        for framework in FRAMEWORKS:
+            try:
+                text = export(framework, model, strategy, CLUSTER)
+            except ExplorerError as err:
+                assert "\n" not in str(err)
+                continue
+            exported += 1
+            if framework == "megatron":
+                same = strategy.with_(layer_splits=(), schedule=strategy.schedule if strategy.pp > 1 else "1f1b")
+                assert parse_megatron_args(text)[1] == same
+    assert exported > 30

@@ -13,6 +13,9 @@ stages), --recompute-granularity/--recompute-method/--recompute-num-layers, --us
 
 Megatron-LM has no data-parallel flag: d = world size / (t p), the world size coming from the launcher
 (torchrun --nnodes x --nproc-per-node). The text states it in a '# world size: N' line that the parser reads.
+Nor is the explorer's `scatter_gather` (SC'21 Sec 4.1's scatter/gather of pipeline sends) a flag any more
+(Megatron-LM commit 10e7b745 removed the unused --no-scatter-gather-tensors-in-pipeline): it is not written,
+and the parser returns the explorer's default.
 """
 from __future__ import annotations
 
