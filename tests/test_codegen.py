@@ -97,6 +97,7 @@ REFUSALS = [
     ("deepspeed", "tiny-gpt", Strategy(dp=1, pp=2, global_batch=4, schedule="gpipe"), "gpipe schedule"),
     ("deepspeed", "tiny-gpt", Strategy(recompute="selective"), "selective recomputation"),
     ("torchtitan", "tiny-gpt", Strategy(dp=2, zero=1, global_batch=2), "ZeRO-1"),
+    ("torchtitan", "tiny-gpt", Strategy(dp=2, zero=2, global_batch=2), "ZeRO-2"),
     ("torchtitan", "tiny-gpt", Strategy(dtype="fp16"), "fp16"),
     ("torchtitan", "tiny-gpt", Strategy(tp=2), "without sequence parallelism"),
     ("torchtitan", "gpt3-175b", Strategy(pp=5, global_batch=5), "uneven stages"),

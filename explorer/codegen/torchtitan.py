@@ -2,8 +2,7 @@
 
 Keys and their meaning from torchtitan's torchtitan/config/job_config.py (pytorch/torchtitan at commit
 238fa995, the last with TOML job files, 2026-02): data_parallel_replicate_degree (DDP; "1 means disabled"),
-data_parallel_shard_degree (FSDP; HSDP when both exceed 1), fsdp_reshard_after_forward ("never" keeps the
-gathered parameters from forward to backward: ZeRO-2's traffic), tensor_parallel_degree,
+data_parallel_shard_degree (FSDP, i.e. ZeRO-3; HSDP when both exceed 1), tensor_parallel_degree,
 pipeline_parallel_degree, context_parallel_degree, pipeline_parallel_schedule (a name from
 torch.distributed.pipelining's get_schedule_class: "1F1B", "GPipe", "Interleaved1F1B",
 "InterleavedZeroBubble", "ZBVZeroBubble", ...), pipeline_parallel_microbatch_size (microbatches =
@@ -33,9 +32,10 @@ def torchtitan_toml(model, strategy) -> str:
     if not model.is_transformer:
         raise refuse(NAME, f"it trains transformer language models; {model.name} is a {model.family} model")
     check_uniform_split(NAME, model, s)
-    if s.zero == 1:
-        raise refuse(NAME, "ZeRO-1: FSDP (data_parallel_shard_degree) shards parameters, gradients and "
-                           "optimizer state together; it has no optimizer-only sharding")
+    if s.zero in (1, 2):
+        raise refuse(NAME, f"ZeRO-{s.zero}: FSDP (data_parallel_shard_degree) keeps parameters sharded between "
+                           "steps (fsdp_reshard_after_forward='never' only keeps them gathered from a forward to "
+                           "its backward); it has no optimizer-only or optimizer-and-gradient sharding")
     if s.dtype not in MIXED:
         raise refuse(NAME, f"{s.dtype}: its mixed_precision_param is bfloat16 or float32")
     if s.tp > 1 and not s.sequence_parallel:
@@ -51,8 +51,6 @@ def torchtitan_toml(model, strategy) -> str:
         raise refuse(NAME, f"the {s.schedule} schedule has no torch.distributed.pipelining counterpart")
     replicate, shard = (s.dp, 1) if s.zero == 0 else (1, s.dp)
     par = [("data_parallel_replicate_degree", replicate), ("data_parallel_shard_degree", shard)]
-    if s.zero == 2:
-        par.append(("fsdp_reshard_after_forward", "never"))
     par += [("tensor_parallel_degree", s.tp), ("pipeline_parallel_degree", s.pp), ("context_parallel_degree", 1)]
     if s.pp > 1:
         par += [("pipeline_parallel_schedule", SCHEDULE_NAMES[s.schedule]),
