@@ -57,7 +57,8 @@ def test_deepspeed_refuses_tensor_parallelism(files):
 @pytest.mark.parametrize("args,words", [
     (("--model", "tiny-gpt", "--strategy", "{mixed}", "--framework", "megatron"), "layer 1 is split replicated"),
     (("--model", "tiny-gpt", "--strategy", "{bad}", "--framework", "megatron"), "tp"),
-    (("--model", "tiny-gpt", "--strategy", "{gpt3}", "--framework", "torchtitan"), "does not divide the 4 attention heads"),
+    (("--model", "tiny-gpt", "--strategy", "{gpt3}", "--framework", "torchtitan"),
+     "does not divide the 4 attention heads"),
     (("--model", "tiny-gpt", "--strategy", "{mixed}", "--framework", "caffe"), "caffe"),
     (("--model", "no-such-model", "--strategy", "{mixed}", "--framework", "megatron"), "no-such-model"),
     (("--model", "tiny-gpt", "--strategy", "{missing}", "--framework", "megatron"), "missing.json"),

@@ -17,7 +17,8 @@ count, or use "type:<transformer layer class>").
 What it cannot say: DeepSpeed's core configuration has no tensor-parallel key (tensor parallelism comes from
 a model-parallel unit, `mpu`, that the training script passes to deepspeed.initialize, e.g. Megatron-DeepSpeed's);
 its PipelineEngine asserts "ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism"
-(deepspeed/runtime/pipe/engine.py; the explorer's rule table refuses that pair before any exporter); its pipeline runs its own TrainSchedule (1F1B-like, one model chunk per
+(deepspeed/runtime/pipe/engine.py; the explorer's rule table refuses that pair before any exporter); its
+pipeline runs its own TrainSchedule (1F1B-like, one model chunk per
 stage); it partitions layers by "uniform", "parameters" or "type:regex", never by an explicit layer list;
 and activation checkpointing is whole-layer (no selective, attention-only recomputation key).
 """

@@ -125,7 +125,8 @@ def mindspore_script(model, strategy, cluster) -> str:
     if chunked(s.schedule):
         lines.append('    pipeline_config={"pipeline_interleave": True, "pipeline_scheduler": "1f1b"},')
     lines += [
-             f"    enable_parallel_optimizer={s.zero >= 1},{'  # ZeRO-%d: optimizer parallelism over d' % s.zero if s.zero else ''}",
+             f"    enable_parallel_optimizer={s.zero >= 1},"
+             + (f"  # ZeRO-{s.zero}: optimizer parallelism over d" if s.zero else ""),
              ")"]
     if s.pp > 1:
         layers = [b for b in placed if b.block.kind == "layer"]
@@ -140,7 +141,9 @@ def mindspore_script(model, strategy, cluster) -> str:
     lines += ["", "SHARD = {"]
     for table, labels in groups.items():
         layers = [x for x in labels if isinstance(x, int)]
-        names = [x for x in labels if not isinstance(x, int)] + ([f"layer{'s' if len(layers) > 1 else ''} {_ranges(layers)}"] if layers else [])
+        names = [x for x in labels if not isinstance(x, int)]
+        if layers:
+            names.append(f"layer{'s' if len(layers) > 1 else ''} {_ranges(layers)}")
         lines.append(f'    "{" + ".join(names)}": {{')
         for op, split, prim, strat in table:
             lines.append(f'        "{op}": {strat},  # {prim}, {split}')

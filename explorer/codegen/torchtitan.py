@@ -6,7 +6,8 @@ data_parallel_shard_degree (FSDP, i.e. ZeRO-3; HSDP when both exceed 1), tensor_
 pipeline_parallel_degree, context_parallel_degree, pipeline_parallel_schedule (a name from
 torch.distributed.pipelining's get_schedule_class: "1F1B", "GPipe", "Interleaved1F1B",
 "InterleavedZeroBubble", "ZBVZeroBubble", ...), pipeline_parallel_microbatch_size (microbatches =
-local_batch_size / it), pipeline_parallel_layers_per_stage with pipeline_parallel_first/last_stage_less_layers = 0 (the embedding and the
+local_batch_size / it), pipeline_parallel_layers_per_stage with pipeline_parallel_first/last_stage_less_layers
+= 0 (the embedding and the
 output then weigh nothing in torchtitan's split, torchtitan/distributed/pipeline_parallel.py, so every stage holds
 l / (p v) layers, as in the explorer); [training] local_batch_size ("per-device batch
 size"), global_batch_size (more than local x data-parallel degree means gradient accumulation), seq_len,

@@ -5,7 +5,8 @@ Run once, and again only when an exporter is changed on purpose (review the diff
 Strategies: the ten rows of Narayanan et al. SC'21 Table 1 (explorer.validation.cases, group
 megatron_table1), GPT-3 175B under a Megatron-style strategy with SP, selective recomputation, ZeRO-1 and
 interleaving, tiny-gpt with mixed per-layer splits (Megatron refuses it, MindSpore expresses it), and
-Llama 2 7B under a torchtitan-style (FSDP + TP/SP) a DeepSpeed-style (pipeline + ZeRO-1) and an interleaved TP+SP strategy.
+Llama 2 7B under a torchtitan-style (FSDP + TP/SP), a DeepSpeed-style (pipeline + ZeRO-1) and an
+interleaved TP+SP strategy.
 File names: <case>.<framework><suffix>, or <case>.<framework>.refused holding the refusal line.
 tests/test_codegen.py compares every file exactly.
 """
@@ -36,7 +37,7 @@ PER_LAYER = Strategy(dp=2, tp=2, pp=2, micro_batch=2, global_batch=8, layer_spli
 """tiny-gpt's four layers split four ways: Megatron's pairing, all-column, replicated, batch (degrees 2, 2, 1, 2)."""
 LLAMA_FSDP_TP = Strategy(dp=8, tp=2, pp=1, micro_batch=1, global_batch=64, zero=3, recompute="full",
                          sequence_parallel=True, dtype="bf16")
-"""Llama 2 7B, torchtitan-style: FSDP (ZeRO-3) over d=8, TP+SP 2, no pipeline (explorer's rules refuse ZeRO-3 with pp)."""
+"""Llama 2 7B, torchtitan-style: FSDP (ZeRO-3) over d=8, TP+SP 2, no pipeline (the rules refuse ZeRO-3 with pp)."""
 LLAMA_PP_ZERO1 = Strategy(dp=8, tp=1, pp=4, micro_batch=1, global_batch=64, zero=1, recompute="full", dtype="bf16")
 """Llama 2 7B, DeepSpeed-style: four pipeline stages, ZeRO-1 over d=8, no tensor parallelism."""
 
