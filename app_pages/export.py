@@ -3,6 +3,7 @@ import streamlit as st
 
 from explorer.facade import ExplorerError
 from explorer.facade import export as X
+from explorer.facade import CONFIG_FRAMEWORKS, CONFIG_SUFFIX, CONFIG_TITLES, framework_config
 from explorer.facade import classroom_figure, slide_image, strategy_from_upload
 from app_pages import compute as C
 from app_pages import share_link
@@ -88,3 +89,16 @@ cols[2].file_uploader("Load a strategy JSON", type=["json", "yaml", "yml"], key=
                       on_change=_import_strategy)
 if ss[S.MODEL_MESSAGE]:
     st.error(plain(ss[S.MODEL_MESSAGE]))
+
+st.subheader("Framework config")
+st.caption("The configuration a training framework reads for this model and strategy; a framework that "
+           "cannot express the strategy says why.")
+framework = st.selectbox("Framework", CONFIG_FRAMEWORKS, format_func=CONFIG_TITLES.get, key=S.W_EXPORT_FRAMEWORK)
+try:
+    config = framework_config(framework, m, s, c)
+except ExplorerError as err:
+    st.warning(plain(str(err)))
+else:
+    st.code(config, language={"megatron": "bash", "deepspeed": "json", "torchtitan": "toml"}.get(framework, "python"))
+    st.download_button(f"{framework} config", config.encode(), f"{name}_{framework}{CONFIG_SUFFIX[framework]}",
+                       "text/plain", on_click="ignore", key="export_framework_config")

@@ -52,6 +52,7 @@ W_MICRO_LAYER, W_MICRO_OP = "w_micro_layer", "w_micro_op"   # W_MICRO_OP + "_" +
 W_PIN_LABEL = "w_pin_label"
 # Export page
 W_EXPORT_FIGURE, W_STRATEGY_FILE = "w_export_figure", "w_strategy_file"
+W_EXPORT_FRAMEWORK = "w_export_framework"
 
 
 def init() -> None:

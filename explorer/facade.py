@@ -77,3 +77,10 @@ from explorer.io.share_pins import decode_pins, encode_pins                     
 from explorer.charts.gantt import time_unit                                          # noqa: E402
 
 __all__ += ["decode_pins", "encode_pins", "time_unit"]
+# ---- framework configs (issue 13, part 1): Megatron-LM, DeepSpeed, torchtitan, MindSpore -----
+from explorer.codegen import FILE_SUFFIX as CONFIG_SUFFIX                           # noqa: E402
+from explorer.codegen import FRAMEWORKS as CONFIG_FRAMEWORKS                        # noqa: E402
+from explorer.codegen import TITLES as CONFIG_TITLES                                # noqa: E402
+from explorer.codegen import export as framework_config                             # noqa: E402
+
+__all__ += ["CONFIG_SUFFIX", "CONFIG_FRAMEWORKS", "CONFIG_TITLES", "framework_config"]

@@ -80,3 +80,18 @@ def test_link_with_a_value_beyond_the_inputs_falls_back():
                           "v": "2000"})
     assert not at.exception
     assert any("using the default strategy" in i.value for i in at.info)
+
+
+def test_framework_config_panel_shows_configs_and_refusals():
+    at = open_page("export")
+    box = at.selectbox(key="w_export_framework")
+    assert box.value == "megatron"
+    assert any("--tensor-model-parallel-size" in c.value for c in at.code)
+    assert "megatron config" in {b.label for b in at.get("download_button")}
+    box.set_value("mindspore").run()
+    assert any('parallel_mode="semi_auto_parallel"' in c.value for c in at.code)
+    box.set_value("deepspeed").run()                 # the default strategy has t > 1: DeepSpeed refuses
+    warnings = " ".join(w.value for w in at.warning)
+    assert "DeepSpeed cannot express this strategy" in warnings and "tensor parallelism" in warnings
+    assert "\\(" in warnings                          # escaped by plain(): no markdown from the message
+    assert not any('"train_batch_size"' in c.value for c in at.code)

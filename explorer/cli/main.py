@@ -4,10 +4,10 @@ from __future__ import annotations
 import sys
 
 from explorer.errors import ExplorerError
-from explorer.cli import evaluate_cmd, lesson_cmd, presets_cmd, search_cmd, timeline_cmd, validate_cmd
+from explorer.cli import evaluate_cmd, export_config_cmd, lesson_cmd, presets_cmd, search_cmd, timeline_cmd, validate_cmd
 from explorer.cli.args import Parser
 
-COMMANDS = (presets_cmd, evaluate_cmd, validate_cmd, timeline_cmd, search_cmd, lesson_cmd)
+COMMANDS = (presets_cmd, evaluate_cmd, validate_cmd, timeline_cmd, search_cmd, lesson_cmd, export_config_cmd)
 
 
 def build_parser() -> Parser:

@@ -1,0 +1,67 @@
+"""What every exporter checks the same way: one refusal type, the layer split and the stage counts."""
+from __future__ import annotations
+
+from explorer.errors import ExplorerError
+from explorer.schedules import chunked
+from explorer.strategy.mesh import DEFAULT_ORDER
+from explorer.strategy.strategy import LayerSplit
+
+
+def refuse(framework: str, reason: str) -> ExplorerError:
+    """The one-line refusal every exporter raises: '<framework> cannot express this strategy: <reason>'."""
+    return ExplorerError(f"{framework} cannot express this strategy: {reason}")
+
+
+def uniform_split(model, strategy) -> LayerSplit | None:
+    """None when every layer uses Megatron's pairing at degree tp (the default); else the first layer that
+    does not, as (index, LayerSplit)."""
+    default = LayerSplit(degree=strategy.tp, preset="megatron")
+    for index in range(model.layers):
+        split = strategy.split_of(index)
+        same = split == default or (split.degree == 1 and strategy.tp == 1 and not split.overrides)
+        if not same:
+            return index, split
+    return None
+
+
+def describe_split(split: LayerSplit) -> str:
+    over = "".join(f", {name}={dim}" for name, dim in split.overrides)
+    return f"{split.effective_preset} over {split.degree} device(s){over}"
+
+
+def check_uniform_split(framework: str, model, strategy) -> None:
+    odd = uniform_split(model, strategy)
+    if odd:
+        index, split = odd
+        raise refuse(framework, f"it splits every layer the same way (Megatron's column->row pairing over "
+                                f"t={strategy.tp}), but layer {index} is split {describe_split(split)}")
+
+
+def check_rank_order(framework: str, strategy) -> None:
+    if strategy.rank_order != DEFAULT_ORDER:
+        raise refuse(framework, f"its ranks are ordered {DEFAULT_ORDER} (tensor-parallel fastest), "
+                                f"not {strategy.rank_order}")
+
+
+def stage_counts(model, strategy) -> tuple:
+    """Layers on each pipeline stage (whole stage, all model chunks together)."""
+    if chunked(strategy.schedule):
+        return (model.layers // strategy.pp,) * strategy.pp
+    stages = strategy.stages(model.layers)
+    return tuple(stages.count(stage) for stage in range(strategy.pp))
+
+
+def layers_per_model_chunk(model, strategy) -> int | None:
+    """l / (p v) when the layers split into p v equal model chunks (None otherwise)."""
+    chunks = strategy.pp * strategy.chunks
+    if model.layers % chunks or (not chunked(strategy.schedule) and strategy.stage_map
+                                 and len(set(stage_counts(model, strategy))) > 1):
+        return None
+    return model.layers // chunks
+
+
+def title(model, strategy) -> str:
+    s = strategy
+    return (f"{model.name}: d={s.dp} t={s.tp} p={s.pp} b={s.micro_batch} B={s.global_batch} {s.schedule}"
+            + (f" v={s.chunks}" if chunked(s.schedule) else "")
+            + f" ZeRO-{s.zero} recompute={s.recompute}{' SP' if s.sequence_parallel else ''} {s.dtype}")

@@ -1,0 +1,62 @@
+"""DeepSpeed configuration (the JSON passed to deepspeed.initialize) for a (model, strategy).
+
+Keys, from DeepSpeed's configuration reference (deepspeed.ai/docs/config-json): train_batch_size =
+train_micro_batch_size_per_gpu x gradient_accumulation_steps x data-parallel size; zero_optimization.stage
+(0-3) and zero_optimization.overlap_comm (overlap the gradient reduction with the backward); bf16.enabled /
+fp16.enabled; activation_checkpointing (partition_activations, cpu_checkpointing,
+contiguous_memory_optimization, number_checkpoints). The "pipeline" section's keys are those of
+deepspeed/runtime/config.py get_pipeline_config (stages, partition, seed_layers,
+activation_checkpoint_interval, pipe_partitioned, grad_partitioned; deepspeedai/DeepSpeed at edaa7221,
+2026-08). Of these the PipelineEngine reads activation_checkpoint_interval (deepspeed/runtime/pipe/engine.py);
+"stages" and "partition" record the layout for the reader, and the training script must build its
+PipelineModule(num_stages=stages, partition_method=partition) to match: "uniform" is
+deepspeed/runtime/utils.py partition_uniform, equal layer counts with the remainder on the first stages,
+as the explorer's even split (over the PipelineModule's layer list: keep the embedding and head out of the
+count, or use "type:<transformer layer class>").
+
+What it cannot say: DeepSpeed's core configuration has no tensor-parallel key (tensor parallelism comes from
+a model-parallel unit, `mpu`, that the training script passes to deepspeed.initialize, e.g. Megatron-DeepSpeed's);
+its PipelineEngine asserts "ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism"
+(deepspeed/runtime/pipe/engine.py; the explorer's rule table refuses that pair before any exporter); its
+pipeline runs its own TrainSchedule (1F1B-like, one model chunk per
+stage); it partitions layers by "uniform", "parameters" or "type:regex", never by an explicit layer list;
+and activation checkpointing is whole-layer (no selective, attention-only recomputation key).
+"""
+from __future__ import annotations
+
+from explorer.codegen.common import check_rank_order, check_uniform_split, refuse, stage_counts
+
+NAME = "DeepSpeed"
+
+
+def deepspeed_config(model, strategy) -> dict:
+    s = strategy
+    if s.tp > 1:
+        raise refuse(NAME, f"tensor parallelism t={s.tp}: its config has no tensor-parallel key (it comes "
+                           "from a model-parallel unit the training script passes to deepspeed.initialize)")
+    check_uniform_split(NAME, model, s)
+    if s.pp > 1 and s.schedule != "1f1b":
+        raise refuse(NAME, f"the {s.schedule} schedule: its pipeline engine runs its own 1F1B-like "
+                           "TrainSchedule with one model chunk per stage")
+    if s.pp > 1 and s.stage_map and len(set(stage_counts(model, s))) > 1:
+        raise refuse(NAME, f"the stage map ({', '.join(map(str, stage_counts(model, s)))} layers per stage): "
+                           "PipelineModule partitions by 'uniform', 'parameters' or 'type:regex', not by a list")
+    if s.recompute == "selective":
+        raise refuse(NAME, "selective recomputation: its activation checkpointing recomputes whole layers")
+    check_rank_order(NAME, s)
+    config = {
+        "train_batch_size": s.global_batch,
+        "train_micro_batch_size_per_gpu": s.micro_batch,
+        "gradient_accumulation_steps": s.micro_batches,
+        "zero_optimization": {"stage": s.zero, "overlap_comm": s.overlap_dp},
+        "bf16": {"enabled": s.dtype == "bf16"},
+        "fp16": {"enabled": s.dtype == "fp16"},
+    }
+    if s.recompute == "full":
+        config["activation_checkpointing"] = {"partition_activations": False, "cpu_checkpointing": False,
+                                              "contiguous_memory_optimization": False,
+                                              "number_checkpoints": max(stage_counts(model, s))}
+    if s.pp > 1:
+        config["pipeline"] = {"stages": s.pp, "partition": "uniform",
+                              "activation_checkpoint_interval": 1 if s.recompute == "full" else 0}
+    return config

@@ -1,0 +1,184 @@
+"""Megatron-LM command-line arguments for a (model, strategy), and the parser back.
+
+Every flag is one of Megatron-LM's own (NVIDIA/Megatron-LM, megatron/training/arguments.py at commit
+d98e8a64, 2026-08): --tensor/--pipeline/--context/--expert-model-parallel-size, --sequence-parallel,
+--num-layers-per-virtual-pipeline-stage (the interleaved schedule: Megatron asserts layers % p == 0 and
+(l/p) % that == 0), --decoder-first/--decoder-last-pipeline-num-layers ("Default None is even split of
+transformer layers across all pipeline stages"; the layers left over are split evenly over the middle
+stages), --recompute-granularity/--recompute-method/--recompute-num-layers, --use-distributed-optimizer
+(ZeRO-1: the optimizer state sharded over the data-parallel group), --overlap-grad-reduce, --micro-batch-size,
+--global-batch-size, --bf16/--fp16 and the model shape (--num-layers --hidden-size --num-attention-heads
+--ffn-hidden-size --seq-length --max-position-embeddings, --group-query-attention --num-query-groups,
+--swiglu --normalization RMSNorm for Llama).
+
+Megatron-LM has no data-parallel flag: d = world size / (t p), the world size coming from the launcher
+(torchrun --nnodes x --nproc-per-node). The text states it in a '# world size: N' line that the parser reads.
+Nor is the explorer's `scatter_gather` (SC'21 Sec 4.1's scatter/gather of pipeline sends) a flag any more
+(Megatron-LM commit 10e7b745 removed the unused --no-scatter-gather-tensors-in-pipeline): it is not written,
+and the parser returns the explorer's default.
+"""
+from __future__ import annotations
+
+import argparse
+import shlex
+
+from explorer.codegen.common import (check_rank_order, check_uniform_split, layers_per_model_chunk, refuse,
+                                     stage_counts, title)
+from explorer.errors import ExplorerError
+from explorer.schedules import chunked
+from explorer.strategy.strategy import Strategy
+
+NAME = "Megatron-LM"
+WORLD = "# world size:"
+
+
+def _check(model, strategy) -> None:
+    s = strategy
+    if not model.is_transformer:
+        raise refuse(NAME, f"it trains transformers (GPT, BERT, Llama); {model.name} is a {model.family} model")
+    check_uniform_split(NAME, model, s)
+    if s.zero >= 2:
+        raise refuse(NAME, f"ZeRO-{s.zero}: its distributed optimizer (--use-distributed-optimizer) shards "
+                           "the optimizer state only (ZeRO-1)")
+    if s.pp > 1 and s.schedule in ("gpipe", "zb-h1"):
+        raise refuse(NAME, f"the {s.schedule} schedule: its pipeline schedules are 1F1B and interleaved 1F1B "
+                           "(megatron/core/pipeline_parallel/schedules.py has no GPipe or zero-bubble flag)")
+    check_rank_order(NAME, s)
+    if chunked(s.schedule) and layers_per_model_chunk(model, s) is None:
+        raise refuse(NAME, f"interleaving needs the {model.layers} layers to split into p x v = "
+                           f"{s.pp * s.chunks} equal model chunks")
+    counts = stage_counts(model, s)
+    if s.pp > 2 and len(set(counts)) > 1 and len(set(counts[1:-1])) > 1:
+        raise refuse(NAME, f"the stage map puts {', '.join(map(str, counts))} layers on the stages; only the "
+                           "first and last stage may differ (--decoder-first/--decoder-last-pipeline-num-layers), "
+                           "the middle stages share the rest evenly")
+
+
+def megatron_args(model, strategy) -> str:
+    """The arguments, one flag per line (a shell continuation after each but the last)."""
+    _check(model, strategy)
+    s = strategy
+    out = [("--tensor-model-parallel-size", s.tp), ("--pipeline-model-parallel-size", s.pp),
+           ("--context-parallel-size", 1), ("--expert-model-parallel-size", 1)]
+    if s.sequence_parallel:
+        out.append(("--sequence-parallel",))
+    if chunked(s.schedule):
+        out.append(("--num-layers-per-virtual-pipeline-stage", layers_per_model_chunk(model, s)))
+    counts = stage_counts(model, s)
+    if s.pp > 1 and len(set(counts)) > 1:
+        out += [("--decoder-first-pipeline-num-layers", counts[0]),
+                ("--decoder-last-pipeline-num-layers", counts[-1])]
+    if s.recompute == "selective":
+        out.append(("--recompute-granularity", "selective"))
+    elif s.recompute == "full":
+        out += [("--recompute-granularity", "full"), ("--recompute-method", "uniform"),
+                ("--recompute-num-layers", 1)]
+    if s.zero == 1:
+        out.append(("--use-distributed-optimizer",))
+    if s.overlap_dp:
+        out.append(("--overlap-grad-reduce",))
+    out += [("--micro-batch-size", s.micro_batch), ("--global-batch-size", s.global_batch)]
+    if s.dtype != "fp32":
+        out.append((f"--{s.dtype}",))
+    out += [("--num-layers", model.layers), ("--hidden-size", model.hidden),
+            ("--num-attention-heads", model.heads), ("--ffn-hidden-size", model.ffn_hidden),
+            ("--seq-length", model.seq_len), ("--max-position-embeddings", model.seq_len)]
+    if model.kv_heads != model.heads:
+        out += [("--group-query-attention",), ("--num-query-groups", model.kv_heads)]
+    if model.family == "llama":
+        out += [("--swiglu",), ("--normalization", "RMSNorm")]
+    lines = [" ".join(str(x) for x in item) for item in out]
+    head = [f"# Megatron-LM arguments for {title(model, s)}",
+            f"{WORLD} {s.devices} (= d {s.dp} x t {s.tp} x p {s.pp}; torchrun --nnodes x --nproc-per-node)"]
+    return "\n".join(head + [line + " \\" for line in lines[:-1]] + lines[-1:]) + "\n"
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):
+        raise ExplorerError(f"cannot read the Megatron-LM arguments: {message}")
+
+
+def _parser() -> _Parser:
+    p = _Parser(prog="megatron", add_help=False, allow_abbrev=False)
+    for flag in ("--tensor-model-parallel-size", "--pipeline-model-parallel-size", "--context-parallel-size",
+                 "--expert-model-parallel-size", "--num-layers-per-virtual-pipeline-stage",
+                 "--decoder-first-pipeline-num-layers", "--decoder-last-pipeline-num-layers",
+                 "--recompute-num-layers", "--micro-batch-size", "--global-batch-size", "--num-layers",
+                 "--hidden-size", "--num-attention-heads", "--ffn-hidden-size", "--seq-length",
+                 "--max-position-embeddings", "--num-query-groups"):
+        p.add_argument(flag, type=int)
+    for flag in ("--recompute-granularity", "--recompute-method", "--normalization"):
+        p.add_argument(flag)
+    for flag in ("--sequence-parallel", "--use-distributed-optimizer", "--overlap-grad-reduce", "--bf16",
+                 "--fp16", "--group-query-attention", "--swiglu"):
+        p.add_argument(flag, action="store_true")
+    return p
+
+
+def parse_megatron_args(text: str, world_size: int | None = None) -> tuple:
+    """(model fields, Strategy) from Megatron-LM arguments; flags it does not model are ignored.
+
+    The world size is `world_size`, or the text's '# world size: N' line."""
+    if world_size is None:
+        for line in text.splitlines():
+            if line.strip().startswith(WORLD):
+                words = line.strip()[len(WORLD):].split()
+                world_size = int(words[0]) if words and words[0].isdigit() else None
+    if not isinstance(world_size, int) or world_size < 1:
+        raise ExplorerError("the Megatron-LM arguments do not say the world size (give it, or a "
+                            "'# world size: N' line)")
+    body = " ".join(line.split("#", 1)[0].strip().removesuffix("\\") for line in text.splitlines())
+    try:
+        tokens = [tok for tok in shlex.split(body) if tok != "\\"]
+    except ValueError as err:
+        raise ExplorerError(f"cannot split the Megatron-LM arguments: {err}") from None
+    args, _ = _parser().parse_known_args(tokens)
+    for flag in ("num_layers", "hidden_size", "num_attention_heads", "seq_length", "micro_batch_size",
+                 "global_batch_size"):
+        if getattr(args, flag) is None:
+            raise ExplorerError(f"the Megatron-LM arguments lack --{flag.replace('_', '-')}")
+    for flag in ("context_parallel_size", "expert_model_parallel_size"):
+        if getattr(args, flag) not in (None, 1):
+            raise ExplorerError(f"--{flag.replace('_', '-')} {getattr(args, flag)}: the explorer models "
+                                "context and expert parallelism of size 1 only")
+    tp, pp = args.tensor_model_parallel_size or 1, args.pipeline_model_parallel_size or 1
+    if world_size % (tp * pp):
+        raise ExplorerError(f"world size {world_size} is not divisible by t x p = {tp * pp}")
+    model = {"layers": args.num_layers, "hidden": args.hidden_size, "heads": args.num_attention_heads,
+             "seq_len": args.seq_length, "ffn_hidden": args.ffn_hidden_size or 4 * args.hidden_size,
+             "kv_heads": args.num_query_groups if args.group_query_attention else args.num_attention_heads,
+             "family": "llama" if args.swiglu else "gpt"}
+    fields = {"dp": world_size // (tp * pp), "tp": tp, "pp": pp, "micro_batch": args.micro_batch_size,
+              "global_batch": args.global_batch_size, "sequence_parallel": args.sequence_parallel,
+              "zero": 1 if args.use_distributed_optimizer else 0, "overlap_dp": args.overlap_grad_reduce,
+              "dtype": "bf16" if args.bf16 else ("fp16" if args.fp16 else "fp32"),
+              "recompute": args.recompute_granularity or "none"}
+    if args.num_layers_per_virtual_pipeline_stage:
+        per_stage, rest = divmod(args.num_layers, pp)
+        chunks, left = divmod(per_stage, args.num_layers_per_virtual_pipeline_stage)
+        if rest or left:
+            raise ExplorerError("--num-layers-per-virtual-pipeline-stage does not divide the layers of a stage")
+        if chunks > 1:
+            fields.update(schedule="interleaved", chunks=chunks)
+    first, last = args.decoder_first_pipeline_num_layers, args.decoder_last_pipeline_num_layers
+    if pp > 1 and (first is not None or last is not None):
+        fields["stage_map"] = _stage_map(args.num_layers, pp, first, last)
+    strategy = Strategy(**fields)
+    if strategy.stage_map and strategy.stage_map == strategy.with_(stage_map=()).stages(args.num_layers):
+        strategy = strategy.with_(stage_map=())      # the even split, written out: keep the default
+    return model, strategy
+
+
+def _stage_map(layers: int, pp: int, first, last) -> tuple:
+    middle_stages = pp - (first is not None) - (last is not None)
+    rest = layers - (first or 0) - (last or 0)
+    if rest < 0 or (middle_stages and rest % middle_stages) or (not middle_stages and rest):
+        raise ExplorerError(f"--decoder-first/last-pipeline-num-layers leave {rest} layers that do not split "
+                            f"evenly over the other {middle_stages} stages")
+    each = rest // middle_stages if middle_stages else 0
+    counts = [each] * pp
+    if first is not None:
+        counts[0] = first
+    if last is not None:
+        counts[-1] = last
+    return tuple(stage for stage, count in enumerate(counts) for _ in range(count))

@@ -1,0 +1,21 @@
+# Megatron-LM arguments for llama2-7b: d=8 t=1 p=4 b=1 B=64 1f1b ZeRO-1 recompute=full bf16
+# world size: 32 (= d 8 x t 1 x p 4; torchrun --nnodes x --nproc-per-node)
+--tensor-model-parallel-size 1 \
+--pipeline-model-parallel-size 4 \
+--context-parallel-size 1 \
+--expert-model-parallel-size 1 \
+--recompute-granularity full \
+--recompute-method uniform \
+--recompute-num-layers 1 \
+--use-distributed-optimizer \
+--micro-batch-size 1 \
+--global-batch-size 64 \
+--bf16 \
+--num-layers 32 \
+--hidden-size 4096 \
+--num-attention-heads 32 \
+--ffn-hidden-size 11008 \
+--seq-length 4096 \
+--max-position-embeddings 4096 \
+--swiglu \
+--normalization RMSNorm

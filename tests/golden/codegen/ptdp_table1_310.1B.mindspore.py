@@ -1,0 +1,45 @@
+# MindSpore semi-auto-parallel configuration for gpt-310.1b: d=15 t=8 p=16 b=1 B=2160 interleaved v=2 ZeRO-0 recompute=full fp16
+# Primitive.shard(in_strategy): one tuple per input, one cut per dimension; activations' first
+# dimension also carries the data-parallel degree d=15.
+import mindspore as ms
+
+ms.set_auto_parallel_context(
+    parallel_mode="semi_auto_parallel",
+    device_num=1920,
+    pipeline_stages=16,
+    pipeline_config={"pipeline_interleave": True, "pipeline_scheduler": "1f1b"},
+    enable_parallel_optimizer=False,
+)
+
+MICRO_BATCHES = 144  # net = nn.PipelineCell(net, micro_size=MICRO_BATCHES)
+STAGE_OF_LAYER = (0, 0, 0, 1, 1, 1, 2, 2, 2, 3, 3, 3, 4, 4, 4, 5, 5, 5, 6, 6, 6, 7, 7, 7, 8, 8, 8, 9, 9, 9, 10, 10, 10, 11, 11, 11, 12, 12, 12, 13, 13, 13, 14, 14, 14, 15, 15, 15, 0, 0, 0, 1, 1, 1, 2, 2, 2, 3, 3, 3, 4, 4, 4, 5, 5, 5, 6, 6, 6, 7, 7, 7, 8, 8, 8, 9, 9, 9, 10, 10, 10, 11, 11, 11, 12, 12, 12, 13, 13, 13, 14, 14, 14, 15, 15, 15)  # layer i: cell.pipeline_stage
+CHUNK_OF_LAYER = (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1)  # layer i: its model chunk on the stage
+
+# full recomputation: layer_cell.recompute() on every transformer layer
+
+SHARD = {
+    "embedding": {
+        "embed": ((8, 1), (15, 1)),  # Gather, row
+        "emb_dropout": ((15, 1, 1),),  # Dropout, replicated
+    },
+    "layers 0-95": {
+        "ln1": ((15, 1, 1), (1,), (1,)),  # LayerNorm, replicated
+        "qkv": ((15, 1), (1, 8)),  # MatMul, column
+        "score": ((15, 8, 1, 1), (15, 8, 1, 1)),  # BatchMatMul, heads
+        "softmax": ((15, 8, 1, 1),),  # Softmax, heads
+        "attn_dropout": ((15, 8, 1, 1),),  # Dropout, heads
+        "context": ((15, 8, 1, 1), (15, 8, 1, 1)),  # BatchMatMul, heads
+        "proj": ((15, 8), (8, 1)),  # MatMul, row
+        "add1": ((15, 1, 1), (15, 1, 1)),  # Add, replicated
+        "ln2": ((15, 1, 1), (1,), (1,)),  # LayerNorm, replicated
+        "fc1": ((15, 1), (1, 8)),  # MatMul, column
+        "gelu": ((15, 1, 8),),  # GeLU, follow
+        "fc2": ((15, 8), (8, 1)),  # MatMul, row
+        "add2": ((15, 1, 1), (15, 1, 1)),  # Add, replicated
+    },
+    "head": {
+        "final_ln": ((15, 1, 1), (1,), (1,)),  # LayerNorm, replicated
+        "logits": ((15, 1), (1, 8)),  # MatMul, column
+        "loss": ((15, 8), (15, 8)),  # SoftmaxCrossEntropyWithLogits, follow
+    },
+}

@@ -1,0 +1,40 @@
+# MindSpore semi-auto-parallel configuration for gpt-7.5b: d=32 t=4 p=1 b=16 B=512 1f1b ZeRO-0 recompute=full fp16
+# Primitive.shard(in_strategy): one tuple per input, one cut per dimension; activations' first
+# dimension also carries the data-parallel degree d=32.
+import mindspore as ms
+
+ms.set_auto_parallel_context(
+    parallel_mode="semi_auto_parallel",
+    device_num=128,
+    pipeline_stages=1,
+    enable_parallel_optimizer=False,
+)
+
+# full recomputation: layer_cell.recompute() on every transformer layer
+
+SHARD = {
+    "embedding": {
+        "embed": ((4, 1), (32, 1)),  # Gather, row
+        "emb_dropout": ((32, 1, 1),),  # Dropout, replicated
+    },
+    "layers 0-35": {
+        "ln1": ((32, 1, 1), (1,), (1,)),  # LayerNorm, replicated
+        "qkv": ((32, 1), (1, 4)),  # MatMul, column
+        "score": ((32, 4, 1, 1), (32, 4, 1, 1)),  # BatchMatMul, heads
+        "softmax": ((32, 4, 1, 1),),  # Softmax, heads
+        "attn_dropout": ((32, 4, 1, 1),),  # Dropout, heads
+        "context": ((32, 4, 1, 1), (32, 4, 1, 1)),  # BatchMatMul, heads
+        "proj": ((32, 4), (4, 1)),  # MatMul, row
+        "add1": ((32, 1, 1), (32, 1, 1)),  # Add, replicated
+        "ln2": ((32, 1, 1), (1,), (1,)),  # LayerNorm, replicated
+        "fc1": ((32, 1), (1, 4)),  # MatMul, column
+        "gelu": ((32, 1, 4),),  # GeLU, follow
+        "fc2": ((32, 4), (4, 1)),  # MatMul, row
+        "add2": ((32, 1, 1), (32, 1, 1)),  # Add, replicated
+    },
+    "head": {
+        "final_ln": ((32, 1, 1), (1,), (1,)),  # LayerNorm, replicated
+        "logits": ((32, 1), (1, 4)),  # MatMul, column
+        "loss": ((32, 4), (32, 4)),  # SoftmaxCrossEntropyWithLogits, follow
+    },
+}
