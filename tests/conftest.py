@@ -15,3 +15,6 @@ PUBLISHED = SHARED_PUBLISHED if SHARED_PUBLISHED.is_file() else BUNDLED_PUBLISHE
 def published():
     """Entries of ../shared/validation/published.json (or the bundled copy) by id."""
     return {entry["id"]: entry for entry in json.loads(PUBLISHED.read_text())}
+
+# golden outputs (tests/golden/) are data, e.g. generated MindSpore scripts: never collected
+collect_ignore_glob = ["golden/*"]
