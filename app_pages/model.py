@@ -85,7 +85,8 @@ r = view.result
 st.caption(f"{r.params / 1e9:.3f} B parameters · {r.model_flops_per_iteration:.3e} model FLOPs per iteration "
            f"(B = {view.strategy.global_batch}) · source: {plain(model.source or 'user input')}")
 
-with st.expander(f"Cluster {plain(cluster.name)}: {plain(cluster.device.name)}, {cluster.max_devices} devices at most"):
+with st.expander(f"Cluster {plain(cluster.name)}: {plain(cluster.device.name)}, {cluster.devices_per_node} per node "
+                 "(the number of nodes follows the GPUs of the strategy)"):
     st.dataframe(pd.DataFrame([{"level": lv.name, "fanout": lv.fanout, "GB/s per device": lv.bandwidth_bytes_per_s / 1e9,
                                 "latency µs": lv.latency_s * 1e6, "efficiency": lv.bandwidth_efficiency}
                                for lv in cluster.levels]), hide_index=True)

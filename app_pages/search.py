@@ -6,7 +6,7 @@ strategy into the sidebar and the per-layer editor, so every page shows it.
 import pandas as pd
 import streamlit as st
 
-from explorer.facade import ExplorerError
+from explorer.facade import MAX_DEVICES, ExplorerError
 from explorer.facade import breakdown_bar
 from explorer.facade import search
 from explorer.facade import pareto_figure
@@ -63,7 +63,6 @@ model, cluster = ss[S.MODEL], ss[S.CLUSTER]
 ss.setdefault(SEARCH_RESULT, None)
 ss.setdefault(SEARCH_SELECTED_STRATEGY, None)
 S.seed(W_GPUS, ss[S.W_DP] * ss[S.W_TP] * ss[S.W_PP])
-ss[W_GPUS] = min(ss[W_GPUS], cluster.max_devices)      # the cluster may have changed since
 S.seed(W_BATCH, int(ss[S.W_BATCH]))
 S.seed(W_CAP, round(cluster.device.memory_bytes / GIB, 1))
 S.seed(W_TOP, 10)
@@ -73,7 +72,7 @@ st.caption(f"{plain(model.name)} on {plain(cluster.name)}: every global choice (
            "sequence parallelism, overlap) evaluated in bulk; the fastest refined by dynamic programming "
            "over per-layer splits and the layer→stage partition.")
 cols = st.columns(4)
-cols[0].number_input("GPUs N", min_value=1, max_value=cluster.max_devices, step=1, key=W_GPUS)
+cols[0].number_input("GPUs N", min_value=1, max_value=MAX_DEVICES, step=1, key=W_GPUS)
 cols[1].number_input("Global batch B", min_value=1, max_value=10 ** 6, step=1, key=W_BATCH)
 cols[2].number_input("Memory cap per device (GiB)", min_value=0.0, step=1.0, key=W_CAP,
                      help="0 = the device's memory")

@@ -84,3 +84,6 @@ from explorer.codegen import TITLES as CONFIG_TITLES                            
 from explorer.codegen import export as framework_config                             # noqa: E402
 
 __all__ += ["CONFIG_SUFFIX", "CONFIG_FRAMEWORKS", "CONFIG_TITLES", "framework_config"]
+from explorer.limits import MAX_DEVICES                                                  # noqa: E402
+
+__all__ += ["MAX_DEVICES"]

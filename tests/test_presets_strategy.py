@@ -25,11 +25,16 @@ def test_a_preset_that_cannot_run_gives_its_reason():
     assert interleaved.strategy is not None or interleaved.reason
 
 
-def test_evaluate_refuses_more_devices_than_the_cluster_even_when_cached():
+def test_the_cluster_grows_with_the_run():
+    """Fidelity issue: a preset fixes the node; the number of nodes follows the GPUs (the classroom
+    cluster describes 2 nodes of 4; 128 GPUs are 32 nodes, the data-parallel groups on the network)."""
     model, cluster = load_model("tiny-gpt"), load_cluster("classroom")
-    evaluate(model, Strategy(dp=2, global_batch=4), cluster)          # caches the program's structure
-    with pytest.raises(ExplorerError, match="more than cluster 'classroom' has"):
-        evaluate(model, Strategy(dp=128, global_batch=128), cluster)
+    small = evaluate(model, Strategy(dp=2, global_batch=4), cluster)
+    large = evaluate(model, Strategy(dp=128, global_batch=128), cluster)
+    assert large.gpus == 128 and large.comm_by_kind[-1]["level"] == cluster.levels[-1].name
+    assert large.breakdown_s["dp_comm"] > small.breakdown_s["dp_comm"]
+    h100 = evaluate(load_model("gpt3-175b"), Strategy(dp=128, tp=8, pp=8, global_batch=1024), load_cluster("dgx-h100"))
+    assert h100.gpus == 8192 > load_cluster("dgx-h100").max_devices
 
 
 def test_fallback_is_the_default_when_it_runs():

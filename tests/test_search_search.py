@@ -84,7 +84,7 @@ def test_progress_reports_reach_one():
     assert fractions == sorted(fractions) and fractions[-1] == 1.0 and fractions[0] == 0.0
 
 
-@pytest.mark.parametrize("kwargs", [dict(gpus=0), dict(gpus=10 ** 6), dict(global_batch=0),
+@pytest.mark.parametrize("kwargs", [dict(gpus=0), dict(gpus=2 ** 21), dict(global_batch=0),
                                     dict(max_memory_bytes=-1.0), dict(top=0)])
 def test_bad_input_is_refused(kwargs):
     args = dict(model=TINY, cluster=CLUSTER, gpus=8, global_batch=8) | kwargs

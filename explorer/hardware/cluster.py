@@ -127,6 +127,9 @@ class Cluster:
 
     @property
     def max_devices(self) -> int:
+        """The devices the levels describe (fanouts multiplied). A run may use more: the outermost
+        level is the network, which grows with the run (the preset fixes the node and the links;
+        the number of nodes follows the GPUs asked for, explorer.strategy.mesh.span_level)."""
         n = 1
         for level in self.levels:
             n *= level.fanout

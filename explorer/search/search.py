@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from explorer.errors import ExplorerError
+from explorer.limits import check_count
 from explorer.schedules import get as schedule_of
 from explorer.cost.evaluate import Result, evaluate
 from explorer.strategy.strategy import Strategy
@@ -65,10 +66,9 @@ def _check(model, cluster, gpus, global_batch, max_memory_bytes, top):
     for name, value in (("gpus", gpus), ("global batch", global_batch), ("top", top)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ExplorerError(f"{name} must be a positive integer, got {value!r}")
-    if gpus > cluster.max_devices:
-        raise ExplorerError(f"{gpus} devices is more than cluster '{cluster.name}' has ({cluster.max_devices})")
     if max_memory_bytes is not None and not max_memory_bytes > 0:
         raise ExplorerError(f"the memory cap must be positive, got {max_memory_bytes!r}")
+    check_count("GPUs N", gpus, "MAX_DEVICES")            # the cluster grows with the run; the limits bound it
 
 
 def point_strategy(space, points: Points, k: int, global_batch: int, dtype: str = "bf16") -> Strategy:

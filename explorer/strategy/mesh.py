@@ -63,7 +63,8 @@ class Mesh:
 
 @lru_cache(maxsize=4096)
 def span_level(cluster, low: int, high: int) -> int:
-    """The innermost level one of whose units holds every rank from low to high."""
+    """The innermost level one of whose units holds every rank from low to high; ranks beyond the
+    levels' fanouts sit on more units of the outermost level (the network grows with the run)."""
     unit = 1
     for i, level in enumerate(cluster.levels):
         unit *= level.fanout
