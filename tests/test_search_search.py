@@ -119,3 +119,19 @@ def test_top_rows_differ_by_more_than_a_tenth_of_a_percent():
         for other in c.equivalent:
             r = evaluate(load_model("gpt-1.7b"), other, load_cluster("dgx-a100-80gb"), 16)
             assert r.iteration_time_s == pytest.approx(c.iteration_time_s, rel=1e-3)
+
+
+@pytest.mark.parametrize("framework", ["megatron", "deepspeed"])
+def test_a_framework_filter_keeps_what_it_can_express(framework):
+    """Issue "Speed where a person waits": the top list and the Pareto front hold only strategies the
+    framework's config exporter writes (explorer.codegen), e.g. no tensor parallelism for DeepSpeed."""
+    from explorer.codegen import export
+    model, cluster = load_model("gpt-1.7b"), load_cluster("dgx-a100-80gb")
+    found = search(model, cluster, 16, 128, top=3, framework=framework)
+    assert found.top and found.pareto
+    for c in found.top + found.pareto:
+        export(framework, model, c.strategy, cluster)          # raises if the framework cannot express it
+    if framework == "deepspeed":
+        assert all(c.strategy.tp == 1 for c in found.top + found.pareto)
+    with pytest.raises(ExplorerError, match="framework"):
+        search(model, cluster, 16, 128, framework="jax")

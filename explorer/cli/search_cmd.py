@@ -21,6 +21,8 @@ def register(sub) -> None:
     cmd.add_argument("--max-memory-gib", type=float, help="memory cap per device in GiB (default: the device's)")
     cmd.add_argument("--top", type=int, default=10, help="how many of the fastest to list (default 10)")
     cmd.add_argument("--seq-len", type=int, help="override the model's sequence length")
+    cmd.add_argument("--framework", choices=("megatron", "deepspeed", "torchtitan", "mindspore"),
+                     help="keep only strategies this framework can express (its config exporter's rules)")
     cmd.add_argument("--json", action="store_true", help="print one JSON object")
     cmd.set_defaults(run=run)
 
@@ -48,7 +50,8 @@ def run(args) -> int:
         cap = args.max_memory_gib * 2 ** 30
     check_count("--gpus", args.gpus, "MAX_DEVICES")
     check_count("--global-batch", args.global_batch, "MAX_GLOBAL_BATCH")
-    result = search(model, cluster, args.gpus, args.global_batch, cap, args.top, progress=StderrProgress())
+    result = search(model, cluster, args.gpus, args.global_batch, cap, args.top, progress=StderrProgress(),
+                    framework=args.framework)
     if args.json:
         print(dumps(search_dict(result, model, cluster, args.gpus, args.global_batch)))
     else:

@@ -87,10 +87,13 @@ def candidate(model, cluster, strategy: Strategy, gpus: int) -> Candidate:
 
 
 def search(model, cluster, gpus: int, global_batch: int, max_memory_bytes: float | None = None,
-           top: int = 10, progress=None, refine_top: int = 8, dtype: str = "bf16") -> SearchResult:
+           top: int = 10, progress=None, refine_top: int = 8, dtype: str = "bf16",
+           framework: str | None = None) -> SearchResult:
     """Search the whole global space of `model` on `gpus` devices of `cluster` at `global_batch`.
 
-    `progress(fraction, message)` is called as the search goes (fraction in [0, 1]).
+    `progress(fraction, message)` is called as the search goes (fraction in [0, 1]). With
+    `framework` (one of explorer.codegen.FRAMEWORKS) the top list and the Pareto front hold only
+    strategies that framework can express -- the exporters' own rules decide.
     """
     start = time.perf_counter()
     _check(model, cluster, gpus, global_batch, max_memory_bytes, top)
@@ -103,7 +106,8 @@ def search(model, cluster, gpus: int, global_batch: int, max_memory_bytes: float
     fits = np.flatnonzero(points.memory_bytes <= cap)
     pruned = Counter(space.pruned)
     pruned[MEMORY_RULE] += int(points.time_s.size - fits.size)
-    pool = _Pool(model, cluster, gpus, space, points, fits, global_batch, dtype, cap)
+    keep = expressible(framework, model, cluster) if framework else None
+    pool = _Pool(model, cluster, gpus, space, points, fits, global_batch, dtype, cap, keep)
     order = _to_refine(space, points, fits, refine_top)
     chains = {}
     for n, k in enumerate(order):
@@ -147,11 +151,32 @@ def _to_refine(space, points: Points, fits: np.ndarray, count: int) -> list:
     return chosen
 
 
-class _Pool:
-    """Every candidate within the cap: sweep points (built on demand) and refined strategies."""
+def expressible(framework: str, model, cluster):
+    """strategy -> whether `framework`'s exporter writes it (rather than refusing), cached by the
+    choices an exporter reads (not the batch sizes)."""
+    from explorer.codegen import FRAMEWORKS, export     # the exporters load only when asked for
+    if framework not in FRAMEWORKS:
+        raise ExplorerError(f"framework {framework!r} is unknown; use one of {', '.join(FRAMEWORKS)}")
+    cache = {}
 
-    def __init__(self, model, cluster, gpus, space, points, fits, global_batch, dtype, cap):
-        self.model, self.cluster, self.gpus, self.cap = model, cluster, gpus, cap
+    def keep(strategy) -> bool:
+        key = strategy.with_(micro_batch=1, global_batch=strategy.dp * strategy.pp)
+        if key not in cache:
+            try:
+                export(framework, model, strategy, cluster)
+                cache[key] = True
+            except ExplorerError:
+                cache[key] = False
+        return cache[key]
+    return keep
+
+
+class _Pool:
+    """Every candidate within the cap: sweep points (built on demand) and refined strategies;
+    `keep` (optional) drops the strategies a framework cannot express before they are evaluated."""
+
+    def __init__(self, model, cluster, gpus, space, points, fits, global_batch, dtype, cap, keep=None):
+        self.model, self.cluster, self.gpus, self.cap, self.keep = model, cluster, gpus, cap, keep
         self.space, self.points, self.batch, self.dtype = space, points, global_batch, dtype
         self.time = list(points.time_s[fits])
         self.memory = list(points.memory_bytes[fits])
@@ -166,9 +191,15 @@ class _Pool:
         self.memory.append(memory_bytes)
         self.source.append(strategy)
 
-    def _candidate(self, i: int) -> Candidate:
+    def _strategy_of(self, i: int) -> Strategy:
         src = self.source[i]
-        strategy = src if isinstance(src, Strategy) else self.strategy(src)
+        return src if isinstance(src, Strategy) else self.strategy(src)
+
+    def _kept(self, i: int) -> bool:
+        return self.keep is None or self.keep(self._strategy_of(i))
+
+    def _candidate(self, i: int) -> Candidate:
+        strategy = self._strategy_of(i)
         if strategy not in self._done:
             self._done[strategy] = candidate(self.model, self.cluster, strategy, self.gpus)
         return self._done[strategy]
@@ -176,6 +207,8 @@ class _Pool:
     def _unique(self, indices, limit=None) -> list:
         out, seen = [], set()
         for i in indices:
+            if not self._kept(int(i)):
+                continue
             c = self._candidate(int(i))
             if c.strategy not in seen and c.peak_memory_bytes <= self.cap:   # evaluate() has the last word
                 seen.add(c.strategy)
@@ -188,6 +221,8 @@ class _Pool:
         """The k fastest distinct rows: a candidate within EQUIVALENT of a row in both time and memory
         joins that row's `equivalent` strategies instead (at most scan x k candidates are looked at)."""
         order = np.lexsort((np.asarray(self.memory), np.asarray(self.time)))   # ties: less memory first
+        if self.keep is not None:                       # the scan window counts kept strategies only
+            order = [i for i in order[:50 * scan * k] if self._kept(int(i))]
         rows = []
         for c in self._unique(order[:scan * k]):
             same = next((i for i, row in enumerate(rows)
@@ -202,4 +237,13 @@ class _Pool:
         return sorted(rows, key=lambda c: (c.iteration_time_s, c.peak_memory_bytes))
 
     def front(self) -> list:
-        return self._unique(pareto_front(np.asarray(self.time), np.asarray(self.memory)))
+        if self.keep is None:
+            return self._unique(pareto_front(np.asarray(self.time), np.asarray(self.memory)))
+        # the front of the kept strategies: only a point below every faster kept one's memory can be on it
+        time_s, memory = np.asarray(self.time), np.asarray(self.memory)
+        on, lowest = [], np.inf
+        for i in np.lexsort((memory, time_s)):
+            if memory[i] < lowest and self._kept(int(i)):
+                on.append(i)
+                lowest = memory[i]
+        return self._unique(on)
