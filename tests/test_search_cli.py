@@ -65,7 +65,7 @@ def test_text_output(capsys):
 
 @pytest.mark.parametrize("extra", [["--gpus", "0"], ["--max-memory-gib", "-1"], ["--top", "0"],
                                    ["--model", "no-such-model"], ["--global-batch", "x"], ["--seq-len", "0"],
-                                   ["--gpus", "100000"]])
+                                   ["--gpus", str(2 ** 21)]])   # beyond explorer.limits.MAX_DEVICES
 def test_bad_input_is_one_line_and_exit_2(extra, capsys):
     assert main(ARGS + extra) == 2
     err = capsys.readouterr().err.strip().splitlines()
