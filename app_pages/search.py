@@ -6,7 +6,7 @@ strategy into the sidebar and the per-layer editor, so every page shows it.
 import pandas as pd
 import streamlit as st
 
-from explorer.facade import MAX_DEVICES, ExplorerError
+from explorer.facade import CONFIG_FRAMEWORKS, CONFIG_TITLES, MAX_DEVICES, ExplorerError
 from explorer.facade import breakdown_bar
 from explorer.facade import search
 from explorer.facade import pareto_figure
@@ -18,6 +18,7 @@ from app_pages.compute import show_errors
 SEARCH_SELECTED_STRATEGY = "search_selected_strategy"  # the Strategy last loaded from a search
 SEARCH_RESULT = "search_result"          # dict(model, cluster, gpus, global_batch, result) of the last search
 W_GPUS, W_BATCH, W_CAP, W_TOP = "w_search_gpus", "w_search_batch", "w_search_cap_gib", "w_search_top"
+W_FRAMEWORK = "w_search_framework"       # None, or a framework whose exporter must express the strategies
 PARETO_CHART, TOP_TABLE = "search_pareto_chart", "search_top_table"
 
 ss = st.session_state
@@ -50,7 +51,8 @@ def _run(model, cluster) -> None:
     cap = ss[W_CAP] * GIB if ss[W_CAP] else None
     try:
         result = search(model, cluster, int(ss[W_GPUS]), int(ss[W_BATCH]), cap, int(ss[W_TOP]),
-                        progress=lambda fraction, message: bar.progress(min(1.0, fraction), text=message))
+                        progress=lambda fraction, message: bar.progress(min(1.0, fraction), text=message),
+                        framework=ss[W_FRAMEWORK])
     except ExplorerError as err:
         bar.empty()
         st.error(plain(err))
@@ -66,6 +68,7 @@ S.seed(W_GPUS, ss[S.W_DP] * ss[S.W_TP] * ss[S.W_PP])
 S.seed(W_BATCH, int(ss[S.W_BATCH]))
 S.seed(W_CAP, round(cluster.device.memory_bytes / GIB, 1))
 S.seed(W_TOP, 10)
+S.seed(W_FRAMEWORK, None)
 show_errors(None, flag_memory=False)  # one-off notices (e.g. a lesson's example just loaded)
 st.title("Search for a strategy")
 st.caption(f"{plain(model.name)} on {plain(cluster.name)}: every global choice (d, t, p, b, schedule, ZeRO, recompute, "
@@ -77,6 +80,9 @@ cols[1].number_input("Global batch B", min_value=1, max_value=10 ** 6, step=1, k
 cols[2].number_input("Memory cap per device (GiB)", min_value=0.0, step=1.0, key=W_CAP,
                      help="0 = the device's memory")
 cols[3].number_input("Top k", min_value=1, max_value=100, step=1, key=W_TOP)
+st.selectbox("Only strategies this framework can run", [None] + list(CONFIG_FRAMEWORKS), key=W_FRAMEWORK,
+             format_func=lambda f: "any (the cost model's whole space)" if f is None else CONFIG_TITLES[f],
+             help="its config exporter decides (Export page): e.g. DeepSpeed has no tensor parallelism")
 if st.button("Search", type="primary"):
     _run(model, cluster)
 

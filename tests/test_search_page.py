@@ -66,3 +66,18 @@ def test_selecting_a_point_loads_the_strategy_everywhere():
     at.switch_page("app_pages/cost.py").run()
     assert not at.exception and not errors(at)
     assert metric(at, "Iteration time") == f"{chosen.iteration_time_s:.4g} s"
+
+
+def test_a_framework_filter_on_the_page():
+    """Only strategies DeepSpeed's config can express (no tensor parallelism) when it is chosen."""
+    at = open_page()
+    at.session_state["model"] = load_model("tiny-gpt")
+    at.session_state["cluster"] = load_cluster("classroom")
+    at.session_state["w_search_gpus"] = 8
+    at.session_state["w_search_batch"] = 16
+    at.switch_page("app_pages/search.py").run()
+    at.selectbox(key="w_search_framework").set_value("deepspeed").run()
+    at.button[0].click().run()
+    assert not at.exception and not errors(at)
+    result = at.session_state["search_result"]["result"]
+    assert result.top and all(c.strategy.tp == 1 for c in result.top + result.pareto)
