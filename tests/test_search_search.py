@@ -135,3 +135,12 @@ def test_a_framework_filter_keeps_what_it_can_express(framework):
         assert all(c.strategy.tp == 1 for c in found.top + found.pareto)
     with pytest.raises(ExplorerError, match="framework"):
         search(model, cluster, 16, 128, framework="jax")
+
+
+def test_an_early_answer_before_the_refinement():
+    """The fastest uniform strategy is reported as soon as the sweep ends, before the dynamic programmes."""
+    seen = []
+    found = search(TINY, CLUSTER, 8, 16, top=2, progress=lambda f, msg: seen.append((f, msg)))
+    early = [(f, msg) for f, msg in seen if msg.startswith("best so far")]
+    assert len(early) == 1 and early[0][0] < 1.0
+    assert float(early[0][1].split()[3]) >= found.top[0].iteration_time_s * (1 - 1e-9)   # refinement only helps

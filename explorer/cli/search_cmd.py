@@ -28,7 +28,8 @@ def register(sub) -> None:
 
 
 class StderrProgress:
-    """Progress lines on stderr, at most one every `every_s` seconds (and the last)."""
+    """Progress lines on stderr, at most one every `every_s` seconds (and the last, and the early
+    answer: 'best so far ...')."""
 
     def __init__(self, every_s: float = 0.5, stream=None):
         self.every_s, self.stream = every_s, stream or sys.stderr
@@ -36,7 +37,7 @@ class StderrProgress:
 
     def __call__(self, fraction: float, message: str) -> None:
         now = time.perf_counter()
-        if now - self.last >= self.every_s or fraction >= 1.0:
+        if now - self.last >= self.every_s or fraction >= 1.0 or message.startswith("best so far"):
             print(f"search: {100 * fraction:3.0f}%  {message}", file=self.stream, flush=True)
             self.last = now
 

@@ -24,6 +24,7 @@ from explorer.schedules import get as schedule_of
 from explorer.cost.evaluate import Result, evaluate
 from explorer.strategy.strategy import Strategy
 from explorer.search.pareto import pareto_front
+from explorer.search.report import label
 from explorer.search.refine import refine
 from explorer.search.space import MEMORY, enumerate_space
 from explorer.search.sweep import Points, sweep
@@ -109,6 +110,9 @@ def search(model, cluster, gpus: int, global_batch: int, max_memory_bytes: float
     keep = expressible(framework, model, cluster) if framework else None
     pool = _Pool(model, cluster, gpus, space, points, fits, global_batch, dtype, cap, keep)
     order = _to_refine(space, points, fits, refine_top)
+    first = pool.first_answer()
+    if first is not None:      # an early answer: the fastest uniform strategy, before the refinement
+        report(0.7, f"best so far {first[1]:.4g} s: {label(first[0])}; refining")
     chains = {}
     for n, k in enumerate(order):
         report(0.7 + 0.2 * n / max(1, len(order)), f"dynamic programming {n + 1}/{len(order)}")
@@ -185,6 +189,13 @@ class _Pool:
 
     def strategy(self, k) -> Strategy:
         return point_strategy(self.space, self.points, int(k), self.batch, self.dtype)
+
+    def first_answer(self):
+        """(strategy, seconds) of the fastest kept sweep point, or None (the sweep's own numbers)."""
+        for i in np.argsort(np.asarray(self.time), kind="stable"):
+            if self._kept(int(i)):
+                return self._strategy_of(int(i)), float(self.time[int(i)])
+        return None
 
     def add(self, strategy: Strategy, time_s: float, memory_bytes: float) -> None:
         self.time.append(time_s)
