@@ -151,10 +151,6 @@ class CostTree:
         by_kind = {key: np.stack([kind_secs[i], kind_sent[i]]) for i, key in enumerate(arr["kinds"])}
         return fwd, bwd, nbytes, by_kind
 
-    def steps(self, placed, nums) -> list:
-        """Numbers of step_exprs for one PlacedBlock (the micro-step view)."""
-        return steps_function(placed.cost)(*nums.block_args(placed.split.degree, placed.level))
-
 
 def stage_inputs(per_stage: np.ndarray, fwd_b: dict, bwd_b: dict) -> dict:
     """The one composition of a stage: its blocks' quantities (per_stage: stages x BLOCK_Q x C)
