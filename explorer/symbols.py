@@ -32,7 +32,9 @@ W_hbm = sp.Symbol("W_{hbm}", **_pos)  # HBM bytes/s actually achieved
 beta = sp.Symbol("beta", **_pos)    # bytes per element of the training dtype
 t_launch = sp.Symbol("tau_k", nonnegative=True)  # kernel launch overhead, s
 
-# communication: seconds per byte and latency of the level each mesh axis uses
+# communication: seconds per byte and latency of each mesh axis's groups -- a group over several machine
+# levels uses them at once: g = max over levels of share x g_level, L of the outermost level
+# (explorer.cost.collectives.route_g_L)
 g_t = sp.Symbol("g_t", nonnegative=True)
 L_t = sp.Symbol("L_t", nonnegative=True)
 g_d = sp.Symbol("g_d", nonnegative=True)

@@ -52,6 +52,11 @@ CASES = {
                                   recompute="full",
                                   layer_splits=(LS(1, "replicated"), LS(4, "batch"), LS(2, "megatron"),
                                                 LS(4, "column", (("fc2", "row"),))))),
+    "dp-across-nodes": ("gpt-1.7b", "dgx-a100-80gb",      # E1: 8 ranks on each of 2 nodes
+                        Strategy(dp=16, tp=1, pp=1, micro_batch=1, global_batch=64)),
+    "tp-across-nodes-zero3": ("gpt-7.5b", "dgx-a100-80gb",  # E1: a tp group of 16 over 2 nodes
+                              Strategy(dp=4, tp=16, pp=1, micro_batch=1, global_batch=64, zero=3,
+                                       sequence_parallel=True)),
     "uneven-stage-map": ("tiny-gpt", "classroom",
                          Strategy(dp=1, tp=2, pp=2, micro_batch=1, global_batch=8, stage_map=(0, 1, 1, 1))),
     "uneven-three-stages": ("tiny-gpt", "classroom",

@@ -45,7 +45,7 @@ def test_lambdified_step_numbers_equal_the_exact_expressions():
     the_plan = cost_tree(GPT3, s, A100).plan
     ctx = context(GPT3, s, A100)
     placed = the_plan.blocks[1]
-    values = dict(zip(BLOCK_ARGS, ctx.block_args(placed.split.degree, placed.level)))
+    values = dict(zip(BLOCK_ARGS, ctx.block_args(placed.split.degree, placed.route)))
     g, L = values[BLOCK_ARGS[8]], values[BLOCK_ARGS[9]]
     steps, _ = block_numbers(placed, ctx)
     for sn in steps:

@@ -18,7 +18,8 @@ CATEGORY_LABELS = {"compute": "compute", "recompute": "recompute", "op_comm": "T
 COMM_PREFIX = {"op_comm": "TP", "redistribution": "redistribution", "pp_comm": "PP", "dp_comm": "DP",
                "zero_comm": "ZeRO"}
 KIND_LABELS = {"all_reduce": "all-reduce", "all_gather": "all-gather", "reduce_scatter": "reduce-scatter",
-               "all_to_all": "all-to-all", "p2p": "point-to-point"}
+               "all_to_all": "all-to-all", "p2p": "point-to-point",
+               "reshard": "re-shard exchange"}
 MEMORY_PARTS = ("params", "grads", "optimizer", "activations")
 
 

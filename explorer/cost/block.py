@@ -103,7 +103,9 @@ def weight_grad_time(op: Operator, divisor) -> sp.Expr:
 
 
 def _collective(kind, phase, op_name, size):
-    return coll.Collective(kind, phase, op_name, "op_comm", "tp", size, t)
+    """A conversion inside the block's group of t; an all-to-all's buffer is a device's 1/t of the
+    array (lay.reshard)."""
+    return coll.Collective(kind, phase, op_name, "op_comm", "tp", size / t if kind == "all_to_all" else size, t)
 
 
 def _act(op: Operator, layout_in: str, layout_out: str, recompute: str):

@@ -1,20 +1,34 @@
 """Alpha-beta cost of collectives (ring algorithms), per device.
 
 Sources: NVIDIA nccl-tests doc/PERFORMANCE.md (bus-bandwidth factors: all-reduce
-2(n-1)/n, all-gather / reduce-scatter / all-to-all (n-1)/n of the total array
-size S) and MPICH's ring algorithms (Thakur, Rabenseifner & Gropp 2005:
+2(n-1)/n, all-gather / reduce-scatter (n-1)/n of the total array size S,
+all-to-all (n-1)/n of a device's buffer) and MPICH's ring algorithms (Thakur, Rabenseifner & Gropp 2005:
 ring all-gather (p-1)alpha + n(p-1)/p beta; ring all-reduce twice that) --
 published.json entries `nccl_busbw` and `mpich_alpha_beta`.
-`size` is the whole array in bytes, `n` the group size, `g` seconds per byte
-and `L` the per-step latency of the level the group crosses.
+`size` is the whole array in bytes (all-to-all: one device's buffer; p2p and
+reshard: what one device sends or receives), `n` the group size, `g` seconds per
+byte and `L` the per-step latency of the group.
+
+A group that spans machine levels (k ranks on each of N nodes, say) runs as NCCL
+runs it: rings over k channels, each channel crossing the network at a different
+rank, so the k ranks' own NICs carry 1/k of a device's bytes each while NVLink
+carries the rest, all levels at once (pipelined). NVIDIA/nccl#812: 16 DGX-A100
+GPUs on 2 nodes reach 192 GB/s all-reduce bus bandwidth = 8 NICs x 24 GB/s; a
+flat "slowest level" ring would give 24 GB/s. `level_shares` says which fraction
+of the bytes per device crosses each level; the levels work concurrently, so the
+group's seconds per byte is the largest share x g of a level and its latency per
+step that of the outermost level crossed (route_g_L). Bytes per device are those
+of the flat ring (the shares sum to 1).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+from fractions import Fraction
+from functools import lru_cache
 
 import sympy as sp
 
-KINDS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "p2p")
+KINDS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "p2p", "reshard")
 
 
 def bytes_per_device(kind: str, size, n):
@@ -23,7 +37,7 @@ def bytes_per_device(kind: str, size, n):
         return 2 * (n - 1) / n * size
     if kind in ("all_gather", "reduce_scatter", "all_to_all"):
         return (n - 1) / n * size
-    if kind == "p2p":
+    if kind in ("p2p", "reshard"):      # reshard: `size` is what each device receives (layouts.reshard)
         return size
     raise ValueError(kind)
 
@@ -32,7 +46,7 @@ def latency_steps(kind: str, n):
     """Number of alpha terms of the ring algorithm (mpich_alpha_beta)."""
     if kind == "all_reduce":
         return 2 * (n - 1)
-    if kind == "p2p":
+    if kind in ("p2p", "reshard"):
         return sp.Integer(1)
     return n - 1
 
@@ -40,6 +54,63 @@ def latency_steps(kind: str, n):
 def time(kind: str, size, n, g, L):
     """BSP cost h*g + L of one collective (DESIGN.md)."""
     return bytes_per_device(kind, size, n) * g + latency_steps(kind, n) * L
+
+
+RING_KINDS = ("all_reduce", "all_gather", "reduce_scatter")
+
+
+@lru_cache(maxsize=4096)
+def level_shares(kind: str, route: tuple) -> tuple:
+    """Fraction of a device's bytes (bytes_per_device) that crosses each machine level, for a group
+    whose fan-in at level i is route[i] (explorer.strategy.mesh.group_route), innermost first.
+
+    Ring kinds (NCCL rings, one channel per rank of the innermost unit): a ring over the n ranks
+    ordered unit by unit has n hops, of which prod(c_j, j >= i) - prod(c_j, j > i) first leave a
+    level-i unit (the outermost level crossed takes the prod(c_j, j >= top) hops that close the
+    ring); every hop carries the same bytes, and the channels spread the crossing hops evenly over
+    the ranks, so each device sends that fraction of its bytes over level i. All-to-all: a device
+    sends the (prod(c_j, j <= i) - prod(c_j, j < i))/n of its array whose destinations first differ
+    at level i (nothing can be aggregated). A point-to-point pair sends all over the level it crosses."""
+    n = 1
+    for c in route:
+        n *= c
+    if n <= 1:
+        return tuple(Fraction(1) if i == 0 else Fraction(0) for i in range(len(route)))
+    top = max(i for i, c in enumerate(route) if c > 1)
+    weights = []
+    if kind == "p2p":
+        weights = [Fraction(1) if i == top else Fraction(0) for i in range(len(route))]
+    elif kind in ("all_to_all", "reshard"):
+        below = Fraction(1)
+        for c in route:
+            weights.append(below * (Fraction(c) - 1))
+            below *= c
+    else:
+        above = [Fraction(1)] * (len(route) + 1)          # above[i] = prod(c_j, j >= i)
+        for i in range(len(route) - 1, -1, -1):
+            above[i] = above[i + 1] * Fraction(route[i])
+        weights = [above[i] - (above[i + 1] if i < top else 0) if i <= top else Fraction(0)
+                   for i in range(len(route))]
+    total = sum(weights)
+    return tuple(w / total for w in weights)
+
+
+def route_g_L(kind: str, route: tuple, g: list, L: list) -> tuple:
+    """The group's seconds per byte and latency per step: the levels carry their shares at once, so
+    the slowest (share x g) decides; a step waits for its slowest hop, the outermost level crossed.
+    g, L may be numbers or sympy symbols (explain shows the same expression)."""
+    shares = level_shares(kind, route)
+    top = max((i for i, c in enumerate(route) if c > 1), default=0)
+    parts = [_num(w, g[i]) for i, w in enumerate(shares) if w]
+    symbolic = any(isinstance(x, sp.Basic) for x in parts)
+    g_eff = parts[0] if len(parts) == 1 else (sp.Max(*parts) if symbolic else max(parts))
+    return g_eff, L[top]
+
+
+def _num(fraction: Fraction, x):
+    if isinstance(x, sp.Basic):
+        return sp.Rational(fraction.numerator, fraction.denominator) * x
+    return float(fraction) * x
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from explorer.cost import collectives as coll
 from explorer.cost.numbers import Numbers
 from explorer.cost.rows import comm_rows, stage_rows
 from explorer.cost.superstep import (CATEGORIES, MEMORY_PARTS, optimizer_state_bytes, optimizer_update_bytes,
@@ -22,7 +23,7 @@ from explorer.hardware.cluster import Cluster
 from explorer.limits import check_work
 from explorer.model.spec import ModelSpec
 from explorer.strategy import rules
-from explorer.strategy.mesh import group_level
+from explorer.strategy.mesh import group_route, top_level
 from explorer.strategy.strategy import Strategy
 from explorer.symbols import B_r, F_r, K_opt, L_r, W_hbm, beta, d, g_r, m, p, r, v
 
@@ -95,13 +96,23 @@ def evaluate_batch(model: ModelSpec, strategies, cluster: Cluster, gpus: int | N
 
 
 @lru_cache(maxsize=4096)
-def _stage_dp_levels(cluster, mesh, stages: int) -> tuple:
-    return tuple(group_level(cluster, mesh, "dp", pp=stage) for stage in range(stages))
+def stage_dp_routes(cluster, mesh, stages: int) -> tuple:
+    """Each stage's data-parallel groups' route through the machine levels (mesh.group_route)."""
+    return tuple(group_route(cluster, mesh, "dp", pp=stage) for stage in range(stages))
 
 
-def _dp_levels(cluster, strategies, stages: int) -> np.ndarray:
-    """stages x candidates: the machine level each stage's data-parallel groups cross."""
-    return np.array([_stage_dp_levels(cluster, s.mesh, stages) for s in strategies]).T
+@lru_cache(maxsize=4096)
+def _stage_dp_g_L(cluster, mesh, stages: int) -> tuple:
+    g, L = [lv.seconds_per_byte for lv in cluster.levels], [lv.latency_s for lv in cluster.levels]
+    pairs = [coll.route_g_L("all_reduce", route, g, L) for route in stage_dp_routes(cluster, mesh, stages)]
+    return tuple(x for x, _ in pairs), tuple(y for _, y in pairs)
+
+
+def _dp_g_L(cluster, strategies, stages: int) -> tuple:
+    """stages x candidates: the seconds per byte and latency of each stage's data-parallel groups
+    (their levels at once, explorer.cost.collectives.route_g_L)."""
+    pairs = [_stage_dp_g_L(cluster, s.mesh, stages) for s in strategies]
+    return np.array([gs for gs, _ in pairs]).T, np.array([ls for _, ls in pairs]).T
 
 
 def _core(tree: CostTree, model: ModelSpec, strategies: list, cluster: Cluster) -> dict:
@@ -116,8 +127,7 @@ def _core(tree: CostTree, model: ModelSpec, strategies: list, cluster: Cluster) 
     per_stage = np.einsum("sk,kqc->sqc", tree.counts, values)             # stages x Q x C
     fwd_b, bwd_b, bytes_b, by_kind = tree.boundary_values(nums, C)
     stage = stage_inputs(per_stage, fwd_b, bwd_b)
-    levels = _dp_levels(cluster, strategies, tree.plan.stages)
-    stage[g_r], stage[L_r] = np.asarray(hw["g"])[levels], np.asarray(hw["L"])[levels]
+    stage[g_r], stage[L_r] = _dp_g_L(cluster, strategies, tree.plan.stages)
     stage[r] = np.arange(tree.plan.stages, dtype=float)[:, None]
     scalars = {m: M, v: first.chunks, p: first.pp, d: np.array([s.dp for s in strategies], dtype=float),
                beta: hw["beta"], W_hbm: hw["W"], K_opt: optimizer_update_bytes(hw["beta"])}
@@ -132,7 +142,7 @@ def _core(tree: CostTree, model: ModelSpec, strategies: list, cluster: Cluster) 
     model_flops = over_b * (col("flops_fwd") + col("flops_bwd")).sum(axis=0)
     hardware_flops = model_flops + over_b * col("recompute_flops").sum(axis=0)
     return {"nums": nums, "values": values, "per_stage": per_stage, "M": M, "super": sup, "stage": stage,
-            "boundary": (fwd_b, bwd_b, bytes_b), "by_kind": by_kind, "levels": levels, "memory": memory,
+            "boundary": (fwd_b, bwd_b, bytes_b), "by_kind": by_kind, "memory": memory,
             "mem_total": mem_total, "peak": np.argmax(mem_total, axis=0), "model_flops": model_flops,
             "hardware_flops": hardware_flops}
 
@@ -160,12 +170,14 @@ def _result(tree: CostTree, strategy: Strategy, cluster: Cluster, core: dict) ->
                   "dp_comm": dp_bytes, "zero_comm": zero_bytes}
     level_names = core["nums"].level_names
     by_kind = {key: arr[:, :, 0] for key, arr in core["by_kind"].items()}
-    dp_level = int(core["levels"][j, 0])
+    dp_route = stage_dp_routes(cluster, strategy.mesh, strategy.pp)[j]
+    dp_level = top_level(dp_route)
     sync = {"dp_total": float(sup["dp_sync"][j]), "dp_exposed": float(sup["dp_exposed"][j]),
-            "zero": float(sup["zero_gather"][j]), "level": dp_level,
+            "zero": float(sup["zero_gather"][j]), "route": dp_route,
             "per_stage": (sup["dp_sync"], sup["dp_exposed"], sup["zero_gather"], sup["optimizer_step"]),
             "per_pass": (sup["zero_gather_pass"], sup["zero_bytes_pass"])}
-    rows = comm_rows(tree, core["values"][:, :, 0], k, M, by_kind, level_names, sync, dp_bytes, zero_bytes, strategy)
+    rows = comm_rows(tree, core["values"][:, :, 0], k, M, by_kind, core["nums"], sync, dp_bytes, zero_bytes,
+                     strategy)
     by_level = {name: 0.0 for name in level_names}
     for row in rows:
         by_level[row["level"]] += row["time_s"]
@@ -182,4 +194,4 @@ def _result(tree: CostTree, strategy: Strategy, cluster: Cluster, core: dict) ->
         tflops_per_gpu=model_flops / (total * N) / 1e12, hardware_tflops_per_gpu=hardware_flops / (total * N) / 1e12,
         mfu=model_flops / (total * N * hw["F"]), gpus=N, micro_batches=M,
         extra={"peak_memory_stage": peak, "device_memory_bytes": cluster.device.memory_bytes,
-               "sync_stage": j, "dp_level": dp_level})
+               "sync_stage": j, "dp_level": dp_level, "dp_route": dp_route})

@@ -17,13 +17,12 @@ import numpy as np
 import sympy as sp
 
 from explorer.cost import collectives as coll
-from explorer.cost.evaluate import Result, evaluate
+from explorer.cost.evaluate import Result, evaluate, stage_dp_routes
 from explorer.cost.numbers import hardware_numbers
 from explorer.cost.superstep import CATEGORIES, optimizer_state_bytes, optimizer_update_bytes, variant
 from explorer.cost.tree import Q, cost_tree, stage_inputs
 from explorer.schedules import get as schedule_of
 from explorer.schedules.base import AGGREGATES
-from explorer.strategy.mesh import group_level
 from explorer.symbols import (F, K_opt, L_r, L_t, Psi_r, V, W_hbm, AtStage, StageMax, StageSum, a,
                               a_kv, b, beta, d, eta, f, g_r, g_t, h, l, m, p, phi, r, s, t, t_launch, v)
 
@@ -102,7 +101,8 @@ def _stage_tables(tree, strategy, g, L):
     kinds = []
     for kind in tree.kinds:
         degree = t if kind.degree == strategy.tp else sp.Integer(kind.degree)
-        subs = {t: degree, g_t: g[kind.level], L_t: L[kind.level]}
+        g_kind, L_kind = coll.route_g_L("all_reduce", kind.route, g, L)
+        subs = {t: degree, g_t: g_kind, L_t: L_kind}
         kinds.append([e.xreplace(subs) for e in kind.exprs])
     stages = strategy.pp
     per_stage = np.full((stages, len(Q)), sp.Integer(0), dtype=object)
@@ -117,7 +117,7 @@ def _stage_tables(tree, strategy, g, L):
     bwd = {c: np.full(stages, sp.Integer(0), dtype=object) for c in categories}
     for grp in tree.groups:
         n = t if grp.n == strategy.tp else sp.Integer(grp.n)
-        secs = grp.count * coll.time(grp.kind, grp.size, n, g[grp.level], L[grp.level])
+        secs = grp.count * coll.time(grp.kind, grp.size, n, *coll.route_g_L(grp.kind, grp.route, g, L))
         (fwd if grp.phase == "fwd" else bwd)[grp.category][grp.stage] += secs
     return per_stage, fwd, bwd
 
@@ -149,9 +149,9 @@ def explain(model, strategy, cluster, gpus=None, result: Result | None = None) -
     per_stage, fwd_b, bwd_b = _stage_tables(tree, strategy, g, L)
     stage = stage_inputs(per_stage, fwd_b, bwd_b)
     j, k = result.extra["sync_stage"], result.critical_stage
-    levels = [group_level(cluster, strategy.mesh, "dp", pp=i) for i in range(strategy.pp)]
-    stage[g_r] = np.array([g[lv] for lv in levels], dtype=object)
-    stage[L_r] = np.array([L[lv] for lv in levels], dtype=object)
+    routes = [coll.route_g_L("all_reduce", route, g, L) for route in stage_dp_routes(cluster, strategy.mesh, strategy.pp)]
+    stage[g_r] = np.array([x for x, _ in routes], dtype=object)
+    stage[L_r] = np.array([y for _, y in routes], dtype=object)
     stage[r] = np.array([sp.Integer(i) for i in range(strategy.pp)], dtype=object)
     psi = stage[Psi_r][j]
     shown = dict(stage)

@@ -8,6 +8,8 @@ Shoeybi et al. 2019 Sec 3: identity forward <-> all-reduce backward).
 """
 from __future__ import annotations
 
+from fractions import Fraction
+
 from explorer.errors import ExplorerError
 from explorer.model.ops import Operator
 
@@ -73,6 +75,37 @@ def conversion(src: str, dst: str) -> str | None:
     if dst == R:
         return "all_gather"
     return "all_to_all"
+
+
+def reshard(src: str, n_src: int, dst: str, n_dst: int, tp: int):
+    """(kind, fraction, group size) of the collective turning `src` over n_src devices into `dst`
+    over n_dst devices (consecutive sub-groups of the tp group), or None when it is free. The
+    collective's array is `fraction` of the whole tensor (explorer.cost.collectives.bytes_per_device).
+
+    Same group size: the conversion's collective; an all-to-all's buffer is a device's 1/n of the
+    tensor (nccl-tests PERFORMANCE.md: all-to-all bus bytes are (n-1)/n of the per-rank buffer).
+    Different sizes (fidelity issue, E10): partial sums are reduced and a shard gathered over the
+    source group as before; between two shardings each device receives only what its new shard
+    lacks -- the largest such part over the group's devices (the same dimension: its new interval
+    minus its old one; different dimensions: 1/n_dst - 1/(n_src n_dst))."""
+    if n_src == n_dst:
+        kind = conversion(src, dst)
+        if kind is None or n_src <= 1:
+            return None
+        return kind, (Fraction(1, n_src) if kind == "all_to_all" else Fraction(1)), n_src
+    if src == R or dst == P:
+        return None
+    if src == P or dst == R:
+        return (conversion(src, R), Fraction(1), n_src) if n_src > 1 else None
+    if src == dst:
+        def lacking(i: int) -> Fraction:
+            lo, hi = Fraction(i % n_dst, n_dst), Fraction(i % n_dst + 1, n_dst)
+            own_lo, own_hi = Fraction(i % n_src, n_src), Fraction(i % n_src + 1, n_src)
+            return (hi - lo) - max(Fraction(0), min(hi, own_hi) - max(lo, own_lo))
+        missing = max(lacking(i) for i in range(tp))
+    else:
+        missing = Fraction(1, n_dst) - Fraction(1, n_src * n_dst)
+    return ("reshard", missing, max(n_src, n_dst)) if missing else None
 
 
 def is_sharded(layout: str) -> bool:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from explorer.cost import collectives as coll
 from explorer.hardware.cluster import BYTES_PER_ELEMENT
 
 
@@ -37,18 +38,31 @@ class Numbers:
         dims = (b, model.seq_len, model.hidden, model.heads, model.kv_heads, model.ffn_hidden, model.vocab)
         return cls(dims, hardware_numbers(cluster, dtype), tuple(lv.name for lv in cluster.levels))
 
-    def block_args(self, degree: int, level: int) -> tuple:
-        """Arguments of a compiled block function (explorer.cost.program.BLOCK_ARGS)."""
+    def route_g_L(self, kind: str, route: tuple) -> tuple:
+        """Seconds per byte and latency per step of a group with this route (levels at once,
+        explorer.cost.collectives.route_g_L)."""
+        return coll.route_g_L(kind, route, self.hw["g"], self.hw["L"])
+
+    def block_args(self, degree: int, route: tuple) -> tuple:
+        """Arguments of a compiled block function (explorer.cost.tree.BLOCK_ARGS). The block's
+        collectives are the ring kinds of its operator group (an all-to-all between layouts
+        takes the ring's levels too: within a node they coincide)."""
         hw = self.hw
-        return self.dims + (degree, hw["g"][level], hw["L"][level], hw["F"], hw["eta"], hw["phi"],
-                            hw["W"], hw["tau"], hw["beta"])
+        g, L = self.route_g_L("all_reduce", route)
+        return self.dims + (degree, g, L, hw["F"], hw["eta"], hw["phi"], hw["W"], hw["tau"], hw["beta"])
 
     def size_args(self) -> tuple:
         """Arguments of a compiled array-size function (explorer.cost.program.SIZE_ARGS)."""
         return self.dims + (self.hw["beta"],)
 
-    def collective_seconds(self, bytes_sent, steps, level):
-        """BSP cost h g + L of a collective (DESIGN.md): bytes sent per device at the level's
-        seconds per byte, plus its latency steps (ring algorithms, explorer.cost.collectives)."""
-        g, L = np.asarray(self.hw["g"]), np.asarray(self.hw["L"])
-        return bytes_sent * g[level] + steps * L[level]
+    def collective_seconds(self, bytes_sent, steps, kind: str, route: tuple):
+        """BSP cost h g + L of a collective (DESIGN.md): bytes sent per device at the group's
+        seconds per byte, plus its latency steps (explorer.cost.collectives)."""
+        g, L = self.route_g_L(kind, route)
+        return bytes_sent * g + steps * L
+
+    def level_seconds(self, bytes_sent, kind: str, route: tuple) -> list:
+        """Seconds each machine level is busy sending its share of `bytes_sent` (the levels work
+        at once; the largest is the collective's bandwidth time)."""
+        shares = coll.level_shares(kind, route)
+        return [float(w) * bytes_sent * g for w, g in zip(shares, self.hw["g"])]

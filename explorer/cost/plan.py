@@ -21,7 +21,7 @@ from explorer.model.graph import build_blocks
 from explorer.model.spec import ModelSpec
 from explorer.model.ops import Block
 from explorer.schedules import chunked
-from explorer.strategy.mesh import group_level, pair_level
+from explorer.strategy.mesh import group_route, pair_route
 from explorer.strategy.strategy import LayerSplit, Strategy
 from explorer.symbols import beta
 
@@ -35,7 +35,7 @@ class PlacedBlock:
     stage: int
     chunk: int                 # model chunk on its stage (interleaved), else 0
     cost: BlockCost
-    level: int                 # machine level its operator-parallel group crosses
+    route: tuple               # its operator-parallel group's fan-in per machine level (mesh.group_route)
 
 
 @dataclass(frozen=True)
@@ -46,7 +46,7 @@ class Boundary:
     stage_from: int
     stage_to: int
     collectives: tuple         # Collective, ... (category op_comm, redistribution or pp_comm)
-    levels: tuple              # machine level of each collective
+    routes: tuple              # route of each collective's group (mesh.group_route / pair_route)
 
 
 @dataclass(frozen=True)
@@ -95,8 +95,8 @@ def plan(model: ModelSpec, strategy: Strategy, cluster: Cluster) -> ExecutionPla
             ((0, 0) if block.kind == "embedding" else (last_stage, layer_places[-1][1]))
         cost = block_cost(block, split.effective_preset, split.overrides, strategy.sequence_parallel,
                           strategy.recompute, incoming)
-        level = group_level(cluster, strategy.mesh, "tp", split.degree, pp=stage)
-        placed.append(PlacedBlock(block, split, stage, chunk, cost, level))
+        route = group_route(cluster, strategy.mesh, "tp", split.degree, pp=stage)
+        placed.append(PlacedBlock(block, split, stage, chunk, cost, route))
         incoming = cost.layout_out
     boundaries = tuple(boundary(placed[i - 1], placed[i], i, strategy, cluster) for i in range(1, len(placed)))
     return ExecutionPlan(model, strategy, cluster, tuple(placed), boundaries)
@@ -123,24 +123,23 @@ def boundary(prev: PlacedBlock, cur: PlacedBlock, index: int, strategy: Strategy
     category = "op_comm" if same else "redistribution"
     src, dst, grad = prev.cost.layout_out, cur.cost.layout_in, _returned_grad(cur)
     n_prev, n_cur = prev.split.degree, cur.split.degree
-    if n_prev == n_cur:
-        wanted = ((lay.conversion(src, dst), n_cur, "fwd"),
-                  (lay.conversion(grad, lay.needed_grad(src)), n_cur, "bwd"))
-    else:  # different group sizes: gather to replicated, then slice locally
-        wanted = ((lay.conversion(src, lay.R), n_prev, "fwd"), (lay.conversion(grad, lay.R), n_cur, "bwd"))
+    wanted = ((lay.reshard(src, n_prev, dst, n_cur, strategy.tp), "fwd"),
+              (lay.reshard(grad, n_cur, lay.needed_grad(src), n_prev, strategy.tp), "bwd"))
     if index == 1 and prev.block.params == 0:   # the input data needs no gradient
         wanted = wanted[:1]
-    colls, levels = [], []
-    for kind, n, phase in wanted:
-        if kind and n > 1:
-            colls.append(coll.Collective(kind, phase, cur.block.name, category, "tp", size, sp.Integer(n)))
+    colls, routes = [], []
+    for how, phase in wanted:
+        if how:
+            kind, fraction, n = how
+            part = size if fraction == 1 else size * sp.Rational(fraction.numerator, fraction.denominator)
+            colls.append(coll.Collective(kind, phase, cur.block.name, category, "tp", part, sp.Integer(n)))
             stage = cur.stage if phase == "fwd" else prev.stage
-            levels.append(group_level(cluster, strategy.mesh, "tp", n, pp=stage))
+            routes.append(group_route(cluster, strategy.mesh, "tp", n, pp=stage))
     if prev.stage != cur.stage:
-        colls_pp, levels_pp = _p2p(prev, cur, size, strategy, cluster)
+        colls_pp, routes_pp = _p2p(prev, cur, size, strategy, cluster)
         colls += colls_pp
-        levels += levels_pp
-    return Boundary(index, prev.stage, cur.stage, tuple(colls), tuple(levels))
+        routes += routes_pp
+    return Boundary(index, prev.stage, cur.stage, tuple(colls), tuple(routes))
 
 
 def _returned_grad(cur: PlacedBlock) -> str:
@@ -161,13 +160,13 @@ def _p2p(prev: PlacedBlock, cur: PlacedBlock, size, strategy: Strategy, cluster:
     t = strategy.tp      # scatter/gather splits a replicated tensor over the stage's t ranks
     scatter = strategy.scatter_gather and t > 1 and not sharded
     part = size / prev.split.degree if sharded else (size / t if scatter else size)
-    pp_level = pair_level(cluster, strategy.mesh, "pp", prev.stage, cur.stage)
-    colls, levels = [], []
+    pp_route = pair_route(cluster, strategy.mesh, "pp", prev.stage, cur.stage)
+    colls, routes = [], []
     for phase in ("fwd", "bwd"):
         colls.append(coll.Collective("p2p", phase, cur.block.name, "pp_comm", "pp", part, sp.Integer(2)))
-        levels.append(pp_level)
+        routes.append(pp_route)
         if scatter:   # the receiver of this phase all-gathers the pieces
             colls.append(coll.Collective("all_gather", phase, cur.block.name, "pp_comm", "tp", size, sp.Integer(t)))
             receiver = cur.stage if phase == "fwd" else prev.stage
-            levels.append(group_level(cluster, strategy.mesh, "tp", t, pp=receiver))
-    return colls, levels
+            routes.append(group_route(cluster, strategy.mesh, "tp", t, pp=receiver))
+    return colls, routes

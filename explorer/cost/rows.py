@@ -1,32 +1,46 @@
 """Row-shaped views of one evaluated strategy: communication by kind, stage parts."""
 from __future__ import annotations
 
+from explorer.cost import collectives as coll
 from explorer.cost.tree import COMM_KINDS, Q
 from explorer.symbols import B_r, F_r
 
 
-def comm_rows(tree, values, k, M, by_kind, level_names, sync, dp_bytes, zero_bytes, strategy) -> list:
-    """Communication of the most loaded device split by category, collective and level."""
-    rows = []
+def _split(row: dict, kind: str, route: tuple, nums, names) -> list:
+    """One collective's row split over the machine levels of its group: bytes by the level's share
+    (explorer.cost.collectives.level_shares), time by how long each level is busy (the levels run
+    at once, so their busy times overlap; the parts sum to the collective's time)."""
+    shares = [float(w) for w in coll.level_shares(kind, route)]
+    busy = [w * g for w, g in zip(shares, nums.hw["g"])]
+    total = sum(busy)
+    return [dict(row, level=names[i], time_s=row["time_s"] * busy[i] / total,
+                 hidden_s=row["hidden_s"] * busy[i] / total, bytes=row["bytes"] * shares[i])
+            for i in range(len(shares)) if shares[i]]
+
+
+def comm_rows(tree, values, k, M, by_kind, nums, sync, dp_bytes, zero_bytes, strategy) -> list:
+    """Communication of the most loaded device split by category, collective and machine level."""
+    rows, names = [], nums.level_names
     for kind_i, kind in enumerate(tree.kinds):
         count = tree.counts[k, kind_i]
         for name in COMM_KINDS:
             secs = M * count * float(values[kind_i, Q[f"t_{name}"]])
             if secs:
-                rows.append({"category": "op_comm", "kind": name, "level": level_names[kind.level],
-                             "time_s": secs, "hidden_s": 0.0,
-                             "bytes": M * count * float(values[kind_i, Q[f"b_{name}"]])})
+                row = {"category": "op_comm", "kind": name, "time_s": secs, "hidden_s": 0.0,
+                       "bytes": M * count * float(values[kind_i, Q[f"b_{name}"]])}
+                rows += _split(row, "all_reduce", kind.route, nums, names)   # priced as its ring (Numbers.block_args)
     for (category, name, level), arr in by_kind.items():
         if arr[0, k] or arr[1, k]:
-            rows.append({"category": category, "kind": name, "level": level_names[level],
+            rows.append({"category": category, "kind": name, "level": names[level],
                          "time_s": M * float(arr[0, k]), "hidden_s": 0.0, "bytes": M * float(arr[1, k])})
     if float(sync["dp_total"]) > 0:
-        rows.append({"category": "dp_comm", "kind": "reduce_scatter" if strategy.zero >= 2 else "all_reduce",
-                     "level": level_names[sync["level"]], "time_s": float(sync["dp_exposed"]),
-                     "hidden_s": float(sync["dp_total"] - sync["dp_exposed"]), "bytes": dp_bytes})
+        kind = "reduce_scatter" if strategy.zero >= 2 else "all_reduce"
+        rows += _split({"category": "dp_comm", "kind": kind, "time_s": float(sync["dp_exposed"]),
+                        "hidden_s": float(sync["dp_total"] - sync["dp_exposed"]), "bytes": dp_bytes},
+                       kind, sync["route"], nums, names)
         if strategy.zero == 3:
-            rows.append({"category": "zero_comm", "kind": "all_gather", "level": level_names[sync["level"]],
-                         "time_s": float(sync["zero"]), "hidden_s": 0.0, "bytes": zero_bytes})
+            rows += _split({"category": "zero_comm", "kind": "all_gather", "time_s": float(sync["zero"]),
+                            "hidden_s": 0.0, "bytes": zero_bytes}, "all_gather", sync["route"], nums, names)
     return _merge(rows)
 
 

@@ -22,7 +22,7 @@ from explorer.cost.block import BlockCost
 from explorer.cost.compile import BoundedCache, compile_exprs
 from explorer.cost.plan import ExecutionPlan, plan
 from explorer.cost.superstep import GSB_r, COMM_CATEGORIES
-from explorer.strategy.mesh import group_level, pair_level
+from explorer.strategy.mesh import group_route, pair_route, top_level
 from explorer.symbols import (A_r, B_r, C_r, F, F_r, GS_r, L_t, O_r, P_r, Psi_r, R_r, V, W_hbm, W_r, X_r, a,
                               a_kv, b, beta, eta, f, g_t, h, phi, s, t, t_launch)
 
@@ -85,7 +85,7 @@ def size_function(sizes: tuple):
 class BlockKind:
     cost: BlockCost
     degree: int
-    level: int
+    route: tuple        # fan-in per machine level of the block's operator group
     exprs: tuple        # the BLOCK_Q sympy expressions (for display and tests)
 
     @property
@@ -98,7 +98,7 @@ class BoundaryGroup:
     size: sp.Expr       # bytes of the whole array
     kind: str
     n: int
-    level: int
+    route: tuple        # fan-in per machine level (mesh.group_route / pair_route)
     category: str
     phase: str
     stage: int          # the stage that pays it
@@ -112,7 +112,8 @@ class CostTree:
     counts: np.ndarray  # stages x kinds: blocks of each kind on each stage
     groups: tuple       # BoundaryGroup, ...
     sizes: tuple = ()   # the distinct boundary array sizes (sympy)
-    arrays: dict = None  # per group: size index, bytes factor, latency steps, level, count, stage; selectors
+    arrays: dict = None  # per group: size index, bytes factor, latency steps, level shares, count, stage;
+    #                      selectors
 
     @property
     def size_fn(self):
@@ -123,13 +124,16 @@ class CostTree:
         C = np.size(nums.dims[0])
         out = np.empty((len(self.kinds), len(Q), C))
         for i, kind in enumerate(self.kinds):
-            for j, x in enumerate(kind.fn(*nums.block_args(kind.degree, kind.level))):
+            for j, x in enumerate(kind.fn(*nums.block_args(kind.degree, kind.route))):
                 out[i, j] = x
         return out
 
     def boundary_values(self, nums, C: int):
         """Per stage: fwd/bwd seconds and bytes by category; time and bytes by (category, kind, level).
-        One matrix product per quantity: the groups' selectors were built with the tree."""
+        One matrix product per quantity: the groups' selectors were built with the tree. A group's
+        levels carry their shares at once (explorer.cost.collectives.route_g_L): its seconds per
+        byte is the largest share x g; its time is attributed to the levels in proportion to how
+        long each is busy."""
         stages = self.plan.stages
         if not self.groups:
             zeros = {c: np.zeros((stages, C)) for c in COMM_CATEGORIES}
@@ -139,16 +143,25 @@ class CostTree:
         for i, x in enumerate(self.size_fn(*nums.size_args())):
             sizes[i] = x
         sent = arr["factor"][:, None] * sizes[arr["size"]]                        # groups x C
-        secs = nums.collective_seconds(sent, arr["steps"][:, None], arr["level"][:, None])
+        busy = arr["shares"] * np.asarray(nums.hw["g"])[None, :]                 # groups x levels
+        g_eff, L_top = busy.max(axis=1), np.asarray(nums.hw["L"])[arr["top"]]
+        secs = sent * g_eff[:, None] + (arr["steps"] * L_top)[:, None]
         secs, sent = secs * arr["count"][:, None], sent * arr["count"][:, None]
         timed = (arr["phase_sel"] @ secs).reshape(2, len(COMM_CATEGORIES), stages, C)
         moved = (arr["cat_sel"] @ sent).reshape(len(COMM_CATEGORIES), stages, C)
         fwd = {c: timed[0, i] for i, c in enumerate(COMM_CATEGORIES)}
         bwd = {c: timed[1, i] for i, c in enumerate(COMM_CATEGORIES)}
         nbytes = {c: moved[i] for i, c in enumerate(COMM_CATEGORIES)}
-        kind_secs = (arr["kind_sel"] @ secs).reshape(len(arr["kinds"]), stages, C)
-        kind_sent = (arr["kind_sel"] @ sent).reshape(len(arr["kinds"]), stages, C)
-        by_kind = {key: np.stack([kind_secs[i], kind_sent[i]]) for i, key in enumerate(arr["kinds"])}
+        part = busy / busy.sum(axis=1, keepdims=True)                            # time share per level
+        by_kind = {}
+        for level in range(busy.shape[1]):
+            if not arr["shares"][:, level].any():
+                continue
+            kind_secs = (arr["kind_sel"] @ (secs * part[:, level, None])).reshape(len(arr["kinds"]), stages, C)
+            kind_sent = (arr["kind_sel"] @ (sent * arr["shares"][:, level, None])).reshape(
+                len(arr["kinds"]), stages, C)
+            for i, (category, kind) in enumerate(arr["kinds"]):
+                by_kind[(category, kind, level)] = np.stack([kind_secs[i], kind_sent[i]])
         return fwd, bwd, nbytes, by_kind
 
 
@@ -167,9 +180,9 @@ def stage_inputs(per_stage: np.ndarray, fwd_b: dict, bwd_b: dict) -> dict:
 def _group_arrays(groups: tuple, stages: int):
     """Boundary groups as parallel numpy arrays and 0/1 selector matrices, so evaluation is a few
     vector operations: (phase, category, stage) rows, (category, stage) rows, (category, kind,
-    level, stage) rows, each summing the groups that belong to it."""
+    stage) rows, each summing the groups that belong to it."""
     sizes = tuple(dict.fromkeys(grp.size for grp in groups))
-    kinds = list(dict.fromkeys((grp.category, grp.kind, grp.level) for grp in groups))
+    kinds = list(dict.fromkeys((grp.category, grp.kind) for grp in groups))
     ncat = len(COMM_CATEGORIES)
     phase_sel = np.zeros((2 * ncat * stages, len(groups)))
     cat_sel = np.zeros((ncat * stages, len(groups)))
@@ -178,12 +191,13 @@ def _group_arrays(groups: tuple, stages: int):
         c = COMM_CATEGORIES.index(grp.category)
         phase_sel[((grp.phase != "fwd") * ncat + c) * stages + grp.stage, i] = 1
         cat_sel[c * stages + grp.stage, i] = 1
-        kind_sel[kinds.index((grp.category, grp.kind, grp.level)) * stages + grp.stage, i] = 1
+        kind_sel[kinds.index((grp.category, grp.kind)) * stages + grp.stage, i] = 1
     arrays = {
         "size": np.array([sizes.index(grp.size) for grp in groups], dtype=int),
         "factor": np.array([float(coll.bytes_per_device(grp.kind, 1, grp.n)) for grp in groups]),
         "steps": np.array([float(coll.latency_steps(grp.kind, grp.n)) for grp in groups]),
-        "level": np.array([grp.level for grp in groups], dtype=int),
+        "shares": np.array([[float(w) for w in coll.level_shares(grp.kind, grp.route)] for grp in groups]),
+        "top": np.array([top_level(grp.route) for grp in groups], dtype=int),
         "count": np.array([grp.count for grp in groups], dtype=float),
         "stage": np.array([grp.stage for grp in groups], dtype=int),
         "phase_sel": phase_sel, "cat_sel": cat_sel, "kind_sel": kind_sel, "kinds": kinds,
@@ -202,12 +216,12 @@ def levels_signature(cluster, strategy) -> tuple:
     degree its layers use, and the point-to-point levels between neighbouring stages."""
     mesh = strategy.mesh
     degrees = sorted({s.degree for s in strategy.layer_splits} | {strategy.tp})
-    tp_levels = tuple(group_level(cluster, mesh, "tp", k, pp=stage) for stage in range(strategy.pp)
+    tp_levels = tuple(group_route(cluster, mesh, "tp", k, pp=stage) for stage in range(strategy.pp)
                       for k in degrees)
     wraps = strategy.chunks > 1
     pp = strategy.pp
     pairs = {(x, (x + 1) % pp) for x in range(pp)} if wraps else {(x, x + 1) for x in range(pp - 1)}
-    return tp_levels, tuple(pair_level(cluster, mesh, "pp", i, j) for i, j in sorted(pairs))
+    return tp_levels, tuple(pair_route(cluster, mesh, "pp", i, j) for i, j in sorted(pairs))
 
 
 def structure_key(model, strategy, cluster) -> tuple:
@@ -229,10 +243,10 @@ def cost_tree(model, strategy, cluster) -> CostTree:
 def build(the_plan: ExecutionPlan) -> CostTree:
     kinds, index, kind_of = [], {}, []
     for placed in the_plan.blocks:
-        key = (placed.cost, placed.split.degree, placed.level)
+        key = (placed.cost, placed.split.degree, placed.route)
         if key not in index:
             index[key] = len(kinds)
-            kinds.append(BlockKind(placed.cost, placed.split.degree, placed.level, _block_exprs(placed.cost)))
+            kinds.append(BlockKind(placed.cost, placed.split.degree, placed.route, _block_exprs(placed.cost)))
         kind_of.append(index[key])
     counts = np.zeros((the_plan.stages, len(kinds)))
     for placed, k in zip(the_plan.blocks, kind_of):
@@ -259,8 +273,8 @@ def payer(boundary, c) -> int:
 def _boundary_groups(the_plan: ExecutionPlan) -> tuple:
     tally = {}
     for boundary in the_plan.boundaries:
-        for c, level in zip(boundary.collectives, boundary.levels):
-            key = (c.size, c.kind, int(c.n), level, c.category, c.phase, payer(boundary, c))
+        for c, route in zip(boundary.collectives, boundary.routes):
+            key = (c.size, c.kind, int(c.n), route, c.category, c.phase, payer(boundary, c))
             tally[key] = tally.get(key, 0) + 1
-    return tuple(BoundaryGroup(size, kind, n, level, category, phase, stage, count)
-                 for (size, kind, n, level, category, phase, stage), count in tally.items())
+    return tuple(BoundaryGroup(size, kind, n, route, category, phase, stage, count)
+                 for (size, kind, n, route, category, phase, stage), count in tally.items())

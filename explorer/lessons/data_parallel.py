@@ -50,8 +50,10 @@ LESSON = Lesson(
           "backward pass the gradients must be summed across the copies: an **all-reduce** of Ψ parameters. "
           "In a **ring**, each GPU sends its share of the gradients to its neighbour in 2(d−1) steps of Ψβ/d "
           "bytes (a reduce-scatter, then an all-gather), so it sends almost 2Ψβ bytes however many GPUs there "
-          "are. The time depends on the slowest link of the ring: inside a node it is fast, across nodes it is "
-          "ten times slower here. Overlapping the all-reduce with the backward pass hides part of it."),
+          "are. Inside a node every hop is fast; a ring that leaves the node sends part of its bytes over the much "
+          "slower network. NCCL runs one ring per GPU of a node, each leaving the node at a different GPU, so "
+          "the node's k network cards share that traffic (1/k of the bytes each). Overlapping the all-reduce "
+          "with the backward pass hides part of it."),
     formula_latex=r"T_{\text{all-reduce}} = 2\,\frac{d-1}{d}\,\Psi\beta\, g_\ell + 2(d-1)\,L_\ell",
     formula_text="T_all-reduce = 2 (d − 1)/d · Ψ β · g_l + 2 (d − 1) L_l",
     source="Patarasuk & Yuan, 'Bandwidth optimal all-reduce algorithms for clusters of workstations', "

@@ -12,7 +12,8 @@ import numpy as np
 
 from explorer.cost.superstep import (aggregate_function, optimizer_state_bytes, optimizer_update_bytes,
                                      variant)
-from explorer.strategy.mesh import Mesh, group_level
+from explorer.cost import collectives as coll
+from explorer.strategy.mesh import Mesh, group_route
 from explorer.symbols import (A_r, B_r, F_r, GS_r, K_opt, L_r, Psi_r, W_hbm, W_r, beta, d, g_r, m as m_, p,
                               r as r_, v as v_)
 
@@ -28,8 +29,9 @@ class Objective:
     def __init__(self, cluster, dtype_bytes: int, hw: dict, dp: int, tp: int, pp: int):
         self.hw, self.dp, self.pp, self.beta = hw, dp, pp, dtype_bytes
         mesh = Mesh.of(tp=tp, dp=dp, pp=pp)
-        levels = [group_level(cluster, mesh, "dp", pp=stage) for stage in range(pp)]   # each stage's dp groups
-        self.g, self.L = np.asarray(hw["g"])[levels], np.asarray(hw["L"])[levels]
+        pairs = [coll.route_g_L("all_reduce", group_route(cluster, mesh, "dp", pp=stage), hw["g"], hw["L"])
+                 for stage in range(pp)]                                    # each stage's dp groups
+        self.g, self.L = np.array([x for x, _ in pairs]), np.array([y for _, y in pairs])
         self.ranks = np.arange(pp)
         self.k_states = optimizer_state_bytes(dtype_bytes)
         self.k_update = optimizer_update_bytes(dtype_bytes)

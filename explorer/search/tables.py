@@ -22,7 +22,7 @@ from explorer.cost.plan import PlacedBlock, block_splits
 from explorer.cost.plan import boundary as plan_boundary
 from explorer.cost.tree import Q, block_function, size_function
 from explorer.model.graph import build_blocks
-from explorer.strategy.mesh import group_level
+from explorer.strategy.mesh import group_route
 
 F, B, PSI, A, GS, W = range(6)
 ROWS = 6
@@ -40,7 +40,7 @@ side that needs it: the consumer forward, the producer backward; see program._pa
 class Node:
     cost: object          # BlockCost
     split: object         # LayerSplit
-    level: int            # machine level of the split's group
+    route: tuple          # the split's group's fan-in per machine level
     values: np.ndarray    # (5, micro-batch sizes): F, B, PSI, A, GS
 
 
@@ -63,7 +63,7 @@ class Chain:
 
     def for_probe(self, probe) -> "Chain":
         """The same numbers under another d (and p): node values are shared (they depend on
-        the level their group crosses, not on d itself); links are priced again."""
+        the route of their group, not on d itself); links are priced again."""
         other = Chain.__new__(Chain)
         other.__dict__.update(self.__dict__, probe=probe, _links={}, _levels={})
         return other
@@ -75,11 +75,11 @@ class Chain:
     def is_layer(self, i: int) -> bool:
         return self.blocks[i].kind == "layer"
 
-    def level(self, stage: int, degree: int) -> int:
-        """Machine level of a `degree`-sized group inside `stage` (the plan's placement rule)."""
+    def route(self, stage: int, degree: int) -> tuple:
+        """Route of a `degree`-sized group inside `stage` (the plan's placement rule)."""
         key = (stage, degree)
         if key not in self._levels:
-            self._levels[key] = group_level(self.cluster, self.probe.mesh, "tp", degree, pp=stage)
+            self._levels[key] = group_route(self.cluster, self.probe.mesh, "tp", degree, pp=stage)
         return self._levels[key]
 
     def node(self, i: int, split, incoming: str, stage: int = 0) -> Node:
@@ -87,16 +87,16 @@ class Chain:
         producer giving `incoming`."""
         block = self.blocks[i]
         split = split if block.kind == "layer" else self.fixed[i]
-        level = self.level(stage, split.degree)
-        key = (block.key, block.kind, split, incoming, level)
+        route = self.route(stage, split.degree)
+        key = (block.key, block.kind, split, incoming, route)
         if key not in self._nodes:
             cost = block_cost(block, split.effective_preset, split.overrides,
                               self.probe.sequence_parallel, self.probe.recompute, incoming)
-            self._nodes[key] = Node(cost, split, level, self._values(cost, split.degree, level))
+            self._nodes[key] = Node(cost, split, route, self._values(cost, split.degree, route))
         return self._nodes[key]
 
-    def _values(self, cost, degree: int, level: int) -> np.ndarray:
-        q = block_function(cost)(*self.nums.block_args(degree, level))
+    def _values(self, cost, degree: int, route: tuple) -> np.ndarray:
+        q = block_function(cost)(*self.nums.block_args(degree, route))
         col = lambda name: np.broadcast_to(np.asarray(q[Q[name]], dtype=float), self.b.shape)
         return np.vstack([col("F"), col("B"), col("params_dev"), col("act"), col("grad_sync"), col("bwd_weight")])
 
@@ -119,16 +119,16 @@ class Chain:
         return self._links[key]
 
     def _link_values(self, i, prev, cur, stage_from, stage_to) -> np.ndarray:
-        before = PlacedBlock(self.blocks[i - 1], prev.split, stage_from, 0, prev.cost, prev.level)
-        after = PlacedBlock(self.blocks[i], cur.split, stage_to, 0, cur.cost, cur.level)
+        before = PlacedBlock(self.blocks[i - 1], prev.split, stage_from, 0, prev.cost, prev.route)
+        after = PlacedBlock(self.blocks[i], cur.split, stage_to, 0, cur.cost, cur.route)
         boundary = plan_boundary(before, after, i, self.probe, self.cluster)
         out = np.zeros((4, self.b.size))
         sizes = size_function(tuple(c.size for c in boundary.collectives))(*self.nums.size_args()) \
             if boundary.collectives else ()
-        for c, level, size in zip(boundary.collectives, boundary.levels, sizes):
+        for c, route, size in zip(boundary.collectives, boundary.routes, sizes):
             n = int(c.n)
             sent = coll.bytes_per_device(c.kind, np.asarray(size, dtype=float), n)
-            secs = self.nums.collective_seconds(sent, float(coll.latency_steps(c.kind, n)), level)
+            secs = self.nums.collective_seconds(sent, float(coll.latency_steps(c.kind, n)), c.kind, route)
             forward = c.phase == "fwd"
             by_sender = c.kind == "p2p"
             row = (F_FROM if by_sender else F_TO) if forward else (B_TO if by_sender else B_FROM)

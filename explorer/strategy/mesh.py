@@ -1,13 +1,15 @@
-"""The device mesh: named axes (dp, tp, pp; cp and ep follow), a rank order, and the machine
-level each communication group crosses.
+"""The device mesh: named axes (dp, tp, pp; cp and ep follow), a rank order, and the route of
+each communication group through the machine levels.
 
 Ranks are numbered with the first axis of the order varying fastest -- Megatron-LM's
 default order tp-cp-ep-dp-pp gives rank = stage*d*t + replica*t + tp_index (Narayanan
 et al. SC'21 Sec 3; Megatron-LM initialize_model_parallel / RankGenerator). A group
 crosses machine level i when its ranks do not all sit in one unit of that level; units
 are contiguous rank ranges, so a group's lowest and highest rank decide (span_level).
-No axis is hard-coded outside this module: every group is "the ranks along one axis
-with the other coordinates fixed".
+A group's *route* is its fan-in at every level: how many ranks share a node, how many
+nodes it spans, ... (group_route); hierarchical collectives are priced level by level
+from it (explorer.cost.collectives.level_shares). No axis is hard-coded outside this
+module: every group is "the ranks along one axis with the other coordinates fixed".
 """
 from __future__ import annotations
 
@@ -94,3 +96,47 @@ def pair_level(cluster, mesh: Mesh, axis: str, i: int, j: int) -> int:
     low, high = sorted((i, j))
     step = mesh.stride(axis)
     return max(span_level(cluster, base + low * step, base + high * step) for base in mesh.bases(axis))
+
+
+def top_level(route: tuple) -> int:
+    """The outermost level a route crosses (0 for a group inside one device's node, or of one rank)."""
+    for i in range(len(route) - 1, -1, -1):
+        if route[i] > 1:
+            return i
+    return 0
+
+
+def _route_of(cluster, ranks: list) -> tuple:
+    """Fan-in per level of one group: ranks per innermost unit, units per next unit, ... The
+    outermost level holds the whole run (it grows with the run), so its fan-in is what is left."""
+    counts, unit = [len(ranks)], 1
+    for level in cluster.levels[:-1]:
+        unit *= level.fanout
+        counts.append(len({rank // unit for rank in ranks}))
+    counts.append(1)
+    return tuple(counts[i] / counts[i + 1] if counts[i] % counts[i + 1] else counts[i] // counts[i + 1]
+                 for i in range(len(cluster.levels)))
+
+
+@lru_cache(maxsize=8192)
+def group_route(cluster, mesh: Mesh, axis: str, size: int | None = None, **fixed) -> tuple:
+    """Route of the groups along `axis` (or of consecutive sub-groups of `size` indices), other
+    coordinates free except those in `fixed`: the fan-in at each machine level, innermost first
+    (its product is the group size). Of several groups the one spread widest (most units at the
+    outermost levels) decides, as the slowest group decides a BSP step."""
+    n = mesh.size(axis)
+    size = n if size is None else size
+    if size <= 1:
+        return (1,) * len(cluster.levels)
+    step = mesh.stride(axis)
+    routes = {_route_of(cluster, [base + (g * size + k) * step for k in range(size)])
+              for base in mesh.bases(axis, **fixed) for g in range(n // size)}
+    return max(routes, key=lambda route: tuple(reversed(route)))
+
+
+@lru_cache(maxsize=8192)
+def pair_route(cluster, mesh: Mesh, axis: str, i: int, j: int) -> tuple:
+    """Route of the point-to-point pairs between indices i and j of `axis`: fan-in 2 at the
+    level they cross."""
+    level = pair_level(cluster, mesh, axis, i, j)
+    return tuple(2 if k == level else 1 for k in range(len(cluster.levels)))

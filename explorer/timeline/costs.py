@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from explorer.cost import collectives as coll
 from explorer.cost.tree import payer  # who pays a boundary collective: the cost model's own rule
 from explorer.cost.numbers import Numbers
 from explorer.timeline.numbers import block_numbers, boundary_numbers
@@ -75,7 +76,8 @@ def from_result(result, the_plan, ctx: Numbers, split_weight: bool) -> PassCosts
         after["zero_comm_s"] = np.zeros(p)
     nbytes, levels, params = _bytes_and_levels(the_plan, ctx)
     after["dp_bytes"] = np.array([row["dp_bytes"] for row in result.stage_times_s])
-    after["dp_level"] = ctx.level_names[result.extra["dp_level"]]
+    shares = coll.level_shares("all_reduce", result.extra["dp_route"])
+    after["dp_level"] = "+".join(name for name, w in zip(ctx.level_names, shares) if w)
     if strategy.zero == 3:   # bytes of the gather before each pass
         gather = np.array([row["zero_pass_bytes"] for row in result.stage_times_s])
         nbytes[:, F, ZERO_PART] = nbytes[:, B, ZERO_PART] = gather
@@ -96,7 +98,7 @@ def _bytes_and_levels(the_plan, ctx: Numbers):
     def add(stage, c, numbers):
         j, phase = part_of[c.category], (F if c.phase == "fwd" else B)
         nbytes[stage, phase, j] += numbers.bytes
-        names[stage][j].add(numbers.level)
+        names[stage][j].update(numbers.levels())
 
     for placed in the_plan.blocks:
         steps, params_dev = block_numbers(placed, ctx)

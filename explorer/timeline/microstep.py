@@ -42,7 +42,7 @@ def find_block(the_plan, layer: int | None = None, op: str | None = None) -> int
 
 
 def _coll(phase, category, operator, cn, level_names) -> list:
-    name = level_names[cn.level]
+    name = "+".join(level_names[i] for i in cn.levels())
     return [(phase, cn.coll.kind, category or cn.coll.category, operator, cn.transfer_s, cn.bytes, name),
             (phase, "barrier", category or cn.coll.category, operator, cn.barrier_s, 0.0, name)]
 

@@ -14,15 +14,25 @@ from dataclasses import dataclass
 from explorer.cost import collectives as coll
 from explorer.cost.numbers import Numbers
 from explorer.cost.tree import size_function, steps_function
+from explorer.strategy.mesh import top_level
 
 
 @dataclass(frozen=True)
 class CollNumbers:
     coll: coll.Collective
-    level: int          # cluster level index
+    route: tuple        # fan-in per machine level of the group (mesh.group_route)
     bytes: float        # sent per device
-    transfer_s: float   # bytes * g_level
-    barrier_s: float    # latency steps * L_level
+    transfer_s: float   # bytes * g of the group (its levels at once)
+    barrier_s: float    # latency steps * L of the outermost level crossed
+
+    @property
+    def level(self) -> int:
+        """The outermost machine level the group crosses."""
+        return top_level(self.route)
+
+    def levels(self) -> tuple:
+        """The machine levels that carry part of its bytes."""
+        return tuple(i for i, w in enumerate(coll.level_shares(self.coll.kind, self.route)) if w)
 
     @property
     def time_s(self) -> float:
@@ -43,20 +53,21 @@ def context(model, strategy, cluster) -> Numbers:
     return Numbers.of(model, strategy.micro_batch, cluster, strategy.dtype)
 
 
-def _coll(c, level: int, nbytes: float, steps: float, nums: Numbers) -> CollNumbers:
-    return CollNumbers(c, level, nbytes, float(nums.collective_seconds(nbytes, 0.0, level)),
-                       float(nums.collective_seconds(0.0, steps, level)))
+def _coll(c, route: tuple, nbytes: float, steps: float, nums: Numbers, kind: str | None = None) -> CollNumbers:
+    kind = kind or c.kind
+    return CollNumbers(c, route, nbytes, float(nums.collective_seconds(nbytes, 0.0, kind, route)),
+                       float(nums.collective_seconds(0.0, steps, kind, route)))
 
 
 def block_numbers(placed, nums: Numbers) -> tuple:
     """(StepNumbers per operator, parameters per device) of one PlacedBlock, one micro-batch."""
-    values = steps_function(placed.cost)(*nums.block_args(placed.split.degree, placed.level))
+    values = steps_function(placed.cost)(*nums.block_args(placed.split.degree, placed.route))
     steps, k = [], 0
     for step in placed.cost.steps:
         colls = []
         for j, c in enumerate(step.collectives):
             at = k + 3 + 2 * j
-            colls.append(_coll(c, placed.level, float(values[at]), float(values[at + 1]), nums))
+            colls.append(_coll(c, placed.route, float(values[at]), float(values[at + 1]), nums, "all_reduce"))
         steps.append(StepNumbers(step, float(values[k]), float(values[k + 1]), float(values[k + 2]), tuple(colls)))
         k += 3 + 2 * len(step.collectives)
     return tuple(steps), float(values[k])
@@ -67,6 +78,6 @@ def boundary_numbers(boundary, nums: Numbers) -> tuple:
     if not boundary.collectives:
         return ()
     sizes = size_function(tuple(c.size for c in boundary.collectives))(*nums.size_args())
-    return tuple(_coll(c, level, float(coll.bytes_per_device(c.kind, float(size), int(c.n))),
+    return tuple(_coll(c, route, float(coll.bytes_per_device(c.kind, float(size), int(c.n))),
                        float(coll.latency_steps(c.kind, int(c.n))), nums)
-                 for c, level, size in zip(boundary.collectives, boundary.levels, sizes))
+                 for c, route, size in zip(boundary.collectives, boundary.routes, sizes))

@@ -37,7 +37,7 @@ def layer_times(case, cluster: Cluster) -> tuple:
     nums = Numbers.of(case.model, case.strategy.micro_batch, cluster, case.strategy.dtype)
     placed = next(b for b in tree.plan.blocks if b.block.kind == "layer" and b.block.layer == 1)
     kind = next(k for k in tree.kinds if k.cost is placed.cost and k.degree == placed.split.degree)
-    vals = np.asarray(kind.fn(*nums.block_args(kind.degree, kind.level)), dtype=float)
+    vals = np.asarray(kind.fn(*nums.block_args(kind.degree, kind.route)), dtype=float)
     return float(vals[Q["F"]]), float(vals[Q["B"]])
 
 
