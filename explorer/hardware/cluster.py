@@ -11,8 +11,17 @@ from dataclasses import dataclass, field
 
 from explorer.errors import ExplorerError
 
-DTYPES = ("bf16", "fp16", "fp32")
-BYTES_PER_ELEMENT = {"bf16": 2, "fp16": 2, "fp32": 4}
+DTYPES = ("bf16", "fp16", "fp32", "fp8")
+BYTES_PER_ELEMENT = {"bf16": 2, "fp16": 2, "fp32": 4, "fp8": 2}
+"""beta of the cost model: bytes of a parameter, gradient, kept activation and communicated
+element. "fp8" is Transformer Engine's FP8 training: only the GEMMs' operands are cast to FP8
+inside each TE module, while the weights the optimizer updates, the gradients reduced over dp and
+the activations passed between layers, across TP and PP stay BF16 (TE `fp8_autocast` with the
+default recipe; Megatron-Core keeps bf16 params and exchanges bf16 unless --fp8-param-gather,
+NVIDIA/Megatron-LM megatron/training/arguments.py). So beta = 2 for fp8, as for bf16; the
+fp32 master weights and Adam states are the same 12 B/param (explorer.cost.superstep). What
+fp8 changes is the GEMM peak (Device.peak_flops['fp8']) and its achieved fraction
+(Efficiency.gemm_max_fp8). See assets/hardware_sources.md, "FP8 training"."""
 
 
 def _positive(owner: str, name: str, value) -> None:
@@ -93,14 +102,22 @@ class Efficiency:
     hbm: float = 1.0                 # achieved fraction of HBM bandwidth (memory-bound ops)
     kernel_launch_s: float = 0.0     # fixed overhead per kernel
     source: str = ""
+    gemm_max_fp8: float = 0.0        # eta for FP8 GEMMs (dtype 'fp8'); 0 = the same as gemm_max
 
     def __post_init__(self):
         _fraction("efficiency", "gemm_max", self.gemm_max)
+        if self.gemm_max_fp8 != 0:
+            _fraction("efficiency", "gemm_max_fp8", self.gemm_max_fp8)
         _fraction("efficiency", "hbm", self.hbm)
         for name in ("gemm_half_flops", "kernel_launch_s"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
                 raise ExplorerError(f"efficiency field '{name}' must be a non-negative number, got {value!r}")
+
+    def gemm_max_for(self, dtype: str) -> float:
+        """eta for the training dtype: FP8 GEMMs have their own achieved fraction of the FP8 peak
+        (per-tensor amax/scale and cast kernels included: they are not separate terms)."""
+        return self.gemm_max_fp8 if dtype == "fp8" and self.gemm_max_fp8 else self.gemm_max
 
 
 @dataclass(frozen=True)
