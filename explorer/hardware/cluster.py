@@ -14,13 +14,17 @@ from explorer.errors import ExplorerError
 DTYPES = ("bf16", "fp16", "fp32", "fp8")
 BYTES_PER_ELEMENT = {"bf16": 2, "fp16": 2, "fp32": 4, "fp8": 2}
 """beta of the cost model: bytes of a parameter, gradient, kept activation and communicated
-element. "fp8" is Transformer Engine's FP8 training: only the GEMMs' operands are cast to FP8
-inside each TE module, while the weights the optimizer updates, the gradients reduced over dp and
-the activations passed between layers, across TP and PP stay BF16 (TE `fp8_autocast` with the
-default recipe; Megatron-Core keeps bf16 params and exchanges bf16 unless --fp8-param-gather,
-NVIDIA/Megatron-LM megatron/training/arguments.py). So beta = 2 for fp8, as for bf16; the
-fp32 master weights and Adam states are the same 12 B/param (explorer.cost.superstep). What
-fp8 changes is the GEMM peak (Device.peak_flops['fp8']) and its achieved fraction
+element. "fp8" is Transformer Engine's FP8 training: TE casts the operands of each GEMM to FP8
+inside its modules, while the weights the optimizer updates (bf16, fp32 master copy), the
+gradients reduced over dp, the outputs of row-parallel linears (reduce-scatter / all-reduce in the
+activation dtype) and every non-GEMM activation stay bf16 (Megatron-Core exchanges bf16 weights
+unless --fp8-param-gather, NVIDIA/Megatron-LM megatron/training/arguments.py). Two things TE does
+move in FP8: the sequence-parallel all-gather in front of a column-parallel linear gathers the
+already cast FP8 input, and the linear inputs saved for the weight gradient are the FP8 copies
+(NVIDIA/TransformerEngine transformer_engine/pytorch/module/linear.py @ 0004dbd0, _Linear.forward:
+cast_to_fp8 before gather_along_first_dim). With one beta for all of them we take 2 for fp8: an
+upper bound on those all-gathers (half of the SP bytes) and on the saved linear inputs. What fp8
+changes is the GEMM peak (Device.peak_flops['fp8']) and its achieved fraction
 (Efficiency.gemm_max_fp8). See assets/hardware_sources.md, "FP8 training"."""
 
 
