@@ -148,3 +148,22 @@ def test_share_link_keeps_fp8_and_fp32_gradients():
     assert params["gd"] == "fp32" and params["dtype"] == "fp8"
     assert decode(params).strategy == s
     assert "gd" not in encode(model, cluster, Strategy(dp=8, global_batch=8))   # old links unchanged
+
+
+def test_search_in_fp8_returns_fp8_strategies():
+    from explorer.search import search
+    model = load_model("llama3-8b").with_seq_len(2048)
+    result = search(model, load_cluster("dgx-h100"), 16, 64, top=3, refine_top=1, dtype="fp8")
+    assert result.top and all(c.strategy.dtype == "fp8" for c in result.top)
+
+
+def test_app_sidebar_precision_reaches_the_strategy():
+    """AppTest: choosing fp8 in the sidebar on an H100 cluster changes the evaluated strategy."""
+    from tests.app_util import open_page
+    at = open_page("cost")
+    at.session_state["cluster"] = load_cluster("dgx-h100")
+    at.selectbox(key="w_dtype").select("fp8").run()
+    at.selectbox(key="w_grad_dtype").select("fp32").run()
+    assert not at.exception
+    view = at.session_state["last_valid"]
+    assert view.strategy.dtype == "fp8" and view.strategy.grad_dtype == "fp32"
