@@ -167,3 +167,19 @@ def test_app_sidebar_precision_reaches_the_strategy():
     assert not at.exception
     view = at.session_state["last_valid"]
     assert view.strategy.dtype == "fp8" and view.strategy.grad_dtype == "fp32"
+
+
+def test_megatron_export_of_fp8_and_fp32_gradients_round_trips():
+    """Megatron-LM spells FP8 as --bf16 --fp8-format hybrid and fp32 gradients as
+    --accumulate-allreduce-grads-in-fp32 (megatron/training/arguments.py)."""
+    from explorer.codegen import export
+    from explorer.codegen.megatron import parse_megatron_args
+    model = load_model("llama3-8b")
+    s = Strategy(dp=8, global_batch=64, zero=1, dtype="fp8", grad_dtype="fp32")
+    cluster = load_cluster("dgx-h100")
+    text = export("megatron", model, s, cluster)
+    assert "--fp8-format hybrid" in text and "--bf16" in text and "--accumulate-allreduce-grads-in-fp32" in text
+    fields, back = parse_megatron_args(text)
+    assert back.dtype == "fp8" and back.grad_dtype == "fp32"
+    with pytest.raises(ExplorerError, match="fp8"):
+        export("deepspeed", model, s, cluster)
