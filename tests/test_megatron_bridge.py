@@ -92,11 +92,15 @@ def test_fit_moves_only_the_fp8_constant_and_reports_both_subsets(bridge):
         assert best <= _mean_error(fitted_rows, cluster, other) + 1e-9
 
 
-@pytest.mark.xfail(reason="needs FlashAttention (issue 10, another branch): without it the s^2 softmax of "
-                          "s=8192 is charged as memory-bound kernels and the fit of gemm_max_fp8 reaches its "
-                          "bound; re-run benchmarks/fit_megatron_bridge.py after that merge", strict=False)
+HAS_FLASH_ATTENTION = "attention" in __import__("explorer.model.spec", fromlist=["ModelSpec"]).ModelSpec.__dataclass_fields__
+
+
+@pytest.mark.skipif(not HAS_FLASH_ATTENTION,
+                    reason="needs FlashAttention (issue 10, branch cpfa): the presets' gemm_max_fp8 were fitted with "
+                           "it; without it the s^2 softmax of s=8192 is charged as memory-bound kernels")
 def test_megatron_bridge_targets_per_system(bridge):
-    """Issue 11: mean |error| <= 10 %, max <= 20 % per system."""
+    """Issue 11: mean |error| <= 10 %, max <= 20 % per system, with the constants fitted on the 25.09 rows
+    (benchmarks/fit_megatron_bridge.py) -- fitted and held-out rows both."""
     summary = summarize(validate(bridge[0], None))
     for group in ("megatron_bridge_h100", "megatron_bridge_b200", "megatron_bridge_gb200"):
         assert summary[group]["mean_abs_error"] <= 0.10, (group, summary[group])
