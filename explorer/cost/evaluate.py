@@ -123,7 +123,7 @@ def _core(tree: CostTree, model: ModelSpec, strategies: list, cluster: Cluster) 
     scalars = {m: M, v: first.chunks, p: first.pp, d: np.array([s.dp for s in strategies], dtype=float),
                beta: hw["beta"], W_hbm: hw["W"], K_opt: optimizer_update_bytes(hw["beta"])}
     sup = variant(first.schedule, first.zero, first.overlap_dp, optimizer_state_bytes(hw["beta"]),
-                  GRAD_BYTES.get(first.grad_dtype))(stage, scalars)
+                  grad_bytes=GRAD_BYTES.get(first.grad_dtype))(stage, scalars)
     shape = per_stage[:, 0].shape
     sup = {k: (x if np.shape(x) == (shape if k in _PER_STAGE else (C,)) else
                np.broadcast_to(x, shape if k in _PER_STAGE else (C,))) for k, x in sup.items()}

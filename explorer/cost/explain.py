@@ -159,7 +159,7 @@ def explain(model, strategy, cluster, gpus=None, result: Result | None = None) -
     shown[Psi_r] = np.array([PSI if i == j else e for i, e in enumerate(stage[Psi_r])], dtype=object)
     dtype_bytes = hardware_numbers(cluster, strategy.dtype)["beta"]
     var = variant(strategy.schedule, strategy.zero, strategy.overlap_dp, optimizer_state_bytes(dtype_bytes),
-                  GRAD_BYTES.get(strategy.grad_dtype))
+                  grad_bytes=GRAD_BYTES.get(strategy.grad_dtype))
     critical, last = var.terms["critical_stage"].expr, var.terms["sync_stage"].expr
     at = {critical: k, last: j}
     constants = {K_opt: sp.Integer(optimizer_update_bytes(dtype_bytes))}

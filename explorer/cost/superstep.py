@@ -59,7 +59,7 @@ def optimizer_state_bytes(dtype_bytes: int) -> int:
     return 12 if dtype_bytes == 2 else 8
 
 
-def dp_sync(zero: int, grad_bytes=None) -> sp.Expr:
+def dp_sync(zero: int, *, grad_bytes=None) -> sp.Expr:
     """Gradient synchronisation of stage r over d replicas per iteration, plus GS_r (the
     all-reduce of batch-split layers' gradients inside their operator group).
 
@@ -90,7 +90,7 @@ def dp_sync(zero: int, grad_bytes=None) -> sp.Expr:
     return coll.time("all_reduce", beta * Psi_r, d, g_r, L_r) + GS_r
 
 
-def dp_bytes(zero: int, grad_bytes=None) -> sp.Expr:
+def dp_bytes(zero: int, *, grad_bytes=None) -> sp.Expr:
     """Bytes of dp_sync per device (nccl_busbw factors)."""
     if grad_bytes is not None:
         rs = coll.bytes_per_device("reduce_scatter", grad_bytes * Psi_r, d)
@@ -123,7 +123,7 @@ def optimizer_step(zero: int) -> sp.Expr:
     return K_opt * Psi_r / ((d if zero >= 1 else 1) * W_hbm)
 
 
-def model_states(zero: int, k_states: int, grad_bytes=None) -> dict:
+def model_states(zero: int, k_states: int, *, grad_bytes=None) -> dict:
     """Bytes of parameters, gradients, optimizer states per device on stage r.
 
     Rajbhandari et al. SC'20 Sec 5 (published.json zero_model_state_formulas): baseline
@@ -136,12 +136,12 @@ def model_states(zero: int, k_states: int, grad_bytes=None) -> dict:
             "optimizer": k_states * Psi_r / (d if zero >= 1 else 1)}
 
 
-def terms(schedule: str, zero: int, overlap: bool, k_states: int, grad_bytes=None) -> dict:
+def terms(schedule: str, zero: int, overlap: bool, k_states: int, *, grad_bytes=None) -> dict:
     """name -> Term: the super-step of one (schedule, ZeRO stage, overlap, optimizer states,
     gradient bytes: None = beta, or 4 for fp32 gradients)."""
     sched = schedule_of(schedule)
     grad_bytes = None if grad_bytes is None else sp.Integer(grad_bytes)
-    sync = dp_sync(zero, grad_bytes)
+    sync = dp_sync(zero, grad_bytes=grad_bytes)
     exposed = sp.Max(0, sync - sched.overlap_window) if overlap else sync
     after = exposed + zero_gathers(zero) + optimizer_step(zero)
     critical = StageArgMax(F_r + B_r)
@@ -157,7 +157,7 @@ def terms(schedule: str, zero: int, overlap: bool, k_states: int, grad_bytes=Non
     add("dp_sync", "dp_comm", "Rajbhandari et al. SC'20 Sec 7; nccl_busbw, mpich_alpha_beta", sync, True)
     add("dp_exposed", "dp_comm", "overlap window: " + sched.name, exposed, True)
     add("zero_gather", "zero_comm", "Rajbhandari et al. SC'20 Sec 7-B", zero_gathers(zero), True)
-    add("dp_bytes", "dp_comm", "nccl_busbw", dp_bytes(zero, grad_bytes), True)
+    add("dp_bytes", "dp_comm", "nccl_busbw", dp_bytes(zero, grad_bytes=grad_bytes), True)
     pass_bytes = coll.bytes_per_device("all_gather", beta * Psi_r, d) if zero >= 3 else sp.Integer(0)
     add("zero_gather_pass", "zero_comm", "Rajbhandari et al. SC'20 Sec 7-B", zero_gather_pass(zero), True)
     add("zero_bytes_pass", "zero_comm", "Rajbhandari et al. SC'20 Sec 7-B", pass_bytes, True)
@@ -166,7 +166,7 @@ def terms(schedule: str, zero: int, overlap: bool, k_states: int, grad_bytes=Non
     add("after", "", "what follows the pipeline on stage r", after, True)
     add("critical_stage", "", "the most loaded stage", critical)
     add("sync_stage", "", "the stage whose synchronisation ends last", last)
-    for part, expr in model_states(zero, k_states, grad_bytes).items():
+    for part, expr in model_states(zero, k_states, grad_bytes=grad_bytes).items():
         add(f"memory_{part}", "", "Rajbhandari et al. SC'20 Sec 5", expr, True)
     add("memory_activations", "", sched.source + " (micro-batches in flight)", sched.in_flight * A_r, True)
     add("memory_total", "", "model states + activations in flight",
@@ -217,7 +217,7 @@ AGGREGATE_SYMBOLS = tuple(AGGREGATES)
 
 @lru_cache(maxsize=256)
 def _compiled(key: tuple, names: tuple):
-    t = terms(*key)
+    t = _terms_of(key)
     return _compile_all(tuple(_with_aggregates([t[n].expr for n in names])))
 
 
@@ -230,7 +230,7 @@ def _compile_all(exprs: tuple):
 
 @lru_cache(maxsize=256)
 def _lean(key: tuple, names: tuple) -> tuple:
-    t = terms(*key)
+    t = _terms_of(key)
     return _compile_lean(tuple(_with_aggregates([t[n].expr for n in names])))
 
 
@@ -250,10 +250,16 @@ def _with_aggregates(exprs: list) -> list:
 
 
 @lru_cache(maxsize=64)
-def variant(schedule: str, zero: int, overlap: bool, k_states: int, grad_bytes=None) -> Variant:
+def variant(schedule: str, zero: int, overlap: bool, k_states: int, *, grad_bytes=None) -> Variant:
     """grad_bytes: None (gradients at beta, the default) or 4 (fp32 gradients, Strategy.grad_dtype)."""
-    key = (schedule, zero, bool(overlap), k_states) + (() if grad_bytes is None else (grad_bytes,))
-    return Variant(key, terms(*key))
+    key = (schedule, zero, bool(overlap), k_states) + (() if grad_bytes is None else (("grad_bytes", grad_bytes),))
+    return Variant(key, _terms_of(key))
+
+
+def _terms_of(key: tuple) -> dict:
+    """terms() of a variant key: positional entries, then ("grad_bytes", n) if the gradients are not beta."""
+    options = dict(k for k in key if isinstance(k, tuple))
+    return terms(*(k for k in key if not isinstance(k, tuple)), **options)
 
 
 @lru_cache(maxsize=64)
