@@ -52,7 +52,7 @@ def _run(model, cluster) -> None:
     try:
         result = search(model, cluster, int(ss[W_GPUS]), int(ss[W_BATCH]), cap, int(ss[W_TOP]),
                         progress=lambda fraction, message: bar.progress(min(1.0, fraction), text=message),
-                        framework=ss[W_FRAMEWORK])
+                        framework=ss[W_FRAMEWORK], dtype=ss.get(S.W_DTYPE, "bf16"))
     except ExplorerError as err:
         bar.empty()
         st.error(plain(err))
@@ -73,7 +73,8 @@ show_errors(None, flag_memory=False)  # one-off notices (e.g. a lesson's example
 st.title("Search for a strategy")
 st.caption(f"{plain(model.name)} on {plain(cluster.name)}: every global choice (d, t, p, b, schedule, ZeRO, recompute, "
            "sequence parallelism, overlap) evaluated in bulk; the fastest refined by dynamic programming "
-           "over per-layer splits and the layer→stage partition.")
+           f"over per-layer splits and the layer→stage partition. Precision: {ss.get(S.W_DTYPE, 'bf16')} "
+           "(the sidebar's).")
 cols = st.columns(4)
 cols[0].number_input("GPUs N", min_value=1, max_value=MAX_DEVICES, step=1, key=W_GPUS)
 cols[1].number_input("Global batch B", min_value=1, max_value=10 ** 6, step=1, key=W_BATCH)

@@ -14,7 +14,7 @@ from app_pages import state as S
 from app_pages.classroom import param as classroom_param
 
 KNOWN = ("model", "model_spec", "cluster", "cluster_spec", "strategy_spec", "dp", "tp", "pp", "b", "B",
-         "sched", "v", "zero", "rc", "sp", "ov", "sg", "dtype", "splits", "stages")
+         "sched", "v", "zero", "rc", "sp", "ov", "sg", "dtype", "gd", "splits", "stages")
 
 
 def read_once() -> None:

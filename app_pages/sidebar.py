@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from explorer.facade import RECOMPUTE, SCHEDULES, schedule_is_chunked
+from explorer.facade import DTYPES, GRAD_DTYPES, RECOMPUTE, SCHEDULES, schedule_is_chunked
 
 from app_pages import state as S
 from app_pages.text import plain
@@ -61,6 +61,13 @@ def draw() -> None:
     right.selectbox("Recompute", RECOMPUTE, key=S.W_RECOMPUTE)
     bar.toggle("Sequence parallelism", key=S.W_SP)
     bar.toggle("Overlap DP sync with backward", key=S.W_OVERLAP)
+    left, right = bar.columns(2)
+    left.selectbox("Precision", DTYPES, key=S.W_DTYPE,
+                   help="fp8: Transformer Engine FP8 GEMMs at the device's FP8 peak; weights, gradients and "
+                        "activations stay bf16, fp32 master weights and Adam states")
+    right.selectbox("Gradients", GRAD_DTYPES, key=S.W_GRAD_DTYPE,
+                    help="model: reduced in the training dtype; fp32: Megatron-LM's fp32 gradient accumulation and "
+                         "all-reduce (4 B/param, twice the dp bytes). ZeRO 1 + fp32 = Megatron's distributed optimizer")
 
 
 def draw_summary() -> None:

@@ -87,3 +87,9 @@ __all__ += ["CONFIG_SUFFIX", "CONFIG_FRAMEWORKS", "CONFIG_TITLES", "framework_co
 from explorer.limits import MAX_DEVICES                                                  # noqa: E402
 
 __all__ += ["MAX_DEVICES"]
+# ---- FP8, fp32 gradients, validation groups (issue 11 / issue 10 E7) -------------------------
+from explorer.strategy.strategy import DTYPES, GRAD_DTYPES                              # noqa: E402
+from explorer.validation import GROUPS as VALIDATION_GROUPS                             # noqa: E402
+from explorer.validation import load_all_cases, load_megatron_bridge                    # noqa: E402
+
+__all__ += ["DTYPES", "GRAD_DTYPES", "VALIDATION_GROUPS", "load_all_cases", "load_megatron_bridge"]

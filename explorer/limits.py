@@ -157,6 +157,8 @@ def check_cluster(cluster) -> None:
     _bound("efficiency: kernel_launch_s", eff.kernel_launch_s, "kernel_launch_s")
     _bound("efficiency: gemm_half_flops", eff.gemm_half_flops, "gemm_half_flops")
     _bound("efficiency: gemm_max", eff.gemm_max, "gemm_max")
+    if eff.gemm_max_fp8:
+        _bound("efficiency: gemm_max_fp8", eff.gemm_max_fp8, "gemm_max")
     _bound("efficiency: hbm", eff.hbm, "hbm")
 
 

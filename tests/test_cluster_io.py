@@ -112,7 +112,7 @@ def test_unknown_preset_names_close_matches():
     (lambda d: d["levels"][0].update(fanout=2.5), r"levels\[0\]: field 'fanout' must be a positive integer"),
     (lambda d: d["levels"][0].update(latency_us=-1), r"levels\[0\]: field 'latency_us' must be a non-negative"),
     (lambda d: d["device"].update(memory_gib="64"), "device: field 'memory_gib' must be a positive number"),
-    (lambda d: d["device"]["peak_tflops"].update(fp8=1000), "dtype 'fp8' is unknown"),
+    (lambda d: d["device"]["peak_tflops"].update(fp4=1000), "dtype 'fp4' is unknown"),
     (lambda d: d["device"]["peak_tflops"].update(bf16=0), "peak_tflops: field 'bf16' must be a positive number"),
     (lambda d: d.pop("device"), "missing field 'device'"),
     (lambda d: d.update(levels=[]), "at least one level"),

@@ -13,9 +13,18 @@ def test_validation_page_shows_cases_and_parity_plot():
     metrics = {m.label: m.value for m in at.metric}
     assert any("megatron_table1" in label for label in metrics)
     table = at.dataframe[0].value
-    assert len(table) == 20 and table["source"].str.contains("Table").all()
+    a100 = table[~table["case"].str.startswith("mb_")]
+    assert len(a100) == 20 and a100["source"].str.contains("Table").all()
+    bridge = table[table["case"].str.startswith("mb_")]             # Megatron-Bridge group (issue 11)
+    assert len(bridge) >= 15 and bridge["source"].str.contains("Megatron-Bridge").all()
+    assert set(bridge["fit"]) == {"fitted", "held out"}
+    assert any("megatron_bridge_gb200" in label for label in metrics)
+    skipped = at.dataframe[1].value
+    assert skipped["why"].str.contains("expert parallelism").any()
     charts = at.get("plotly_chart")
     assert charts, "the parity plot is drawn"
     spec = json.loads(charts[0].proto.spec)
     names = {trace.get("name") for trace in spec["data"]}
     assert {"megatron_table1", "korthikanti_table4", "predicted = published"} <= names
+    bridge_spec = json.loads(charts[1].proto.spec)
+    assert "TFLOP/s" in bridge_spec["layout"]["xaxis"]["title"]["text"]

@@ -56,11 +56,23 @@ def test_one_set_of_constants_per_hardware(rows):
 
 
 def test_validate_command_json():
-    out = subprocess.run([sys.executable, "-m", "explorer", "validate", "--json"], cwd=ROOT,
-                         capture_output=True, text=True, check=True)
+    out = subprocess.run([sys.executable, "-m", "explorer", "validate", "--json", "--group", "megatron_table1",
+                          "--group", "korthikanti_table4"], cwd=ROOT, capture_output=True, text=True, check=True)
     data = json.loads(out.stdout)
     assert set(data["summary"]) == {"megatron_table1", "korthikanti_table4"}
     assert all({"predicted", "expected", "relative_error", "source", "assumptions"} <= set(c) for c in data["cases"])
+
+
+def test_validate_command_every_group_by_default():
+    """Without --group: the A100 groups and the Megatron-Bridge group, one summary per system, with the
+    fitted / held-out split and the rows skipped (issue 11)."""
+    out = subprocess.run([sys.executable, "-m", "explorer", "validate", "--json"], cwd=ROOT,
+                         capture_output=True, text=True, check=True)
+    data = json.loads(out.stdout)
+    assert set(data["summary"]) == {"megatron_table1", "korthikanti_table4", "megatron_bridge_h100",
+                                    "megatron_bridge_b200", "megatron_bridge_gb200"}
+    assert {"fitted", "held out"} <= set(data["summary"]["megatron_bridge_gb200"])
+    assert any("context parallelism" in s["reason"] for s in data["skipped"])
 
 
 def test_malformed_cases_file_is_refused(tmp_path):

@@ -22,6 +22,8 @@ def parity_figure(rows) -> go.Figure:
     for factor, label in ((1.1, "+10%"), (0.9, "-10%")):
         fig.add_trace(go.Scatter(x=[low, high], y=[low * factor, high * factor], mode="lines", name=label,
                                  line=dict(dash="dot", color="lightgray"), showlegend=False))
-    fig.update_layout(xaxis=dict(type="log", title="published (s)"), yaxis=dict(type="log", title="predicted (s)"),
+    unit = "model TFLOP/s per GPU" if rows and all(r.metric == "model_tflops_per_gpu" for r in rows) else "s"
+    fig.update_layout(xaxis=dict(type="log", title=f"published ({unit})"),
+                      yaxis=dict(type="log", title=f"predicted ({unit})"),
                       height=520, margin=dict(l=40, r=20, t=30, b=40))
     return fig

@@ -6,7 +6,7 @@ import argparse
 from explorer.io.clusters import load_cluster
 from explorer.errors import ExplorerError
 from explorer.io.models import load_model
-from explorer.strategy.strategy import RECOMPUTE, SCHEDULES, Strategy
+from explorer.strategy.strategy import DTYPES, GRAD_DTYPES, RECOMPUTE, SCHEDULES, Strategy
 from explorer.io.strategies import load_strategy
 from explorer.schedules import chunked
 
@@ -29,13 +29,20 @@ def add_strategy_flags(cmd: argparse.ArgumentParser, extra_schedules: tuple = ()
     cmd.add_argument("--global-batch", type=int, help="global batch size B (sequences)")
     cmd.add_argument("--schedule", choices=tuple(SCHEDULES) + tuple(extra_schedules))
     cmd.add_argument("--chunks", type=int, help="interleaved model chunks per stage v")
-    cmd.add_argument("--zero", type=int, choices=(0, 1, 2, 3))
+    cmd.add_argument("--zero", type=int, choices=(0, 1, 2, 3),
+                     help="ZeRO stage; --zero 1 --grad-dtype fp32 is Megatron's distributed optimizer "
+                          "(optimizer states sharded over dp, fp32 main grads reduce-scattered)")
     cmd.add_argument("--recompute", choices=RECOMPUTE)
     cmd.add_argument("--sequence-parallel", action="store_true", default=None)
     cmd.add_argument("--overlap-dp", action="store_true", default=None,
                      help="overlap gradient synchronisation with the last backward")
     cmd.add_argument("--seq-len", type=int, help="override the model's sequence length")
-    cmd.add_argument("--dtype", choices=("bf16", "fp16", "fp32"))
+    cmd.add_argument("--dtype", choices=DTYPES,
+                     help="training dtype; fp8 = Transformer Engine FP8 GEMMs with bf16 weights, "
+                          "gradients and activations, fp32 master weights and Adam states")
+    cmd.add_argument("--grad-dtype", choices=GRAD_DTYPES,
+                     help="gradient accumulation/all-reduce dtype: model (default) or fp32 "
+                          "(Megatron-LM --accumulate-allreduce-grads-in-fp32: 4 B gradients, twice the dp bytes)")
     cmd.add_argument("--strategy", help="strategy JSON file; flags given on the line override it")
     cmd.add_argument("--json", action="store_true", help="print one JSON object")
 
@@ -43,7 +50,7 @@ def add_strategy_flags(cmd: argparse.ArgumentParser, extra_schedules: tuple = ()
 FLAG_FIELDS = {"tp": "tp", "pp": "pp", "dp": "dp", "micro_batch": "micro_batch",
                "global_batch": "global_batch", "schedule": "schedule", "chunks": "chunks",
                "zero": "zero", "recompute": "recompute", "sequence_parallel": "sequence_parallel",
-               "overlap_dp": "overlap_dp", "dtype": "dtype"}
+               "overlap_dp": "overlap_dp", "dtype": "dtype", "grad_dtype": "grad_dtype"}
 
 
 def model_and_cluster(args) -> tuple:

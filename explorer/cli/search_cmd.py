@@ -9,6 +9,7 @@ from explorer.search import search
 from explorer.search.report import search_dict, search_text
 from explorer.limits import check_count
 from explorer.cli.args import model_and_cluster
+from explorer.strategy.strategy import DTYPES
 from explorer.cli.output import dumps
 
 
@@ -23,6 +24,8 @@ def register(sub) -> None:
     cmd.add_argument("--seq-len", type=int, help="override the model's sequence length")
     cmd.add_argument("--framework", choices=("megatron", "deepspeed", "torchtitan", "mindspore"),
                      help="keep only strategies this framework can express (its config exporter's rules)")
+    cmd.add_argument("--dtype", choices=DTYPES, default="bf16",
+                     help="training dtype (default bf16); fp8 = Transformer Engine FP8 GEMMs")
     cmd.add_argument("--json", action="store_true", help="print one JSON object")
     cmd.set_defaults(run=run)
 
@@ -52,7 +55,7 @@ def run(args) -> int:
     check_count("--gpus", args.gpus, "MAX_DEVICES")
     check_count("--global-batch", args.global_batch, "MAX_GLOBAL_BATCH")
     result = search(model, cluster, args.gpus, args.global_batch, cap, args.top, progress=StderrProgress(),
-                    framework=args.framework)
+                    framework=args.framework, dtype=args.dtype)
     if args.json:
         print(dumps(search_dict(result, model, cluster, args.gpus, args.global_batch)))
     else:

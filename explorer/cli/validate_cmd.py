@@ -1,38 +1,62 @@
-"""python -m explorer validate [--cases FILE] [--cluster C] [--json]"""
+"""python -m explorer validate [--group G ...] [--cases FILE] [--cluster C] [--json]"""
 from __future__ import annotations
 
 from explorer.cli.output import dumps
 from explorer.io.clusters import load_cluster
-from explorer.validation import TARGETS, load_cases, summarize, validate
+from explorer.validation import GROUPS, TARGETS, load_all_cases, load_cases, load_megatron_bridge, summarize, validate
 
 
 def register(sub) -> None:
     cmd = sub.add_parser("validate", help="predict published runs and compare")
+    cmd.add_argument("--group", action="append", choices=GROUPS,
+                     help="validation group (repeatable; default: all). megatron_bridge = the Megatron-Bridge "
+                          "2025-26 runs on DGX H100, DGX B200 and GB200 NVL72, each on its own preset")
     cmd.add_argument("--cases", help="published.json-style file (default: assets/validation/published.json)")
-    cmd.add_argument("--cluster", default="dgx-a100-80gb", help="cluster the runs used (default dgx-a100-80gb)")
+    cmd.add_argument("--cluster", default="dgx-a100-80gb",
+                     help="cluster of the cases that name none (default dgx-a100-80gb, the A100 groups)")
     cmd.add_argument("--json", action="store_true")
     cmd.set_defaults(run=run)
 
 
 def run(args) -> int:
     cluster = load_cluster(args.cluster)
-    rows = validate(load_cases(args.cases), cluster)
+    if args.cases:
+        cases = load_cases(args.cases)
+    else:
+        cases = load_all_cases(args.group)
+    skipped = load_megatron_bridge()[1] if not args.cases and "megatron_bridge" in (args.group or GROUPS) else []
+    rows = validate(cases, cluster)
     summary = summarize(rows)
     if args.json:
         print(dumps({"cases": [dict(id=r.id, group=r.group, source=r.source, metric=r.metric,
                                          predicted=r.predicted, expected=r.expected,
-                                         relative_error=r.relative_error, assumptions=r.assumptions)
-                                    for r in rows], "summary": summary}))
+                                         relative_error=r.relative_error, assumptions=r.assumptions,
+                                         **({"subset": r.subset} if r.subset else {}))
+                                    for r in rows], "summary": summary,
+                     **({"skipped": [dict(id=i, system=s, reason=why) for i, s, why in skipped]} if skipped else {})}))
         return 0
     print(f"{'case':<52}{'predicted':>11}{'published':>11}{'error':>8}")
     for r in rows:
-        print(f"{r.id:<52}{r.predicted:>11.4g}{r.expected:>11.4g}{100 * r.relative_error:>7.1f}%")
+        print(f"{r.id:<52}{r.predicted:>11.4g}{r.expected:>11.4g}{100 * r.relative_error:>7.1f}%"
+              f"{'  ' + r.subset if r.subset else ''}")
     print()
     for group, s in summary.items():
         mean_t, max_t = TARGETS.get(group, (None, None))
         target = f"  (targets: mean <= {100 * mean_t:.0f}%, max <= {100 * max_t:.0f}%)" if mean_t else ""
         print(f"{group}: {s['cases']} cases, mean |error| {100 * s['mean_abs_error']:.1f}%, "
               f"max {100 * s['max_abs_error']:.1f}%{target}")
+        for subset in ("fitted", "held out"):
+            if subset in s:
+                part = s[subset]
+                print(f"  {subset}: {part['cases']} cases, mean |error| {100 * part['mean_abs_error']:.1f}%, "
+                      f"max {100 * part['max_abs_error']:.1f}%")
+    if skipped:
+        print(f"\nskipped Megatron-Bridge rows ({len(skipped)}; the model cannot express them today):")
+        reasons = {}
+        for _, system, why in skipped:
+            reasons[(system, why)] = reasons.get((system, why), 0) + 1
+        for (system, why), count in sorted(reasons.items()):
+            print(f"  {system}: {count} x {why}")
     print("\nassumptions:")
     for assumption in sorted({(r.group, r.assumptions) for r in rows}):
         print(f"  {assumption[0]}: {assumption[1]}")

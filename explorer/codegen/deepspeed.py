@@ -43,6 +43,9 @@ def deepspeed_config(model, strategy) -> dict:
                            "PipelineModule partitions by 'uniform', 'parameters' or 'type:regex', not by a list")
     if s.recompute == "selective":
         raise refuse(NAME, "selective recomputation: its activation checkpointing recomputes whole layers")
+    if s.dtype == "fp8":
+        raise refuse(NAME, "fp8: its configuration has no FP8 training switch (Transformer Engine FP8 is set in "
+                           "the model code)")
     check_rank_order(NAME, s)
     config = {
         "train_batch_size": s.global_batch,

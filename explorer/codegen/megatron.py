@@ -78,8 +78,12 @@ def megatron_args(model, strategy) -> str:
     if s.overlap_dp:
         out.append(("--overlap-grad-reduce",))
     out += [("--micro-batch-size", s.micro_batch), ("--global-batch-size", s.global_batch)]
-    if s.dtype != "fp32":
+    if s.dtype == "fp8":              # Transformer Engine FP8 on top of bf16 (Megatron-LM --fp8-format)
+        out += [("--bf16",), ("--fp8-format", "hybrid")]
+    elif s.dtype != "fp32":
         out.append((f"--{s.dtype}",))
+    if s.grad_dtype == "fp32":
+        out.append(("--accumulate-allreduce-grads-in-fp32",))
     out += [("--num-layers", model.layers), ("--hidden-size", model.hidden),
             ("--num-attention-heads", model.heads), ("--ffn-hidden-size", model.ffn_hidden),
             ("--seq-length", model.seq_len), ("--max-position-embeddings", model.seq_len)]
@@ -107,10 +111,10 @@ def _parser() -> _Parser:
                  "--hidden-size", "--num-attention-heads", "--ffn-hidden-size", "--seq-length",
                  "--max-position-embeddings", "--num-query-groups"):
         p.add_argument(flag, type=int)
-    for flag in ("--recompute-granularity", "--recompute-method", "--normalization"):
+    for flag in ("--recompute-granularity", "--recompute-method", "--normalization", "--fp8-format"):
         p.add_argument(flag)
     for flag in ("--sequence-parallel", "--use-distributed-optimizer", "--overlap-grad-reduce", "--bf16",
-                 "--fp16", "--group-query-attention", "--swiglu"):
+                 "--fp16", "--group-query-attention", "--swiglu", "--accumulate-allreduce-grads-in-fp32"):
         p.add_argument(flag, action="store_true")
     return p
 
@@ -151,7 +155,8 @@ def parse_megatron_args(text: str, world_size: int | None = None) -> tuple:
     fields = {"dp": world_size // (tp * pp), "tp": tp, "pp": pp, "micro_batch": args.micro_batch_size,
               "global_batch": args.global_batch_size, "sequence_parallel": args.sequence_parallel,
               "zero": 1 if args.use_distributed_optimizer else 0, "overlap_dp": args.overlap_grad_reduce,
-              "dtype": "bf16" if args.bf16 else ("fp16" if args.fp16 else "fp32"),
+              "dtype": "fp8" if args.fp8_format else ("bf16" if args.bf16 else ("fp16" if args.fp16 else "fp32")),
+              "grad_dtype": "fp32" if args.accumulate_allreduce_grads_in_fp32 else "model",
               "recompute": args.recompute_granularity or "none"}
     if args.num_layers_per_virtual_pipeline_stage:
         per_stage, rest = divmod(args.num_layers, pp)

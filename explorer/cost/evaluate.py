@@ -25,6 +25,7 @@ from explorer.model.spec import ModelSpec
 from explorer.strategy import rules
 from explorer.strategy.mesh import group_route, top_level
 from explorer.strategy.strategy import Strategy
+from explorer.strategy.strategy import GRAD_BYTES
 from explorer.symbols import B_r, F_r, K_opt, L_r, W_hbm, beta, d, g_r, m, p, r, v
 
 
@@ -81,7 +82,7 @@ def evaluate_batch(model: ModelSpec, strategies, cluster: Cluster, gpus: int | N
     groups = {}
     for i, s in enumerate(strategies):
         rules.check(model, s, gpus, cluster)
-        groups.setdefault((structure_key(model, s, cluster), s.zero, s.overlap_dp), []).append(i)
+        groups.setdefault((structure_key(model, s, cluster), s.zero, s.overlap_dp, s.grad_dtype), []).append(i)
     for idx in groups.values():
         members = [strategies[i] for i in idx]
         core = _core(cost_tree(model, members[0], cluster), model, members, cluster)
@@ -131,7 +132,8 @@ def _core(tree: CostTree, model: ModelSpec, strategies: list, cluster: Cluster) 
     stage[r] = np.arange(tree.plan.stages, dtype=float)[:, None]
     scalars = {m: M, v: first.chunks, p: first.pp, d: np.array([s.dp for s in strategies], dtype=float),
                beta: hw["beta"], W_hbm: hw["W"], K_opt: optimizer_update_bytes(hw["beta"])}
-    sup = variant(first.schedule, first.zero, first.overlap_dp, optimizer_state_bytes(hw["beta"]))(stage, scalars)
+    sup = variant(first.schedule, first.zero, first.overlap_dp, optimizer_state_bytes(hw["beta"]),
+                  grad_bytes=GRAD_BYTES.get(first.grad_dtype))(stage, scalars)
     shape = per_stage[:, 0].shape
     sup = {k: (x if np.shape(x) == (shape if k in _PER_STAGE else (C,)) else
                np.broadcast_to(x, shape if k in _PER_STAGE else (C,))) for k, x in sup.items()}

@@ -19,6 +19,7 @@ import sympy as sp
 from explorer.cost import collectives as coll
 from explorer.cost.evaluate import Result, evaluate, stage_dp_routes
 from explorer.cost.numbers import hardware_numbers
+from explorer.strategy.strategy import GRAD_BYTES
 from explorer.cost.superstep import CATEGORIES, optimizer_state_bytes, optimizer_update_bytes, variant
 from explorer.cost.tree import Q, cost_tree, stage_inputs
 from explorer.schedules import get as schedule_of
@@ -157,7 +158,8 @@ def explain(model, strategy, cluster, gpus=None, result: Result | None = None) -
     shown = dict(stage)
     shown[Psi_r] = np.array([PSI if i == j else e for i, e in enumerate(stage[Psi_r])], dtype=object)
     dtype_bytes = hardware_numbers(cluster, strategy.dtype)["beta"]
-    var = variant(strategy.schedule, strategy.zero, strategy.overlap_dp, optimizer_state_bytes(dtype_bytes))
+    var = variant(strategy.schedule, strategy.zero, strategy.overlap_dp, optimizer_state_bytes(dtype_bytes),
+                  grad_bytes=GRAD_BYTES.get(strategy.grad_dtype))
     critical, last = var.terms["critical_stage"].expr, var.terms["sync_stage"].expr
     at = {critical: k, last: j}
     constants = {K_opt: sp.Integer(optimizer_update_bytes(dtype_bytes))}

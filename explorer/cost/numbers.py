@@ -17,7 +17,7 @@ from explorer.hardware.cluster import BYTES_PER_ELEMENT
 
 def hardware_numbers(cluster, dtype: str) -> dict:
     eff = cluster.efficiency
-    return {"F": cluster.device.flops(dtype), "eta": eff.gemm_max, "phi": eff.gemm_half_flops,
+    return {"F": cluster.device.flops(dtype), "eta": eff.gemm_max_for(dtype), "phi": eff.gemm_half_flops,
             "W": cluster.device.hbm_bandwidth_bytes_per_s * eff.hbm, "tau": eff.kernel_launch_s,
             "beta": BYTES_PER_ELEMENT[dtype],
             "g": [lv.seconds_per_byte for lv in cluster.levels],

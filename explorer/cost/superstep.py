@@ -59,7 +59,7 @@ def optimizer_state_bytes(dtype_bytes: int) -> int:
     return 12 if dtype_bytes == 2 else 8
 
 
-def dp_sync(zero: int) -> sp.Expr:
+def dp_sync(zero: int, *, grad_bytes=None) -> sp.Expr:
     """Gradient synchronisation of stage r over d replicas per iteration, plus GS_r (the
     all-reduce of batch-split layers' gradients inside their operator group).
 
@@ -69,7 +69,19 @@ def dp_sync(zero: int) -> sp.Expr:
     with m micro-batches the gradients are reduce-scattered after every backward (DeepSpeed's
     stage-2/3 behaviour, deepspeedai/DeepSpeed#2252): m reduce-scatters, then ZeRO-2's one
     all-gather of the parameters -- (m+1)(d-1)/d beta Psi -- and ZeRO-3's parameter gathers in
-    zero_comm -- 3m(d-1)/d beta Psi in all (fidelity issue, E2)."""
+    zero_comm -- 3m(d-1)/d beta Psi in all (fidelity issue, E2).
+
+    `grad_bytes` (fidelity issue, E7): bytes of a reduced gradient element when they differ
+    from beta -- 4 with fp32 gradients (Megatron-LM --accumulate-allreduce-grads-in-fp32): the
+    gradients move at 4 B, the parameters ZeRO-1/2 gather back at beta (Megatron's distributed
+    optimizer: reduce-scatter of fp32 main grads, all-gather of bf16 params,
+    docs/user-guide/features/dist_optimizer.md)."""
+    if grad_bytes is not None:
+        rs = coll.time("reduce_scatter", grad_bytes * Psi_r, d, g_r, L_r)
+        ag = coll.time("all_gather", beta * Psi_r, d, g_r, L_r)
+        if zero == 0:
+            return coll.time("all_reduce", grad_bytes * Psi_r, d, g_r, L_r) + GS_r
+        return (m * rs if zero >= 2 else rs) + (ag if zero in (1, 2) else 0) + GS_r
     rs = coll.time("reduce_scatter", beta * Psi_r, d, g_r, L_r)
     if zero == 3:
         return m * rs + GS_r
@@ -78,8 +90,14 @@ def dp_sync(zero: int) -> sp.Expr:
     return coll.time("all_reduce", beta * Psi_r, d, g_r, L_r) + GS_r
 
 
-def dp_bytes(zero: int) -> sp.Expr:
+def dp_bytes(zero: int, *, grad_bytes=None) -> sp.Expr:
     """Bytes of dp_sync per device (nccl_busbw factors)."""
+    if grad_bytes is not None:
+        rs = coll.bytes_per_device("reduce_scatter", grad_bytes * Psi_r, d)
+        ag = coll.bytes_per_device("all_gather", beta * Psi_r, d)
+        if zero == 0:
+            return coll.bytes_per_device("all_reduce", grad_bytes * Psi_r, d) + GSB_r
+        return (m * rs if zero >= 2 else rs) + (ag if zero in (1, 2) else 0) + GSB_r
     rs = coll.bytes_per_device("reduce_scatter", beta * Psi_r, d)
     if zero == 3:
         return m * rs + GSB_r
@@ -105,20 +123,25 @@ def optimizer_step(zero: int) -> sp.Expr:
     return K_opt * Psi_r / ((d if zero >= 1 else 1) * W_hbm)
 
 
-def model_states(zero: int, k_states: int) -> dict:
+def model_states(zero: int, k_states: int, *, grad_bytes=None) -> dict:
     """Bytes of parameters, gradients, optimizer states per device on stage r.
 
     Rajbhandari et al. SC'20 Sec 5 (published.json zero_model_state_formulas): baseline
-    (2+2+K)Psi; P_os: 4Psi + K Psi/Nd; P_os+g: 2Psi + (2+K)Psi/Nd; P_os+g+p: (2+2+K)Psi/Nd."""
+    (2+2+K)Psi; P_os: 4Psi + K Psi/Nd; P_os+g: 2Psi + (2+K)Psi/Nd; P_os+g+p: (2+2+K)Psi/Nd.
+    With fp32 gradients (grad_bytes 4) the gradient buffer is 4 Psi: Megatron-LM's 18 B/param
+    (bf16 params, fp32 grads, Adam) and 6 + 12/d with its distributed optimizer
+    (docs/user-guide/features/dist_optimizer.md)."""
     return {"params": beta * Psi_r / (d if zero >= 3 else 1),
-            "grads": beta * Psi_r / (d if zero >= 2 else 1),
+            "grads": (beta if grad_bytes is None else grad_bytes) * Psi_r / (d if zero >= 2 else 1),
             "optimizer": k_states * Psi_r / (d if zero >= 1 else 1)}
 
 
-def terms(schedule: str, zero: int, overlap: bool, k_states: int) -> dict:
-    """name -> Term: the super-step of one (schedule, ZeRO stage, overlap, optimizer states)."""
+def terms(schedule: str, zero: int, overlap: bool, k_states: int, *, grad_bytes=None) -> dict:
+    """name -> Term: the super-step of one (schedule, ZeRO stage, overlap, optimizer states,
+    gradient bytes: None = beta, or 4 for fp32 gradients)."""
     sched = schedule_of(schedule)
-    sync = dp_sync(zero)
+    grad_bytes = None if grad_bytes is None else sp.Integer(grad_bytes)
+    sync = dp_sync(zero, grad_bytes=grad_bytes)
     exposed = sp.Max(0, sync - sched.overlap_window) if overlap else sync
     after = exposed + zero_gathers(zero) + optimizer_step(zero)
     critical = StageArgMax(F_r + B_r)
@@ -134,7 +157,7 @@ def terms(schedule: str, zero: int, overlap: bool, k_states: int) -> dict:
     add("dp_sync", "dp_comm", "Rajbhandari et al. SC'20 Sec 7; nccl_busbw, mpich_alpha_beta", sync, True)
     add("dp_exposed", "dp_comm", "overlap window: " + sched.name, exposed, True)
     add("zero_gather", "zero_comm", "Rajbhandari et al. SC'20 Sec 7-B", zero_gathers(zero), True)
-    add("dp_bytes", "dp_comm", "nccl_busbw", dp_bytes(zero), True)
+    add("dp_bytes", "dp_comm", "nccl_busbw", dp_bytes(zero, grad_bytes=grad_bytes), True)
     pass_bytes = coll.bytes_per_device("all_gather", beta * Psi_r, d) if zero >= 3 else sp.Integer(0)
     add("zero_gather_pass", "zero_comm", "Rajbhandari et al. SC'20 Sec 7-B", zero_gather_pass(zero), True)
     add("zero_bytes_pass", "zero_comm", "Rajbhandari et al. SC'20 Sec 7-B", pass_bytes, True)
@@ -143,7 +166,7 @@ def terms(schedule: str, zero: int, overlap: bool, k_states: int) -> dict:
     add("after", "", "what follows the pipeline on stage r", after, True)
     add("critical_stage", "", "the most loaded stage", critical)
     add("sync_stage", "", "the stage whose synchronisation ends last", last)
-    for part, expr in model_states(zero, k_states).items():
+    for part, expr in model_states(zero, k_states, grad_bytes=grad_bytes).items():
         add(f"memory_{part}", "", "Rajbhandari et al. SC'20 Sec 5", expr, True)
     add("memory_activations", "", sched.source + " (micro-batches in flight)", sched.in_flight * A_r, True)
     add("memory_total", "", "model states + activations in flight",
@@ -194,7 +217,7 @@ AGGREGATE_SYMBOLS = tuple(AGGREGATES)
 
 @lru_cache(maxsize=256)
 def _compiled(key: tuple, names: tuple):
-    t = terms(*key)
+    t = _terms_of(key)
     return _compile_all(tuple(_with_aggregates([t[n].expr for n in names])))
 
 
@@ -207,7 +230,7 @@ def _compile_all(exprs: tuple):
 
 @lru_cache(maxsize=256)
 def _lean(key: tuple, names: tuple) -> tuple:
-    t = terms(*key)
+    t = _terms_of(key)
     return _compile_lean(tuple(_with_aggregates([t[n].expr for n in names])))
 
 
@@ -227,8 +250,16 @@ def _with_aggregates(exprs: list) -> list:
 
 
 @lru_cache(maxsize=64)
-def variant(schedule: str, zero: int, overlap: bool, k_states: int) -> Variant:
-    return Variant((schedule, zero, bool(overlap), k_states), terms(schedule, zero, overlap, k_states))
+def variant(schedule: str, zero: int, overlap: bool, k_states: int, *, grad_bytes=None) -> Variant:
+    """grad_bytes: None (gradients at beta, the default) or 4 (fp32 gradients, Strategy.grad_dtype)."""
+    key = (schedule, zero, bool(overlap), k_states) + (() if grad_bytes is None else (("grad_bytes", grad_bytes),))
+    return Variant(key, _terms_of(key))
+
+
+def _terms_of(key: tuple) -> dict:
+    """terms() of a variant key: positional entries, then ("grad_bytes", n) if the gradients are not beta."""
+    options = dict(k for k in key if isinstance(k, tuple))
+    return terms(*(k for k in key if not isinstance(k, tuple)), **options)
 
 
 @lru_cache(maxsize=64)

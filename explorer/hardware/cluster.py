@@ -11,8 +11,21 @@ from dataclasses import dataclass, field
 
 from explorer.errors import ExplorerError
 
-DTYPES = ("bf16", "fp16", "fp32")
-BYTES_PER_ELEMENT = {"bf16": 2, "fp16": 2, "fp32": 4}
+DTYPES = ("bf16", "fp16", "fp32", "fp8")
+BYTES_PER_ELEMENT = {"bf16": 2, "fp16": 2, "fp32": 4, "fp8": 2}
+"""beta of the cost model: bytes of a parameter, gradient, kept activation and communicated
+element. "fp8" is Transformer Engine's FP8 training: TE casts the operands of each GEMM to FP8
+inside its modules, while the weights the optimizer updates (bf16, fp32 master copy), the
+gradients reduced over dp, the outputs of row-parallel linears (reduce-scatter / all-reduce in the
+activation dtype) and every non-GEMM activation stay bf16 (Megatron-Core exchanges bf16 weights
+unless --fp8-param-gather, NVIDIA/Megatron-LM megatron/training/arguments.py). Two things TE does
+move in FP8: the sequence-parallel all-gather in front of a column-parallel linear gathers the
+already cast FP8 input, and the linear inputs saved for the weight gradient are the FP8 copies
+(NVIDIA/TransformerEngine transformer_engine/pytorch/module/linear.py @ 0004dbd0, _Linear.forward:
+cast_to_fp8 before gather_along_first_dim). With one beta for all of them we take 2 for fp8: an
+upper bound on those all-gathers (half of the SP bytes) and on the saved linear inputs. What fp8
+changes is the GEMM peak (Device.peak_flops['fp8']) and its achieved fraction
+(Efficiency.gemm_max_fp8). See assets/hardware_sources.md, "FP8 training"."""
 
 
 def _positive(owner: str, name: str, value) -> None:
@@ -93,14 +106,22 @@ class Efficiency:
     hbm: float = 1.0                 # achieved fraction of HBM bandwidth (memory-bound ops)
     kernel_launch_s: float = 0.0     # fixed overhead per kernel
     source: str = ""
+    gemm_max_fp8: float = 0.0        # eta for FP8 GEMMs (dtype 'fp8'); 0 = the same as gemm_max
 
     def __post_init__(self):
         _fraction("efficiency", "gemm_max", self.gemm_max)
+        if self.gemm_max_fp8 != 0:
+            _fraction("efficiency", "gemm_max_fp8", self.gemm_max_fp8)
         _fraction("efficiency", "hbm", self.hbm)
         for name in ("gemm_half_flops", "kernel_launch_s"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
                 raise ExplorerError(f"efficiency field '{name}' must be a non-negative number, got {value!r}")
+
+    def gemm_max_for(self, dtype: str) -> float:
+        """eta for the training dtype: FP8 GEMMs have their own achieved fraction of the FP8 peak
+        (per-tensor amax/scale and cast kernels included: they are not separate terms)."""
+        return self.gemm_max_fp8 if dtype == "fp8" and self.gemm_max_fp8 else self.gemm_max
 
 
 @dataclass(frozen=True)

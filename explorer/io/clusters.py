@@ -31,7 +31,7 @@ US_PER_S = 1e6    # microseconds per second
 CLUSTER_KEYS = ("name", "source", "device", "levels", "efficiency")
 DEVICE_KEYS = ("name", "peak_tflops", "memory_gib", "hbm_bandwidth_gbps", "source")
 LEVEL_KEYS = ("name", "fanout", "bandwidth_gbps", "latency_us", "bandwidth_efficiency", "source")
-EFFICIENCY_KEYS = ("gemm_max", "gemm_half_flops", "hbm", "kernel_launch_s", "source")
+EFFICIENCY_KEYS = ("gemm_max", "gemm_half_flops", "hbm", "kernel_launch_s", "gemm_max_fp8", "source")
 
 
 def _device(d, where: str = "device: ") -> Device:
@@ -111,6 +111,7 @@ def cluster_to_dict(cluster: Cluster) -> dict:
                     "source": lv.source} for lv in cluster.levels],
         "efficiency": {"gemm_max": _num(eff.gemm_max), "gemm_half_flops": _num(eff.gemm_half_flops),
                        "hbm": _num(eff.hbm), "kernel_launch_s": _num(eff.kernel_launch_s),
+                       **({"gemm_max_fp8": _num(eff.gemm_max_fp8)} if eff.gemm_max_fp8 else {}),
                        "source": eff.source},
     }
 

@@ -35,7 +35,7 @@ from explorer.io.safe_load import json_depth_ok
 from explorer.io.models import PRESET_DIR as MODEL_DIR, load_model, model_from_dict
 from explorer.limits import evaluate_checked
 from explorer.strategy.presets import DEFAULT_CLUSTER, DEFAULT_MODEL, fallback_strategy
-from explorer.strategy.strategy import DTYPES, RECOMPUTE, SCHEDULES, LayerSplit, Strategy
+from explorer.strategy.strategy import DTYPES, GRAD_DTYPES, RECOMPUTE, SCHEDULES, LayerSplit, Strategy
 from explorer.io.strategies import strategy_from_dict, strategy_to_dict
 
 MAX_SPEC_CHARS = 8192            # a base64 spec longer than this is refused unread
@@ -48,6 +48,8 @@ INTS = {"dp": "dp", "tp": "tp", "pp": "pp", "b": "micro_batch", "B": "global_bat
         "zero": "zero"}
 CHOICES = {"sched": ("schedule", SCHEDULES), "rc": ("recompute", RECOMPUTE), "dtype": ("dtype", DTYPES)}
 BOOLS = {"sp": "sequence_parallel", "ov": "overlap_dp", "sg": "scatter_gather"}
+OPTIONAL_CHOICES = {"gd": ("grad_dtype", GRAD_DTYPES)}
+"""Choices written only when they differ from the Strategy default (links made before them stay the same)."""
 MAX_INT = 10 ** 6
 
 
@@ -121,6 +123,9 @@ def encode(model, cluster, strategy: Strategy) -> dict:
         out[short] = getattr(strategy, name)
     for short, name in BOOLS.items():
         out[short] = "1" if getattr(strategy, name) else "0"
+    for short, (name, _) in OPTIONAL_CHOICES.items():
+        if getattr(strategy, name) != Strategy.__dataclass_fields__[name].default:
+            out[short] = getattr(strategy, name)
     if strategy.layer_splits:
         runs = _run_length([(s.degree, PRESET_LETTER[s.preset]) for s in strategy.layer_splits])
         out["splits"] = ",".join(f"{deg}{letter}x{n}" for (deg, letter), n in runs)
@@ -191,7 +196,8 @@ def _cluster(params: dict, messages: list):
 def _strategy_fields(params: dict, base: Strategy, messages: list) -> dict:
     fields = {}
     readers = [(short, name, lambda k: _whole(params, k)) for short, name in INTS.items()]
-    readers += [(short, name, lambda k, ok=ok: _choice(params, k, ok)) for short, (name, ok) in CHOICES.items()]
+    readers += [(short, name, lambda k, ok=ok: _choice(params, k, ok))
+                for short, (name, ok) in {**CHOICES, **OPTIONAL_CHOICES}.items()]
     readers += [(short, name, lambda k: _flag(params, k)) for short, name in BOOLS.items()]
     readers += [("splits", "layer_splits", lambda k: _splits(params[k])),
                 ("stages", "stage_map", lambda k: _stages(params[k]))]

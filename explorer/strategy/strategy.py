@@ -16,7 +16,15 @@ from explorer.strategy.mesh import AXES, DEFAULT_ORDER, Mesh
 from explorer.strategy.rules import check_strategy
 
 RECOMPUTE = ("none", "selective", "full")
-DTYPES = ("bf16", "fp16", "fp32")
+DTYPES = ("bf16", "fp16", "fp32", "fp8")
+"""fp8: Transformer Engine-style FP8 training (FP8 GEMMs, BF16 weights/gradients/activations,
+fp32 master weights and Adam states; explorer.hardware.cluster.BYTES_PER_ELEMENT)."""
+GRAD_DTYPES = ("model", "fp32")
+GRAD_BYTES = {"fp32": 4}             # grad_dtype -> bytes per reduced gradient element ("model": beta)
+"""Gradient accumulation and data-parallel reduction dtype: "model" = the training dtype's bytes
+(beta); "fp32" = 4 B, Megatron-LM's --accumulate-allreduce-grads-in-fp32 (on by default with
+--bf16, megatron/training/arguments.py; 18 B/param with Adam: Megatron-LM
+docs/user-guide/features/dist_optimizer.md)."""
 LAYER_PRESETS = ("megatron", "column", "row", "batch", "replicated")
 """Per-layer operator splits (see ops_split.py):
 megatron: Megatron-LM's column->row pairing (QKV/FC1 by column, proj/FC2 by row);
@@ -82,6 +90,7 @@ class Strategy:
     layer_splits: tuple = ()         # LayerSplit per layer; () = LayerSplit(tp, 'megatron') everywhere
     stage_map: tuple = ()            # pipeline stage of each layer; () = even split
     rank_order: str = DEFAULT_ORDER  # mesh axes, fastest-varying first (Megatron-LM's tp-cp-ep-dp-pp)
+    grad_dtype: str = "model"        # GRAD_DTYPES: gradients accumulated and reduced in the model dtype or fp32
 
     def __post_init__(self):
         for name in ("dp", "tp", "pp", "micro_batch", "global_batch", "chunks"):
@@ -92,6 +101,8 @@ class Strategy:
             raise ExplorerError(f"recompute {self.recompute!r} is unknown; use one of {', '.join(RECOMPUTE)}")
         if self.dtype not in DTYPES:
             raise ExplorerError(f"dtype {self.dtype!r} is unknown; use one of {', '.join(DTYPES)}")
+        if self.grad_dtype not in GRAD_DTYPES:
+            raise ExplorerError(f"grad_dtype {self.grad_dtype!r} is unknown; use one of {', '.join(GRAD_DTYPES)}")
         if isinstance(self.zero, bool) or not isinstance(self.zero, int) or self.zero not in (0, 1, 2, 3):
             raise ExplorerError(f"zero stage must be 0, 1, 2 or 3, got {self.zero!r}")
         for name in ("sequence_parallel", "overlap_dp", "scatter_gather"):

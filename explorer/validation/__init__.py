@@ -1,5 +1,25 @@
 """Predict published training runs and compare (python -m explorer validate)."""
 from explorer.validation.cases import Case, load_cases
+from explorer.validation.megatron_bridge import load_megatron_bridge
 from explorer.validation.run import TARGETS, ValidationRow, summarize, validate
 
-__all__ = ["Case", "TARGETS", "ValidationRow", "load_cases", "summarize", "validate"]
+GROUPS = ("megatron_table1", "korthikanti_table4", "megatron_bridge")
+"""Selectable validation groups: the A100 groups of published.json, and the Megatron-Bridge
+2025-26 group (one summary per system: megatron_bridge_h100, _b200, _gb200)."""
+
+
+def load_all_cases(groups=None) -> list:
+    """The cases of the named GROUPS (all by default), each with its own cluster where it names one."""
+    groups = tuple(groups or GROUPS)
+    unknown = [g for g in groups if g not in GROUPS]
+    if unknown:
+        from explorer.errors import ExplorerError
+        raise ExplorerError(f"validation group {unknown[0]!r} is unknown; use one of {', '.join(GROUPS)}")
+    cases = [c for c in load_cases() if c.group in groups] if set(groups) & set(GROUPS[:2]) else []
+    if "megatron_bridge" in groups:
+        cases += load_megatron_bridge()[0]
+    return cases
+
+
+__all__ = ["Case", "GROUPS", "TARGETS", "ValidationRow", "load_all_cases", "load_cases", "load_megatron_bridge",
+           "summarize", "validate"]

@@ -21,14 +21,17 @@ BUNDLED = ROOT / "assets" / "validation" / "published.json"
 @dataclass(frozen=True)
 class Case:
     id: str
-    group: str               # 'megatron_table1' or 'korthikanti_table4'
+    group: str               # 'megatron_table1', 'korthikanti_table4' or 'megatron_bridge_<system>'
     source: str
     model: ModelSpec
     strategy: Strategy
     gpus: int
-    metric: str              # 'iteration_time_s', 'layer_fwd_s' or 'layer_bwd_s'
+    metric: str              # 'iteration_time_s', 'layer_fwd_s', 'layer_bwd_s' or 'model_tflops_per_gpu'
     expected: float
     assumptions: str
+    cluster: str = ""        # the case's own cluster preset ('' = the one validate() is given)
+    model_flops: float = 0.0  # the source's model FLOPs per iteration (metric 'model_tflops_per_gpu')
+    subset: str = ""         # 'fitted' or 'held out' where constants were fitted on some rows
 
 
 def default_cases_path() -> Path:

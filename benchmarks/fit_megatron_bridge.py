@@ -1,0 +1,19 @@
+"""Fit gemm_max_fp8 per system on the Megatron-Bridge rows (issue 11). Prints the constants and
+the errors per system on fitted and held-out rows; asserts nothing.
+
+    python benchmarks/fit_megatron_bridge.py
+
+What is fitted and how: explorer/validation/fit.py. Copy the printed constants into
+assets/clusters/<system>.json (efficiency.gemm_max_fp8) after a change to the cost model.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from explorer.validation.fit import fit_all, report  # noqa: E402
+
+if __name__ == "__main__":
+    print(report(fit_all()))

@@ -1,0 +1,145 @@
+"""Validation group "Megatron-Bridge 2025-26": NVIDIA's published pre-training throughput.
+
+Every row of assets/validation/megatron_bridge.json (the Megatron-Bridge performance summary,
+NVIDIA-NeMo/Megatron-Bridge docs/performance-summary*.md, containers 25.09 to 26.08; README in
+that folder) on a system we have a preset for becomes a case when the model can express it
+today, else a skipped row with the reason. The published metric is model TFLOP/s per GPU in
+Megatron-Bridge's own FLOPs convention (README "How Megatron-Bridge counts model FLOPs"), so the
+prediction is that count divided by our iteration time: predicted and published differ only by
+the time.
+
+How each row becomes a strategy (what the tables leave open, from the recipes' own text, never
+to fit the number):
+* dp = GPUs / (TP x PP); VP > 1 is Megatron's interleaved schedule with v = VP chunks; TP > 1
+  runs with sequence parallelism (Megatron-Bridge's Llama 3 recipes set sequence_parallel with TP).
+* FSDP > 1 rows are Megatron FSDP "optim_grads_params" (= ZeRO-3, scripts/performance/utils/
+  helpers.py, set_megatron_fsdp_overrides) with its parameter all-gathers prefetched under
+  compute; our ZeRO-3 exposes every gather, so these rows are skipped (with the reason) until
+  issue 10's ZeRO-3 prefetch overlap lands. FSDP = 0 or absent is Megatron's distributed
+  optimizer = ZeRO-1 over dp (use_distributed_optimizer = True in the recipes), with the gradient
+  reduce-scatter overlapped with the backward (overlap_grad_reduce = True).
+* Gradients are reduced in the model dtype, not fp32: the performance runs set
+  `ddp.grad_reduce_in_fp32 = False` (helpers.py set_basic_perf_overrides), so grad_dtype =
+  "model" (fidelity issue E7's fp32 option stays off here).
+* FP8 rows (per-tensor current scaling, MXFP8 or blockwise) run at dtype "fp8": one FP8
+  efficiency per hardware for all recipes; the recipe is in each case's assumptions.
+* No activation recomputation (the tables name none for these dense rows).
+"""
+from __future__ import annotations
+
+from explorer.errors import ExplorerError
+from explorer.io.models import load_model
+from explorer.strategy.strategy import Strategy
+from explorer.validation.cases import ROOT, Case
+
+PATH = ROOT / "assets" / "validation" / "megatron_bridge.json"
+SYSTEMS = {"DGX-H100": "dgx-h100", "DGX-B200": "dgx-b200", "DGX-GB200": "gb200-nvl72"}
+"""Published system -> cluster preset (assets/clusters). GB300/B300 rows have no preset yet."""
+DENSE = {"llama3-8b", "llama3-70b", "llama3.1-405b"}
+GROUP = "megatron_bridge_{}"
+FIT_CONTAINERS = ("NeMo 25.09",)
+"""The rows the FP8 efficiencies were fitted on (benchmarks/fit_megatron_bridge.py); every
+other container's rows are held out."""
+MAKE_VOCAB_DIVISIBLE_BY = 128   # Megatron default (README: V_pad = multiple of 128 x TP)
+
+
+def group_of(system: str) -> str:
+    return GROUP.format(SYSTEMS[system].split("-")[-1] if system != "DGX-GB200" else "gb200")
+
+
+def padded_vocab(vocab: int, tp: int) -> int:
+    """Megatron's padded vocabulary: a multiple of make_vocab_size_divisible_by x TP
+    (megatron_bridge.json README, src/megatron/bridge/utils/vocab_utils.py)."""
+    step = MAKE_VOCAB_DIVISIBLE_BY * tp
+    return -(-vocab // step) * step
+
+
+def model_flops(model, tp: int, global_batch: int) -> float:
+    """Megatron-Bridge's model FLOPs per iteration for a dense gated (SwiGLU) GQA model
+    (README: transformer_flops in src/megatron/bridge/training/utils/flop_utils.py): 3 passes x
+    2 FLOPs per MAC, causal attention at half, no recomputation:
+    B s [12 L h f 3/2 + 12 L h^2 (1 + g/a + s/(2h)) + 6 h V_pad]."""
+    L, h, a, g, s, f = model.layers, model.hidden, model.heads, model.kv_heads, model.seq_len, model.ffn_hidden
+    per_token = (12 * L * h * f * 1.5 + 12 * L * h * h * (1 + g / a + s / (2 * h))
+                 + 6 * h * padded_vocab(model.vocab, tp))
+    return float(global_batch * s * per_token)
+
+
+def skip_reason(entry: dict) -> str:
+    """Why a row is not a case today ('' if it is one)."""
+    x = entry["inputs"]
+    if x["system"] not in SYSTEMS:
+        return f"no preset for {x['system']}"
+    if x["model"] not in DENSE:
+        return "MoE model: needs expert parallelism (issue 11, MoE)"
+    if x.get("task") != "pretrain":
+        return f"{x.get('task')} row: packed-sequence FLOPs convention, not comparable to pre-training"
+    if x["dtype"] not in ("bf16", "fp8"):
+        return f"{x['dtype']} training is not modelled"
+    if (x.get("context_parallel") or 1) > 1:
+        return "needs context parallelism (issue 10)"
+    if (x.get("expert_parallel") or 1) > 1:
+        return "needs expert parallelism (issue 11)"
+    tp, pp, n = x["tensor_parallel"], x["pipeline_parallel"], x["num_gpus"]
+    dp = n // (tp * pp)
+    fsdp = x.get("fsdp")
+    if isinstance(fsdp, int) and fsdp > 1:
+        return ("Megatron FSDP prefetches each parameter all-gather under the previous layer's compute; our "
+                "ZeRO-3 exposes every gather (issue 10, Overlaps: ZeRO-3 prefetch)")
+    vp = x.get("virtual_pipeline") or 1
+    layers = load_model(x["model"]).layers
+    if vp > 1 and layers % (pp * vp):
+        return (f"{layers} layers over pp x v = {pp * vp} chunks: Megatron-Bridge counts the embedding and "
+                "the loss as pipeline layers (account_for_embedding/loss_in_pipeline_split); uneven "
+                "interleaved chunks are not expressible")
+    return ""
+
+
+def case_of(entry: dict) -> Case:
+    x = entry["inputs"]
+    tp, pp, n = x["tensor_parallel"], x["pipeline_parallel"], x["num_gpus"]
+    dp, vp = n // (tp * pp), x.get("virtual_pipeline") or 1
+    zero = 1
+    model = load_model(x["model"]).with_seq_len(int(x["seq_len"]))
+    strategy = Strategy(dp=dp, tp=tp, pp=pp, micro_batch=x["micro_batch_size"], global_batch=x["global_batch_size"],
+                        schedule="interleaved" if vp > 1 else "1f1b", chunks=vp, zero=zero,
+                        sequence_parallel=tp > 1, overlap_dp=True, dtype=x["dtype"], grad_dtype="model")
+    container = x["container"]
+    subset = "fitted" if container in FIT_CONTAINERS else "held out"
+    why = (f"{container}, {x['system']} ({SYSTEMS[x['system']]}), {subset}; t={tp} p={pp} d={dp}"
+           f"{' v=' + str(vp) if vp > 1 else ''}, b={x['micro_batch_size']} B={x['global_batch_size']}, "
+           "ZeRO-1 (Megatron's distributed optimizer), bf16 gradient "
+           f"reduce (grad_reduce_in_fp32=False), {x['dtype']} ({x.get('fp8_recipe') or x['precision_verbatim']}); "
+           "predicted = Megatron-Bridge FLOPs / (our iteration time x GPUs)")
+    return Case(entry["id"], group_of(x["system"]), entry["source"], model, strategy, n, "model_tflops_per_gpu",
+                float(entry["expected"]["model_tflops_per_gpu"]), why, cluster=SYSTEMS[x["system"]],
+                model_flops=model_flops(model, tp, x["global_batch_size"]), subset=subset)
+
+
+def _entries(path=None) -> list:
+    from explorer.io.safe_load import parse_text, read_text_capped
+    path = path or PATH
+    entries = parse_text(read_text_capped(path), ".json", f"cases file {path}")
+    if not isinstance(entries, list):
+        raise ExplorerError(f"cases file {path} must hold a JSON list of entries")
+    return entries
+
+
+def load_megatron_bridge(path=None) -> tuple:
+    """(cases, skipped): the rows that are cases, and (id, system, reason) for every other row
+    on a system we have a preset for."""
+    cases, skipped = [], []
+    for entry in _entries(path):
+        try:
+            reason = skip_reason(entry)
+            if reason:
+                if not reason.startswith("no preset"):
+                    skipped.append((entry["id"], entry["inputs"]["system"], reason))
+                continue
+            cases.append(case_of(entry))
+        except ExplorerError as err:
+            raise ExplorerError(f"cases file {path or PATH}: entry {entry.get('id')!r}: {err}") from None
+        except (KeyError, TypeError, ValueError, AttributeError) as err:
+            raise ExplorerError(f"cases file {path or PATH}: entry {entry.get('id')!r} is malformed "
+                                f"({type(err).__name__})") from None
+    return cases, skipped
