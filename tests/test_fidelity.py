@@ -147,3 +147,28 @@ def test_e10_all_to_all_sends_n_minus_1_over_n_of_a_devices_buffer():
     kind, fraction, n = lay.reshard(lay.FEAT, 4, lay.SEQ, 4, 4)
     assert (kind, fraction, n) == ("all_to_all", Fraction(1, 4), 4)
     assert coll.bytes_per_device(kind, 1.0 * fraction, n) == pytest.approx(3 / 16)
+
+
+# ---- E3: the last stage's copy of a tied embedding ------------------------------------------------
+
+def test_e3_tied_embedding_copy_and_its_gradient_all_reduce_on_the_last_stage():
+    """Megatron-LM keeps the word embedding on stage 0 and a copy for the output layer on the last
+    stage, and all-reduces their gradients each iteration (finalize_model_grads ->
+    _allreduce_word_embedding_grads). gpt3-175b, t = 8, p = 8: V h / t = 51200 x 12288 / 8 = 78.6 M
+    parameters more on the last stage (+16 B each with Adam), and 157 MB more traffic on stage 0."""
+    model = load_model("gpt3-175b")
+    s = Strategy(tp=8, pp=8, dp=16, micro_batch=1, global_batch=1536)
+    r = evaluate(model, s, A100)
+    copy = model.vocab * model.hidden / 8
+    assert copy / 1e6 == pytest.approx(78.6, abs=0.05)
+    first, last = r.stage_times_s[0], r.stage_times_s[-1]
+    middle = r.stage_times_s[1]
+    embedding_only = 2 * 15 / 16 * 2 * (model.vocab * model.hidden + model.seq_len * model.hidden) / 8
+    assert first["dp_bytes"] - middle["dp_bytes"] == pytest.approx(embedding_only + 2 * copy, rel=1e-3)
+    assert 2 * copy / 1e6 == pytest.approx(157.3, abs=0.1)
+    llama = evaluate(load_model("llama2-70b"), Strategy(tp=8, pp=4, dp=1, micro_batch=1, global_batch=8), A100)
+    untied = [row["dp_bytes"] for row in llama.stage_times_s]
+    assert untied[0] == 0 and untied[-1] == 0          # d = 1, no tied copy: nothing to synchronise
+    mem_last = r.memory_by_stage[-1]
+    no_copy = evaluate(model, s.with_(pp=1, dp=128, global_batch=1536), A100)   # p = 1: no copy
+    assert mem_last["params"] > 0 and no_copy.params == r.params               # the copy is not a new parameter

@@ -97,6 +97,9 @@ def reshards(c: dict) -> bool:
 
 
 DOCUMENTED = (
+    ("E3: with p > 1 a tied word embedding has a copy on the last stage whose gradient is all-reduced "
+     "with stage 0 (Megatron-LM _allreduce_word_embedding_grads)",
+     lambda c: c["strategy"]["pp"] > 1 and load_model(c["model"]).family in ("gpt", "bert"), None),
     ("E10: a redistribution moves what the new layout lacks, not a gather to replicated; an all-to-all "
      "sends (n-1)/n of a device's 1/n of the array", reshards, None),
     ("E1: a group with k ranks on each of N > 1 nodes runs NCCL's multi-channel rings: its levels carry "

@@ -18,7 +18,7 @@ from explorer.cost.numbers import Numbers
 from explorer.cost.rows import comm_rows, stage_rows
 from explorer.cost.superstep import (CATEGORIES, MEMORY_PARTS, optimizer_state_bytes, optimizer_update_bytes,
                                      variant)
-from explorer.cost.tree import Q, CostTree, cost_tree, stage_inputs, structure_key
+from explorer.cost.tree import Q, CostTree, cost_tree, stage_inputs, structure_key, tied_values
 from explorer.hardware.cluster import Cluster
 from explorer.limits import check_work
 from explorer.model.spec import ModelSpec
@@ -127,7 +127,7 @@ def _core(tree: CostTree, model: ModelSpec, strategies: list, cluster: Cluster) 
     values = tree.block_values(nums)                                      # kinds x Q x C
     per_stage = np.einsum("sk,kqc->sqc", tree.counts, values)             # stages x Q x C
     fwd_b, bwd_b, bytes_b, by_kind = tree.boundary_values(nums, C)
-    stage = stage_inputs(per_stage, fwd_b, bwd_b)
+    stage = stage_inputs(per_stage, fwd_b, bwd_b, tied_values(tree.tied, first.tp, tree.plan.stages, nums))
     stage[g_r], stage[L_r] = _dp_g_L(cluster, strategies, tree.plan.stages)
     stage[r] = np.arange(tree.plan.stages, dtype=float)[:, None]
     scalars = {m: M, v: first.chunks, p: first.pp, d: np.array([s.dp for s in strategies], dtype=float),

@@ -21,7 +21,7 @@ from explorer.cost.evaluate import Result, evaluate, stage_dp_routes
 from explorer.cost.numbers import hardware_numbers
 from explorer.strategy.strategy import GRAD_BYTES
 from explorer.cost.superstep import CATEGORIES, optimizer_state_bytes, optimizer_update_bytes, variant
-from explorer.cost.tree import Q, cost_tree, stage_inputs
+from explorer.cost.tree import Q, cost_tree, stage_inputs, tied_terms
 from explorer.schedules import get as schedule_of
 from explorer.schedules.base import AGGREGATES
 from explorer.symbols import (F, K_opt, L_r, L_t, Psi_r, V, W_hbm, AtStage, StageMax, StageSum, a,
@@ -142,13 +142,24 @@ def _expand(expr, stage: dict, at: dict, stages: int):
     return walk(expr)
 
 
+def _tied(tree, strategy, g, L) -> dict:
+    """The tied embedding's copy and gradient all-reduce, symbolically (tree.tied_terms)."""
+    tied = tree.tied
+    if tied is None:
+        return {}
+    params = tied.params.xreplace({t: t if strategy.tp > 1 else sp.Integer(1)})
+    size = beta * params
+    secs = coll.time("all_reduce", size, sp.Integer(2), *coll.route_g_L("all_reduce", tied.route, g, L))
+    return tied_terms(tied, strategy.pp, params, secs, coll.bytes_per_device("all_reduce", size, sp.Integer(2)))
+
+
 def explain(model, strategy, cluster, gpus=None, result: Result | None = None) -> SymbolicCost:
     """Symbolic terms for the stages `result` reports (evaluated if not given)."""
     result = result or evaluate(model, strategy, cluster, gpus)
     tree = cost_tree(model, strategy, cluster)
     g, L = level_symbols(cluster)
     per_stage, fwd_b, bwd_b = _stage_tables(tree, strategy, g, L)
-    stage = stage_inputs(per_stage, fwd_b, bwd_b)
+    stage = stage_inputs(per_stage, fwd_b, bwd_b, _tied(tree, strategy, g, L))
     j, k = result.extra["sync_stage"], result.critical_stage
     routes = [coll.route_g_L("all_reduce", route, g, L) for route in stage_dp_routes(cluster, strategy.mesh, strategy.pp)]
     stage[g_r] = np.array([x for x, _ in routes], dtype=object)

@@ -105,6 +105,30 @@ class BoundaryGroup:
     count: int
 
 
+TIED_FAMILIES = ("gpt", "bert")
+"""Families whose output layer reuses the word embedding (explorer.model.graph.transformer.head)."""
+
+
+@dataclass(frozen=True)
+class TiedCopy:
+    """The last stage's copy of a tied word embedding (fidelity issue, E3). With p > 1 Megatron-LM
+    keeps the embedding on stage 0 and a copy for the output layer on the last stage, and after
+    every backward all-reduces the two copies' gradients over the pair (Megatron-LM
+    finalize_model_grads -> _allreduce_word_embedding_grads; Shoeybi et al. 2019 Sec 3 for the
+    vocab-parallel split over t)."""
+
+    params: sp.Expr      # parameters per device of the copy: V h / t
+    last: int            # the stage holding the copy
+    route: tuple         # of the pair (stage 0, last stage): mesh.pair_route
+
+
+def tied_copy(model, strategy, cluster) -> TiedCopy | None:
+    if strategy.pp < 2 or model.family not in TIED_FAMILIES:
+        return None
+    last = strategy.pp - 1
+    return TiedCopy(V * h / t, last, pair_route(cluster, strategy.mesh, "pp", 0, last))
+
+
 @dataclass(frozen=True)
 class CostTree:
     plan: ExecutionPlan
@@ -114,6 +138,7 @@ class CostTree:
     sizes: tuple = ()   # the distinct boundary array sizes (sympy)
     arrays: dict = None  # per group: size index, bytes factor, latency steps, level shares, count, stage;
     #                      selectors
+    tied: TiedCopy | None = None
 
     @property
     def size_fn(self):
@@ -165,16 +190,49 @@ class CostTree:
         return fwd, bwd, nbytes, by_kind
 
 
-def stage_inputs(per_stage: np.ndarray, fwd_b: dict, bwd_b: dict) -> dict:
+def stage_inputs(per_stage: np.ndarray, fwd_b: dict, bwd_b: dict, tied: dict | None = None) -> dict:
     """The one composition of a stage: its blocks' quantities (per_stage: stages x BLOCK_Q x C)
-    plus the boundary collectives it pays, as the super-step's per-stage symbols."""
+    plus the boundary collectives it pays, as the super-step's per-stage symbols; `tied` adds the
+    tied embedding's copy and gradient all-reduce (tied_terms) to Psi_r, GS_r and GSB_r."""
     q = lambda name: per_stage[:, Q[name]]
     both = lambda c: fwd_b[c] + bwd_b[c]
-    return {F_r: q("F") + sum(fwd_b.values()), B_r: q("B") + sum(bwd_b.values()), W_r: q("bwd_weight"),
-            C_r: q("fwd_compute") + q("bwd_compute"), R_r: q("recompute"),
-            O_r: q("fwd_comm") + q("bwd_comm") + both("op_comm"), X_r: both("redistribution"),
-            P_r: both("pp_comm"), Psi_r: q("params_dev"), A_r: q("act"), GS_r: q("grad_sync"),
-            GSB_r: q("grad_sync_bytes")}
+    out = {F_r: q("F") + sum(fwd_b.values()), B_r: q("B") + sum(bwd_b.values()), W_r: q("bwd_weight"),
+           C_r: q("fwd_compute") + q("bwd_compute"), R_r: q("recompute"),
+           O_r: q("fwd_comm") + q("bwd_comm") + both("op_comm"), X_r: both("redistribution"),
+           P_r: both("pp_comm"), Psi_r: q("params_dev"), A_r: q("act"), GS_r: q("grad_sync"),
+           GSB_r: q("grad_sync_bytes")}
+    for sym, extra in (tied or {}).items():
+        out[sym] = out[sym] + extra
+    return out
+
+
+def tied_terms(tied: TiedCopy | None, stages: int, params, seconds, sent) -> dict:
+    """Per-stage additions of a tied embedding: the copy's parameters on the last stage, and the
+    all-reduce of its gradient (`seconds`, `sent` bytes per device) on stage 0 and the last stage.
+    The values may be numbers (arrays over candidates) or sympy expressions."""
+    if tied is None:
+        return {}
+    zero = 0 * params
+    on = lambda stage_set, x: np.array([x if i in stage_set else zero for i in range(stages)],
+                                       dtype=object if isinstance(x, sp.Basic) else float)
+    return {Psi_r: on({tied.last}, params), GS_r: on({0, tied.last}, seconds), GSB_r: on({0, tied.last}, sent)}
+
+
+def tied_values(tied: TiedCopy | None, tp: int, stages: int, nums) -> dict:
+    """tied_terms in numbers (stages x candidates): V h / t through the compiled size function, the
+    pair's all-reduce priced by the one collective rule (Numbers.collective_seconds)."""
+    if tied is None:
+        return {}
+    C = np.size(nums.dims[0])
+    expr = tied.params.xreplace({t: tp})
+    params = np.broadcast_to(np.asarray(size_function((expr,))(*nums.size_args())[0], dtype=float), (C,))
+    sent = coll.bytes_per_device("all_reduce", nums.hw["beta"] * params, 2)
+    seconds = nums.collective_seconds(sent, float(coll.latency_steps("all_reduce", 2)), "all_reduce", tied.route)
+    out = {sym: np.zeros((stages, C)) for sym in (Psi_r, GS_r, GSB_r)}
+    out[Psi_r][tied.last] = params
+    for stage in (0, tied.last):
+        out[GS_r][stage], out[GSB_r][stage] = seconds, sent
+    return out
 
 
 def _group_arrays(groups: tuple, stages: int):
@@ -221,6 +279,8 @@ def levels_signature(cluster, strategy) -> tuple:
     wraps = strategy.chunks > 1
     pp = strategy.pp
     pairs = {(x, (x + 1) % pp) for x in range(pp)} if wraps else {(x, x + 1) for x in range(pp - 1)}
+    if strategy.pp > 1:
+        pairs.add((0, pp - 1))          # a tied embedding's gradient all-reduce (tied_copy)
     return tp_levels, tuple(pair_route(cluster, mesh, "pp", i, j) for i, j in sorted(pairs))
 
 
@@ -252,7 +312,8 @@ def build(the_plan: ExecutionPlan) -> CostTree:
     for placed, k in zip(the_plan.blocks, kind_of):
         counts[placed.stage, k] += 1
     groups = _boundary_groups(the_plan)
-    return CostTree(the_plan, tuple(kinds), counts, groups, *_group_arrays(groups, the_plan.stages))
+    return CostTree(the_plan, tuple(kinds), counts, groups, *_group_arrays(groups, the_plan.stages),
+                    tied=tied_copy(the_plan.model, the_plan.strategy, the_plan.cluster))
 
 
 _EXPRS = BoundedCache(512)

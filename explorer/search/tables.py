@@ -20,7 +20,8 @@ from explorer.cost.block import block_cost
 from explorer.cost.numbers import Numbers
 from explorer.cost.plan import PlacedBlock, block_splits
 from explorer.cost.plan import boundary as plan_boundary
-from explorer.cost.tree import Q, block_function, size_function
+from explorer.cost.tree import Q, block_function, size_function, tied_copy, tied_values
+from explorer.symbols import GS_r, Psi_r
 from explorer.model.graph import build_blocks
 from explorer.strategy.mesh import group_route
 
@@ -67,6 +68,15 @@ class Chain:
         other = Chain.__new__(Chain)
         other.__dict__.update(self.__dict__, probe=probe, _links={}, _levels={})
         return other
+
+    def tied(self, pp: int) -> dict:
+        """A tied embedding's per-stage additions under the probe's t and d with `pp` stages."""
+        key = ("tied", pp)
+        if key not in self._links:
+            probe = self.probe if self.probe.pp == pp else None
+            self._links[key] = {} if probe is None else tied_values(
+                tied_copy(self.model, probe, self.cluster), probe.tp, pp, self.nums)
+        return self._links[key]
 
     @property
     def n(self) -> int:
@@ -137,8 +147,13 @@ class Chain:
 
 
 def stage_sums(chain: Chain, nodes, stages, pp: int) -> np.ndarray:
-    """(ROWS, pp, micro-batch sizes): each stage's F, B, PSI, A, GS, W for nodes placed on `stages`."""
+    """(ROWS, pp, micro-batch sizes): each stage's F, B, PSI, A, GS, W for nodes placed on `stages`
+    (with a tied embedding's copy and gradient all-reduce, explorer.cost.tree.tied_values)."""
     out = np.zeros((ROWS, pp, chain.b.size))
+    tied = chain.tied(pp)
+    if tied:
+        out[PSI] += tied[Psi_r]
+        out[GS] += tied[GS_r]
     for i, node in enumerate(nodes):
         out[:, stages[i]] += node.values
         if i:
