@@ -97,6 +97,9 @@ def reshards(c: dict) -> bool:
 
 
 DOCUMENTED = (
+    ("E5: sequence parallelism all-gathers a linear's input again in the backward, under the input-gradient "
+     "GEMM (Megatron-LM LinearWithGradAccumulationAndAsyncCommunication)",
+     lambda c: c["strategy"]["sequence_parallel"], None),
     ("E3: with p > 1 a tied word embedding has a copy on the last stage whose gradient is all-reduced "
      "with stage 0 (Megatron-LM _allreduce_word_embedding_grads)",
      lambda c: c["strategy"]["pp"] > 1 and load_model(c["model"]).family in ("gpt", "bert"), None),

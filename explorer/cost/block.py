@@ -47,7 +47,7 @@ class BlockCost:
     fwd_compute_s: sp.Expr
     bwd_compute_s: sp.Expr
     bwd_weight_s: sp.Expr        # weight-gradient part of bwd_compute_s (zero-bubble schedules)
-    fwd_comm_s: sp.Expr
+    fwd_comm_s: sp.Expr          # exposed seconds of the block's collectives
     bwd_comm_s: sp.Expr
     comm_bytes: sp.Expr          # op_comm bytes per device, fwd + bwd (+ recomputed fwd)
     recompute_s: sp.Expr
@@ -62,6 +62,7 @@ class BlockCost:
     out_elements: sp.Expr
     steps: tuple                 # OpStep, ...
     grad_sync: tuple = ()        # Collectives once per iteration: gradients of batch-split weights
+    hidden_comm_s: sp.Expr = ZERO  # seconds of its collectives hidden under its computation
 
     @property
     def grad_sync_s(self) -> sp.Expr:
@@ -102,10 +103,11 @@ def weight_grad_time(op: Operator, divisor) -> sp.Expr:
     return ZERO
 
 
-def _collective(kind, phase, op_name, size):
+def _collective(kind, phase, op_name, size, under=0):
     """A conversion inside the block's group of t; an all-to-all's buffer is a device's 1/t of the
-    array (lay.reshard)."""
-    return coll.Collective(kind, phase, op_name, "op_comm", "tp", size / t if kind == "all_to_all" else size, t)
+    array (lay.reshard). `under`: seconds of computation it overlaps with."""
+    return coll.Collective(kind, phase, op_name, "op_comm", "tp", size / t if kind == "all_to_all" else size, t,
+                           under)
 
 
 def _act(op: Operator, layout_in: str, layout_out: str, recompute: str):
@@ -153,11 +155,18 @@ def _block_cost(key, block, preset, over, sequence_parallel, recompute, incoming
             grad_sync.append(_collective("all_reduce", "step", op.name, beta * op.params))
         divisor = t if lay.is_sharded(out) else 1
         fwd, bwd = compute_time(op, divisor)
+        dW = weight_grad_time(op, divisor)
+        if sequence_parallel and cur == lay.SEQ and needed == lay.R and dW != 0:
+            # Sequence parallelism keeps only the 1/t shard of a linear's input, so the backward
+            # all-gathers it again for the weight gradient, overlapped with the input-gradient GEMM
+            # (Megatron-LM LinearWithGradAccumulationAndAsyncCommunication.backward; Korthikanti et al.
+            # 2022 Sec 4.2.2). Fidelity issue, E5.
+            elements = cur_elements if cur_elements is not None else sp.Mul(*op.in_shape)
+            colls.append(_collective("all_gather", "bwd", op.name, beta * elements, under=bwd - dW))
         stored_in = cur if (lay.is_sharded(cur) and cur != lay.P) else needed
         act += _act(op, stored_in, out, recompute)
         params_dev += op.params / t if (split in ("column", "row") and op.params != 0) else op.params
-        steps.append(OpStep(op.name, op.kind, split, needed, out, fwd, bwd, weight_grad_time(op, divisor),
-                            op.flops_fwd, tuple(colls)))
+        steps.append(OpStep(op.name, op.kind, split, needed, out, fwd, bwd, dW, op.flops_fwd, tuple(colls)))
         cur, cur_elements = out, op.out_elements
     if cur == lay.P:  # partial sums leave the block reduced (Megatron's g operator)
         target = lay.SEQ if sequence_parallel else lay.R
@@ -175,10 +184,10 @@ def _block_cost(key, block, preset, over, sequence_parallel, recompute, incoming
 
 def _total(key, block, steps, act, params_dev, recompute, layout_first, layout_out) -> BlockCost:
     def comm(phase, what):
-        return sp.Add(*[getattr(c, what)(g_t, L_t) if what == "time" else c.bytes()
+        return sp.Add(*[getattr(c, what)(g_t, L_t) if what in ("exposed", "hidden") else c.bytes()
                         for s in steps for c in s.collectives if c.phase == phase])
     fwd_compute = sp.Add(*[s.fwd_s for s in steps])
-    fwd_comm = comm("fwd", "time")
+    fwd_comm = comm("fwd", "exposed")
     recompute_s, recompute_flops, recompute_bytes = ZERO, ZERO, ZERO
     if block.kind == "layer" and recompute == "full":
         # Full recomputation: keep only the layer input (Korthikanti Table 2: 2sbh), sharded
@@ -196,7 +205,8 @@ def _total(key, block, steps, act, params_dev, recompute, layout_first, layout_o
     return BlockCost(
         key=key, fwd_compute_s=fwd_compute, bwd_compute_s=sp.Add(*[s.bwd_s for s in steps]),
         bwd_weight_s=sp.Add(*[s.bwd_weight_s for s in steps]),
-        fwd_comm_s=fwd_comm, bwd_comm_s=comm("bwd", "time"),
+        fwd_comm_s=fwd_comm, bwd_comm_s=comm("bwd", "exposed"),
+        hidden_comm_s=comm("fwd", "hidden") + comm("bwd", "hidden"),
         comm_bytes=comm("fwd", "bytes") + comm("bwd", "bytes") + recompute_bytes,
         recompute_s=recompute_s, recompute_flops=recompute_flops, act_bytes=act,
         params_dev=params_dev, params=block.params, flops_fwd=block.flops_fwd,

@@ -124,9 +124,18 @@ class Collective:
     axis: str          # 'tp', 'dp' or 'pp': the mesh axis of the group
     size: sp.Expr      # whole array, bytes
     n: sp.Expr         # group size
+    under: object = 0  # seconds of computation it runs under (0: none, it is all exposed)
 
     def bytes(self):
         return bytes_per_device(self.kind, self.size, self.n)
 
     def time(self, g, L):
         return time(self.kind, self.size, self.n, g, L)
+
+    def exposed(self, g, L):
+        """The part of its time the computation it runs under does not hide: max(0, time - under)."""
+        whole = self.time(g, L)
+        return whole if self.under == 0 else sp.Max(0, whole - self.under)
+
+    def hidden(self, g, L):
+        return self.time(g, L) - self.exposed(g, L)

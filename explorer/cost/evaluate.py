@@ -187,7 +187,8 @@ def _result(tree: CostTree, strategy: Strategy, cluster: Cluster, core: dict) ->
     model_flops, hardware_flops = float(core["model_flops"][0]), float(core["hardware_flops"][0])
     return Result(
         iteration_time_s=total, breakdown_s={c: float(sup[c]) for c in CATEGORIES},
-        hidden_s={"dp_comm": sync["dp_total"] - sync["dp_exposed"]},
+        hidden_s={"op_comm": M * float(per_stage[k, Q["hidden_comm"]]),
+                  "dp_comm": sync["dp_total"] - sync["dp_exposed"]},
         comm_bytes_per_device={c: float(x) for c, x in comm_bytes.items()}, comm_by_kind=rows,
         comm_time_by_level_s=by_level, memory_bytes_per_device=memory[peak], memory_by_stage=memory,
         stage_times_s=stage_rows(per_stage, fwd_b, bwd_b, stage, sync, (sup["dp_bytes"], sup["zero_bytes"])),

@@ -25,8 +25,9 @@ def comm_rows(tree, values, k, M, by_kind, nums, sync, dp_bytes, zero_bytes, str
         count = tree.counts[k, kind_i]
         for name in COMM_KINDS:
             secs = M * count * float(values[kind_i, Q[f"t_{name}"]])
-            if secs:
-                row = {"category": "op_comm", "kind": name, "time_s": secs, "hidden_s": 0.0,
+            if secs or values[kind_i, Q[f"h_{name}"]]:
+                row = {"category": "op_comm", "kind": name, "time_s": secs,
+                       "hidden_s": M * count * float(values[kind_i, Q[f"h_{name}"]]),
                        "bytes": M * count * float(values[kind_i, Q[f"b_{name}"]])}
                 rows += _split(row, "all_reduce", kind.route, nums, names)   # priced as its ring (Numbers.block_args)
     for (category, name, level), arr in by_kind.items():

@@ -31,10 +31,12 @@ SIZE_ARGS = (b, s, h, a, a_kv, f, V, beta)
 COMM_KINDS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")
 BLOCK_Q = ("F", "B", "W", "fwd_compute", "bwd_compute", "bwd_weight", "fwd_comm", "bwd_comm", "recompute",
            "act", "params_dev", "params", "flops_fwd", "flops_bwd", "recompute_flops", "comm_bytes",
-           "grad_sync", "grad_sync_bytes") + \
-    tuple(f"t_{k}" for k in COMM_KINDS) + tuple(f"b_{k}" for k in COMM_KINDS)
+           "grad_sync", "grad_sync_bytes", "hidden_comm") + \
+    tuple(f"t_{k}" for k in COMM_KINDS) + tuple(f"b_{k}" for k in COMM_KINDS) + tuple(f"h_{k}" for k in COMM_KINDS)
 """A block's named quantities for one micro-batch on one device. F and B are the block's
-forward and backward pass (B includes recomputation); W is the weight-gradient part of B."""
+forward and backward pass (B includes recomputation); W is the weight-gradient part of B.
+t_<kind> is the exposed time of its collectives of that kind, h_<kind> the part hidden under
+computation, b_<kind> their bytes."""
 Q = {name: i for i, name in enumerate(BLOCK_Q)}
 
 
@@ -42,17 +44,19 @@ def block_exprs(cost: BlockCost, g=g_t, L=L_t) -> tuple:
     """The BLOCK_Q expressions of one block (its collectives at seconds/byte g, latency L)."""
     per_kind_t = {k: sp.Integer(0) for k in COMM_KINDS}
     per_kind_b = {k: sp.Integer(0) for k in COMM_KINDS}
+    per_kind_h = {k: sp.Integer(0) for k in COMM_KINDS}
     for step in cost.steps:
         for c in step.collectives:
-            per_kind_t[c.kind] += c.time(g, L)
+            per_kind_t[c.kind] += c.exposed(g, L)
+            per_kind_h[c.kind] += c.hidden(g, L)
             per_kind_b[c.kind] += c.bytes()
     forward = cost.fwd_compute_s + cost.fwd_comm_s
     backward = cost.bwd_compute_s + cost.bwd_comm_s + cost.recompute_s
     return (forward, backward, cost.bwd_weight_s, cost.fwd_compute_s, cost.bwd_compute_s, cost.bwd_weight_s,
             cost.fwd_comm_s, cost.bwd_comm_s, cost.recompute_s, cost.act_bytes, cost.params_dev, cost.params,
             cost.flops_fwd, cost.flops_bwd, cost.recompute_flops, cost.comm_bytes, cost.grad_sync_s,
-            cost.grad_sync_bytes) + tuple(per_kind_t[k] for k in COMM_KINDS) + \
-        tuple(per_kind_b[k] for k in COMM_KINDS)
+            cost.grad_sync_bytes, cost.hidden_comm_s) + tuple(per_kind_t[k] for k in COMM_KINDS) + \
+        tuple(per_kind_b[k] for k in COMM_KINDS) + tuple(per_kind_h[k] for k in COMM_KINDS)
 
 
 def block_function(cost: BlockCost):
@@ -61,13 +65,14 @@ def block_function(cost: BlockCost):
 
 
 def step_exprs(cost: BlockCost) -> list:
-    """Per operator: forward, backward and weight-gradient seconds, then bytes sent and latency
-    steps of each of its collectives (the micro-step view of the same block)."""
+    """Per operator: forward, backward and weight-gradient seconds, then bytes sent, latency steps
+    and seconds hidden under computation of each of its collectives (the micro-step view of the
+    same block)."""
     out = []
     for step in cost.steps:
         out += [step.fwd_s, step.bwd_s, step.bwd_weight_s]
         for c in step.collectives:
-            out += [c.bytes(), sp.Integer(0) + coll.latency_steps(c.kind, c.n)]
+            out += [c.bytes(), sp.Integer(0) + coll.latency_steps(c.kind, c.n), sp.Integer(0) + c.hidden(g_t, L_t)]
     return out + [cost.params_dev]
 
 

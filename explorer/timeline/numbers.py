@@ -22,8 +22,9 @@ class CollNumbers:
     coll: coll.Collective
     route: tuple        # fan-in per machine level of the group (mesh.group_route)
     bytes: float        # sent per device
-    transfer_s: float   # bytes * g of the group (its levels at once)
+    transfer_s: float   # bytes * g of the group (its levels at once), less what computation hides
     barrier_s: float    # latency steps * L of the outermost level crossed
+    hidden_s: float = 0.0  # seconds hidden under the computation it overlaps with (not drawn)
 
     @property
     def level(self) -> int:
@@ -53,10 +54,15 @@ def context(model, strategy, cluster) -> Numbers:
     return Numbers.of(model, strategy.micro_batch, cluster, strategy.dtype)
 
 
-def _coll(c, route: tuple, nbytes: float, steps: float, nums: Numbers, kind: str | None = None) -> CollNumbers:
+def _coll(c, route: tuple, nbytes: float, steps: float, nums: Numbers, kind: str | None = None,
+          hidden: float = 0.0) -> CollNumbers:
+    """A collective's exposed transfer (its hidden part taken off the bandwidth term first), barrier
+    and hidden seconds; exposed transfer + barrier = the cost's max(0, time - computation under)."""
     kind = kind or c.kind
-    return CollNumbers(c, route, nbytes, float(nums.collective_seconds(nbytes, 0.0, kind, route)),
-                       float(nums.collective_seconds(0.0, steps, kind, route)))
+    transfer = float(nums.collective_seconds(nbytes, 0.0, kind, route))
+    barrier = float(nums.collective_seconds(0.0, steps, kind, route))
+    cut = min(hidden, transfer)
+    return CollNumbers(c, route, nbytes, transfer - cut, barrier - (hidden - cut), hidden)
 
 
 def block_numbers(placed, nums: Numbers) -> tuple:
@@ -66,10 +72,11 @@ def block_numbers(placed, nums: Numbers) -> tuple:
     for step in placed.cost.steps:
         colls = []
         for j, c in enumerate(step.collectives):
-            at = k + 3 + 2 * j
-            colls.append(_coll(c, placed.route, float(values[at]), float(values[at + 1]), nums, "all_reduce"))
+            at = k + 3 + 3 * j
+            colls.append(_coll(c, placed.route, float(values[at]), float(values[at + 1]), nums, "all_reduce",
+                               float(values[at + 2])))
         steps.append(StepNumbers(step, float(values[k]), float(values[k + 1]), float(values[k + 2]), tuple(colls)))
-        k += 3 + 2 * len(step.collectives)
+        k += 3 + 3 * len(step.collectives)
     return tuple(steps), float(values[k])
 
 
