@@ -13,6 +13,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from explorer.cost.context_parallel import grad_group_levels
 from explorer.cost.numbers import Numbers
 from explorer.cost.rows import comm_rows, stage_rows
 from explorer.cost.superstep import (CATEGORIES, MEMORY_PARTS, optimizer_state_bytes, optimizer_update_bytes,
@@ -100,8 +101,10 @@ def _stage_dp_levels(cluster, mesh, stages: int) -> tuple:
 
 
 def _dp_levels(cluster, strategies, stages: int) -> np.ndarray:
-    """stages x candidates: the machine level each stage's data-parallel groups cross."""
-    return np.array([_stage_dp_levels(cluster, s.mesh, stages) for s in strategies]).T
+    """stages x candidates: the machine level each stage's data-parallel groups cross (with
+    context parallelism, the dp x cp groups the gradients are reduced over)."""
+    return np.array([_stage_dp_levels(cluster, s.mesh, stages) if s.cp == 1 else
+                     grad_group_levels(cluster, s.mesh, stages) for s in strategies]).T
 
 
 def _core(tree: CostTree, model: ModelSpec, strategies: list, cluster: Cluster) -> dict:
@@ -119,7 +122,9 @@ def _core(tree: CostTree, model: ModelSpec, strategies: list, cluster: Cluster) 
     levels = _dp_levels(cluster, strategies, tree.plan.stages)
     stage[g_r], stage[L_r] = np.asarray(hw["g"])[levels], np.asarray(hw["L"])[levels]
     stage[r] = np.arange(tree.plan.stages, dtype=float)[:, None]
-    scalars = {m: M, v: first.chunks, p: first.pp, d: np.array([s.dp for s in strategies], dtype=float),
+    # the gradients are reduced (and ZeRO shards them) over dp x cp (Megatron-LM's data-parallel group
+    # "with context parallel"); m = B / (b dp) micro-batches stays that of the dp replicas
+    scalars = {m: M, v: first.chunks, p: first.pp, d: np.array([s.dp * s.cp for s in strategies], dtype=float),
                beta: hw["beta"], W_hbm: hw["W"], K_opt: optimizer_update_bytes(hw["beta"])}
     sup = variant(first.schedule, first.zero, first.overlap_dp, optimizer_state_bytes(hw["beta"]))(stage, scalars)
     shape = per_stage[:, 0].shape
@@ -157,7 +162,7 @@ def _result(tree: CostTree, strategy: Strategy, cluster: Cluster, core: dict) ->
     dp_bytes, zero_bytes = float(sup["dp_bytes"][j]), float(sup["zero_bytes"][j])
     comm_bytes = {"op_comm": M * (per_stage[k, Q["comm_bytes"]] + bytes_b["op_comm"][k]),
                   "redistribution": M * bytes_b["redistribution"][k], "pp_comm": M * bytes_b["pp_comm"][k],
-                  "dp_comm": dp_bytes, "zero_comm": zero_bytes}
+                  "dp_comm": dp_bytes, "zero_comm": zero_bytes, "cp_comm": M * per_stage[k, Q["cp_bytes"]]}
     level_names = core["nums"].level_names
     by_kind = {key: arr[:, :, 0] for key, arr in core["by_kind"].items()}
     dp_level = int(core["levels"][j, 0])
@@ -173,7 +178,9 @@ def _result(tree: CostTree, strategy: Strategy, cluster: Cluster, core: dict) ->
     model_flops, hardware_flops = float(core["model_flops"][0]), float(core["hardware_flops"][0])
     return Result(
         iteration_time_s=total, breakdown_s={c: float(sup[c]) for c in CATEGORIES},
-        hidden_s={"dp_comm": sync["dp_total"] - sync["dp_exposed"]},
+        hidden_s={"dp_comm": sync["dp_total"] - sync["dp_exposed"],
+                  "cp_comm": M * max(0.0, float(per_stage[k, Q["cp_total"]] - per_stage[k, Q["cp_fwd"]]
+                                                - per_stage[k, Q["cp_bwd"]]))},
         comm_bytes_per_device={c: float(x) for c, x in comm_bytes.items()}, comm_by_kind=rows,
         comm_time_by_level_s=by_level, memory_bytes_per_device=memory[peak], memory_by_stage=memory,
         stage_times_s=stage_rows(per_stage, fwd_b, bwd_b, stage, sync, (sup["dp_bytes"], sup["zero_bytes"])),

@@ -37,11 +37,12 @@ class Numbers:
         dims = (b, model.seq_len, model.hidden, model.heads, model.kv_heads, model.ffn_hidden, model.vocab)
         return cls(dims, hardware_numbers(cluster, dtype), tuple(lv.name for lv in cluster.levels))
 
-    def block_args(self, degree: int, level: int) -> tuple:
-        """Arguments of a compiled block function (explorer.cost.program.BLOCK_ARGS)."""
+    def block_args(self, degree: int, level: int, cp_level: int = 0) -> tuple:
+        """Arguments of a compiled block function (explorer.cost.program.BLOCK_ARGS); cp_level:
+        the level of the context-parallel group (g_c, L_c)."""
         hw = self.hw
         return self.dims + (degree, hw["g"][level], hw["L"][level], hw["F"], hw["eta"], hw["phi"],
-                            hw["W"], hw["tau"], hw["beta"])
+                            hw["W"], hw["tau"], hw["beta"], hw["g"][cp_level], hw["L"][cp_level])
 
     def size_args(self) -> tuple:
         """Arguments of a compiled array-size function (explorer.cost.program.SIZE_ARGS)."""

@@ -16,6 +16,12 @@ def comm_rows(tree, values, k, M, by_kind, level_names, sync, dp_bytes, zero_byt
                 rows.append({"category": "op_comm", "kind": name, "level": level_names[kind.level],
                              "time_s": secs, "hidden_s": 0.0,
                              "bytes": M * count * float(values[kind_i, Q[f"b_{name}"]])})
+        if getattr(strategy, "cp", 1) > 1 and values[kind_i, Q["cp_total"]]:   # context-parallel exchange
+            exposed = float(values[kind_i, Q["cp_fwd"]] + values[kind_i, Q["cp_bwd"]])
+            rows.append({"category": "cp_comm", "kind": "p2p" if strategy.cp_algo == "ring" else "all_to_all",
+                         "level": level_names[kind.cp_level], "time_s": M * count * exposed,
+                         "hidden_s": M * count * max(0.0, float(values[kind_i, Q["cp_total"]]) - exposed),
+                         "bytes": M * count * float(values[kind_i, Q["cp_bytes"]])})
     for (category, name, level), arr in by_kind.items():
         if arr[0, k] or arr[1, k]:
             rows.append({"category": category, "kind": name, "level": level_names[level],
@@ -59,6 +65,7 @@ def stage_rows(per_stage, fwd_b, bwd_b, stage, sync, sync_bytes) -> list:
             "fwd_redistribution_s": float(fwd_b["redistribution"][i]),
             "bwd_redistribution_s": float(bwd_b["redistribution"][i]),
             "fwd_pp_comm_s": float(fwd_b["pp_comm"][i]), "bwd_pp_comm_s": float(bwd_b["pp_comm"][i]),
+            "fwd_cp_comm_s": q("cp_fwd"), "bwd_cp_comm_s": q("cp_bwd"),
             "dp_sync_s": float(dp_total[i]), "dp_exposed_s": float(dp_exposed[i]),
             "zero_comm_s": float(zero[i]), "optimizer_s": float(opt[i]),
             "dp_bytes": float(sync_bytes[0][i]), "zero_bytes": float(sync_bytes[1][i]),
