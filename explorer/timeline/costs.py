@@ -17,11 +17,14 @@ from explorer.cost.numbers import Numbers
 from explorer.timeline.numbers import block_numbers, boundary_numbers
 from explorer.timeline.schedules import PASS_NAMES, B, F, W
 
-PART_CATEGORIES = ("zero_comm", "recompute", "compute", "op_comm", "redistribution", "pp_comm")
-ZERO_PART, RECOMPUTE_PART, COMPUTE_PART, SEND_PART = 0, 1, 2, 5
-PART_KINDS = np.array([["zero_gather", name, name, name, name, "send"] for name in PASS_NAMES], dtype=object)
-_FWD_KEYS = (None, None, "fwd_compute_s", "fwd_op_comm_s", "fwd_redistribution_s", "fwd_pp_comm_s")
-_BWD_KEYS = (None, "recompute_s", "bwd_compute_s", "bwd_op_comm_s", "bwd_redistribution_s", "bwd_pp_comm_s")
+PART_CATEGORIES = ("zero_comm", "recompute", "compute", "op_comm", "cp_comm", "redistribution", "pp_comm")
+ZERO_PART, RECOMPUTE_PART, COMPUTE_PART, CP_PART, SEND_PART = 0, 1, 2, 4, 6
+PART_KINDS = np.array([["zero_gather", name, name, name, "cp_exchange", name, "send"] for name in PASS_NAMES],
+                      dtype=object)
+_FWD_KEYS = (None, None, "fwd_compute_s", "fwd_op_comm_s", "fwd_cp_comm_s", "fwd_redistribution_s",
+             "fwd_pp_comm_s")
+_BWD_KEYS = (None, "recompute_s", "bwd_compute_s", "bwd_op_comm_s", "bwd_cp_comm_s", "bwd_redistribution_s",
+             "bwd_pp_comm_s")
 
 
 @dataclass(frozen=True)
@@ -104,6 +107,10 @@ def _bytes_and_levels(the_plan, ctx: Numbers):
         for step in steps:
             for cn in step.collectives:
                 add(placed.stage, cn.coll, cn)
+            if step.cp_fwd_bytes or step.cp_bwd_bytes:   # the context-parallel exchange (cp_comm)
+                nbytes[placed.stage, F, CP_PART] += step.cp_fwd_bytes
+                nbytes[placed.stage, B, CP_PART] += step.cp_bwd_bytes
+                names[placed.stage][CP_PART].add(placed.cp_level)
     for boundary in the_plan.boundaries:
         for cn in boundary_numbers(boundary, ctx):
             add(payer(boundary, cn.coll), cn.coll, cn)

@@ -47,7 +47,17 @@ def _coll(phase, category, operator, cn, level_names) -> list:
             (phase, "barrier", category or cn.coll.category, operator, cn.barrier_s, 0.0, name)]
 
 
-def _forward(steps, names, recompute: bool = False) -> list:
+def _cp(phase, category, sn, cp) -> list:
+    """The exposed part of an operator's context-parallel exchange (cp = (kind, level name)), after
+    its compute: ring attention hides the rest under it (explorer.cost.context_parallel)."""
+    secs, nbytes = (sn.cp_fwd_s, sn.cp_fwd_bytes) if phase == "fwd" or category == "recompute" else \
+        (sn.cp_bwd_s, sn.cp_bwd_bytes)
+    if not nbytes:
+        return []
+    return [(phase, cp[0], category or "cp_comm", sn.step.op, secs, nbytes, cp[1])]
+
+
+def _forward(steps, names, recompute: bool = False, cp=("p2p", "")) -> list:
     """Forward micro-steps; replayed in the backward (category recompute) when `recompute`."""
     phase, category = ("bwd", "recompute") if recompute else ("fwd", None)
     out = []
@@ -57,18 +67,21 @@ def _forward(steps, names, recompute: bool = False) -> list:
         for cn in (c for c in fwd if c.coll.op == op):        # bring the input to the needed layout
             out += _coll(phase, category, op, cn, names)
         out.append((phase, "compute", category or "compute", op, sn.fwd_s, 0.0, ""))
+        out += _cp(phase, category, sn, cp)
         for cn in (c for c in fwd if c.coll.op != op):        # reduce the block's partial output
             out += _coll(phase, category, op, cn, names)
     return out
 
 
-def _backward(steps, names) -> list:
+def _backward(steps, names, cp=("p2p", "")) -> list:
     out = []
     for sn in reversed(steps):
         op = sn.step.op
         for cn in (c for c in sn.collectives if c.coll.phase == "bwd" and c.coll.op != op):
             out += _coll("bwd", None, op, cn, names)
+        out.append(("bwd", "compute", "recompute", op, sn.recompute_s, 0.0, ""))   # FlashAttention's QK^T
         out.append(("bwd", "compute", "compute", op, sn.bwd_s - sn.bwd_weight_s, 0.0, ""))
+        out += _cp("bwd", None, sn, cp)
         out.append(("bwd", "weight_grad", "compute", op, sn.bwd_weight_s, 0.0, ""))
         for cn in (c for c in sn.collectives if c.coll.phase == "bwd" and c.coll.op == op):
             out += _coll("bwd", None, op, cn, names)
@@ -96,15 +109,17 @@ def block_segments(the_plan, k: int, ctx: Numbers) -> list:
     placed = the_plan.blocks[k]
     steps, _ = block_numbers(placed, ctx)
     names, recompute = ctx.level_names, the_plan.strategy.recompute
-    fwd = _boundary(the_plan, k, ctx, "fwd", False) + _forward(steps, names) + \
+    cp = ("p2p" if the_plan.strategy.cp_algo == "ring" else "all_to_all", names[getattr(placed, "cp_level", 0)])
+    fwd = _boundary(the_plan, k, ctx, "fwd", False) + _forward(steps, names, cp=cp) + \
         _boundary(the_plan, k + 1, ctx, "fwd", True)
     redo = []
     if placed.block.kind == "layer" and recompute == "full":       # the whole forward again
-        redo = _forward(steps, names, recompute=True)
+        redo = _forward(steps, names, recompute=True, cp=cp)
     elif placed.block.kind == "layer" and recompute == "selective":  # only the attention core
         core = {o.name for o in placed.block.ops if o.attention_core}
-        redo = [("bwd", "compute", "recompute", sn.step.op, sn.fwd_s, 0.0, "") for sn in steps if sn.step.op in core]
-    bwd = _boundary(the_plan, k + 1, ctx, "bwd", False) + redo + _backward(steps, names) + \
+        redo = [seg for sn in steps if sn.step.op in core for seg in
+                [("bwd", "compute", "recompute", sn.step.op, sn.fwd_s, 0.0, "")] + _cp("bwd", "recompute", sn, cp)]
+    bwd = _boundary(the_plan, k + 1, ctx, "bwd", False) + redo + _backward(steps, names, cp=cp) + \
         _boundary(the_plan, k, ctx, "bwd", True)
     return [s for s in fwd + bwd if s[4] > 0]
 

@@ -9,7 +9,7 @@ two terms of the BSP cost (DESIGN.md, explorer.cost.collectives.time).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from explorer.cost import collectives as coll
 from explorer.cost.numbers import Numbers
@@ -36,6 +36,11 @@ class StepNumbers:
     bwd_s: float
     bwd_weight_s: float
     collectives: tuple  # CollNumbers, ...
+    recompute_s: float = 0.0     # forward work the backward kernel redoes (FlashAttention)
+    cp_fwd_s: float = 0.0        # exposed context-parallel exchange, forward (category cp_comm)
+    cp_bwd_s: float = 0.0
+    cp_fwd_bytes: float = 0.0    # bytes sent per device
+    cp_bwd_bytes: float = 0.0
 
 
 def context(model, strategy, cluster) -> Numbers:
@@ -50,7 +55,8 @@ def _coll(c, level: int, nbytes: float, steps: float, nums: Numbers) -> CollNumb
 
 def block_numbers(placed, nums: Numbers) -> tuple:
     """(StepNumbers per operator, parameters per device) of one PlacedBlock, one micro-batch."""
-    values = steps_function(placed.cost)(*nums.block_args(placed.split.degree, placed.level))
+    values = steps_function(placed.cost)(*nums.block_args(placed.split.degree, placed.level,
+                                                          getattr(placed, "cp_level", 0)))
     steps, k = [], 0
     for step in placed.cost.steps:
         colls = []
@@ -59,7 +65,11 @@ def block_numbers(placed, nums: Numbers) -> tuple:
             colls.append(_coll(c, placed.level, float(values[at]), float(values[at + 1]), nums))
         steps.append(StepNumbers(step, float(values[k]), float(values[k + 1]), float(values[k + 2]), tuple(colls)))
         k += 3 + 2 * len(step.collectives)
-    return tuple(steps), float(values[k])
+    params_dev = float(values[k])
+    tail = [float(x) for x in values[k + 1:]]      # per operator: recompute, cp fwd/bwd seconds and bytes
+    steps = [replace(sn, recompute_s=tail[5 * i], cp_fwd_s=tail[5 * i + 1], cp_bwd_s=tail[5 * i + 2],
+                     cp_fwd_bytes=tail[5 * i + 3], cp_bwd_bytes=tail[5 * i + 4]) for i, sn in enumerate(steps)]
+    return tuple(steps), params_dev
 
 
 def boundary_numbers(boundary, nums: Numbers) -> tuple:
