@@ -46,8 +46,13 @@ class CPExchange:
     bwd_s: sp.Expr = ZERO        # exposed seconds, backward
     fwd_bytes: sp.Expr = ZERO    # bytes sent per device, forward
     bwd_bytes: sp.Expr = ZERO
-    total_s: sp.Expr = ZERO      # transfer time, hidden part included (fwd + bwd)
+    fwd_total_s: sp.Expr = ZERO  # transfer time, hidden part included, forward
+    bwd_total_s: sp.Expr = ZERO
     kind: str = ""               # 'p2p' (ring) or 'all_to_all' (ulysses)
+
+    @property
+    def total_s(self) -> sp.Expr:
+        return self.fwd_total_s + self.bwd_total_s
 
 
 NONE = CPExchange()
@@ -66,7 +71,7 @@ def ring(heads_sharded: bool, cp: int, attn_fwd_s, attn_bwd_s) -> CPExchange:
     bwd_step = coll.time("p2p", 2 * kv, 2, g_c, L_c) + L_c     # K,V and dK,dV: two messages
     fwd = steps * sp.Max(0, fwd_step - attn_fwd_s / cp)
     bwd = steps * sp.Max(0, bwd_step - attn_bwd_s / cp)
-    return CPExchange(fwd, bwd, steps * kv, steps * 2 * kv, steps * (fwd_step + bwd_step), "p2p")
+    return CPExchange(fwd, bwd, steps * kv, steps * 2 * kv, steps * fwd_step, steps * bwd_step, "p2p")
 
 
 def ulysses(heads_sharded: bool, cp: int) -> CPExchange:
@@ -76,7 +81,7 @@ def ulysses(heads_sharded: bool, cp: int) -> CPExchange:
              beta * b * s * h / width]
     secs = sp.Add(*[coll.time("all_to_all", x, cp, g_c, L_c) for x in local])
     sent = sp.Add(*[coll.bytes_per_device("all_to_all", x, cp) for x in local])
-    return CPExchange(secs, secs, sent, sent, 2 * secs, "all_to_all")
+    return CPExchange(secs, secs, sent, sent, secs, secs, "all_to_all")
 
 
 def exchange(op, ops, heads_sharded: bool, cp: int, algo: str, fwd_s, bwd_s) -> CPExchange:

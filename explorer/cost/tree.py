@@ -72,7 +72,7 @@ def step_exprs(cost: BlockCost) -> list:
     out.append(cost.params_dev)
     for step in cost.steps:   # then per operator: in-kernel recomputation, context-parallel exchange
         x = step.cp
-        out += [step.recompute_s, x.fwd_s, x.bwd_s, x.fwd_bytes, x.bwd_bytes]
+        out += [step.recompute_s, x.fwd_s, x.bwd_s, x.fwd_bytes, x.bwd_bytes, x.fwd_total_s, x.bwd_total_s]
     return out
 
 

@@ -83,7 +83,7 @@ def from_result(result, the_plan, ctx: Numbers, split_weight: bool) -> PassCosts
         gather = np.array([row["zero_pass_bytes"] for row in result.stage_times_s])
         nbytes[:, F, ZERO_PART] = nbytes[:, B, ZERO_PART] = gather
         levels[:, ZERO_PART] = after["dp_level"]
-    t, d = strategy.tp, strategy.dp
+    t, d = strategy.tp, strategy.dp * strategy.cp     # a stage's ranks: t x cp x d (rank order tp-cp-ep-dp-pp)
     devices = tuple(f"{i * d * t}-{i * d * t + t - 1}" if t > 1 else str(i * d * t) for i in range(p))
     return PassCosts(sec / v, nbytes / v, levels, _operators(the_plan, p, v), devices, v, after)
 

@@ -48,13 +48,22 @@ def _coll(phase, category, operator, cn, level_names) -> list:
 
 
 def _cp(phase, category, sn, cp) -> list:
-    """The exposed part of an operator's context-parallel exchange (cp = (kind, level name)), after
-    its compute: ring attention hides the rest under it (explorer.cost.context_parallel)."""
-    secs, nbytes = (sn.cp_fwd_s, sn.cp_fwd_bytes) if phase == "fwd" or category == "recompute" else \
-        (sn.cp_bwd_s, sn.cp_bwd_bytes)
+    """An operator's context-parallel exchange (cp = (kind, level name)), after its compute: the
+    whole transfer as a hidden segment drawn under the compute (ring attention overlaps it,
+    explorer.cost.context_parallel), then the exposed remainder on the critical path."""
+    forward = phase == "fwd" or category == "recompute"
+    secs, nbytes, whole = (sn.cp_fwd_s, sn.cp_fwd_bytes, sn.cp_fwd_total_s) if forward else \
+        (sn.cp_bwd_s, sn.cp_bwd_bytes, sn.cp_bwd_total_s)
     if not nbytes:
         return []
-    return [(phase, cp[0], category or "cp_comm", sn.step.op, secs, nbytes, cp[1])]
+    cat = category or "cp_comm"
+    if secs >= whole:                      # nothing hidden (Ulysses' all-to-alls)
+        return [(phase, cp[0], cat, sn.step.op, secs, nbytes, cp[1])]
+    return [(phase, cp[0], cat, sn.step.op, whole, nbytes, cp[1], HIDDEN),
+            (phase, cp[0], cat, sn.step.op, secs, 0.0, cp[1])]
+
+
+HIDDEN = "hidden"   # an 8th field: the segment overlaps the compute before it (its own row, no time taken)
 
 
 def _forward(steps, names, recompute: bool = False, cp=("p2p", "")) -> list:
@@ -137,18 +146,28 @@ def microstep_events(model, strategy, cluster, gpus=None, layer: int | None = No
 
 
 def segments_frame(segments: list, placed, strategy) -> pd.DataFrame:
-    """Segments laid end to end from 0, repeated on each device of the block's group."""
-    phase, kind, category, operator, secs, nbytes, level = (np.array(col, dtype=object) for col in zip(*segments)) \
+    """Segments laid end to end from 0, repeated on each device of the block's group; a hidden
+    segment (8th field HIDDEN) starts with the segment before it, on the row 'gpu N · cp', and
+    takes no time of the device's own row."""
+    hidden = np.array([len(seg) > 7 and seg[7] == HIDDEN for seg in segments], dtype=bool)
+    phase, kind, category, operator, secs, nbytes, level = (np.array(col, dtype=object) for col in
+                                                            zip(*(seg[:7] for seg in segments))) \
         if segments else [np.zeros(0, dtype=object)] * 7
     secs = secs.astype(float)
-    end = np.cumsum(secs)
-    base = placed.stage * strategy.dp * strategy.tp
+    end = np.cumsum(np.where(hidden, 0.0, secs))
+    start = end - np.where(hidden, 0.0, secs)
+    if hidden.any():    # under the previous segment: it starts when that one starts
+        prev = np.maximum(np.flatnonzero(hidden) - 1, 0)
+        start[hidden] = start[prev]
+        end[hidden] = start[hidden] + secs[hidden]
+    base = placed.stage * strategy.dp * strategy.tp * strategy.cp
     ranks = np.arange(base, base + placed.split.degree)
     n, r = len(secs), len(ranks)
     rank = np.repeat(ranks, n)
     tile = lambda a: np.tile(a, r)
-    return frame({"row": np.array([f"gpu {x}" for x in rank], dtype=object), "stage": placed.stage,
-                  "device": rank.astype(str).astype(object), "start_s": tile(end - secs), "end_s": tile(end),
+    rows = np.array([f"gpu {x}" + (" · cp" if hide else "") for x, hide in zip(rank, tile(hidden))], dtype=object)
+    return frame({"row": rows, "stage": placed.stage, "hidden": tile(hidden),
+                  "device": rank.astype(str).astype(object), "start_s": tile(start), "end_s": tile(end),
                   "kind": tile(kind), "phase": tile(phase), "category": tile(category), "micro_batch": 0,
                   "chunk": placed.chunk, "operator": tile(operator), "level": tile(level),
                   "bytes": tile(nbytes).astype(float)})

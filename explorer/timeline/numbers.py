@@ -41,6 +41,8 @@ class StepNumbers:
     cp_bwd_s: float = 0.0
     cp_fwd_bytes: float = 0.0    # bytes sent per device
     cp_bwd_bytes: float = 0.0
+    cp_fwd_total_s: float = 0.0  # the whole transfer, the part hidden under the attention included
+    cp_bwd_total_s: float = 0.0
 
 
 def context(model, strategy, cluster) -> Numbers:
@@ -66,9 +68,10 @@ def block_numbers(placed, nums: Numbers) -> tuple:
         steps.append(StepNumbers(step, float(values[k]), float(values[k + 1]), float(values[k + 2]), tuple(colls)))
         k += 3 + 2 * len(step.collectives)
     params_dev = float(values[k])
-    tail = [float(x) for x in values[k + 1:]]      # per operator: recompute, cp fwd/bwd seconds and bytes
-    steps = [replace(sn, recompute_s=tail[5 * i], cp_fwd_s=tail[5 * i + 1], cp_bwd_s=tail[5 * i + 2],
-                     cp_fwd_bytes=tail[5 * i + 3], cp_bwd_bytes=tail[5 * i + 4]) for i, sn in enumerate(steps)]
+    tail = [float(x) for x in values[k + 1:]]      # per operator: recompute, cp exposed, bytes, whole transfer
+    steps = [replace(sn, recompute_s=tail[7 * i], cp_fwd_s=tail[7 * i + 1], cp_bwd_s=tail[7 * i + 2],
+                     cp_fwd_bytes=tail[7 * i + 3], cp_bwd_bytes=tail[7 * i + 4], cp_fwd_total_s=tail[7 * i + 5],
+                     cp_bwd_total_s=tail[7 * i + 6]) for i, sn in enumerate(steps)]
     return tuple(steps), params_dev
 
 
