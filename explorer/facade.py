@@ -87,3 +87,8 @@ __all__ += ["CONFIG_SUFFIX", "CONFIG_FRAMEWORKS", "CONFIG_TITLES", "framework_co
 from explorer.limits import MAX_DEVICES                                                  # noqa: E402
 
 __all__ += ["MAX_DEVICES"]
+# ---- long context (issue 10): context parallelism and FlashAttention ---------------------------
+from explorer.strategy.strategy import CP_ALGOS                                          # noqa: E402
+from explorer.model.spec import ATTENTION                                                # noqa: E402
+
+__all__ += ["CP_ALGOS", "ATTENTION"]

@@ -59,7 +59,9 @@ def megatron_args(model, strategy) -> str:
     _check(model, strategy)
     s = strategy
     out = [("--tensor-model-parallel-size", s.tp), ("--pipeline-model-parallel-size", s.pp),
-           ("--context-parallel-size", 1), ("--expert-model-parallel-size", 1)]
+           ("--context-parallel-size", s.cp), ("--expert-model-parallel-size", 1)]
+    if s.cp > 1:   # Transformer Engine's CP communication: p2p (ring) or a2a (Ulysses-style)
+        out.append(("--cp-comm-type", "p2p" if s.cp_algo == "ring" else "a2a"))
     if s.sequence_parallel:
         out.append(("--sequence-parallel",))
     if chunked(s.schedule):
@@ -89,7 +91,8 @@ def megatron_args(model, strategy) -> str:
         out += [("--swiglu",), ("--normalization", "RMSNorm")]
     lines = [" ".join(str(x) for x in item) for item in out]
     head = [f"# Megatron-LM arguments for {title(model, s)}",
-            f"{WORLD} {s.devices} (= d {s.dp} x t {s.tp} x p {s.pp}; torchrun --nnodes x --nproc-per-node)"]
+            f"{WORLD} {s.devices} (= d {s.dp} x t {s.tp}{f' x cp {s.cp}' if s.cp > 1 else ''} x p {s.pp}; "
+            "torchrun --nnodes x --nproc-per-node)"]
     return "\n".join(head + [line + " \\" for line in lines[:-1]] + lines[-1:]) + "\n"
 
 
