@@ -152,3 +152,36 @@ def test_superstep_timeline_draws_the_exposed_exchange_and_agrees_with_the_model
     assert float(ev["end_s"].max()) == pytest.approx(r.iteration_time_s, rel=1e-9)
     drawn = ev[(ev["category"] == "cp_comm") & (ev["stage"] == r.critical_stage)]["duration_s"].sum()
     assert drawn == pytest.approx(r.breakdown_s["cp_comm"], rel=1e-9)
+
+
+def test_the_search_space_has_cp_only_for_long_sequences():
+    """cp is searched from 8k tokens on (Megatron-Core parallelism guide: CP for 8K+ sequences),
+    over divisors with seq_len % 2cp == 0; shorter sequences keep the space they had: gpt3-175b on
+    1024 GPUs at B = 1536 counts 6,209,280 raw points, as before context parallelism."""
+    from explorer.search.space import enumerate_space
+    long = enumerate_space(load_model("llama2-7b").with_seq_len(16384), 16, 16)
+    assert sorted({f.cp for f in long.families}) == [1, 2, 4, 8, 16]
+    assert all(f.dp * f.tp * f.cp * f.pp == 16 for f in long.families)
+    assert long.kept + sum(long.pruned.values()) == long.total
+    assert {f.cp for f in enumerate_space(load_model("llama2-7b"), 16, 16).families} == {1}
+    assert enumerate_space(load_model("gpt3-175b"), 1024, 1536).total == 6_209_280
+
+
+def test_the_search_prices_a_cp_strategy_as_evaluate_does():
+    """The search's chain and objective (explorer.search.tables / objective) against evaluate()."""
+    from explorer.hardware.cluster import BYTES_PER_ELEMENT
+    from explorer.search.objective import Objective
+    from explorer.search.tables import A, B, F, GS, PSI, W, Chain, node_stages, stage_sums
+    model = LLAMA_32K
+    for s in (long_context(), long_context(dp=2, cp=8, zero=0, recompute="full")):
+        chain = Chain(model, A100, s, [s.micro_batch])
+        stages = node_stages(model, s)
+        sums = stage_sums(chain, chain.chain(tuple(s.split_of(i) for i in range(model.layers)), stages), stages,
+                          s.pp)[:, :, 0]
+        obj = Objective(A100, BYTES_PER_ELEMENT[s.dtype], chain.hw, s.dp, s.tp, s.pp, s.cp)
+        time = float(obj.time(sums[F], sums[B], sums[PSI], sums[GS], s.micro_batches, s.chunks, s.zero,
+                              s.overlap_dp, s.schedule, sums[W]))
+        memory = float(obj.peak_memory(sums[PSI], sums[A], s.micro_batches, s.chunks, s.zero, s.schedule))
+        r = evaluate(model, s, A100)
+        assert time == pytest.approx(r.iteration_time_s, rel=1e-9)
+        assert memory == pytest.approx(r.memory_bytes_per_device["total"], rel=1e-9)

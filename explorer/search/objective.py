@@ -12,6 +12,7 @@ import numpy as np
 
 from explorer.cost.superstep import (aggregate_function, optimizer_state_bytes, optimizer_update_bytes,
                                      variant)
+from explorer.cost.context_parallel import grad_group_levels
 from explorer.strategy.mesh import Mesh, group_level
 from explorer.symbols import (A_r, B_r, F_r, GS_r, K_opt, L_r, Psi_r, W_hbm, W_r, beta, d, g_r, m as m_, p,
                               r as r_, v as v_)
@@ -25,10 +26,12 @@ def _first(x):
 class Objective:
     """Time and memory of candidates sharing a cluster, dtype, d, t and p."""
 
-    def __init__(self, cluster, dtype_bytes: int, hw: dict, dp: int, tp: int, pp: int):
-        self.hw, self.dp, self.pp, self.beta = hw, dp, pp, dtype_bytes
-        mesh = Mesh.of(tp=tp, dp=dp, pp=pp)
-        levels = [group_level(cluster, mesh, "dp", pp=stage) for stage in range(pp)]   # each stage's dp groups
+    def __init__(self, cluster, dtype_bytes: int, hw: dict, dp: int, tp: int, pp: int, cp: int = 1):
+        # with context parallelism the gradients are reduced (and ZeRO shards) over dp x cp (evaluate.py)
+        self.hw, self.dp, self.pp, self.beta = hw, dp * cp, pp, dtype_bytes
+        mesh = Mesh.of(tp=tp, dp=dp, pp=pp, cp=cp)
+        levels = [group_level(cluster, mesh, "dp", pp=stage) for stage in range(pp)] if cp == 1 else \
+            list(grad_group_levels(cluster, mesh, pp))                                # each stage's dp groups
         self.g, self.L = np.asarray(hw["g"])[levels], np.asarray(hw["L"])[levels]
         self.ranks = np.arange(pp)
         self.k_states = optimizer_state_bytes(dtype_bytes)

@@ -78,7 +78,8 @@ def point_strategy(space, points: Points, k: int, global_batch: int, dtype: str 
     return Strategy(dp=fam.dp, tp=fam.tp, pp=fam.pp, micro_batch=int(points.micro_batch[k]),
                     global_batch=global_batch, schedule=fam.schedule, chunks=fam.chunks,
                     zero=int(points.zero[k]), recompute=fam.recompute,
-                    sequence_parallel=fam.sequence_parallel, overlap_dp=bool(points.overlap[k]), dtype=dtype)
+                    sequence_parallel=fam.sequence_parallel, overlap_dp=bool(points.overlap[k]), dtype=dtype,
+                    cp=fam.cp)
 
 
 def candidate(model, cluster, strategy: Strategy, gpus: int) -> Candidate:
@@ -144,7 +145,7 @@ def _to_refine(space, points: Points, fits: np.ndarray, count: int) -> list:
     chosen, seen = [], set()
     for k in order:
         fam = space.families[points.family[k]]
-        key = (float(f"{points.time_s[k]:.12g}"), fam.tp, fam.pp, int(points.micro_batch[k]),
+        key = (float(f"{points.time_s[k]:.12g}"), fam.tp, fam.cp, fam.pp, int(points.micro_batch[k]),
                bool(points.overlap[k]))
         if schedule_of(fam.schedule).chunked or schedule_of(fam.schedule).splits_weight or key in seen:
             continue

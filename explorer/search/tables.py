@@ -18,7 +18,7 @@ from explorer.cost import collectives as coll
 from explorer.cost import layouts as lay
 from explorer.cost.block import block_cost
 from explorer.cost.numbers import Numbers
-from explorer.cost.plan import PlacedBlock, block_splits
+from explorer.cost.plan import PlacedBlock, block_splits, cp_group_level
 from explorer.cost.plan import boundary as plan_boundary
 from explorer.cost.tree import Q, block_function, size_function
 from explorer.model.graph import build_blocks
@@ -88,15 +88,17 @@ class Chain:
         block = self.blocks[i]
         split = split if block.kind == "layer" else self.fixed[i]
         level = self.level(stage, split.degree)
-        key = (block.key, block.kind, split, incoming, level)
+        cp_level = cp_group_level(self.cluster, self.probe, stage) if self.probe.cp > 1 else 0
+        key = (block.key, block.kind, split, incoming, level, cp_level)
         if key not in self._nodes:
             cost = block_cost(block, split.effective_preset, split.overrides,
-                              self.probe.sequence_parallel, self.probe.recompute, incoming)
-            self._nodes[key] = Node(cost, split, level, self._values(cost, split.degree, level))
+                              self.probe.sequence_parallel, self.probe.recompute, incoming,
+                              self.probe.cp, self.probe.cp_algo)
+            self._nodes[key] = Node(cost, split, level, self._values(cost, split.degree, level, cp_level))
         return self._nodes[key]
 
-    def _values(self, cost, degree: int, level: int) -> np.ndarray:
-        q = block_function(cost)(*self.nums.block_args(degree, level))
+    def _values(self, cost, degree: int, level: int, cp_level: int = 0) -> np.ndarray:
+        q = block_function(cost)(*self.nums.block_args(degree, level, cp_level))
         col = lambda name: np.broadcast_to(np.asarray(q[Q[name]], dtype=float), self.b.shape)
         return np.vstack([col("F"), col("B"), col("params_dev"), col("act"), col("grad_sync"), col("bwd_weight")])
 
