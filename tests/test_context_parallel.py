@@ -185,3 +185,11 @@ def test_the_search_prices_a_cp_strategy_as_evaluate_does():
         r = evaluate(model, s, A100)
         assert time == pytest.approx(r.iteration_time_s, rel=1e-9)
         assert memory == pytest.approx(r.memory_bytes_per_device["total"], rel=1e-9)
+
+
+def test_search_cli_fixes_cp_and_its_algorithm(capsys):
+    code = main(["search", "--model", "llama2-7b", "--cluster", "dgx-a100-80gb", "--gpus", "8", "--global-batch",
+                 "8", "--seq-len", "16384", "--cp", "2", "--cp-algo", "ulysses", "--top", "3", "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert code == 0 and out["top"]
+    assert all(c["strategy"]["cp"] == 2 and c["strategy"]["cp_algo"] == "ulysses" for c in out["top"])

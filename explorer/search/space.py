@@ -85,7 +85,8 @@ class Family:
     micro_batches: tuple
     zeros: tuple
     overlaps: tuple = OVERLAPS
-    cp: int = 1                 # context parallelism (ring; explorer.cost.context_parallel)
+    cp: int = 1                 # context parallelism (explorer.cost.context_parallel)
+    cp_algo: str = "ring"
 
     @property
     def size(self) -> int:
@@ -126,8 +127,9 @@ def cp_degrees(model, devices: int) -> list:
     return [c for c in divisors(devices) if model.seq_len % (2 * c) == 0 or c == 1]
 
 
-def enumerate_space(model, gpus: int, global_batch: int) -> Space:
-    """Every global choice for `model` on `gpus` devices at global batch `global_batch`."""
+def enumerate_space(model, gpus: int, global_batch: int, cp: int | None = None, cp_algo: str = "ring") -> Space:
+    """Every global choice for `model` on `gpus` devices at global batch `global_batch` (with `cp`
+    given, only that context-parallel degree; `cp_algo` the algorithm of cp > 1)."""
     if gpus < 1 or global_batch < 1:
         raise ExplorerError(f"gpus and global batch must be positive, got {gpus} and {global_batch}")
     space = Space([])
@@ -135,20 +137,21 @@ def enumerate_space(model, gpus: int, global_batch: int) -> Space:
     schedules = list(_schedules(model.layers))
     inner = len(ZEROS) * len(RECOMPUTE) * len(SEQ_PAR) * len(OVERLAPS)   # raw points per (t, p, b, schedule)
     for tp in divisors(gpus):
-        for cp in cp_degrees(model, gpus // tp):
-            for pp in divisors(gpus // (tp * cp)):
+        fixed = [cp] if cp is not None and (gpus // tp) % cp == 0 else []
+        for c in (cp_degrees(model, gpus // tp) if cp is None else fixed):
+            for pp in divisors(gpus // (tp * c)):
                 raw = len(batches) * len(schedules) * inner
                 space.total += raw
-                reason = _broken(0, R.view(tp=tp, pp=pp, cp=cp, cp_algo="ring"), model)
+                reason = _broken(0, R.view(tp=tp, pp=pp, cp=c, cp_algo=cp_algo), model)
                 if reason:
                     space.pruned[reason] += raw
                     continue
-                _add_families(space, model, tp, pp, gpus // (tp * cp * pp), global_batch, batches, schedules,
-                              inner, cp)
+                _add_families(space, model, tp, pp, gpus // (tp * c * pp), global_batch, batches, schedules,
+                              inner, c, cp_algo)
     return space
 
 
-def _add_families(space, model, tp, pp, dp, global_batch, batches, schedules, inner, cp=1):
+def _add_families(space, model, tp, pp, dp, global_batch, batches, schedules, inner, cp=1, cp_algo="ring"):
     ok_b = []
     for b in batches:
         reason = _broken(1, R.view(tp=tp, pp=pp, micro_batch=b, dp=dp, global_batch=global_batch), model)
@@ -185,4 +188,4 @@ def _add_families(space, model, tp, pp, dp, global_batch, batches, schedules, in
         for recompute in RECOMPUTE:
             for seq in seqs:
                 space.families.append(Family(tp, pp, dp, schedule, chunks, recompute, seq, tuple(micro),
-                                             tuple(zeros), cp=cp))
+                                             tuple(zeros), cp=cp, cp_algo=cp_algo if cp > 1 else "ring"))
