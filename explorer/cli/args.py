@@ -22,10 +22,10 @@ class Parser(argparse.ArgumentParser):
 def add_strategy_flags(cmd: argparse.ArgumentParser, extra_schedules: tuple = ()) -> None:
     cmd.add_argument("--model", required=True, help="preset name or model file (JSON/YAML/config.json)")
     cmd.add_argument("--cluster", required=True, help="preset name or cluster file")
-    cmd.add_argument("--gpus", type=int, help="number of devices (default: dp*tp*pp)")
+    cmd.add_argument("--gpus", type=int, help="number of devices (default: dp*tp*cp*pp)")
     cmd.add_argument("--tp", type=int, help="operator (tensor) parallel degree t")
     cmd.add_argument("--pp", type=int, help="pipeline stages p")
-    cmd.add_argument("--dp", type=int, help="data-parallel degree d (default gpus/(tp*pp))")
+    cmd.add_argument("--dp", type=int, help="data-parallel degree d (default gpus/(tp*cp*pp))")
     cmd.add_argument("--micro-batch", type=int, help="micro-batch size b (sequences)")
     cmd.add_argument("--global-batch", type=int, help="global batch size B (sequences)")
     cmd.add_argument("--schedule", choices=tuple(SCHEDULES) + tuple(extra_schedules))
