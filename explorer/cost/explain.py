@@ -24,8 +24,9 @@ from explorer.cost.tree import Q, cost_tree, stage_inputs
 from explorer.schedules import get as schedule_of
 from explorer.schedules.base import AGGREGATES
 from explorer.strategy.mesh import group_level
-from explorer.symbols import (F, K_opt, L_r, L_t, Psi_r, V, W_hbm, AtStage, StageMax, StageSum, a,
-                              a_kv, b, beta, d, eta, f, g_r, g_t, h, l, m, p, phi, r, s, t, t_launch, v)
+from explorer.cost.context_parallel import grad_group_levels
+from explorer.symbols import (F, K_opt, L_c, L_r, L_t, Psi_r, V, W_hbm, AtStage, StageMax, StageSum, a,
+                              a_kv, b, beta, d, eta, f, g_c, g_r, g_t, h, l, m, p, phi, r, s, t, t_launch, v)
 
 PSI = sp.Symbol("Psi", nonnegative=True)   # parameters per device on the synchronising stage
 
@@ -88,7 +89,7 @@ def symbol_values(model, strategy, cluster) -> dict:
     hw = hardware_numbers(cluster, strategy.dtype)
     return {b: strategy.micro_batch, s: model.seq_len, h: model.hidden, a: model.heads,
             a_kv: model.kv_heads, f: model.ffn_hidden, V: model.vocab, l: model.layers,
-            t: strategy.tp, d: strategy.dp, p: strategy.pp, v: strategy.chunks,
+            t: strategy.tp, d: strategy.dp * strategy.cp, p: strategy.pp, v: strategy.chunks,
             m: strategy.micro_batches, F: hw["F"], eta: hw["eta"], phi: hw["phi"],
             W_hbm: hw["W"], t_launch: hw["tau"], beta: hw["beta"]}
 
@@ -102,7 +103,7 @@ def _stage_tables(tree, strategy, g, L):
     kinds = []
     for kind in tree.kinds:
         degree = t if kind.degree == strategy.tp else sp.Integer(kind.degree)
-        subs = {t: degree, g_t: g[kind.level], L_t: L[kind.level]}
+        subs = {t: degree, g_t: g[kind.level], L_t: L[kind.level], g_c: g[kind.cp_level], L_c: L[kind.cp_level]}
         kinds.append([e.xreplace(subs) for e in kind.exprs])
     stages = strategy.pp
     per_stage = np.full((stages, len(Q)), sp.Integer(0), dtype=object)
@@ -149,7 +150,8 @@ def explain(model, strategy, cluster, gpus=None, result: Result | None = None) -
     per_stage, fwd_b, bwd_b = _stage_tables(tree, strategy, g, L)
     stage = stage_inputs(per_stage, fwd_b, bwd_b)
     j, k = result.extra["sync_stage"], result.critical_stage
-    levels = [group_level(cluster, strategy.mesh, "dp", pp=i) for i in range(strategy.pp)]
+    levels = [group_level(cluster, strategy.mesh, "dp", pp=i) for i in range(strategy.pp)] if strategy.cp == 1 \
+        else list(grad_group_levels(cluster, strategy.mesh, strategy.pp))     # gradients over dp x cp
     stage[g_r] = np.array([g[lv] for lv in levels], dtype=object)
     stage[L_r] = np.array([L[lv] for lv in levels], dtype=object)
     stage[r] = np.array([sp.Integer(i) for i in range(strategy.pp)], dtype=object)
