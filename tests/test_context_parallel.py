@@ -193,3 +193,16 @@ def test_search_cli_fixes_cp_and_its_algorithm(capsys):
     out = json.loads(capsys.readouterr().out)
     assert code == 0 and out["top"]
     assert all(c["strategy"]["cp"] == 2 and c["strategy"]["cp_algo"] == "ulysses" for c in out["top"])
+
+
+def test_megatron_export_writes_cp_and_reads_it_back():
+    from explorer.codegen import megatron_args, parse_megatron_args
+    for algo, comm in (("ring", "p2p"), ("ulysses", "a2a")):
+        model = LLAMA_32K if algo == "ring" else load_model("llama2-7b").with_seq_len(16384)
+        s = long_context(cp_algo=algo) if algo == "ring" else \
+            Strategy(dp=2, tp=2, pp=1, cp=4, cp_algo="ulysses", micro_batch=1, global_batch=8, sequence_parallel=True)
+        text = megatron_args(model, s)
+        assert f"--context-parallel-size {s.cp} " in text and f"--cp-comm-type {comm} " in text
+        assert "--use-flash-attn" in text
+        fields, back = parse_megatron_args(text)
+        assert back == s and fields["attention"] == "flash"
