@@ -42,6 +42,7 @@ STRATEGY_WIDGETS = {W_DP: "dp", W_TP: "tp", W_PP: "pp", W_MICRO: "micro_batch", 
 W_MODEL_PRESET, W_MODEL_FILE = "w_model_preset", "w_model_file"
 W_CLUSTER_PRESET, W_CLUSTER_FILE = "w_cluster_preset", "w_cluster_file"
 W_DIM_PREFIX = "w_dim_"
+W_ATTENTION = W_DIM_PREFIX + "attention"   # standard or flash (re-seeded with the dimensions)
 W_GRAPH_COLOUR, W_GRAPH_ALL, W_GRAPH_LAYERS = "w_graph_colour", "w_graph_all", "w_graph_layers"
 # Strategy page
 W_PRESET = "w_preset"
@@ -138,7 +139,7 @@ def set_model(model, cluster=None) -> None:
         ensure_fits(candidate())
     except ExplorerError as err:
         from explorer.facade import fallback_strategy
-        gpus = ss[W_DP] * ss[W_TP] * ss[W_PP]
+        gpus = ss[W_DP] * ss[W_TP] * ss[W_PP] * ss[W_CP]
         apply_strategy(fallback_strategy(model, ss[CLUSTER], gpus))
         notify(f"The strategy did not fit {model.name} on {ss[CLUSTER].name} ({err}); "
                "switched to a preset that does.")

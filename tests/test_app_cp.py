@@ -16,3 +16,13 @@ def test_cp_moves_the_gpu_count_refuses_ring_without_flash_and_runs_ulysses():
     assert "cp4 ulysses" in at.caption[0].value
     at.sidebar.select_slider(key="w_cp").set_value(1).run()
     assert at.session_state["w_dp"] == 16 and not errors(at)
+
+
+def test_model_page_switches_flash_attention():
+    at = open_page("model")
+    assert at.radio(key="w_dim_attention").value == "standard"           # GPT-3 175B
+    at.radio(key="w_dim_attention").set_value("flash").run()
+    assert not at.exception and at.session_state["model"].attention == "flash"
+    at.switch_page("app_pages/cost.py").run()
+    at.sidebar.select_slider(key="w_cp").set_value(2).run()          # ring context parallelism now runs
+    assert not at.exception and not errors(at)
