@@ -76,5 +76,6 @@ def draw_summary() -> None:
     """On the Start and Learn pages: what the explorer holds (its controls come back on its pages)."""
     ss = st.session_state
     st.sidebar.caption(f"The lessons use their own example. The explorer keeps **{ss[S.MODEL].name}** on "
-                       f"**{ss[S.CLUSTER].name}**, d·t·p = {ss[S.W_DP]}·{ss[S.W_TP]}·{ss[S.W_PP]}; its "
+                       f"**{ss[S.CLUSTER].name}**, d·t·p = {ss[S.W_DP]}·{ss[S.W_TP]}·{ss[S.W_PP]}"
+                       + (f" (cp {ss[S.W_CP]})" if ss[S.W_CP] > 1 else "") + "; its "
                        "controls are on the Explore pages.")
