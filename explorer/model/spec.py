@@ -12,10 +12,11 @@ ATTENTION = ("standard", "flash")
 attention, Korthikanti et al. 2022 Table 2); 'flash' is FlashAttention (Dao et al. NeurIPS 2022,
 FlashAttention-2, Dao 2023): one fused kernel, no s x s tensor kept, recomputed in the backward."""
 DEFAULT_ATTENTION = {"llama": "flash"}
-"""The attention a family gets when its model names none: the LLaMA family is trained with
-FlashAttention (Touvron et al. 2023 (LLaMA), Sec 2.4: "efficient implementation of the causal multi-head
-attention ... xformers"; Megatron-LM's Llama recipes use --use-flash-attn); the others keep the
-standard attention of the published runs they are validated against."""
+"""The attention a family gets when its model names none: the LLaMA family is trained with a fused,
+memory-efficient attention (Touvron et al. 2023, LLaMA, Sec 2.4: the causal multi-head attention of the
+xformers library, "achieved by not storing the attention weights", after Rabe & Staats 2021 and Dao et
+al. 2022); the others keep the standard attention of the published runs they are validated against
+(Megatron-LM SC'21, Korthikanti et al. 2022)."""
 
 
 def _positive_int(name: str, value) -> None:
