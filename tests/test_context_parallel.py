@@ -219,3 +219,15 @@ def test_megatron_bridge_llama3_70b_16k_recipe_fits_an_h100():
     assert r.gpus == 256 and r.memory_bytes_per_device["total"] < h100.device.memory_bytes
     plain = evaluate(model.with_attention("standard"), s.with_(cp=1, dp=16), h100)
     assert plain.memory_bytes_per_device["total"] > 4 * h100.device.memory_bytes
+
+
+def test_share_links_carry_cp_only_when_used():
+    from explorer.io.share import decode, encode
+    s = long_context(cp_algo="ring")
+    params = encode(LLAMA_32K, A100, s)
+    assert params["cp"] == "4" and params["cpa"] == "ring"
+    back = decode(params)
+    assert back.strategy == s and not back.messages
+    assert "cp" not in encode(LLAMA_32K, A100, long_context(cp=1, dp=16))
+    bad = decode({**params, "cpa": "tree"})
+    assert any("link parameter 'cpa' must be one of ring, ulysses" in m for m in bad.messages)
