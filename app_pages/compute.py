@@ -118,6 +118,8 @@ def strategy_label(s: Strategy) -> str:
         parts.append(f"rc:{s.recompute}")
     if s.sequence_parallel:
         parts.append("SP")
+    if s.cp > 1:
+        parts.append(f"cp{s.cp}" + (" ulysses" if s.cp_algo == "ulysses" else ""))
     if s.layer_splits or s.stage_map:
         parts.append("per-layer")
     return " ".join(parts)

@@ -2,7 +2,8 @@
 import pandas as pd
 import streamlit as st
 
-from explorer.facade import ExplorerError, ModelSpec, list_clusters, list_models, load_cluster, load_model
+from explorer.facade import (ATTENTION, ExplorerError, ModelSpec, list_clusters, list_models, load_cluster,
+                             load_model)
 from explorer.facade import cluster_from_upload, model_from_upload
 from explorer.facade import MODEL_DIM_MAX
 from app_pages import compute as C
@@ -53,6 +54,14 @@ def _edit_dims():
         st.session_state[S.MODEL_MESSAGE] = f"Dimensions refused (the model in use is unchanged): {err}"
 
 
+def _edit_attention():
+    model = st.session_state[S.MODEL]
+    try:
+        S.set_model(model.with_attention(st.session_state[S.W_ATTENTION]))
+    except ExplorerError as err:
+        st.session_state[S.MODEL_MESSAGE] = f"Attention refused (the model in use is unchanged): {err}"
+
+
 view, error = C.current()
 C.show_errors(error)
 ss = st.session_state
@@ -81,6 +90,13 @@ dims = _dims(model)
 for col, name in zip(st.columns(len(dims)), dims):
     S.seed(S.W_DIM_PREFIX + name, getattr(model, name))
     col.number_input(name, min_value=1, max_value=MODEL_DIM_MAX[name], step=1, key=S.W_DIM_PREFIX + name, on_change=_edit_dims)
+if model.is_transformer:
+    S.seed(S.W_ATTENTION, model.attention)
+    st.radio("Attention", ATTENTION, key=S.W_ATTENTION, horizontal=True, on_change=_edit_attention,
+             format_func=lambda x: {"standard": "standard (s×s scores kept)",
+                                    "flash": "FlashAttention (fused, recomputed in backward)"}[x],
+             help="FlashAttention (Dao et al. 2022/2023) keeps no s×s tensor and recomputes QK^T in its "
+                  "backward; the LLaMA family uses it by default")
 r = view.result
 st.caption(f"{r.params / 1e9:.3f} B parameters · {r.model_flops_per_iteration:.3e} model FLOPs per iteration "
            f"(B = {view.strategy.global_batch}) · source: {plain(model.source or 'user input')}")

@@ -64,7 +64,7 @@ def _run(model, cluster) -> None:
 model, cluster = ss[S.MODEL], ss[S.CLUSTER]
 ss.setdefault(SEARCH_RESULT, None)
 ss.setdefault(SEARCH_SELECTED_STRATEGY, None)
-S.seed(W_GPUS, ss[S.W_DP] * ss[S.W_TP] * ss[S.W_PP])
+S.seed(W_GPUS, ss[S.W_DP] * ss[S.W_TP] * ss[S.W_PP] * ss[S.W_CP])
 S.seed(W_BATCH, int(ss[S.W_BATCH]))
 S.seed(W_CAP, round(cluster.device.memory_bytes / GIB, 1))
 S.seed(W_TOP, 10)

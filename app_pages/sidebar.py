@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from explorer.facade import DTYPES, GRAD_DTYPES, RECOMPUTE, SCHEDULES, schedule_is_chunked
+from explorer.facade import CP_ALGOS, DTYPES, GRAD_DTYPES, RECOMPUTE, SCHEDULES, schedule_is_chunked
 
 from app_pages import state as S
 from app_pages.text import plain
@@ -12,6 +12,7 @@ DEGREES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512
 TP_DEGREES = (1, 2, 4, 8, 16, 32, 64)
 PP_DEGREES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128)
 MICRO_BATCHES = (1, 2, 4, 8, 16, 32, 64)
+CP_DEGREES = (1, 2, 4, 8, 16, 32)
 
 
 def _options(base: tuple, key: str) -> list:
@@ -23,7 +24,7 @@ def _degree_moved() -> None:
     """t or p moved (callback): d follows so that d·t·p stays the GPU count shown, when asked and
     possible; sequence parallelism goes off at t = 1 (it splits along t)."""
     ss = st.session_state
-    t, p = ss[S.W_TP], ss[S.W_PP]
+    t, p = ss[S.W_TP], ss[S.W_PP] * ss[S.W_CP]      # cp multiplies the device count like p
     if t == 1 and ss[S.W_SP]:
         ss[S.W_SP] = False
         S.notify("Sequence parallelism needs t > 1: switched off (switch it on again with t > 1).")
@@ -31,7 +32,8 @@ def _degree_moved() -> None:
     if not ss[S.W_KEEP_GPUS] or not gpus:
         return
     if gpus % (t * p):
-        S.notify(f"{gpus} GPUs cannot be split with t·p = {t}·{p}: d stays {ss[S.W_DP]}, so the GPU count changes.")
+        S.notify(f"{gpus} GPUs cannot be split with t·cp·p = {t * p}: d stays {ss[S.W_DP]}, so the GPU count "
+                 "changes.")
         return
     ss[S.W_DP] = gpus // (t * p)
 
@@ -39,13 +41,20 @@ def _degree_moved() -> None:
 def draw() -> None:
     ss = st.session_state
     bar = st.sidebar
-    ss[S.GPUS_SHOWN] = ss[S.W_DP] * ss[S.W_TP] * ss[S.W_PP]
+    ss[S.GPUS_SHOWN] = ss[S.W_DP] * ss[S.W_TP] * ss[S.W_PP] * ss[S.W_CP]
+    formula = "d·t·cp·p" if ss[S.W_CP] > 1 else "d·t·p"
     bar.markdown(f"**{plain(ss[S.MODEL].name)}** on **{plain(ss[S.CLUSTER].name)}**  \n"
-                 f"GPUs = d·t·p = **{ss[S.W_DP] * ss[S.W_TP] * ss[S.W_PP]}**")
+                 f"GPUs = {formula} = **{ss[S.GPUS_SHOWN]}**")
     bar.select_slider("d — data parallel", _options(DEGREES, S.W_DP), key=S.W_DP)
     bar.select_slider("t — operator (tensor) parallel", _options(TP_DEGREES, S.W_TP), key=S.W_TP,
                       on_change=_degree_moved)
     bar.select_slider("p — pipeline stages", _options(PP_DEGREES, S.W_PP), key=S.W_PP, on_change=_degree_moved)
+    left, right = bar.columns(2)
+    left.select_slider("cp — context parallel", _options(CP_DEGREES, S.W_CP), key=S.W_CP, on_change=_degree_moved,
+                       help="the sequence split over cp devices (long context; 2·cp must divide the sequence)")
+    right.selectbox("CP algorithm", CP_ALGOS, key=S.W_CP_ALGO, disabled=ss[S.W_CP] == 1,
+                    help="ring: K/V passed around the cp ring, hidden under attention (Megatron-LM CP); "
+                         "ulysses: all-to-all on heads (DeepSpeed-Ulysses)")
     bar.toggle("Keep the GPU count fixed", key=S.W_KEEP_GPUS,
                help="when t or p moves, d follows so that d·t·p stays the same (when it divides)")
     bar.select_slider("b — micro-batch (sequences)", _options(MICRO_BATCHES, S.W_MICRO), key=S.W_MICRO)
@@ -74,5 +83,6 @@ def draw_summary() -> None:
     """On the Start and Learn pages: what the explorer holds (its controls come back on its pages)."""
     ss = st.session_state
     st.sidebar.caption(f"The lessons use their own example. The explorer keeps **{ss[S.MODEL].name}** on "
-                       f"**{ss[S.CLUSTER].name}**, d·t·p = {ss[S.W_DP]}·{ss[S.W_TP]}·{ss[S.W_PP]}; its "
+                       f"**{ss[S.CLUSTER].name}**, d·t·p = {ss[S.W_DP]}·{ss[S.W_TP]}·{ss[S.W_PP]}"
+                       + (f" (cp {ss[S.W_CP]})" if ss[S.W_CP] > 1 else "") + "; its "
                        "controls are on the Explore pages.")

@@ -33,15 +33,18 @@ W_MICRO, W_BATCH = "w_micro_batch", "w_global_batch"
 W_SCHEDULE, W_CHUNKS, W_ZERO = "w_schedule", "w_chunks", "w_zero"
 W_RECOMPUTE, W_SP, W_OVERLAP = "w_recompute", "w_sequence_parallel", "w_overlap_dp"
 W_DTYPE, W_GRAD_DTYPE = "w_dtype", "w_grad_dtype"   # training dtype (fp8 = TE-style), gradient dtype (E7)
+W_CP, W_CP_ALGO = "w_cp", "w_cp_algo"   # context parallelism: degree and algorithm (ring / ulysses)
 W_KEEP_GPUS = "w_keep_gpus"      # when t or p moves, d follows so that d·t·p stays the same
 GPUS_SHOWN = "gpus_shown"        # d·t·p when the sidebar was last drawn (what "keep" keeps)
 STRATEGY_WIDGETS = {W_DP: "dp", W_TP: "tp", W_PP: "pp", W_MICRO: "micro_batch", W_BATCH: "global_batch",
                     W_SCHEDULE: "schedule", W_CHUNKS: "chunks", W_ZERO: "zero", W_RECOMPUTE: "recompute",
-                    W_SP: "sequence_parallel", W_OVERLAP: "overlap_dp", W_DTYPE: "dtype", W_GRAD_DTYPE: "grad_dtype"}
+                    W_SP: "sequence_parallel", W_OVERLAP: "overlap_dp", W_DTYPE: "dtype", W_GRAD_DTYPE: "grad_dtype",
+                    W_CP: "cp", W_CP_ALGO: "cp_algo"}
 # Model & cluster page
 W_MODEL_PRESET, W_MODEL_FILE = "w_model_preset", "w_model_file"
 W_CLUSTER_PRESET, W_CLUSTER_FILE = "w_cluster_preset", "w_cluster_file"
 W_DIM_PREFIX = "w_dim_"
+W_ATTENTION = W_DIM_PREFIX + "attention"   # standard or flash (re-seeded with the dimensions)
 W_GRAPH_COLOUR, W_GRAPH_ALL, W_GRAPH_LAYERS = "w_graph_colour", "w_graph_all", "w_graph_layers"
 # Strategy page
 W_PRESET = "w_preset"
@@ -138,7 +141,7 @@ def set_model(model, cluster=None) -> None:
         ensure_fits(candidate())
     except ExplorerError as err:
         from explorer.facade import fallback_strategy
-        gpus = ss[W_DP] * ss[W_TP] * ss[W_PP]
+        gpus = ss[W_DP] * ss[W_TP] * ss[W_PP] * ss[W_CP]
         apply_strategy(fallback_strategy(model, ss[CLUSTER], gpus))
         notify(f"The strategy did not fit {model.name} on {ss[CLUSTER].name} ({err}); "
                "switched to a preset that does.")

@@ -36,7 +36,7 @@ def _reset_layers():
 
 
 model, cluster = ss[S.MODEL], ss[S.CLUSTER]
-gpus = ss[S.W_DP] * ss[S.W_TP] * ss[S.W_PP]
+gpus = ss[S.W_DP] * ss[S.W_TP] * ss[S.W_PP] * ss[S.W_CP]
 st.subheader(f"Presets for {plain(model.name)} on {gpus} GPUs")
 found = C.presets(model, cluster, gpus, int(ss[S.W_BATCH]), ss[S.W_MICRO])
 usable = [p for p in found.values() if p.strategy is not None]

@@ -93,3 +93,8 @@ from explorer.validation import GROUPS as VALIDATION_GROUPS                     
 from explorer.validation import load_all_cases, load_megatron_bridge                    # noqa: E402
 
 __all__ += ["DTYPES", "GRAD_DTYPES", "VALIDATION_GROUPS", "load_all_cases", "load_megatron_bridge"]
+# ---- long context (issue 10): context parallelism and FlashAttention ---------------------------
+from explorer.strategy.strategy import CP_ALGOS                                          # noqa: E402
+from explorer.model.spec import ATTENTION                                                # noqa: E402
+
+__all__ += ["CP_ALGOS", "ATTENTION"]

@@ -117,7 +117,7 @@ def check_model(model) -> None:
 
 def check_strategy(strategy) -> None:
     """Refuse strategy sizes beyond the limits."""
-    check_count("GPUs dp x tp x pp", strategy.devices, "MAX_DEVICES")
+    check_count("GPUs dp x tp x cp x pp", strategy.devices, "MAX_DEVICES")
     check_count("tp", strategy.tp, "MAX_TP")
     check_count("pp", strategy.pp, "MAX_LAYERS", "a stage holds at least one layer")
     check_count("chunks", strategy.chunks, "MAX_LAYERS", "a chunk holds at least one layer")

@@ -39,6 +39,8 @@ g_t = sp.Symbol("g_t", nonnegative=True)
 L_t = sp.Symbol("L_t", nonnegative=True)
 g_d = sp.Symbol("g_d", nonnegative=True)
 L_d = sp.Symbol("L_d", nonnegative=True)
+g_c = sp.Symbol("g_c", nonnegative=True)   # the context-parallel group's level
+L_c = sp.Symbol("L_c", nonnegative=True)
 g_p = sp.Symbol("g_p", nonnegative=True)
 L_p = sp.Symbol("L_p", nonnegative=True)
 

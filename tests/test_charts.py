@@ -34,7 +34,7 @@ def test_comm_table_rows_match_result_and_scopes(result):
 
 def test_breakdown_bar_one_trace_per_category(result):
     fig = breakdown_bar({"a": result, "b": result})
-    assert len(fig.data) == 9 and all(len(trace.x) == 2 for trace in fig.data)
+    assert len(fig.data) == len(tables.CATEGORY_LABELS) == 10 and all(len(trace.x) == 2 for trace in fig.data)
     assert sum(trace.x[0] for trace in fig.data) == pytest.approx(result.iteration_time_s)
 
 

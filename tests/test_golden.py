@@ -116,6 +116,10 @@ DOCUMENTED = (
      "and the shard of a layer split by rows or batch)",
      lambda c: c["strategy"]["recompute"] == "full" and (c["strategy"]["sequence_parallel"]
                                                          or c["strategy"]["layer_splits"]), MEMORY_KEYS),
+    ("FlashAttention is the LLaMA family's default attention (issue 10; Dao 2023): no s x s tensor kept "
+     "(memory), one compute-bound kernel (time), S = QK^T recomputed in its backward (recompute, hardware "
+     "FLOPs); every llama case",
+     lambda c: load_model(c["model"]).family == "llama", None),
 )
 
 

@@ -62,6 +62,12 @@ CASES = {
     "uneven-three-stages": ("tiny-gpt", "classroom",
                             Strategy(dp=3, tp=1, pp=3, micro_batch=1, global_batch=12, schedule="gpipe",
                                      stage_map=(0, 0, 1, 2))),
+    # context parallelism (issue 10): ring attention with FlashAttention (LLaMA's default), Ulysses
+    "cp-ring-flash": ("llama2-7b", "classroom",
+                      Strategy(dp=1, tp=2, cp=2, pp=2, micro_batch=1, global_batch=4, sequence_parallel=True,
+                               recompute="full")),
+    "cp-ulysses": ("tiny-gpt", "classroom",
+                   Strategy(dp=1, tp=2, cp=2, cp_algo="ulysses", pp=2, micro_batch=2, global_batch=8)),
 }
 
 

@@ -19,14 +19,14 @@ DEFAULT = {
     # DESIGN.md categories; idle time is the bubble, drawn light
     "compute": "#4C78A8", "recompute": "#9ECAE9", "op_comm": "#F58518", "redistribution": "#E45756",
     "pp_comm": "#54A24B", "dp_comm": "#B279A2", "zero_comm": "#FF9DA6", "optimizer": "#9D755D",
-    "bubble": "#DDDDDD",
+    "bubble": "#DDDDDD", "cp_comm": "#72B7B2",
     # memory parts
     "params": "#4C78A8", "grads": "#72B7B2", "optimizer_state": "#EECA3B", "activations": "#E45756",
 }
 OKABE_ITO = {
     "compute": "#0072B2", "recompute": "#56B4E9", "op_comm": "#E69F00", "redistribution": "#D55E00",
     "pp_comm": "#009E73", "dp_comm": "#CC79A7", "zero_comm": "#F0E442", "optimizer": "#000000",
-    "bubble": "#D9D9D9",
+    "bubble": "#D9D9D9", "cp_comm": "#999999",   # Okabe-Ito's grey (the eight hues are taken)
     "params": "#0072B2", "grads": "#56B4E9", "optimizer_state": "#E69F00", "activations": "#CC79A7",
 }
 SCOPES = {"default": {"intra-node hidden": "#FFBF79", "inter-node hidden": "#9ECAE9",
@@ -34,7 +34,7 @@ SCOPES = {"default": {"intra-node hidden": "#FFBF79", "inter-node hidden": "#9EC
           "okabe-ito": {"intra-node hidden": "#F0E442", "inter-node hidden": "#56B4E9",
                         "intra-node": "#E69F00", "inter-node": "#0072B2"}}
 PALETTES = {"default": DEFAULT, "okabe-ito": OKABE_ITO}
-GANTT_ORDER = ("compute", "recompute", "op_comm", "redistribution", "pp_comm", "dp_comm", "zero_comm", "optimizer",
+GANTT_ORDER = ("compute", "recompute", "op_comm", "cp_comm", "redistribution", "pp_comm", "dp_comm", "zero_comm", "optimizer",
                "bubble")
 CATEGORY_COLOURS = {c: DEFAULT[c] for c in GANTT_ORDER}       # the default colour of each cost category
 MEMORY_COLOURS = {"params": DEFAULT["params"], "grads": DEFAULT["grads"], "optimizer": DEFAULT["optimizer_state"],

@@ -6,7 +6,8 @@ import argparse
 from explorer.io.clusters import load_cluster
 from explorer.errors import ExplorerError
 from explorer.io.models import load_model
-from explorer.strategy.strategy import DTYPES, GRAD_DTYPES, RECOMPUTE, SCHEDULES, Strategy
+from explorer.model.spec import ATTENTION
+from explorer.strategy.strategy import CP_ALGOS, DTYPES, GRAD_DTYPES, RECOMPUTE, SCHEDULES, Strategy
 from explorer.io.strategies import load_strategy
 from explorer.schedules import chunked
 
@@ -21,10 +22,10 @@ class Parser(argparse.ArgumentParser):
 def add_strategy_flags(cmd: argparse.ArgumentParser, extra_schedules: tuple = ()) -> None:
     cmd.add_argument("--model", required=True, help="preset name or model file (JSON/YAML/config.json)")
     cmd.add_argument("--cluster", required=True, help="preset name or cluster file")
-    cmd.add_argument("--gpus", type=int, help="number of devices (default: dp*tp*pp)")
+    cmd.add_argument("--gpus", type=int, help="number of devices (default: dp*tp*cp*pp)")
     cmd.add_argument("--tp", type=int, help="operator (tensor) parallel degree t")
     cmd.add_argument("--pp", type=int, help="pipeline stages p")
-    cmd.add_argument("--dp", type=int, help="data-parallel degree d (default gpus/(tp*pp))")
+    cmd.add_argument("--dp", type=int, help="data-parallel degree d (default gpus/(tp*cp*pp))")
     cmd.add_argument("--micro-batch", type=int, help="micro-batch size b (sequences)")
     cmd.add_argument("--global-batch", type=int, help="global batch size B (sequences)")
     cmd.add_argument("--schedule", choices=tuple(SCHEDULES) + tuple(extra_schedules))
@@ -37,6 +38,7 @@ def add_strategy_flags(cmd: argparse.ArgumentParser, extra_schedules: tuple = ()
     cmd.add_argument("--overlap-dp", action="store_true", default=None,
                      help="overlap gradient synchronisation with the last backward")
     cmd.add_argument("--seq-len", type=int, help="override the model's sequence length")
+    add_long_context_flags(cmd)
     cmd.add_argument("--dtype", choices=DTYPES,
                      help="training dtype; fp8 = Transformer Engine FP8 GEMMs with bf16 weights, "
                           "gradients and activations, fp32 master weights and Adam states")
@@ -47,10 +49,20 @@ def add_strategy_flags(cmd: argparse.ArgumentParser, extra_schedules: tuple = ()
     cmd.add_argument("--json", action="store_true", help="print one JSON object")
 
 
+def add_long_context_flags(cmd: argparse.ArgumentParser) -> None:
+    """--cp, --cp-algo (context parallelism) and --attention (FlashAttention or the standard core)."""
+    cmd.add_argument("--cp", type=int, help="context-parallel degree: the sequence split over cp devices")
+    cmd.add_argument("--cp-algo", choices=CP_ALGOS, help="ring (Megatron-LM CP, K/V passed around a ring, "
+                     "overlapped) or ulysses (DeepSpeed-Ulysses all-to-all on heads); default ring")
+    cmd.add_argument("--attention", choices=ATTENTION,
+                     help="attention implementation (default: flash for LLaMA models, standard otherwise)")
+
+
 FLAG_FIELDS = {"tp": "tp", "pp": "pp", "dp": "dp", "micro_batch": "micro_batch",
                "global_batch": "global_batch", "schedule": "schedule", "chunks": "chunks",
                "zero": "zero", "recompute": "recompute", "sequence_parallel": "sequence_parallel",
-               "overlap_dp": "overlap_dp", "dtype": "dtype", "grad_dtype": "grad_dtype"}
+               "overlap_dp": "overlap_dp", "dtype": "dtype", "grad_dtype": "grad_dtype", "cp": "cp",
+               "cp_algo": "cp_algo"}
 
 
 def model_and_cluster(args) -> tuple:
@@ -60,6 +72,8 @@ def model_and_cluster(args) -> tuple:
         if args.seq_len <= 0:
             raise ExplorerError(f"--seq-len must be positive, got {args.seq_len}")
         model = model.with_seq_len(args.seq_len)
+    if getattr(args, "attention", None) is not None:
+        model = model.with_attention(args.attention)
     return model, load_cluster(args.cluster)
 
 
@@ -75,20 +89,22 @@ def resolve(args) -> tuple:
         value = getattr(args, flag)
         if value is not None:
             fields[name] = value
-    for name in ("tp", "pp", "dp", "micro_batch", "chunks"):
+    for name in ("tp", "pp", "dp", "micro_batch", "chunks", "cp"):
         if name in fields and (not isinstance(fields[name], int) or fields[name] < 1):
             raise ExplorerError(f"--{name.replace('_', '-')} must be a positive integer, got {fields[name]}")
     fields.setdefault("tp", 1)
     fields.setdefault("pp", 1)
+    cp = fields.get("cp", 1)
     gpus = args.gpus
     if gpus is not None and gpus < 1:
         raise ExplorerError(f"--gpus must be a positive integer, got {gpus}")
     if "dp" not in fields:
         if gpus is None:
             raise ExplorerError("give --gpus (or --dp) so the data-parallel degree is known")
-        if gpus % (fields["tp"] * fields["pp"]):
-            raise ExplorerError(f"--gpus {gpus} is not divisible by tp x pp = {fields['tp'] * fields['pp']}")
-        fields["dp"] = gpus // (fields["tp"] * fields["pp"])
+        if gpus % (fields["tp"] * fields["pp"] * cp):
+            what = "tp x cp x pp" if cp > 1 else "tp x pp"
+            raise ExplorerError(f"--gpus {gpus} is not divisible by {what} = {fields['tp'] * fields['pp'] * cp}")
+        fields["dp"] = gpus // (fields["tp"] * fields["pp"] * cp)
     fields.setdefault("micro_batch", 1)
     fields.setdefault("global_batch", fields["micro_batch"] * fields["dp"])
     if chunked(fields.get("schedule", "1f1b")) and "chunks" not in fields:

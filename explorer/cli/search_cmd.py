@@ -8,7 +8,7 @@ from explorer.errors import ExplorerError
 from explorer.search import search
 from explorer.search.report import search_dict, search_text
 from explorer.limits import check_count
-from explorer.cli.args import model_and_cluster
+from explorer.cli.args import add_long_context_flags, model_and_cluster
 from explorer.strategy.strategy import DTYPES
 from explorer.cli.output import dumps
 
@@ -22,6 +22,7 @@ def register(sub) -> None:
     cmd.add_argument("--max-memory-gib", type=float, help="memory cap per device in GiB (default: the device's)")
     cmd.add_argument("--top", type=int, default=10, help="how many of the fastest to list (default 10)")
     cmd.add_argument("--seq-len", type=int, help="override the model's sequence length")
+    add_long_context_flags(cmd)      # --cp N: search only that degree; --cp-algo; --attention
     cmd.add_argument("--framework", choices=("megatron", "deepspeed", "torchtitan", "mindspore"),
                      help="keep only strategies this framework can express (its config exporter's rules)")
     cmd.add_argument("--dtype", choices=DTYPES, default="bf16",
@@ -54,8 +55,10 @@ def run(args) -> int:
         cap = args.max_memory_gib * 2 ** 30
     check_count("--gpus", args.gpus, "MAX_DEVICES")
     check_count("--global-batch", args.global_batch, "MAX_GLOBAL_BATCH")
+    if args.cp is not None and args.cp < 1:
+        raise ExplorerError(f"--cp must be a positive integer, got {args.cp}")
     result = search(model, cluster, args.gpus, args.global_batch, cap, args.top, progress=StderrProgress(),
-                    framework=args.framework, dtype=args.dtype)
+                    framework=args.framework, dtype=args.dtype, cp=args.cp, cp_algo=args.cp_algo or "ring")
     if args.json:
         print(dumps(search_dict(result, model, cluster, args.gpus, args.global_batch)))
     else:

@@ -33,6 +33,9 @@ def export(framework: str, model, strategy, cluster) -> str:
     if framework not in EXPORTERS:
         raise ExplorerError(f"framework {str(framework)[:40]!r} is unknown; use one of {', '.join(FRAMEWORKS)}")
     rules.check(model, strategy, None, cluster)
+    if strategy.cp > 1 and framework != "megatron":   # context parallelism: written for Megatron-LM only
+        raise ExplorerError(f"{TITLES.get(framework, framework)} export does not write context parallelism "
+                            f"(cp={strategy.cp}) yet; export to Megatron-LM (--context-parallel-size)")
     out = EXPORTERS[framework](model, strategy, cluster)
     return json.dumps(out, indent=2) + "\n" if isinstance(out, dict) else out
 

@@ -59,7 +59,9 @@ def megatron_args(model, strategy) -> str:
     _check(model, strategy)
     s = strategy
     out = [("--tensor-model-parallel-size", s.tp), ("--pipeline-model-parallel-size", s.pp),
-           ("--context-parallel-size", 1), ("--expert-model-parallel-size", 1)]
+           ("--context-parallel-size", s.cp), ("--expert-model-parallel-size", 1)]
+    if s.cp > 1:   # Transformer Engine's CP communication: p2p (ring) or a2a (Ulysses-style)
+        out.append(("--cp-comm-type", "p2p" if s.cp_algo == "ring" else "a2a"))
     if s.sequence_parallel:
         out.append(("--sequence-parallel",))
     if chunked(s.schedule):
@@ -91,9 +93,12 @@ def megatron_args(model, strategy) -> str:
         out += [("--group-query-attention",), ("--num-query-groups", model.kv_heads)]
     if model.family == "llama":
         out += [("--swiglu",), ("--normalization", "RMSNorm")]
+    if model.attention == "flash":      # FlashAttention (Megatron-LM --use-flash-attn)
+        out.append(("--use-flash-attn",))
     lines = [" ".join(str(x) for x in item) for item in out]
     head = [f"# Megatron-LM arguments for {title(model, s)}",
-            f"{WORLD} {s.devices} (= d {s.dp} x t {s.tp} x p {s.pp}; torchrun --nnodes x --nproc-per-node)"]
+            f"{WORLD} {s.devices} (= d {s.dp} x t {s.tp}{f' x cp {s.cp}' if s.cp > 1 else ''} x p {s.pp}; "
+            "torchrun --nnodes x --nproc-per-node)"]
     return "\n".join(head + [line + " \\" for line in lines[:-1]] + lines[-1:]) + "\n"
 
 
@@ -111,10 +116,12 @@ def _parser() -> _Parser:
                  "--hidden-size", "--num-attention-heads", "--ffn-hidden-size", "--seq-length",
                  "--max-position-embeddings", "--num-query-groups"):
         p.add_argument(flag, type=int)
-    for flag in ("--recompute-granularity", "--recompute-method", "--normalization", "--fp8-format"):
+    for flag in ("--recompute-granularity", "--recompute-method", "--normalization", "--fp8-format",
+                 "--cp-comm-type"):
         p.add_argument(flag)
     for flag in ("--sequence-parallel", "--use-distributed-optimizer", "--overlap-grad-reduce", "--bf16",
-                 "--fp16", "--group-query-attention", "--swiglu", "--accumulate-allreduce-grads-in-fp32"):
+                 "--fp16", "--group-query-attention", "--swiglu", "--accumulate-allreduce-grads-in-fp32",
+                 "--use-flash-attn"):
         p.add_argument(flag, action="store_true")
     return p
 
@@ -141,18 +148,25 @@ def parse_megatron_args(text: str, world_size: int | None = None) -> tuple:
                  "global_batch_size"):
         if getattr(args, flag) is None:
             raise ExplorerError(f"the Megatron-LM arguments lack --{flag.replace('_', '-')}")
-    for flag in ("context_parallel_size", "expert_model_parallel_size"):
-        if getattr(args, flag) not in (None, 1):
-            raise ExplorerError(f"--{flag.replace('_', '-')} {getattr(args, flag)}: the explorer models "
-                                "context and expert parallelism of size 1 only")
+    if args.expert_model_parallel_size not in (None, 1):
+        raise ExplorerError(f"--expert-model-parallel-size {args.expert_model_parallel_size}: the explorer "
+                            "models expert parallelism of size 1 only")
     tp, pp = args.tensor_model_parallel_size or 1, args.pipeline_model_parallel_size or 1
-    if world_size % (tp * pp):
-        raise ExplorerError(f"world size {world_size} is not divisible by t x p = {tp * pp}")
+    cp = args.context_parallel_size or 1
+    algo = {None: "ring", "p2p": "ring", "a2a": "ulysses"}.get(args.cp_comm_type)
+    if algo is None:
+        raise ExplorerError(f"--cp-comm-type {args.cp_comm_type[:40]!r}: the explorer models p2p (ring) and a2a "
+                            "(Ulysses) only")
+    if world_size % (tp * cp * pp):
+        raise ExplorerError(f"world size {world_size} is not divisible by t x cp x p = {tp * cp * pp}")
     model = {"layers": args.num_layers, "hidden": args.hidden_size, "heads": args.num_attention_heads,
              "seq_len": args.seq_length, "ffn_hidden": args.ffn_hidden_size or 4 * args.hidden_size,
              "kv_heads": args.num_query_groups if args.group_query_attention else args.num_attention_heads,
              "family": "llama" if args.swiglu else "gpt"}
-    fields = {"dp": world_size // (tp * pp), "tp": tp, "pp": pp, "micro_batch": args.micro_batch_size,
+    if args.use_flash_attn:      # otherwise the family's default attention (ModelSpec.DEFAULT_ATTENTION)
+        model["attention"] = "flash"
+    fields = {"dp": world_size // (tp * cp * pp), "tp": tp, "pp": pp, "cp": cp, "cp_algo": algo,
+              "micro_batch": args.micro_batch_size,
               "global_batch": args.global_batch_size, "sequence_parallel": args.sequence_parallel,
               "zero": 1 if args.use_distributed_optimizer else 0, "overlap_dp": args.overlap_grad_reduce,
               "dtype": "fp8" if args.fp8_format else ("bf16" if args.bf16 else ("fp16" if args.fp16 else "fp32")),

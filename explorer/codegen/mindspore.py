@@ -19,6 +19,7 @@ batch dimension). With n the layer's split degree:
   MatMul x(b·s, k) · W(k, n_out):  column ((d, 1), (1, n)), row ((d, n), (n, 1)), batch or sequence
   ((d n, 1), (1, 1)), replicated ((d, 1), (1, 1));
   BatchMatMul over (b, heads, s, ·): heads ((d, n, 1, 1), (d, n, 1, 1)), batch ((d n, 1, 1, 1), ...);
+  FlashAttentionScore (FlashAttention, layout BNSD) on query, key, value: the same cut for each;
   Gather (embedding) table(V, h), ids(b, s): vocabulary rows ((n, 1), (d, 1));
   Softmax, Dropout, GeLU, Add, LayerNorm/RmsNorm, SoftmaxCrossEntropyWithLogits: the input's layout
   (replicated, or cut by batch, sequence or feature/head) as one cut dimension.
@@ -60,6 +61,9 @@ def op_strategy(step, op, family: str, d: int, n: int) -> tuple:
         layout = R if layout != BATCH else layout
     if kind == "matmul":
         return _matmul(step, d, n)
+    if kind == "attention" and op.bwd_recompute_flops != 0:   # FlashAttention: one fused kernel on Q, K, V
+        q = _act(4, layout, d, n, step.op)                       # (MindSpore ops.FlashAttentionScore, BNSD)
+        return "FlashAttentionScore", (q, q, q)
     if kind == "attention":
         q = _act(4, layout, d, n, step.op)
         kv = q if step.split != "seq" else _act(4, R, d, n, step.op)

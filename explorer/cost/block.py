@@ -16,6 +16,7 @@ from explorer.cost import collectives as coll
 from explorer.cost import layouts as lay
 from explorer.cost.compile import BoundedCache
 from explorer.model.ops import Block, Operator
+from explorer.cost import context_parallel as cpx
 from explorer.symbols import F, L_t, W_hbm, beta, eta, g_t, phi, t, t_launch
 
 GEMM_KINDS = ("matmul", "conv", "attention")
@@ -37,6 +38,8 @@ class OpStep:
     bwd_weight_s: sp.Expr   # the part of bwd_s that computes weight gradients (dW)
     flops_fwd: sp.Expr      # whole operator
     collectives: tuple      # Collective, ...
+    recompute_s: sp.Expr = ZERO   # forward work the backward redoes inside the kernel (FlashAttention)
+    cp: cpx.CPExchange = cpx.NONE  # context-parallel exchange of this operator (context_parallel.py)
 
 
 @dataclass(frozen=True, eq=False)
@@ -63,6 +66,10 @@ class BlockCost:
     steps: tuple                 # OpStep, ...
     grad_sync: tuple = ()        # Collectives once per iteration: gradients of batch-split weights
     hidden_comm_s: sp.Expr = ZERO  # seconds of its collectives hidden under its computation
+    cp_fwd_s: sp.Expr = ZERO     # context-parallel exchange left exposed, forward (category cp_comm)
+    cp_bwd_s: sp.Expr = ZERO     # ... backward
+    cp_bytes: sp.Expr = ZERO     # cp_comm bytes sent per device, fwd + bwd (+ recomputed fwd)
+    cp_total_s: sp.Expr = ZERO   # the exchange's whole time, hidden part included
 
     @property
     def grad_sync_s(self) -> sp.Expr:
@@ -124,17 +131,21 @@ _COSTS = BoundedCache(512)
 
 
 def block_cost(block: Block, preset: str, overrides: tuple, sequence_parallel: bool,
-               recompute: str, incoming: str) -> BlockCost:
-    """Cost of `block` split by `preset` over t devices, after a producer giving `incoming`.
+               recompute: str, incoming: str, cp: int = 1, cp_algo: str = "ring") -> BlockCost:
+    """Cost of `block` split by `preset` over t devices, after a producer giving `incoming`;
+    with context parallelism, the sequence is split over `cp` more devices (context_parallel.py).
 
     Blocks with the same structure key (all layers of a GPT, say) share one object.
     """
     key = (block.key, block.kind, preset, overrides, sequence_parallel, recompute, incoming)
+    if cp > 1:
+        key += (cp, cp_algo)
     return _COSTS.get(key, lambda: _block_cost(key, block, preset, dict(overrides), sequence_parallel,
-                                               recompute, incoming))
+                                               recompute, incoming, cp, cp_algo))
 
 
-def _block_cost(key, block, preset, over, sequence_parallel, recompute, incoming) -> BlockCost:
+def _block_cost(key, block, preset, over, sequence_parallel, recompute, incoming, cp=1, cp_algo="ring"):
+    cps = sp.Integer(cp)   # every operator works on s/cp tokens of the sequence (context_parallel.py)
     cur, cur_elements = incoming, None
     steps, act, params_dev, grad_sync = [], ZERO, ZERO, []
     layout_first = None
@@ -144,7 +155,7 @@ def _block_cost(key, block, preset, over, sequence_parallel, recompute, incoming
         layout_first = layout_first or needed
         colls = []
         if cur_elements is not None:  # conversions between operators of this block
-            size = beta * cur_elements
+            size = beta * cur_elements / cps
             fwd_kind = lay.conversion(cur, needed)
             if fwd_kind:
                 colls.append(_collective(fwd_kind, "fwd", op.name, size))
@@ -153,7 +164,7 @@ def _block_cost(key, block, preset, over, sequence_parallel, recompute, incoming
                 colls.append(_collective(bwd_kind, "bwd", op.name, size))
         if split == "batch" and op.params != 0:  # replicated weights: reduce their gradients once
             grad_sync.append(_collective("all_reduce", "step", op.name, beta * op.params))
-        divisor = t if lay.is_sharded(out) else 1
+        divisor = (t if lay.is_sharded(out) else 1) * cps
         fwd, bwd = compute_time(op, divisor)
         dW = weight_grad_time(op, divisor)
         if sequence_parallel and cur == lay.SEQ and needed == lay.R and dW != 0:
@@ -164,25 +175,35 @@ def _block_cost(key, block, preset, over, sequence_parallel, recompute, incoming
             elements = cur_elements if cur_elements is not None else sp.Mul(*op.in_shape)
             colls.append(_collective("all_gather", "bwd", op.name, beta * elements, under=bwd - dW))
         stored_in = cur if (lay.is_sharded(cur) and cur != lay.P) else needed
-        act += _act(op, stored_in, out, recompute)
+        act += _act(op, stored_in, out, recompute) / cps
         params_dev += op.params / t if (split in ("column", "row") and op.params != 0) else op.params
-        steps.append(OpStep(op.name, op.kind, split, needed, out, fwd, bwd, dW, op.flops_fwd, tuple(colls)))
+        redo = kernel_recompute_time(op, divisor)
+        exchange = cpx.exchange(op, block.ops, lay.is_sharded(needed), cp, cp_algo, fwd, bwd + redo)
+        steps.append(OpStep(op.name, op.kind, split, needed, out, fwd, bwd, dW, op.flops_fwd, tuple(colls), redo,
+                            exchange))
         cur, cur_elements = out, op.out_elements
     if cur == lay.P:  # partial sums leave the block reduced (Megatron's g operator)
         target = lay.SEQ if sequence_parallel else lay.R
         kind = lay.conversion(lay.P, target)
-        extra = [_collective(kind, "fwd", "out", beta * cur_elements)]
+        extra = [_collective(kind, "fwd", "out", beta * cur_elements / cps)]
         if target == lay.SEQ:
-            extra.append(_collective("all_gather", "bwd", "out", beta * cur_elements))
+            extra.append(_collective("all_gather", "bwd", "out", beta * cur_elements / cps))
         last = steps[-1]
-        steps[-1] = OpStep(last.op, last.kind, last.split, last.layout_in, target, last.fwd_s,
-                           last.bwd_s, last.bwd_weight_s, last.flops_fwd, last.collectives + tuple(extra))
+        steps[-1] = replace(last, layout_out=target, collectives=last.collectives + tuple(extra))
         cur = target
-    cost = _total(key, block, steps, act, params_dev, recompute, layout_first, cur)
+    cost = _total(key, block, steps, act, params_dev, recompute, layout_first, cur, cps)
     return replace(cost, grad_sync=tuple(grad_sync))
 
 
-def _total(key, block, steps, act, params_dev, recompute, layout_first, layout_out) -> BlockCost:
+def kernel_recompute_time(op: Operator, divisor) -> sp.Expr:
+    """Seconds the backward kernel spends redoing forward work (FlashAttention recomputes S = QK^T,
+    Dao 2023 Sec 4.1): the recomputed FLOPs at the GEMM efficiency curve of compute_time."""
+    if op.bwd_recompute_flops == 0:
+        return ZERO
+    return (op.bwd_recompute_flops / divisor + phi) / (F * eta)
+
+
+def _total(key, block, steps, act, params_dev, recompute, layout_first, layout_out, cps=1) -> BlockCost:
     def comm(phase, what):
         return sp.Add(*[getattr(c, what)(g_t, L_t) if what in ("exposed", "hidden") else c.bytes()
                         for s in steps for c in s.collectives if c.phase == phase])
@@ -194,13 +215,21 @@ def _total(key, block, steps, act, params_dev, recompute, layout_first, layout_o
         # along the sequence under sequence parallelism (Korthikanti Sec 5: the checkpointed input
         # is the sequence-parallel one, 2sbh/t), and redo the whole forward, collectives included
         # (ZeRO Sec 7-C: "2 recompute"). Fidelity issue, E6.
-        act = beta * sp.Mul(*block.ops[0].in_shape) / (t if lay.is_sharded(layout_first) else 1)
+        act = beta * sp.Mul(*block.ops[0].in_shape) / (t if lay.is_sharded(layout_first) else 1) / cps
         recompute_s, recompute_flops = fwd_compute + fwd_comm, block.flops_fwd
         recompute_bytes = comm("fwd", "bytes")
+        replayed = steps          # the replay exchanges K/V again (context parallelism)
     elif block.kind == "layer" and recompute == "selective":
         core = [s for s in steps if any(op.name == s.op and op.attention_core for op in block.ops)]
         recompute_s = sp.Add(*[s.fwd_s for s in core])
         recompute_flops = sp.Add(*[s.flops_fwd for s in core])
+        replayed = core
+    else:
+        replayed = []
+    # FlashAttention's own recomputation in its backward kernel: hardware FLOPs, category recompute
+    recompute_s += sp.Add(*[s.recompute_s for s in steps])
+    recompute_flops += sp.Add(*[op.bwd_recompute_flops for op in block.ops])
+    recompute_s += sp.Add(*[s.cp.fwd_s for s in replayed])
     out_elements = block.ops[-1].out_elements
     return BlockCost(
         key=key, fwd_compute_s=fwd_compute, bwd_compute_s=sp.Add(*[s.bwd_s for s in steps]),
@@ -211,4 +240,8 @@ def _total(key, block, steps, act, params_dev, recompute, layout_first, layout_o
         recompute_s=recompute_s, recompute_flops=recompute_flops, act_bytes=act,
         params_dev=params_dev, params=block.params, flops_fwd=block.flops_fwd,
         flops_bwd=block.flops_bwd, layout_in=layout_first, layout_out=layout_out,
-        out_elements=out_elements, steps=tuple(steps))
+        out_elements=out_elements, steps=tuple(steps),
+        cp_fwd_s=sp.Add(*[s.cp.fwd_s for s in steps]), cp_bwd_s=sp.Add(*[s.cp.bwd_s for s in steps]),
+        cp_bytes=sp.Add(*[s.cp.fwd_bytes + s.cp.bwd_bytes for s in steps]) +
+        sp.Add(*[s.cp.fwd_bytes for s in replayed]),
+        cp_total_s=sp.Add(*[s.cp.total_s for s in steps]))

@@ -23,7 +23,7 @@ from explorer.hardware.cluster import Cluster
 from explorer.limits import check_work
 from explorer.model.spec import ModelSpec
 from explorer.strategy import rules
-from explorer.strategy.mesh import group_route, top_level
+from explorer.strategy.mesh import joint_route, top_level
 from explorer.strategy.strategy import Strategy
 from explorer.strategy.strategy import GRAD_BYTES
 from explorer.symbols import B_r, F_r, K_opt, L_r, W_hbm, beta, d, g_r, m, p, r, v
@@ -98,8 +98,9 @@ def evaluate_batch(model: ModelSpec, strategies, cluster: Cluster, gpus: int | N
 
 @lru_cache(maxsize=4096)
 def stage_dp_routes(cluster, mesh, stages: int) -> tuple:
-    """Each stage's data-parallel groups' route through the machine levels (mesh.group_route)."""
-    return tuple(group_route(cluster, mesh, "dp", pp=stage) for stage in range(stages))
+    """Each stage's gradient-reducing groups' route through the machine levels: the data-parallel
+    groups, with context parallelism the dp x cp groups (mesh.joint_route)."""
+    return tuple(joint_route(cluster, mesh, ("cp", "dp"), pp=stage) for stage in range(stages))
 
 
 @lru_cache(maxsize=4096)
@@ -130,7 +131,9 @@ def _core(tree: CostTree, model: ModelSpec, strategies: list, cluster: Cluster) 
     stage = stage_inputs(per_stage, fwd_b, bwd_b, tied_values(tree.tied, first.tp, tree.plan.stages, nums))
     stage[g_r], stage[L_r] = _dp_g_L(cluster, strategies, tree.plan.stages)
     stage[r] = np.arange(tree.plan.stages, dtype=float)[:, None]
-    scalars = {m: M, v: first.chunks, p: first.pp, d: np.array([s.dp for s in strategies], dtype=float),
+    # the gradients are reduced (and ZeRO shards them) over dp x cp (Megatron-LM's data-parallel group
+    # "with context parallel"); m = B / (b dp) micro-batches stays that of the dp replicas
+    scalars = {m: M, v: first.chunks, p: first.pp, d: np.array([s.dp * s.cp for s in strategies], dtype=float),
                beta: hw["beta"], W_hbm: hw["W"], K_opt: optimizer_update_bytes(hw["beta"])}
     sup = variant(first.schedule, first.zero, first.overlap_dp, optimizer_state_bytes(hw["beta"]),
                   grad_bytes=GRAD_BYTES.get(first.grad_dtype))(stage, scalars)
@@ -169,7 +172,7 @@ def _result(tree: CostTree, strategy: Strategy, cluster: Cluster, core: dict) ->
     dp_bytes, zero_bytes = float(sup["dp_bytes"][j]), float(sup["zero_bytes"][j])
     comm_bytes = {"op_comm": M * (per_stage[k, Q["comm_bytes"]] + bytes_b["op_comm"][k]),
                   "redistribution": M * bytes_b["redistribution"][k], "pp_comm": M * bytes_b["pp_comm"][k],
-                  "dp_comm": dp_bytes, "zero_comm": zero_bytes}
+                  "dp_comm": dp_bytes, "zero_comm": zero_bytes, "cp_comm": M * per_stage[k, Q["cp_bytes"]]}
     level_names = core["nums"].level_names
     by_kind = {key: arr[:, :, 0] for key, arr in core["by_kind"].items()}
     dp_route = stage_dp_routes(cluster, strategy.mesh, strategy.pp)[j]
@@ -188,7 +191,9 @@ def _result(tree: CostTree, strategy: Strategy, cluster: Cluster, core: dict) ->
     return Result(
         iteration_time_s=total, breakdown_s={c: float(sup[c]) for c in CATEGORIES},
         hidden_s={"op_comm": M * float(per_stage[k, Q["hidden_comm"]]),
-                  "dp_comm": sync["dp_total"] - sync["dp_exposed"]},
+                  "dp_comm": sync["dp_total"] - sync["dp_exposed"],
+                  "cp_comm": M * max(0.0, float(per_stage[k, Q["cp_total"]] - per_stage[k, Q["cp_fwd"]]
+                                                - per_stage[k, Q["cp_bwd"]]))},
         comm_bytes_per_device={c: float(x) for c, x in comm_bytes.items()}, comm_by_kind=rows,
         comm_time_by_level_s=by_level, memory_bytes_per_device=memory[peak], memory_by_stage=memory,
         stage_times_s=stage_rows(per_stage, fwd_b, bwd_b, stage, sync, (sup["dp_bytes"], sup["zero_bytes"])),

@@ -18,14 +18,15 @@ import sympy as sp
 
 from explorer.cost import collectives as coll
 from explorer.cost.evaluate import Result, evaluate, stage_dp_routes
+from explorer.cost.context_parallel import cp_kind
 from explorer.cost.numbers import hardware_numbers
 from explorer.strategy.strategy import GRAD_BYTES
 from explorer.cost.superstep import CATEGORIES, optimizer_state_bytes, optimizer_update_bytes, variant
 from explorer.cost.tree import Q, cost_tree, stage_inputs, tied_terms
 from explorer.schedules import get as schedule_of
 from explorer.schedules.base import AGGREGATES
-from explorer.symbols import (F, K_opt, L_r, L_t, Psi_r, V, W_hbm, AtStage, StageMax, StageSum, a,
-                              a_kv, b, beta, d, eta, f, g_r, g_t, h, l, m, p, phi, r, s, t, t_launch, v)
+from explorer.symbols import (F, K_opt, L_c, L_r, L_t, Psi_r, V, W_hbm, AtStage, StageMax, StageSum, a,
+                              a_kv, b, beta, d, eta, f, g_c, g_r, g_t, h, l, m, p, phi, r, s, t, t_launch, v)
 
 PSI = sp.Symbol("Psi", nonnegative=True)   # parameters per device on the synchronising stage
 
@@ -88,7 +89,7 @@ def symbol_values(model, strategy, cluster) -> dict:
     hw = hardware_numbers(cluster, strategy.dtype)
     return {b: strategy.micro_batch, s: model.seq_len, h: model.hidden, a: model.heads,
             a_kv: model.kv_heads, f: model.ffn_hidden, V: model.vocab, l: model.layers,
-            t: strategy.tp, d: strategy.dp, p: strategy.pp, v: strategy.chunks,
+            t: strategy.tp, d: strategy.dp * strategy.cp, p: strategy.pp, v: strategy.chunks,
             m: strategy.micro_batches, F: hw["F"], eta: hw["eta"], phi: hw["phi"],
             W_hbm: hw["W"], t_launch: hw["tau"], beta: hw["beta"]}
 
@@ -104,6 +105,10 @@ def _stage_tables(tree, strategy, g, L):
         degree = t if kind.degree == strategy.tp else sp.Integer(kind.degree)
         g_kind, L_kind = coll.route_g_L("all_reduce", kind.route, g, L)
         subs = {t: degree, g_t: g_kind, L_t: L_kind}
+        if kind.cp_route:
+            subs[g_c], subs[L_c] = coll.route_g_L(cp_kind(strategy.cp_algo), kind.cp_route, g, L)
+        else:
+            subs[g_c], subs[L_c] = g[0], L[0]
         kinds.append([e.xreplace(subs) for e in kind.exprs])
     stages = strategy.pp
     per_stage = np.full((stages, len(Q)), sp.Integer(0), dtype=object)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from explorer.cost import collectives as coll
+from explorer.cost.context_parallel import cp_kind
 from explorer.hardware.cluster import BYTES_PER_ELEMENT
 
 
@@ -43,13 +44,16 @@ class Numbers:
         explorer.cost.collectives.route_g_L)."""
         return coll.route_g_L(kind, route, self.hw["g"], self.hw["L"])
 
-    def block_args(self, degree: int, route: tuple) -> tuple:
+    def block_args(self, degree: int, route: tuple, cp_route: tuple = (), cp_algo: str = "ring") -> tuple:
         """Arguments of a compiled block function (explorer.cost.tree.BLOCK_ARGS). The block's
         collectives are the ring kinds of its operator group (an all-to-all between layouts
-        takes the ring's levels too: within a node they coincide)."""
+        takes the ring's levels too: within a node they coincide); g_c, L_c those of its
+        context-parallel group (ring attention's point-to-point steps wait for their slowest hop;
+        Ulysses' all-to-alls send by level, explorer.cost.context_parallel.cp_kind)."""
         hw = self.hw
         g, L = self.route_g_L("all_reduce", route)
-        return self.dims + (degree, g, L, hw["F"], hw["eta"], hw["phi"], hw["W"], hw["tau"], hw["beta"])
+        g_c, L_c = self.route_g_L(cp_kind(cp_algo), cp_route) if cp_route else (hw["g"][0], hw["L"][0])
+        return self.dims + (degree, g, L, hw["F"], hw["eta"], hw["phi"], hw["W"], hw["tau"], hw["beta"], g_c, L_c)
 
     def size_args(self) -> tuple:
         """Arguments of a compiled array-size function (explorer.cost.program.SIZE_ARGS)."""

@@ -36,6 +36,7 @@ class PlacedBlock:
     chunk: int                 # model chunk on its stage (interleaved), else 0
     cost: BlockCost
     route: tuple               # its operator-parallel group's fan-in per machine level (mesh.group_route)
+    cp_route: tuple = ()       # its context-parallel group's route (cp_group_route); () without cp
 
 
 @dataclass(frozen=True)
@@ -94,12 +95,19 @@ def plan(model: ModelSpec, strategy: Strategy, cluster: Cluster) -> ExecutionPla
         stage, chunk = layer_places[block.layer] if block.kind == "layer" else \
             ((0, 0) if block.kind == "embedding" else (last_stage, layer_places[-1][1]))
         cost = block_cost(block, split.effective_preset, split.overrides, strategy.sequence_parallel,
-                          strategy.recompute, incoming)
+                          strategy.recompute, incoming, strategy.cp, strategy.cp_algo)
         route = group_route(cluster, strategy.mesh, "tp", split.degree, pp=stage)
-        placed.append(PlacedBlock(block, split, stage, chunk, cost, route))
+        cp_route = cp_group_route(cluster, strategy, stage) if strategy.cp > 1 else ()
+        placed.append(PlacedBlock(block, split, stage, chunk, cost, route, cp_route))
         incoming = cost.layout_out
     boundaries = tuple(boundary(placed[i - 1], placed[i], i, strategy, cluster) for i in range(1, len(placed)))
     return ExecutionPlan(model, strategy, cluster, tuple(placed), boundaries)
+
+
+def cp_group_route(cluster: Cluster, strategy: Strategy, stage: int) -> tuple:
+    """The route of stage `stage`'s context-parallel groups through the machine levels (the one
+    place the cp_comm group is chosen)."""
+    return group_route(cluster, strategy.mesh, "cp", pp=stage)
 
 
 def _check_overrides(block: Block, split: LayerSplit) -> None:
@@ -117,7 +125,7 @@ def boundary(prev: PlacedBlock, cur: PlacedBlock, index: int, strategy: Strategy
     own pattern (e.g. Megatron's backward all-reduce before a column-parallel
     QKV) and counts as op_comm; where they differ it is a redistribution.
     """
-    size = beta * prev.cost.out_elements
+    size = beta * prev.cost.out_elements / strategy.cp   # context parallelism: the local s/cp tokens
     same = (prev.split.effective_preset, prev.split.overrides, prev.split.degree) == \
            (cur.split.effective_preset, cur.split.overrides, cur.split.degree)
     category = "op_comm" if same else "redistribution"

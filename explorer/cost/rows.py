@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from explorer.cost import collectives as coll
+from explorer.cost.context_parallel import cp_kind
 from explorer.cost.tree import COMM_KINDS, Q
 from explorer.symbols import B_r, F_r
 
@@ -30,6 +31,13 @@ def comm_rows(tree, values, k, M, by_kind, nums, sync, dp_bytes, zero_bytes, str
                        "hidden_s": M * count * float(values[kind_i, Q[f"h_{name}"]]),
                        "bytes": M * count * float(values[kind_i, Q[f"b_{name}"]])}
                 rows += _split(row, "all_reduce", kind.route, nums, names)   # priced as its ring (Numbers.block_args)
+        if getattr(strategy, "cp", 1) > 1 and values[kind_i, Q["cp_total"]]:   # context-parallel exchange
+            exposed = float(values[kind_i, Q["cp_fwd"]] + values[kind_i, Q["cp_bwd"]])
+            how = cp_kind(strategy.cp_algo)
+            row = {"category": "cp_comm", "kind": how, "time_s": M * count * exposed,
+                   "hidden_s": M * count * max(0.0, float(values[kind_i, Q["cp_total"]]) - exposed),
+                   "bytes": M * count * float(values[kind_i, Q["cp_bytes"]])}
+            rows += _split(row, how, kind.cp_route, nums, names)
     for (category, name, level), arr in by_kind.items():
         if arr[0, k] or arr[1, k]:
             rows.append({"category": category, "kind": name, "level": names[level],
@@ -74,6 +82,7 @@ def stage_rows(per_stage, fwd_b, bwd_b, stage, sync, sync_bytes) -> list:
             "fwd_redistribution_s": float(fwd_b["redistribution"][i]),
             "bwd_redistribution_s": float(bwd_b["redistribution"][i]),
             "fwd_pp_comm_s": float(fwd_b["pp_comm"][i]), "bwd_pp_comm_s": float(bwd_b["pp_comm"][i]),
+            "fwd_cp_comm_s": q("cp_fwd"), "bwd_cp_comm_s": q("cp_bwd"),
             "dp_sync_s": float(dp_total[i]), "dp_exposed_s": float(dp_exposed[i]),
             "zero_comm_s": float(zero[i]), "optimizer_s": float(opt[i]),
             "dp_bytes": float(sync_bytes[0][i]), "zero_bytes": float(sync_bytes[1][i]),

@@ -24,11 +24,12 @@ from explorer.symbols import (A_r, AtStage, B_r, C_r, F_r, GS_r, K_opt, L_r, O_r
                               STAGE_FUNCTIONS, StageArgMax, StageMax, W_hbm, W_r, X_r, beta, d, g_r, m, p, r, v)
 
 CATEGORIES = ("compute", "recompute", "op_comm", "redistribution", "pp_comm", "bubble",
-              "dp_comm", "zero_comm", "optimizer")
-COMM_CATEGORIES = ("op_comm", "redistribution", "pp_comm", "dp_comm", "zero_comm")
+              "dp_comm", "zero_comm", "optimizer", "cp_comm")
+COMM_CATEGORIES = ("op_comm", "redistribution", "pp_comm", "dp_comm", "zero_comm", "cp_comm")
 GSB_r = sp.Symbol("GSB_r", nonnegative=True)   # bytes of GS_r per device
-STAGE_INPUTS = (F_r, B_r, W_r, C_r, R_r, O_r, X_r, P_r, Psi_r, A_r, GS_r, GSB_r, g_r, L_r, r)
-"""Per-stage arrays (axis 0 = stage) a variant reads; F_r + B_r = C_r + R_r + O_r + X_r + P_r."""
+CP_r = sp.Symbol("CP_r", nonnegative=True)     # exposed context-parallel exchange (cp_comm) of stage r
+STAGE_INPUTS = (F_r, B_r, W_r, C_r, R_r, O_r, X_r, P_r, Psi_r, A_r, GS_r, GSB_r, g_r, L_r, r, CP_r)
+"""Per-stage arrays (axis 0 = stage) a variant reads; F_r + B_r = C_r + R_r + O_r + X_r + P_r + CP_r."""
 SCALAR_INPUTS = (m, v, p, d, beta, W_hbm, K_opt)
 """Numbers (or arrays over candidates) a variant reads."""
 MEMORY_PARTS = ("params", "grads", "optimizer", "activations")
@@ -171,7 +172,8 @@ def terms(schedule: str, zero: int, overlap: bool, k_states: int, *, grad_bytes=
     add("memory_activations", "", sched.source + " (micro-batches in flight)", sched.in_flight * A_r, True)
     add("memory_total", "", "model states + activations in flight",
         sum(t[f"memory_{part}"].expr for part in MEMORY_PARTS), True)
-    per_mb = {"compute": C_r, "recompute": R_r, "op_comm": O_r, "redistribution": X_r, "pp_comm": P_r}
+    per_mb = {"compute": C_r, "recompute": R_r, "op_comm": O_r, "redistribution": X_r, "pp_comm": P_r,
+              "cp_comm": CP_r}
     for category, sym in per_mb.items():
         add(category, category, "m micro-batches on the most loaded stage", m * AtStage(sym, critical))
     add("bubble", "bubble", sched.source, sp.Max(0, sched.bubble))

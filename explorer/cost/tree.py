@@ -20,18 +20,18 @@ import sympy as sp
 from explorer.cost import collectives as coll
 from explorer.cost.block import BlockCost
 from explorer.cost.compile import BoundedCache, compile_exprs
-from explorer.cost.plan import ExecutionPlan, plan
-from explorer.cost.superstep import GSB_r, COMM_CATEGORIES
+from explorer.cost.plan import ExecutionPlan, cp_group_route, plan
+from explorer.cost.superstep import CP_r, GSB_r, COMM_CATEGORIES
 from explorer.strategy.mesh import group_route, pair_route, top_level
-from explorer.symbols import (A_r, B_r, C_r, F, F_r, GS_r, L_t, O_r, P_r, Psi_r, R_r, V, W_hbm, W_r, X_r, a,
-                              a_kv, b, beta, eta, f, g_t, h, phi, s, t, t_launch)
+from explorer.symbols import (A_r, B_r, C_r, F, F_r, GS_r, L_c, L_t, O_r, P_r, Psi_r, R_r, V, W_hbm, W_r, X_r,
+                              a, a_kv, b, beta, eta, f, g_c, g_t, h, phi, s, t, t_launch)
 
-BLOCK_ARGS = (b, s, h, a, a_kv, f, V, t, g_t, L_t, F, eta, phi, W_hbm, t_launch, beta)
+BLOCK_ARGS = (b, s, h, a, a_kv, f, V, t, g_t, L_t, F, eta, phi, W_hbm, t_launch, beta, g_c, L_c)
 SIZE_ARGS = (b, s, h, a, a_kv, f, V, beta)
 COMM_KINDS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")
 BLOCK_Q = ("F", "B", "W", "fwd_compute", "bwd_compute", "bwd_weight", "fwd_comm", "bwd_comm", "recompute",
            "act", "params_dev", "params", "flops_fwd", "flops_bwd", "recompute_flops", "comm_bytes",
-           "grad_sync", "grad_sync_bytes", "hidden_comm") + \
+           "grad_sync", "grad_sync_bytes", "hidden_comm", "cp_fwd", "cp_bwd", "cp_bytes", "cp_total") + \
     tuple(f"t_{k}" for k in COMM_KINDS) + tuple(f"b_{k}" for k in COMM_KINDS) + tuple(f"h_{k}" for k in COMM_KINDS)
 """A block's named quantities for one micro-batch on one device. F and B are the block's
 forward and backward pass (B includes recomputation); W is the weight-gradient part of B.
@@ -50,12 +50,13 @@ def block_exprs(cost: BlockCost, g=g_t, L=L_t) -> tuple:
             per_kind_t[c.kind] += c.exposed(g, L)
             per_kind_h[c.kind] += c.hidden(g, L)
             per_kind_b[c.kind] += c.bytes()
-    forward = cost.fwd_compute_s + cost.fwd_comm_s
-    backward = cost.bwd_compute_s + cost.bwd_comm_s + cost.recompute_s
+    forward = cost.fwd_compute_s + cost.fwd_comm_s + cost.cp_fwd_s
+    backward = cost.bwd_compute_s + cost.bwd_comm_s + cost.recompute_s + cost.cp_bwd_s
     return (forward, backward, cost.bwd_weight_s, cost.fwd_compute_s, cost.bwd_compute_s, cost.bwd_weight_s,
             cost.fwd_comm_s, cost.bwd_comm_s, cost.recompute_s, cost.act_bytes, cost.params_dev, cost.params,
             cost.flops_fwd, cost.flops_bwd, cost.recompute_flops, cost.comm_bytes, cost.grad_sync_s,
-            cost.grad_sync_bytes, cost.hidden_comm_s) + tuple(per_kind_t[k] for k in COMM_KINDS) + \
+            cost.grad_sync_bytes, cost.hidden_comm_s, cost.cp_fwd_s, cost.cp_bwd_s, cost.cp_bytes,
+            cost.cp_total_s) + tuple(per_kind_t[k] for k in COMM_KINDS) + \
         tuple(per_kind_b[k] for k in COMM_KINDS) + tuple(per_kind_h[k] for k in COMM_KINDS)
 
 
@@ -73,7 +74,11 @@ def step_exprs(cost: BlockCost) -> list:
         out += [step.fwd_s, step.bwd_s, step.bwd_weight_s]
         for c in step.collectives:
             out += [c.bytes(), sp.Integer(0) + coll.latency_steps(c.kind, c.n), sp.Integer(0) + c.hidden(g_t, L_t)]
-    return out + [cost.params_dev]
+    out.append(cost.params_dev)
+    for step in cost.steps:   # then per operator: in-kernel recomputation, context-parallel exchange
+        x = step.cp
+        out += [step.recompute_s, x.fwd_s, x.bwd_s, x.fwd_bytes, x.bwd_bytes, x.fwd_total_s, x.bwd_total_s]
+    return out
 
 
 def steps_function(cost: BlockCost):
@@ -92,6 +97,7 @@ class BlockKind:
     degree: int
     route: tuple        # fan-in per machine level of the block's operator group
     exprs: tuple        # the BLOCK_Q sympy expressions (for display and tests)
+    cp_route: tuple = ()  # route of the context-parallel group (() without cp)
 
     @property
     def fn(self):
@@ -154,7 +160,8 @@ class CostTree:
         C = np.size(nums.dims[0])
         out = np.empty((len(self.kinds), len(Q), C))
         for i, kind in enumerate(self.kinds):
-            for j, x in enumerate(kind.fn(*nums.block_args(kind.degree, kind.route))):
+            for j, x in enumerate(kind.fn(*nums.block_args(kind.degree, kind.route, kind.cp_route,
+                                                           self.plan.strategy.cp_algo))):
                 out[i, j] = x
         return out
 
@@ -204,6 +211,7 @@ def stage_inputs(per_stage: np.ndarray, fwd_b: dict, bwd_b: dict, tied: dict | N
     out = {F_r: q("F") + sum(fwd_b.values()), B_r: q("B") + sum(bwd_b.values()), W_r: q("bwd_weight"),
            C_r: q("fwd_compute") + q("bwd_compute"), R_r: q("recompute"),
            O_r: q("fwd_comm") + q("bwd_comm") + both("op_comm"), X_r: both("redistribution"),
+           CP_r: q("cp_fwd") + q("cp_bwd"),
            P_r: both("pp_comm"), Psi_r: q("params_dev"), A_r: q("act"), GS_r: q("grad_sync"),
            GSB_r: q("grad_sync_bytes")}
     for sym, extra in (tied or {}).items():
@@ -270,7 +278,7 @@ def _group_arrays(groups: tuple, stages: int):
 
 _TREES = BoundedCache(64)
 STRUCTURE_FIELDS = ("tp", "pp", "schedule", "chunks", "recompute", "sequence_parallel", "scatter_gather",
-                    "dtype", "layer_splits", "stage_map", "rank_order")
+                    "dtype", "layer_splits", "stage_map", "rank_order", "cp", "cp_algo")
 
 
 @lru_cache(maxsize=4096)
@@ -286,7 +294,8 @@ def levels_signature(cluster, strategy) -> tuple:
     pairs = {(x, (x + 1) % pp) for x in range(pp)} if wraps else {(x, x + 1) for x in range(pp - 1)}
     if strategy.pp > 1:
         pairs.add((0, pp - 1))          # a tied embedding's gradient all-reduce (tied_copy)
-    return tp_levels, tuple(pair_route(cluster, mesh, "pp", i, j) for i, j in sorted(pairs))
+    cp_routes = tuple(cp_group_route(cluster, strategy, stage) for stage in range(pp)) if strategy.cp > 1 else ()
+    return tp_levels, tuple(pair_route(cluster, mesh, "pp", i, j) for i, j in sorted(pairs)), cp_routes
 
 
 def structure_key(model, strategy, cluster) -> tuple:
@@ -308,10 +317,11 @@ def cost_tree(model, strategy, cluster) -> CostTree:
 def build(the_plan: ExecutionPlan) -> CostTree:
     kinds, index, kind_of = [], {}, []
     for placed in the_plan.blocks:
-        key = (placed.cost, placed.split.degree, placed.route)
+        key = (placed.cost, placed.split.degree, placed.route, placed.cp_route)
         if key not in index:
             index[key] = len(kinds)
-            kinds.append(BlockKind(placed.cost, placed.split.degree, placed.route, _block_exprs(placed.cost)))
+            kinds.append(BlockKind(placed.cost, placed.split.degree, placed.route, _block_exprs(placed.cost),
+                                   placed.cp_route))
         kind_of.append(index[key])
     counts = np.zeros((the_plan.stages, len(kinds)))
     for placed, k in zip(the_plan.blocks, kind_of):

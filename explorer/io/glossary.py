@@ -43,6 +43,10 @@ TEXTBOOK = {
                 r"gradients back; scatter/gather)}", "Narayanan et al. SC'21 Sec. 4.1"),
     "zero_comm": (r"T_{\mathrm{ZeRO\text{-}3}} \approx 1.5 \times T_{\mathrm{all\text{-}reduce}}",
                   "Rajbhandari et al., ZeRO, SC'20 Sec. 7"),
+    "cp_comm": (r"T = l_{\mathrm{stage}}\, m\, (cp-1) \left[\max(0, K\!V g_c - T_{\mathrm{attn}}/cp) + "
+                r"\max(0, 2 K\!V g_c - T'_{\mathrm{attn}}/cp)\right],\; K\!V = \frac{2 b s h \beta\, a_{kv}}{a\, t\, cp}"
+                r"\;\;\text{(ring: K/V around the cp ring, hidden under attention)}",
+                "Liu et al., Ring Attention 2023; Megatron-LM context parallelism (Transformer Engine)"),
 }
 
 

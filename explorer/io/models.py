@@ -147,7 +147,7 @@ def _from_our_schema(d: dict, name_hint: str) -> ModelSpec:
     if family not in FAMILIES:
         raise ExplorerError(f"field 'family' is {short_repr(family)}; use one of {', '.join(FAMILIES)}")
     for key in d:
-        kind = "text" if key in ("name", "family", "source") else "list" if key == "stage_blocks" else "int"
+        kind = "text" if key in ("name", "family", "source", "attention") else "list" if key == "stage_blocks" else "int"
         field(d, key, kind, "")
     missing = [key for key in REQUIRED[family] if key not in d]
     if missing:

@@ -8,7 +8,7 @@ message per problem for anything malformed, tampered or impossible.
 Parameters: `model` (preset name) or `model_spec` (base64url JSON of our model
 schema); `cluster` or `cluster_spec` likewise; dp, tp, pp, b (micro-batch),
 B (global batch), sched, v (chunks), zero, rc (recompute), sp, ov, sg (0/1),
-dtype; `splits` (per-layer operator splits, run-length: "8mx48,4cx48" = 48
+dtype, cp and cpa (context parallelism and its algorithm, only when cp > 1); `splits` (per-layer operator splits, run-length: "8mx48,4cx48" = 48
 layers Megatron x8 then 48 column x4) and `stages` (layers per pipeline stage:
 "12,12,..."). A strategy with per-operator overrides travels as `strategy_spec`.
 
@@ -35,7 +35,7 @@ from explorer.io.safe_load import json_depth_ok
 from explorer.io.models import PRESET_DIR as MODEL_DIR, load_model, model_from_dict
 from explorer.limits import evaluate_checked
 from explorer.strategy.presets import DEFAULT_CLUSTER, DEFAULT_MODEL, fallback_strategy
-from explorer.strategy.strategy import DTYPES, GRAD_DTYPES, RECOMPUTE, SCHEDULES, LayerSplit, Strategy
+from explorer.strategy.strategy import CP_ALGOS, DTYPES, GRAD_DTYPES, RECOMPUTE, SCHEDULES, LayerSplit, Strategy
 from explorer.io.strategies import strategy_from_dict, strategy_to_dict
 
 MAX_SPEC_CHARS = 8192            # a base64 spec longer than this is refused unread
@@ -50,6 +50,7 @@ CHOICES = {"sched": ("schedule", SCHEDULES), "rc": ("recompute", RECOMPUTE), "dt
 BOOLS = {"sp": "sequence_parallel", "ov": "overlap_dp", "sg": "scatter_gather"}
 OPTIONAL_CHOICES = {"gd": ("grad_dtype", GRAD_DTYPES)}
 """Choices written only when they differ from the Strategy default (links made before them stay the same)."""
+LONG_CONTEXT = {"cp": "cp", "cpa": "cp_algo"}    # context parallelism: in a link only when cp > 1
 MAX_INT = 10 ** 6
 
 
@@ -126,6 +127,8 @@ def encode(model, cluster, strategy: Strategy) -> dict:
     for short, (name, _) in OPTIONAL_CHOICES.items():
         if getattr(strategy, name) != Strategy.__dataclass_fields__[name].default:
             out[short] = getattr(strategy, name)
+    if strategy.cp > 1:
+        out.update({short: str(getattr(strategy, name)) for short, name in LONG_CONTEXT.items()})
     if strategy.layer_splits:
         runs = _run_length([(s.degree, PRESET_LETTER[s.preset]) for s in strategy.layer_splits])
         out["splits"] = ",".join(f"{deg}{letter}x{n}" for (deg, letter), n in runs)
@@ -199,6 +202,7 @@ def _strategy_fields(params: dict, base: Strategy, messages: list) -> dict:
     readers += [(short, name, lambda k, ok=ok: _choice(params, k, ok))
                 for short, (name, ok) in {**CHOICES, **OPTIONAL_CHOICES}.items()]
     readers += [(short, name, lambda k: _flag(params, k)) for short, name in BOOLS.items()]
+    readers += [("cp", "cp", lambda k: _whole(params, k)), ("cpa", "cp_algo", lambda k: _choice(params, k, CP_ALGOS))]
     readers += [("splits", "layer_splits", lambda k: _splits(params[k])),
                 ("stages", "stage_map", lambda k: _stages(params[k]))]
     for short, name, read in readers:

@@ -50,6 +50,7 @@ class Operator:
     act: tuple = ()                 # ActTerm, ...
     gemm: tuple = ()                # (M, N, K[, batch]) of the GEMM: its roofline bytes
     attention_core: bool = False    # recomputed under selective recomputation
+    bwd_recompute_flops: sp.Expr = ZERO  # FLOPs the backward redoes of the forward (FlashAttention's QK^T)
 
     def __post_init__(self):
         assert self.kind in KINDS, self.kind

@@ -7,6 +7,16 @@ from explorer.errors import ExplorerError
 from explorer.limits import check_model
 
 FAMILIES = ("gpt", "bert", "llama", "mlp", "cnn")
+ATTENTION = ("standard", "flash")
+"""Attention implementations: 'standard' materialises the s x s scores (Megatron-LM's unfused core
+attention, Korthikanti et al. 2022 Table 2); 'flash' is FlashAttention (Dao et al. NeurIPS 2022,
+FlashAttention-2, Dao 2023): one fused kernel, no s x s tensor kept, recomputed in the backward."""
+DEFAULT_ATTENTION = {"llama": "flash"}
+"""The attention a family gets when its model names none: the LLaMA family is trained with a fused,
+memory-efficient attention (Touvron et al. 2023, LLaMA, Sec 2.4: the causal multi-head attention of the
+xformers library, "achieved by not storing the attention weights", after Rabe & Staats 2021 and Dao et
+al. 2022); the others keep the standard attention of the published runs they are validated against
+(Megatron-LM SC'21, Korthikanti et al. 2022)."""
 
 
 def _positive_int(name: str, value) -> None:
@@ -39,6 +49,7 @@ class ModelSpec:
     stage_blocks: tuple = ()     # cnn: bottleneck blocks per stage
     base_width: int = 64         # cnn: channels of the stem / first stage
     source: str = ""             # where the numbers come from
+    attention: str = ""          # 'standard' or 'flash'; '' means the family default (DEFAULT_ATTENTION)
 
     def __post_init__(self):
         check_model(self)                # sizes within explorer/limits.py, before anything else
@@ -47,6 +58,11 @@ class ModelSpec:
                 f"model family {str(self.family)[:40]!r} is unknown; use one of {', '.join(FAMILIES)}")
         if not isinstance(self.name, str) or not self.name:
             raise ExplorerError("model field 'name' must be a non-empty string")
+        if self.attention == "":
+            object.__setattr__(self, "attention", DEFAULT_ATTENTION.get(self.family, "standard"))
+        if self.attention not in ATTENTION:
+            raise ExplorerError(
+                f"model field 'attention' is {str(self.attention)[:40]!r}; use one of {', '.join(ATTENTION)}")
         if self.family == "cnn":
             object.__setattr__(self, "stage_blocks", tuple(self.stage_blocks))
             if not self.stage_blocks:
@@ -85,6 +101,12 @@ class ModelSpec:
         """The same model at another sequence length (the --seq-len flag)."""
         fields = asdict(self)
         fields["seq_len"] = seq_len
+        return ModelSpec(**fields)
+
+    def with_attention(self, attention: str) -> "ModelSpec":
+        """The same model with another attention implementation (the --attention flag)."""
+        fields = asdict(self)
+        fields["attention"] = attention
         return ModelSpec(**fields)
 
     def to_dict(self) -> dict:

@@ -13,7 +13,7 @@ import numpy as np
 from explorer.cost.superstep import (aggregate_function, optimizer_state_bytes, optimizer_update_bytes,
                                      variant)
 from explorer.cost import collectives as coll
-from explorer.strategy.mesh import Mesh, group_route
+from explorer.strategy.mesh import Mesh, joint_route
 from explorer.symbols import (A_r, B_r, F_r, GS_r, K_opt, L_r, Psi_r, W_hbm, W_r, beta, d, g_r, m as m_, p,
                               r as r_, v as v_)
 
@@ -26,11 +26,12 @@ def _first(x):
 class Objective:
     """Time and memory of candidates sharing a cluster, dtype, d, t and p."""
 
-    def __init__(self, cluster, dtype_bytes: int, hw: dict, dp: int, tp: int, pp: int):
-        self.hw, self.dp, self.pp, self.beta = hw, dp, pp, dtype_bytes
-        mesh = Mesh.of(tp=tp, dp=dp, pp=pp)
-        pairs = [coll.route_g_L("all_reduce", group_route(cluster, mesh, "dp", pp=stage), hw["g"], hw["L"])
-                 for stage in range(pp)]                                    # each stage's dp groups
+    def __init__(self, cluster, dtype_bytes: int, hw: dict, dp: int, tp: int, pp: int, cp: int = 1):
+        # with context parallelism the gradients are reduced (and ZeRO shards) over dp x cp (evaluate.py)
+        self.hw, self.dp, self.pp, self.beta = hw, dp * cp, pp, dtype_bytes
+        mesh = Mesh.of(tp=tp, dp=dp, pp=pp, cp=cp)
+        pairs = [coll.route_g_L("all_reduce", joint_route(cluster, mesh, ("cp", "dp"), pp=stage), hw["g"], hw["L"])
+                 for stage in range(pp)]                                    # each stage's dp x cp groups
         self.g, self.L = np.array([x for x, _ in pairs]), np.array([y for _, y in pairs])
         self.ranks = np.arange(pp)
         self.k_states = optimizer_state_bytes(dtype_bytes)

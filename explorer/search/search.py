@@ -78,7 +78,8 @@ def point_strategy(space, points: Points, k: int, global_batch: int, dtype: str 
     return Strategy(dp=fam.dp, tp=fam.tp, pp=fam.pp, micro_batch=int(points.micro_batch[k]),
                     global_batch=global_batch, schedule=fam.schedule, chunks=fam.chunks,
                     zero=int(points.zero[k]), recompute=fam.recompute,
-                    sequence_parallel=fam.sequence_parallel, overlap_dp=bool(points.overlap[k]), dtype=dtype)
+                    sequence_parallel=fam.sequence_parallel, overlap_dp=bool(points.overlap[k]), dtype=dtype,
+                    cp=fam.cp, cp_algo=fam.cp_algo)
 
 
 def candidate(model, cluster, strategy: Strategy, gpus: int) -> Candidate:
@@ -89,19 +90,20 @@ def candidate(model, cluster, strategy: Strategy, gpus: int) -> Candidate:
 
 def search(model, cluster, gpus: int, global_batch: int, max_memory_bytes: float | None = None,
            top: int = 10, progress=None, refine_top: int = 8, dtype: str = "bf16",
-           framework: str | None = None) -> SearchResult:
+           framework: str | None = None, cp: int | None = None, cp_algo: str = "ring") -> SearchResult:
     """Search the whole global space of `model` on `gpus` devices of `cluster` at `global_batch`.
 
     `progress(fraction, message)` is called as the search goes (fraction in [0, 1]). With
     `framework` (one of explorer.codegen.FRAMEWORKS) the top list and the Pareto front hold only
-    strategies that framework can express -- the exporters' own rules decide.
+    strategies that framework can express -- the exporters' own rules decide. Context parallelism is
+    searched (ring) for sequences of 8k tokens and more; `cp` fixes its degree, `cp_algo` its algorithm.
     """
     start = time.perf_counter()
     _check(model, cluster, gpus, global_batch, max_memory_bytes, top)
     report = progress or (lambda fraction, message: None)
     cap = float(cluster.device.memory_bytes if max_memory_bytes is None else max_memory_bytes)
     report(0.0, "enumerating the global choices")
-    space = enumerate_space(model, gpus, global_batch)
+    space = enumerate_space(model, gpus, global_batch, cp, cp_algo)
     points = sweep(model, cluster, space.families, global_batch, dtype,
                    progress=lambda done, n: report(0.7 * done / n, f"evaluated {done}/{n} families"))
     fits = np.flatnonzero(points.memory_bytes <= cap)
@@ -144,7 +146,7 @@ def _to_refine(space, points: Points, fits: np.ndarray, count: int) -> list:
     chosen, seen = [], set()
     for k in order:
         fam = space.families[points.family[k]]
-        key = (float(f"{points.time_s[k]:.12g}"), fam.tp, fam.pp, int(points.micro_batch[k]),
+        key = (float(f"{points.time_s[k]:.12g}"), fam.tp, fam.cp, fam.pp, int(points.micro_batch[k]),
                bool(points.overlap[k]))
         if schedule_of(fam.schedule).chunked or schedule_of(fam.schedule).splits_weight or key in seen:
             continue

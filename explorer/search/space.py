@@ -32,7 +32,7 @@ LAYER_PRESETS = ("megatron", "column", "row", "batch")
 """Per-layer presets searched at each degree > 1 ('replicated' at degree > 1 is degree 1's
 cost with a larger group; per-operator overrides are left to the editor)."""
 ALWAYS = {"layer_splits", "stage_map"}       # a family has none: the rules read their defaults
-LEVELS = ({"tp", "pp"}, {"micro_batch", "dp", "global_batch"}, {"schedule", "chunks"}, {"zero"},
+LEVELS = ({"tp", "pp", "cp", "cp_algo"}, {"micro_batch", "dp", "global_batch"}, {"schedule", "chunks"}, {"zero"},
           {"sequence_parallel"})
 """Fields fixed at each loop level of the enumeration, outermost first."""
 
@@ -85,6 +85,8 @@ class Family:
     micro_batches: tuple
     zeros: tuple
     overlaps: tuple = OVERLAPS
+    cp: int = 1                 # context parallelism (explorer.cost.context_parallel)
+    cp_algo: str = "ring"
 
     @property
     def size(self) -> int:
@@ -112,8 +114,22 @@ def _schedules(layers: int):
             yield name, 1
 
 
-def enumerate_space(model, gpus: int, global_batch: int) -> Space:
-    """Every global choice for `model` on `gpus` devices at global batch `global_batch`."""
+CP_FROM_SEQ_LEN = 8192
+"""Context parallelism is searched from this sequence length on (Megatron-Core's parallelism guide:
+CP is for "long sequences (8K+ tokens)"); below it the space keeps cp = 1 and its size."""
+
+
+def cp_degrees(model, devices: int) -> list:
+    """The cp a search tries on `devices` (after t): divisors with seq_len % (2 cp) == 0 (the
+    load-balanced ring's 2cp chunks), from CP_FROM_SEQ_LEN tokens; ring attention only."""
+    if not model.is_transformer or model.seq_len < CP_FROM_SEQ_LEN:
+        return [1]
+    return [c for c in divisors(devices) if model.seq_len % (2 * c) == 0 or c == 1]
+
+
+def enumerate_space(model, gpus: int, global_batch: int, cp: int | None = None, cp_algo: str = "ring") -> Space:
+    """Every global choice for `model` on `gpus` devices at global batch `global_batch` (with `cp`
+    given, only that context-parallel degree; `cp_algo` the algorithm of cp > 1)."""
     if gpus < 1 or global_batch < 1:
         raise ExplorerError(f"gpus and global batch must be positive, got {gpus} and {global_batch}")
     space = Space([])
@@ -121,18 +137,21 @@ def enumerate_space(model, gpus: int, global_batch: int) -> Space:
     schedules = list(_schedules(model.layers))
     inner = len(ZEROS) * len(RECOMPUTE) * len(SEQ_PAR) * len(OVERLAPS)   # raw points per (t, p, b, schedule)
     for tp in divisors(gpus):
-        for pp in divisors(gpus // tp):
-            raw = len(batches) * len(schedules) * inner
-            space.total += raw
-            reason = _broken(0, R.view(tp=tp, pp=pp), model)
-            if reason:
-                space.pruned[reason] += raw
-                continue
-            _add_families(space, model, tp, pp, gpus // (tp * pp), global_batch, batches, schedules, inner)
+        fixed = [cp] if cp is not None and (gpus // tp) % cp == 0 else []
+        for c in (cp_degrees(model, gpus // tp) if cp is None else fixed):
+            for pp in divisors(gpus // (tp * c)):
+                raw = len(batches) * len(schedules) * inner
+                space.total += raw
+                reason = _broken(0, R.view(tp=tp, pp=pp, cp=c, cp_algo=cp_algo), model)
+                if reason:
+                    space.pruned[reason] += raw
+                    continue
+                _add_families(space, model, tp, pp, gpus // (tp * c * pp), global_batch, batches, schedules,
+                              inner, c, cp_algo)
     return space
 
 
-def _add_families(space, model, tp, pp, dp, global_batch, batches, schedules, inner):
+def _add_families(space, model, tp, pp, dp, global_batch, batches, schedules, inner, cp=1, cp_algo="ring"):
     ok_b = []
     for b in batches:
         reason = _broken(1, R.view(tp=tp, pp=pp, micro_batch=b, dp=dp, global_batch=global_batch), model)
@@ -169,4 +188,4 @@ def _add_families(space, model, tp, pp, dp, global_batch, batches, schedules, in
         for recompute in RECOMPUTE:
             for seq in seqs:
                 space.families.append(Family(tp, pp, dp, schedule, chunks, recompute, seq, tuple(micro),
-                                             tuple(zeros)))
+                                             tuple(zeros), cp=cp, cp_algo=cp_algo if cp > 1 else "ring"))

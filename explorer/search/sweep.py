@@ -36,7 +36,8 @@ def probe(family, global_batch: int, dtype: str = "bf16") -> Strategy:
     """A strategy with the family's structure (micro-batch 1); stands in for the whole family."""
     return Strategy(dp=family.dp, tp=family.tp, pp=family.pp, micro_batch=1,
                     global_batch=family.dp * family.pp, schedule=family.schedule, chunks=family.chunks,
-                    recompute=family.recompute, sequence_parallel=family.sequence_parallel, dtype=dtype)
+                    recompute=family.recompute, sequence_parallel=family.sequence_parallel, dtype=dtype,
+                    cp=family.cp, cp_algo=family.cp_algo)
 
 
 def default_options(tp: int) -> tuple:
@@ -49,9 +50,9 @@ def sweep(model, cluster, families, global_batch: int, dtype: str = "bf16", prog
     """Evaluate every family with each uniform option of `options(tp)`; progress(done, total)."""
     groups = defaultdict(list)
     for index, fam in enumerate(families):
-        groups[(fam.tp, fam.recompute, fam.sequence_parallel)].append(index)
+        groups[(fam.tp, fam.recompute, fam.sequence_parallel, fam.cp, fam.cp_algo)].append(index)
     rows, done = [], 0
-    for (tp, _, _), members in groups.items():
+    for (tp, *_), members in groups.items():
         _sweep_group(model, cluster, families, members, global_batch, dtype, options(tp), rows)
         done += len(members)
         if progress:
@@ -70,7 +71,7 @@ def _sweep_group(model, cluster, families, members, global_batch, dtype, options
     for pp, fams in by_pp.items():
         chain = base.for_probe(probe(families[fams[0]], global_batch, dtype))
         fam0 = families[fams[0]]
-        objective = Objective(cluster, BYTES_PER_ELEMENT[dtype], chain.hw, fam0.dp, fam0.tp, pp)
+        objective = Objective(cluster, BYTES_PER_ELEMENT[dtype], chain.hw, fam0.dp, fam0.tp, pp, fam0.cp)
         for i in fams:
             fam = families[i]
             stages = node_stages(model, probe(fam, global_batch, dtype))

@@ -18,7 +18,7 @@ from explorer.cost import collectives as coll
 from explorer.cost import layouts as lay
 from explorer.cost.block import block_cost
 from explorer.cost.numbers import Numbers
-from explorer.cost.plan import PlacedBlock, block_splits
+from explorer.cost.plan import PlacedBlock, block_splits, cp_group_route
 from explorer.cost.plan import boundary as plan_boundary
 from explorer.cost.tree import Q, block_function, size_function, tied_copy, tied_values
 from explorer.symbols import GS_r, Psi_r
@@ -98,15 +98,17 @@ class Chain:
         block = self.blocks[i]
         split = split if block.kind == "layer" else self.fixed[i]
         route = self.route(stage, split.degree)
-        key = (block.key, block.kind, split, incoming, route)
+        cp_route = cp_group_route(self.cluster, self.probe, stage) if self.probe.cp > 1 else ()
+        key = (block.key, block.kind, split, incoming, route, cp_route)
         if key not in self._nodes:
             cost = block_cost(block, split.effective_preset, split.overrides,
-                              self.probe.sequence_parallel, self.probe.recompute, incoming)
-            self._nodes[key] = Node(cost, split, route, self._values(cost, split.degree, route))
+                              self.probe.sequence_parallel, self.probe.recompute, incoming,
+                              self.probe.cp, self.probe.cp_algo)
+            self._nodes[key] = Node(cost, split, route, self._values(cost, split.degree, route, cp_route))
         return self._nodes[key]
 
-    def _values(self, cost, degree: int, route: tuple) -> np.ndarray:
-        q = block_function(cost)(*self.nums.block_args(degree, route))
+    def _values(self, cost, degree: int, route: tuple, cp_route: tuple = ()) -> np.ndarray:
+        q = block_function(cost)(*self.nums.block_args(degree, route, cp_route, self.probe.cp_algo))
         col = lambda name: np.broadcast_to(np.asarray(q[Q[name]], dtype=float), self.b.shape)
         return np.vstack([col("F"), col("B"), col("params_dev"), col("act"), col("grad_sync"), col("bwd_weight")])
 

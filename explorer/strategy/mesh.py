@@ -135,6 +135,22 @@ def group_route(cluster, mesh: Mesh, axis: str, size: int | None = None, **fixed
 
 
 @lru_cache(maxsize=8192)
+def joint_route(cluster, mesh: Mesh, axes: tuple, **fixed) -> tuple:
+    """Route of the groups spanned by several axes together (all their index combinations, the
+    other coordinates fixed): e.g. dp x cp, the ranks that reduce gradients under context
+    parallelism (Megatron-LM's data-parallel-with-cp group). The widest group decides."""
+    present = [axis for axis in axes if mesh.size(axis) > 1]
+    if len(present) <= 1:
+        return group_route(cluster, mesh, present[0] if present else axes[0], **fixed)
+    offsets = [sum(c * mesh.stride(axis) for axis, c in zip(present, combo))
+               for combo in itertools.product(*(range(mesh.size(axis)) for axis in present))]
+    routes = {_route_of(cluster, [base + o for o in offsets])
+              for base in mesh.bases(present[0], **fixed) if all(
+                  (base // mesh.stride(axis)) % mesh.size(axis) == 0 for axis in present[1:])}
+    return max(routes, key=lambda route: tuple(reversed(route)))
+
+
+@lru_cache(maxsize=8192)
 def pair_route(cluster, mesh: Mesh, axis: str, i: int, j: int) -> tuple:
     """Route of the point-to-point pairs between indices i and j of `axis`: fan-in 2 at the
     level they cross."""

@@ -163,10 +163,42 @@ def _stages(v, model):
 
 
 def _gpus(v, model, gpus=None, cluster=None):
-    devices = v.dp * v.tp * v.pp
+    cp = getattr(v, "cp", 1)
+    devices = v.dp * v.tp * cp * v.pp
+    if gpus is not None and devices != gpus and cp > 1:
+        return (f"dp x tp x cp x pp = {v.dp} x {v.tp} x {cp} x {v.pp} = {devices} does not equal "
+                f"the {gpus} GPUs")
     if gpus is not None and devices != gpus:
         return f"dp x tp x pp = {v.dp} x {v.tp} x {v.pp} = {devices} does not equal the {gpus} GPUs"
     return None   # any number of devices: the cluster's outermost level grows with the run (limits bound it)
+
+
+def _cp_model(v, model):
+    cp = getattr(v, "cp", 1)
+    if cp == 1:
+        return None
+    if not model.is_transformer:
+        return f"context parallelism (cp={cp}) splits a transformer's sequence; {model.name} is a {model.family}"
+    if model.seq_len % (2 * cp):
+        return (f"cp={cp} needs the sequence length {model.seq_len} to split into 2 x cp = {2 * cp} equal "
+                "chunks (Megatron-LM's load-balanced causal split: device i holds chunks i and 2cp-1-i)")
+    return None
+
+
+def _cp_algo(v, model):
+    cp, algo = getattr(v, "cp", 1), getattr(v, "cp_algo", "ring")
+    if cp == 1 or not model.is_transformer:
+        return None
+    if algo == "ring" and model.attention != "flash":
+        return (f"ring context parallelism (cp={cp}) needs FlashAttention: Megatron-LM's CP runs Transformer "
+                "Engine's context-parallel attention, whose backends are the flash and fused attention kernels "
+                "(use --attention flash, or --cp-algo ulysses)")
+    if algo == "ulysses":
+        for what, heads in (("attention heads", model.heads), ("key/value heads", model.kv_heads)):
+            if heads % (v.tp * cp):
+                return (f"Ulysses (cp={cp}) splits the {heads} {what} over tp x cp = {v.tp * cp} devices, which "
+                        "does not divide them (DeepSpeed-Ulysses, Jacobs et al. 2023 Sec 3.1)")
+    return None
 
 
 HEADS = "t does not divide the attention heads"
@@ -180,6 +212,8 @@ MICRO = "micro-batches not a multiple of pp (interleaved)"
 MICRO_AT_LEAST = "fewer micro-batches than stages (zero bubble)"
 ZERO_PP = "ZeRO >= 2 cannot combine with pipelining"
 SEQ_TP = "sequence parallelism needs t > 1"
+CP_SEQ = "cp does not split the sequence into 2cp chunks"
+CP_ALGO = "context-parallel algorithm does not fit the attention"
 MEMORY = "over the memory cap"          # counted by the search after evaluation
 
 RULES = (
@@ -195,6 +229,8 @@ RULES = (
     Rule(MICRO_AT_LEAST, "strategy", ("schedule", "pp", "micro_batch", "dp", "global_batch"), _micro_at_least),
     Rule(ZERO_PP, "strategy", ("zero", "pp"), _zero_pp),
     Rule(SEQ_TP, "strategy", ("sequence_parallel", "tp"), _sequence_parallel),
+    Rule(CP_SEQ, "model", ("cp",), _cp_model),
+    Rule(CP_ALGO, "model", ("cp", "cp_algo", "tp"), _cp_algo),
     # structural rules the search never breaks (it builds maps and splits that obey them)
     Rule("chunks without a chunked schedule", "strategy", ("schedule", "chunks"), _chunks_need_schedule, False),
     Rule("layer degree does not divide t", "strategy", ("tp", "layer_splits"), _degrees_divide_tp, False),

@@ -25,6 +25,7 @@ GRAD_BYTES = {"fp32": 4}             # grad_dtype -> bytes per reduced gradient 
 (beta); "fp32" = 4 B, Megatron-LM's --accumulate-allreduce-grads-in-fp32 (on by default with
 --bf16, megatron/training/arguments.py; 18 B/param with Adam: Megatron-LM
 docs/user-guide/features/dist_optimizer.md)."""
+CP_ALGOS = ("ring", "ulysses")   # explorer.cost.context_parallel
 LAYER_PRESETS = ("megatron", "column", "row", "batch", "replicated")
 """Per-layer operator splits (see ops_split.py):
 megatron: Megatron-LM's column->row pairing (QKV/FC1 by column, proj/FC2 by row);
@@ -91,14 +92,18 @@ class Strategy:
     stage_map: tuple = ()            # pipeline stage of each layer; () = even split
     rank_order: str = DEFAULT_ORDER  # mesh axes, fastest-varying first (Megatron-LM's tp-cp-ep-dp-pp)
     grad_dtype: str = "model"        # GRAD_DTYPES: gradients accumulated and reduced in the model dtype or fp32
+    cp: int = 1                      # context-parallel degree: the sequence split over cp devices
+    cp_algo: str = "ring"            # 'ring' (Megatron-LM CP, K/V around a ring) or 'ulysses' (all-to-all)
 
     def __post_init__(self):
-        for name in ("dp", "tp", "pp", "micro_batch", "global_batch", "chunks"):
+        for name in ("dp", "tp", "pp", "micro_batch", "global_batch", "chunks", "cp"):
             _int_at_least(name, getattr(self, name), 1)
         if self.schedule not in SCHEDULES:
             raise ExplorerError(f"schedule {self.schedule!r} is unknown; use one of {', '.join(SCHEDULES)}")
         if self.recompute not in RECOMPUTE:
             raise ExplorerError(f"recompute {self.recompute!r} is unknown; use one of {', '.join(RECOMPUTE)}")
+        if self.cp_algo not in CP_ALGOS:
+            raise ExplorerError(f"cp_algo {self.cp_algo!r} is unknown; use one of {', '.join(CP_ALGOS)}")
         if self.dtype not in DTYPES:
             raise ExplorerError(f"dtype {self.dtype!r} is unknown; use one of {', '.join(DTYPES)}")
         if self.grad_dtype not in GRAD_DTYPES:
@@ -118,7 +123,7 @@ class Strategy:
 
     @property
     def devices(self) -> int:
-        return self.dp * self.tp * self.pp
+        return self.dp * self.tp * self.cp * self.pp
 
     @property
     def micro_batches(self) -> int:
@@ -143,7 +148,7 @@ class Strategy:
     @cached_property
     def mesh(self) -> Mesh:
         """The device mesh: named axes with their sizes, in rank order."""
-        return Mesh.of(self.rank_order, tp=self.tp, dp=self.dp, pp=self.pp)
+        return Mesh.of(self.rank_order, tp=self.tp, dp=self.dp, pp=self.pp, cp=self.cp)
 
     def with_(self, **changes) -> "Strategy":
         return replace(self, **changes)

@@ -14,15 +14,19 @@ import numpy as np
 
 from explorer.cost import collectives as coll
 from explorer.cost.tree import payer  # who pays a boundary collective: the cost model's own rule
+from explorer.cost.context_parallel import cp_kind
 from explorer.cost.numbers import Numbers
 from explorer.timeline.numbers import block_numbers, boundary_numbers
 from explorer.timeline.schedules import PASS_NAMES, B, F, W
 
-PART_CATEGORIES = ("zero_comm", "recompute", "compute", "op_comm", "redistribution", "pp_comm")
-ZERO_PART, RECOMPUTE_PART, COMPUTE_PART, SEND_PART = 0, 1, 2, 5
-PART_KINDS = np.array([["zero_gather", name, name, name, name, "send"] for name in PASS_NAMES], dtype=object)
-_FWD_KEYS = (None, None, "fwd_compute_s", "fwd_op_comm_s", "fwd_redistribution_s", "fwd_pp_comm_s")
-_BWD_KEYS = (None, "recompute_s", "bwd_compute_s", "bwd_op_comm_s", "bwd_redistribution_s", "bwd_pp_comm_s")
+PART_CATEGORIES = ("zero_comm", "recompute", "compute", "op_comm", "cp_comm", "redistribution", "pp_comm")
+ZERO_PART, RECOMPUTE_PART, COMPUTE_PART, CP_PART, SEND_PART = 0, 1, 2, 4, 6
+PART_KINDS = np.array([["zero_gather", name, name, name, "cp_exchange", name, "send"] for name in PASS_NAMES],
+                      dtype=object)
+_FWD_KEYS = (None, None, "fwd_compute_s", "fwd_op_comm_s", "fwd_cp_comm_s", "fwd_redistribution_s",
+             "fwd_pp_comm_s")
+_BWD_KEYS = (None, "recompute_s", "bwd_compute_s", "bwd_op_comm_s", "bwd_cp_comm_s", "bwd_redistribution_s",
+             "bwd_pp_comm_s")
 
 
 @dataclass(frozen=True)
@@ -82,7 +86,7 @@ def from_result(result, the_plan, ctx: Numbers, split_weight: bool) -> PassCosts
         gather = np.array([row["zero_pass_bytes"] for row in result.stage_times_s])
         nbytes[:, F, ZERO_PART] = nbytes[:, B, ZERO_PART] = gather
         levels[:, ZERO_PART] = after["dp_level"]
-    t, d = strategy.tp, strategy.dp
+    t, d = strategy.tp, strategy.dp * strategy.cp     # a stage's ranks: t x cp x d (rank order tp-cp-ep-dp-pp)
     devices = tuple(f"{i * d * t}-{i * d * t + t - 1}" if t > 1 else str(i * d * t) for i in range(p))
     return PassCosts(sec / v, nbytes / v, levels, _operators(the_plan, p, v), devices, v, after)
 
@@ -101,11 +105,16 @@ def _bytes_and_levels(the_plan, ctx: Numbers):
         names[stage][j].update(numbers.levels())
 
     for placed in the_plan.blocks:
-        steps, params_dev = block_numbers(placed, ctx)
+        steps, params_dev = block_numbers(placed, ctx, the_plan.strategy.cp_algo)
         params[placed.stage] += params_dev
         for step in steps:
             for cn in step.collectives:
                 add(placed.stage, cn.coll, cn)
+            if step.cp_fwd_bytes or step.cp_bwd_bytes:   # the context-parallel exchange (cp_comm)
+                nbytes[placed.stage, F, CP_PART] += step.cp_fwd_bytes
+                nbytes[placed.stage, B, CP_PART] += step.cp_bwd_bytes
+                shares = coll.level_shares(cp_kind(the_plan.strategy.cp_algo), placed.cp_route)
+                names[placed.stage][CP_PART].update(i for i, w in enumerate(shares) if w)
     for boundary in the_plan.boundaries:
         for cn in boundary_numbers(boundary, ctx):
             add(payer(boundary, cn.coll), cn.coll, cn)

@@ -18,11 +18,11 @@ COLUMNS = {
     "end_s": "end, seconds",
     "duration_s": "end_s - start_s",
     "kind": "what happens. super-step: forward, backward, weight (ZB-H1's W pass), send, idle, "
-            "dp_sync, zero_gather, optimizer; micro-step: compute, weight_grad, a collective "
+            "dp_sync, zero_gather, optimizer, cp_exchange; micro-step: compute, weight_grad, a collective "
             "(all_reduce, all_gather, reduce_scatter, all_to_all, p2p) or barrier (its latency)",
     "phase": "fwd, bwd, step (after the pipeline) or '' (idle)",
     "category": "DESIGN.md cost category: compute, recompute, op_comm, redistribution, pp_comm, "
-                "bubble, dp_comm, zero_comm, optimizer",
+                "bubble, dp_comm, zero_comm, optimizer, cp_comm",
     "micro_batch": "micro-batch number, -1 when none",
     "chunk": "model chunk on the stage (interleaved), -1 when none",
     "operator": "operator or blocks the event belongs to ('' when none)",

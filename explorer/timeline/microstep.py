@@ -17,7 +17,9 @@ import pandas as pd
 
 from explorer.errors import ExplorerError
 from explorer.cost.tree import cost_tree, payer  # payer: the cost model's own rule for boundary collectives
+from explorer.cost import collectives as coll
 from explorer.timeline.events import frame
+from explorer.cost.context_parallel import cp_kind
 from explorer.cost.numbers import Numbers
 from explorer.timeline.numbers import block_numbers, boundary_numbers, context
 
@@ -47,7 +49,26 @@ def _coll(phase, category, operator, cn, level_names) -> list:
             (phase, "barrier", category or cn.coll.category, operator, cn.barrier_s, 0.0, name)]
 
 
-def _forward(steps, names, recompute: bool = False) -> list:
+def _cp(phase, category, sn, cp) -> list:
+    """An operator's context-parallel exchange (cp = (kind, level name)), after its compute: the
+    whole transfer as a hidden segment drawn under the compute (ring attention overlaps it,
+    explorer.cost.context_parallel), then the exposed remainder on the critical path."""
+    forward = phase == "fwd" or category == "recompute"
+    secs, nbytes, whole = (sn.cp_fwd_s, sn.cp_fwd_bytes, sn.cp_fwd_total_s) if forward else \
+        (sn.cp_bwd_s, sn.cp_bwd_bytes, sn.cp_bwd_total_s)
+    if not nbytes:
+        return []
+    cat = category or "cp_comm"
+    if secs >= whole:                      # nothing hidden (Ulysses' all-to-alls)
+        return [(phase, cp[0], cat, sn.step.op, secs, nbytes, cp[1])]
+    return [(phase, cp[0], cat, sn.step.op, whole, nbytes, cp[1], HIDDEN),
+            (phase, cp[0], cat, sn.step.op, secs, 0.0, cp[1])]
+
+
+HIDDEN = "hidden"   # an 8th field: the segment overlaps the compute before it (its own row, no time taken)
+
+
+def _forward(steps, names, recompute: bool = False, cp=("p2p", "")) -> list:
     """Forward micro-steps; replayed in the backward (category recompute) when `recompute`."""
     phase, category = ("bwd", "recompute") if recompute else ("fwd", None)
     out = []
@@ -57,18 +78,21 @@ def _forward(steps, names, recompute: bool = False) -> list:
         for cn in (c for c in fwd if c.coll.op == op):        # bring the input to the needed layout
             out += _coll(phase, category, op, cn, names)
         out.append((phase, "compute", category or "compute", op, sn.fwd_s, 0.0, ""))
+        out += _cp(phase, category, sn, cp)
         for cn in (c for c in fwd if c.coll.op != op):        # reduce the block's partial output
             out += _coll(phase, category, op, cn, names)
     return out
 
 
-def _backward(steps, names) -> list:
+def _backward(steps, names, cp=("p2p", "")) -> list:
     out = []
     for sn in reversed(steps):
         op = sn.step.op
         for cn in (c for c in sn.collectives if c.coll.phase == "bwd" and c.coll.op != op):
             out += _coll("bwd", None, op, cn, names)
+        out.append(("bwd", "compute", "recompute", op, sn.recompute_s, 0.0, ""))   # FlashAttention's QK^T
         out.append(("bwd", "compute", "compute", op, sn.bwd_s - sn.bwd_weight_s, 0.0, ""))
+        out += _cp("bwd", None, sn, cp)
         out.append(("bwd", "weight_grad", "compute", op, sn.bwd_weight_s, 0.0, ""))
         for cn in (c for c in sn.collectives if c.coll.phase == "bwd" and c.coll.op == op):
             out += _coll("bwd", None, op, cn, names)
@@ -94,17 +118,21 @@ def _boundary(the_plan, index: int, ctx: Numbers, phase: str, p2p: bool) -> list
 def block_segments(the_plan, k: int, ctx: Numbers) -> list:
     """(phase, kind, category, operator, seconds, bytes, level) of block k's forward then backward."""
     placed = the_plan.blocks[k]
-    steps, _ = block_numbers(placed, ctx)
+    steps, _ = block_numbers(placed, ctx, the_plan.strategy.cp_algo)
     names, recompute = ctx.level_names, the_plan.strategy.recompute
-    fwd = _boundary(the_plan, k, ctx, "fwd", False) + _forward(steps, names) + \
+    how = cp_kind(the_plan.strategy.cp_algo)
+    crossed = [i for i, w in enumerate(coll.level_shares(how, placed.cp_route)) if w] if placed.cp_route else [0]
+    cp = (how, "+".join(names[i] for i in crossed))
+    fwd = _boundary(the_plan, k, ctx, "fwd", False) + _forward(steps, names, cp=cp) + \
         _boundary(the_plan, k + 1, ctx, "fwd", True)
     redo = []
     if placed.block.kind == "layer" and recompute == "full":       # the whole forward again
-        redo = _forward(steps, names, recompute=True)
+        redo = _forward(steps, names, recompute=True, cp=cp)
     elif placed.block.kind == "layer" and recompute == "selective":  # only the attention core
         core = {o.name for o in placed.block.ops if o.attention_core}
-        redo = [("bwd", "compute", "recompute", sn.step.op, sn.fwd_s, 0.0, "") for sn in steps if sn.step.op in core]
-    bwd = _boundary(the_plan, k + 1, ctx, "bwd", False) + redo + _backward(steps, names) + \
+        redo = [seg for sn in steps if sn.step.op in core for seg in
+                [("bwd", "compute", "recompute", sn.step.op, sn.fwd_s, 0.0, "")] + _cp("bwd", "recompute", sn, cp)]
+    bwd = _boundary(the_plan, k + 1, ctx, "bwd", False) + redo + _backward(steps, names, cp=cp) + \
         _boundary(the_plan, k, ctx, "bwd", True)
     return [s for s in fwd + bwd if s[4] > 0]
 
@@ -122,18 +150,28 @@ def microstep_events(model, strategy, cluster, gpus=None, layer: int | None = No
 
 
 def segments_frame(segments: list, placed, strategy) -> pd.DataFrame:
-    """Segments laid end to end from 0, repeated on each device of the block's group."""
-    phase, kind, category, operator, secs, nbytes, level = (np.array(col, dtype=object) for col in zip(*segments)) \
+    """Segments laid end to end from 0, repeated on each device of the block's group; a hidden
+    segment (8th field HIDDEN) starts with the segment before it, on the row 'gpu N · cp', and
+    takes no time of the device's own row."""
+    hidden = np.array([len(seg) > 7 and seg[7] == HIDDEN for seg in segments], dtype=bool)
+    phase, kind, category, operator, secs, nbytes, level = (np.array(col, dtype=object) for col in
+                                                            zip(*(seg[:7] for seg in segments))) \
         if segments else [np.zeros(0, dtype=object)] * 7
     secs = secs.astype(float)
-    end = np.cumsum(secs)
-    base = placed.stage * strategy.dp * strategy.tp
+    end = np.cumsum(np.where(hidden, 0.0, secs))
+    start = end - np.where(hidden, 0.0, secs)
+    if hidden.any():    # under the previous segment: it starts when that one starts
+        prev = np.maximum(np.flatnonzero(hidden) - 1, 0)
+        start[hidden] = start[prev]
+        end[hidden] = start[hidden] + secs[hidden]
+    base = placed.stage * strategy.dp * strategy.tp * strategy.cp
     ranks = np.arange(base, base + placed.split.degree)
     n, r = len(secs), len(ranks)
     rank = np.repeat(ranks, n)
     tile = lambda a: np.tile(a, r)
-    return frame({"row": np.array([f"gpu {x}" for x in rank], dtype=object), "stage": placed.stage,
-                  "device": rank.astype(str).astype(object), "start_s": tile(end - secs), "end_s": tile(end),
+    rows = np.array([f"gpu {x}" + (" · cp" if hide else "") for x, hide in zip(rank, tile(hidden))], dtype=object)
+    return frame({"row": rows, "stage": placed.stage, "hidden": tile(hidden),
+                  "device": rank.astype(str).astype(object), "start_s": tile(start), "end_s": tile(end),
                   "kind": tile(kind), "phase": tile(phase), "category": tile(category), "micro_batch": 0,
                   "chunk": placed.chunk, "operator": tile(operator), "level": tile(level),
                   "bytes": tile(nbytes).astype(float)})

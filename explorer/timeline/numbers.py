@@ -9,7 +9,7 @@ two terms of the BSP cost (DESIGN.md, explorer.cost.collectives.time).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from explorer.cost import collectives as coll
 from explorer.cost.numbers import Numbers
@@ -47,6 +47,13 @@ class StepNumbers:
     bwd_s: float
     bwd_weight_s: float
     collectives: tuple  # CollNumbers, ...
+    recompute_s: float = 0.0     # forward work the backward kernel redoes (FlashAttention)
+    cp_fwd_s: float = 0.0        # exposed context-parallel exchange, forward (category cp_comm)
+    cp_bwd_s: float = 0.0
+    cp_fwd_bytes: float = 0.0    # bytes sent per device
+    cp_bwd_bytes: float = 0.0
+    cp_fwd_total_s: float = 0.0  # the whole transfer, the part hidden under the attention included
+    cp_bwd_total_s: float = 0.0
 
 
 def context(model, strategy, cluster) -> Numbers:
@@ -65,9 +72,10 @@ def _coll(c, route: tuple, nbytes: float, steps: float, nums: Numbers, kind: str
     return CollNumbers(c, route, nbytes, transfer - cut, barrier - (hidden - cut), hidden)
 
 
-def block_numbers(placed, nums: Numbers) -> tuple:
+def block_numbers(placed, nums: Numbers, cp_algo: str = "ring") -> tuple:
     """(StepNumbers per operator, parameters per device) of one PlacedBlock, one micro-batch."""
-    values = steps_function(placed.cost)(*nums.block_args(placed.split.degree, placed.route))
+    values = steps_function(placed.cost)(*nums.block_args(placed.split.degree, placed.route, placed.cp_route,
+                                                          cp_algo))
     steps, k = [], 0
     for step in placed.cost.steps:
         colls = []
@@ -77,7 +85,12 @@ def block_numbers(placed, nums: Numbers) -> tuple:
                                float(values[at + 2])))
         steps.append(StepNumbers(step, float(values[k]), float(values[k + 1]), float(values[k + 2]), tuple(colls)))
         k += 3 + 3 * len(step.collectives)
-    return tuple(steps), float(values[k])
+    params_dev = float(values[k])
+    tail = [float(x) for x in values[k + 1:]]      # per operator: recompute, cp exposed, bytes, whole transfer
+    steps = [replace(sn, recompute_s=tail[7 * i], cp_fwd_s=tail[7 * i + 1], cp_bwd_s=tail[7 * i + 2],
+                     cp_fwd_bytes=tail[7 * i + 3], cp_bwd_bytes=tail[7 * i + 4], cp_fwd_total_s=tail[7 * i + 5],
+                     cp_bwd_total_s=tail[7 * i + 6]) for i, sn in enumerate(steps)]
+    return tuple(steps), params_dev
 
 
 def boundary_numbers(boundary, nums: Numbers) -> tuple:

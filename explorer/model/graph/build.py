@@ -19,7 +19,7 @@ def build_blocks(spec: ModelSpec) -> tuple:
                                 spec.base_width, spec.vocab))
     if spec.family == "mlp":
         return tuple(mlp_blocks(spec.layers))
-    return tuple(transformer_blocks(spec.family, spec.layers))
+    return tuple(transformer_blocks(spec.family, spec.layers, spec.attention))
 
 
 @lru_cache(maxsize=8)

@@ -65,6 +65,29 @@ def attention_core(dropout=True):
     return ops
 
 
+def flash_attention_core():
+    """FlashAttention (Dao et al. NeurIPS 2022; FlashAttention-2, Dao 2023): QK^T, softmax, dropout and
+    attention x V in one fused kernel, tiled in on-chip memory, split by heads.
+
+    FLOPs: the same GEMMs as the standard core, 4bs^2h forward and 8bs^2h backward (Narayanan et al.
+    SC'21 Eq. 3; model FLOPs), plus the recomputation of S = QK^T in the backward: FlashAttention-2
+    Sec 4.1 counts the backward as 2.5x the forward FLOPs "because of recomputation", i.e. 2bs^2h more
+    (hardware FLOPs only). No s x s tensor reaches HBM, so the kernel is compute-bound (no roofline
+    bytes on s^2). Kept for the backward (FlashAttention Algorithm 2 inputs): Q, K, V (as in
+    Korthikanti Table 2) and the fp32 logsumexp L of each query row (b a s x 4 bytes); the output O
+    is the projection's input, counted there. Softmax output, dropout mask and dropout output --
+    Korthikanti's 5as^2b -- are gone (the mask is regenerated from the RNG state)."""
+    return [Operator("flash_attn", "attention", "heads", (b, s, QKV_WIDTH), BSH,
+                     flops_fwd=4 * b * s * s * h, flops_bwd=8 * b * s * s * h,
+                     act=(ActTerm(beta * b * s * QKV_WIDTH, "in"), ActTerm(4 * b * a * s, "out")),
+                     bwd_recompute_flops=2 * b * s * s * h)]
+
+
+def attention_ops(attention: str, dropout=True):
+    """The attention core of a layer: standard (Megatron-LM's unfused core) or FlashAttention."""
+    return flash_attention_core() if attention == "flash" else attention_core(dropout)
+
+
 def mlp_ops(gated=False, bias=True):
     """GeLU MLP (h -> f -> h), or LLaMA's SwiGLU (gate and up: h -> 2f, then f -> h)."""
     width = 2 * f if gated else f
@@ -78,26 +101,31 @@ def mlp_ops(gated=False, bias=True):
     return [up, act, linear("fc2", "row", f, h, bias)]
 
 
-def gpt_layer(index: int) -> Block:
-    ops = [norm("ln1"), linear("qkv", "column", h, QKV_WIDTH), *attention_core(),
+def gpt_layer(index: int, attention: str = "standard") -> Block:
+    ops = [norm("ln1"), linear("qkv", "column", h, QKV_WIDTH), *attention_ops(attention),
            linear("proj", "row", h, h), residual("add1"), norm("ln2"), *mlp_ops(), residual("add2")]
-    return Block(f"layer{index}", "layer", index, ("gpt-layer",), tuple(ops))
+    return Block(f"layer{index}", "layer", index, _key("gpt-layer", attention), tuple(ops))
 
 
-def bert_layer(index: int) -> Block:
+def bert_layer(index: int, attention: str = "standard") -> Block:
     """Post-LN encoder layer (Devlin et al. 2019): sublayer, dropout+add, then LayerNorm."""
-    ops = [linear("qkv", "column", h, QKV_WIDTH), *attention_core(), linear("proj", "row", h, h),
+    ops = [linear("qkv", "column", h, QKV_WIDTH), *attention_ops(attention), linear("proj", "row", h, h),
            residual("add1"), norm("ln1"), *mlp_ops(), residual("add2"), norm("ln2")]
-    return Block(f"layer{index}", "layer", index, ("bert-layer",), tuple(ops))
+    return Block(f"layer{index}", "layer", index, _key("bert-layer", attention), tuple(ops))
 
 
-def llama_layer(index: int) -> Block:
+def llama_layer(index: int, attention: str = "standard") -> Block:
     """Pre-RMSNorm, grouped-query attention, SwiGLU, no biases, no dropout (Touvron et al. 2023)."""
     ops = [norm("rms1", params=h), linear("qkv", "column", h, QKV_WIDTH, bias=False),
-           *attention_core(dropout=False), linear("proj", "row", h, h, bias=False),
+           *attention_ops(attention, dropout=False), linear("proj", "row", h, h, bias=False),
            residual("add1", dropout=False), norm("rms2", params=h),
            *mlp_ops(gated=True, bias=False), residual("add2", dropout=False)]
-    return Block(f"layer{index}", "layer", index, ("llama-layer",), tuple(ops))
+    return Block(f"layer{index}", "layer", index, _key("llama-layer", attention), tuple(ops))
+
+
+def _key(name: str, attention: str) -> tuple:
+    """A layer's structure key: the standard attention keeps the historical key."""
+    return (name,) if attention == "standard" else (name, attention)
 
 
 def embedding(family: str) -> Block:
@@ -138,6 +166,6 @@ def head(family: str, layers: int) -> Block:
 LAYER_BUILDERS = {"gpt": gpt_layer, "bert": bert_layer, "llama": llama_layer}
 
 
-def transformer_blocks(family: str, layers: int) -> list:
+def transformer_blocks(family: str, layers: int, attention: str = "standard") -> list:
     build = LAYER_BUILDERS[family]
-    return [embedding(family)] + [build(i) for i in range(layers)] + [head(family, layers)]
+    return [embedding(family)] + [build(i, attention) for i in range(layers)] + [head(family, layers)]

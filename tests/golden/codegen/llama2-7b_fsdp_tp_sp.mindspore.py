@@ -19,9 +19,7 @@ SHARD = {
     "layers 0-31": {
         "rms1": ((8, 2, 1), (1,)),  # RmsNorm, seq
         "qkv": ((8, 1), (1, 2)),  # MatMul, column
-        "score": ((8, 2, 1, 1), (8, 2, 1, 1)),  # BatchMatMul, heads
-        "softmax": ((8, 2, 1, 1),),  # Softmax, heads
-        "context": ((8, 2, 1, 1), (8, 2, 1, 1)),  # BatchMatMul, heads
+        "flash_attn": ((8, 2, 1, 1), (8, 2, 1, 1), (8, 2, 1, 1)),  # FlashAttentionScore, heads
         "proj": ((8, 2), (2, 1)),  # MatMul, row
         "add1": ((8, 2, 1), (8, 2, 1)),  # Add, seq
         "rms2": ((8, 2, 1), (1,)),  # RmsNorm, seq

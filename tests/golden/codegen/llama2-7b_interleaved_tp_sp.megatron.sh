@@ -17,4 +17,5 @@
 --seq-length 4096 \
 --max-position-embeddings 4096 \
 --swiglu \
---normalization RMSNorm
+--normalization RMSNorm \
+--use-flash-attn

@@ -24,9 +24,7 @@ SHARD = {
     "layers 0-31": {
         "rms1": ((4, 2, 1), (1,)),  # RmsNorm, seq
         "qkv": ((4, 1), (1, 2)),  # MatMul, column
-        "score": ((4, 2, 1, 1), (4, 2, 1, 1)),  # BatchMatMul, heads
-        "softmax": ((4, 2, 1, 1),),  # Softmax, heads
-        "context": ((4, 2, 1, 1), (4, 2, 1, 1)),  # BatchMatMul, heads
+        "flash_attn": ((4, 2, 1, 1), (4, 2, 1, 1), (4, 2, 1, 1)),  # FlashAttentionScore, heads
         "proj": ((4, 2), (2, 1)),  # MatMul, row
         "add1": ((4, 2, 1), (4, 2, 1)),  # Add, seq
         "rms2": ((4, 2, 1), (1,)),  # RmsNorm, seq

@@ -22,9 +22,7 @@ SHARD = {
     "layers 0-31": {
         "rms1": ((8, 1, 1), (1,)),  # RmsNorm, replicated
         "qkv": ((8, 1), (1, 1)),  # MatMul, replicated
-        "score": ((8, 1, 1, 1), (8, 1, 1, 1)),  # BatchMatMul, replicated
-        "softmax": ((8, 1, 1, 1),),  # Softmax, replicated
-        "context": ((8, 1, 1, 1), (8, 1, 1, 1)),  # BatchMatMul, replicated
+        "flash_attn": ((8, 1, 1, 1), (8, 1, 1, 1), (8, 1, 1, 1)),  # FlashAttentionScore, replicated
         "proj": ((8, 1), (1, 1)),  # MatMul, replicated
         "add1": ((8, 1, 1), (8, 1, 1)),  # Add, replicated
         "rms2": ((8, 1, 1), (1,)),  # RmsNorm, replicated
