@@ -20,13 +20,19 @@ def _options(base: tuple, key: str) -> list:
     return sorted(set(base) | {st.session_state[key]})
 
 
+def _sp_moved() -> None:
+    """Sequence parallelism switched (callback): TP overlap needs it, so it goes off with it."""
+    if not st.session_state[S.W_SP]:
+        st.session_state[S.W_OVERLAP_TP] = False
+
+
 def _degree_moved() -> None:
     """t or p moved (callback): d follows so that d·t·p stays the GPU count shown, when asked and
     possible; sequence parallelism goes off at t = 1 (it splits along t)."""
     ss = st.session_state
     t, p = ss[S.W_TP], ss[S.W_PP] * ss[S.W_CP]      # cp multiplies the device count like p
     if t == 1 and ss[S.W_SP]:
-        ss[S.W_SP] = False
+        ss[S.W_SP] = ss[S.W_OVERLAP_TP] = False
         S.notify("Sequence parallelism needs t > 1: switched off (switch it on again with t > 1).")
     gpus = ss.get(S.GPUS_SHOWN)
     if not ss[S.W_KEEP_GPUS] or not gpus:
@@ -68,8 +74,12 @@ def draw() -> None:
     left, right = bar.columns(2)
     left.selectbox("ZeRO stage", (0, 1, 2, 3), key=S.W_ZERO)
     right.selectbox("Recompute", RECOMPUTE, key=S.W_RECOMPUTE)
-    bar.toggle("Sequence parallelism", key=S.W_SP)
-    bar.toggle("Overlap DP sync with backward", key=S.W_OVERLAP)
+    bar.toggle("Sequence parallelism", key=S.W_SP, on_change=_sp_moved)
+    bar.toggle("Overlap DP sync with backward", key=S.W_OVERLAP,
+               help="Megatron-LM --overlap-grad-reduce: the gradient synchronisation runs under the last backward")
+    bar.toggle("Overlap TP comm with GEMMs", key=S.W_OVERLAP_TP, disabled=not ss[S.W_SP],
+               help="Megatron-LM --tp-comm-overlap (needs sequence parallelism): the all-gathers and reduce-scatters "
+                    "run under the GEMMs next to them; the Cost page shows what stays exposed and what is hidden")
     left, right = bar.columns(2)
     left.selectbox("Precision", DTYPES, key=S.W_DTYPE,
                    help="fp8: Transformer Engine FP8 GEMMs at the device's FP8 peak; weights, gradients and "

@@ -194,3 +194,27 @@ def test_e5_sequence_parallel_backward_regathers_inputs_hidden_under_the_input_g
     no_sp = evaluate(load_model("gpt3-175b"), s.with_(sequence_parallel=False), A100)
     assert no_sp.hidden_s["op_comm"] == 0
     assert regather / 1e9 == pytest.approx(515.8 - 414.3, abs=0.1)
+
+
+# ---- Overlaps: tensor-parallel communication under the GEMMs -------------------------------------
+
+def test_overlap_tp_hides_sequence_parallel_collectives_under_gemms_and_keeps_bytes():
+    """Megatron-LM --tp-comm-overlap (Transformer Engine userbuffers; Wang et al. ASPLOS'23): the
+    sequence-parallel all-gathers and reduce-scatters run under the GEMMs next to them. Same bytes,
+    less exposed op_comm, the difference shown as hidden; categories still sum to the total."""
+    model = load_model("gpt3-175b")
+    s = Strategy(tp=8, pp=8, dp=16, micro_batch=1, global_batch=1536, sequence_parallel=True,
+                 recompute="selective")
+    off, on = evaluate(model, s, A100), evaluate(model, s.with_(overlap_tp=True), A100)
+    assert on.comm_bytes_per_device == off.comm_bytes_per_device
+    assert on.breakdown_s["op_comm"] < 0.5 * off.breakdown_s["op_comm"]
+    assert on.hidden_s["op_comm"] == pytest.approx(
+        off.hidden_s["op_comm"] + off.breakdown_s["op_comm"] - on.breakdown_s["op_comm"], rel=1e-9)
+    assert on.iteration_time_s < off.iteration_time_s
+    assert sum(on.breakdown_s.values()) == pytest.approx(on.iteration_time_s, rel=1e-12)
+
+
+def test_overlap_tp_needs_sequence_parallelism():
+    from explorer import ExplorerError
+    with pytest.raises(ExplorerError, match="sequence parallelism"):
+        Strategy(tp=8, overlap_tp=True)

@@ -36,7 +36,10 @@ def add_strategy_flags(cmd: argparse.ArgumentParser, extra_schedules: tuple = ()
     cmd.add_argument("--recompute", choices=RECOMPUTE)
     cmd.add_argument("--sequence-parallel", action="store_true", default=None)
     cmd.add_argument("--overlap-dp", action="store_true", default=None,
-                     help="overlap gradient synchronisation with the last backward")
+                     help="overlap gradient synchronisation with the last backward (Megatron-LM --overlap-grad-reduce)")
+    cmd.add_argument("--overlap-tp", action="store_true", default=None,
+                     help="run the sequence-parallel all-gathers and reduce-scatters under the GEMMs next to them "
+                          "(Megatron-LM --tp-comm-overlap; needs --sequence-parallel)")
     cmd.add_argument("--seq-len", type=int, help="override the model's sequence length")
     add_long_context_flags(cmd)
     cmd.add_argument("--dtype", choices=DTYPES,
@@ -61,7 +64,7 @@ def add_long_context_flags(cmd: argparse.ArgumentParser) -> None:
 FLAG_FIELDS = {"tp": "tp", "pp": "pp", "dp": "dp", "micro_batch": "micro_batch",
                "global_batch": "global_batch", "schedule": "schedule", "chunks": "chunks",
                "zero": "zero", "recompute": "recompute", "sequence_parallel": "sequence_parallel",
-               "overlap_dp": "overlap_dp", "dtype": "dtype", "grad_dtype": "grad_dtype", "cp": "cp",
+               "overlap_dp": "overlap_dp", "overlap_tp": "overlap_tp", "dtype": "dtype", "grad_dtype": "grad_dtype", "cp": "cp",
                "cp_algo": "cp_algo"}
 
 

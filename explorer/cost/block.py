@@ -131,49 +131,67 @@ _COSTS = BoundedCache(512)
 
 
 def block_cost(block: Block, preset: str, overrides: tuple, sequence_parallel: bool,
-               recompute: str, incoming: str, cp: int = 1, cp_algo: str = "ring") -> BlockCost:
+               recompute: str, incoming: str, cp: int = 1, cp_algo: str = "ring",
+               overlap_tp: bool = False) -> BlockCost:
     """Cost of `block` split by `preset` over t devices, after a producer giving `incoming`;
-    with context parallelism, the sequence is split over `cp` more devices (context_parallel.py).
+    with context parallelism, the sequence is split over `cp` more devices (context_parallel.py);
+    `overlap_tp`: the tensor-parallel collectives run under the GEMMs next to them.
 
     Blocks with the same structure key (all layers of a GPT, say) share one object.
     """
     key = (block.key, block.kind, preset, overrides, sequence_parallel, recompute, incoming)
     if cp > 1:
         key += (cp, cp_algo)
+    if overlap_tp:
+        key += ("overlap_tp",)
     return _COSTS.get(key, lambda: _block_cost(key, block, preset, dict(overrides), sequence_parallel,
-                                               recompute, incoming, cp, cp_algo))
+                                               recompute, incoming, cp, cp_algo, overlap_tp))
 
 
-def _block_cost(key, block, preset, over, sequence_parallel, recompute, incoming, cp=1, cp_algo="ring"):
+def _block_cost(key, block, preset, over, sequence_parallel, recompute, incoming, cp=1, cp_algo="ring",
+                overlap_tp=False):
+    """overlap_tp (Megatron-LM --tp-comm-overlap, Transformer Engine's userbuffers; it needs sequence
+    parallelism): a GEMM's input all-gather runs under that GEMM, the reduce-scatter of a row-parallel
+    output under the GEMM that made it, the reduce-scatter of an input gradient under the weight-gradient
+    GEMM and the backward all-gather of an output gradient under the input-gradient GEMM it feeds
+    (Wang et al., 'Overlap communication with dependent computation via decomposition', ASPLOS'23;
+    Megatron-LM megatron/core/model_parallel_config.py tp_comm_overlap_*). Exposed: max(0, comm - GEMM)."""
     cps = sp.Integer(cp)   # every operator works on s/cp tokens of the sequence (context_parallel.py)
     cur, cur_elements = incoming, None
     steps, act, params_dev, grad_sync = [], ZERO, ZERO, []
     layout_first = None
+    last_gemm = (0, 0)      # (forward, input-gradient) seconds of the latest GEMM (overlap_tp)
     for op in block.ops:
         split = lay.resolve_split(op, preset, over, sequence_parallel)
         needed, out, grad = lay.layouts(op, split, cur)
         layout_first = layout_first or needed
-        colls = []
-        if cur_elements is not None:  # conversions between operators of this block
-            size = beta * cur_elements / cps
-            fwd_kind = lay.conversion(cur, needed)
-            if fwd_kind:
-                colls.append(_collective(fwd_kind, "fwd", op.name, size))
-            bwd_kind = lay.conversion(grad, lay.needed_grad(cur))
-            if bwd_kind:
-                colls.append(_collective(bwd_kind, "bwd", op.name, size))
-        if split == "batch" and op.params != 0:  # replicated weights: reduce their gradients once
-            grad_sync.append(_collective("all_reduce", "step", op.name, beta * op.params))
         divisor = (t if lay.is_sharded(out) else 1) * cps
         fwd, bwd = compute_time(op, divisor)
         dW = weight_grad_time(op, divisor)
+        gemm = overlap_tp and op.kind in GEMM_KINDS and op.flops_fwd != 0
+        colls = []
+        if cur_elements is not None:  # conversions between operators of this block
+            size = beta * cur_elements / cps
+            # under overlap_tp: reducing a GEMM's partial output runs under that GEMM, and gathering the
+            # gradient it needs under its input-gradient GEMM; a GEMM's own input conversions under it
+            fwd_under, bwd_under = last_gemm if cur == lay.P else ((fwd, dW) if gemm else (0, 0))
+            fwd_kind = lay.conversion(cur, needed)
+            if fwd_kind:
+                colls.append(_collective(fwd_kind, "fwd", op.name, size, under=fwd_under))
+            bwd_kind = lay.conversion(grad, lay.needed_grad(cur))
+            if bwd_kind:
+                colls.append(_collective(bwd_kind, "bwd", op.name, size, under=bwd_under))
+        if split == "batch" and op.params != 0:  # replicated weights: reduce their gradients once
+            grad_sync.append(_collective("all_reduce", "step", op.name, beta * op.params))
+        if gemm:
+            last_gemm = (fwd, bwd - dW)
         if sequence_parallel and cur == lay.SEQ and needed == lay.R and dW != 0:
             # Sequence parallelism keeps only the 1/t shard of a linear's input, so the backward
             # all-gathers it again for the weight gradient, overlapped with the input-gradient GEMM
             # (Megatron-LM LinearWithGradAccumulationAndAsyncCommunication.backward; Korthikanti et al.
             # 2022 Sec 4.2.2). Fidelity issue, E5.
             elements = cur_elements if cur_elements is not None else sp.Mul(*op.in_shape)
-            colls.append(_collective("all_gather", "bwd", op.name, beta * elements, under=bwd - dW))
+            colls.append(_collective("all_gather", "bwd", op.name, beta * elements / cps, under=bwd - dW))
         stored_in = cur if (lay.is_sharded(cur) and cur != lay.P) else needed
         act += _act(op, stored_in, out, recompute) / cps
         params_dev += op.params / t if (split in ("column", "row") and op.params != 0) else op.params
@@ -185,9 +203,9 @@ def _block_cost(key, block, preset, over, sequence_parallel, recompute, incoming
     if cur == lay.P:  # partial sums leave the block reduced (Megatron's g operator)
         target = lay.SEQ if sequence_parallel else lay.R
         kind = lay.conversion(lay.P, target)
-        extra = [_collective(kind, "fwd", "out", beta * cur_elements / cps)]
+        extra = [_collective(kind, "fwd", "out", beta * cur_elements / cps, under=last_gemm[0])]
         if target == lay.SEQ:
-            extra.append(_collective("all_gather", "bwd", "out", beta * cur_elements / cps))
+            extra.append(_collective("all_gather", "bwd", "out", beta * cur_elements / cps, under=last_gemm[1]))
         last = steps[-1]
         steps[-1] = replace(last, layout_out=target, collectives=last.collectives + tuple(extra))
         cur = target

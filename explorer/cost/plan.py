@@ -95,7 +95,7 @@ def plan(model: ModelSpec, strategy: Strategy, cluster: Cluster) -> ExecutionPla
         stage, chunk = layer_places[block.layer] if block.kind == "layer" else \
             ((0, 0) if block.kind == "embedding" else (last_stage, layer_places[-1][1]))
         cost = block_cost(block, split.effective_preset, split.overrides, strategy.sequence_parallel,
-                          strategy.recompute, incoming, strategy.cp, strategy.cp_algo)
+                          strategy.recompute, incoming, strategy.cp, strategy.cp_algo, strategy.overlap_tp)
         route = group_route(cluster, strategy.mesh, "tp", split.degree, pp=stage)
         cp_route = cp_group_route(cluster, strategy, stage) if strategy.cp > 1 else ()
         placed.append(PlacedBlock(block, split, stage, chunk, cost, route, cp_route))

@@ -278,7 +278,7 @@ def _group_arrays(groups: tuple, stages: int):
 
 _TREES = BoundedCache(64)
 STRUCTURE_FIELDS = ("tp", "pp", "schedule", "chunks", "recompute", "sequence_parallel", "scatter_gather",
-                    "dtype", "layer_splits", "stage_map", "rank_order", "cp", "cp_algo")
+                    "dtype", "layer_splits", "stage_map", "rank_order", "cp", "cp_algo", "overlap_tp")
 
 
 @lru_cache(maxsize=4096)

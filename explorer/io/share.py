@@ -48,6 +48,7 @@ INTS = {"dp": "dp", "tp": "tp", "pp": "pp", "b": "micro_batch", "B": "global_bat
         "zero": "zero"}
 CHOICES = {"sched": ("schedule", SCHEDULES), "rc": ("recompute", RECOMPUTE), "dtype": ("dtype", DTYPES)}
 BOOLS = {"sp": "sequence_parallel", "ov": "overlap_dp", "sg": "scatter_gather"}
+OPTIONAL_BOOLS = {"otp": "overlap_tp"}    # written only when on (links made before them stay the same)
 OPTIONAL_CHOICES = {"gd": ("grad_dtype", GRAD_DTYPES)}
 """Choices written only when they differ from the Strategy default (links made before them stay the same)."""
 LONG_CONTEXT = {"cp": "cp", "cpa": "cp_algo"}    # context parallelism: in a link only when cp > 1
@@ -127,6 +128,9 @@ def encode(model, cluster, strategy: Strategy) -> dict:
     for short, (name, _) in OPTIONAL_CHOICES.items():
         if getattr(strategy, name) != Strategy.__dataclass_fields__[name].default:
             out[short] = getattr(strategy, name)
+    for short, name in OPTIONAL_BOOLS.items():
+        if getattr(strategy, name):
+            out[short] = "1"
     if strategy.cp > 1:
         out.update({short: str(getattr(strategy, name)) for short, name in LONG_CONTEXT.items()})
     if strategy.layer_splits:
@@ -201,7 +205,7 @@ def _strategy_fields(params: dict, base: Strategy, messages: list) -> dict:
     readers = [(short, name, lambda k: _whole(params, k)) for short, name in INTS.items()]
     readers += [(short, name, lambda k, ok=ok: _choice(params, k, ok))
                 for short, (name, ok) in {**CHOICES, **OPTIONAL_CHOICES}.items()]
-    readers += [(short, name, lambda k: _flag(params, k)) for short, name in BOOLS.items()]
+    readers += [(short, name, lambda k: _flag(params, k)) for short, name in {**BOOLS, **OPTIONAL_BOOLS}.items()]
     readers += [("cp", "cp", lambda k: _whole(params, k)), ("cpa", "cp_algo", lambda k: _choice(params, k, CP_ALGOS))]
     readers += [("splits", "layer_splits", lambda k: _splits(params[k])),
                 ("stages", "stage_map", lambda k: _stages(params[k]))]

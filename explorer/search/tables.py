@@ -103,7 +103,7 @@ class Chain:
         if key not in self._nodes:
             cost = block_cost(block, split.effective_preset, split.overrides,
                               self.probe.sequence_parallel, self.probe.recompute, incoming,
-                              self.probe.cp, self.probe.cp_algo)
+                              self.probe.cp, self.probe.cp_algo, self.probe.overlap_tp)
             self._nodes[key] = Node(cost, split, route, self._values(cost, split.degree, route, cp_route))
         return self._nodes[key]
 

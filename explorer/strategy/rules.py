@@ -185,6 +185,13 @@ def _cp_model(v, model):
     return None
 
 
+def _overlap_tp(v):
+    if getattr(v, "overlap_tp", False) and not (v.sequence_parallel and v.tp > 1):
+        return ("overlapping tensor-parallel communication with the GEMMs needs sequence parallelism and t > 1 "
+                "(Megatron-LM --tp-comm-overlap overlaps the sequence-parallel all-gathers and reduce-scatters)")
+    return None
+
+
 def _cp_algo(v, model):
     cp, algo = getattr(v, "cp", 1), getattr(v, "cp_algo", "ring")
     if cp == 1 or not model.is_transformer:
@@ -233,6 +240,8 @@ RULES = (
     Rule(CP_ALGO, "model", ("cp", "cp_algo", "tp"), _cp_algo),
     # structural rules the search never breaks (it builds maps and splits that obey them)
     Rule("chunks without a chunked schedule", "strategy", ("schedule", "chunks"), _chunks_need_schedule, False),
+    Rule("TP overlap without sequence parallelism", "strategy", ("overlap_tp", "sequence_parallel", "tp"),
+         lambda v, m: _overlap_tp(v), False),
     Rule("layer degree does not divide t", "strategy", ("tp", "layer_splits"), _degrees_divide_tp, False),
     Rule("stage map out of range or decreasing", "strategy", ("pp", "stage_map"), _stage_map_range, False),
     Rule("stage map with a chunked schedule", "model", ("schedule", "stage_map"), _stage_map_schedule, False),

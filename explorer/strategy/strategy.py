@@ -94,6 +94,7 @@ class Strategy:
     grad_dtype: str = "model"        # GRAD_DTYPES: gradients accumulated and reduced in the model dtype or fp32
     cp: int = 1                      # context-parallel degree: the sequence split over cp devices
     cp_algo: str = "ring"            # 'ring' (Megatron-LM CP, K/V around a ring) or 'ulysses' (all-to-all)
+    overlap_tp: bool = False         # tensor-parallel collectives under the GEMMs (Megatron --tp-comm-overlap)
 
     def __post_init__(self):
         for name in ("dp", "tp", "pp", "micro_batch", "global_batch", "chunks", "cp"):
@@ -110,7 +111,7 @@ class Strategy:
             raise ExplorerError(f"grad_dtype {self.grad_dtype!r} is unknown; use one of {', '.join(GRAD_DTYPES)}")
         if isinstance(self.zero, bool) or not isinstance(self.zero, int) or self.zero not in (0, 1, 2, 3):
             raise ExplorerError(f"zero stage must be 0, 1, 2 or 3, got {self.zero!r}")
-        for name in ("sequence_parallel", "overlap_dp", "scatter_gather"):
+        for name in ("sequence_parallel", "overlap_dp", "scatter_gather", "overlap_tp"):
             if not isinstance(getattr(self, name), bool):
                 raise ExplorerError(f"strategy field '{name}' must be true or false, got {getattr(self, name)!r}")
         splits = tuple(s if isinstance(s, LayerSplit) else LayerSplit(**s) for s in self.layer_splits)
