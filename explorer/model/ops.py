@@ -50,6 +50,8 @@ class Operator:
     act: tuple = ()                 # ActTerm, ...
     gemm: tuple = ()                # (M, N, K[, batch]) of the GEMM: its roofline bytes
     attention_core: bool = False    # recomputed under selective recomputation
+    expert: bool = False            # weights of the E routed experts: sharded over ep, time x the load factor
+    routes: bool = False            # token dispatch/combine: an all-to-all over the ep group
 
     def __post_init__(self):
         assert self.kind in KINDS, self.kind
