@@ -62,6 +62,8 @@ class BlockCost:
     out_elements: sp.Expr
     steps: tuple                 # OpStep, ...
     grad_sync: tuple = ()        # Collectives once per iteration: gradients of batch-split weights
+    ep_collectives: tuple = ()   # the expert layer's all-to-alls over the ep group (category ep_comm)
+    expert_params_dev: sp.Expr = ZERO  # the part of params_dev that is expert weights (sharded over ep)
 
     @property
     def grad_sync_s(self) -> sp.Expr:
@@ -120,19 +122,41 @@ _COSTS = BoundedCache(512)
 
 
 def block_cost(block: Block, preset: str, overrides: tuple, sequence_parallel: bool,
-               recompute: str, incoming: str) -> BlockCost:
+               recompute: str, incoming: str, ep: int = 1, load: float = 1.0) -> BlockCost:
     """Cost of `block` split by `preset` over t devices, after a producer giving `incoming`.
 
-    Blocks with the same structure key (all layers of a GPT, say) share one object.
+    Blocks with the same structure key (all layers of a GPT, say) share one object. An MoE
+    block's experts are also sharded over `ep` devices and its busiest device takes `load` times
+    the average routed tokens (explorer.cost.experts.expert_load).
     """
     key = (block.key, block.kind, preset, overrides, sequence_parallel, recompute, incoming)
+    if any(op.expert or op.routes for op in block.ops):
+        key += ((ep, float(load)),)
     return _COSTS.get(key, lambda: _block_cost(key, block, preset, dict(overrides), sequence_parallel,
-                                               recompute, incoming))
+                                               recompute, incoming, ep, load))
 
 
-def _block_cost(key, block, preset, over, sequence_parallel, recompute, incoming) -> BlockCost:
+def _routed_a2a(op: Operator, needed: str, ep: int, load) -> tuple:
+    """Dispatch (or combine) of the device's routed token copies over the ep group, forward and
+    backward (Megatron-Core MoEAlltoAllTokenDispatcher: the gradient goes back by the reverse
+    all-to-all). The array is the device's tokens x top-k x h: b s k h beta, / t when the tokens
+    are split over the operator-parallel group (sequence parallelism); each device keeps 1/ep of
+    it and sends the rest: (ep-1)/ep of it per device (nccl_busbw, all-to-all). `load`: the
+    busiest device's share over the average (1 when force-balanced)."""
+    if ep <= 1:
+        return ()
+    ins, outs = sp.Mul(*op.in_shape), op.out_elements
+    routed = outs if sp.simplify(outs / ins).is_number and sp.simplify(outs / ins) > 1 else ins
+    size = beta * routed * load / (t if lay.is_sharded(needed) else 1)
+    return tuple(coll.Collective("all_to_all", phase, op.name, "ep_comm", "ep", size, sp.Integer(ep))
+                 for phase in ("fwd", "bwd"))
+
+
+def _block_cost(key, block, preset, over, sequence_parallel, recompute, incoming, ep=1, load=1.0) -> BlockCost:
     cur, cur_elements = incoming, None
     steps, act, params_dev, grad_sync = [], ZERO, ZERO, []
+    ep_colls, expert_dev = [], ZERO
+    load = sp.Integer(1) if load == 1 else sp.Float(load)
     layout_first = None
     for op in block.ops:
         split = lay.resolve_split(op, preset, over, sequence_parallel)
@@ -147,15 +171,24 @@ def _block_cost(key, block, preset, over, sequence_parallel, recompute, incoming
             bwd_kind = lay.conversion(grad, lay.needed_grad(cur))
             if bwd_kind:
                 colls.append(_collective(bwd_kind, "bwd", op.name, size))
+        shards = ep if op.expert else 1      # expert weights: E/ep experts per device
         if split == "batch" and op.params != 0:  # replicated weights: reduce their gradients once
-            grad_sync.append(_collective("all_reduce", "step", op.name, beta * op.params))
+            grad_sync.append(_collective("all_reduce", "step", op.name, beta * op.params / shards))
         divisor = t if lay.is_sharded(out) else 1
         fwd, bwd = compute_time(op, divisor)
+        wgrad = weight_grad_time(op, divisor)
         stored_in = cur if (lay.is_sharded(cur) and cur != lay.P) else needed
-        act += _act(op, stored_in, out, recompute)
-        params_dev += op.params / t if (split in ("column", "row") and op.params != 0) else op.params
-        steps.append(OpStep(op.name, op.kind, split, needed, out, fwd, bwd, weight_grad_time(op, divisor),
-                            op.flops_fwd, tuple(colls)))
+        kept = _act(op, stored_in, out, recompute)
+        if op.expert:                        # the busiest device computes and keeps `load` x the average
+            fwd, bwd, wgrad, kept = load * fwd, load * bwd, load * wgrad, load * kept
+        act += kept
+        own = (op.params / t if (split in ("column", "row") and op.params != 0) else op.params) / shards
+        params_dev += own
+        if op.expert:
+            expert_dev += own
+        if op.routes:
+            ep_colls += _routed_a2a(op, needed, ep, load)
+        steps.append(OpStep(op.name, op.kind, split, needed, out, fwd, bwd, wgrad, op.flops_fwd, tuple(colls)))
         cur, cur_elements = out, op.out_elements
     if cur == lay.P:  # partial sums leave the block reduced (Megatron's g operator)
         target = lay.SEQ if sequence_parallel else lay.R
@@ -168,7 +201,7 @@ def _block_cost(key, block, preset, over, sequence_parallel, recompute, incoming
                            last.bwd_s, last.bwd_weight_s, last.flops_fwd, last.collectives + tuple(extra))
         cur = target
     cost = _total(key, block, steps, act, params_dev, recompute, layout_first, cur)
-    return replace(cost, grad_sync=tuple(grad_sync))
+    return replace(cost, grad_sync=tuple(grad_sync), ep_collectives=tuple(ep_colls), expert_params_dev=expert_dev)
 
 
 def _total(key, block, steps, act, params_dev, recompute, layout_first, layout_out) -> BlockCost:

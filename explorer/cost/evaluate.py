@@ -15,8 +15,9 @@ import numpy as np
 
 from explorer.cost.numbers import Numbers
 from explorer.cost.rows import comm_rows, stage_rows
-from explorer.cost.superstep import (CATEGORIES, MEMORY_PARTS, optimizer_state_bytes, optimizer_update_bytes,
-                                     variant)
+from explorer.cost.plan import expert_dp_level
+from explorer.cost.superstep import (CATEGORIES, MEMORY_PARTS, L_e_r, e, g_e_r, optimizer_state_bytes,
+                                     optimizer_update_bytes, variant)
 from explorer.cost.tree import Q, CostTree, cost_tree, stage_inputs, structure_key
 from explorer.hardware.cluster import Cluster
 from explorer.limits import check_work
@@ -104,6 +105,11 @@ def _dp_levels(cluster, strategies, stages: int) -> np.ndarray:
     return np.array([_stage_dp_levels(cluster, s.mesh, stages) for s in strategies]).T
 
 
+def _expert_dp_levels(cluster, strategies, stages: int) -> np.ndarray:
+    """stages x candidates: the level of each stage's expert-data-parallel groups (MoE)."""
+    return np.array([[expert_dp_level(cluster, s, stage) for stage in range(stages)] for s in strategies]).T
+
+
 def _core(tree: CostTree, model: ModelSpec, strategies: list, cluster: Cluster) -> dict:
     """All numbers for candidates sharing a tree and a super-step variant; axis -1 = candidates."""
     first = strategies[0]
@@ -121,7 +127,12 @@ def _core(tree: CostTree, model: ModelSpec, strategies: list, cluster: Cluster) 
     stage[r] = np.arange(tree.plan.stages, dtype=float)[:, None]
     scalars = {m: M, v: first.chunks, p: first.pp, d: np.array([s.dp for s in strategies], dtype=float),
                beta: hw["beta"], W_hbm: hw["W"], K_opt: optimizer_update_bytes(hw["beta"])}
-    sup = variant(first.schedule, first.zero, first.overlap_dp, optimizer_state_bytes(hw["beta"]))(stage, scalars)
+    if model.is_moe:     # the expert weights' own data-parallel group: d / e replicas
+        e_levels = _expert_dp_levels(cluster, strategies, tree.plan.stages)
+        stage[g_e_r], stage[L_e_r] = np.asarray(hw["g"])[e_levels], np.asarray(hw["L"])[e_levels]
+        scalars[e] = np.array([s.ep for s in strategies], dtype=float)
+    sup = variant(first.schedule, first.zero, first.overlap_dp, optimizer_state_bytes(hw["beta"]),
+                  model.is_moe)(stage, scalars)
     shape = per_stage[:, 0].shape
     sup = {k: (x if np.shape(x) == (shape if k in _PER_STAGE else (C,)) else
                np.broadcast_to(x, shape if k in _PER_STAGE else (C,))) for k, x in sup.items()}
@@ -156,7 +167,7 @@ def _result(tree: CostTree, strategy: Strategy, cluster: Cluster, core: dict) ->
     total = float(sup["iteration"])
     dp_bytes, zero_bytes = float(sup["dp_bytes"][j]), float(sup["zero_bytes"][j])
     comm_bytes = {"op_comm": M * (per_stage[k, Q["comm_bytes"]] + bytes_b["op_comm"][k]),
-                  "redistribution": M * bytes_b["redistribution"][k], "pp_comm": M * bytes_b["pp_comm"][k],
+                  "ep_comm": M * bytes_b["ep_comm"][k], "redistribution": M * bytes_b["redistribution"][k], "pp_comm": M * bytes_b["pp_comm"][k],
                   "dp_comm": dp_bytes, "zero_comm": zero_bytes}
     level_names = core["nums"].level_names
     by_kind = {key: arr[:, :, 0] for key, arr in core["by_kind"].items()}

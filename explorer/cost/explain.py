@@ -19,7 +19,9 @@ import sympy as sp
 from explorer.cost import collectives as coll
 from explorer.cost.evaluate import Result, evaluate
 from explorer.cost.numbers import hardware_numbers
-from explorer.cost.superstep import CATEGORIES, optimizer_state_bytes, optimizer_update_bytes, variant
+from explorer.cost.plan import expert_dp_level
+from explorer.cost.superstep import CATEGORIES, L_e_r, g_e_r, optimizer_state_bytes, optimizer_update_bytes, variant
+from explorer.cost.superstep import e as ep_symbol
 from explorer.cost.tree import Q, cost_tree, stage_inputs
 from explorer.schedules import get as schedule_of
 from explorer.schedules.base import AGGREGATES
@@ -112,7 +114,7 @@ def _stage_tables(tree, strategy, g, L):
             if count:
                 n = l / p if (uniform and count == per_layer and count > 1) else count
                 per_stage[i] = per_stage[i] + np.array([n * e for e in exprs], dtype=object)
-    categories = {grp.category for grp in tree.groups} | {"op_comm", "redistribution", "pp_comm"}
+    categories = {grp.category for grp in tree.groups} | {"op_comm", "ep_comm", "redistribution", "pp_comm"}
     fwd = {c: np.full(stages, sp.Integer(0), dtype=object) for c in categories}
     bwd = {c: np.full(stages, sp.Integer(0), dtype=object) for c in categories}
     for grp in tree.groups:
@@ -157,7 +159,13 @@ def explain(model, strategy, cluster, gpus=None, result: Result | None = None) -
     shown = dict(stage)
     shown[Psi_r] = np.array([PSI if i == j else e for i, e in enumerate(stage[Psi_r])], dtype=object)
     dtype_bytes = hardware_numbers(cluster, strategy.dtype)["beta"]
-    var = variant(strategy.schedule, strategy.zero, strategy.overlap_dp, optimizer_state_bytes(dtype_bytes))
+    var = variant(strategy.schedule, strategy.zero, strategy.overlap_dp, optimizer_state_bytes(dtype_bytes),
+                  model.is_moe)
+    if model.is_moe:    # the expert weights' data-parallel groups (explorer.cost.superstep.EXPERT_GROUP)
+        e_levels = [expert_dp_level(cluster, strategy, i) for i in range(strategy.pp)]
+        stage[g_e_r] = np.array([g[lv] for lv in e_levels], dtype=object)
+        stage[L_e_r] = np.array([L[lv] for lv in e_levels], dtype=object)
+        shown.update({g_e_r: stage[g_e_r], L_e_r: stage[L_e_r]})
     critical, last = var.terms["critical_stage"].expr, var.terms["sync_stage"].expr
     at = {critical: k, last: j}
     constants = {K_opt: sp.Integer(optimizer_update_bytes(dtype_bytes))}
@@ -170,6 +178,7 @@ def explain(model, strategy, cluster, gpus=None, result: Result | None = None) -
     for i, lv in enumerate(cluster.levels):
         values[g[i]], values[L[i]] = lv.seconds_per_byte, lv.latency_s
     values[PSI] = psi.xreplace(values)
+    values[ep_symbol] = sp.Integer(strategy.ep)
     definitions = {PSI: psi}
     for sym, expr in AGGREGATES.items():
         if compact["bubble"].has(sym):

@@ -15,6 +15,7 @@ import sympy as sp
 from explorer.cost import collectives as coll
 from explorer.cost import layouts as lay
 from explorer.cost.block import BlockCost, block_cost
+from explorer.cost.experts import expert_load
 from explorer.hardware.cluster import Cluster
 from explorer.errors import ExplorerError
 from explorer.model.graph import build_blocks
@@ -36,6 +37,7 @@ class PlacedBlock:
     chunk: int                 # model chunk on its stage (interleaved), else 0
     cost: BlockCost
     level: int                 # machine level its operator-parallel group crosses
+    ep_level: int = 0          # machine level its expert-parallel group crosses (MoE layers)
 
 
 @dataclass(frozen=True)
@@ -93,13 +95,26 @@ def plan(model: ModelSpec, strategy: Strategy, cluster: Cluster) -> ExecutionPla
         _check_overrides(block, split)
         stage, chunk = layer_places[block.layer] if block.kind == "layer" else \
             ((0, 0) if block.kind == "embedding" else (last_stage, layer_places[-1][1]))
+        experts = {"ep": strategy.ep, "load": expert_load(model, strategy.ep)} if model.is_moe else {}
         cost = block_cost(block, split.effective_preset, split.overrides, strategy.sequence_parallel,
-                          strategy.recompute, incoming)
+                          strategy.recompute, incoming, **experts)
         level = group_level(cluster, strategy.mesh, "tp", split.degree, pp=stage)
-        placed.append(PlacedBlock(block, split, stage, chunk, cost, level))
+        ep_level = ep_group_level(cluster, strategy, stage) if cost.ep_collectives else 0
+        placed.append(PlacedBlock(block, split, stage, chunk, cost, level, ep_level))
         incoming = cost.layout_out
     boundaries = tuple(boundary(placed[i - 1], placed[i], i, strategy, cluster) for i in range(1, len(placed)))
     return ExecutionPlan(model, strategy, cluster, tuple(placed), boundaries)
+
+
+def ep_group_level(cluster: Cluster, strategy: Strategy, stage: int) -> int:
+    """The machine level stage `stage`'s expert-parallel groups cross (their all-to-alls): ep
+    consecutive indices of the expert mesh (Strategy.expert_mesh), the one place this is decided."""
+    return group_level(cluster, strategy.expert_mesh, "ep", pp=stage)
+
+
+def expert_dp_level(cluster: Cluster, strategy: Strategy, stage: int) -> int:
+    """The machine level of the expert weights' data-parallel groups (their gradient sync)."""
+    return group_level(cluster, strategy.expert_mesh, "dp", pp=stage)
 
 
 def _check_overrides(block: Block, split: LayerSplit) -> None:

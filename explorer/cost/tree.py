@@ -20,8 +20,9 @@ import sympy as sp
 from explorer.cost import collectives as coll
 from explorer.cost.block import BlockCost
 from explorer.cost.compile import BoundedCache, compile_exprs
-from explorer.cost.plan import ExecutionPlan, plan
-from explorer.cost.superstep import GSB_r, COMM_CATEGORIES
+from explorer.cost.experts import expert_collectives
+from explorer.cost.plan import ExecutionPlan, ep_group_level, plan
+from explorer.cost.superstep import E_r, GSB_r, COMM_CATEGORIES, Psi_e_r
 from explorer.strategy.mesh import group_level, pair_level
 from explorer.symbols import (A_r, B_r, C_r, F, F_r, GS_r, L_t, O_r, P_r, Psi_r, R_r, V, W_hbm, W_r, X_r, a,
                               a_kv, b, beta, eta, f, g_t, h, phi, s, t, t_launch)
@@ -32,7 +33,7 @@ COMM_KINDS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")
 BLOCK_Q = ("F", "B", "W", "fwd_compute", "bwd_compute", "bwd_weight", "fwd_comm", "bwd_comm", "recompute",
            "act", "params_dev", "params", "flops_fwd", "flops_bwd", "recompute_flops", "comm_bytes",
            "grad_sync", "grad_sync_bytes") + \
-    tuple(f"t_{k}" for k in COMM_KINDS) + tuple(f"b_{k}" for k in COMM_KINDS)
+    tuple(f"t_{k}" for k in COMM_KINDS) + tuple(f"b_{k}" for k in COMM_KINDS) + ("expert_params_dev",)
 """A block's named quantities for one micro-batch on one device. F and B are the block's
 forward and backward pass (B includes recomputation); W is the weight-gradient part of B."""
 Q = {name: i for i, name in enumerate(BLOCK_Q)}
@@ -52,7 +53,7 @@ def block_exprs(cost: BlockCost, g=g_t, L=L_t) -> tuple:
             cost.fwd_comm_s, cost.bwd_comm_s, cost.recompute_s, cost.act_bytes, cost.params_dev, cost.params,
             cost.flops_fwd, cost.flops_bwd, cost.recompute_flops, cost.comm_bytes, cost.grad_sync_s,
             cost.grad_sync_bytes) + tuple(per_kind_t[k] for k in COMM_KINDS) + \
-        tuple(per_kind_b[k] for k in COMM_KINDS)
+        tuple(per_kind_b[k] for k in COMM_KINDS) + (cost.expert_params_dev,)
 
 
 def block_function(cost: BlockCost):
@@ -160,8 +161,9 @@ def stage_inputs(per_stage: np.ndarray, fwd_b: dict, bwd_b: dict) -> dict:
     return {F_r: q("F") + sum(fwd_b.values()), B_r: q("B") + sum(bwd_b.values()), W_r: q("bwd_weight"),
             C_r: q("fwd_compute") + q("bwd_compute"), R_r: q("recompute"),
             O_r: q("fwd_comm") + q("bwd_comm") + both("op_comm"), X_r: both("redistribution"),
-            P_r: both("pp_comm"), Psi_r: q("params_dev"), A_r: q("act"), GS_r: q("grad_sync"),
-            GSB_r: q("grad_sync_bytes")}
+            P_r: both("pp_comm"), Psi_r: q("params_dev") - q("expert_params_dev"), A_r: q("act"),
+            GS_r: q("grad_sync"), GSB_r: q("grad_sync_bytes"),
+            E_r: both("ep_comm"), Psi_e_r: q("expert_params_dev")}
 
 
 def _group_arrays(groups: tuple, stages: int):
@@ -193,7 +195,7 @@ def _group_arrays(groups: tuple, stages: int):
 
 _TREES = BoundedCache(64)
 STRUCTURE_FIELDS = ("tp", "pp", "schedule", "chunks", "recompute", "sequence_parallel", "scatter_gather",
-                    "dtype", "layer_splits", "stage_map", "rank_order")
+                    "dtype", "layer_splits", "stage_map", "rank_order", "ep")
 
 
 @lru_cache(maxsize=4096)
@@ -207,7 +209,10 @@ def levels_signature(cluster, strategy) -> tuple:
     wraps = strategy.chunks > 1
     pp = strategy.pp
     pairs = {(x, (x + 1) % pp) for x in range(pp)} if wraps else {(x, x + 1) for x in range(pp - 1)}
-    return tp_levels, tuple(pair_level(cluster, mesh, "pp", i, j) for i, j in sorted(pairs))
+    out = tp_levels, tuple(pair_level(cluster, mesh, "pp", i, j) for i, j in sorted(pairs))
+    if strategy.ep > 1:   # the expert layers' all-to-all levels (MoE)
+        out += (tuple(ep_group_level(cluster, strategy, stage) for stage in range(strategy.pp)),)
+    return out
 
 
 def structure_key(model, strategy, cluster) -> tuple:
@@ -262,5 +267,8 @@ def _boundary_groups(the_plan: ExecutionPlan) -> tuple:
         for c, level in zip(boundary.collectives, boundary.levels):
             key = (c.size, c.kind, int(c.n), level, c.category, c.phase, payer(boundary, c))
             tally[key] = tally.get(key, 0) + 1
+    for c, level, stage in expert_collectives(the_plan):     # MoE all-to-alls (explorer.cost.experts)
+        key = (c.size, c.kind, int(c.n), level, c.category, c.phase, stage)
+        tally[key] = tally.get(key, 0) + 1
     return tuple(BoundaryGroup(size, kind, n, level, category, phase, stage, count)
                  for (size, kind, n, level, category, phase, stage), count in tally.items())

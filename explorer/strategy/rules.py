@@ -169,6 +169,27 @@ def _gpus(v, model, gpus=None, cluster=None):
     return None   # any number of devices: the cluster's outermost level grows with the run (limits bound it)
 
 
+def _ep_divides_dp(v, model=None):
+    ep, cp = getattr(v, "ep", 1), getattr(v, "cp", 1)
+    if (v.dp * cp) % ep:
+        return (f"ep={ep} does not divide dp{' x cp' if cp > 1 else ''} = {v.dp * cp}: expert parallelism is "
+                "carved out of the data-parallel ranks (Megatron-Core: the expert weights are replicated over "
+                "dp x cp / ep expert-data-parallel ranks)")
+    return None
+
+
+def _ep_divides_experts(v, model):
+    ep = getattr(v, "ep", 1)
+    if ep == 1:
+        return None
+    experts = getattr(model, "experts", 0)
+    if not experts:
+        return f"ep={ep} needs a model with experts; {model.name} is dense"
+    if experts % ep:
+        return f"ep={ep} does not divide the model's {experts} experts (each ep rank holds experts / ep of them)"
+    return None
+
+
 HEADS = "t does not divide the attention heads"
 KV_HEADS = "t does not divide the key/value heads"
 STAGES = "more pipeline stages than layers"
@@ -205,6 +226,9 @@ RULES = (
          _stage_map_covers, False),
     Rule("batch split of a micro-batch it does not divide", "model", ("micro_batch", "layer_splits"),
          _batch_split, False),
+    # expert parallelism (issue 11): the search enumerates only ep that obey these
+    Rule("ep does not divide d", "strategy", ("ep", "dp"), _ep_divides_dp, False),
+    Rule("ep does not divide the experts", "model", ("ep",), _ep_divides_experts, False),
 )
 REASONS = tuple(rule.reason for rule in RULES if rule.searched) + (MEMORY,)
 """The search's pruning reasons, in the order a raw choice is checked."""

@@ -82,9 +82,10 @@ class Strategy:
     layer_splits: tuple = ()         # LayerSplit per layer; () = LayerSplit(tp, 'megatron') everywhere
     stage_map: tuple = ()            # pipeline stage of each layer; () = even split
     rank_order: str = DEFAULT_ORDER  # mesh axes, fastest-varying first (Megatron-LM's tp-cp-ep-dp-pp)
+    ep: int = 1                      # e: expert-parallel degree, carved out of dp (MoE models only)
 
     def __post_init__(self):
-        for name in ("dp", "tp", "pp", "micro_batch", "global_batch", "chunks"):
+        for name in ("dp", "tp", "pp", "micro_batch", "global_batch", "chunks", "ep"):
             _int_at_least(name, getattr(self, name), 1)
         if self.schedule not in SCHEDULES:
             raise ExplorerError(f"schedule {self.schedule!r} is unknown; use one of {', '.join(SCHEDULES)}")
@@ -133,6 +134,13 @@ class Strategy:
     def mesh(self) -> Mesh:
         """The device mesh: named axes with their sizes, in rank order."""
         return Mesh.of(self.rank_order, tp=self.tp, dp=self.dp, pp=self.pp)
+
+    @cached_property
+    def expert_mesh(self) -> Mesh:
+        """The mesh of the expert layers (Megatron-Core's expert RankGenerator): the same devices with
+        ep carved out of dp -- tp (the expert tensor-parallel size, = tp as Megatron's default),
+        ep, then the expert-data-parallel dp/ep replicas of each expert's weights, then pp."""
+        return Mesh.of(self.rank_order, tp=self.tp, ep=self.ep, dp=self.dp // self.ep, pp=self.pp)
 
     def with_(self, **changes) -> "Strategy":
         return replace(self, **changes)

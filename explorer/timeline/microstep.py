@@ -20,6 +20,7 @@ from explorer.cost.tree import cost_tree, payer  # payer: the cost model's own r
 from explorer.timeline.events import frame
 from explorer.cost.numbers import Numbers
 from explorer.timeline.numbers import block_numbers, boundary_numbers, context
+from explorer.timeline.experts import expert_numbers
 
 
 def find_block(the_plan, layer: int | None = None, op: str | None = None) -> int:
@@ -47,9 +48,17 @@ def _coll(phase, category, operator, cn, level_names) -> list:
             (phase, "barrier", category or cn.coll.category, operator, cn.barrier_s, 0.0, name)]
 
 
-def _forward(steps, names, recompute: bool = False) -> list:
-    """Forward micro-steps; replayed in the backward (category recompute) when `recompute`."""
+def _all_to_all(ep: dict, op: str, phase: str, names) -> list:
+    """The MoE all-to-all of a dispatch/combine operator (category ep_comm, at the ep group's level)."""
+    return [seg for cn in ep.get((op, phase), ()) for seg in _coll(phase, None, op, cn, names)]
+
+
+def _forward(steps, names, recompute: bool = False, ep: dict | None = None) -> list:
+    """Forward micro-steps; replayed in the backward (category recompute) when `recompute`.
+    `ep`: (operator, phase) -> the expert layer's all-to-alls, drawn after the operator's compute
+    (router -> dispatch -> experts -> combine)."""
     phase, category = ("bwd", "recompute") if recompute else ("fwd", None)
+    ep = ep or {}
     out = []
     for sn in steps:
         op = sn.step.op
@@ -57,17 +66,20 @@ def _forward(steps, names, recompute: bool = False) -> list:
         for cn in (c for c in fwd if c.coll.op == op):        # bring the input to the needed layout
             out += _coll(phase, category, op, cn, names)
         out.append((phase, "compute", category or "compute", op, sn.fwd_s, 0.0, ""))
+        out += _all_to_all(ep, op + (" (recomputed)" if recompute else ""), phase, names)
         for cn in (c for c in fwd if c.coll.op != op):        # reduce the block's partial output
             out += _coll(phase, category, op, cn, names)
     return out
 
 
-def _backward(steps, names) -> list:
+def _backward(steps, names, ep: dict | None = None) -> list:
+    ep = ep or {}
     out = []
     for sn in reversed(steps):
         op = sn.step.op
         for cn in (c for c in sn.collectives if c.coll.phase == "bwd" and c.coll.op != op):
             out += _coll("bwd", None, op, cn, names)
+        out += _all_to_all(ep, op, "bwd", names)     # the gradient's way back over the ep group
         out.append(("bwd", "compute", "compute", op, sn.bwd_s - sn.bwd_weight_s, 0.0, ""))
         out.append(("bwd", "weight_grad", "compute", op, sn.bwd_weight_s, 0.0, ""))
         for cn in (c for c in sn.collectives if c.coll.phase == "bwd" and c.coll.op == op):
@@ -96,15 +108,18 @@ def block_segments(the_plan, k: int, ctx: Numbers) -> list:
     placed = the_plan.blocks[k]
     steps, _ = block_numbers(placed, ctx)
     names, recompute = ctx.level_names, the_plan.strategy.recompute
-    fwd = _boundary(the_plan, k, ctx, "fwd", False) + _forward(steps, names) + \
+    ep = {}
+    for cn, _ in expert_numbers(the_plan, ctx, k):
+        ep.setdefault((cn.coll.op, cn.coll.phase), []).append(cn)
+    fwd = _boundary(the_plan, k, ctx, "fwd", False) + _forward(steps, names, ep=ep) + \
         _boundary(the_plan, k + 1, ctx, "fwd", True)
     redo = []
     if placed.block.kind == "layer" and recompute == "full":       # the whole forward again
-        redo = _forward(steps, names, recompute=True)
+        redo = _forward(steps, names, recompute=True, ep=ep)
     elif placed.block.kind == "layer" and recompute == "selective":  # only the attention core
         core = {o.name for o in placed.block.ops if o.attention_core}
         redo = [("bwd", "compute", "recompute", sn.step.op, sn.fwd_s, 0.0, "") for sn in steps if sn.step.op in core]
-    bwd = _boundary(the_plan, k + 1, ctx, "bwd", False) + redo + _backward(steps, names) + \
+    bwd = _boundary(the_plan, k + 1, ctx, "bwd", False) + redo + _backward(steps, names, ep) + \
         _boundary(the_plan, k, ctx, "bwd", True)
     return [s for s in fwd + bwd if s[4] > 0]
 

@@ -1,0 +1,51 @@
+"""Expert parallelism (issue 11): the busiest device's load and the expert layers' all-to-alls.
+
+An MoE layer's experts are spread over the `ep` devices of an expert-parallel group
+(Megatron-Core; Lepikhin et al., GShard, ICLR'21 Sec 2.2); tokens travel to the device
+holding their experts and back by two all-to-alls per layer and pass (dispatch, combine),
+priced as the category ep_comm at the machine level the ep group crosses
+(explorer.cost.plan.ep_group_level). The block's own cost (explorer.cost.block) holds the
+all-to-alls symbolically; here they become the tree's collective groups.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from explorer.symbols import t
+
+
+def expert_load(model, ep: int) -> float:
+    """The busiest ep device's routed tokens over the average (>= 1; the factor on its expert time
+    and all-to-all bytes).
+
+    * capacity factor c (model.moe_capacity_factor > 0): every expert takes c x its fair share,
+      padded (Fedus et al., Switch Transformer, JMLR'22 Sec 2.2, Eq. 3; Megatron-Core
+      moe_pad_expert_input_to_capacity): c;
+    * a what-if share sigma of the busiest expert (model.expert_load_share > 0): its device holds
+      it and E/ep - 1 experts at the average of the rest, (1 - sigma)/(E - 1) each:
+      ep (sigma + (E/ep - 1)(1 - sigma)/(E - 1)) -- 1 when ep = 1 (one device holds every expert);
+    * otherwise force-balanced, dropless routing, as the Megatron-Bridge benchmarks run: 1.
+    """
+    if not model.is_moe:
+        return 1.0
+    if model.moe_capacity_factor:
+        return float(model.moe_capacity_factor)
+    share, E = model.expert_load_share, model.experts
+    if not share or E == 1:
+        return 1.0
+    return max(1.0, ep * (share + (E / ep - 1) * (1 - share) / (E - 1)))
+
+
+def expert_collectives(the_plan, block_index: int | None = None):
+    """(Collective, level, stage) of every all-to-all of the plan's expert layers, sizes at the
+    layer's operator-parallel degree. Under full recomputation the backward pass replays the
+    forward's dispatch and combine (Korthikanti et al. Sec 5: the whole layer is recomputed),
+    counted in ep_comm."""
+    replay = the_plan.strategy.recompute == "full"
+    blocks = the_plan.blocks if block_index is None else the_plan.blocks[block_index:block_index + 1]
+    for placed in blocks:
+        for c in placed.cost.ep_collectives:
+            c = replace(c, size=c.size.subs(t, placed.split.degree))
+            yield c, placed.ep_level, placed.stage
+            if replay and c.phase == "fwd" and placed.block.kind == "layer":
+                yield replace(c, phase="bwd", op=c.op + " (recomputed)"), placed.ep_level, placed.stage
