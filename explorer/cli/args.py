@@ -25,6 +25,7 @@ def add_strategy_flags(cmd: argparse.ArgumentParser, extra_schedules: tuple = ()
     cmd.add_argument("--tp", type=int, help="operator (tensor) parallel degree t")
     cmd.add_argument("--pp", type=int, help="pipeline stages p")
     cmd.add_argument("--dp", type=int, help="data-parallel degree d (default gpus/(tp*pp))")
+    cmd.add_argument("--ep", type=int, help="expert-parallel degree e, carved out of dp (MoE models)")
     cmd.add_argument("--micro-batch", type=int, help="micro-batch size b (sequences)")
     cmd.add_argument("--global-batch", type=int, help="global batch size B (sequences)")
     cmd.add_argument("--schedule", choices=tuple(SCHEDULES) + tuple(extra_schedules))
@@ -43,7 +44,7 @@ def add_strategy_flags(cmd: argparse.ArgumentParser, extra_schedules: tuple = ()
 FLAG_FIELDS = {"tp": "tp", "pp": "pp", "dp": "dp", "micro_batch": "micro_batch",
                "global_batch": "global_batch", "schedule": "schedule", "chunks": "chunks",
                "zero": "zero", "recompute": "recompute", "sequence_parallel": "sequence_parallel",
-               "overlap_dp": "overlap_dp", "dtype": "dtype"}
+               "overlap_dp": "overlap_dp", "dtype": "dtype", "ep": "ep"}
 
 
 def model_and_cluster(args) -> tuple:
@@ -68,7 +69,7 @@ def resolve(args) -> tuple:
         value = getattr(args, flag)
         if value is not None:
             fields[name] = value
-    for name in ("tp", "pp", "dp", "micro_batch", "chunks"):
+    for name in ("tp", "pp", "dp", "micro_batch", "chunks", "ep"):
         if name in fields and (not isinstance(fields[name], int) or fields[name] < 1):
             raise ExplorerError(f"--{name.replace('_', '-')} must be a positive integer, got {fields[name]}")
     fields.setdefault("tp", 1)

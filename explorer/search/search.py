@@ -78,7 +78,8 @@ def point_strategy(space, points: Points, k: int, global_batch: int, dtype: str 
     return Strategy(dp=fam.dp, tp=fam.tp, pp=fam.pp, micro_batch=int(points.micro_batch[k]),
                     global_batch=global_batch, schedule=fam.schedule, chunks=fam.chunks,
                     zero=int(points.zero[k]), recompute=fam.recompute,
-                    sequence_parallel=fam.sequence_parallel, overlap_dp=bool(points.overlap[k]), dtype=dtype)
+                    sequence_parallel=fam.sequence_parallel, overlap_dp=bool(points.overlap[k]), dtype=dtype,
+                    ep=fam.ep)
 
 
 def candidate(model, cluster, strategy: Strategy, gpus: int) -> Candidate:

@@ -63,6 +63,14 @@ def divisors(n: int) -> list:
     return [k for k in range(1, n + 1) if n % k == 0]
 
 
+def expert_degrees(model, dp: int) -> list:
+    """Expert-parallel degrees to explore: 1, and for a model with experts every divisor of d that
+    divides the experts (explorer.strategy.rules: ep is carved out of the data-parallel ranks)."""
+    if not getattr(model, "is_moe", False):
+        return [1]
+    return [e for e in divisors(dp) if model.experts % e == 0]
+
+
 def layer_options(tp: int) -> tuple:
     """Per-layer splits a layer may take inside a tp group: replicated, or a preset at a degree dividing tp."""
     out = [LayerSplit(1, "replicated")]
@@ -85,6 +93,7 @@ class Family:
     micro_batches: tuple
     zeros: tuple
     overlaps: tuple = OVERLAPS
+    ep: int = 1            # expert-parallel degree (MoE models: divisors of dp that divide the experts)
 
     @property
     def size(self) -> int:
@@ -168,5 +177,8 @@ def _add_families(space, model, tp, pp, dp, global_batch, batches, schedules, in
                 seqs.append(seq)
         for recompute in RECOMPUTE:
             for seq in seqs:
-                space.families.append(Family(tp, pp, dp, schedule, chunks, recompute, seq, tuple(micro),
-                                             tuple(zeros)))
+                for ep in expert_degrees(model, dp):
+                    space.families.append(Family(tp, pp, dp, schedule, chunks, recompute, seq, tuple(micro),
+                                                 tuple(zeros), ep=ep))
+                    if ep > 1:     # the ep choices are more raw points, all kept
+                        space.total += space.families[-1].size

@@ -36,7 +36,8 @@ def probe(family, global_batch: int, dtype: str = "bf16") -> Strategy:
     """A strategy with the family's structure (micro-batch 1); stands in for the whole family."""
     return Strategy(dp=family.dp, tp=family.tp, pp=family.pp, micro_batch=1,
                     global_batch=family.dp * family.pp, schedule=family.schedule, chunks=family.chunks,
-                    recompute=family.recompute, sequence_parallel=family.sequence_parallel, dtype=dtype)
+                    recompute=family.recompute, sequence_parallel=family.sequence_parallel, dtype=dtype,
+                    ep=family.ep)
 
 
 def default_options(tp: int) -> tuple:
@@ -49,9 +50,9 @@ def sweep(model, cluster, families, global_batch: int, dtype: str = "bf16", prog
     """Evaluate every family with each uniform option of `options(tp)`; progress(done, total)."""
     groups = defaultdict(list)
     for index, fam in enumerate(families):
-        groups[(fam.tp, fam.recompute, fam.sequence_parallel)].append(index)
+        groups[(fam.tp, fam.recompute, fam.sequence_parallel, fam.ep)].append(index)
     rows, done = [], 0
-    for (tp, _, _), members in groups.items():
+    for (tp, _, _, _), members in groups.items():
         _sweep_group(model, cluster, families, members, global_batch, dtype, options(tp), rows)
         done += len(members)
         if progress:

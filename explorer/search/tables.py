@@ -17,8 +17,9 @@ import numpy as np
 from explorer.cost import collectives as coll
 from explorer.cost import layouts as lay
 from explorer.cost.block import block_cost
+from explorer.cost.experts import a2a_seconds, expert_load
 from explorer.cost.numbers import Numbers
-from explorer.cost.plan import PlacedBlock, block_splits
+from explorer.cost.plan import PlacedBlock, block_splits, ep_group_level
 from explorer.cost.plan import boundary as plan_boundary
 from explorer.cost.tree import Q, block_function, size_function
 from explorer.model.graph import build_blocks
@@ -89,10 +90,19 @@ class Chain:
         split = split if block.kind == "layer" else self.fixed[i]
         level = self.level(stage, split.degree)
         key = (block.key, block.kind, split, incoming, level)
+        moe = self.model.is_moe and self.probe.ep > 1      # MoE: experts over ep, all-to-alls at its level
+        if moe:
+            key += (self.probe.ep, ep_group_level(self.cluster, self.probe, stage))
         if key not in self._nodes:
+            experts = {"ep": self.probe.ep, "load": expert_load(self.model, self.probe.ep)} if moe else {}
             cost = block_cost(block, split.effective_preset, split.overrides,
-                              self.probe.sequence_parallel, self.probe.recompute, incoming)
-            self._nodes[key] = Node(cost, split, level, self._values(cost, split.degree, level))
+                              self.probe.sequence_parallel, self.probe.recompute, incoming, **experts)
+            values = self._values(cost, split.degree, level)
+            if cost.ep_collectives:
+                fwd, bwd = a2a_seconds(cost, split.degree, key[-1], self.nums, self.probe.recompute)
+                values[F] = values[F] + fwd
+                values[B] = values[B] + bwd
+            self._nodes[key] = Node(cost, split, level, values)
         return self._nodes[key]
 
     def _values(self, cost, degree: int, level: int) -> np.ndarray:

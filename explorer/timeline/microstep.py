@@ -48,6 +48,9 @@ def _coll(phase, category, operator, cn, level_names) -> list:
             (phase, "barrier", category or cn.coll.category, operator, cn.barrier_s, 0.0, name)]
 
 
+COMBINE_OPS = ("combine",)   # explorer/model/graph/moe.py: the operator that brings routed tokens home
+
+
 def _all_to_all(ep: dict, op: str, phase: str, names) -> list:
     """The MoE all-to-all of a dispatch/combine operator (category ep_comm, at the ep group's level)."""
     return [seg for cn in ep.get((op, phase), ()) for seg in _coll(phase, None, op, cn, names)]
@@ -65,8 +68,11 @@ def _forward(steps, names, recompute: bool = False, ep: dict | None = None) -> l
         fwd = [cn for cn in sn.collectives if cn.coll.phase == "fwd"]
         for cn in (c for c in fwd if c.coll.op == op):        # bring the input to the needed layout
             out += _coll(phase, category, op, cn, names)
+        key = op + (" (recomputed)" if recompute else "")
+        gathers = op in COMBINE_OPS             # combine receives its tokens first, then un-permutes them
+        out += _all_to_all(ep, key, phase, names) if gathers else []
         out.append((phase, "compute", category or "compute", op, sn.fwd_s, 0.0, ""))
-        out += _all_to_all(ep, op + (" (recomputed)" if recompute else ""), phase, names)
+        out += [] if gathers else _all_to_all(ep, key, phase, names)
         for cn in (c for c in fwd if c.coll.op != op):        # reduce the block's partial output
             out += _coll(phase, category, op, cn, names)
     return out
