@@ -76,3 +76,160 @@ def test_huggingface_config_import_reads_the_moe_fields():
 def test_bad_moe_fields_are_refused_with_a_message(fields, message):
     with pytest.raises(ExplorerError, match=message):
         ModelSpec(name="x", family="llama", layers=4, hidden=64, heads=4, seq_len=16, vocab=100, **fields)
+
+
+# ---- expert parallelism: the all-to-all, ep_comm, the expert weights ------------------------------
+
+from explorer import Strategy, evaluate, load_cluster          # noqa: E402
+from explorer.cost.superstep import CATEGORIES, COMM_CATEGORIES  # noqa: E402
+from explorer.strategy import rules                           # noqa: E402
+from explorer.timeline import compare, microstep_events, superstep_events  # noqa: E402
+
+H100 = load_cluster("dgx-h100")
+# A small MoE (4 layers, the first dense; 16 experts, top-2, one shared expert): fast to compile.
+TINY_MOE = ModelSpec(name="tiny-moe", family="llama", layers=4, hidden=512, heads=8, seq_len=256, vocab=1000,
+                     ffn_hidden=1024, kv_heads=4, experts=16, experts_per_token=2, moe_ffn_hidden=256,
+                     shared_experts=1, first_dense_layers=1)
+
+
+def moe_strategy(**kw):
+    base = dict(dp=8, tp=1, pp=1, ep=4, micro_batch=2, global_batch=32)
+    return Strategy(**{**base, **kw})
+
+
+def a2a_closed_form(model, strategy, stage: int = 0) -> float:
+    """Bytes each device sends per iteration in ep_comm.
+
+    Per MoE layer and micro-batch the device holds b s / t tokens (t: sequence parallelism splits
+    them over the tp group), each routed to k experts: an array of b s k h / t elements of beta bytes.
+    The dispatch all-to-all keeps 1/ep of it and sends (ep-1)/ep (nccl-tests PERFORMANCE.md:
+    all-to-all busbw factor (n-1)/n; Megatron-Core MoEAlltoAllTokenDispatcher), the combine
+    sends it back: 2 (ep-1)/ep b s k h beta / t forward, the same again backward (the gradients
+    take the reverse all-to-alls) -- 4 (ep-1)/ep b s k h beta / t per layer and micro-batch;
+    x the MoE layers of the most loaded stage x m micro-batches."""
+    ep, t = strategy.ep, strategy.tp if strategy.sequence_parallel else 1
+    moe_layers = sum(model.is_moe_layer(i) for i, st in enumerate(strategy.stages(model.layers)) if st == stage)
+    per_layer = 4 * (ep - 1) / ep * strategy.micro_batch * model.seq_len * model.experts_per_token \
+        * model.hidden * 2 / t
+    return per_layer * moe_layers * strategy.micro_batches
+
+
+@pytest.mark.parametrize("kw", [dict(), dict(ep=8), dict(ep=2, tp=2, dp=4, sequence_parallel=True),
+                                dict(ep=2, pp=2, dp=4, recompute="selective")])
+def test_all_to_all_bytes_follow_the_closed_form(kw):
+    s = moe_strategy(**kw)
+    r = evaluate(TINY_MOE, s, H100)
+    assert r.comm_bytes_per_device["ep_comm"] == pytest.approx(a2a_closed_form(TINY_MOE, s, r.critical_stage),
+                                                               rel=1e-12)
+    rows = [row for row in r.comm_by_kind if row["category"] == "ep_comm"]
+    assert {row["kind"] for row in rows} == {"all_to_all"}
+    assert sum(row["bytes"] for row in rows) == pytest.approx(r.comm_bytes_per_device["ep_comm"], rel=1e-12)
+
+
+def test_full_recomputation_replays_the_all_to_alls():
+    plain, full = (evaluate(TINY_MOE, moe_strategy(recompute=rc), H100) for rc in ("none", "full"))
+    assert full.comm_bytes_per_device["ep_comm"] == pytest.approx(1.5 * plain.comm_bytes_per_device["ep_comm"])
+
+
+def test_ep_comm_is_a_category_and_the_categories_sum_to_the_total():
+    assert "ep_comm" in CATEGORIES and "ep_comm" in COMM_CATEGORIES
+    r = evaluate(TINY_MOE, moe_strategy(), H100)
+    assert set(r.breakdown_s) == set(CATEGORIES)
+    assert r.breakdown_s["ep_comm"] > 0
+    assert sum(r.breakdown_s.values()) == pytest.approx(r.iteration_time_s, rel=1e-12)
+    assert evaluate(TINY_MOE, moe_strategy(ep=1), H100).breakdown_s["ep_comm"] == 0
+
+
+def test_the_all_to_all_level_follows_the_ep_group():
+    """8 GPUs per DGX H100 node: an ep group of 8 consecutive ranks stays on NVLink, of 16 it crosses."""
+    inside = evaluate(TINY_MOE, moe_strategy(ep=8), H100)
+    across = evaluate(TINY_MOE, moe_strategy(dp=16, ep=16, global_batch=64), H100)
+    level = lambda r: {row["level"] for row in r.comm_by_kind if row["category"] == "ep_comm"}
+    assert level(inside) == {H100.levels[0].name} and level(across) == {H100.levels[1].name}
+
+
+def test_expert_weights_are_sharded_over_ep():
+    """Parameters per device fall by the expert weights' (ep-1)/ep share; their gradient sync
+    runs over d/ep replicas (Megatron-Core expert data parallelism)."""
+    one, four = (evaluate(TINY_MOE, moe_strategy(ep=e), H100) for e in (1, 4))
+    from explorer.model.graph import build_blocks
+    from explorer.symbols import h
+    expert = sum(int(op.params.subs({h: TINY_MOE.hidden})) for b in build_blocks(TINY_MOE) for op in b.ops
+                 if op.expert)
+    drop = one.memory_bytes_per_device["params"] - four.memory_bytes_per_device["params"]
+    assert drop == pytest.approx(2 * expert * 3 / 4)
+    assert one.params == four.params           # the model is the same
+
+
+def test_dense_models_are_unchanged_by_ep_1():
+    m = load_model("llama3-8b")
+    s = Strategy(dp=8, tp=1, pp=1, micro_batch=1, global_batch=8)
+    assert evaluate(m, s, H100).iteration_time_s == evaluate(m, s.with_(ep=1), H100).iteration_time_s
+
+
+@pytest.mark.parametrize("kw,message", [
+    (dict(ep=3, dp=6, global_batch=12), "does not divide the model's 16 experts"),
+    (dict(ep=32, dp=32, global_batch=64), "does not divide the model's 16 experts"),
+])
+def test_rules_refuse_ep_not_dividing_the_experts(kw, message):
+    with pytest.raises(ExplorerError, match=message):
+        evaluate(TINY_MOE, moe_strategy(**kw), H100)
+
+
+def test_rules_refuse_ep_not_dividing_dp_and_ep_on_a_dense_model():
+    with pytest.raises(ExplorerError, match="ep=4 does not divide dp = 6"):
+        Strategy(dp=6, ep=4, global_batch=6)
+    with pytest.raises(ExplorerError, match="needs a model with experts"):
+        rules.check(load_model("llama3-8b"), Strategy(dp=4, ep=2, global_batch=4))
+
+
+def test_load_imbalance_what_if_slows_the_experts():
+    """The busiest expert taking 1/4 of the tokens (4x its fair 1/16): its device (ep=4: 4 experts)
+    gets 4 (1/4 + 3 (3/4)/15) = 1.6x the average (explorer.cost.experts.expert_load)."""
+    from explorer.cost.experts import expert_load
+    skewed = ModelSpec(**{**TINY_MOE.to_dict(), "stage_blocks": (), "expert_load_share": 0.25})
+    assert expert_load(skewed, 4) == pytest.approx(1.6)
+    assert expert_load(skewed, 1) == pytest.approx(1.0)
+    base, slow = (evaluate(m, moe_strategy(), H100) for m in (TINY_MOE, skewed))
+    assert slow.comm_bytes_per_device["ep_comm"] == pytest.approx(1.6 * base.comm_bytes_per_device["ep_comm"])
+    assert slow.breakdown_s["compute"] > base.breakdown_s["compute"]
+    assert slow.model_flops_per_iteration == base.model_flops_per_iteration
+
+
+def test_microstep_timeline_shows_router_dispatch_experts_combine():
+    ev = microstep_events(TINY_MOE, moe_strategy(), H100, layer=1)
+    ev = ev[(ev["row"] == ev["row"].iloc[0]) & (ev["phase"] == "fwd") & (ev["kind"] != "barrier")]
+    names = list(ev["operator"] + ":" + ev["kind"])
+    order = [names.index(x) for x in ("router:compute", "dispatch:all_to_all", "expert_fc1:compute",
+                                      "expert_fc2:compute", "combine:all_to_all", "combine:compute")]
+    assert order == sorted(order)
+    a2a = ev[ev["kind"] == "all_to_all"]
+    assert set(a2a["category"]) == {"ep_comm"} and set(a2a["level"]) == {H100.levels[0].name}
+
+
+def test_superstep_timeline_agrees_with_the_cost_model():
+    s = moe_strategy(pp=2, dp=4, ep=2, schedule="gpipe")
+    result = evaluate(TINY_MOE, s, H100)
+    events = superstep_events(TINY_MOE, s, H100, result=result)
+    assert abs(compare(events, result, "gpipe")["relative_difference"]) <= 1e-9
+    assert "ep_comm" in set(events["category"])
+
+
+def test_model_flops_count_tokens_times_top_k_times_the_expert_ffn():
+    """Forward FLOPs of an MoE layer's experts: b s k x 2 x 3 h f_e (SwiGLU's three GEMMs)."""
+    from explorer.model.graph import build_blocks
+    from explorer.symbols import b, h, s as s_
+    layer = build_blocks(TINY_MOE)[2]
+    experts = sum(op.flops_fwd for op in layer.ops if op.expert)
+    assert sp_value(experts, {b: 1, s_: 256, h: 512}) == 256 * 2 * 2 * 3 * 512 * 256
+
+
+def sp_value(expr, subs):
+    return int(expr.subs(subs))
+
+
+def test_search_explores_ep_for_moe_models_only():
+    from explorer.search.space import enumerate_space
+    moe = {f.ep for f in enumerate_space(TINY_MOE, 8, 32).families}
+    dense = {f.ep for f in enumerate_space(load_model("tiny-gpt"), 8, 32).families}
+    assert moe == {1, 2, 4, 8} and dense == {1}
