@@ -233,3 +233,35 @@ def test_search_explores_ep_for_moe_models_only():
     moe = {f.ep for f in enumerate_space(TINY_MOE, 8, 32).families}
     dense = {f.ep for f in enumerate_space(load_model("tiny-gpt"), 8, 32).families}
     assert moe == {1, 2, 4, 8} and dense == {1}
+
+
+# ---- the command line ----------------------------------------------------------------------------
+
+def _cli(*args):
+    import subprocess
+    import sys
+    root = Path(__file__).resolve().parents[1]
+    return subprocess.run([sys.executable, "-m", "explorer", *map(str, args)], cwd=root, capture_output=True,
+                          text=True, timeout=180)
+
+
+def test_cli_evaluate_ep_prints_the_all_to_all_category_with_its_bytes_and_level():
+    run = _cli("evaluate", "--model", "qwen3-30b-a3b", "--cluster", "dgx-h100", "--gpus", 16, "--ep", 8,
+               "--global-batch", 64, "--json")
+    assert run.returncode == 0, run.stderr
+    out = json.loads(run.stdout)
+    assert out["strategy"]["ep"] == 8
+    assert out["breakdown_s"]["ep_comm"] > 0 and out["comm_bytes_per_device"]["ep_comm"] > 0
+    s = Strategy(dp=16, ep=8, global_batch=64)
+    assert out["comm_bytes_per_device"]["ep_comm"] == pytest.approx(
+        a2a_closed_form(load_model("qwen3-30b-a3b"), s), rel=1e-9)
+    rows = [r for r in out["comm_by_kind"] if r["category"] == "ep_comm"]
+    assert [(r["kind"], r["level"]) for r in rows] == [("all_to_all", "node")]     # 8 ranks: one DGX node
+
+
+def test_cli_refuses_a_bad_ep_in_one_line():
+    run = _cli("evaluate", "--model", "qwen3-30b-a3b", "--cluster", "dgx-h100", "--gpus", 16, "--ep", 3)
+    assert run.returncode == 2 and "ep=3 does not divide dp = 16" in run.stderr
+    assert "Traceback" not in run.stderr and len(run.stderr.strip().splitlines()) == 1
+    run = _cli("evaluate", "--model", "llama3-8b", "--cluster", "dgx-h100", "--gpus", 8, "--ep", 2)
+    assert run.returncode == 2 and "needs a model with experts" in run.stderr
