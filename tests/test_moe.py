@@ -265,3 +265,24 @@ def test_cli_refuses_a_bad_ep_in_one_line():
     assert "Traceback" not in run.stderr and len(run.stderr.strip().splitlines()) == 1
     run = _cli("evaluate", "--model", "llama3-8b", "--cluster", "dgx-h100", "--gpus", 8, "--ep", 2)
     assert run.returncode == 2 and "needs a model with experts" in run.stderr
+
+
+def test_expert_tp_1_keeps_experts_whole_and_lets_ep_take_the_tp_ranks():
+    """Megatron-Bridge's MoE recipes set expert_tensor_parallel_size = 1 (assets/validation/README.md):
+    with tp=2 and sequence parallelism the ep group may span tp x dp ranks, the experts are not split
+    (no all-gather / reduce-scatter of the routed tokens over tp) and each device holds E/ep whole
+    experts. The Qwen3-235B-A22B H100 rows (tp 2, pp 8, ep 32 on 256 GPUs) need it."""
+    base = dict(dp=4, tp=2, pp=1, ep=8, micro_batch=2, global_batch=32, sequence_parallel=True)
+    with pytest.raises(ExplorerError, match="ep=8 does not divide dp = 4"):
+        Strategy(**base)
+    s = Strategy(**base, expert_tp=1)
+    assert s.devices == 8 and s.expert_mesh.size("ep") == 8 and s.expert_mesh.size("dp") == 1
+    r = evaluate(TINY_MOE, s, H100)
+    assert r.comm_bytes_per_device["ep_comm"] == pytest.approx(a2a_closed_form(TINY_MOE, s), rel=1e-12)
+    etp2 = evaluate(TINY_MOE, Strategy(**{**base, "ep": 4}), H100)
+    assert r.comm_bytes_per_device["op_comm"] < etp2.comm_bytes_per_device["op_comm"]
+    with pytest.raises(ExplorerError, match="needs sequence parallelism"):
+        Strategy(**{**base, "sequence_parallel": False}, expert_tp=1)
+    qwen = load_model("qwen3-235b-a22b")
+    row = Strategy(dp=16, tp=2, pp=8, ep=32, expert_tp=1, micro_batch=1, global_batch=8192, sequence_parallel=True)
+    assert evaluate(qwen, row, H100).breakdown_s["ep_comm"] > 0

@@ -26,6 +26,7 @@ def add_strategy_flags(cmd: argparse.ArgumentParser, extra_schedules: tuple = ()
     cmd.add_argument("--pp", type=int, help="pipeline stages p")
     cmd.add_argument("--dp", type=int, help="data-parallel degree d (default gpus/(tp*pp))")
     cmd.add_argument("--ep", type=int, help="expert-parallel degree e, carved out of dp (MoE models)")
+    cmd.add_argument("--expert-tp", type=int, help="expert tensor-parallel degree: tp (default) or 1")
     cmd.add_argument("--micro-batch", type=int, help="micro-batch size b (sequences)")
     cmd.add_argument("--global-batch", type=int, help="global batch size B (sequences)")
     cmd.add_argument("--schedule", choices=tuple(SCHEDULES) + tuple(extra_schedules))
@@ -44,7 +45,7 @@ def add_strategy_flags(cmd: argparse.ArgumentParser, extra_schedules: tuple = ()
 FLAG_FIELDS = {"tp": "tp", "pp": "pp", "dp": "dp", "micro_batch": "micro_batch",
                "global_batch": "global_batch", "schedule": "schedule", "chunks": "chunks",
                "zero": "zero", "recompute": "recompute", "sequence_parallel": "sequence_parallel",
-               "overlap_dp": "overlap_dp", "dtype": "dtype", "ep": "ep"}
+               "overlap_dp": "overlap_dp", "dtype": "dtype", "ep": "ep", "expert_tp": "expert_tp"}
 
 
 def model_and_cluster(args) -> tuple:

@@ -122,18 +122,20 @@ _COSTS = BoundedCache(512)
 
 
 def block_cost(block: Block, preset: str, overrides: tuple, sequence_parallel: bool,
-               recompute: str, incoming: str, ep: int = 1, load: float = 1.0) -> BlockCost:
+               recompute: str, incoming: str, ep: int = 1, load: float = 1.0,
+               experts_by_seq: bool = False) -> BlockCost:
     """Cost of `block` split by `preset` over t devices, after a producer giving `incoming`.
 
     Blocks with the same structure key (all layers of a GPT, say) share one object. An MoE
     block's experts are also sharded over `ep` devices and its busiest device takes `load` times
-    the average routed tokens (explorer.cost.experts.expert_load).
+    the average routed tokens (explorer.cost.experts.expert_load); `experts_by_seq`: the experts
+    are not tensor-parallel (expert_tp = 1) and each device runs its own tokens' share (split 'seq').
     """
     key = (block.key, block.kind, preset, overrides, sequence_parallel, recompute, incoming)
     if any(op.expert or op.routes for op in block.ops):
-        key += ((ep, float(load)),)
+        key += ((ep, float(load), experts_by_seq),)
     return _COSTS.get(key, lambda: _block_cost(key, block, preset, dict(overrides), sequence_parallel,
-                                               recompute, incoming, ep, load))
+                                               recompute, incoming, ep, load, experts_by_seq))
 
 
 def _routed_a2a(op: Operator, needed: str, ep: int, load) -> tuple:
@@ -152,7 +154,8 @@ def _routed_a2a(op: Operator, needed: str, ep: int, load) -> tuple:
                  for phase in ("fwd", "bwd"))
 
 
-def _block_cost(key, block, preset, over, sequence_parallel, recompute, incoming, ep=1, load=1.0) -> BlockCost:
+def _block_cost(key, block, preset, over, sequence_parallel, recompute, incoming, ep=1, load=1.0,
+                experts_by_seq=False) -> BlockCost:
     cur, cur_elements = incoming, None
     steps, act, params_dev, grad_sync = [], ZERO, ZERO, []
     ep_colls, expert_dev = [], ZERO
@@ -160,6 +163,8 @@ def _block_cost(key, block, preset, over, sequence_parallel, recompute, incoming
     layout_first = None
     for op in block.ops:
         split = lay.resolve_split(op, preset, over, sequence_parallel)
+        if op.expert and experts_by_seq and split in ("column", "row"):
+            split = "seq"                    # expert_tp = 1: whole experts, the device's own tokens
         needed, out, grad = lay.layouts(op, split, cur)
         layout_first = layout_first or needed
         colls = []

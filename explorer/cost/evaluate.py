@@ -130,7 +130,7 @@ def _core(tree: CostTree, model: ModelSpec, strategies: list, cluster: Cluster) 
     if model.is_moe:     # the expert weights' own data-parallel group: d / e replicas
         e_levels = _expert_dp_levels(cluster, strategies, tree.plan.stages)
         stage[g_e_r], stage[L_e_r] = np.asarray(hw["g"])[e_levels], np.asarray(hw["L"])[e_levels]
-        scalars[e] = np.array([s.ep for s in strategies], dtype=float)
+        scalars[e] = np.array([s.ep * s.etp / s.tp for s in strategies], dtype=float)   # d / e: expert-DP size
     sup = variant(first.schedule, first.zero, first.overlap_dp, optimizer_state_bytes(hw["beta"]),
                   model.is_moe)(stage, scalars)
     shape = per_stage[:, 0].shape

@@ -178,7 +178,7 @@ def explain(model, strategy, cluster, gpus=None, result: Result | None = None) -
     for i, lv in enumerate(cluster.levels):
         values[g[i]], values[L[i]] = lv.seconds_per_byte, lv.latency_s
     values[PSI] = psi.xreplace(values)
-    values[ep_symbol] = sp.Integer(strategy.ep)
+    values[ep_symbol] = sp.Rational(strategy.ep * strategy.etp, strategy.tp)    # d / e: expert-DP replicas
     definitions = {PSI: psi}
     for sym, expr in AGGREGATES.items():
         if compact["bubble"].has(sym):

@@ -95,7 +95,7 @@ def plan(model: ModelSpec, strategy: Strategy, cluster: Cluster) -> ExecutionPla
         _check_overrides(block, split)
         stage, chunk = layer_places[block.layer] if block.kind == "layer" else \
             ((0, 0) if block.kind == "embedding" else (last_stage, layer_places[-1][1]))
-        experts = {"ep": strategy.ep, "load": expert_load(model, strategy.ep)} if model.is_moe else {}
+        experts = expert_options(model, strategy)
         cost = block_cost(block, split.effective_preset, split.overrides, strategy.sequence_parallel,
                           strategy.recompute, incoming, **experts)
         level = group_level(cluster, strategy.mesh, "tp", split.degree, pp=stage)
@@ -104,6 +104,14 @@ def plan(model: ModelSpec, strategy: Strategy, cluster: Cluster) -> ExecutionPla
         incoming = cost.layout_out
     boundaries = tuple(boundary(placed[i - 1], placed[i], i, strategy, cluster) for i in range(1, len(placed)))
     return ExecutionPlan(model, strategy, cluster, tuple(placed), boundaries)
+
+
+def expert_options(model: ModelSpec, strategy: Strategy) -> dict:
+    """block_cost's expert arguments for `strategy` (none for a dense model)."""
+    if not model.is_moe:
+        return {}
+    return {"ep": strategy.ep, "load": expert_load(model, strategy.ep),
+            "experts_by_seq": strategy.etp != strategy.tp}
 
 
 def ep_group_level(cluster: Cluster, strategy: Strategy, stage: int) -> int:

@@ -32,7 +32,7 @@ E_r = sp.Symbol("E_r", nonnegative=True)       # expert-parallel all-to-all part
 Psi_e_r = sp.Symbol("Psi^e_r", nonnegative=True)  # expert parameters per device on stage r (sharded over ep)
 g_e_r = sp.Symbol("g^e_r", nonnegative=True)   # seconds per byte of stage r's expert-data-parallel groups
 L_e_r = sp.Symbol("L^e_r", nonnegative=True)   # latency of that level
-e = sp.Symbol("e", positive=True)              # expert-parallel degree (d / e expert-data-parallel replicas)
+e = sp.Symbol("e", positive=True)              # d over the expert weights' data-parallel replicas: ep (ep etp / t)
 STAGE_INPUTS = (F_r, B_r, W_r, C_r, R_r, O_r, X_r, P_r, Psi_r, A_r, GS_r, GSB_r, g_r, L_r, r, E_r, Psi_e_r,
                 g_e_r, L_e_r)
 """Per-stage arrays (axis 0 = stage) a variant reads; F_r + B_r = C_r + R_r + O_r + E_r + X_r + P_r."""

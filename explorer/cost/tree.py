@@ -195,7 +195,7 @@ def _group_arrays(groups: tuple, stages: int):
 
 _TREES = BoundedCache(64)
 STRUCTURE_FIELDS = ("tp", "pp", "schedule", "chunks", "recompute", "sequence_parallel", "scatter_gather",
-                    "dtype", "layer_splits", "stage_map", "rank_order", "ep")
+                    "dtype", "layer_splits", "stage_map", "rank_order", "ep", "expert_tp")
 
 
 @lru_cache(maxsize=4096)

@@ -17,9 +17,9 @@ import numpy as np
 from explorer.cost import collectives as coll
 from explorer.cost import layouts as lay
 from explorer.cost.block import block_cost
-from explorer.cost.experts import a2a_seconds, expert_load
+from explorer.cost.experts import a2a_seconds
 from explorer.cost.numbers import Numbers
-from explorer.cost.plan import PlacedBlock, block_splits, ep_group_level
+from explorer.cost.plan import PlacedBlock, block_splits, ep_group_level, expert_options
 from explorer.cost.plan import boundary as plan_boundary
 from explorer.cost.tree import Q, block_function, size_function
 from explorer.model.graph import build_blocks
@@ -92,9 +92,9 @@ class Chain:
         key = (block.key, block.kind, split, incoming, level)
         moe = self.model.is_moe and self.probe.ep > 1      # MoE: experts over ep, all-to-alls at its level
         if moe:
-            key += (self.probe.ep, ep_group_level(self.cluster, self.probe, stage))
+            key += (self.probe.ep, self.probe.etp, ep_group_level(self.cluster, self.probe, stage))
         if key not in self._nodes:
-            experts = {"ep": self.probe.ep, "load": expert_load(self.model, self.probe.ep)} if moe else {}
+            experts = expert_options(self.model, self.probe) if moe else {}
             cost = block_cost(block, split.effective_preset, split.overrides,
                               self.probe.sequence_parallel, self.probe.recompute, incoming, **experts)
             values = self._values(cost, split.degree, level)

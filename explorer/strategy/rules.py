@@ -171,10 +171,16 @@ def _gpus(v, model, gpus=None, cluster=None):
 
 def _ep_divides_dp(v, model=None):
     ep, cp = getattr(v, "ep", 1), getattr(v, "cp", 1)
-    if (v.dp * cp) % ep:
-        return (f"ep={ep} does not divide dp{' x cp' if cp > 1 else ''} = {v.dp * cp}: expert parallelism is "
-                "carved out of the data-parallel ranks (Megatron-Core: the expert weights are replicated over "
-                "dp x cp / ep expert-data-parallel ranks)")
+    etp = getattr(v, "expert_tp", 0) or v.tp
+    ranks = v.dp * cp * v.tp // etp      # the ranks of a stage outside the expert tensor-parallel group
+    if ranks % ep:
+        where = "dp" + (" x cp" if cp > 1 else "") + (" x tp" if etp != v.tp else "")
+        return (f"ep={ep} does not divide {where} = {ranks}: expert parallelism is carved out of the "
+                f"data-parallel ranks (Megatron-Core: ep x expert_tp divides tp x cp x dp, and each expert's "
+                "weights are replicated over the rest, the expert-data-parallel ranks)")
+    if etp != v.tp and not getattr(v, "sequence_parallel", False):
+        return ("expert_tp=1 with tp > 1 needs sequence parallelism (Megatron-LM refuses MoE with tensor "
+                "parallelism without it)")
     return None
 
 
@@ -227,7 +233,8 @@ RULES = (
     Rule("batch split of a micro-batch it does not divide", "model", ("micro_batch", "layer_splits"),
          _batch_split, False),
     # expert parallelism (issue 11): the search enumerates only ep that obey these
-    Rule("ep does not divide d", "strategy", ("ep", "dp"), _ep_divides_dp, False),
+    Rule("ep does not divide d", "strategy", ("ep", "dp", "tp", "expert_tp", "sequence_parallel"),
+         _ep_divides_dp, False),
     Rule("ep does not divide the experts", "model", ("ep",), _ep_divides_experts, False),
 )
 REASONS = tuple(rule.reason for rule in RULES if rule.searched) + (MEMORY,)

@@ -83,6 +83,7 @@ class Strategy:
     stage_map: tuple = ()            # pipeline stage of each layer; () = even split
     rank_order: str = DEFAULT_ORDER  # mesh axes, fastest-varying first (Megatron-LM's tp-cp-ep-dp-pp)
     ep: int = 1                      # e: expert-parallel degree, carved out of dp (MoE models only)
+    expert_tp: int = 0               # expert tensor-parallel degree: 0 = tp (Megatron's default) or 1
 
     def __post_init__(self):
         for name in ("dp", "tp", "pp", "micro_batch", "global_batch", "chunks", "ep"):
@@ -91,6 +92,10 @@ class Strategy:
             raise ExplorerError(f"schedule {self.schedule!r} is unknown; use one of {', '.join(SCHEDULES)}")
         if self.recompute not in RECOMPUTE:
             raise ExplorerError(f"recompute {self.recompute!r} is unknown; use one of {', '.join(RECOMPUTE)}")
+        if isinstance(self.expert_tp, bool) or not isinstance(self.expert_tp, int) or \
+                self.expert_tp not in (0, 1, self.tp):
+            raise ExplorerError(f"strategy field 'expert_tp' must be 1 or tp = {self.tp} (0 = tp), "
+                                f"got {self.expert_tp!r}")
         if self.dtype not in DTYPES:
             raise ExplorerError(f"dtype {self.dtype!r} is unknown; use one of {', '.join(DTYPES)}")
         if isinstance(self.zero, bool) or not isinstance(self.zero, int) or self.zero not in (0, 1, 2, 3):
@@ -139,8 +144,15 @@ class Strategy:
     def expert_mesh(self) -> Mesh:
         """The mesh of the expert layers (Megatron-Core's expert RankGenerator): the same devices with
         ep carved out of dp -- tp (the expert tensor-parallel size, = tp as Megatron's default),
-        ep, then the expert-data-parallel dp/ep replicas of each expert's weights, then pp."""
-        return Mesh.of(self.rank_order, tp=self.tp, ep=self.ep, dp=self.dp // self.ep, pp=self.pp)
+        ep, then the expert-data-parallel tp dp / (etp ep) replicas of each expert's weights, then pp.
+        With expert_tp = 1 the ep group takes the tp ranks too (Megatron-Bridge's MoE recipes)."""
+        etp = self.etp
+        return Mesh.of(self.rank_order, tp=etp, ep=self.ep, dp=self.tp * self.dp // (etp * self.ep), pp=self.pp)
+
+    @property
+    def etp(self) -> int:
+        """The expert layers' tensor-parallel degree (Megatron-Core expert_tensor_parallel_size)."""
+        return self.expert_tp or self.tp
 
     def with_(self, **changes) -> "Strategy":
         return replace(self, **changes)
