@@ -36,6 +36,15 @@ def _degree_moved() -> None:
     ss[S.W_DP] = gpus // (t * p)
 
 
+def _ep_control(bar, experts: int, dp: int) -> None:
+    """e: the experts spread over e of the d data-parallel ranks (e divides d and the experts)."""
+    S.seed(S.W_EP, 1)
+    choices = [e for e in range(1, dp + 1) if dp % e == 0 and experts % e == 0]
+    bar.select_slider("e — expert parallel (of d)", _options(tuple(choices), S.W_EP), key=S.W_EP,
+                      help=f"the model's {experts} experts are spread over e devices; their tokens travel by "
+                           "all-to-all (EP all-to-all in the cost); e divides d and the experts")
+
+
 def draw() -> None:
     ss = st.session_state
     bar = st.sidebar
@@ -46,6 +55,8 @@ def draw() -> None:
     bar.select_slider("t — operator (tensor) parallel", _options(TP_DEGREES, S.W_TP), key=S.W_TP,
                       on_change=_degree_moved)
     bar.select_slider("p — pipeline stages", _options(PP_DEGREES, S.W_PP), key=S.W_PP, on_change=_degree_moved)
+    if ss[S.MODEL].is_moe:     # expert parallelism: only a model with experts has it
+        _ep_control(bar, ss[S.MODEL].experts, ss[S.W_DP])
     bar.toggle("Keep the GPU count fixed", key=S.W_KEEP_GPUS,
                help="when t or p moves, d follows so that d·t·p stays the same (when it divides)")
     bar.select_slider("b — micro-batch (sequences)", _options(MICRO_BATCHES, S.W_MICRO), key=S.W_MICRO)

@@ -33,6 +33,7 @@ W_MICRO, W_BATCH = "w_micro_batch", "w_global_batch"
 W_SCHEDULE, W_CHUNKS, W_ZERO = "w_schedule", "w_chunks", "w_zero"
 W_RECOMPUTE, W_SP, W_OVERLAP = "w_recompute", "w_sequence_parallel", "w_overlap_dp"
 W_KEEP_GPUS = "w_keep_gpus"      # when t or p moves, d follows so that d·t·p stays the same
+W_EP = "w_ep"                    # expert-parallel degree e (drawn for MoE models only; 1 otherwise)
 GPUS_SHOWN = "gpus_shown"        # d·t·p when the sidebar was last drawn (what "keep" keeps)
 STRATEGY_WIDGETS = {W_DP: "dp", W_TP: "tp", W_PP: "pp", W_MICRO: "micro_batch", W_BATCH: "global_batch",
                     W_SCHEDULE: "schedule", W_CHUNKS: "chunks", W_ZERO: "zero", W_RECOMPUTE: "recompute",
@@ -74,6 +75,7 @@ def init() -> None:
     for key, name in STRATEGY_WIDGETS.items():
         ss.setdefault(key, getattr(DEFAULT_STRATEGY, name))
     ss.setdefault(W_KEEP_GPUS, True)
+    ss.setdefault(W_EP, 1)
 
 
 def seed(key: str, value) -> None:
@@ -100,6 +102,7 @@ def apply_strategy(strategy) -> None:
             raise ExplorerError(f"{STRATEGY_WIDGETS[key]} = {value} is more than the app accepts ({top})")
     for key, name in STRATEGY_WIDGETS.items():
         ss[key] = getattr(strategy, name)
+    ss[W_EP] = strategy.ep
     ss[LAYER_SPLITS] = tuple(strategy.layer_splits)
     ss[STAGE_MAP] = tuple(strategy.stage_map)
     ss[CHOICE_MESSAGE] = ""
@@ -112,6 +115,7 @@ def candidate() -> Strategy:
     fields["global_batch"] = int(fields["global_batch"])
     if not schedule_is_chunked(fields["schedule"]):
         fields["chunks"] = 1
+    fields["ep"] = ss.get(W_EP, 1) if ss[MODEL].is_moe else 1     # expert parallelism: MoE models only
     return Strategy(**fields, layer_splits=ss[LAYER_SPLITS], stage_map=ss[STAGE_MAP])
 
 
@@ -165,7 +169,7 @@ def keep_strategy_widgets() -> None:
     """On a page that does not draw the sidebar's strategy widgets, keep their values: Streamlit
     drops the state of widgets a run did not draw unless it is written in that run."""
     ss = st.session_state
-    for key in (*STRATEGY_WIDGETS, W_KEEP_GPUS):
+    for key in (*STRATEGY_WIDGETS, W_KEEP_GPUS, W_EP):
         if key in ss:
             ss[key] = ss[key]
 
