@@ -286,3 +286,13 @@ def test_expert_tp_1_keeps_experts_whole_and_lets_ep_take_the_tp_ranks():
     qwen = load_model("qwen3-235b-a22b")
     row = Strategy(dp=16, tp=2, pp=8, ep=32, expert_tp=1, micro_batch=1, global_batch=8192, sequence_parallel=True)
     assert evaluate(qwen, row, H100).breakdown_s["ep_comm"] > 0
+
+
+def test_share_links_keep_expert_parallelism_and_dense_links_are_unchanged():
+    from explorer.io.share import decode, encode
+    qwen = load_model("qwen3-30b-a3b")
+    for s in (Strategy(dp=4, tp=2, ep=8, expert_tp=1, sequence_parallel=True, global_batch=8),
+              Strategy(dp=8, ep=4, global_batch=8)):
+        shared = decode(encode(qwen, H100, s))
+        assert shared.strategy == s and not shared.messages
+    assert not {"ep", "etp"} & set(encode(load_model("llama3-8b"), H100, Strategy(dp=8, global_batch=8)))

@@ -48,6 +48,7 @@ INTS = {"dp": "dp", "tp": "tp", "pp": "pp", "b": "micro_batch", "B": "global_bat
         "zero": "zero"}
 CHOICES = {"sched": ("schedule", SCHEDULES), "rc": ("recompute", RECOMPUTE), "dtype": ("dtype", DTYPES)}
 BOOLS = {"sp": "sequence_parallel", "ov": "overlap_dp", "sg": "scatter_gather"}
+EXPERT_INTS = {"ep": "ep", "etp": "expert_tp"}   # written only when not the default: dense links stay as they were
 MAX_INT = 10 ** 6
 
 
@@ -121,6 +122,9 @@ def encode(model, cluster, strategy: Strategy) -> dict:
         out[short] = getattr(strategy, name)
     for short, name in BOOLS.items():
         out[short] = "1" if getattr(strategy, name) else "0"
+    for short, name in EXPERT_INTS.items():
+        if getattr(strategy, name) != Strategy.__dataclass_fields__[name].default:
+            out[short] = str(getattr(strategy, name))
     if strategy.layer_splits:
         runs = _run_length([(s.degree, PRESET_LETTER[s.preset]) for s in strategy.layer_splits])
         out["splits"] = ",".join(f"{deg}{letter}x{n}" for (deg, letter), n in runs)
@@ -190,7 +194,7 @@ def _cluster(params: dict, messages: list):
 
 def _strategy_fields(params: dict, base: Strategy, messages: list) -> dict:
     fields = {}
-    readers = [(short, name, lambda k: _whole(params, k)) for short, name in INTS.items()]
+    readers = [(short, name, lambda k: _whole(params, k)) for short, name in {**INTS, **EXPERT_INTS}.items()]
     readers += [(short, name, lambda k, ok=ok: _choice(params, k, ok)) for short, (name, ok) in CHOICES.items()]
     readers += [(short, name, lambda k: _flag(params, k)) for short, name in BOOLS.items()]
     readers += [("splits", "layer_splits", lambda k: _splits(params[k])),
