@@ -296,3 +296,23 @@ def test_share_links_keep_expert_parallelism_and_dense_links_are_unchanged():
         shared = decode(encode(qwen, H100, s))
         assert shared.strategy == s and not shared.messages
     assert not {"ep", "etp"} & set(encode(load_model("llama3-8b"), H100, Strategy(dp=8, global_batch=8)))
+
+
+def test_megatron_export_writes_the_moe_flags_and_reads_them_back():
+    from explorer.codegen import export
+    from explorer.codegen.megatron import parse_megatron_args
+    for name, s in [("deepseek-v3", Strategy(dp=128, tp=2, pp=4, ep=64, expert_tp=1, sequence_parallel=True,
+                                             global_batch=8192)),
+                    ("qwen3-30b-a3b", Strategy(dp=16, ep=8, global_batch=64))]:
+        m = load_model(name)
+        text = export("megatron", m, s, H100)
+        assert f"--expert-model-parallel-size {s.ep}" in text and f"--num-experts {m.experts}" in text
+        fields, back = parse_megatron_args(text)
+        assert back == s
+        again = ModelSpec(name=m.name, vocab=m.vocab, **fields)
+        assert parameter_counts(again) == parameter_counts(m)
+    assert '--moe-layer-freq "([0]*3+[1]*58)"' in export("megatron", load_model("deepseek-v3"),
+                                                          Strategy(dp=8, ep=8, global_batch=8), H100)
+    for framework in ("deepspeed", "torchtitan", "mindspore"):
+        with pytest.raises(ExplorerError, match="has experts; only the Megatron-LM exporter"):
+            export(framework, load_model("qwen3-30b-a3b"), Strategy(dp=16, ep=8, global_batch=64), H100)

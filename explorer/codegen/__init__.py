@@ -33,6 +33,10 @@ def export(framework: str, model, strategy, cluster) -> str:
     if framework not in EXPORTERS:
         raise ExplorerError(f"framework {str(framework)[:40]!r} is unknown; use one of {', '.join(FRAMEWORKS)}")
     rules.check(model, strategy, None, cluster)
+    if getattr(model, "uses_moe_graph", False) and framework != "megatron":   # issue 11
+        what = "experts" if model.is_moe else "a head size of its own or latent attention"
+        raise ExplorerError(f"{framework} cannot express this strategy: {model.name} has {what}; only the "
+                            "Megatron-LM exporter writes them")
     out = EXPORTERS[framework](model, strategy, cluster)
     return json.dumps(out, indent=2) + "\n" if isinstance(out, dict) else out
 

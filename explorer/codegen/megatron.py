@@ -25,6 +25,8 @@ import shlex
 from explorer.codegen.common import (check_rank_order, check_uniform_split, layers_per_model_chunk, refuse,
                                      stage_counts, title)
 from explorer.errors import ExplorerError
+from explorer.codegen.megatron_moe import add_arguments as add_moe_arguments, moe_flags
+from explorer.codegen.megatron_moe import model_fields as moe_model_fields
 from explorer.schedules import chunked
 from explorer.strategy.strategy import Strategy
 
@@ -59,7 +61,7 @@ def megatron_args(model, strategy) -> str:
     _check(model, strategy)
     s = strategy
     out = [("--tensor-model-parallel-size", s.tp), ("--pipeline-model-parallel-size", s.pp),
-           ("--context-parallel-size", 1), ("--expert-model-parallel-size", 1)]
+           ("--context-parallel-size", 1), ("--expert-model-parallel-size", s.ep)]
     if s.sequence_parallel:
         out.append(("--sequence-parallel",))
     if chunked(s.schedule):
@@ -87,6 +89,7 @@ def megatron_args(model, strategy) -> str:
         out += [("--group-query-attention",), ("--num-query-groups", model.kv_heads)]
     if model.family == "llama":
         out += [("--swiglu",), ("--normalization", "RMSNorm")]
+    out += moe_flags(model, s)                       # experts, head size, latent attention (issue 11)
     lines = [" ".join(str(x) for x in item) for item in out]
     head = [f"# Megatron-LM arguments for {title(model, s)}",
             f"{WORLD} {s.devices} (= d {s.dp} x t {s.tp} x p {s.pp}; torchrun --nnodes x --nproc-per-node)"]
@@ -112,6 +115,7 @@ def _parser() -> _Parser:
     for flag in ("--sequence-parallel", "--use-distributed-optimizer", "--overlap-grad-reduce", "--bf16",
                  "--fp16", "--group-query-attention", "--swiglu"):
         p.add_argument(flag, action="store_true")
+    add_moe_arguments(p)
     return p
 
 
@@ -137,22 +141,24 @@ def parse_megatron_args(text: str, world_size: int | None = None) -> tuple:
                  "global_batch_size"):
         if getattr(args, flag) is None:
             raise ExplorerError(f"the Megatron-LM arguments lack --{flag.replace('_', '-')}")
-    for flag in ("context_parallel_size", "expert_model_parallel_size"):
+    for flag in ("context_parallel_size",):
         if getattr(args, flag) not in (None, 1):
             raise ExplorerError(f"--{flag.replace('_', '-')} {getattr(args, flag)}: the explorer models "
-                                "context and expert parallelism of size 1 only")
+                                "context parallelism of size 1 only")
     tp, pp = args.tensor_model_parallel_size or 1, args.pipeline_model_parallel_size or 1
     if world_size % (tp * pp):
         raise ExplorerError(f"world size {world_size} is not divisible by t x p = {tp * pp}")
     model = {"layers": args.num_layers, "hidden": args.hidden_size, "heads": args.num_attention_heads,
              "seq_len": args.seq_length, "ffn_hidden": args.ffn_hidden_size or 4 * args.hidden_size,
              "kv_heads": args.num_query_groups if args.group_query_attention else args.num_attention_heads,
-             "family": "llama" if args.swiglu else "gpt"}
+             "family": "llama" if args.swiglu else "gpt", **moe_model_fields(args)}
     fields = {"dp": world_size // (tp * pp), "tp": tp, "pp": pp, "micro_batch": args.micro_batch_size,
               "global_batch": args.global_batch_size, "sequence_parallel": args.sequence_parallel,
               "zero": 1 if args.use_distributed_optimizer else 0, "overlap_dp": args.overlap_grad_reduce,
               "dtype": "bf16" if args.bf16 else ("fp16" if args.fp16 else "fp32"),
-              "recompute": args.recompute_granularity or "none"}
+              "recompute": args.recompute_granularity or "none", "ep": args.expert_model_parallel_size or 1}
+    if args.expert_tensor_parallel_size not in (None, tp):
+        fields["expert_tp"] = args.expert_tensor_parallel_size
     if args.num_layers_per_virtual_pipeline_stage:
         per_stage, rest = divmod(args.num_layers, pp)
         chunks, left = divmod(per_stage, args.num_layers_per_virtual_pipeline_stage)
