@@ -15,7 +15,7 @@ def label(strategy) -> str:
     extras = [f"ZeRO-{s.zero}" if s.zero else "", f"recompute {s.recompute}" if s.recompute != "none" else "",
               "SP" if s.sequence_parallel else "", "overlap" if s.overlap_dp else "",
               "per-layer splits" if s.layer_splits else "", "stage map" if s.stage_map else "",
-              f"EP {s.ep}" if getattr(s, "ep", 1) > 1 else ""]
+              f"EP {s.ep}" + (f" (expert t={s.etp})" if s.etp != s.tp else "") if getattr(s, "ep", 1) > 1 else ""]
     return f"d={s.dp} t={s.tp} p={s.pp} b={s.micro_batch} {sched}" + "".join(f", {e}" for e in extras if e)
 
 
