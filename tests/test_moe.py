@@ -230,9 +230,12 @@ def sp_value(expr, subs):
 
 def test_search_explores_ep_for_moe_models_only():
     from explorer.search.space import enumerate_space
-    moe = {f.ep for f in enumerate_space(TINY_MOE, 8, 32).families}
-    dense = {f.ep for f in enumerate_space(load_model("tiny-gpt"), 8, 32).families}
-    assert moe == {1, 2, 4, 8} and dense == {1}
+    moe = {(f.ep, f.expert_tp) for f in enumerate_space(TINY_MOE, 8, 32).families if f.tp == 1}
+    dense = {(f.ep, f.expert_tp) for f in enumerate_space(load_model("tiny-gpt"), 8, 32).families}
+    assert moe == {(1, 0), (2, 0), (4, 0), (8, 0)} and dense == {(1, 0)}
+    with_tp = {(f.ep, f.expert_tp) for f in enumerate_space(TINY_MOE, 8, 32).families
+               if f.tp == 2 and f.sequence_parallel}
+    assert with_tp == {(1, 0), (2, 0), (4, 0), (2, 1), (4, 1), (8, 1)}
 
 
 # ---- the command line ----------------------------------------------------------------------------

@@ -79,7 +79,7 @@ def point_strategy(space, points: Points, k: int, global_batch: int, dtype: str 
                     global_batch=global_batch, schedule=fam.schedule, chunks=fam.chunks,
                     zero=int(points.zero[k]), recompute=fam.recompute,
                     sequence_parallel=fam.sequence_parallel, overlap_dp=bool(points.overlap[k]), dtype=dtype,
-                    ep=fam.ep)
+                    ep=fam.ep, expert_tp=fam.expert_tp)
 
 
 def candidate(model, cluster, strategy: Strategy, gpus: int) -> Candidate:

@@ -63,12 +63,18 @@ def divisors(n: int) -> list:
     return [k for k in range(1, n + 1) if n % k == 0]
 
 
-def expert_degrees(model, dp: int) -> list:
-    """Expert-parallel degrees to explore: 1, and for a model with experts every divisor of d that
-    divides the experts (explorer.strategy.rules: ep is carved out of the data-parallel ranks)."""
+def expert_degrees(model, dp: int, tp: int = 1, sequence_parallel: bool = False) -> list:
+    """(ep, expert_tp) to explore: (1, 0), and for a model with experts every divisor of d that
+    divides the experts with the experts split over tp (expert_tp 0), and -- with tp > 1 and
+    sequence parallelism -- every divisor of tp d that divides the experts with whole experts
+    (expert_tp 1, Megatron-Bridge's MoE recipes). explorer.strategy.rules: ep is carved out of the
+    data-parallel ranks (and the tp ranks when expert_tp = 1)."""
     if not getattr(model, "is_moe", False):
-        return [1]
-    return [e for e in divisors(dp) if model.experts % e == 0]
+        return [(1, 0)]
+    out = [(e, 0) for e in divisors(dp) if model.experts % e == 0]
+    if tp > 1 and sequence_parallel:
+        out += [(e, 1) for e in divisors(tp * dp) if e > 1 and model.experts % e == 0]
+    return out
 
 
 def layer_options(tp: int) -> tuple:
@@ -94,6 +100,7 @@ class Family:
     zeros: tuple
     overlaps: tuple = OVERLAPS
     ep: int = 1            # expert-parallel degree (MoE models: divisors of dp that divide the experts)
+    expert_tp: int = 0     # 0: the experts split over tp; 1: whole experts, ep over tp x dp (needs SP)
 
     @property
     def size(self) -> int:
@@ -177,8 +184,8 @@ def _add_families(space, model, tp, pp, dp, global_batch, batches, schedules, in
                 seqs.append(seq)
         for recompute in RECOMPUTE:
             for seq in seqs:
-                for ep in expert_degrees(model, dp):
+                for ep, etp in expert_degrees(model, dp, tp, seq):
                     space.families.append(Family(tp, pp, dp, schedule, chunks, recompute, seq, tuple(micro),
-                                                 tuple(zeros), ep=ep))
+                                                 tuple(zeros), ep=ep, expert_tp=etp))
                     if ep > 1:     # the ep choices are more raw points, all kept
                         space.total += space.families[-1].size

@@ -37,7 +37,7 @@ def probe(family, global_batch: int, dtype: str = "bf16") -> Strategy:
     return Strategy(dp=family.dp, tp=family.tp, pp=family.pp, micro_batch=1,
                     global_batch=family.dp * family.pp, schedule=family.schedule, chunks=family.chunks,
                     recompute=family.recompute, sequence_parallel=family.sequence_parallel, dtype=dtype,
-                    ep=family.ep)
+                    ep=family.ep, expert_tp=family.expert_tp)
 
 
 def default_options(tp: int) -> tuple:
@@ -50,9 +50,9 @@ def sweep(model, cluster, families, global_batch: int, dtype: str = "bf16", prog
     """Evaluate every family with each uniform option of `options(tp)`; progress(done, total)."""
     groups = defaultdict(list)
     for index, fam in enumerate(families):
-        groups[(fam.tp, fam.recompute, fam.sequence_parallel, fam.ep)].append(index)
+        groups[(fam.tp, fam.recompute, fam.sequence_parallel, fam.ep, fam.expert_tp)].append(index)
     rows, done = [], 0
-    for (tp, _, _, _), members in groups.items():
+    for (tp, *_), members in groups.items():
         _sweep_group(model, cluster, families, members, global_batch, dtype, options(tp), rows)
         done += len(members)
         if progress:
