@@ -10,6 +10,7 @@ level the block's group crosses.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import lru_cache
 import sympy as sp
 
 from explorer.cost import collectives as coll
@@ -62,8 +63,8 @@ class BlockCost:
     out_elements: sp.Expr
     steps: tuple                 # OpStep, ...
     grad_sync: tuple = ()        # Collectives once per iteration: gradients of batch-split weights
-    ep_collectives: tuple = ()   # the expert layer's all-to-alls over the ep group (category ep_comm)
-    expert_params_dev: sp.Expr = ZERO  # the part of params_dev that is expert weights (sharded over ep)
+    ep_collectives: tuple = ()   # the expert layer's all-to-alls (category ep_comm; group size set by the plan)
+    expert_params_dev: sp.Expr = ZERO  # the part of params_dev that is expert weights (before the ep sharding)
 
     @property
     def grad_sync_s(self) -> sp.Expr:
@@ -74,6 +75,7 @@ class BlockCost:
         return sp.Add(*[c.bytes() for c in self.grad_sync])
 
 
+@lru_cache(maxsize=4096)   # sympy's Max simplification is slow; the MoE blocks share their operators
 def compute_time(op: Operator, divisor) -> tuple:
     """(forward, backward) seconds of one operator on one device.
 
@@ -122,39 +124,39 @@ _COSTS = BoundedCache(512)
 
 
 def block_cost(block: Block, preset: str, overrides: tuple, sequence_parallel: bool,
-               recompute: str, incoming: str, ep: int = 1, load: float = 1.0,
-               experts_by_seq: bool = False) -> BlockCost:
+               recompute: str, incoming: str, load: float = 1.0, experts_by_seq: bool = False) -> BlockCost:
     """Cost of `block` split by `preset` over t devices, after a producer giving `incoming`.
 
-    Blocks with the same structure key (all layers of a GPT, say) share one object. An MoE
-    block's experts are also sharded over `ep` devices and its busiest device takes `load` times
-    the average routed tokens (explorer.cost.experts.expert_load); `experts_by_seq`: the experts
-    are not tensor-parallel (expert_tp = 1) and each device runs its own tokens' share (split 'seq').
+    Blocks with the same structure key (all layers of a GPT, say) share one object. In an MoE
+    block the busiest device takes `load` times the average routed tokens
+    (explorer.cost.experts.expert_load); `experts_by_seq`: the experts are not tensor-parallel
+    (expert_tp = 1) and each device runs its own tokens' share (split 'seq'). The expert-parallel
+    degree is not part of the block: the plan divides expert_params_dev by it and sets the
+    all-to-alls' group size (explorer.cost.experts), so every ep shares one compiled block.
     """
     key = (block.key, block.kind, preset, overrides, sequence_parallel, recompute, incoming)
     if any(op.expert or op.routes for op in block.ops):
-        key += ((ep, float(load), experts_by_seq),)
+        key += ((float(load), experts_by_seq),)
     return _COSTS.get(key, lambda: _block_cost(key, block, preset, dict(overrides), sequence_parallel,
-                                               recompute, incoming, ep, load, experts_by_seq))
+                                               recompute, incoming, load, experts_by_seq))
 
 
-def _routed_a2a(op: Operator, needed: str, ep: int, load) -> tuple:
+def _routed_a2a(op: Operator, needed: str, load) -> tuple:
     """Dispatch (or combine) of the device's routed token copies over the ep group, forward and
     backward (Megatron-Core MoEAlltoAllTokenDispatcher: the gradient goes back by the reverse
     all-to-all). The array is the device's tokens x top-k x h: b s k h beta, / t when the tokens
     are split over the operator-parallel group (sequence parallelism); each device keeps 1/ep of
     it and sends the rest: (ep-1)/ep of it per device (nccl_busbw, all-to-all). `load`: the
-    busiest device's share over the average (1 when force-balanced)."""
-    if ep <= 1:
-        return ()
+    busiest device's share over the average (1 when force-balanced). The group size is left at 1
+    here: explorer.cost.experts.expert_collectives sets it to the strategy's ep."""
     ins, outs = sp.Mul(*op.in_shape), op.out_elements
     routed = outs if sp.simplify(outs / ins).is_number and sp.simplify(outs / ins) > 1 else ins
     size = beta * routed * load / (t if lay.is_sharded(needed) else 1)
-    return tuple(coll.Collective("all_to_all", phase, op.name, "ep_comm", "ep", size, sp.Integer(ep))
+    return tuple(coll.Collective("all_to_all", phase, op.name, "ep_comm", "ep", size, sp.Integer(1))
                  for phase in ("fwd", "bwd"))
 
 
-def _block_cost(key, block, preset, over, sequence_parallel, recompute, incoming, ep=1, load=1.0,
+def _block_cost(key, block, preset, over, sequence_parallel, recompute, incoming, load=1.0,
                 experts_by_seq=False) -> BlockCost:
     cur, cur_elements = incoming, None
     steps, act, params_dev, grad_sync = [], ZERO, ZERO, []
@@ -176,9 +178,8 @@ def _block_cost(key, block, preset, over, sequence_parallel, recompute, incoming
             bwd_kind = lay.conversion(grad, lay.needed_grad(cur))
             if bwd_kind:
                 colls.append(_collective(bwd_kind, "bwd", op.name, size))
-        shards = ep if op.expert else 1      # expert weights: E/ep experts per device
         if split == "batch" and op.params != 0:  # replicated weights: reduce their gradients once
-            grad_sync.append(_collective("all_reduce", "step", op.name, beta * op.params / shards))
+            grad_sync.append(_collective("all_reduce", "step", op.name, beta * op.params))
         divisor = t if lay.is_sharded(out) else 1
         fwd, bwd = compute_time(op, divisor)
         wgrad = weight_grad_time(op, divisor)
@@ -187,12 +188,12 @@ def _block_cost(key, block, preset, over, sequence_parallel, recompute, incoming
         if op.expert:                        # the busiest device computes and keeps `load` x the average
             fwd, bwd, wgrad, kept = load * fwd, load * bwd, load * wgrad, load * kept
         act += kept
-        own = (op.params / t if (split in ("column", "row") and op.params != 0) else op.params) / shards
+        own = op.params / t if (split in ("column", "row") and op.params != 0) else op.params
         params_dev += own
         if op.expert:
             expert_dev += own
         if op.routes:
-            ep_colls += _routed_a2a(op, needed, ep, load)
+            ep_colls += _routed_a2a(op, needed, load)
         steps.append(OpStep(op.name, op.kind, split, needed, out, fwd, bwd, wgrad, op.flops_fwd, tuple(colls)))
         cur, cur_elements = out, op.out_elements
     if cur == lay.P:  # partial sums leave the block reduced (Megatron's g operator)

@@ -15,8 +15,9 @@ import numpy as np
 
 from explorer.cost.numbers import Numbers
 from explorer.cost.rows import comm_rows, stage_rows
+from explorer.cost.experts import shard_experts
 from explorer.cost.plan import expert_dp_level
-from explorer.cost.superstep import (CATEGORIES, MEMORY_PARTS, L_e_r, e, g_e_r, optimizer_state_bytes,
+from explorer.cost.superstep import (CATEGORIES, MEMORY_PARTS, L_e_r, Psi_e_r, e, g_e_r, optimizer_state_bytes,
                                      optimizer_update_bytes, variant)
 from explorer.cost.tree import Q, CostTree, cost_tree, stage_inputs, structure_key
 from explorer.hardware.cluster import Cluster
@@ -131,6 +132,7 @@ def _core(tree: CostTree, model: ModelSpec, strategies: list, cluster: Cluster) 
         e_levels = _expert_dp_levels(cluster, strategies, tree.plan.stages)
         stage[g_e_r], stage[L_e_r] = np.asarray(hw["g"])[e_levels], np.asarray(hw["L"])[e_levels]
         scalars[e] = np.array([s.ep * s.etp / s.tp for s in strategies], dtype=float)   # d / e: expert-DP size
+        stage[Psi_e_r] = shard_experts(stage[Psi_e_r], np.array([s.ep for s in strategies], dtype=float))
     sup = variant(first.schedule, first.zero, first.overlap_dp, optimizer_state_bytes(hw["beta"]),
                   model.is_moe)(stage, scalars)
     shape = per_stage[:, 0].shape

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import numpy as np
+import sympy as sp
 
 from explorer.cost import collectives as coll
 from explorer.symbols import t
@@ -44,23 +45,25 @@ def expert_collectives(the_plan, block_index: int | None = None):
     layer's operator-parallel degree. Under full recomputation the backward pass replays the
     forward's dispatch and combine (Korthikanti et al. Sec 5: the whole layer is recomputed),
     counted in ep_comm."""
-    replay = the_plan.strategy.recompute == "full"
+    replay, ep = the_plan.strategy.recompute == "full", the_plan.strategy.ep
+    if ep <= 1:
+        return
     blocks = the_plan.blocks if block_index is None else the_plan.blocks[block_index:block_index + 1]
     for placed in blocks:
         for c in placed.cost.ep_collectives:
-            c = replace(c, size=c.size.subs(t, placed.split.degree))
+            c = replace(c, size=c.size.subs(t, placed.split.degree), n=sp.Integer(ep))
             yield c, placed.ep_level, placed.stage
             if replay and c.phase == "fwd" and placed.block.kind == "layer":
                 yield replace(c, phase="bwd", op=c.op + " (recomputed)"), placed.ep_level, placed.stage
 
 
-def a2a_seconds(cost, degree: int, level: int, nums, recompute: str) -> tuple:
+def a2a_seconds(cost, degree: int, level: int, nums, recompute: str, ep: int) -> tuple:
     """(forward, backward) seconds of one block's all-to-alls for one micro-batch (arrays over the
     micro-batch sizes of `nums`), priced as the tree prices them (Numbers.collective_seconds): for
     the search's chain of nodes, which adds them to the block's F and B."""
     from explorer.cost.tree import size_function       # (the tree imports this module)
-    colls = [replace(c, size=c.size.subs(t, degree)) for c in cost.ep_collectives]
-    if not colls:
+    colls = [replace(c, size=c.size.subs(t, degree), n=sp.Integer(ep)) for c in cost.ep_collectives]
+    if not colls or ep <= 1:
         return 0.0, 0.0
     sizes = size_function(tuple(c.size for c in colls))(*nums.size_args())
     out = {"fwd": 0.0, "bwd": 0.0}
@@ -72,3 +75,8 @@ def a2a_seconds(cost, degree: int, level: int, nums, recompute: str) -> tuple:
         if recompute == "full" and c.phase == "fwd":     # replayed in the backward (expert_collectives)
             out["bwd"] = out["bwd"] + secs
     return out["fwd"], out["bwd"]
+
+
+def shard_experts(psi_e, ep):
+    """Expert parameters per device after the ep sharding: E/ep experts each (Megatron-Core)."""
+    return psi_e / ep

@@ -20,7 +20,8 @@ from explorer.cost import collectives as coll
 from explorer.cost.evaluate import Result, evaluate
 from explorer.cost.numbers import hardware_numbers
 from explorer.cost.plan import expert_dp_level
-from explorer.cost.superstep import CATEGORIES, L_e_r, g_e_r, optimizer_state_bytes, optimizer_update_bytes, variant
+from explorer.cost.superstep import (CATEGORIES, L_e_r, Psi_e_r, g_e_r, optimizer_state_bytes, optimizer_update_bytes,
+                                     variant)
 from explorer.cost.superstep import e as ep_symbol
 from explorer.cost.tree import Q, cost_tree, stage_inputs
 from explorer.schedules import get as schedule_of
@@ -162,6 +163,8 @@ def explain(model, strategy, cluster, gpus=None, result: Result | None = None) -
     var = variant(strategy.schedule, strategy.zero, strategy.overlap_dp, optimizer_state_bytes(dtype_bytes),
                   model.is_moe)
     if model.is_moe:    # the expert weights' data-parallel groups (explorer.cost.superstep.EXPERT_GROUP)
+        stage[Psi_e_r] = np.array([x / strategy.ep for x in stage[Psi_e_r]], dtype=object)
+        shown[Psi_e_r] = stage[Psi_e_r]
         e_levels = [expert_dp_level(cluster, strategy, i) for i in range(strategy.pp)]
         stage[g_e_r] = np.array([g[lv] for lv in e_levels], dtype=object)
         stage[L_e_r] = np.array([L[lv] for lv in e_levels], dtype=object)

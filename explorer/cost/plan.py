@@ -99,7 +99,7 @@ def plan(model: ModelSpec, strategy: Strategy, cluster: Cluster) -> ExecutionPla
         cost = block_cost(block, split.effective_preset, split.overrides, strategy.sequence_parallel,
                           strategy.recompute, incoming, **experts)
         level = group_level(cluster, strategy.mesh, "tp", split.degree, pp=stage)
-        ep_level = ep_group_level(cluster, strategy, stage) if cost.ep_collectives else 0
+        ep_level = ep_group_level(cluster, strategy, stage) if cost.ep_collectives and strategy.ep > 1 else 0
         placed.append(PlacedBlock(block, split, stage, chunk, cost, level, ep_level))
         incoming = cost.layout_out
     boundaries = tuple(boundary(placed[i - 1], placed[i], i, strategy, cluster) for i in range(1, len(placed)))
@@ -110,8 +110,7 @@ def expert_options(model: ModelSpec, strategy: Strategy) -> dict:
     """block_cost's expert arguments for `strategy` (none for a dense model)."""
     if not model.is_moe:
         return {}
-    return {"ep": strategy.ep, "load": expert_load(model, strategy.ep),
-            "experts_by_seq": strategy.etp != strategy.tp}
+    return {"load": expert_load(model, strategy.ep), "experts_by_seq": strategy.etp != strategy.tp}
 
 
 def ep_group_level(cluster: Cluster, strategy: Strategy, stage: int) -> int:

@@ -98,10 +98,13 @@ class Chain:
             cost = block_cost(block, split.effective_preset, split.overrides,
                               self.probe.sequence_parallel, self.probe.recompute, incoming, **experts)
             values = self._values(cost, split.degree, level)
-            if cost.ep_collectives:
-                fwd, bwd = a2a_seconds(cost, split.degree, key[-1], self.nums, self.probe.recompute)
+            if moe:     # the experts sharded over ep; the all-to-alls at the ep group's level
+                fwd, bwd = a2a_seconds(cost, split.degree, key[-1], self.nums, self.probe.recompute, self.probe.ep)
+                q = block_function(cost)(*self.nums.block_args(split.degree, level))
+                values = values.copy()
                 values[F] = values[F] + fwd
                 values[B] = values[B] + bwd
+                values[PSI] = values[PSI] - (1 - 1 / self.probe.ep) * float(q[Q["expert_params_dev"]])
             self._nodes[key] = Node(cost, split, level, values)
         return self._nodes[key]
 
