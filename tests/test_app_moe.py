@@ -29,3 +29,16 @@ def test_ep_control_only_for_moe_models_and_the_cost_page_shows_the_all_to_all()
     assert at.session_state[S.W_EP] == target
     shown = " ".join(str(df.value.to_dict()) for df in at.dataframe)
     assert "EP all-to-all" in shown
+
+
+def test_timeline_page_draws_the_all_to_all():
+    import json
+    at = open_page("cost")
+    at.session_state[S.MODEL] = load_model("qwen3-30b-a3b")
+    at.run()
+    slider = next(w for w in at.sidebar.select_slider if w.key == S.W_EP)
+    slider.set_value(max(int(e) for e in slider.options)).run()
+    at.switch_page("app_pages/timeline.py").run()
+    assert not at.exception
+    names = {trace.get("name") for chart in at.get("plotly_chart") for trace in json.loads(chart.proto.spec)["data"]}
+    assert "ep_comm" in names
