@@ -338,3 +338,15 @@ def test_search_chain_prices_moe_stages_as_evaluate_does(kw):
     assert sums[B] == pytest.approx([row["bwd_s"] for row in r.stage_times_s], rel=1e-12)
     params = [row["params"] / 2 for row in r.memory_by_stage]      # bf16: 2 bytes a parameter
     assert sums[PSI] == pytest.approx(params, rel=1e-12)
+
+
+def test_evaluate_batch_equals_evaluate_for_moe_strategies():
+    from explorer.cost.evaluate import evaluate_batch
+    strategies = [moe_strategy(dp=d, ep=e, global_batch=64, zero=z) for d in (8, 16) for e in (2, 8) for z in (0, 1)]
+    strategies += [moe_strategy(tp=2, dp=4, ep=8, expert_tp=1, sequence_parallel=True)]
+    batch = evaluate_batch(TINY_MOE, strategies, H100)
+    for i, s in enumerate(strategies):
+        r = evaluate(TINY_MOE, s, H100)
+        assert batch.iteration_time_s[i] == pytest.approx(r.iteration_time_s, rel=1e-12)
+        assert batch.breakdown_s["ep_comm"][i] == pytest.approx(r.breakdown_s["ep_comm"], rel=1e-12)
+        assert batch.peak_memory_bytes[i] == pytest.approx(r.memory_bytes_per_device["total"], rel=1e-12)
