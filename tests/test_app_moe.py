@@ -46,3 +46,17 @@ def test_timeline_page_draws_the_all_to_all():
     assert not at.exception
     names = {trace.get("name") for chart in at.get("plotly_chart") for trace in json.loads(chart.proto.spec)["data"]}
     assert "ep_comm" in names          # the micro-step Gantt of layer 0, an MoE layer
+
+
+def test_whole_experts_toggle_sets_expert_tp_1():
+    at = open_page("cost")
+    _moe(at)
+    toggle = next(w for w in at.sidebar.toggle if w.key == S.W_WHOLE_EXPERTS)
+    toggle.set_value(True).run()
+    slider = next(w for w in at.sidebar.select_slider if w.key == S.W_EP)
+    t, d = at.session_state[S.W_TP], at.session_state[S.W_DP]
+    assert max(int(e) for e in slider.options) == max(e for e in range(1, t * d + 1) if t * d % e == 0 and 128 % e == 0)
+    slider.set_value(max(int(e) for e in slider.options)).run()
+    assert not at.exception
+    strategy = at.session_state[S.LAST_VALID].strategy
+    assert strategy.expert_tp == 1 and strategy.ep == max(int(e) for e in slider.options)
