@@ -350,3 +350,16 @@ def test_evaluate_batch_equals_evaluate_for_moe_strategies():
         assert batch.iteration_time_s[i] == pytest.approx(r.iteration_time_s, rel=1e-12)
         assert batch.breakdown_s["ep_comm"][i] == pytest.approx(r.breakdown_s["ep_comm"], rel=1e-12)
         assert batch.peak_memory_bytes[i] == pytest.approx(r.memory_bytes_per_device["total"], rel=1e-12)
+
+
+def test_cli_expert_load_share_what_if():
+    from explorer.cost.experts import expert_load
+    base = ["evaluate", "--model", "qwen3-30b-a3b", "--cluster", "dgx-h100", "--gpus", 8, "--ep", 8,
+            "--global-batch", 64, "--json"]
+    even, skew = (json.loads(_cli(*base, *extra).stdout) for extra in ((), ("--expert-load-share", 0.1)))
+    factor = expert_load(ModelSpec(**{**load_model("qwen3-30b-a3b").to_dict(), "stage_blocks": (),
+                                      "expert_load_share": 0.1}), 8)
+    assert factor > 1
+    assert skew["comm_bytes_per_device"]["ep_comm"] == pytest.approx(factor * even["comm_bytes_per_device"]["ep_comm"])
+    run = _cli(*base[:-1], "--expert-load-share", 2)
+    assert run.returncode == 2 and "expert_load_share" in run.stderr and "Traceback" not in run.stderr

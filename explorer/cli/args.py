@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 
 from explorer.io.clusters import load_cluster
 from explorer.errors import ExplorerError
@@ -37,6 +38,8 @@ def add_strategy_flags(cmd: argparse.ArgumentParser, extra_schedules: tuple = ()
     cmd.add_argument("--overlap-dp", action="store_true", default=None,
                      help="overlap gradient synchronisation with the last backward")
     cmd.add_argument("--seq-len", type=int, help="override the model's sequence length")
+    cmd.add_argument("--expert-load-share", type=float,
+                     help="MoE what-if: the most-loaded expert's share of the routed tokens (default balanced)")
     cmd.add_argument("--dtype", choices=("bf16", "fp16", "fp32"))
     cmd.add_argument("--strategy", help="strategy JSON file; flags given on the line override it")
     cmd.add_argument("--json", action="store_true", help="print one JSON object")
@@ -55,6 +58,9 @@ def model_and_cluster(args) -> tuple:
         if args.seq_len <= 0:
             raise ExplorerError(f"--seq-len must be positive, got {args.seq_len}")
         model = model.with_seq_len(args.seq_len)
+    share = getattr(args, "expert_load_share", None)
+    if share is not None:              # ModelSpec checks it (an MoE model, 1/experts <= share <= 1)
+        model = replace(model, expert_load_share=share)
     return model, load_cluster(args.cluster)
 
 
