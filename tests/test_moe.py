@@ -363,3 +363,23 @@ def test_cli_expert_load_share_what_if():
     assert skew["comm_bytes_per_device"]["ep_comm"] == pytest.approx(factor * even["comm_bytes_per_device"]["ep_comm"])
     run = _cli(*base[:-1], "--expert-load-share", 2)
     assert run.returncode == 2 and "expert_load_share" in run.stderr and "Traceback" not in run.stderr
+
+
+def test_a_dense_model_with_its_own_head_size_or_latent_attention():
+    """head_dim != h/a (Qwen3, gpt-oss) and MLA without experts build through moe.py and evaluate."""
+    wide = ModelSpec(name="wide-heads", family="llama", layers=2, hidden=512, heads=8, seq_len=128, vocab=1000,
+                     kv_heads=4, ffn_hidden=1024, head_dim=128)
+    plain = ModelSpec(name="plain", family="llama", layers=2, hidden=512, heads=8, seq_len=128, vocab=1000,
+                      kv_heads=4, ffn_hidden=1024)
+    mla = ModelSpec(name="mla", family="llama", layers=2, hidden=512, heads=8, seq_len=128, vocab=1000,
+                    ffn_hidden=1024, q_lora_rank=128, kv_lora_rank=64, qk_nope_head_dim=32, qk_rope_head_dim=16,
+                    v_head_dim=32)
+    s = Strategy(dp=2, tp=2, micro_batch=1, global_batch=2, sequence_parallel=True)
+    # attention weights: q (a d) + k, v (2 a_kv d) + out (a d), each x h: d = 128 doubles d = 64's
+    attn = lambda m, d: 512 * (8 * d + 2 * 4 * d) + 8 * d * 512
+    assert parameter_counts(wide)["total"] - parameter_counts(plain)["total"] == 2 * (attn(wide, 128) - attn(plain, 64))
+    mla_layer = 512 * 128 + 128 + 128 * 8 * 48 + 512 * (64 + 16) + 64 + 64 * 8 * (32 + 32) + 8 * 32 * 512
+    assert parameter_counts(mla)["total"] - parameter_counts(plain)["total"] == 2 * (mla_layer - attn(plain, 64))
+    for m in (wide, mla):
+        r = evaluate(m, s, H100)
+        assert r.breakdown_s["ep_comm"] == 0 and r.iteration_time_s > 0
