@@ -383,3 +383,13 @@ def test_a_dense_model_with_its_own_head_size_or_latent_attention():
     for m in (wide, mla):
         r = evaluate(m, s, H100)
         assert r.breakdown_s["ep_comm"] == 0 and r.iteration_time_s > 0
+
+
+def test_moe_with_tensor_parallelism_needs_sequence_parallelism():
+    """Megatron-Core's MoELayer.forward raises ValueError when training MoE with tp > 1 and no SP."""
+    with pytest.raises(ExplorerError, match="needs sequence parallelism"):
+        rules.check(load_model("qwen3-30b-a3b"), Strategy(dp=4, tp=2, global_batch=4))
+    rules.check(load_model("qwen3-30b-a3b"), Strategy(dp=4, tp=2, global_batch=4, sequence_parallel=True))
+    rules.check(load_model("llama3-8b"), Strategy(dp=4, tp=2, global_batch=4))
+    from explorer.search.space import enumerate_space
+    assert all(f.sequence_parallel for f in enumerate_space(TINY_MOE, 8, 32).families if f.tp > 1)

@@ -196,6 +196,13 @@ def _ep_divides_experts(v, model):
     return None
 
 
+def _moe_needs_sequence_parallel(v, model):
+    if getattr(model, "is_moe", False) and v.tp > 1 and not v.sequence_parallel:
+        return (f"{model.name} has experts: with tp={v.tp} it needs sequence parallelism (Megatron-Core's "
+                "MoELayer refuses to train MoE with tensor parallelism without it)")
+    return None
+
+
 HEADS = "t does not divide the attention heads"
 KV_HEADS = "t does not divide the key/value heads"
 STAGES = "more pipeline stages than layers"
@@ -232,6 +239,8 @@ RULES = (
          _stage_map_covers, False),
     Rule("batch split of a micro-batch it does not divide", "model", ("micro_batch", "layer_splits"),
          _batch_split, False),
+    Rule("MoE with t > 1 needs sequence parallelism", "model", ("tp", "sequence_parallel"),
+         _moe_needs_sequence_parallel),
     # expert parallelism (issue 11): the search enumerates only ep that obey these
     Rule("ep does not divide d", "strategy", ("ep", "dp", "tp", "expert_tp", "sequence_parallel"),
          _ep_divides_dp, False),
