@@ -393,3 +393,22 @@ def test_moe_with_tensor_parallelism_needs_sequence_parallelism():
     rules.check(load_model("llama3-8b"), Strategy(dp=4, tp=2, global_batch=4))
     from explorer.search.space import enumerate_space
     assert all(f.sequence_parallel for f in enumerate_space(TINY_MOE, 8, 32).families if f.tp > 1)
+
+
+def test_search_with_one_ep_keeps_its_accounting():
+    from explorer.search.space import OTHER_EP, enumerate_space
+    every, one = enumerate_space(TINY_MOE, 8, 32), enumerate_space(TINY_MOE, 8, 32, ep=4)
+    assert {f.ep for f in one.families} == {4}
+    assert one.total == every.total and one.kept + sum(one.pruned.values()) == one.total
+    assert one.pruned[OTHER_EP] == every.kept - one.kept
+
+
+def test_cli_search_ep():
+    run = _cli("search", "--model", "qwen3-30b-a3b", "--cluster", "dgx-h100", "--gpus", 8, "--global-batch", 32,
+               "--ep", 8, "--top", 2, "--json")
+    assert run.returncode == 0, run.stderr
+    out = json.loads(run.stdout)
+    assert all(row["strategy"]["ep"] == 8 for row in out["top"])
+    run = _cli("search", "--model", "llama3-8b", "--cluster", "dgx-h100", "--gpus", 8, "--global-batch", 32,
+               "--ep", 2)
+    assert run.returncode == 2 and "needs a model with experts" in run.stderr

@@ -21,6 +21,7 @@ def register(sub) -> None:
     cmd.add_argument("--max-memory-gib", type=float, help="memory cap per device in GiB (default: the device's)")
     cmd.add_argument("--top", type=int, default=10, help="how many of the fastest to list (default 10)")
     cmd.add_argument("--seq-len", type=int, help="override the model's sequence length")
+    cmd.add_argument("--ep", type=int, help="search only this expert-parallel degree (MoE models; default: all)")
     cmd.add_argument("--framework", choices=("megatron", "deepspeed", "torchtitan", "mindspore"),
                      help="keep only strategies this framework can express (its config exporter's rules)")
     cmd.add_argument("--json", action="store_true", help="print one JSON object")
@@ -52,7 +53,7 @@ def run(args) -> int:
     check_count("--gpus", args.gpus, "MAX_DEVICES")
     check_count("--global-batch", args.global_batch, "MAX_GLOBAL_BATCH")
     result = search(model, cluster, args.gpus, args.global_batch, cap, args.top, progress=StderrProgress(),
-                    framework=args.framework)
+                    framework=args.framework, ep=args.ep)
     if args.json:
         print(dumps(search_dict(result, model, cluster, args.gpus, args.global_batch)))
     else:

@@ -128,8 +128,9 @@ def _schedules(layers: int):
             yield name, 1
 
 
-def enumerate_space(model, gpus: int, global_batch: int) -> Space:
-    """Every global choice for `model` on `gpus` devices at global batch `global_batch`."""
+def enumerate_space(model, gpus: int, global_batch: int, ep: int | None = None) -> Space:
+    """Every global choice for `model` on `gpus` devices at global batch `global_batch` (with `ep`,
+    only that expert-parallel degree)."""
     if gpus < 1 or global_batch < 1:
         raise ExplorerError(f"gpus and global batch must be positive, got {gpus} and {global_batch}")
     space = Space([])
@@ -145,7 +146,15 @@ def enumerate_space(model, gpus: int, global_batch: int) -> Space:
                 space.pruned[reason] += raw
                 continue
             _add_families(space, model, tp, pp, gpus // (tp * pp), global_batch, batches, schedules, inner)
+    if ep is not None:      # one expert-parallel degree asked for: the other families are not searched
+        dropped = sum(f.size for f in space.families if f.ep != ep)
+        if dropped:
+            space.pruned[OTHER_EP] += dropped
+        space.families = [f for f in space.families if f.ep == ep]
     return space
+
+
+OTHER_EP = "another ep than asked for"
 
 
 def _add_families(space, model, tp, pp, dp, global_batch, batches, schedules, inner):
