@@ -44,6 +44,24 @@ def _degree_moved() -> None:
     ss[S.W_DP] = gpus // (t * p)
 
 
+def _ep_control(bar, experts: int, dp: int, tp: int) -> None:
+    """e: the experts spread over e of the d data-parallel ranks (e divides d and the experts), or of
+    the t·d ranks when the experts are kept whole (expert t = 1, with t > 1)."""
+    S.seed(S.W_EP, 1)
+    S.seed(S.W_WHOLE_EXPERTS, False)
+    whole = tp > 1 and st.session_state[S.W_WHOLE_EXPERTS]
+    ranks = tp * dp if whole else dp
+    choices = [e for e in range(1, ranks + 1) if ranks % e == 0 and experts % e == 0]
+    bar.select_slider("e — expert parallel (of d)", _options(tuple(choices), S.W_EP), key=S.W_EP,
+                      help=f"the model's {experts} experts are spread over e devices; their tokens travel by "
+                           f"all-to-all (EP all-to-all in the cost); e divides {'t·d' if whole else 'd'} and "
+                           "the experts")
+    if tp > 1:
+        bar.toggle("Whole experts (expert t = 1)", key=S.W_WHOLE_EXPERTS,
+                   help="the experts are not split over t (Megatron-Bridge's MoE recipes); e may then take the "
+                        "t ranks too; needs sequence parallelism")
+
+
 def draw() -> None:
     ss = st.session_state
     bar = st.sidebar
@@ -61,6 +79,8 @@ def draw() -> None:
     right.selectbox("CP algorithm", CP_ALGOS, key=S.W_CP_ALGO, disabled=ss[S.W_CP] == 1,
                     help="ring: K/V passed around the cp ring, hidden under attention (Megatron-LM CP); "
                          "ulysses: all-to-all on heads (DeepSpeed-Ulysses)")
+    if ss[S.MODEL].is_moe:     # expert parallelism: only a model with experts has it
+        _ep_control(bar, ss[S.MODEL].experts, ss[S.W_DP], ss[S.W_TP])
     bar.toggle("Keep the GPU count fixed", key=S.W_KEEP_GPUS,
                help="when t or p moves, d follows so that d·t·p stays the same (when it divides)")
     bar.select_slider("b — micro-batch (sequences)", _options(MICRO_BATCHES, S.W_MICRO), key=S.W_MICRO)

@@ -36,6 +36,8 @@ W_OVERLAP_TP = "w_overlap_tp"   # tensor-parallel communication under the GEMMs 
 W_DTYPE, W_GRAD_DTYPE = "w_dtype", "w_grad_dtype"   # training dtype (fp8 = TE-style), gradient dtype (E7)
 W_CP, W_CP_ALGO = "w_cp", "w_cp_algo"   # context parallelism: degree and algorithm (ring / ulysses)
 W_KEEP_GPUS = "w_keep_gpus"      # when t or p moves, d follows so that d·t·p stays the same
+W_EP = "w_ep"                    # expert-parallel degree e (drawn for MoE models only; 1 otherwise)
+W_WHOLE_EXPERTS = "w_whole_experts"  # True: expert_tp = 1 (experts not split over t; MoE models, t > 1)
 GPUS_SHOWN = "gpus_shown"        # d·t·p when the sidebar was last drawn (what "keep" keeps)
 STRATEGY_WIDGETS = {W_DP: "dp", W_TP: "tp", W_PP: "pp", W_MICRO: "micro_batch", W_BATCH: "global_batch",
                     W_SCHEDULE: "schedule", W_CHUNKS: "chunks", W_ZERO: "zero", W_RECOMPUTE: "recompute",
@@ -79,6 +81,8 @@ def init() -> None:
     for key, name in STRATEGY_WIDGETS.items():
         ss.setdefault(key, getattr(DEFAULT_STRATEGY, name))
     ss.setdefault(W_KEEP_GPUS, True)
+    ss.setdefault(W_EP, 1)
+    ss.setdefault(W_WHOLE_EXPERTS, False)
 
 
 def seed(key: str, value) -> None:
@@ -105,6 +109,8 @@ def apply_strategy(strategy) -> None:
             raise ExplorerError(f"{STRATEGY_WIDGETS[key]} = {value} is more than the app accepts ({top})")
     for key, name in STRATEGY_WIDGETS.items():
         ss[key] = getattr(strategy, name)
+    ss[W_EP] = strategy.ep
+    ss[W_WHOLE_EXPERTS] = strategy.etp != strategy.tp
     ss[LAYER_SPLITS] = tuple(strategy.layer_splits)
     ss[STAGE_MAP] = tuple(strategy.stage_map)
     ss[CHOICE_MESSAGE] = ""
@@ -117,6 +123,9 @@ def candidate() -> Strategy:
     fields["global_batch"] = int(fields["global_batch"])
     if not schedule_is_chunked(fields["schedule"]):
         fields["chunks"] = 1
+    moe = ss[MODEL].is_moe                                     # expert parallelism: MoE models only
+    fields["ep"] = ss.get(W_EP, 1) if moe else 1
+    fields["expert_tp"] = 1 if moe and fields["tp"] > 1 and ss.get(W_WHOLE_EXPERTS, False) else 0
     return Strategy(**fields, layer_splits=ss[LAYER_SPLITS], stage_map=ss[STAGE_MAP])
 
 
@@ -170,7 +179,7 @@ def keep_strategy_widgets() -> None:
     """On a page that does not draw the sidebar's strategy widgets, keep their values: Streamlit
     drops the state of widgets a run did not draw unless it is written in that run."""
     ss = st.session_state
-    for key in (*STRATEGY_WIDGETS, W_KEEP_GPUS):
+    for key in (*STRATEGY_WIDGETS, W_KEEP_GPUS, W_EP, W_WHOLE_EXPERTS):
         if key in ss:
             ss[key] = ss[key]
 

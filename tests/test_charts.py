@@ -9,6 +9,7 @@ from explorer.cost.explain import symbol_values
 from explorer.model.graph import build_graph
 from explorer.strategy.presets import DEFAULT_STRATEGY
 from explorer.cost.tree import cost_tree
+from explorer.cost.superstep import CATEGORIES
 
 GPT3, A100 = load_model("gpt3-175b"), load_cluster("dgx-a100-80gb")
 
@@ -34,7 +35,7 @@ def test_comm_table_rows_match_result_and_scopes(result):
 
 def test_breakdown_bar_one_trace_per_category(result):
     fig = breakdown_bar({"a": result, "b": result})
-    assert len(fig.data) == len(tables.CATEGORY_LABELS) == 10 and all(len(trace.x) == 2 for trace in fig.data)
+    assert len(fig.data) == len(CATEGORIES) == len(tables.CATEGORY_LABELS) and all(len(trace.x) == 2 for trace in fig.data)
     assert sum(trace.x[0] for trace in fig.data) == pytest.approx(result.iteration_time_s)
 
 

@@ -18,6 +18,7 @@ from explorer.charts.tables import CATEGORY_LABELS
 DEFAULT = {
     # DESIGN.md categories; idle time is the bubble, drawn light
     "compute": "#4C78A8", "recompute": "#9ECAE9", "op_comm": "#F58518", "redistribution": "#E45756",
+    "ep_comm": "#17BECF",   # MoE all-to-all: Tableau's cyan, apart from the others
     "pp_comm": "#54A24B", "dp_comm": "#B279A2", "zero_comm": "#FF9DA6", "optimizer": "#9D755D",
     "bubble": "#DDDDDD", "cp_comm": "#72B7B2",
     # memory parts
@@ -25,6 +26,7 @@ DEFAULT = {
 }
 OKABE_ITO = {
     "compute": "#0072B2", "recompute": "#56B4E9", "op_comm": "#E69F00", "redistribution": "#D55E00",
+    "ep_comm": "#999999",   # MoE all-to-all: the grey often added as Okabe-Ito's ninth colour
     "pp_comm": "#009E73", "dp_comm": "#CC79A7", "zero_comm": "#F0E442", "optimizer": "#000000",
     "bubble": "#D9D9D9", "cp_comm": "#999999",   # Okabe-Ito's grey (the eight hues are taken)
     "params": "#0072B2", "grads": "#56B4E9", "optimizer_state": "#E69F00", "activations": "#CC79A7",
@@ -34,7 +36,8 @@ SCOPES = {"default": {"intra-node hidden": "#FFBF79", "inter-node hidden": "#9EC
           "okabe-ito": {"intra-node hidden": "#F0E442", "inter-node hidden": "#56B4E9",
                         "intra-node": "#E69F00", "inter-node": "#0072B2"}}
 PALETTES = {"default": DEFAULT, "okabe-ito": OKABE_ITO}
-GANTT_ORDER = ("compute", "recompute", "op_comm", "cp_comm", "redistribution", "pp_comm", "dp_comm", "zero_comm", "optimizer",
+GANTT_ORDER = ("compute", "recompute", "op_comm", "ep_comm", "cp_comm", "redistribution", "pp_comm", "dp_comm",
+               "zero_comm", "optimizer",
                "bubble")
 CATEGORY_COLOURS = {c: DEFAULT[c] for c in GANTT_ORDER}       # the default colour of each cost category
 MEMORY_COLOURS = {"params": DEFAULT["params"], "grads": DEFAULT["grads"], "optimizer": DEFAULT["optimizer_state"],

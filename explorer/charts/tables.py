@@ -13,11 +13,12 @@ from explorer.cost.superstep import CATEGORIES
 
 GIB = 2 ** 30
 CATEGORY_LABELS = {"compute": "compute", "recompute": "recompute", "op_comm": "TP / operator comm",
+                   "ep_comm": "EP all-to-all",
                    "redistribution": "redistribution", "pp_comm": "PP point-to-point", "bubble": "bubble",
                    "dp_comm": "DP gradient sync", "zero_comm": "ZeRO gathers", "optimizer": "optimizer",
                    "cp_comm": "CP context exchange"}
-COMM_PREFIX = {"op_comm": "TP", "redistribution": "redistribution", "pp_comm": "PP", "dp_comm": "DP",
-               "zero_comm": "ZeRO", "cp_comm": "CP"}
+COMM_PREFIX = {"op_comm": "TP", "ep_comm": "EP", "redistribution": "redistribution", "pp_comm": "PP",
+               "dp_comm": "DP", "zero_comm": "ZeRO", "cp_comm": "CP"}
 KIND_LABELS = {"all_reduce": "all-reduce", "all_gather": "all-gather", "reduce_scatter": "reduce-scatter",
                "all_to_all": "all-to-all", "p2p": "point-to-point",
                "reshard": "re-shard exchange"}

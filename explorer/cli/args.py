@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 
 from explorer.io.clusters import load_cluster
 from explorer.errors import ExplorerError
@@ -26,6 +27,8 @@ def add_strategy_flags(cmd: argparse.ArgumentParser, extra_schedules: tuple = ()
     cmd.add_argument("--tp", type=int, help="operator (tensor) parallel degree t")
     cmd.add_argument("--pp", type=int, help="pipeline stages p")
     cmd.add_argument("--dp", type=int, help="data-parallel degree d (default gpus/(tp*cp*pp))")
+    cmd.add_argument("--ep", type=int, help="expert-parallel degree e, carved out of dp (MoE models)")
+    cmd.add_argument("--expert-tp", type=int, help="expert tensor-parallel degree: tp (default) or 1")
     cmd.add_argument("--micro-batch", type=int, help="micro-batch size b (sequences)")
     cmd.add_argument("--global-batch", type=int, help="global batch size B (sequences)")
     cmd.add_argument("--schedule", choices=tuple(SCHEDULES) + tuple(extra_schedules))
@@ -42,6 +45,8 @@ def add_strategy_flags(cmd: argparse.ArgumentParser, extra_schedules: tuple = ()
                           "(Megatron-LM --tp-comm-overlap; needs --sequence-parallel)")
     cmd.add_argument("--seq-len", type=int, help="override the model's sequence length")
     add_long_context_flags(cmd)
+    cmd.add_argument("--expert-load-share", type=float,
+                     help="MoE what-if: the most-loaded expert's share of the routed tokens (default balanced)")
     cmd.add_argument("--dtype", choices=DTYPES,
                      help="training dtype; fp8 = Transformer Engine FP8 GEMMs with bf16 weights, "
                           "gradients and activations, fp32 master weights and Adam states")
@@ -64,8 +69,8 @@ def add_long_context_flags(cmd: argparse.ArgumentParser) -> None:
 FLAG_FIELDS = {"tp": "tp", "pp": "pp", "dp": "dp", "micro_batch": "micro_batch",
                "global_batch": "global_batch", "schedule": "schedule", "chunks": "chunks",
                "zero": "zero", "recompute": "recompute", "sequence_parallel": "sequence_parallel",
-               "overlap_dp": "overlap_dp", "overlap_tp": "overlap_tp", "dtype": "dtype", "grad_dtype": "grad_dtype", "cp": "cp",
-               "cp_algo": "cp_algo"}
+               "overlap_dp": "overlap_dp", "overlap_tp": "overlap_tp", "dtype": "dtype", "grad_dtype": "grad_dtype",
+               "cp": "cp", "cp_algo": "cp_algo", "ep": "ep", "expert_tp": "expert_tp"}
 
 
 def model_and_cluster(args) -> tuple:
@@ -77,6 +82,9 @@ def model_and_cluster(args) -> tuple:
         model = model.with_seq_len(args.seq_len)
     if getattr(args, "attention", None) is not None:
         model = model.with_attention(args.attention)
+    share = getattr(args, "expert_load_share", None)
+    if share is not None:              # ModelSpec checks it (an MoE model, 1/experts <= share <= 1)
+        model = replace(model, expert_load_share=share)
     return model, load_cluster(args.cluster)
 
 
@@ -92,7 +100,7 @@ def resolve(args) -> tuple:
         value = getattr(args, flag)
         if value is not None:
             fields[name] = value
-    for name in ("tp", "pp", "dp", "micro_batch", "chunks", "cp"):
+    for name in ("tp", "pp", "dp", "micro_batch", "chunks", "cp", "ep"):
         if name in fields and (not isinstance(fields[name], int) or fields[name] < 1):
             raise ExplorerError(f"--{name.replace('_', '-')} must be a positive integer, got {fields[name]}")
     fields.setdefault("tp", 1)

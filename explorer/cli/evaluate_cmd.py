@@ -22,7 +22,9 @@ def run(args) -> int:
         print(dumps(result_dict(result, sym.total_latex(), sym.latex(), sym.definitions_latex(), strategy)))
     else:
         title = (f"{model.name} on {gpus} x {cluster.device.name} ({cluster.name}): "
-                 f"d={strategy.dp} t={strategy.tp} p={strategy.pp} b={strategy.micro_batch} "
+                 f"d={strategy.dp} t={strategy.tp} p={strategy.pp}{f' e={strategy.ep}' if strategy.ep > 1 else ''}"
+                 f"{f' expert-t={strategy.etp}' if strategy.etp != strategy.tp else ''} "
+                 f"b={strategy.micro_batch} "
                  f"B={strategy.global_batch} {strategy.schedule}")
         print(result_table(result, title))
     return 0

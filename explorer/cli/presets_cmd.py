@@ -11,10 +11,11 @@ def register(sub) -> None:
 
 
 def run_models(args) -> int:
-    print(f"{'name':<14}{'family':<8}{'layers':>7}{'hidden':>8}{'heads':>6}{'seq':>6}{'vocab':>8}")
+    print(f"{'name':<16}{'family':<8}{'layers':>7}{'hidden':>8}{'heads':>6}{'seq':>6}{'vocab':>8}{'experts':>9}")
     for spec in list_models():
-        print(f"{spec.name:<14}{spec.family:<8}{spec.layers:>7}{spec.hidden:>8}{spec.heads:>6}"
-              f"{spec.seq_len:>6}{spec.vocab:>8}")
+        experts = f"{spec.experts}/{spec.experts_per_token}" if spec.is_moe else ""
+        print(f"{spec.name:<16}{spec.family:<8}{spec.layers:>7}{spec.hidden:>8}{spec.heads:>6}"
+              f"{spec.seq_len:>6}{spec.vocab:>8}{experts:>9}")
     return 0
 
 

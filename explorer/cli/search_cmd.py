@@ -23,6 +23,7 @@ def register(sub) -> None:
     cmd.add_argument("--top", type=int, default=10, help="how many of the fastest to list (default 10)")
     cmd.add_argument("--seq-len", type=int, help="override the model's sequence length")
     add_long_context_flags(cmd)      # --cp N: search only that degree; --cp-algo; --attention
+    cmd.add_argument("--ep", type=int, help="search only this expert-parallel degree (MoE models; default: all)")
     cmd.add_argument("--framework", choices=("megatron", "deepspeed", "torchtitan", "mindspore"),
                      help="keep only strategies this framework can express (its config exporter's rules)")
     cmd.add_argument("--dtype", choices=DTYPES, default="bf16",
@@ -58,7 +59,8 @@ def run(args) -> int:
     if args.cp is not None and args.cp < 1:
         raise ExplorerError(f"--cp must be a positive integer, got {args.cp}")
     result = search(model, cluster, args.gpus, args.global_batch, cap, args.top, progress=StderrProgress(),
-                    framework=args.framework, dtype=args.dtype, cp=args.cp, cp_algo=args.cp_algo or "ring")
+                    framework=args.framework, dtype=args.dtype, cp=args.cp, cp_algo=args.cp_algo or "ring",
+                    ep=args.ep)
     if args.json:
         print(dumps(search_dict(result, model, cluster, args.gpus, args.global_batch)))
     else:

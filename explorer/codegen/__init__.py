@@ -36,6 +36,10 @@ def export(framework: str, model, strategy, cluster) -> str:
     if strategy.cp > 1 and framework != "megatron":   # context parallelism: written for Megatron-LM only
         raise ExplorerError(f"{TITLES.get(framework, framework)} export does not write context parallelism "
                             f"(cp={strategy.cp}) yet; export to Megatron-LM (--context-parallel-size)")
+    if getattr(model, "uses_moe_graph", False) and framework != "megatron":   # issue 11
+        what = "experts" if model.is_moe else "a head size of its own or latent attention"
+        raise ExplorerError(f"{framework} cannot express this strategy: {model.name} has {what}; only the "
+                            "Megatron-LM exporter writes them")
     out = EXPORTERS[framework](model, strategy, cluster)
     return json.dumps(out, indent=2) + "\n" if isinstance(out, dict) else out
 

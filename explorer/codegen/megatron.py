@@ -25,6 +25,8 @@ import shlex
 from explorer.codegen.common import (check_rank_order, check_uniform_split, layers_per_model_chunk, refuse,
                                      stage_counts, title)
 from explorer.errors import ExplorerError
+from explorer.codegen.megatron_moe import add_arguments as add_moe_arguments, moe_flags
+from explorer.codegen.megatron_moe import model_fields as moe_model_fields
 from explorer.schedules import chunked
 from explorer.strategy.strategy import Strategy
 
@@ -59,7 +61,7 @@ def megatron_args(model, strategy) -> str:
     _check(model, strategy)
     s = strategy
     out = [("--tensor-model-parallel-size", s.tp), ("--pipeline-model-parallel-size", s.pp),
-           ("--context-parallel-size", s.cp), ("--expert-model-parallel-size", 1)]
+           ("--context-parallel-size", s.cp), ("--expert-model-parallel-size", s.ep)]
     if s.cp > 1:   # Transformer Engine's CP communication: p2p (ring) or a2a (Ulysses-style)
         out.append(("--cp-comm-type", "p2p" if s.cp_algo == "ring" else "a2a"))
     if s.sequence_parallel:
@@ -97,6 +99,7 @@ def megatron_args(model, strategy) -> str:
         out += [("--swiglu",), ("--normalization", "RMSNorm")]
     if model.attention == "flash":      # FlashAttention (Megatron-LM --use-flash-attn)
         out.append(("--use-flash-attn",))
+    out += moe_flags(model, s)                       # experts, head size, latent attention (issue 11)
     lines = [" ".join(str(x) for x in item) for item in out]
     head = [f"# Megatron-LM arguments for {title(model, s)}",
             f"{WORLD} {s.devices} (= d {s.dp} x t {s.tp}{f' x cp {s.cp}' if s.cp > 1 else ''} x p {s.pp}; "
@@ -125,6 +128,7 @@ def _parser() -> _Parser:
                  "--fp16", "--group-query-attention", "--swiglu", "--accumulate-allreduce-grads-in-fp32",
                  "--use-flash-attn", "--tp-comm-overlap"):
         p.add_argument(flag, action="store_true")
+    add_moe_arguments(p)
     return p
 
 
@@ -150,9 +154,6 @@ def parse_megatron_args(text: str, world_size: int | None = None) -> tuple:
                  "global_batch_size"):
         if getattr(args, flag) is None:
             raise ExplorerError(f"the Megatron-LM arguments lack --{flag.replace('_', '-')}")
-    if args.expert_model_parallel_size not in (None, 1):
-        raise ExplorerError(f"--expert-model-parallel-size {args.expert_model_parallel_size}: the explorer "
-                            "models expert parallelism of size 1 only")
     tp, pp = args.tensor_model_parallel_size or 1, args.pipeline_model_parallel_size or 1
     cp = args.context_parallel_size or 1
     algo = {None: "ring", "p2p": "ring", "a2a": "ulysses"}.get(args.cp_comm_type)
@@ -164,7 +165,7 @@ def parse_megatron_args(text: str, world_size: int | None = None) -> tuple:
     model = {"layers": args.num_layers, "hidden": args.hidden_size, "heads": args.num_attention_heads,
              "seq_len": args.seq_length, "ffn_hidden": args.ffn_hidden_size or 4 * args.hidden_size,
              "kv_heads": args.num_query_groups if args.group_query_attention else args.num_attention_heads,
-             "family": "llama" if args.swiglu else "gpt"}
+             "family": "llama" if args.swiglu else "gpt", **moe_model_fields(args)}
     if args.use_flash_attn:      # otherwise the family's default attention (ModelSpec.DEFAULT_ATTENTION)
         model["attention"] = "flash"
     fields = {"dp": world_size // (tp * cp * pp), "tp": tp, "pp": pp, "cp": cp, "cp_algo": algo,
@@ -174,7 +175,9 @@ def parse_megatron_args(text: str, world_size: int | None = None) -> tuple:
               "overlap_tp": args.tp_comm_overlap,
               "dtype": "fp8" if args.fp8_format else ("bf16" if args.bf16 else ("fp16" if args.fp16 else "fp32")),
               "grad_dtype": "fp32" if args.accumulate_allreduce_grads_in_fp32 else "model",
-              "recompute": args.recompute_granularity or "none"}
+              "recompute": args.recompute_granularity or "none", "ep": args.expert_model_parallel_size or 1}
+    if args.expert_tensor_parallel_size not in (None, tp):
+        fields["expert_tp"] = args.expert_tensor_parallel_size
     if args.num_layers_per_virtual_pipeline_stage:
         per_stage, rest = divmod(args.num_layers, pp)
         chunks, left = divmod(per_stage, args.num_layers_per_virtual_pipeline_stage)

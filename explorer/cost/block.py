@@ -10,6 +10,7 @@ level the block's group crosses.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import lru_cache
 import sympy as sp
 
 from explorer.cost import collectives as coll
@@ -70,6 +71,8 @@ class BlockCost:
     cp_bwd_s: sp.Expr = ZERO     # ... backward
     cp_bytes: sp.Expr = ZERO     # cp_comm bytes sent per device, fwd + bwd (+ recomputed fwd)
     cp_total_s: sp.Expr = ZERO   # the exchange's whole time, hidden part included
+    ep_collectives: tuple = ()   # the expert layer's all-to-alls (category ep_comm; group size set by the plan)
+    expert_params_dev: sp.Expr = ZERO  # the part of params_dev that is expert weights (before the ep sharding)
 
     @property
     def grad_sync_s(self) -> sp.Expr:
@@ -80,6 +83,7 @@ class BlockCost:
         return sp.Add(*[c.bytes() for c in self.grad_sync])
 
 
+@lru_cache(maxsize=4096)   # sympy's Max simplification is slow; the MoE blocks share their operators
 def compute_time(op: Operator, divisor) -> tuple:
     """(forward, backward) seconds of one operator on one device.
 
@@ -132,24 +136,48 @@ _COSTS = BoundedCache(512)
 
 def block_cost(block: Block, preset: str, overrides: tuple, sequence_parallel: bool,
                recompute: str, incoming: str, cp: int = 1, cp_algo: str = "ring",
-               overlap_tp: bool = False) -> BlockCost:
+               overlap_tp: bool = False, load: float = 1.0, experts_by_seq: bool = False) -> BlockCost:
     """Cost of `block` split by `preset` over t devices, after a producer giving `incoming`;
     with context parallelism, the sequence is split over `cp` more devices (context_parallel.py);
     `overlap_tp`: the tensor-parallel collectives run under the GEMMs next to them.
 
-    Blocks with the same structure key (all layers of a GPT, say) share one object.
+    Blocks with the same structure key (all layers of a GPT, say) share one object. In an MoE
+    block the busiest device takes `load` times the average routed tokens
+    (explorer.cost.experts.expert_load); `experts_by_seq`: the experts are not tensor-parallel
+    (expert_tp = 1) and each device runs its own tokens' share (split 'seq'). The expert-parallel
+    degree is not part of the block: the plan divides expert_params_dev by it and sets the
+    all-to-alls' group size (explorer.cost.experts), so every ep shares one compiled block.
     """
     key = (block.key, block.kind, preset, overrides, sequence_parallel, recompute, incoming)
     if cp > 1:
         key += (cp, cp_algo)
     if overlap_tp:
         key += ("overlap_tp",)
+    if any(op.expert or op.routes for op in block.ops):
+        key += ((float(load), experts_by_seq),)
     return _COSTS.get(key, lambda: _block_cost(key, block, preset, dict(overrides), sequence_parallel,
-                                               recompute, incoming, cp, cp_algo, overlap_tp))
+                                               recompute, incoming, cp, cp_algo, overlap_tp, load,
+                                               experts_by_seq))
+
+
+def _routed_a2a(op: Operator, needed: str, load, cps=1) -> tuple:
+    """Dispatch (or combine) of the device's routed token copies over the ep group, forward and
+    backward (Megatron-Core MoEAlltoAllTokenDispatcher: the gradient goes back by the reverse
+    all-to-all). The array is the device's tokens x top-k x h: b s k h beta, / t when the tokens
+    are split over the operator-parallel group (sequence parallelism), / cp under context
+    parallelism; each device keeps 1/ep of it and sends the rest: (ep-1)/ep of it per device
+    (nccl_busbw, all-to-all). `load`: the busiest device's share over the average (1 when
+    force-balanced). The group size is left at 1 here: explorer.cost.experts.expert_collectives
+    sets it to the strategy's ep."""
+    ins, outs = sp.Mul(*op.in_shape), op.out_elements
+    routed = outs if sp.simplify(outs / ins).is_number and sp.simplify(outs / ins) > 1 else ins
+    size = beta * routed * load / (t if lay.is_sharded(needed) else 1) / cps
+    return tuple(coll.Collective("all_to_all", phase, op.name, "ep_comm", "ep", size, sp.Integer(1))
+                 for phase in ("fwd", "bwd"))
 
 
 def _block_cost(key, block, preset, over, sequence_parallel, recompute, incoming, cp=1, cp_algo="ring",
-                overlap_tp=False):
+                overlap_tp=False, load=1.0, experts_by_seq=False) -> BlockCost:
     """overlap_tp (Megatron-LM --tp-comm-overlap, Transformer Engine's userbuffers; it needs sequence
     parallelism): a GEMM's input all-gather runs under that GEMM, the reduce-scatter of a row-parallel
     output under the GEMM that made it, the reduce-scatter of an input gradient under the weight-gradient
@@ -159,15 +187,21 @@ def _block_cost(key, block, preset, over, sequence_parallel, recompute, incoming
     cps = sp.Integer(cp)   # every operator works on s/cp tokens of the sequence (context_parallel.py)
     cur, cur_elements = incoming, None
     steps, act, params_dev, grad_sync = [], ZERO, ZERO, []
+    ep_colls, expert_dev = [], ZERO
+    load = sp.Integer(1) if load == 1 else sp.Float(load)
     layout_first = None
     last_gemm = (0, 0)      # (forward, input-gradient) seconds of the latest GEMM (overlap_tp)
     for op in block.ops:
         split = lay.resolve_split(op, preset, over, sequence_parallel)
+        if op.expert and experts_by_seq and split in ("column", "row"):
+            split = "seq"                    # expert_tp = 1: whole experts, the device's own tokens
         needed, out, grad = lay.layouts(op, split, cur)
         layout_first = layout_first or needed
         divisor = (t if lay.is_sharded(out) else 1) * cps
         fwd, bwd = compute_time(op, divisor)
         dW = weight_grad_time(op, divisor)
+        if op.expert:                        # the busiest device computes `load` x the average tokens
+            fwd, bwd, dW = load * fwd, load * bwd, load * dW
         gemm = overlap_tp and op.kind in GEMM_KINDS and op.flops_fwd != 0
         colls = []
         if cur_elements is not None:  # conversions between operators of this block
@@ -193,8 +227,16 @@ def _block_cost(key, block, preset, over, sequence_parallel, recompute, incoming
             elements = cur_elements if cur_elements is not None else sp.Mul(*op.in_shape)
             colls.append(_collective("all_gather", "bwd", op.name, beta * elements / cps, under=bwd - dW))
         stored_in = cur if (lay.is_sharded(cur) and cur != lay.P) else needed
-        act += _act(op, stored_in, out, recompute) / cps
-        params_dev += op.params / t if (split in ("column", "row") and op.params != 0) else op.params
+        kept = _act(op, stored_in, out, recompute) / cps
+        if op.expert:                        # the busiest device keeps `load` x the average
+            kept = load * kept
+        act += kept
+        own = op.params / t if (split in ("column", "row") and op.params != 0) else op.params
+        params_dev += own
+        if op.expert:
+            expert_dev += own
+        if op.routes:
+            ep_colls += _routed_a2a(op, needed, load, cps)
         redo = kernel_recompute_time(op, divisor)
         exchange = cpx.exchange(op, block.ops, lay.is_sharded(needed), cp, cp_algo, fwd, bwd + redo)
         steps.append(OpStep(op.name, op.kind, split, needed, out, fwd, bwd, dW, op.flops_fwd, tuple(colls), redo,
@@ -210,7 +252,7 @@ def _block_cost(key, block, preset, over, sequence_parallel, recompute, incoming
         steps[-1] = replace(last, layout_out=target, collectives=last.collectives + tuple(extra))
         cur = target
     cost = _total(key, block, steps, act, params_dev, recompute, layout_first, cur, cps)
-    return replace(cost, grad_sync=tuple(grad_sync))
+    return replace(cost, grad_sync=tuple(grad_sync), ep_collectives=tuple(ep_colls), expert_params_dev=expert_dev)
 
 
 def kernel_recompute_time(op: Operator, divisor) -> sp.Expr:

@@ -16,8 +16,10 @@ import numpy as np
 from explorer.cost import collectives as coll
 from explorer.cost.numbers import Numbers
 from explorer.cost.rows import comm_rows, stage_rows
-from explorer.cost.superstep import (CATEGORIES, MEMORY_PARTS, optimizer_state_bytes, optimizer_update_bytes,
-                                     variant)
+from explorer.cost.experts import shard_experts
+from explorer.cost.plan import expert_dp_route
+from explorer.cost.superstep import (CATEGORIES, MEMORY_PARTS, L_e_r, Psi_e_r, e, g_e_r, optimizer_state_bytes,
+                                     optimizer_update_bytes, variant)
 from explorer.cost.tree import Q, CostTree, cost_tree, stage_inputs, structure_key, tied_values
 from explorer.hardware.cluster import Cluster
 from explorer.limits import check_work
@@ -117,6 +119,15 @@ def _dp_g_L(cluster, strategies, stages: int) -> tuple:
     return np.array([gs for gs, _ in pairs]).T, np.array([ls for _, ls in pairs]).T
 
 
+def _expert_dp_g_L(cluster, strategies, stages: int) -> tuple:
+    """stages x candidates: seconds per byte and latency of each stage's expert-data-parallel groups
+    (MoE), their levels at once (explorer.cost.collectives.route_g_L)."""
+    g, L = [lv.seconds_per_byte for lv in cluster.levels], [lv.latency_s for lv in cluster.levels]
+    pairs = [[coll.route_g_L("all_reduce", expert_dp_route(cluster, s, stage), g, L) for stage in range(stages)]
+             for s in strategies]
+    return (np.array([[x for x, _ in row] for row in pairs]).T, np.array([[y for _, y in row] for row in pairs]).T)
+
+
 def _core(tree: CostTree, model: ModelSpec, strategies: list, cluster: Cluster) -> dict:
     """All numbers for candidates sharing a tree and a super-step variant; axis -1 = candidates."""
     first = strategies[0]
@@ -135,8 +146,12 @@ def _core(tree: CostTree, model: ModelSpec, strategies: list, cluster: Cluster) 
     # "with context parallel"); m = B / (b dp) micro-batches stays that of the dp replicas
     scalars = {m: M, v: first.chunks, p: first.pp, d: np.array([s.dp * s.cp for s in strategies], dtype=float),
                beta: hw["beta"], W_hbm: hw["W"], K_opt: optimizer_update_bytes(hw["beta"])}
+    if model.is_moe:     # the expert weights' own data-parallel group: d / e replicas
+        stage[g_e_r], stage[L_e_r] = _expert_dp_g_L(cluster, strategies, tree.plan.stages)
+        scalars[e] = np.array([s.ep * s.etp / s.tp for s in strategies], dtype=float)   # d / e: expert-DP size
+        stage[Psi_e_r] = shard_experts(stage[Psi_e_r], np.array([s.ep for s in strategies], dtype=float))
     sup = variant(first.schedule, first.zero, first.overlap_dp, optimizer_state_bytes(hw["beta"]),
-                  grad_bytes=GRAD_BYTES.get(first.grad_dtype))(stage, scalars)
+                  model.is_moe, grad_bytes=GRAD_BYTES.get(first.grad_dtype))(stage, scalars)
     shape = per_stage[:, 0].shape
     sup = {k: (x if np.shape(x) == (shape if k in _PER_STAGE else (C,)) else
                np.broadcast_to(x, shape if k in _PER_STAGE else (C,))) for k, x in sup.items()}
@@ -171,8 +186,9 @@ def _result(tree: CostTree, strategy: Strategy, cluster: Cluster, core: dict) ->
     total = float(sup["iteration"])
     dp_bytes, zero_bytes = float(sup["dp_bytes"][j]), float(sup["zero_bytes"][j])
     comm_bytes = {"op_comm": M * (per_stage[k, Q["comm_bytes"]] + bytes_b["op_comm"][k]),
-                  "redistribution": M * bytes_b["redistribution"][k], "pp_comm": M * bytes_b["pp_comm"][k],
-                  "dp_comm": dp_bytes, "zero_comm": zero_bytes, "cp_comm": M * per_stage[k, Q["cp_bytes"]]}
+                  "ep_comm": M * bytes_b["ep_comm"][k], "redistribution": M * bytes_b["redistribution"][k],
+                  "pp_comm": M * bytes_b["pp_comm"][k], "dp_comm": dp_bytes, "zero_comm": zero_bytes,
+                  "cp_comm": M * per_stage[k, Q["cp_bytes"]]}
     level_names = core["nums"].level_names
     by_kind = {key: arr[:, :, 0] for key, arr in core["by_kind"].items()}
     dp_route = stage_dp_routes(cluster, strategy.mesh, strategy.pp)[j]

@@ -21,7 +21,10 @@ from explorer.cost.evaluate import Result, evaluate, stage_dp_routes
 from explorer.cost.context_parallel import cp_kind
 from explorer.cost.numbers import hardware_numbers
 from explorer.strategy.strategy import GRAD_BYTES
-from explorer.cost.superstep import CATEGORIES, optimizer_state_bytes, optimizer_update_bytes, variant
+from explorer.cost.plan import expert_dp_route
+from explorer.cost.superstep import (CATEGORIES, L_e_r, Psi_e_r, g_e_r, optimizer_state_bytes, optimizer_update_bytes,
+                                     variant)
+from explorer.cost.superstep import e as ep_symbol
 from explorer.cost.tree import Q, cost_tree, stage_inputs, tied_terms
 from explorer.schedules import get as schedule_of
 from explorer.schedules.base import AGGREGATES
@@ -118,7 +121,7 @@ def _stage_tables(tree, strategy, g, L):
             if count:
                 n = l / p if (uniform and count == per_layer and count > 1) else count
                 per_stage[i] = per_stage[i] + np.array([n * e for e in exprs], dtype=object)
-    categories = {grp.category for grp in tree.groups} | {"op_comm", "redistribution", "pp_comm"}
+    categories = {grp.category for grp in tree.groups} | {"op_comm", "ep_comm", "redistribution", "pp_comm"}
     fwd = {c: np.full(stages, sp.Integer(0), dtype=object) for c in categories}
     bwd = {c: np.full(stages, sp.Integer(0), dtype=object) for c in categories}
     for grp in tree.groups:
@@ -175,7 +178,14 @@ def explain(model, strategy, cluster, gpus=None, result: Result | None = None) -
     shown[Psi_r] = np.array([PSI if i == j else e for i, e in enumerate(stage[Psi_r])], dtype=object)
     dtype_bytes = hardware_numbers(cluster, strategy.dtype)["beta"]
     var = variant(strategy.schedule, strategy.zero, strategy.overlap_dp, optimizer_state_bytes(dtype_bytes),
-                  grad_bytes=GRAD_BYTES.get(strategy.grad_dtype))
+                  model.is_moe, grad_bytes=GRAD_BYTES.get(strategy.grad_dtype))
+    if model.is_moe:    # the expert weights' data-parallel groups (explorer.cost.superstep.EXPERT_GROUP)
+        stage[Psi_e_r] = np.array([x / strategy.ep for x in stage[Psi_e_r]], dtype=object)
+        shown[Psi_e_r] = stage[Psi_e_r]
+        pairs = [coll.route_g_L("all_reduce", expert_dp_route(cluster, strategy, i), g, L) for i in range(strategy.pp)]
+        stage[g_e_r] = np.array([x for x, _ in pairs], dtype=object)
+        stage[L_e_r] = np.array([y for _, y in pairs], dtype=object)
+        shown.update({g_e_r: stage[g_e_r], L_e_r: stage[L_e_r]})
     critical, last = var.terms["critical_stage"].expr, var.terms["sync_stage"].expr
     at = {critical: k, last: j}
     constants = {K_opt: sp.Integer(optimizer_update_bytes(dtype_bytes))}
@@ -188,6 +198,7 @@ def explain(model, strategy, cluster, gpus=None, result: Result | None = None) -
     for i, lv in enumerate(cluster.levels):
         values[g[i]], values[L[i]] = lv.seconds_per_byte, lv.latency_s
     values[PSI] = psi.xreplace(values)
+    values[ep_symbol] = sp.Rational(strategy.ep * strategy.etp, strategy.tp)    # d / e: expert-DP replicas
     definitions = {PSI: psi}
     for sym, expr in AGGREGATES.items():
         if compact["bubble"].has(sym):

@@ -15,6 +15,7 @@ import sympy as sp
 from explorer.cost import collectives as coll
 from explorer.cost import layouts as lay
 from explorer.cost.block import BlockCost, block_cost
+from explorer.cost.experts import expert_load
 from explorer.hardware.cluster import Cluster
 from explorer.errors import ExplorerError
 from explorer.model.graph import build_blocks
@@ -37,6 +38,7 @@ class PlacedBlock:
     cost: BlockCost
     route: tuple               # its operator-parallel group's fan-in per machine level (mesh.group_route)
     cp_route: tuple = ()       # its context-parallel group's route (cp_group_route); () without cp
+    ep_route: tuple = ()       # its expert-parallel group's route (ep_group_route; MoE layers)
 
 
 @dataclass(frozen=True)
@@ -94,11 +96,14 @@ def plan(model: ModelSpec, strategy: Strategy, cluster: Cluster) -> ExecutionPla
         _check_overrides(block, split)
         stage, chunk = layer_places[block.layer] if block.kind == "layer" else \
             ((0, 0) if block.kind == "embedding" else (last_stage, layer_places[-1][1]))
+        experts = expert_options(model, strategy)
         cost = block_cost(block, split.effective_preset, split.overrides, strategy.sequence_parallel,
-                          strategy.recompute, incoming, strategy.cp, strategy.cp_algo, strategy.overlap_tp)
+                          strategy.recompute, incoming, strategy.cp, strategy.cp_algo, strategy.overlap_tp,
+                          **experts)
         route = group_route(cluster, strategy.mesh, "tp", split.degree, pp=stage)
         cp_route = cp_group_route(cluster, strategy, stage) if strategy.cp > 1 else ()
-        placed.append(PlacedBlock(block, split, stage, chunk, cost, route, cp_route))
+        ep_route = ep_group_route(cluster, strategy, stage) if cost.ep_collectives and strategy.ep > 1 else ()
+        placed.append(PlacedBlock(block, split, stage, chunk, cost, route, cp_route, ep_route))
         incoming = cost.layout_out
     boundaries = tuple(boundary(placed[i - 1], placed[i], i, strategy, cluster) for i in range(1, len(placed)))
     return ExecutionPlan(model, strategy, cluster, tuple(placed), boundaries)
@@ -108,6 +113,24 @@ def cp_group_route(cluster: Cluster, strategy: Strategy, stage: int) -> tuple:
     """The route of stage `stage`'s context-parallel groups through the machine levels (the one
     place the cp_comm group is chosen)."""
     return group_route(cluster, strategy.mesh, "cp", pp=stage)
+
+
+def expert_options(model: ModelSpec, strategy: Strategy) -> dict:
+    """block_cost's expert arguments for `strategy` (none for a dense model)."""
+    if not model.is_moe:
+        return {}
+    return {"load": expert_load(model, strategy.ep), "experts_by_seq": strategy.etp != strategy.tp}
+
+
+def ep_group_route(cluster: Cluster, strategy: Strategy, stage: int) -> tuple:
+    """The route of stage `stage`'s expert-parallel groups (their all-to-alls): ep consecutive
+    indices of the expert mesh (Strategy.expert_mesh), the one place this is decided."""
+    return group_route(cluster, strategy.expert_mesh, "ep", pp=stage)
+
+
+def expert_dp_route(cluster: Cluster, strategy: Strategy, stage: int) -> tuple:
+    """The route of the expert weights' data-parallel groups (their gradient sync)."""
+    return group_route(cluster, strategy.expert_mesh, "dp", pp=stage)
 
 
 def _check_overrides(block: Block, split: LayerSplit) -> None:

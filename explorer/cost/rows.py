@@ -83,6 +83,7 @@ def stage_rows(per_stage, fwd_b, bwd_b, stage, sync, sync_bytes) -> list:
             "bwd_redistribution_s": float(bwd_b["redistribution"][i]),
             "fwd_pp_comm_s": float(fwd_b["pp_comm"][i]), "bwd_pp_comm_s": float(bwd_b["pp_comm"][i]),
             "fwd_cp_comm_s": q("cp_fwd"), "bwd_cp_comm_s": q("cp_bwd"),
+            "fwd_ep_comm_s": float(fwd_b["ep_comm"][i]), "bwd_ep_comm_s": float(bwd_b["ep_comm"][i]),
             "dp_sync_s": float(dp_total[i]), "dp_exposed_s": float(dp_exposed[i]),
             "zero_comm_s": float(zero[i]), "optimizer_s": float(opt[i]),
             "dp_bytes": float(sync_bytes[0][i]), "zero_bytes": float(sync_bytes[1][i]),

@@ -23,14 +23,21 @@ from explorer.schedules.base import AGGREGATES
 from explorer.symbols import (A_r, AtStage, B_r, C_r, F_r, GS_r, K_opt, L_r, O_r, P_r, Psi_r, R_r,
                               STAGE_FUNCTIONS, StageArgMax, StageMax, W_hbm, W_r, X_r, beta, d, g_r, m, p, r, v)
 
-CATEGORIES = ("compute", "recompute", "op_comm", "redistribution", "pp_comm", "bubble",
+CATEGORIES = ("compute", "recompute", "op_comm", "ep_comm", "redistribution", "pp_comm", "bubble",
               "dp_comm", "zero_comm", "optimizer", "cp_comm")
-COMM_CATEGORIES = ("op_comm", "redistribution", "pp_comm", "dp_comm", "zero_comm", "cp_comm")
+COMM_CATEGORIES = ("op_comm", "ep_comm", "redistribution", "pp_comm", "dp_comm", "zero_comm", "cp_comm")
 GSB_r = sp.Symbol("GSB_r", nonnegative=True)   # bytes of GS_r per device
 CP_r = sp.Symbol("CP_r", nonnegative=True)     # exposed context-parallel exchange (cp_comm) of stage r
-STAGE_INPUTS = (F_r, B_r, W_r, C_r, R_r, O_r, X_r, P_r, Psi_r, A_r, GS_r, GSB_r, g_r, L_r, r, CP_r)
-"""Per-stage arrays (axis 0 = stage) a variant reads; F_r + B_r = C_r + R_r + O_r + X_r + P_r + CP_r."""
-SCALAR_INPUTS = (m, v, p, d, beta, W_hbm, K_opt)
+# Mixture-of-Experts (issue 11): the expert layers' all-to-alls and the experts' own weights
+E_r = sp.Symbol("E_r", nonnegative=True)       # expert-parallel all-to-all part of F_r + B_r (ep_comm)
+Psi_e_r = sp.Symbol("Psi^e_r", nonnegative=True)  # expert parameters per device on stage r (sharded over ep)
+g_e_r = sp.Symbol("g^e_r", nonnegative=True)   # seconds per byte of stage r's expert-data-parallel groups
+L_e_r = sp.Symbol("L^e_r", nonnegative=True)   # latency of that level
+e = sp.Symbol("e", positive=True)              # d over the expert weights' data-parallel replicas: ep (ep etp / t)
+STAGE_INPUTS = (F_r, B_r, W_r, C_r, R_r, O_r, X_r, P_r, Psi_r, A_r, GS_r, GSB_r, g_r, L_r, r, CP_r, E_r, Psi_e_r,
+                g_e_r, L_e_r)
+"""Per-stage arrays (axis 0 = stage) a variant reads; F_r + B_r = C_r + R_r + O_r + E_r + X_r + P_r + CP_r."""
+SCALAR_INPUTS = (m, v, p, d, beta, W_hbm, K_opt, e)
 """Numbers (or arrays over candidates) a variant reads."""
 MEMORY_PARTS = ("params", "grads", "optimizer", "activations")
 
@@ -60,7 +67,7 @@ def optimizer_state_bytes(dtype_bytes: int) -> int:
     return 12 if dtype_bytes == 2 else 8
 
 
-def dp_sync(zero: int, *, grad_bytes=None) -> sp.Expr:
+def dp_sync(zero: int, psi=Psi_r, n=d, g=g_r, L=L_r, gs=GS_r, *, grad_bytes=None) -> sp.Expr:
     """Gradient synchronisation of stage r over d replicas per iteration, plus GS_r (the
     all-reduce of batch-split layers' gradients inside their operator group).
 
@@ -78,53 +85,53 @@ def dp_sync(zero: int, *, grad_bytes=None) -> sp.Expr:
     optimizer: reduce-scatter of fp32 main grads, all-gather of bf16 params,
     docs/user-guide/features/dist_optimizer.md)."""
     if grad_bytes is not None:
-        rs = coll.time("reduce_scatter", grad_bytes * Psi_r, d, g_r, L_r)
-        ag = coll.time("all_gather", beta * Psi_r, d, g_r, L_r)
+        rs = coll.time("reduce_scatter", grad_bytes * psi, n, g, L)
+        ag = coll.time("all_gather", beta * psi, n, g, L)
         if zero == 0:
-            return coll.time("all_reduce", grad_bytes * Psi_r, d, g_r, L_r) + GS_r
-        return (m * rs if zero >= 2 else rs) + (ag if zero in (1, 2) else 0) + GS_r
-    rs = coll.time("reduce_scatter", beta * Psi_r, d, g_r, L_r)
+            return coll.time("all_reduce", grad_bytes * psi, n, g, L) + gs
+        return (m * rs if zero >= 2 else rs) + (ag if zero in (1, 2) else 0) + gs
+    rs = coll.time("reduce_scatter", beta * psi, n, g, L)
     if zero == 3:
-        return m * rs + GS_r
+        return m * rs + gs
     if zero == 2:
-        return m * rs + coll.time("all_gather", beta * Psi_r, d, g_r, L_r) + GS_r
-    return coll.time("all_reduce", beta * Psi_r, d, g_r, L_r) + GS_r
+        return m * rs + coll.time("all_gather", beta * psi, n, g, L) + gs
+    return coll.time("all_reduce", beta * psi, n, g, L) + gs
 
 
-def dp_bytes(zero: int, *, grad_bytes=None) -> sp.Expr:
+def dp_bytes(zero: int, psi=Psi_r, n=d, gsb=GSB_r, *, grad_bytes=None) -> sp.Expr:
     """Bytes of dp_sync per device (nccl_busbw factors)."""
     if grad_bytes is not None:
-        rs = coll.bytes_per_device("reduce_scatter", grad_bytes * Psi_r, d)
-        ag = coll.bytes_per_device("all_gather", beta * Psi_r, d)
+        rs = coll.bytes_per_device("reduce_scatter", grad_bytes * psi, n)
+        ag = coll.bytes_per_device("all_gather", beta * psi, n)
         if zero == 0:
-            return coll.bytes_per_device("all_reduce", grad_bytes * Psi_r, d) + GSB_r
-        return (m * rs if zero >= 2 else rs) + (ag if zero in (1, 2) else 0) + GSB_r
-    rs = coll.bytes_per_device("reduce_scatter", beta * Psi_r, d)
+            return coll.bytes_per_device("all_reduce", grad_bytes * psi, n) + gsb
+        return (m * rs if zero >= 2 else rs) + (ag if zero in (1, 2) else 0) + gsb
+    rs = coll.bytes_per_device("reduce_scatter", beta * psi, n)
     if zero == 3:
-        return m * rs + GSB_r
+        return m * rs + gsb
     if zero == 2:
-        return m * rs + coll.bytes_per_device("all_gather", beta * Psi_r, d) + GSB_r
-    return coll.bytes_per_device("all_reduce", beta * Psi_r, d) + GSB_r
+        return m * rs + coll.bytes_per_device("all_gather", beta * psi, n) + gsb
+    return coll.bytes_per_device("all_reduce", beta * psi, n) + gsb
 
 
-def zero_gather_pass(zero: int) -> sp.Expr:
+def zero_gather_pass(zero: int, psi=Psi_r, n=d, g=g_r, L=L_r) -> sp.Expr:
     """ZeRO-3 all-gathers the parameters before every forward and every backward pass
     (Rajbhandari et al. SC'20 Sec 7-B: Psi per pass, 3 Psi with the gradient reduce-scatter)."""
-    return coll.time("all_gather", beta * Psi_r, d, g_r, L_r) if zero >= 3 else sp.Integer(0)
+    return coll.time("all_gather", beta * psi, n, g, L) if zero >= 3 else sp.Integer(0)
 
 
-def zero_gathers(zero: int) -> sp.Expr:
+def zero_gathers(zero: int, **group) -> sp.Expr:
     """The iteration's gathers: one before each of the 2 m passes of a micro-batch."""
-    return 2 * m * zero_gather_pass(zero)
+    return 2 * m * zero_gather_pass(zero, **group)
 
 
-def optimizer_step(zero: int) -> sp.Expr:
+def optimizer_step(zero: int, psi=Psi_r, n=d) -> sp.Expr:
     """Adam step, memory-bound: K_opt bytes per parameter at HBM speed; ZeRO-1 and above
     update only the 1/d shard a device owns."""
-    return K_opt * Psi_r / ((d if zero >= 1 else 1) * W_hbm)
+    return K_opt * psi / ((n if zero >= 1 else 1) * W_hbm)
 
 
-def model_states(zero: int, k_states: int, *, grad_bytes=None) -> dict:
+def model_states(zero: int, k_states: int, psi=Psi_r, n=d, *, grad_bytes=None) -> dict:
     """Bytes of parameters, gradients, optimizer states per device on stage r.
 
     Rajbhandari et al. SC'20 Sec 5 (published.json zero_model_state_formulas): baseline
@@ -132,19 +139,34 @@ def model_states(zero: int, k_states: int, *, grad_bytes=None) -> dict:
     With fp32 gradients (grad_bytes 4) the gradient buffer is 4 Psi: Megatron-LM's 18 B/param
     (bf16 params, fp32 grads, Adam) and 6 + 12/d with its distributed optimizer
     (docs/user-guide/features/dist_optimizer.md)."""
-    return {"params": beta * Psi_r / (d if zero >= 3 else 1),
-            "grads": (beta if grad_bytes is None else grad_bytes) * Psi_r / (d if zero >= 2 else 1),
-            "optimizer": k_states * Psi_r / (d if zero >= 1 else 1)}
+    return {"params": beta * psi / (n if zero >= 3 else 1),
+            "grads": (beta if grad_bytes is None else grad_bytes) * psi / (n if zero >= 2 else 1),
+            "optimizer": k_states * psi / (n if zero >= 1 else 1)}
 
 
-def terms(schedule: str, zero: int, overlap: bool, k_states: int, *, grad_bytes=None) -> dict:
-    """name -> Term: the super-step of one (schedule, ZeRO stage, overlap, optimizer states,
-    gradient bytes: None = beta, or 4 for fp32 gradients)."""
+EXPERT_GROUP = {"psi": Psi_e_r, "n": d / e, "g": g_e_r, "L": L_e_r}
+"""The expert weights' data-parallel group: their d / e replicas (Megatron-Core expert data
+parallelism: expert gradients are all-reduced, and their ZeRO shards split, over dp x cp / ep ranks;
+Psi_r then counts only the other, dense weights)."""
+
+
+def _with_experts(moe: bool, dense, expert):
+    """dense + the same term over the expert weights' group, for a model with experts."""
+    return dense + expert if moe else dense
+
+
+def terms(schedule: str, zero: int, overlap: bool, k_states: int, moe: bool = False, *, grad_bytes=None) -> dict:
+    """name -> Term: the super-step of one (schedule, ZeRO stage, overlap, optimizer states); with
+    `moe`, the expert weights (Psi^e_r) synchronise, shard and update over their own d/e group;
+    grad_bytes: None = beta, or 4 for fp32 gradients."""
     sched = schedule_of(schedule)
     grad_bytes = None if grad_bytes is None else sp.Integer(grad_bytes)
-    sync = dp_sync(zero, grad_bytes=grad_bytes)
+    eg = EXPERT_GROUP
+    sync = _with_experts(moe, dp_sync(zero, grad_bytes=grad_bytes), dp_sync(zero, gs=0, grad_bytes=grad_bytes, **eg))
+    gathers = _with_experts(moe, zero_gathers(zero), zero_gathers(zero, **eg))
+    step = _with_experts(moe, optimizer_step(zero), optimizer_step(zero, Psi_e_r, eg["n"]))
     exposed = sp.Max(0, sync - sched.overlap_window) if overlap else sync
-    after = exposed + zero_gathers(zero) + optimizer_step(zero)
+    after = exposed + gathers + step
     critical = StageArgMax(F_r + B_r)
     last = StageArgMax(after)
     t = {}
@@ -157,29 +179,35 @@ def terms(schedule: str, zero: int, overlap: bool, k_states: int, *, grad_bytes=
     add("makespan", "", sched.source, sched.makespan)
     add("dp_sync", "dp_comm", "Rajbhandari et al. SC'20 Sec 7; nccl_busbw, mpich_alpha_beta", sync, True)
     add("dp_exposed", "dp_comm", "overlap window: " + sched.name, exposed, True)
-    add("zero_gather", "zero_comm", "Rajbhandari et al. SC'20 Sec 7-B", zero_gathers(zero), True)
-    add("dp_bytes", "dp_comm", "nccl_busbw", dp_bytes(zero, grad_bytes=grad_bytes), True)
-    pass_bytes = coll.bytes_per_device("all_gather", beta * Psi_r, d) if zero >= 3 else sp.Integer(0)
-    add("zero_gather_pass", "zero_comm", "Rajbhandari et al. SC'20 Sec 7-B", zero_gather_pass(zero), True)
+    add("zero_gather", "zero_comm", "Rajbhandari et al. SC'20 Sec 7-B", gathers, True)
+    add("dp_bytes", "dp_comm", "nccl_busbw",
+        _with_experts(moe, dp_bytes(zero, grad_bytes=grad_bytes),
+                      dp_bytes(zero, Psi_e_r, eg["n"], 0, grad_bytes=grad_bytes)), True)
+    pass_bytes = _with_experts(moe, coll.bytes_per_device("all_gather", beta * Psi_r, d),
+                               coll.bytes_per_device("all_gather", beta * Psi_e_r, eg["n"])) \
+        if zero >= 3 else sp.Integer(0)
+    add("zero_gather_pass", "zero_comm", "Rajbhandari et al. SC'20 Sec 7-B",
+        _with_experts(moe, zero_gather_pass(zero), zero_gather_pass(zero, **eg)), True)
     add("zero_bytes_pass", "zero_comm", "Rajbhandari et al. SC'20 Sec 7-B", pass_bytes, True)
     add("zero_bytes", "zero_comm", "Rajbhandari et al. SC'20 Sec 7-B", 2 * m * pass_bytes, True)
-    add("optimizer_step", "optimizer", "Adam at HBM speed, ZeRO Sec 3.1", optimizer_step(zero), True)
+    add("optimizer_step", "optimizer", "Adam at HBM speed, ZeRO Sec 3.1", step, True)
     add("after", "", "what follows the pipeline on stage r", after, True)
     add("critical_stage", "", "the most loaded stage", critical)
     add("sync_stage", "", "the stage whose synchronisation ends last", last)
+    experts = model_states(zero, k_states, Psi_e_r, eg["n"], grad_bytes=grad_bytes)
     for part, expr in model_states(zero, k_states, grad_bytes=grad_bytes).items():
-        add(f"memory_{part}", "", "Rajbhandari et al. SC'20 Sec 5", expr, True)
+        add(f"memory_{part}", "", "Rajbhandari et al. SC'20 Sec 5", _with_experts(moe, expr, experts[part]), True)
     add("memory_activations", "", sched.source + " (micro-batches in flight)", sched.in_flight * A_r, True)
     add("memory_total", "", "model states + activations in flight",
         sum(t[f"memory_{part}"].expr for part in MEMORY_PARTS), True)
-    per_mb = {"compute": C_r, "recompute": R_r, "op_comm": O_r, "redistribution": X_r, "pp_comm": P_r,
-              "cp_comm": CP_r}
+    per_mb = {"compute": C_r, "recompute": R_r, "op_comm": O_r, "ep_comm": E_r, "redistribution": X_r,
+              "pp_comm": P_r, "cp_comm": CP_r}
     for category, sym in per_mb.items():
         add(category, category, "m micro-batches on the most loaded stage", m * AtStage(sym, critical))
     add("bubble", "bubble", sched.source, sp.Max(0, sched.bubble))
     add("dp_comm", "dp_comm", t["dp_exposed"].citation, AtStage(exposed, last))
-    add("zero_comm", "zero_comm", t["zero_gather"].citation, AtStage(zero_gathers(zero), last))
-    add("optimizer", "optimizer", t["optimizer_step"].citation, AtStage(optimizer_step(zero), last))
+    add("zero_comm", "zero_comm", t["zero_gather"].citation, AtStage(gathers, last))
+    add("optimizer", "optimizer", t["optimizer_step"].citation, AtStage(step, last))
     add("iteration", "", "makespan + the slowest stage's synchronisation (DESIGN.md super-step)",
         sched.makespan + StageMax(after))
     return t
@@ -252,9 +280,11 @@ def _with_aggregates(exprs: list) -> list:
 
 
 @lru_cache(maxsize=64)
-def variant(schedule: str, zero: int, overlap: bool, k_states: int, *, grad_bytes=None) -> Variant:
+def variant(schedule: str, zero: int, overlap: bool, k_states: int, moe: bool = False, *,
+            grad_bytes=None) -> Variant:
     """grad_bytes: None (gradients at beta, the default) or 4 (fp32 gradients, Strategy.grad_dtype)."""
-    key = (schedule, zero, bool(overlap), k_states) + (() if grad_bytes is None else (("grad_bytes", grad_bytes),))
+    key = (schedule, zero, bool(overlap), k_states) + ((True,) if moe else ()) + \
+        (() if grad_bytes is None else (("grad_bytes", grad_bytes),))
     return Variant(key, _terms_of(key))
 
 

@@ -20,8 +20,9 @@ import sympy as sp
 from explorer.cost import collectives as coll
 from explorer.cost.block import BlockCost
 from explorer.cost.compile import BoundedCache, compile_exprs
-from explorer.cost.plan import ExecutionPlan, cp_group_route, plan
-from explorer.cost.superstep import CP_r, GSB_r, COMM_CATEGORIES
+from explorer.cost.experts import expert_collectives
+from explorer.cost.plan import ExecutionPlan, cp_group_route, ep_group_route, plan
+from explorer.cost.superstep import CP_r, E_r, GSB_r, COMM_CATEGORIES, Psi_e_r
 from explorer.strategy.mesh import group_route, pair_route, top_level
 from explorer.symbols import (A_r, B_r, C_r, F, F_r, GS_r, L_c, L_t, O_r, P_r, Psi_r, R_r, V, W_hbm, W_r, X_r,
                               a, a_kv, b, beta, eta, f, g_c, g_t, h, phi, s, t, t_launch)
@@ -32,7 +33,8 @@ COMM_KINDS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")
 BLOCK_Q = ("F", "B", "W", "fwd_compute", "bwd_compute", "bwd_weight", "fwd_comm", "bwd_comm", "recompute",
            "act", "params_dev", "params", "flops_fwd", "flops_bwd", "recompute_flops", "comm_bytes",
            "grad_sync", "grad_sync_bytes", "hidden_comm", "cp_fwd", "cp_bwd", "cp_bytes", "cp_total") + \
-    tuple(f"t_{k}" for k in COMM_KINDS) + tuple(f"b_{k}" for k in COMM_KINDS) + tuple(f"h_{k}" for k in COMM_KINDS)
+    tuple(f"t_{k}" for k in COMM_KINDS) + tuple(f"b_{k}" for k in COMM_KINDS) + tuple(f"h_{k}" for k in COMM_KINDS) + \
+    ("expert_params_dev",)
 """A block's named quantities for one micro-batch on one device. F and B are the block's
 forward and backward pass (B includes recomputation); W is the weight-gradient part of B.
 t_<kind> is the exposed time of its collectives of that kind, h_<kind> the part hidden under
@@ -57,7 +59,8 @@ def block_exprs(cost: BlockCost, g=g_t, L=L_t) -> tuple:
             cost.flops_fwd, cost.flops_bwd, cost.recompute_flops, cost.comm_bytes, cost.grad_sync_s,
             cost.grad_sync_bytes, cost.hidden_comm_s, cost.cp_fwd_s, cost.cp_bwd_s, cost.cp_bytes,
             cost.cp_total_s) + tuple(per_kind_t[k] for k in COMM_KINDS) + \
-        tuple(per_kind_b[k] for k in COMM_KINDS) + tuple(per_kind_h[k] for k in COMM_KINDS)
+        tuple(per_kind_b[k] for k in COMM_KINDS) + tuple(per_kind_h[k] for k in COMM_KINDS) + \
+        (cost.expert_params_dev,)
 
 
 def block_function(cost: BlockCost):
@@ -212,8 +215,9 @@ def stage_inputs(per_stage: np.ndarray, fwd_b: dict, bwd_b: dict, tied: dict | N
            C_r: q("fwd_compute") + q("bwd_compute"), R_r: q("recompute"),
            O_r: q("fwd_comm") + q("bwd_comm") + both("op_comm"), X_r: both("redistribution"),
            CP_r: q("cp_fwd") + q("cp_bwd"),
-           P_r: both("pp_comm"), Psi_r: q("params_dev"), A_r: q("act"), GS_r: q("grad_sync"),
-           GSB_r: q("grad_sync_bytes")}
+           P_r: both("pp_comm"), Psi_r: q("params_dev") - q("expert_params_dev"), A_r: q("act"),
+           GS_r: q("grad_sync"), GSB_r: q("grad_sync_bytes"),
+           E_r: both("ep_comm"), Psi_e_r: q("expert_params_dev")}
     for sym, extra in (tied or {}).items():
         out[sym] = out[sym] + extra
     return out
@@ -278,7 +282,8 @@ def _group_arrays(groups: tuple, stages: int):
 
 _TREES = BoundedCache(64)
 STRUCTURE_FIELDS = ("tp", "pp", "schedule", "chunks", "recompute", "sequence_parallel", "scatter_gather",
-                    "dtype", "layer_splits", "stage_map", "rank_order", "cp", "cp_algo", "overlap_tp")
+                    "dtype", "layer_splits", "stage_map", "rank_order", "cp", "cp_algo", "overlap_tp", "ep",
+                    "expert_tp")
 
 
 @lru_cache(maxsize=4096)
@@ -295,7 +300,10 @@ def levels_signature(cluster, strategy) -> tuple:
     if strategy.pp > 1:
         pairs.add((0, pp - 1))          # a tied embedding's gradient all-reduce (tied_copy)
     cp_routes = tuple(cp_group_route(cluster, strategy, stage) for stage in range(pp)) if strategy.cp > 1 else ()
-    return tp_levels, tuple(pair_route(cluster, mesh, "pp", i, j) for i, j in sorted(pairs)), cp_routes
+    out = tp_levels, tuple(pair_route(cluster, mesh, "pp", i, j) for i, j in sorted(pairs)), cp_routes
+    if strategy.ep > 1:   # the expert layers' all-to-all routes (MoE)
+        out += (tuple(ep_group_route(cluster, strategy, stage) for stage in range(strategy.pp)),)
+    return out
 
 
 def structure_key(model, strategy, cluster) -> tuple:
@@ -352,5 +360,8 @@ def _boundary_groups(the_plan: ExecutionPlan) -> tuple:
         for c, route in zip(boundary.collectives, boundary.routes):
             key = (c.size, c.kind, int(c.n), route, c.category, c.phase, payer(boundary, c))
             tally[key] = tally.get(key, 0) + 1
+    for c, route, stage in expert_collectives(the_plan):     # MoE all-to-alls (explorer.cost.experts)
+        key = (c.size, c.kind, int(c.n), route, c.category, c.phase, stage)
+        tally[key] = tally.get(key, 0) + 1
     return tuple(BoundaryGroup(size, kind, n, route, category, phase, stage, count)
                  for (size, kind, n, route, category, phase, stage), count in tally.items())

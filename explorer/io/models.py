@@ -19,7 +19,7 @@ from dataclasses import fields
 from pathlib import Path
 
 from explorer.errors import ExplorerError
-from explorer.model.spec import FAMILIES, ModelSpec
+from explorer.model.spec import FAMILIES, MOE_FLOAT_FIELDS, ModelSpec
 from explorer.io.safe_load import parse_text, read_text_capped, short_repr  # noqa: F401 (re-exported)
 
 PRESET_DIR = Path(__file__).resolve().parents[2] / "assets" / "models"
@@ -40,8 +40,26 @@ HF_KEYS = {
     "seq_len": ("max_position_embeddings", "n_positions", "n_ctx"),
     "vocab": ("vocab_size",),
 }
+# Mixture-of-Experts and attention fields (issue 11; assets/models_moe_sources/README.md lists who
+# spells what: Mixtral/gpt-oss num_local_experts, Qwen num_experts, DeepSeek n_routed_experts; ...).
+HF_MOE_KEYS = {
+    "experts": ("num_local_experts", "num_experts", "n_routed_experts"),
+    "experts_per_token": ("num_experts_per_tok", "experts_per_token"),
+    "moe_ffn_hidden": ("moe_intermediate_size",),
+    "shared_experts": ("n_shared_experts",),
+    "shared_ffn_hidden": ("shared_expert_intermediate_size",),
+    "first_dense_layers": ("first_k_dense_replace",),
+    "moe_layer_frequency": ("decoder_sparse_step", "moe_layer_freq"),
+    "q_lora_rank": ("q_lora_rank",),
+    "kv_lora_rank": ("kv_lora_rank",),
+    "qk_nope_head_dim": ("qk_nope_head_dim",),
+    "qk_rope_head_dim": ("qk_rope_head_dim",),
+    "v_head_dim": ("v_head_dim",),
+}
 # HuggingFace model_type -> our family (the architecture, not the checkpoint).
-HF_FAMILIES = {"llama": "llama", "mistral": "llama", "qwen2": "llama",
+HF_FAMILIES = {"llama": "llama", "mistral": "llama", "qwen2": "llama", "qwen3": "llama", "mixtral": "llama",
+               "qwen2_moe": "llama", "qwen3_moe": "llama", "deepseek_v2": "llama", "deepseek_v3": "llama",
+               "gpt_oss": "llama",
                "bert": "bert", "roberta": "bert", "xlm-roberta": "bert",
                "gpt2": "gpt", "gpt_bigcode": "gpt", "gpt_neox": "gpt", "gptj": "gpt", "opt": "gpt"}
 
@@ -147,7 +165,8 @@ def _from_our_schema(d: dict, name_hint: str) -> ModelSpec:
     if family not in FAMILIES:
         raise ExplorerError(f"field 'family' is {short_repr(family)}; use one of {', '.join(FAMILIES)}")
     for key in d:
-        kind = "text" if key in ("name", "family", "source", "attention") else "list" if key == "stage_blocks" else "int"
+        kind = "text" if key in ("name", "family", "source", "attention") else "list" if key == "stage_blocks" else \
+            "non-negative" if key in MOE_FLOAT_FIELDS else "int"
         field(d, key, kind, "")
     missing = [key for key in REQUIRED[family] if key not in d]
     if missing:
@@ -192,7 +211,30 @@ def _from_huggingface(d: dict, name_hint: str) -> ModelSpec:
                 raise ExplorerError(f"HuggingFace config has no {' / '.join(repr(k) for k in spellings)}")
             continue
         values[ours] = field(d, present[0], "int", "")
+    values.update(_hf_moe(d, values))
     return ModelSpec(**values)
+
+
+def _hf_moe(d: dict, values: dict) -> dict:
+    """Our MoE / attention fields from a HuggingFace config (nulls, as DeepSeek-V2-Lite's q_lora_rank, skipped)."""
+    out = {}
+    for ours, spellings in HF_MOE_KEYS.items():
+        present = [key for key in spellings if d.get(key) is not None]
+        if present:
+            out[ours] = field(d, present[0], "int", "")
+    if not out.get("experts"):             # a dense model: the MoE fields mean nothing
+        out = {k: v for k, v in out.items() if k not in ("experts", "experts_per_token", "moe_ffn_hidden",
+                                                           "shared_experts", "shared_ffn_hidden",
+                                                           "first_dense_layers", "moe_layer_frequency")}
+    if not out.get("shared_ffn_hidden"):   # Qwen3 writes 0: no shared expert
+        out.pop("shared_ffn_hidden", None)
+    head_dim = d.get("head_dim")
+    if head_dim is not None and field(d, "head_dim", "int", "") * values.get("heads", 0) != values.get("hidden"):
+        out["head_dim"] = head_dim        # only a head size other than hidden / heads changes the graph
+    if d.get("mlp_only_layers"):
+        raise ExplorerError("HuggingFace config lists 'mlp_only_layers'; dense layers in between MoE layers "
+                            "are read only as first_k_dense_replace or decoder_sparse_step")
+    return out
 
 
 def model_from_dict(d: dict, name_hint: str = "") -> ModelSpec:

@@ -52,6 +52,7 @@ OPTIONAL_BOOLS = {"otp": "overlap_tp"}    # written only when on (links made bef
 OPTIONAL_CHOICES = {"gd": ("grad_dtype", GRAD_DTYPES)}
 """Choices written only when they differ from the Strategy default (links made before them stay the same)."""
 LONG_CONTEXT = {"cp": "cp", "cpa": "cp_algo"}    # context parallelism: in a link only when cp > 1
+EXPERT_INTS = {"ep": "ep", "etp": "expert_tp"}   # written only when not the default: dense links stay as they were
 MAX_INT = 10 ** 6
 
 
@@ -133,6 +134,9 @@ def encode(model, cluster, strategy: Strategy) -> dict:
             out[short] = "1"
     if strategy.cp > 1:
         out.update({short: str(getattr(strategy, name)) for short, name in LONG_CONTEXT.items()})
+    for short, name in EXPERT_INTS.items():
+        if getattr(strategy, name) != Strategy.__dataclass_fields__[name].default:
+            out[short] = str(getattr(strategy, name))
     if strategy.layer_splits:
         runs = _run_length([(s.degree, PRESET_LETTER[s.preset]) for s in strategy.layer_splits])
         out["splits"] = ",".join(f"{deg}{letter}x{n}" for (deg, letter), n in runs)
@@ -202,7 +206,7 @@ def _cluster(params: dict, messages: list):
 
 def _strategy_fields(params: dict, base: Strategy, messages: list) -> dict:
     fields = {}
-    readers = [(short, name, lambda k: _whole(params, k)) for short, name in INTS.items()]
+    readers = [(short, name, lambda k: _whole(params, k)) for short, name in {**INTS, **EXPERT_INTS}.items()]
     readers += [(short, name, lambda k, ok=ok: _choice(params, k, ok))
                 for short, (name, ok) in {**CHOICES, **OPTIONAL_CHOICES}.items()]
     readers += [(short, name, lambda k: _flag(params, k)) for short, name in {**BOOLS, **OPTIONAL_BOOLS}.items()]

@@ -24,6 +24,49 @@ def _positive_int(name: str, value) -> None:
         raise ExplorerError(f"model field '{name}' must be a positive integer, got {value!r}")
 
 
+MOE_INT_FIELDS = ("experts", "experts_per_token", "moe_ffn_hidden", "shared_experts", "shared_ffn_hidden",
+                  "first_dense_layers", "head_dim", "q_lora_rank", "kv_lora_rank", "qk_nope_head_dim",
+                  "qk_rope_head_dim", "v_head_dim")
+MOE_FLOAT_FIELDS = ("moe_capacity_factor", "expert_load_share")
+MAX_EXPERTS = 4096   # well above the largest published router (DeepSeek-V3: 256, Qwen3: 128)
+
+
+def _check_moe(spec) -> None:
+    """The MoE and attention-variant fields: defaults leave a dense model as it was."""
+    for name in MOE_FLOAT_FIELDS:
+        value = getattr(spec, name)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < float("inf"):
+            raise ExplorerError(f"model field '{name}' must be a non-negative number, got {value!r}")
+    if isinstance(spec.moe_layer_frequency, bool) or not isinstance(spec.moe_layer_frequency, int) \
+            or spec.moe_layer_frequency < 1:
+        raise ExplorerError(f"model field 'moe_layer_frequency' must be a positive integer, "
+                            f"got {spec.moe_layer_frequency!r}")
+    if spec.kv_lora_rank and not (spec.qk_nope_head_dim and spec.qk_rope_head_dim and spec.v_head_dim):
+        raise ExplorerError("latent attention (kv_lora_rank > 0) needs qk_nope_head_dim, qk_rope_head_dim "
+                            "and v_head_dim")
+    moe_set = [n for n in MOE_INT_FIELDS[1:6] + MOE_FLOAT_FIELDS if getattr(spec, n)]
+    if not spec.experts:
+        if moe_set:
+            raise ExplorerError(f"model field '{moe_set[0]}' needs 'experts' (routed experts) > 0")
+        return
+    if not spec.is_transformer:
+        raise ExplorerError(f"experts are for transformer families (gpt, bert, llama), not {spec.family!r}")
+    if spec.experts > MAX_EXPERTS:
+        raise ExplorerError(f"model field 'experts' is {spec.experts}, more than the {MAX_EXPERTS} accepted")
+    if not 1 <= spec.experts_per_token <= spec.experts:
+        raise ExplorerError(f"model field 'experts_per_token' (top-k) must be between 1 and experts = "
+                            f"{spec.experts}, got {spec.experts_per_token}")
+    if spec.expert_load_share and not 1 / spec.experts <= spec.expert_load_share <= 1:
+        raise ExplorerError(f"model field 'expert_load_share' must be between 1/experts = {1 / spec.experts:.4g} "
+                            f"and 1 (0 = balanced), got {spec.expert_load_share}")
+    if spec.moe_capacity_factor and spec.moe_capacity_factor < 1:
+        raise ExplorerError(f"model field 'moe_capacity_factor' must be at least 1 (0 = dropless), "
+                            f"got {spec.moe_capacity_factor}")
+    if spec.first_dense_layers >= spec.layers:
+        raise ExplorerError(f"model field 'first_dense_layers' ({spec.first_dense_layers}) leaves no MoE layer "
+                            f"among the {spec.layers} layers")
+
+
 @dataclass(frozen=True)
 class ModelSpec:
     """A model in the DESIGN.md vocabulary.
@@ -50,6 +93,22 @@ class ModelSpec:
     base_width: int = 64         # cnn: channels of the stem / first stage
     source: str = ""             # where the numbers come from
     attention: str = ""          # 'standard' or 'flash'; '' means the family default (DEFAULT_ATTENTION)
+    # ---- Mixture-of-Experts and attention variants (explorer/model/graph/moe.py); all off by default
+    experts: int = 0             # E: routed experts per MoE layer; 0 = a dense model
+    experts_per_token: int = 0   # k: experts each token is routed to (top-k)
+    moe_ffn_hidden: int = 0      # f_e: FFN hidden size of one expert; 0 = ffn_hidden
+    shared_experts: int = 0      # experts every token goes through (DeepSeek: 1)
+    shared_ffn_hidden: int = 0   # FFN hidden size of all shared experts together; 0 = shared_experts * f_e
+    first_dense_layers: int = 0  # leading layers with a dense FFN (DeepSeek-V3 first_k_dense_replace: 3)
+    moe_layer_frequency: int = 1  # after those, layer i is MoE when (i + 1) % this == 0 (Qwen decoder_sparse_step)
+    moe_capacity_factor: float = 0.0  # tokens an expert takes, x its fair share (padded); 0 = dropless
+    expert_load_share: float = 0.0    # what-if: the most-loaded expert's share of routed tokens; 0 = balanced
+    head_dim: int = 0            # attention head size; 0 = hidden / heads
+    q_lora_rank: int = 0         # MLA (DeepSeek-V2/V3): query latent rank; 0 = queries not compressed
+    kv_lora_rank: int = 0        # MLA key/value latent rank; > 0 turns multi-head latent attention on
+    qk_nope_head_dim: int = 0    # MLA per-head query/key size without rotary embedding
+    qk_rope_head_dim: int = 0    # MLA per-head query/key size with rotary embedding (keys share it)
+    v_head_dim: int = 0          # MLA per-head value size
 
     def __post_init__(self):
         check_model(self)                # sizes within explorer/limits.py, before anything else
@@ -77,7 +136,7 @@ class ModelSpec:
             return
         for name in ("layers", "hidden", "heads", "seq_len", "vocab"):
             _positive_int(name, getattr(self, name))
-        for name in ("ffn_hidden", "kv_heads"):
+        for name in ("ffn_hidden", "kv_heads") + MOE_INT_FIELDS:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise ExplorerError(f"model field '{name}' must be a non-negative integer, got {value!r}")
@@ -85,13 +144,31 @@ class ModelSpec:
             object.__setattr__(self, "ffn_hidden", 4 * self.hidden)
         if self.kv_heads == 0:
             object.__setattr__(self, "kv_heads", self.heads)
+        if self.experts and self.moe_ffn_hidden == 0:
+            object.__setattr__(self, "moe_ffn_hidden", self.ffn_hidden)
+        if self.shared_experts and self.shared_ffn_hidden == 0:
+            object.__setattr__(self, "shared_ffn_hidden", self.shared_experts * self.moe_ffn_hidden)
+        _check_moe(self)
         if self.family in ("gpt", "bert", "llama"):
-            if self.hidden % self.heads:
+            if self.hidden % self.heads and not (self.head_dim or self.kv_lora_rank):
                 raise ExplorerError(
                     f"hidden size {self.hidden} is not divisible by heads {self.heads}")
             if self.heads % self.kv_heads:
                 raise ExplorerError(
                     f"heads {self.heads} is not divisible by kv_heads {self.kv_heads}")
+
+    @property
+    def is_moe(self) -> bool:
+        """True when some layer routes tokens to experts."""
+        return self.experts > 0
+
+    @property
+    def uses_moe_graph(self) -> bool:
+        """Experts, a head size of its own or latent attention: built by explorer/model/graph/moe.py."""
+        return self.is_moe or self.head_dim > 0 or self.kv_lora_rank > 0
+
+    def is_moe_layer(self, index: int) -> bool:
+        return self.is_moe and index >= self.first_dense_layers and (index + 1) % self.moe_layer_frequency == 0
 
     @property
     def is_transformer(self) -> bool:

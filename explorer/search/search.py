@@ -72,6 +72,15 @@ def _check(model, cluster, gpus, global_batch, max_memory_bytes, top):
     check_count("GPUs N", gpus, "MAX_DEVICES")            # the cluster grows with the run; the limits bound it
 
 
+def _check_ep(model, ep) -> None:
+    if isinstance(ep, bool) or not isinstance(ep, int) or ep < 1:
+        raise ExplorerError(f"ep must be a positive integer, got {ep!r}")
+    if ep > 1 and not getattr(model, "is_moe", False):
+        raise ExplorerError(f"ep={ep} needs a model with experts; {model.name} is dense")
+    if ep > 1 and model.experts % ep:
+        raise ExplorerError(f"ep={ep} does not divide the model's {model.experts} experts")
+
+
 def point_strategy(space, points: Points, k: int, global_batch: int, dtype: str = "bf16") -> Strategy:
     """The Strategy of sweep point k (Megatron's split, default stage placement)."""
     fam = space.families[points.family[k]]
@@ -79,7 +88,7 @@ def point_strategy(space, points: Points, k: int, global_batch: int, dtype: str 
                     global_batch=global_batch, schedule=fam.schedule, chunks=fam.chunks,
                     zero=int(points.zero[k]), recompute=fam.recompute,
                     sequence_parallel=fam.sequence_parallel, overlap_dp=bool(points.overlap[k]), dtype=dtype,
-                    cp=fam.cp, cp_algo=fam.cp_algo)
+                    cp=fam.cp, cp_algo=fam.cp_algo, ep=fam.ep, expert_tp=fam.expert_tp)
 
 
 def candidate(model, cluster, strategy: Strategy, gpus: int) -> Candidate:
@@ -90,20 +99,24 @@ def candidate(model, cluster, strategy: Strategy, gpus: int) -> Candidate:
 
 def search(model, cluster, gpus: int, global_batch: int, max_memory_bytes: float | None = None,
            top: int = 10, progress=None, refine_top: int = 8, dtype: str = "bf16",
-           framework: str | None = None, cp: int | None = None, cp_algo: str = "ring") -> SearchResult:
+           framework: str | None = None, cp: int | None = None, cp_algo: str = "ring",
+           ep: int | None = None) -> SearchResult:
     """Search the whole global space of `model` on `gpus` devices of `cluster` at `global_batch`.
 
     `progress(fraction, message)` is called as the search goes (fraction in [0, 1]). With
     `framework` (one of explorer.codegen.FRAMEWORKS) the top list and the Pareto front hold only
     strategies that framework can express -- the exporters' own rules decide. Context parallelism is
     searched (ring) for sequences of 8k tokens and more; `cp` fixes its degree, `cp_algo` its algorithm.
+    With `ep`, only that expert-parallel degree is searched (a model with experts; ep must divide them).
     """
     start = time.perf_counter()
     _check(model, cluster, gpus, global_batch, max_memory_bytes, top)
     report = progress or (lambda fraction, message: None)
     cap = float(cluster.device.memory_bytes if max_memory_bytes is None else max_memory_bytes)
     report(0.0, "enumerating the global choices")
-    space = enumerate_space(model, gpus, global_batch, cp, cp_algo)
+    if ep is not None:
+        _check_ep(model, ep)
+    space = enumerate_space(model, gpus, global_batch, cp, cp_algo, ep)
     points = sweep(model, cluster, space.families, global_batch, dtype,
                    progress=lambda done, n: report(0.7 * done / n, f"evaluated {done}/{n} families"))
     fits = np.flatnonzero(points.memory_bytes <= cap)

@@ -63,6 +63,20 @@ def divisors(n: int) -> list:
     return [k for k in range(1, n + 1) if n % k == 0]
 
 
+def expert_degrees(model, dp: int, tp: int = 1, sequence_parallel: bool = False) -> list:
+    """(ep, expert_tp) to explore: (1, 0), and for a model with experts every divisor of d that
+    divides the experts with the experts split over tp (expert_tp 0), and -- with tp > 1 and
+    sequence parallelism -- every divisor of tp d that divides the experts with whole experts
+    (expert_tp 1, Megatron-Bridge's MoE recipes). explorer.strategy.rules: ep is carved out of the
+    data-parallel ranks (and the tp ranks when expert_tp = 1)."""
+    if not getattr(model, "is_moe", False):
+        return [(1, 0)]
+    out = [(e, 0) for e in divisors(dp) if model.experts % e == 0]
+    if tp > 1 and sequence_parallel:
+        out += [(e, 1) for e in divisors(tp * dp) if e > 1 and model.experts % e == 0]
+    return out
+
+
 def layer_options(tp: int) -> tuple:
     """Per-layer splits a layer may take inside a tp group: replicated, or a preset at a degree dividing tp."""
     out = [LayerSplit(1, "replicated")]
@@ -87,6 +101,8 @@ class Family:
     overlaps: tuple = OVERLAPS
     cp: int = 1                 # context parallelism (explorer.cost.context_parallel)
     cp_algo: str = "ring"
+    ep: int = 1            # expert-parallel degree (MoE models: divisors of dp that divide the experts)
+    expert_tp: int = 0     # 0: the experts split over tp; 1: whole experts, ep over tp x dp (needs SP)
 
     @property
     def size(self) -> int:
@@ -127,9 +143,11 @@ def cp_degrees(model, devices: int) -> list:
     return [c for c in divisors(devices) if model.seq_len % (2 * c) == 0 or c == 1]
 
 
-def enumerate_space(model, gpus: int, global_batch: int, cp: int | None = None, cp_algo: str = "ring") -> Space:
+def enumerate_space(model, gpus: int, global_batch: int, cp: int | None = None, cp_algo: str = "ring",
+                    ep: int | None = None) -> Space:
     """Every global choice for `model` on `gpus` devices at global batch `global_batch` (with `cp`
-    given, only that context-parallel degree; `cp_algo` the algorithm of cp > 1)."""
+    given, only that context-parallel degree; `cp_algo` the algorithm of cp > 1; with `ep`, only
+    that expert-parallel degree)."""
     if gpus < 1 or global_batch < 1:
         raise ExplorerError(f"gpus and global batch must be positive, got {gpus} and {global_batch}")
     space = Space([])
@@ -148,7 +166,15 @@ def enumerate_space(model, gpus: int, global_batch: int, cp: int | None = None, 
                     continue
                 _add_families(space, model, tp, pp, gpus // (tp * c * pp), global_batch, batches, schedules,
                               inner, c, cp_algo)
+    if ep is not None:      # one expert-parallel degree asked for: the other families are not searched
+        dropped = sum(f.size for f in space.families if f.ep != ep)
+        if dropped:
+            space.pruned[OTHER_EP] += dropped
+        space.families = [f for f in space.families if f.ep == ep]
     return space
+
+
+OTHER_EP = "another ep than asked for"
 
 
 def _add_families(space, model, tp, pp, dp, global_batch, batches, schedules, inner, cp=1, cp_algo="ring"):
@@ -187,5 +213,9 @@ def _add_families(space, model, tp, pp, dp, global_batch, batches, schedules, in
                 seqs.append(seq)
         for recompute in RECOMPUTE:
             for seq in seqs:
-                space.families.append(Family(tp, pp, dp, schedule, chunks, recompute, seq, tuple(micro),
-                                             tuple(zeros), cp=cp, cp_algo=cp_algo if cp > 1 else "ring"))
+                for ep, etp in expert_degrees(model, dp, tp, seq):
+                    space.families.append(Family(tp, pp, dp, schedule, chunks, recompute, seq, tuple(micro),
+                                                 tuple(zeros), cp=cp, cp_algo=cp_algo if cp > 1 else "ring",
+                                                 ep=ep, expert_tp=etp))
+                    if ep > 1:     # the ep choices are more raw points, all kept
+                        space.total += space.families[-1].size

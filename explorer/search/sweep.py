@@ -37,7 +37,7 @@ def probe(family, global_batch: int, dtype: str = "bf16") -> Strategy:
     return Strategy(dp=family.dp, tp=family.tp, pp=family.pp, micro_batch=1,
                     global_batch=family.dp * family.pp, schedule=family.schedule, chunks=family.chunks,
                     recompute=family.recompute, sequence_parallel=family.sequence_parallel, dtype=dtype,
-                    cp=family.cp, cp_algo=family.cp_algo)
+                    cp=family.cp, cp_algo=family.cp_algo, ep=family.ep, expert_tp=family.expert_tp)
 
 
 def default_options(tp: int) -> tuple:
@@ -50,7 +50,7 @@ def sweep(model, cluster, families, global_batch: int, dtype: str = "bf16", prog
     """Evaluate every family with each uniform option of `options(tp)`; progress(done, total)."""
     groups = defaultdict(list)
     for index, fam in enumerate(families):
-        groups[(fam.tp, fam.recompute, fam.sequence_parallel, fam.cp, fam.cp_algo)].append(index)
+        groups[(fam.tp, fam.recompute, fam.sequence_parallel, fam.cp, fam.cp_algo, fam.ep, fam.expert_tp)].append(index)
     rows, done = [], 0
     for (tp, *_), members in groups.items():
         _sweep_group(model, cluster, families, members, global_batch, dtype, options(tp), rows)

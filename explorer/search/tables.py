@@ -17,8 +17,9 @@ import numpy as np
 from explorer.cost import collectives as coll
 from explorer.cost import layouts as lay
 from explorer.cost.block import block_cost
+from explorer.cost.experts import a2a_seconds
 from explorer.cost.numbers import Numbers
-from explorer.cost.plan import PlacedBlock, block_splits, cp_group_route
+from explorer.cost.plan import PlacedBlock, block_splits, cp_group_route, ep_group_route, expert_options
 from explorer.cost.plan import boundary as plan_boundary
 from explorer.cost.tree import Q, block_function, size_function, tied_copy, tied_values
 from explorer.symbols import GS_r, Psi_r
@@ -100,11 +101,23 @@ class Chain:
         route = self.route(stage, split.degree)
         cp_route = cp_group_route(self.cluster, self.probe, stage) if self.probe.cp > 1 else ()
         key = (block.key, block.kind, split, incoming, route, cp_route)
+        moe = self.model.is_moe and self.probe.ep > 1      # MoE: experts over ep, all-to-alls over its route
+        if moe:
+            key += (self.probe.ep, self.probe.etp, ep_group_route(self.cluster, self.probe, stage))
         if key not in self._nodes:
+            experts = expert_options(self.model, self.probe) if moe else {}
             cost = block_cost(block, split.effective_preset, split.overrides,
                               self.probe.sequence_parallel, self.probe.recompute, incoming,
-                              self.probe.cp, self.probe.cp_algo, self.probe.overlap_tp)
-            self._nodes[key] = Node(cost, split, route, self._values(cost, split.degree, route, cp_route))
+                              self.probe.cp, self.probe.cp_algo, self.probe.overlap_tp, **experts)
+            values = self._values(cost, split.degree, route, cp_route)
+            if moe:     # the experts sharded over ep; the all-to-alls over the ep group's route
+                fwd, bwd = a2a_seconds(cost, split.degree, key[-1], self.nums, self.probe.recompute, self.probe.ep)
+                q = block_function(cost)(*self.nums.block_args(split.degree, route, cp_route, self.probe.cp_algo))
+                values = values.copy()
+                values[F] = values[F] + fwd
+                values[B] = values[B] + bwd
+                values[PSI] = values[PSI] - (1 - 1 / self.probe.ep) * float(q[Q["expert_params_dev"]])
+            self._nodes[key] = Node(cost, split, route, values)
         return self._nodes[key]
 
     def _values(self, cost, degree: int, route: tuple, cp_route: tuple = ()) -> np.ndarray:

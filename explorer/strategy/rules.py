@@ -208,6 +208,40 @@ def _cp_algo(v, model):
     return None
 
 
+def _ep_divides_dp(v, model=None):
+    ep, cp = getattr(v, "ep", 1), getattr(v, "cp", 1)
+    etp = getattr(v, "expert_tp", 0) or v.tp
+    ranks = v.dp * cp * v.tp // etp      # the ranks of a stage outside the expert tensor-parallel group
+    if ranks % ep:
+        where = "dp" + (" x cp" if cp > 1 else "") + (" x tp" if etp != v.tp else "")
+        return (f"ep={ep} does not divide {where} = {ranks}: expert parallelism is carved out of the "
+                f"data-parallel ranks (Megatron-Core: ep x expert_tp divides tp x cp x dp, and each expert's "
+                "weights are replicated over the rest, the expert-data-parallel ranks)")
+    if etp != v.tp and not getattr(v, "sequence_parallel", False):
+        return ("expert_tp=1 with tp > 1 needs sequence parallelism (Megatron-LM refuses MoE with tensor "
+                "parallelism without it)")
+    return None
+
+
+def _ep_divides_experts(v, model):
+    ep = getattr(v, "ep", 1)
+    if ep == 1:
+        return None
+    experts = getattr(model, "experts", 0)
+    if not experts:
+        return f"ep={ep} needs a model with experts; {model.name} is dense"
+    if experts % ep:
+        return f"ep={ep} does not divide the model's {experts} experts (each ep rank holds experts / ep of them)"
+    return None
+
+
+def _moe_needs_sequence_parallel(v, model):
+    if getattr(model, "is_moe", False) and v.tp > 1 and not v.sequence_parallel:
+        return (f"{model.name} has experts: with tp={v.tp} it needs sequence parallelism (Megatron-Core's "
+                "MoELayer refuses to train MoE with tensor parallelism without it)")
+    return None
+
+
 HEADS = "t does not divide the attention heads"
 KV_HEADS = "t does not divide the key/value heads"
 STAGES = "more pipeline stages than layers"
@@ -250,6 +284,12 @@ RULES = (
          _stage_map_covers, False),
     Rule("batch split of a micro-batch it does not divide", "model", ("micro_batch", "layer_splits"),
          _batch_split, False),
+    Rule("MoE with t > 1 needs sequence parallelism", "model", ("tp", "sequence_parallel"),
+         _moe_needs_sequence_parallel),
+    # expert parallelism (issue 11): the search enumerates only ep that obey these
+    Rule("ep does not divide d", "strategy", ("ep", "dp", "tp", "expert_tp", "sequence_parallel"),
+         _ep_divides_dp, False),
+    Rule("ep does not divide the experts", "model", ("ep",), _ep_divides_experts, False),
 )
 REASONS = tuple(rule.reason for rule in RULES if rule.searched) + (MEMORY,)
 """The search's pruning reasons, in the order a raw choice is checked."""

@@ -95,9 +95,11 @@ class Strategy:
     cp: int = 1                      # context-parallel degree: the sequence split over cp devices
     cp_algo: str = "ring"            # 'ring' (Megatron-LM CP, K/V around a ring) or 'ulysses' (all-to-all)
     overlap_tp: bool = False         # tensor-parallel collectives under the GEMMs (Megatron --tp-comm-overlap)
+    ep: int = 1                      # e: expert-parallel degree, carved out of dp (MoE models only)
+    expert_tp: int = 0               # expert tensor-parallel degree: 0 = tp (Megatron's default) or 1
 
     def __post_init__(self):
-        for name in ("dp", "tp", "pp", "micro_batch", "global_batch", "chunks", "cp"):
+        for name in ("dp", "tp", "pp", "micro_batch", "global_batch", "chunks", "cp", "ep"):
             _int_at_least(name, getattr(self, name), 1)
         if self.schedule not in SCHEDULES:
             raise ExplorerError(f"schedule {self.schedule!r} is unknown; use one of {', '.join(SCHEDULES)}")
@@ -105,6 +107,10 @@ class Strategy:
             raise ExplorerError(f"recompute {self.recompute!r} is unknown; use one of {', '.join(RECOMPUTE)}")
         if self.cp_algo not in CP_ALGOS:
             raise ExplorerError(f"cp_algo {self.cp_algo!r} is unknown; use one of {', '.join(CP_ALGOS)}")
+        if isinstance(self.expert_tp, bool) or not isinstance(self.expert_tp, int) or \
+                self.expert_tp not in (0, 1, self.tp):
+            raise ExplorerError(f"strategy field 'expert_tp' must be 1 or tp = {self.tp} (0 = tp), "
+                                f"got {self.expert_tp!r}")
         if self.dtype not in DTYPES:
             raise ExplorerError(f"dtype {self.dtype!r} is unknown; use one of {', '.join(DTYPES)}")
         if self.grad_dtype not in GRAD_DTYPES:
@@ -150,6 +156,20 @@ class Strategy:
     def mesh(self) -> Mesh:
         """The device mesh: named axes with their sizes, in rank order."""
         return Mesh.of(self.rank_order, tp=self.tp, dp=self.dp, pp=self.pp, cp=self.cp)
+
+    @cached_property
+    def expert_mesh(self) -> Mesh:
+        """The mesh of the expert layers (Megatron-Core's expert RankGenerator): the same devices with
+        ep carved out of dp -- tp (the expert tensor-parallel size, = tp as Megatron's default),
+        ep, then the expert-data-parallel tp dp / (etp ep) replicas of each expert's weights, then pp.
+        With expert_tp = 1 the ep group takes the tp ranks too (Megatron-Bridge's MoE recipes)."""
+        etp = self.etp
+        return Mesh.of(self.rank_order, tp=etp, ep=self.ep, dp=self.tp * self.dp // (etp * self.ep), pp=self.pp)
+
+    @property
+    def etp(self) -> int:
+        """The expert layers' tensor-parallel degree (Megatron-Core expert_tensor_parallel_size)."""
+        return self.expert_tp or self.tp
 
     def with_(self, **changes) -> "Strategy":
         return replace(self, **changes)

@@ -17,15 +17,17 @@ from explorer.cost.tree import payer  # who pays a boundary collective: the cost
 from explorer.cost.context_parallel import cp_kind
 from explorer.cost.numbers import Numbers
 from explorer.timeline.numbers import block_numbers, boundary_numbers
+from explorer.timeline.experts import expert_numbers
 from explorer.timeline.schedules import PASS_NAMES, B, F, W
 
-PART_CATEGORIES = ("zero_comm", "recompute", "compute", "op_comm", "cp_comm", "redistribution", "pp_comm")
-ZERO_PART, RECOMPUTE_PART, COMPUTE_PART, CP_PART, SEND_PART = 0, 1, 2, 4, 6
-PART_KINDS = np.array([["zero_gather", name, name, name, "cp_exchange", name, "send"] for name in PASS_NAMES],
+PART_CATEGORIES = ("zero_comm", "recompute", "compute", "op_comm", "ep_comm", "cp_comm", "redistribution", "pp_comm")
+ZERO_PART, RECOMPUTE_PART, COMPUTE_PART, CP_PART, SEND_PART = 0, 1, 2, 5, 7
+PART_KINDS = np.array([["zero_gather", name, name, name, name, "cp_exchange", name, "send"] for name in PASS_NAMES],
                       dtype=object)
-_FWD_KEYS = (None, None, "fwd_compute_s", "fwd_op_comm_s", "fwd_cp_comm_s", "fwd_redistribution_s",
+_FWD_KEYS = (None, None, "fwd_compute_s", "fwd_op_comm_s", "fwd_ep_comm_s", "fwd_cp_comm_s", "fwd_redistribution_s",
              "fwd_pp_comm_s")
-_BWD_KEYS = (None, "recompute_s", "bwd_compute_s", "bwd_op_comm_s", "bwd_cp_comm_s", "bwd_redistribution_s",
+_BWD_KEYS = (None, "recompute_s", "bwd_compute_s", "bwd_op_comm_s", "bwd_ep_comm_s", "bwd_cp_comm_s",
+             "bwd_redistribution_s",
              "bwd_pp_comm_s")
 
 
@@ -118,6 +120,8 @@ def _bytes_and_levels(the_plan, ctx: Numbers):
     for boundary in the_plan.boundaries:
         for cn in boundary_numbers(boundary, ctx):
             add(payer(boundary, cn.coll), cn.coll, cn)
+    for cn, stage in expert_numbers(the_plan, ctx):      # MoE all-to-alls (ep_comm)
+        add(stage, cn.coll, cn)
     levels = np.array([["+".join(ctx.level_names[k] for k in sorted(s)) for s in row] for row in names],
                       dtype=object)
     return nbytes, levels, params

@@ -22,6 +22,7 @@ from explorer.timeline.events import frame
 from explorer.cost.context_parallel import cp_kind
 from explorer.cost.numbers import Numbers
 from explorer.timeline.numbers import block_numbers, boundary_numbers, context
+from explorer.timeline.experts import expert_numbers
 
 
 def find_block(the_plan, layer: int | None = None, op: str | None = None) -> int:
@@ -68,28 +69,45 @@ def _cp(phase, category, sn, cp) -> list:
 HIDDEN = "hidden"   # an 8th field: the segment overlaps the compute before it (its own row, no time taken)
 
 
-def _forward(steps, names, recompute: bool = False, cp=("p2p", "")) -> list:
-    """Forward micro-steps; replayed in the backward (category recompute) when `recompute`."""
+COMBINE_OPS = ("combine",)   # explorer/model/graph/moe.py: the operator that brings routed tokens home
+
+
+def _all_to_all(ep: dict, op: str, phase: str, names) -> list:
+    """The MoE all-to-all of a dispatch/combine operator (category ep_comm, at the ep group's level)."""
+    return [seg for cn in ep.get((op, phase), ()) for seg in _coll(phase, None, op, cn, names)]
+
+
+def _forward(steps, names, recompute: bool = False, cp=("p2p", ""), ep: dict | None = None) -> list:
+    """Forward micro-steps; replayed in the backward (category recompute) when `recompute`.
+    `ep`: (operator, phase) -> the expert layer's all-to-alls, drawn after the operator's compute
+    (router -> dispatch -> experts -> combine)."""
     phase, category = ("bwd", "recompute") if recompute else ("fwd", None)
+    ep = ep or {}
     out = []
     for sn in steps:
         op = sn.step.op
         fwd = [cn for cn in sn.collectives if cn.coll.phase == "fwd"]
         for cn in (c for c in fwd if c.coll.op == op):        # bring the input to the needed layout
             out += _coll(phase, category, op, cn, names)
+        key = op + (" (recomputed)" if recompute else "")
+        gathers = op in COMBINE_OPS             # combine receives its tokens first, then un-permutes them
+        out += _all_to_all(ep, key, phase, names) if gathers else []
         out.append((phase, "compute", category or "compute", op, sn.fwd_s, 0.0, ""))
         out += _cp(phase, category, sn, cp)
+        out += [] if gathers else _all_to_all(ep, key, phase, names)
         for cn in (c for c in fwd if c.coll.op != op):        # reduce the block's partial output
             out += _coll(phase, category, op, cn, names)
     return out
 
 
-def _backward(steps, names, cp=("p2p", "")) -> list:
+def _backward(steps, names, cp=("p2p", ""), ep: dict | None = None) -> list:
+    ep = ep or {}
     out = []
     for sn in reversed(steps):
         op = sn.step.op
         for cn in (c for c in sn.collectives if c.coll.phase == "bwd" and c.coll.op != op):
             out += _coll("bwd", None, op, cn, names)
+        out += _all_to_all(ep, op, "bwd", names)     # the gradient's way back over the ep group
         out.append(("bwd", "compute", "recompute", op, sn.recompute_s, 0.0, ""))   # FlashAttention's QK^T
         out.append(("bwd", "compute", "compute", op, sn.bwd_s - sn.bwd_weight_s, 0.0, ""))
         out += _cp("bwd", None, sn, cp)
@@ -123,16 +141,19 @@ def block_segments(the_plan, k: int, ctx: Numbers) -> list:
     how = cp_kind(the_plan.strategy.cp_algo)
     crossed = [i for i, w in enumerate(coll.level_shares(how, placed.cp_route)) if w] if placed.cp_route else [0]
     cp = (how, "+".join(names[i] for i in crossed))
-    fwd = _boundary(the_plan, k, ctx, "fwd", False) + _forward(steps, names, cp=cp) + \
+    ep = {}
+    for cn, _ in expert_numbers(the_plan, ctx, k):
+        ep.setdefault((cn.coll.op, cn.coll.phase), []).append(cn)
+    fwd = _boundary(the_plan, k, ctx, "fwd", False) + _forward(steps, names, cp=cp, ep=ep) + \
         _boundary(the_plan, k + 1, ctx, "fwd", True)
     redo = []
     if placed.block.kind == "layer" and recompute == "full":       # the whole forward again
-        redo = _forward(steps, names, recompute=True, cp=cp)
+        redo = _forward(steps, names, recompute=True, cp=cp, ep=ep)
     elif placed.block.kind == "layer" and recompute == "selective":  # only the attention core
         core = {o.name for o in placed.block.ops if o.attention_core}
         redo = [seg for sn in steps if sn.step.op in core for seg in
                 [("bwd", "compute", "recompute", sn.step.op, sn.fwd_s, 0.0, "")] + _cp("bwd", "recompute", sn, cp)]
-    bwd = _boundary(the_plan, k + 1, ctx, "bwd", False) + redo + _backward(steps, names, cp=cp) + \
+    bwd = _boundary(the_plan, k + 1, ctx, "bwd", False) + redo + _backward(steps, names, cp=cp, ep=ep) + \
         _boundary(the_plan, k, ctx, "bwd", True)
     return [s for s in fwd + bwd if s[4] > 0]
 

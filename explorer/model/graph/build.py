@@ -8,6 +8,7 @@ import networkx as nx
 from explorer.model.spec import ModelSpec
 from explorer.model.graph.cnn import cnn_blocks
 from explorer.model.graph.mlp import mlp_blocks
+from explorer.model.graph.moe import moe_blocks
 from explorer.model.graph.transformer import transformer_blocks
 
 
@@ -19,6 +20,8 @@ def build_blocks(spec: ModelSpec) -> tuple:
                                 spec.base_width, spec.vocab))
     if spec.family == "mlp":
         return tuple(mlp_blocks(spec.layers))
+    if spec.uses_moe_graph:     # experts, a head size of its own or latent attention (standard attention core)
+        return tuple(moe_blocks(spec))
     return tuple(transformer_blocks(spec.family, spec.layers, spec.attention))
 
 

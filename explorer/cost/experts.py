@@ -1,0 +1,82 @@
+"""Expert parallelism (issue 11): the busiest device's load and the expert layers' all-to-alls.
+
+An MoE layer's experts are spread over the `ep` devices of an expert-parallel group
+(Megatron-Core; Lepikhin et al., GShard, ICLR'21 Sec 2.2); tokens travel to the device
+holding their experts and back by two all-to-alls per layer and pass (dispatch, combine),
+priced as the category ep_comm at the machine level the ep group crosses
+(explorer.cost.plan.ep_group_route). The block's own cost (explorer.cost.block) holds the
+all-to-alls symbolically; here they become the tree's collective groups.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import sympy as sp
+
+from explorer.cost import collectives as coll
+from explorer.symbols import t
+
+
+def expert_load(model, ep: int) -> float:
+    """The busiest ep device's routed tokens over the average (>= 1; the factor on its expert time
+    and all-to-all bytes).
+
+    * capacity factor c (model.moe_capacity_factor > 0): every expert takes c x its fair share,
+      padded (Fedus et al., Switch Transformer, JMLR'22 Sec 2.2, Eq. 3; Megatron-Core
+      moe_pad_expert_input_to_capacity): c;
+    * a what-if share sigma of the busiest expert (model.expert_load_share > 0): its device holds
+      it and E/ep - 1 experts at the average of the rest, (1 - sigma)/(E - 1) each:
+      ep (sigma + (E/ep - 1)(1 - sigma)/(E - 1)) -- 1 when ep = 1 (one device holds every expert);
+    * otherwise force-balanced, dropless routing, as the Megatron-Bridge benchmarks run: 1.
+    """
+    if not model.is_moe:
+        return 1.0
+    if model.moe_capacity_factor:
+        return float(model.moe_capacity_factor)
+    share, E = model.expert_load_share, model.experts
+    if not share or E == 1:
+        return 1.0
+    return max(1.0, ep * (share + (E / ep - 1) * (1 - share) / (E - 1)))
+
+
+def expert_collectives(the_plan, block_index: int | None = None):
+    """(Collective, route, stage) of every all-to-all of the plan's expert layers, sizes at the
+    layer's operator-parallel degree. Under full recomputation the backward pass replays the
+    forward's dispatch and combine (Korthikanti et al. Sec 5: the whole layer is recomputed),
+    counted in ep_comm."""
+    replay, ep = the_plan.strategy.recompute == "full", the_plan.strategy.ep
+    if ep <= 1:
+        return
+    blocks = the_plan.blocks if block_index is None else the_plan.blocks[block_index:block_index + 1]
+    for placed in blocks:
+        for c in placed.cost.ep_collectives:
+            c = replace(c, size=c.size.subs(t, placed.split.degree), n=sp.Integer(ep))
+            yield c, placed.ep_route, placed.stage
+            if replay and c.phase == "fwd" and placed.block.kind == "layer":
+                yield replace(c, phase="bwd", op=c.op + " (recomputed)"), placed.ep_route, placed.stage
+
+
+def a2a_seconds(cost, degree: int, route: tuple, nums, recompute: str, ep: int) -> tuple:
+    """(forward, backward) seconds of one block's all-to-alls for one micro-batch (arrays over the
+    micro-batch sizes of `nums`), priced as the tree prices them (Numbers.collective_seconds): for
+    the search's chain of nodes, which adds them to the block's F and B."""
+    from explorer.cost.tree import size_function       # (the tree imports this module)
+    colls = [replace(c, size=c.size.subs(t, degree), n=sp.Integer(ep)) for c in cost.ep_collectives]
+    if not colls or ep <= 1:
+        return 0.0, 0.0
+    sizes = size_function(tuple(c.size for c in colls))(*nums.size_args())
+    out = {"fwd": 0.0, "bwd": 0.0}
+    for c, size in zip(colls, sizes):
+        n = int(c.n)
+        sent = coll.bytes_per_device(c.kind, np.asarray(size, dtype=float), n)
+        secs = nums.collective_seconds(sent, float(coll.latency_steps(c.kind, n)), c.kind, route)
+        out[c.phase] = out[c.phase] + secs
+        if recompute == "full" and c.phase == "fwd":     # replayed in the backward (expert_collectives)
+            out["bwd"] = out["bwd"] + secs
+    return out["fwd"], out["bwd"]
+
+
+def shard_experts(psi_e, ep):
+    """Expert parameters per device after the ep sharding: E/ep experts each (Megatron-Core)."""
+    return psi_e / ep

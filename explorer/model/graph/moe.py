@@ -1,0 +1,168 @@
+"""Mixture-of-Experts transformer layers, and the attention variants MoE models use.
+
+A layer of a model with experts (ModelSpec.experts > 0), a head size of its own
+(head_dim) or multi-head latent attention (kv_lora_rank) is built here; the
+dense families keep explorer/model/graph/transformer.py. The layer is
+LLaMA-style (pre-RMSNorm, SwiGLU, no biases: Mixtral, Qwen3-MoE, DeepSeek-V3,
+gpt-oss all are), and its FFN is either dense (the first layers of DeepSeek-V3)
+or a routed MoE:
+
+    rms2 -> router -> dispatch -> expert_fc1 -> expert_act -> expert_fc2 -> combine
+         [-> shared_fc1 -> shared_act -> shared_fc2] -> add2
+
+* router: logits h -> E, top-k (Shazeer et al., ICLR'17; Fedus et al., JMLR'22 Sec 2);
+  2bshE FLOPs forward. Its weight is replicated over the operator-parallel group and it
+  works on the tokens the device holds (Megatron-Core TopKRouter).
+* dispatch / combine: permute each token to its k experts and back (Megatron-Core
+  MoEAlltoAllTokenDispatcher); across the ep group each is an all-to-all (priced in
+  explorer/cost/block.py, category ep_comm); on the device, memory-bound copies of the kb s h
+  routed elements.
+* experts: grouped GEMMs over the bsk routed token copies (Megatron-Core GroupedMLP):
+  forward 2 bsk h (2 f_e) + 2 bsk f_e h FLOPs -- tokens x top_k x the expert FFN's
+  6 h f_e per token (the model-FLOPs count of Megatron-Bridge's MoE rows, which counts k
+  routed experts per token plus the shared ones).
+* shared experts (DeepSeekMoE, Dai et al. 2024 Sec 3.2): a dense SwiGLU every token passes.
+
+Expert-specific numbers (E, k, f_e, head sizes) enter the expressions as integers and the
+block's key; the symbols of explorer.symbols stay the model's b, s, h, a, a_kv, f.
+"""
+from __future__ import annotations
+
+import sympy as sp
+
+from explorer.model.graph.transformer import embedding, head, linear, norm, residual, mlp_ops
+from explorer.model.ops import ActTerm, Block, Operator
+from explorer.symbols import V, a, a_kv, b, beta, f, h, s
+
+BSH = (b, s, h)
+
+
+def _int(x) -> sp.Expr:
+    return sp.Integer(int(x))
+
+
+def _gated(prefix: str, width: sp.Expr, tokens: sp.Expr, expert: bool, params_scale=1) -> list:
+    """SwiGLU FFN h -> 2 width -> width -> h over `tokens` rows per sequence (b, tokens, .)."""
+    def gemm_op(name, role, k_in, n_out):
+        flops = 2 * b * tokens * k_in * n_out
+        return Operator(name, "matmul", role, (b, tokens, k_in), (b, tokens, n_out), flops_fwd=flops,
+                        flops_bwd=2 * flops, params=params_scale * k_in * n_out,
+                        act=(ActTerm(beta * b * tokens * k_in, "in"),), gemm=(b * tokens, n_out, k_in),
+                        expert=expert)
+    up = gemm_op(f"{prefix}_fc1", "column", h, 2 * width)
+    act = Operator(f"{prefix}_act", "elementwise", "follow", (b, tokens, 2 * width), (b, tokens, width),
+                   mem_bytes_fwd=3 * beta * b * tokens * width,
+                   act=(ActTerm(beta * b * tokens * 2 * width, "in"),), expert=expert)
+    return [up, act, gemm_op(f"{prefix}_fc2", "row", width, h)]
+
+
+def moe_ffn(spec) -> list:
+    """Router, dispatch, the E experts as grouped GEMMs, combine, then the shared experts."""
+    E, k = _int(spec.experts), _int(spec.experts_per_token)
+    routed = s * k                      # routed token copies per sequence
+    router = Operator("router", "matmul", "stream", BSH, (b, s, E), flops_fwd=2 * b * s * h * E,
+                      flops_bwd=4 * b * s * h * E, params=h * E, act=(ActTerm(beta * b * s * h, "in"),),
+                      gemm=(b * s, E, h))
+    dispatch = Operator("dispatch", "elementwise", "stream", BSH, (b, routed, h),
+                        mem_bytes_fwd=2 * beta * b * routed * h, routes=True)
+    combine = Operator("combine", "elementwise", "stream", (b, routed, h), BSH,
+                       mem_bytes_fwd=beta * b * (routed + s) * h, act=(ActTerm(beta * b * s * k, "out"),),
+                       routes=True)
+    ops = [router, dispatch, *_gated("expert", _int(spec.moe_ffn_hidden), routed, True, E), combine]
+    if spec.shared_ffn_hidden:
+        ops += _gated("shared", _int(spec.shared_ffn_hidden), s, False)
+    return ops
+
+
+def attention(spec) -> list:
+    """Grouped-query attention with head size d (head_dim, else h/a), or DeepSeek's latent attention."""
+    if spec.kv_lora_rank:
+        return latent_attention(spec)
+    d = _int(spec.head_dim) if spec.head_dim else h / a
+    q, kv = a * d, a_kv * d
+    scores = (b, a, s, s)
+    qkv = linear("qkv", "column", h, q + 2 * kv, bias=False)
+    score = Operator("score", "attention", "heads", (b, s, q + 2 * kv), scores,
+                     flops_fwd=2 * b * s * s * q, flops_bwd=4 * b * s * s * q,
+                     act=(ActTerm(beta * b * s * (q + kv), "in"),), gemm=(s, s, d, b * a), attention_core=True)
+    softmax = Operator("softmax", "softmax", "heads", scores, scores, mem_bytes_fwd=2 * beta * b * a * s * s,
+                       act=(ActTerm(beta * b * a * s * s, "out", True),), attention_core=True)
+    context = Operator("context", "attention", "heads", scores, (b, s, q), flops_fwd=2 * b * s * s * q,
+                       flops_bwd=4 * b * s * s * q, act=(ActTerm(beta * b * s * kv, "in"),),
+                       gemm=(s, d, s, b * a), attention_core=True)
+    return [qkv, score, softmax, context, linear("proj", "row", q, h, bias=False)]
+
+
+def latent_attention(spec) -> list:
+    """Multi-head latent attention (DeepSeek-V2, arXiv:2405.04434 Sec 2.1, Eq. 9-19; V3 Sec 2.1.1).
+
+    Down-projections h -> d_c' (queries, q_lora_rank) and h -> d_c + d_R (the key/value latent
+    kv_lora_rank and the shared rotary key), RMSNorms on the latents, up-projections to
+    a (d_nope + d_R) queries and a (d_nope + d_v) keys/values, attention with query/key size
+    d_nope + d_R and value size d_v, output a d_v -> h. The two down-projections are replicated
+    over the operator-parallel group, the up-projections split by heads (Megatron-Core
+    MLASelfAttention); each pair is one operator here (the chain of the graph has one input
+    per operator). Parameters: the README of assets/models_moe_sources (derived_params).
+    """
+    n, r, dv = _int(spec.qk_nope_head_dim), _int(spec.qk_rope_head_dim), _int(spec.v_head_dim)
+    cq, ckv = _int(spec.q_lora_rank), _int(spec.kv_lora_rank)
+    q_in = cq if spec.q_lora_rank else h        # without a query latent the queries come from h
+    down_out = (cq if spec.q_lora_rank else 0) + ckv + r
+    down = linear("mla_down", "none", h, down_out, bias=False)
+    latent_norm = norm("mla_norm", params=(cq if spec.q_lora_rank else 0) + ckv)
+    latent_norm = Operator(latent_norm.name, "norm", "follow", (b, s, down_out), (b, s, down_out),
+                           mem_bytes_fwd=2 * beta * b * s * down_out, params=latent_norm.params,
+                           act=(ActTerm(beta * b * s * down_out, "in"),))
+    up_params = q_in * a * (n + r) + ckv * a * (n + dv)
+    up_flops = 2 * b * s * up_params
+    width = a * (2 * n + r + dv)                     # queries, keys (nope part) and values per token
+    up = Operator("mla_up", "matmul", "column", (b, s, down_out), (b, s, width), flops_fwd=up_flops,
+                  flops_bwd=2 * up_flops, params=up_params,
+                  act=(ActTerm(beta * b * s * down_out, "in"),), gemm=(b * s, width, q_in + ckv))
+    scores = (b, a, s, s)
+    score = Operator("score", "attention", "heads", (b, s, width), scores, flops_fwd=2 * b * s * s * a * (n + r),
+                     flops_bwd=4 * b * s * s * a * (n + r),
+                     act=(ActTerm(beta * b * s * 2 * a * (n + r), "in"),), gemm=(s, s, n + r, b * a),
+                     attention_core=True)
+    softmax = Operator("softmax", "softmax", "heads", scores, scores, mem_bytes_fwd=2 * beta * b * a * s * s,
+                       act=(ActTerm(beta * b * a * s * s, "out", True),), attention_core=True)
+    context = Operator("context", "attention", "heads", scores, (b, s, a * dv), flops_fwd=2 * b * s * s * a * dv,
+                       flops_bwd=4 * b * s * s * a * dv, act=(ActTerm(beta * b * s * a * dv, "in"),),
+                       gemm=(s, dv, s, b * a), attention_core=True)
+    return [down, latent_norm, up, score, softmax, context, linear("proj", "row", a * dv, h, bias=False)]
+
+
+def layer_key(spec, moe: bool) -> tuple:
+    """The structure of a layer: equal keys, equal expressions."""
+    attn = ("mla", spec.q_lora_rank, spec.kv_lora_rank, spec.qk_nope_head_dim, spec.qk_rope_head_dim,
+            spec.v_head_dim) if spec.kv_lora_rank else ("gqa", spec.head_dim)
+    ffn = ("moe", spec.experts, spec.experts_per_token, spec.moe_ffn_hidden, spec.shared_ffn_hidden) if moe \
+        else ("dense",)
+    return ("moe-layer",) + attn + ffn
+
+
+def moe_layer(spec, index: int) -> Block:
+    moe = spec.is_moe_layer(index)
+    ffn = moe_ffn(spec) if moe else mlp_ops(gated=True, bias=False)
+    ops = [norm("rms1", params=h), *attention(spec), residual("add1", dropout=False), norm("rms2", params=h),
+           *ffn, residual("add2", dropout=False)]
+    return Block(f"layer{index}", "layer", index, layer_key(spec, moe), tuple(ops))
+
+
+def moe_blocks(spec) -> list:
+    """Embedding, the layers (dense or MoE), head: LLaMA-style (untied output layer)."""
+    return [embedding("llama")] + [moe_layer(spec, i) for i in range(spec.layers)] + [head("llama", spec.layers)]
+
+
+def parameter_counts(spec) -> dict:
+    """Total and active parameters (active: k of the E routed experts, everything else kept),
+    from the operators' own parameter expressions at the model's dimensions."""
+    dims = {h: spec.hidden, a: spec.heads, a_kv: spec.kv_heads, V: spec.vocab, f: spec.ffn_hidden}
+    total = active = 0
+    for block in moe_blocks(spec):
+        for op in block.ops:
+            n = int(sp.sympify(op.params).subs(dims))
+            total += n
+            active += n * spec.experts_per_token // spec.experts if op.expert else n
+    embed = spec.vocab * spec.hidden
+    return {"total": total, "active": active, "active_without_embedding": active - embed}

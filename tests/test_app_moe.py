@@ -1,0 +1,62 @@
+"""The sidebar's expert-parallel control (issue 11): drawn for a model with experts only, and the
+Cost page prices its all-to-alls."""
+from app_util import open_page
+
+from app_pages import state as S
+from explorer.facade import load_model
+
+EP_LABEL = "e — expert parallel (of d)"
+
+
+def _labels(at) -> list:
+    return [w.label for w in at.sidebar.select_slider]
+
+
+def _moe(at, model="qwen3-30b-a3b"):
+    """Switch to an MoE model with t = 2 (its 4 key/value heads allow it) and the largest e offered."""
+    at.session_state[S.MODEL] = load_model(model)
+    at.run()
+    next(w for w in at.sidebar.select_slider if w.key == S.W_TP).set_value(2).run()
+    slider = next(w for w in at.sidebar.select_slider if w.key == S.W_EP)
+    slider.set_value(max(int(e) for e in slider.options)).run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    return slider
+
+
+def test_ep_control_only_for_moe_models_and_the_cost_page_shows_the_all_to_all():
+    at = open_page("cost")
+    assert EP_LABEL not in _labels(at)                      # a dense model: no expert parallelism
+    slider = _moe(at)
+    assert EP_LABEL in _labels(at)
+    d = at.session_state[S.W_DP]
+    options = [int(e) for e in slider.options]
+    assert options == [e for e in range(1, d + 1) if d % e == 0 and 128 % e == 0]
+    assert at.session_state[S.W_EP] == max(options) > 1
+    assert at.session_state[S.LAST_VALID].strategy.ep == max(options)
+    comm = next(df.value for df in at.dataframe if "type" in df.value.columns)
+    assert (comm.loc[comm["type"] == "EP all-to-all", "exposed_s"] > 0).all()
+    assert (comm["type"] == "EP all-to-all").any()
+
+
+def test_timeline_page_draws_the_all_to_all():
+    import json
+    at = open_page("cost")
+    _moe(at)
+    at.switch_page("app_pages/timeline.py").run()
+    assert not at.exception
+    names = {trace.get("name") for chart in at.get("plotly_chart") for trace in json.loads(chart.proto.spec)["data"]}
+    assert "ep_comm" in names          # the micro-step Gantt of layer 0, an MoE layer
+
+
+def test_whole_experts_toggle_sets_expert_tp_1():
+    at = open_page("cost")
+    _moe(at)
+    toggle = next(w for w in at.sidebar.toggle if w.key == S.W_WHOLE_EXPERTS)
+    toggle.set_value(True).run()
+    slider = next(w for w in at.sidebar.select_slider if w.key == S.W_EP)
+    t, d = at.session_state[S.W_TP], at.session_state[S.W_DP]
+    assert max(int(e) for e in slider.options) == max(e for e in range(1, t * d + 1) if t * d % e == 0 and 128 % e == 0)
+    slider.set_value(max(int(e) for e in slider.options)).run()
+    assert not at.exception
+    strategy = at.session_state[S.LAST_VALID].strategy
+    assert strategy.expert_tp == 1 and strategy.ep == max(int(e) for e in slider.options)
