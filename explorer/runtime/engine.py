@@ -260,7 +260,7 @@ class Stage:
         rec = self.comm.rec
         start = rec.now()
         out = fn(*args)
-        rec.span("forward", op, start, rec.now(), phase="fwd")
+        rec.span("op", op, start, rec.now(), phase="fwd")
         return out
 
     def forward(self, x, tokens, targets):

@@ -32,12 +32,21 @@ STAGE_OF = {"op_comm": "critical", "redistribution": "critical", "pp_comm": "cri
             "dp_comm": "sync", "zero_comm": "sync"}
 MAX_ITERATIONS = 20
 MAX_PROCS = 16
+MAX_RUN_PARAMS = 50_000_000   # ~12 l h^2 + V h: fp32 weights and gradients of 400 MB per rank at most, a CPU run of minutes
+
+
+def run_params(model: ModelSpec) -> int:
+    """Approximate parameter count (12 l h^2 + (V + s) h) used to refuse models too large to run here."""
+    return 12 * model.layers * model.hidden ** 2 + (model.vocab + model.seq_len) * model.hidden
 
 
 def check_runnable(model: ModelSpec, strategy: Strategy, procs: int, iterations: int) -> None:
     """Refuse, in one line, what the reference run does not implement."""
     if model.family != "gpt":
         raise ExplorerError(f"the reference run trains GPT models only, got family '{model.family}'")
+    if run_params(model) > MAX_RUN_PARAMS:
+        raise ExplorerError(f"model '{model.name}' has about {run_params(model):,} parameters; the reference run "
+                            f"takes at most {MAX_RUN_PARAMS:,} (use tiny-gpt or a small model file)")
     if not 1 <= iterations <= MAX_ITERATIONS:
         raise ExplorerError(f"--iterations must be between 1 and {MAX_ITERATIONS}, got {iterations}")
     if not 1 <= procs <= MAX_PROCS:
@@ -119,9 +128,7 @@ def events(records: list, iteration: int) -> list:
     for rec in records:
         label = f"rank {rec['rank']} (stage {rec['pp']})"
         for span in rec["spans"]:
-            if span["iteration"] == iteration and (span["kind"] != "forward" or "+" in span["op"]
-                                                   or span["op"] in ("embedding", "head") or
-                                                   span["op"].startswith("layer")):
+            if span["iteration"] == iteration and span["kind"] != "op":
                 rows.append({"row": label, "rank": rec["rank"], "stage": rec["pp"], "kind": span["kind"],
                              "category": "optimizer" if span["kind"] == "optimizer" else "compute",
                              "operator": span["op"], "phase": span["phase"], "micro_batch": span["micro_batch"],
@@ -144,7 +151,7 @@ def operator_spans(records: list, iteration: int) -> list:
     return [{"rank": rec["rank"], "stage": rec["pp"], "operator": s["op"], "micro_batch": s["micro_batch"],
              "start_s": s["start_s"] - begin, "end_s": s["end_s"] - begin}
             for rec in records for s in rec["spans"]
-            if s["iteration"] == iteration and s["kind"] == "forward" and "+" not in s["op"]]
+            if s["iteration"] == iteration and s["kind"] == "op"]
 
 
 def iteration_times(records: list) -> list:
@@ -188,7 +195,7 @@ def run_strategy(model: ModelSpec, strategy: Strategy, procs: int, cluster: Clus
     warm = times[1:] or times
     rel = max(abs(a - b) / max(abs(b), 1e-30) for a, b in zip(parallel, single))
     return {
-        "model": model.name, "procs": procs, "backend": records[0]["backend"], "iterations": iterations,
+        "model": model.name, "model_spec": model.to_dict(), "procs": procs, "backend": records[0]["backend"], "iterations": iterations,
         "seed": seed, "strategy": strategy_to_dict(strategy),
         "measured_bytes_per_device": measured, "model_bytes_per_device": model_bytes,
         "unmodelled_bytes_per_device": unmodelled,

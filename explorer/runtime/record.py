@@ -36,8 +36,8 @@ class Call:
 class Span:
     """One compute interval on one rank."""
 
-    kind: str            # forward, backward, optimizer
-    op: str              # operator (forward) or blocks (backward)
+    kind: str            # forward, backward (a stage's pass), op (one operator's forward), optimizer
+    op: str              # operator (op) or the stage's blocks joined by '+' 
     phase: str
     iteration: int
     micro_batch: int
