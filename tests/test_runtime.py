@@ -95,6 +95,20 @@ def test_tensor_parallel_bytes_losses_and_the_loss_collectives_the_model_lacks(r
     assert_losses_match(out)
 
 
+def test_sequence_parallel_bytes_and_losses(runs):
+    out = runs(tp=2, sequence_parallel=True, global_batch=2)
+    assert_bytes_match(out)
+    # Korthikanti et al. 2022: all-gather + reduce-scatter carry what the all-reduces carried
+    assert out["model_bytes_per_device"]["op_comm"] == runs(tp=2, global_batch=2)["model_bytes_per_device"]["op_comm"]
+    kinds = {e["kind"] for e in out["events"] if e["category"] == "op_comm"}
+    assert {"all_gather", "reduce_scatter"} <= kinds
+    # not modelled: the loss all-reduces and the norms' gradients summed over the group (4h per layer + 2h)
+    assert {c["op"] for c in out["unmodelled_calls"]} == {"loss", "norm weights"}
+    norms = next(c for c in out["unmodelled_calls"] if c["op"] == "norm weights")
+    assert norms["max_bytes_per_device"] == (4 * 32 * 2 + 2 * 32) * 4
+    assert_losses_match(out)
+
+
 @pytest.mark.parametrize("schedule", ["1f1b", "gpipe"])
 def test_pipeline_bytes_and_losses(runs, schedule):
     out = runs(pp=2, global_batch=4, schedule=schedule)
@@ -129,12 +143,12 @@ def test_unsupported_strategies_are_refused_in_one_line(model_file, capsys):
     assert "parameters" in capsys.readouterr().err
 
 
-def test_sequence_parallel_strategy_file_is_refused(model_file, tmp_path, capsys):
+def test_a_strategy_file_with_zero_is_refused(model_file, tmp_path, capsys):
     pytest.importorskip("torch")
     path = tmp_path / "s.json"
-    path.write_text(json.dumps({"version": 1, "tp": 2, "sequence_parallel": True}))
+    path.write_text(json.dumps({"version": 1, "dp": 2, "global_batch": 2, "zero": 2}))
     assert main(["run", "--model", model_file, "--strategy", str(path), "--cluster", "classroom"]) == 2
-    assert "sequence parallelism" in capsys.readouterr().err
+    assert "ZeRO stage 2" in capsys.readouterr().err
 
 
 def test_calibrate_writes_a_cluster_file_the_loader_reads(tmp_path):

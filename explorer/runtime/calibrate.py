@@ -32,6 +32,7 @@ COPY_BYTES = 64 * 2 ** 20
 SMALL_BYTES, LARGE_BYTES = 4, 4 * 2 ** 20
 MACHINE_FANOUT = 64        # processes one machine holds in the cluster file (loopback TCP between them)
 REPEATS = 7
+CPU_DEVICE = "cpu thread"   # the device name of a calibrated cluster: one CPU thread per process
 
 
 def _median_time(fn, repeats: int = REPEATS) -> float:
@@ -138,7 +139,7 @@ def calibrate(name: str = "this-machine") -> dict:
         "name": name,
         "source": f"measured by `python -m explorer calibrate` on {when}: one CPU thread per process, "
                   f"torch {torch.__version__}, {os.cpu_count()} cores",
-        "device": {"name": "cpu thread", "peak_tflops": {"fp32": peak, "bf16": peak, "fp16": peak},
+        "device": {"name": CPU_DEVICE, "peak_tflops": {"fp32": peak, "bf16": peak, "fp16": peak},
                    "memory_gib": round(_memory_gib(), 3), "hbm_bandwidth_gbps": bandwidth / 1e9,
                    "source": "fp32 GEMM fit over sizes " + ", ".join("x".join(map(str, s)) for s in GEMM_SIZES)
                              + "; memory: 64 MiB copy; bf16/fp16 set to the fp32 value (the run is fp32)"},

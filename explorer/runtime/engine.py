@@ -57,6 +57,7 @@ class Config:
     global_batch: int
     schedule: str             # gpipe or 1f1b
     scatter_gather: bool
+    sequence_parallel: bool   # residual stream split along the sequence (Korthikanti et al. 2022)
     stage_blocks: tuple       # per stage: block names ('embedding', 'layer3', 'head')
     iterations: int
     seed: int
@@ -109,6 +110,30 @@ class Comm:
         out = torch.cat(parts)
         self.rec.call("all_gather", "collective", category, op, out.numel() * out.element_size(), n,
                       start, self.rec.now())
+        return out
+
+    def gather_dim(self, x, dim, op, phase=None):
+        """All-gather along `dim` over the TP group (sequence parallelism's g-bar forward)."""
+        import torch
+        import torch.distributed as dist
+        start = self.rec.now()
+        parts = [torch.empty_like(x) for _ in range(self.tp_size)]
+        dist.all_gather(parts, x.contiguous(), group=self.tp_group)
+        out = torch.cat(parts, dim=dim)
+        self.rec.call("all_gather", "collective", "op_comm", op, out.numel() * out.element_size(), self.tp_size,
+                      start, self.rec.now(), phase=phase)
+        return out
+
+    def scatter_dim(self, x, dim, op, phase=None):
+        """Reduce-scatter along `dim` over the TP group (sequence parallelism's g forward)."""
+        import torch
+        import torch.distributed as dist
+        start = self.rec.now()
+        chunks = [c.contiguous() for c in x.chunk(self.tp_size, dim=dim)]
+        out = torch.empty_like(chunks[0])
+        dist.reduce_scatter(out, chunks, group=self.tp_group)
+        self.rec.call("reduce_scatter", "collective", "op_comm", op, x.numel() * x.element_size(), self.tp_size,
+                      start, self.rec.now(), phase=phase)
         return out
 
     def send(self, tensor, dst, op):
@@ -194,6 +219,37 @@ def functions():
             return out * grad[:, None], None, None, None
 
     return CopyToTP, ReduceFromTP, VocabParallelCrossEntropy
+
+
+@lru_cache(maxsize=1)
+def sequence_functions():
+    """Sequence parallelism's conjugate pair (Korthikanti et al. 2022, Sec 4.2.2): g-bar = all-gather
+    along the sequence forward, reduce-scatter backward; g = reduce-scatter forward, all-gather backward."""
+    import torch
+
+    class GatherSeq(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, comm, op):
+            ctx.comm, ctx.op = comm, op
+            return comm.gather_dim(x, 1, op)
+
+        @staticmethod
+        def backward(ctx, grad):
+            ctx.comm.rec.phase = "bwd"
+            return ctx.comm.scatter_dim(grad, 1, ctx.op, phase="bwd"), None, None
+
+    class ScatterSeq(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, comm, op):
+            ctx.comm, ctx.op = comm, op
+            return comm.scatter_dim(x, 1, op)
+
+        @staticmethod
+        def backward(ctx, grad):
+            ctx.comm.rec.phase = "bwd"
+            return ctx.comm.gather_dim(grad, 1, ctx.op, phase="bwd"), None, None
+
+    return GatherSeq, ScatterSeq
 
 
 def full_parameters(cfg: Config) -> dict:
@@ -287,17 +343,19 @@ class Stage:
                 out = out + table[local.clamp(0, table.shape[0] - 1)] * inside[..., None]
             return out
         x = self.timed("embed", lookup)
+        if self.cfg.sequence_parallel and self.cfg.tp > 1:
+            return sequence_functions()[1].apply(x, self.comm, "emb_dropout")
         return g.apply(x, self.comm, "emb_dropout")
 
     def layer(self, name, x):
         import torch.nn.functional as F
-        f, g, _ = functions()
+        f, g = self.enter_exit()
         p = {k.split(".")[1]: v for k, v in self.params.items() if k.startswith(name + ".")}
         cfg, comm = self.cfg, self.comm
         h, hl = cfg.hidden, cfg.hidden // cfg.tp
         heads, dh = cfg.heads // cfg.tp, cfg.hidden // cfg.heads
         pad = (comm.tp_rank * hl, h - (comm.tp_rank + 1) * hl)    # where a row bias slice sits in h
-        b, s = x.shape[0], x.shape[1]
+        b, s = x.shape[0], cfg.seq_len
 
         y = self.timed("ln1", F.layer_norm, x, (h,), p["ln1_w"], p["ln1_b"], LN_EPS)
         y = f.apply(y, comm, "qkv")
@@ -317,9 +375,18 @@ class Stage:
         out = g.apply(out, comm, "add2")
         return self.timed("add2", lambda: x + out)
 
+    def enter_exit(self):
+        """The operators entering and leaving a column->row pair: Megatron's f and g, or, under
+        sequence parallelism, the all-gather / reduce-scatter pair along the sequence."""
+        if self.cfg.sequence_parallel and self.cfg.tp > 1:
+            return sequence_functions()
+        f, g, _ = functions()
+        return f, g
+
     def head(self, x, targets):
         import torch.nn.functional as F
-        f, _, ce = functions()
+        f, _ = self.enter_exit()
+        ce = functions()[2]
         wte = self.params["wte"]
         y = self.timed("final_ln", F.layer_norm, x, (self.cfg.hidden,), self.params["lnf_w"],
                        self.params["lnf_b"], LN_EPS)
@@ -373,8 +440,9 @@ def train(cfg: Config, comm: Comm, stage_index: int, dp_rank: int) -> list:
     stage = Stage(cfg, comm, stage_index)
     rec, t, m = comm.rec, cfg.tp, cfg.micro_batches
     first, last = stage_index == 0, stage_index == cfg.pp - 1
-    act_numel = cfg.micro_batch * cfg.seq_len * cfg.hidden
-    split = cfg.scatter_gather and t > 1
+    sp = cfg.sequence_parallel and t > 1          # stages exchange their own sequence shard
+    act_numel = cfg.micro_batch * (cfg.seq_len // t if sp else cfg.seq_len) * cfg.hidden
+    split = cfg.scatter_gather and t > 1 and not sp
     params = list(stage.params.values())
     losses = []
     for it in range(cfg.iterations):
@@ -442,7 +510,7 @@ def _send(cfg, comm, tensor, split, stage, dp_rank, phase):
 def _receive(cfg, comm, numel, split, stage, dp_rank, phase):
     src = _peer(cfg, comm, stage, dp_rank)
     if not split:
-        return comm.recv(numel, src, f"boundary {phase}").view(cfg.micro_batch, cfg.seq_len, cfg.hidden)
+        return comm.recv(numel, src, f"boundary {phase}").view(cfg.micro_batch, -1, cfg.hidden)
     piece = comm.recv(numel // cfg.tp, src, f"boundary {phase}")
     whole = comm.all_gather(piece, comm.tp_group, comm.tp_size, "pp_comm", f"boundary {phase}")
     return whole.view(cfg.micro_batch, cfg.seq_len, cfg.hidden)
@@ -457,15 +525,27 @@ def _sync_gradients(cfg, comm, stage, first, last):
         comm.all_reduce(grads["wte"].grad, comm.emb_group, 2, "dp_comm", "wte (tied)", False,
                         "tied embedding between first and last stage (Megatron-LM word-embedding group); "
                         "not in the cost model")
+    if cfg.sequence_parallel and cfg.tp > 1:    # norms saw only their sequence shard: sum over the group
+        norms = [n for n in grads if n.split(".")[-1] in ("ln1_w", "ln1_b", "ln2_w", "ln2_b", "lnf_w", "lnf_b")]
+        if norms:
+            flat = torch.cat([grads[n].grad.reshape(-1) for n in norms])
+            comm.all_reduce(flat, comm.tp_group, comm.tp_size, "op_comm", "norm weights", False,
+                            "LayerNorm gradients under sequence parallelism (Megatron-LM all-reduces the "
+                            "sequence-parallel grads over the TP group); not in the cost model")
+            _unflatten(flat, [grads[n] for n in norms])
     names = [n for n in grads if not (tied_copy and n == "wte")]
     if comm.dp_size > 1:
         flat = torch.cat([grads[n].grad.reshape(-1) for n in names])
         comm.all_reduce(flat, comm.dp_group, comm.dp_size, "dp_comm", "gradients")
-        offset = 0
-        for n in names:
-            size = grads[n].numel()
-            grads[n].grad.copy_(flat[offset:offset + size].view_as(grads[n]))
-            offset += size
+        _unflatten(flat, [grads[n] for n in names])
         if tied_copy:
             comm.all_reduce(grads["wte"].grad, comm.dp_group, comm.dp_size, "dp_comm", "wte copy", False,
                             "the last stage's copy of the tied table; not in the cost model")
+
+
+def _unflatten(flat, params) -> None:
+    """Copy the slices of a flat gradient back into the parameters' .grad, in order."""
+    offset = 0
+    for prm in params:
+        prm.grad.copy_(flat[offset:offset + prm.numel()].view_as(prm))
+        offset += prm.numel()

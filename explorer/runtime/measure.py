@@ -55,12 +55,12 @@ def check_runnable(model: ModelSpec, strategy: Strategy, procs: int, iterations:
         raise ExplorerError(f"--procs {procs} must equal dp x tp x pp = {strategy.devices}")
     unsupported = [(strategy.layer_splits, "per-layer splits"), (strategy.chunks != 1, "interleaved chunks"),
                    (strategy.schedule not in ("gpipe", "1f1b"), f"schedule '{strategy.schedule}'"),
-                   (strategy.recompute != "none", "recomputation"), (strategy.sequence_parallel, "sequence parallelism"),
+                   (strategy.recompute != "none", "recomputation"),
                    (strategy.zero != 0, f"ZeRO stage {strategy.zero}"), (strategy.overlap_dp, "overlapped gradient sync")]
     for flag, what in unsupported:
         if flag:
             raise ExplorerError(f"the reference run does not implement {what} yet; "
-                                "it runs DP, TP (Megatron) and PP (gpipe, 1f1b)")
+                                "it runs DP, TP (Megatron, sequence parallel) and PP (gpipe, 1f1b)")
     t = strategy.tp
     for name, value in (("heads", model.heads), ("vocab", model.vocab), ("seq_len", model.seq_len),
                         ("ffn_hidden", model.ffn_hidden)):
@@ -77,6 +77,7 @@ def config_for(model: ModelSpec, strategy: Strategy, cluster: Cluster, iteration
                   vocab=model.vocab, layers=model.layers, dp=strategy.dp, tp=strategy.tp, pp=strategy.pp,
                   micro_batch=strategy.micro_batch, global_batch=strategy.global_batch,
                   schedule=strategy.schedule, scatter_gather=strategy.scatter_gather,
+                  sequence_parallel=strategy.sequence_parallel,
                   stage_blocks=tuple(tuple(s) for s in stages), iterations=iterations, seed=seed)
 
 
@@ -162,11 +163,13 @@ def iteration_times(records: list) -> list:
 
 
 def shared_cluster(cluster: Cluster, procs: int, cores: int | None = None) -> Cluster:
-    """`cluster` with each device's FLOP/s and memory bandwidth divided among processes when more
-    processes than cores run (each rank uses one thread: a core's share is cores/procs)."""
+    """A calibrated CPU cluster (device CPU_DEVICE) with each device's FLOP/s and memory bandwidth
+    divided among processes when more processes than cores run (each rank uses one thread: its share
+    of a core is cores/procs). Other clusters are returned as they are."""
+    from explorer.runtime.calibrate import CPU_DEVICE
     cores = cores or os.cpu_count() or 1
     share = min(1.0, cores / procs)
-    if share == 1.0:
+    if share == 1.0 or cluster.device.name != CPU_DEVICE:
         return cluster
     d = cluster_to_dict(cluster)
     d["device"]["peak_tflops"] = {k: v * share for k, v in d["device"]["peak_tflops"].items()}
