@@ -84,6 +84,14 @@ def test_data_parallel_cli_json_contract_and_exact_bytes(model_file, capsys):
     assert_losses_match(out)
 
 
+def test_zero1_reduce_scatter_and_all_gather_carry_what_the_all_reduce_carried(runs):
+    out = runs(dp=2, zero=1, global_batch=2)
+    assert out["measured_bytes_per_device"] == out["model_bytes_per_device"]
+    kinds = {e["kind"] for e in out["events"] if e["category"] == "dp_comm"}
+    assert kinds == {"reduce_scatter", "all_gather"}
+    assert_losses_match(out)
+
+
 def test_tensor_parallel_bytes_losses_and_the_loss_collectives_the_model_lacks(runs):
     out = runs(tp=2, global_batch=2)
     assert_bytes_match(out)

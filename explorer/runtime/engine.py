@@ -58,6 +58,7 @@ class Config:
     schedule: str             # gpipe or 1f1b
     scatter_gather: bool
     sequence_parallel: bool   # residual stream split along the sequence (Korthikanti et al. 2022)
+    zero: int                 # 0, or 1: optimizer step sharded over the data-parallel group
     stage_blocks: tuple       # per stage: block names ('embedding', 'layer3', 'head')
     iterations: int
     seed: int
@@ -89,6 +90,7 @@ class Comm:
     dp_group: object = None
     emb_group: object = None          # first and last stage (tied table), when they differ
     pending: list = field(default_factory=list)
+    zero_shard: object = None         # ZeRO-1: this rank's updated 1/d of the flat parameters
 
     def all_reduce(self, tensor, group, n, category, op, modelled=True, note="", maximum=False):
         if n == 1:
@@ -134,6 +136,18 @@ class Comm:
         dist.reduce_scatter(out, chunks, group=self.tp_group)
         self.rec.call("reduce_scatter", "collective", "op_comm", op, x.numel() * x.element_size(), self.tp_size,
                       start, self.rec.now(), phase=phase)
+        return out
+
+    def reduce_scatter_flat(self, flat, group, n, category, op):
+        """This member's 1/n of the sum of every member's flat tensor (its length divides by n)."""
+        import torch
+        import torch.distributed as dist
+        start = self.rec.now()
+        chunks = [c.contiguous() for c in flat.chunk(n)]
+        out = torch.empty_like(chunks[0])
+        dist.reduce_scatter(out, chunks, group=group)
+        self.rec.call("reduce_scatter", "collective", category, op, flat.numel() * flat.element_size(), n,
+                      start, self.rec.now())
         return out
 
     def send(self, tensor, dst, op):
@@ -486,12 +500,14 @@ def train(cfg: Config, comm: Comm, stage_index: int, dp_rank: int) -> list:
                     _send(cfg, comm, x.grad.detach(), split, stage_index - 1, dp_rank, "bwd")
         rec.micro_batch, rec.phase = -1, "step"
         comm.finish_sends()
-        _sync_gradients(cfg, comm, stage, first, last)
+        rest = _sync_gradients(cfg, comm, stage, first, last, dp_rank)
         start = rec.now()
         with torch.no_grad():
-            for prm in params:
+            for prm in rest:
                 prm -= LEARNING_RATE * prm.grad
         rec.span("optimizer", "sgd", start, rec.now(), phase="step")
+        if cfg.zero == 1 and comm.dp_size > 1:
+            _zero1_gather(cfg, comm, stage, first, last, dp_rank)
         rec.iteration_bounds.append((begin, rec.now()))
         losses.append(total)
     return losses
@@ -516,8 +532,11 @@ def _receive(cfg, comm, numel, split, stage, dp_rank, phase):
     return whole.view(cfg.micro_batch, cfg.seq_len, cfg.hidden)
 
 
-def _sync_gradients(cfg, comm, stage, first, last):
-    """Tied-table gradients between first and last stage, then one data-parallel all-reduce."""
+def _sync_gradients(cfg, comm, stage, first, last, dp_rank) -> list:
+    """Tied-table gradients between first and last stage, then one data-parallel all-reduce -- or, under
+    ZeRO-1 (Rajbhandari et al. SC'20, P_os), a reduce-scatter after which this rank updates its 1/d of
+    the flat parameters (updated here) before _zero1_gather shares them. Returns the parameters the
+    caller's SGD step still updates."""
     import torch
     grads = stage.params
     tied_copy = last and not first and "wte" in grads
@@ -534,6 +553,19 @@ def _sync_gradients(cfg, comm, stage, first, last):
                             "sequence-parallel grads over the TP group); not in the cost model")
             _unflatten(flat, [grads[n] for n in norms])
     names = [n for n in grads if not (tied_copy and n == "wte")]
+    if comm.dp_size > 1 and cfg.zero == 1:
+        flat = _padded(torch.cat([grads[n].grad.reshape(-1) for n in names]), comm.dp_size)
+        mine = comm.reduce_scatter_flat(flat, comm.dp_group, comm.dp_size, "dp_comm", "gradients")
+        start = comm.rec.now()
+        with torch.no_grad():
+            weights = _padded(torch.cat([grads[n].detach().reshape(-1) for n in names]), comm.dp_size)
+            comm.zero_shard = weights.chunk(comm.dp_size)[dp_rank] - LEARNING_RATE * mine
+        comm.rec.span("optimizer", "sgd (own 1/d)", start, comm.rec.now(), phase="step")
+        if tied_copy:
+            comm.all_reduce(grads["wte"].grad, comm.dp_group, comm.dp_size, "dp_comm", "wte copy", False,
+                            "the last stage's copy of the tied table; not in the cost model")
+            return [grads["wte"]]
+        return []
     if comm.dp_size > 1:
         flat = torch.cat([grads[n].grad.reshape(-1) for n in names])
         comm.all_reduce(flat, comm.dp_group, comm.dp_size, "dp_comm", "gradients")
@@ -541,6 +573,27 @@ def _sync_gradients(cfg, comm, stage, first, last):
         if tied_copy:
             comm.all_reduce(grads["wte"].grad, comm.dp_group, comm.dp_size, "dp_comm", "wte copy", False,
                             "the last stage's copy of the tied table; not in the cost model")
+    return list(grads.values())
+
+
+def _padded(flat, d: int):
+    """`flat` zero-padded to a multiple of d (padding is sent too, and counted)."""
+    import torch.nn.functional as F
+    return F.pad(flat, (0, (-flat.numel()) % d))
+
+
+def _zero1_gather(cfg, comm, stage, first, last, dp_rank) -> None:
+    """ZeRO-1: all-gather the updated 1/d shards and copy them into the parameters."""
+    import torch
+    grads = stage.params
+    names = [n for n in grads if not (last and not first and n == "wte")]
+    full = comm.all_gather(comm.zero_shard, comm.dp_group, comm.dp_size, "dp_comm", "parameters")
+    offset = 0
+    with torch.no_grad():
+        for n in names:
+            prm = grads[n]
+            prm.copy_(full[offset:offset + prm.numel()].view_as(prm))
+            offset += prm.numel()
 
 
 def _unflatten(flat, params) -> None:

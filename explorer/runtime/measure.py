@@ -56,11 +56,11 @@ def check_runnable(model: ModelSpec, strategy: Strategy, procs: int, iterations:
     unsupported = [(strategy.layer_splits, "per-layer splits"), (strategy.chunks != 1, "interleaved chunks"),
                    (strategy.schedule not in ("gpipe", "1f1b"), f"schedule '{strategy.schedule}'"),
                    (strategy.recompute != "none", "recomputation"),
-                   (strategy.zero != 0, f"ZeRO stage {strategy.zero}"), (strategy.overlap_dp, "overlapped gradient sync")]
+                   (strategy.zero > 1, f"ZeRO stage {strategy.zero}"), (strategy.overlap_dp, "overlapped gradient sync")]
     for flag, what in unsupported:
         if flag:
             raise ExplorerError(f"the reference run does not implement {what} yet; "
-                                "it runs DP, TP (Megatron, sequence parallel) and PP (gpipe, 1f1b)")
+                                "it runs DP (ZeRO-1), TP (Megatron, sequence parallel) and PP (gpipe, 1f1b)")
     t = strategy.tp
     for name, value in (("heads", model.heads), ("vocab", model.vocab), ("seq_len", model.seq_len),
                         ("ffn_hidden", model.ffn_hidden)):
@@ -77,7 +77,7 @@ def config_for(model: ModelSpec, strategy: Strategy, cluster: Cluster, iteration
                   vocab=model.vocab, layers=model.layers, dp=strategy.dp, tp=strategy.tp, pp=strategy.pp,
                   micro_batch=strategy.micro_batch, global_batch=strategy.global_batch,
                   schedule=strategy.schedule, scatter_gather=strategy.scatter_gather,
-                  sequence_parallel=strategy.sequence_parallel,
+                  sequence_parallel=strategy.sequence_parallel, zero=strategy.zero,
                   stage_blocks=tuple(tuple(s) for s in stages), iterations=iterations, seed=seed)
 
 
