@@ -2,8 +2,8 @@
 import streamlit as st
 
 from explorer.facade import (ExplorerError, RUN_INSTALL_HINT, Strategy, list_clusters, load_cluster, load_model,
-                             load_run, reference_run, run_bytes_table, run_gantt, run_loss_table, runnable_models,
-                             torch_available)
+                             load_run, reference_run, run_bytes_table, run_gantt, run_loss_table, run_microstep,
+                             runnable_models, torch_available)
 from app_pages import state as S
 from app_pages.text import plain
 
@@ -81,5 +81,9 @@ if run:
     normalise = st.toggle("Times as % of each side's own iteration", key=S.W_RUN_NORMALISE)
     try:
         st.plotly_chart(run_gantt(run, normalise), key="measured_gantt")
+        layer = st.selectbox("Micro-step of layer", range(run["model_spec"]["layers"]), key=S.W_RUN_LAYER)
+        st.plotly_chart(run_microstep(run, layer, normalise), key="measured_microstep")
+        st.caption("Measured: each operator's forward and the collectives of the layer, micro-batch 0 of replica 0 "
+                   "(backward spans are recorded per pass, not per operator).")
     except ExplorerError as err:
         st.error(plain(err))

@@ -180,5 +180,6 @@ MEASURED_MESSAGE = "measured_message"  # why the last run or opened file was ref
 W_RUN_MODEL, W_RUN_DP, W_RUN_TP, W_RUN_PP = "w_run_model", "w_run_dp", "w_run_tp", "w_run_pp"
 W_RUN_MICRO, W_RUN_BATCH, W_RUN_SCHEDULE = "w_run_micro_batch", "w_run_global_batch", "w_run_schedule"
 W_RUN_ITERATIONS, W_RUN_CLUSTER, W_RUN_FILE = "w_run_iterations", "w_run_cluster", "w_run_file"
+W_RUN_LAYER = "w_run_layer"          # the layer whose micro-step the Measured page draws
 W_RUN_NORMALISE = "w_run_normalise"  # Gantt times as % of each side's own iteration
 RUN_THIS_MACHINE = "this machine (calibrate now)"   # the W_RUN_CLUSTER choice that calibrates before the run

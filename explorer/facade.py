@@ -101,7 +101,8 @@ def reference_run(model, strategy, procs: int, cluster=None, iterations: int = 3
     if cluster is None:
         from explorer.runtime.calibrate import calibrate
         from explorer.io.clusters import cluster_from_dict
-        cluster = cluster_from_dict(calibrate())
+        import os
+        cluster = cluster_from_dict(calibrate(procs=min(procs, os.cpu_count() or 1)))
     return run_strategy(model, strategy, procs, cluster, iterations)
 
 
@@ -118,5 +119,12 @@ def runnable_models() -> list:
     return [m.name for m in list_models() if m.family == "gpt" and run_params(m) <= MAX_RUN_PARAMS]
 
 
-__all__ += ["runnable_models", "RUN_INSTALL_HINT", "torch_available", "load_run", "run_bytes_table", "run_loss_table", "reference_run",
+def run_microstep(run: dict, layer: int, normalise: bool = False):
+    """One layer's forward: the run's measured operator spans per rank over the model's micro-step."""
+    from explorer.charts.measured import microstep_overlay
+    from explorer.runtime.saved import model_microstep
+    return microstep_overlay(run, model_microstep(run, layer), layer, normalise)
+
+
+__all__ += ["run_microstep", "runnable_models", "RUN_INSTALL_HINT", "torch_available", "load_run", "run_bytes_table", "run_loss_table", "reference_run",
             "run_gantt"]

@@ -25,6 +25,10 @@ def test_without_torch_the_page_says_how_to_install_and_still_opens_a_saved_run(
     assert {"model · stage 0", "model · stage 1"} <= rows
     assert {f"rank {r} (stage {r // 2})" for r in range(4)} <= rows
     assert all("base" in t for t in bars)
+    micro = chart_specs(at)[1]          # layer 0's forward: model rows of its group over the measured ranks
+    rows = {y for t in micro["data"] for y in t["y"]}
+    assert {"model · gpu 0", "model · gpu 1", "rank 0 (stage 0)", "rank 1 (stage 0)"} <= rows
+    assert "qkv" in {c[2] for t in micro["data"] for c in t["customdata"]}
 
 
 def test_a_bad_file_is_refused_in_one_line():

@@ -162,8 +162,8 @@ def test_a_strategy_file_with_zero_is_refused(model_file, tmp_path, capsys):
 def test_calibrate_writes_a_cluster_file_the_loader_reads(tmp_path):
     pytest.importorskip("torch")
     out = tmp_path / "here.json"
-    assert main(["calibrate", "--out", str(out)]) == 0
+    assert main(["calibrate", "--out", str(out), "--procs", "2"]) == 0
     cluster = load_cluster(str(out))
-    assert cluster.name == "this-machine"
+    assert cluster.name == "this-machine" and cluster.device.name == "cpu thread, 2 ranks at once"
     assert cluster.device.peak_flops["fp32"] > 1e8                  # any CPU thread does 0.1 GFLOP/s
     assert cluster.levels[0].bandwidth_bytes_per_s > 0 and cluster.levels[0].latency_s > 0

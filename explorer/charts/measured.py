@@ -76,3 +76,32 @@ def bytes_table(run: dict) -> pd.DataFrame:
 def loss_table(run: dict) -> pd.DataFrame:
     return pd.DataFrame({"iteration": range(1, len(run["loss_parallel"]) + 1),
                          "loss, parallel run": run["loss_parallel"], "loss, one process": run["loss_single"]})
+
+
+def microstep_overlay(run: dict, model_events: pd.DataFrame, layer: int, normalise: bool = False) -> go.Figure:
+    """One layer's forward on its operator-parallel group, micro-batch 0 of data-parallel replica 0:
+    the measured operator spans and collectives per rank (each from its own first operator) under the
+    model's micro-step (explorer.timeline.microstep_events, forward phase)."""
+    prefix = f"layer{layer}."
+    replica0 = {r["rank"] for r in run.get("bytes_by_rank", []) if r["dp"] == 0}
+    picked = [{"rank": s["rank"], "stage": s["stage"], "kind": "compute", "category": "compute",
+               "operator": s["operator"][len(prefix):], "start_s": s["start_s"], "end_s": s["end_s"]}
+              for s in run.get("operator_spans", []) if s["operator"].startswith(prefix) and s["micro_batch"] == 0]
+    picked += [{"rank": e["rank"], "stage": e["stage"], "kind": e["kind"], "category": e["category"],
+                "operator": e["operator"][len(prefix):], "start_s": e["start_s"], "end_s": e["end_s"]}
+               for e in run["events"] if e["operator"].startswith(prefix) and e["micro_batch"] == 0
+               and e["phase"] == "fwd" and e["category"] != "compute"]
+    picked = [r for r in picked if not replica0 or r["rank"] in replica0]
+    origin = {}
+    for r in picked:
+        origin[r["rank"]] = min(origin.get(r["rank"], r["start_s"]), r["start_s"])
+    measured = [{**r, "row": f"rank {r['rank']} (stage {r['stage']})", "micro_batch": 0,
+                 "start_s": r["start_s"] - origin[r["rank"]], "end_s": r["end_s"] - origin[r["rank"]]}
+                for r in picked]
+    stage = measured[0]["stage"] if measured else 0
+    fwd = model_events[model_events["phase"] == "fwd"]
+    modelled = [{"row": f"model · {e.row}", "stage": stage, "kind": e.kind, "category": e.category,
+                 "start_s": float(e.start_s), "end_s": float(e.end_s), "micro_batch": 0, "operator": e.operator}
+                for e in fwd.itertuples()]
+    return gantt_overlay(measured, modelled, normalise,
+                         title=f"Micro-step: layer {layer} forward, micro-batch 0 — measured (ranks) vs model")

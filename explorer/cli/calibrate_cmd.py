@@ -15,6 +15,9 @@ def register(sub) -> None:
                                            "alpha/beta) and write a cluster file (needs PyTorch)")
     cmd.add_argument("--out", help="cluster JSON file to write (default: print it)")
     cmd.add_argument("--name", default="this-machine", help="the cluster's name")
+    cmd.add_argument("--procs", type=int, default=1,
+                     help="processes computing at once during the GEMM and memory benchmarks (a run's rank "
+                          "count: what each rank gets when all compute together)")
     cmd.set_defaults(run=run)
 
 
@@ -23,7 +26,7 @@ def run(args) -> int:
         print(f"error: {INSTALL_HINT}", file=sys.stderr)
         return 2
     from explorer.runtime.calibrate import calibrate
-    data = calibrate(args.name)
+    data = calibrate(args.name, args.procs)
     cluster_from_dict(data)                      # the file must load with the cluster loader
     text = dumps(data) + "\n"
     if args.out:

@@ -1,4 +1,5 @@
 """python -m explorer run --model M --procs N --dp D --tp T --pp P [--strategy FILE] [--iterations K] --json
+    [--micro-batch b --global-batch B --schedule gpipe|1f1b --zero 0|1 --sequence-parallel --cluster C --out F]
 
 Trains the model for K iterations on N processes with torch.distributed under
 the strategy (explorer/runtime) and sets measured bytes, losses and times next to
@@ -36,8 +37,10 @@ def register(sub) -> None:
     cmd.add_argument("--global-batch", type=int,
                      help="sequences per iteration (default micro-batch x dp, x 2pp when pp > 1)")
     cmd.add_argument("--schedule", choices=("gpipe", "1f1b"))
+    cmd.add_argument("--zero", type=int, choices=(0, 1), help="1: ZeRO-1 (sharded optimizer step)")
+    cmd.add_argument("--sequence-parallel", action="store_true", default=None)
     cmd.add_argument("--cluster", help="cluster for the prediction: a file from `calibrate` or a preset "
-                                       "(default: calibrate this machine now, a few seconds)")
+                                       "(default: calibrate this machine now with min(procs, cores) processes computing at once)")
     cmd.add_argument("--seed", type=int, default=1234)
     cmd.add_argument("--out", help="also write the whole run (with the measured events) to this JSON file")
     cmd.add_argument("--json", action="store_true", help="print one JSON object")
@@ -49,10 +52,10 @@ def strategy_of(args) -> Strategy:
     if args.strategy:
         loaded = load_strategy(args.strategy)
         fields = {name: getattr(loaded, name) for name in Strategy.__dataclass_fields__}
-    for flag in ("dp", "tp", "pp", "micro_batch", "global_batch", "schedule"):
+    for flag in ("dp", "tp", "pp", "micro_batch", "global_batch", "schedule", "zero", "sequence_parallel"):
         value = getattr(args, flag)
         if value is not None:
-            if flag != "schedule" and value < 1:
+            if flag in ("dp", "tp", "pp", "micro_batch", "global_batch") and value < 1:
                 raise ExplorerError(f"--{flag.replace('_', '-')} must be a positive integer, got {value}")
             fields[flag] = value
     if "global_batch" not in fields:
@@ -62,11 +65,12 @@ def strategy_of(args) -> Strategy:
     return Strategy(**fields)
 
 
-def cluster_of(args):
+def cluster_of(args, procs: int):
     if args.cluster:
         return load_cluster(args.cluster)
+    import os
     from explorer.runtime.calibrate import calibrate
-    return cluster_from_dict(calibrate())
+    return cluster_from_dict(calibrate(procs=min(procs, os.cpu_count() or 1)))
 
 
 def run(args) -> int:
@@ -76,7 +80,7 @@ def run(args) -> int:
     from explorer.runtime.measure import run_strategy
     model, strategy = load_model(args.model), strategy_of(args)
     procs = args.procs if args.procs is not None else strategy.devices
-    out = run_strategy(model, strategy, procs, cluster_of(args), args.iterations, args.seed)
+    out = run_strategy(model, strategy, procs, cluster_of(args, procs), args.iterations, args.seed)
     if args.out:
         try:
             Path(args.out).write_text(json.dumps(out, allow_nan=False), encoding="utf-8")

@@ -11,6 +11,10 @@ Short benchmarks, one thread per process (as the reference run's ranks):
   cost for n = 2 (explorer/cost/collectives.py: bytes S, 2(n-1) = 2 latency
   steps), L = t(4 B)/2 and g = (t(4 MiB) - 2L)/S.
 
+With procs > 1 the GEMM and memory benchmarks run in `procs` processes at once
+(the median of their results): what each of a run's ranks gets when they all
+compute together on the cores there are (and under whatever else runs then).
+
 The result is a dict in the cluster file schema (explorer/io/clusters.py), one
 level ("machine") for the processes of this computer.
 """
@@ -33,6 +37,7 @@ SMALL_BYTES, LARGE_BYTES = 4, 4 * 2 ** 20
 MACHINE_FANOUT = 64        # processes one machine holds in the cluster file (loopback TCP between them)
 REPEATS = 7
 CPU_DEVICE = "cpu thread"   # the device name of a calibrated cluster: one CPU thread per process
+MAX_BENCH_PROCS = 64
 
 
 def _median_time(fn, repeats: int = REPEATS) -> float:
@@ -90,29 +95,63 @@ def _gloo_rank(rank: int, port: str, out: str) -> None:
 def gloo_alpha_beta(timeout_s: float = 120) -> dict:
     """{'latency_s', 'bytes_per_s'} of a two-process gloo all-reduce on this machine."""
     from explorer.runtime.launch import free_port
-    root = str(Path(__file__).resolve().parents[2])
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([root] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
     with tempfile.TemporaryDirectory(prefix="explorer-calibrate-") as tmp:
         out, port = str(Path(tmp, "gloo.json")), str(free_port())
-        children = [subprocess.Popen([sys.executable, "-m", "explorer.runtime.calibrate", str(r), port, out],
-                                     env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-                    for r in range(2)]
-        try:
-            errors = [err for child in children for _, err in [child.communicate(timeout=timeout_s)]
-                      if child.returncode]
-        finally:
-            for child in children:
-                if child.poll() is None:
-                    child.kill()
-                    child.wait()
-        if errors:
-            raise ExplorerError(f"the gloo benchmark failed: {(errors[0].strip().splitlines() or ['?'])[-1]}")
+        _spawn([["gloo", str(r), port, out] for r in range(2)], timeout_s, "gloo")
         times = json.loads(Path(out).read_text())
     latency = times[str(SMALL_BYTES)] / 2
     per_byte = (times[str(LARGE_BYTES)] - 2 * latency) / LARGE_BYTES
     if per_byte <= 0:
         raise ExplorerError("the gloo benchmark gave no usable bandwidth (timings too noisy); run it again")
     return {"latency_s": latency, "bytes_per_s": 1.0 / per_byte}
+
+
+def _bench_rank(out: str) -> None:
+    """One process of a concurrent compute benchmark: its GEMM fit and memory bandwidth to `out`."""
+    import torch
+    torch.set_num_threads(1)
+    fit = gemm_fit()
+    Path(out).write_text(json.dumps({"flops_per_s": fit["flops_per_s"], "intercept_s": fit["intercept_s"],
+                                     "launch_s": fit["launch_s"], "bytes_per_s": memory_bandwidth()}))
+
+
+def _spawn(args_per_child: list, timeout_s: float, what: str) -> None:
+    """Run `python -m explorer.runtime.calibrate ARGS...` children at once; ExplorerError if one fails."""
+    root = str(Path(__file__).resolve().parents[2])
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([root] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
+    children = [subprocess.Popen([sys.executable, "-m", "explorer.runtime.calibrate", *args], env=env,
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                for args in args_per_child]
+    try:
+        errors = [err for child in children for _, err in [child.communicate(timeout=timeout_s)] if child.returncode]
+    except subprocess.TimeoutExpired:
+        errors = [f"took more than {timeout_s:.0f} s"]
+    finally:
+        for child in children:
+            if child.poll() is None:
+                child.kill()
+                child.wait()
+    if errors:
+        raise ExplorerError(f"the {what} benchmark failed: {(errors[0].strip().splitlines() or ['?'])[-1]}")
+
+
+def compute_benchmark(procs: int, timeout_s: float = 300) -> dict:
+    """Median GEMM fit and memory bandwidth of `procs` processes benchmarking at once."""
+    if procs == 1:
+        import torch
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            fit = gemm_fit()
+            return {**fit, "bytes_per_s": memory_bandwidth()}
+        finally:
+            torch.set_num_threads(threads)
+    with tempfile.TemporaryDirectory(prefix="explorer-calibrate-") as tmp:
+        outs = [str(Path(tmp, f"bench{i}.json")) for i in range(procs)]
+        _spawn([["bench", out] for out in outs], timeout_s, "compute")
+        results = [json.loads(Path(out).read_text()) for out in outs]
+    return {key: statistics.median(r[key] for r in results)
+            for key in ("flops_per_s", "intercept_s", "launch_s", "bytes_per_s")}
 
 
 def _memory_gib() -> float:
@@ -122,15 +161,17 @@ def _memory_gib() -> float:
         return 1.0
 
 
-def calibrate(name: str = "this-machine") -> dict:
-    """Benchmark this machine; a cluster file dict (explorer/io/clusters.py schema)."""
+def device_name(procs: int) -> str:
+    return CPU_DEVICE if procs == 1 else f"{CPU_DEVICE}, {procs} ranks at once"
+
+
+def calibrate(name: str = "this-machine", procs: int = 1) -> dict:
+    """Benchmark this machine (compute with `procs` processes at once); a cluster file dict."""
     import torch
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        gemm, bandwidth = gemm_fit(), memory_bandwidth()
-    finally:
-        torch.set_num_threads(threads)
+    if not 1 <= procs <= MAX_BENCH_PROCS:
+        raise ExplorerError(f"--procs must be between 1 and {MAX_BENCH_PROCS}, got {procs}")
+    gemm = compute_benchmark(procs)
+    bandwidth = gemm["bytes_per_s"]
     net = gloo_alpha_beta()
     peak = gemm["flops_per_s"] / 1e12
     phi = max(0.0, (gemm["intercept_s"] - gemm["launch_s"]) * gemm["flops_per_s"])
@@ -138,8 +179,8 @@ def calibrate(name: str = "this-machine") -> dict:
     return {
         "name": name,
         "source": f"measured by `python -m explorer calibrate` on {when}: one CPU thread per process, "
-                  f"torch {torch.__version__}, {os.cpu_count()} cores",
-        "device": {"name": CPU_DEVICE, "peak_tflops": {"fp32": peak, "bf16": peak, "fp16": peak},
+                  f"{procs} computing at once, torch {torch.__version__}, {os.cpu_count()} cores",
+        "device": {"name": device_name(procs), "peak_tflops": {"fp32": peak, "bf16": peak, "fp16": peak},
                    "memory_gib": round(_memory_gib(), 3), "hbm_bandwidth_gbps": bandwidth / 1e9,
                    "source": "fp32 GEMM fit over sizes " + ", ".join("x".join(map(str, s)) for s in GEMM_SIZES)
                              + "; memory: 64 MiB copy; bf16/fp16 set to the fp32 value (the run is fp32)"},
@@ -151,5 +192,8 @@ def calibrate(name: str = "this-machine") -> dict:
     }
 
 
-if __name__ == "__main__":          # one gloo benchmark rank: python -m explorer.runtime.calibrate RANK PORT OUT
-    _gloo_rank(int(sys.argv[1]), sys.argv[2], sys.argv[3])
+if __name__ == "__main__":   # python -m explorer.runtime.calibrate gloo RANK PORT OUT | bench OUT
+    if sys.argv[1] == "gloo":
+        _gloo_rank(int(sys.argv[2]), sys.argv[3], sys.argv[4])
+    else:
+        _bench_rank(sys.argv[2])

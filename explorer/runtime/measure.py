@@ -162,20 +162,52 @@ def iteration_times(records: list) -> list:
             for i in range(count)]
 
 
-def shared_cluster(cluster: Cluster, procs: int, cores: int | None = None) -> Cluster:
-    """A calibrated CPU cluster (device CPU_DEVICE) with each device's FLOP/s and memory bandwidth
-    divided among processes when more processes than cores run (each rank uses one thread: its share
-    of a core is cores/procs). Other clusters are returned as they are."""
+SHARING_ROUNDS = 12      # fixed-point rounds of the processor-sharing estimate (converges in a few)
+
+
+def calibrated_slots(cluster: Cluster, cores: int) -> int | None:
+    """Ranks that compute at full calibrated speed at once: the cores for a one-process calibration
+    ('cpu thread'), k for one made with k processes at once; None for a cluster not calibrated here."""
     from explorer.runtime.calibrate import CPU_DEVICE
-    cores = cores or os.cpu_count() or 1
-    share = min(1.0, cores / procs)
-    if share == 1.0 or cluster.device.name != CPU_DEVICE:
-        return cluster
+    name = cluster.device.name
+    if name == CPU_DEVICE:
+        return cores
+    prefix, suffix = f"{CPU_DEVICE}, ", " ranks at once"
+    if name.startswith(prefix) and name.endswith(suffix) and name[len(prefix):-len(suffix)].isdigit():
+        return int(name[len(prefix):-len(suffix)])
+    return None
+
+
+def _scaled(cluster: Cluster, share: float, label: str) -> Cluster:
     d = cluster_to_dict(cluster)
     d["device"]["peak_tflops"] = {k: v * share for k, v in d["device"]["peak_tflops"].items()}
     d["device"]["hbm_bandwidth_gbps"] *= share
-    d["name"] = f"{cluster.name} ({procs} processes on {cores} cores)"
+    d["name"] = f"{cluster.name} ({label})"
     return cluster_from_dict(d)
+
+
+def shared_prediction(model: ModelSpec, strategy: Strategy, cluster: Cluster, procs: int,
+                      cores: int | None = None) -> tuple:
+    """(cluster, Result) of the prediction when more ranks than calibrated slots share the CPU.
+
+    Processor sharing: a rank computes a fraction u of the iteration (compute, recompute and optimizer
+    over the iteration time, from the model itself) and waits otherwise; procs*u ranks compete for the
+    slots on average, so each gets share = min(1, slots / (procs u)) of its calibrated FLOP/s and memory
+    bandwidth -- a fixed point (u depends on the share), iterated with damping. Clusters not calibrated
+    here (GPU presets) are used as they are.
+    """
+    slots = calibrated_slots(cluster, cores or os.cpu_count() or 1)
+    result = evaluate(model, strategy, cluster, procs)
+    if slots is None or procs <= slots:
+        return cluster, result
+    share, shared = slots / procs, cluster
+    for _ in range(SHARING_ROUNDS):
+        shared = _scaled(cluster, share, f"{procs} ranks sharing {slots} slots at {share:.2f} each")
+        result = evaluate(model, strategy, shared, procs)
+        b = result.breakdown_s
+        busy = (b["compute"] + b["recompute"] + b["optimizer"]) / result.iteration_time_s
+        share = (share * min(1.0, slots / (procs * max(busy, 1e-9)))) ** 0.5     # damped step
+    return shared, result
 
 
 def run_strategy(model: ModelSpec, strategy: Strategy, procs: int, cluster: Cluster, iterations: int = 3,
@@ -184,8 +216,7 @@ def run_strategy(model: ModelSpec, strategy: Strategy, procs: int, cluster: Clus
     from explorer.runtime.launch import run_ranks, run_single
     strategy = replace(strategy, dtype="fp32")
     check_runnable(model, strategy, procs, iterations)
-    predicted_on = shared_cluster(cluster, procs)
-    result = evaluate(model, strategy, predicted_on, procs)
+    predicted_on, result = shared_prediction(model, strategy, cluster, procs)
     cfg = config_for(model, strategy, predicted_on, iterations, seed)
     records = run_ranks(cfg, procs)
     single = run_single(cfg)

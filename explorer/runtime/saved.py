@@ -39,11 +39,26 @@ def load_run(data) -> dict:
     return data
 
 
+def _inputs(run: dict) -> tuple:
+    spec = dict(run["model_spec"])
+    spec["stage_blocks"] = tuple(spec.get("stage_blocks", ()))
+    try:
+        return ModelSpec(**spec), strategy_from_dict(run["strategy"]), cluster_from_dict(run["cluster_file"])
+    except TypeError as err:
+        raise ExplorerError(f"the run file's model_spec is not a model: {err}") from None
+
+
 def model_events(run: dict):
     """The model's super-step events for the run's model, strategy and cluster (a DataFrame)."""
     from explorer.timeline import superstep_events
-    spec = dict(run["model_spec"])
-    spec["stage_blocks"] = tuple(spec.get("stage_blocks", ()))
-    model = ModelSpec(**spec)
-    strategy = strategy_from_dict(run["strategy"])
-    return superstep_events(model, strategy, cluster_from_dict(run["cluster_file"]), run["procs"])
+    model, strategy, cluster = _inputs(run)
+    return superstep_events(model, strategy, cluster, run["procs"])
+
+
+def model_microstep(run: dict, layer: int):
+    """The model's micro-step events of one layer (forward and backward) for the run's inputs."""
+    from explorer.timeline import microstep_events
+    model, strategy, cluster = _inputs(run)
+    if not isinstance(layer, int) or not 0 <= layer < model.layers:
+        raise ExplorerError(f"layer must be between 0 and {model.layers - 1}, got {layer!r}")
+    return microstep_events(model, strategy, cluster, run["procs"], layer)
