@@ -167,3 +167,15 @@ def test_calibrate_writes_a_cluster_file_the_loader_reads(tmp_path):
     assert cluster.name == "this-machine" and cluster.device.name == "cpu thread, 2 ranks at once"
     assert cluster.device.peak_flops["fp32"] > 1e8                  # any CPU thread does 0.1 GFLOP/s
     assert cluster.levels[0].bandwidth_bytes_per_s > 0 and cluster.levels[0].latency_s > 0
+
+
+def test_a_rank_that_fails_stops_the_run_with_its_last_line():
+    pytest.importorskip("torch")
+    from explorer.errors import ExplorerError
+    from explorer.runtime.engine import Config
+    from explorer.runtime.launch import run_ranks
+    cfg = Config(hidden=32, heads=3, ffn_hidden=128, seq_len=16, vocab=64, layers=2, dp=2, tp=1, pp=1,
+                 micro_batch=1, global_batch=2, schedule="1f1b", scatter_gather=True, sequence_parallel=False,
+                 zero=0, stage_blocks=(("embedding", "layer0", "layer1", "head"),), iterations=1, seed=1)
+    with pytest.raises(ExplorerError, match="a rank of the run failed: .*RuntimeError"):
+        run_ranks(cfg, 2)        # 32 is not divisible by 3 heads: every rank's reshape fails

@@ -12,6 +12,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 from dataclasses import asdict, replace
 from pathlib import Path
 
@@ -20,6 +21,7 @@ from explorer.runtime.engine import Comm, Config, coords, rank_of, train
 from explorer.runtime.record import Recorder
 
 THREADS_PER_RANK = 1
+POLL_S = 0.05          # how often the launcher looks at its children
 RUN_TIMEOUT_S = 600     # a stuck run (a rank that died mid-collective) is stopped after this
 
 
@@ -81,26 +83,43 @@ def run_ranks(cfg: Config, procs: int, timeout_s: float = RUN_TIMEOUT_S) -> list
     with tempfile.TemporaryDirectory(prefix="explorer-run-") as outdir:
         Path(outdir, "config.json").write_text(json.dumps(asdict(cfg)))
         port = str(free_port())
+        logs = [open(Path(outdir, f"rank{r}.err"), "w") for r in range(procs)]
         children = [subprocess.Popen([sys.executable, "-m", "explorer.runtime.launch", str(r), str(procs), port,
-                                      outdir], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                                      outdir], env=env, stdout=subprocess.DEVNULL, stderr=logs[r])
                     for r in range(procs)]
-        errors = []
-        try:
-            for child in children:
-                _, err = child.communicate(timeout=timeout_s)
-                if child.returncode:
-                    errors.append(err)
-        except subprocess.TimeoutExpired:
-            errors.append(f"the run took more than {timeout_s:.0f} s")
-        finally:
-            for child in children:
-                if child.poll() is None:
-                    child.kill()
-                    child.wait()
-        if errors:
-            lines = [line for line in errors[0].strip().splitlines() if line.strip()]
-            raise ExplorerError(f"a rank of the run failed: {lines[-1] if lines else 'no message'}")
+        error = _wait(children, timeout_s)
+        for log in logs:
+            log.close()
+        if error is not None:
+            rank, text = error
+            if rank is not None:
+                lines = [line for line in Path(outdir, f"rank{rank}.err").read_text(errors="replace").splitlines()
+                         if line.strip()]
+                text = lines[-1] if lines else f"exit code {children[rank].returncode}"
+            raise ExplorerError(f"a rank of the run failed: {text}")
         return [json.loads(Path(outdir, f"rank{r}.json").read_text()) for r in range(procs)]
+
+
+def _wait(children: list, timeout_s: float):
+    """Wait for every child; on the first failure or the timeout, stop the others at once.
+    Returns None, or (rank that failed | None, message)."""
+    deadline = time.monotonic() + timeout_s
+    try:
+        while True:
+            codes = [child.poll() for child in children]
+            failed = [r for r, code in enumerate(codes) if code not in (None, 0)]
+            if failed:
+                return failed[0], ""
+            if all(code == 0 for code in codes):
+                return None
+            if time.monotonic() > deadline:
+                return None, f"the run took more than {timeout_s:.0f} s"
+            time.sleep(POLL_S)
+    finally:
+        for child in children:
+            if child.poll() is None:
+                child.kill()
+                child.wait()
 
 
 def run_single(cfg: Config) -> list:
