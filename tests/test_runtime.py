@@ -172,7 +172,7 @@ def test_calibrate_writes_a_cluster_file_the_loader_reads(tmp_path):
 def test_a_rank_that_fails_stops_the_run_with_its_last_line():
     pytest.importorskip("torch")
     from explorer.errors import ExplorerError
-    from explorer.runtime.engine import Config
+    from explorer.runtime.config import Config
     from explorer.runtime.launch import run_ranks
     cfg = Config(hidden=32, heads=3, ffn_hidden=128, seq_len=16, vocab=64, layers=2, dp=2, tp=1, pp=1,
                  micro_batch=1, global_batch=2, schedule="1f1b", scatter_gather=True, sequence_parallel=False,

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 from explorer.cli.output import dumps
@@ -39,8 +38,8 @@ def register(sub) -> None:
     cmd.add_argument("--schedule", choices=("gpipe", "1f1b"))
     cmd.add_argument("--zero", type=int, choices=(0, 1), help="1: ZeRO-1 (sharded optimizer step)")
     cmd.add_argument("--sequence-parallel", action="store_true", default=None)
-    cmd.add_argument("--cluster", help="cluster for the prediction: a file from `calibrate` or a preset "
-                                       "(default: calibrate this machine now with min(procs, cores) processes computing at once)")
+    cmd.add_argument("--cluster", help="cluster for the prediction: a file from `calibrate` or a preset (default: "
+                                       "calibrate now with min(procs, cores) processes computing at once)")
     cmd.add_argument("--seed", type=int, default=1234)
     cmd.add_argument("--out", help="also write the whole run (with the measured events) to this JSON file")
     cmd.add_argument("--json", action="store_true", help="print one JSON object")

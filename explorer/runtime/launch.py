@@ -17,7 +17,9 @@ from dataclasses import asdict, replace
 from pathlib import Path
 
 from explorer.errors import ExplorerError
-from explorer.runtime.engine import Comm, Config, coords, rank_of, train
+from explorer.runtime.comm import Comm
+from explorer.runtime.config import Config, coords, rank_of
+from explorer.runtime.train import train
 from explorer.runtime.record import Recorder
 
 THREADS_PER_RANK = 1

@@ -17,14 +17,13 @@ from dataclasses import replace
 
 from explorer.cost.collectives import bytes_per_device
 from explorer.cost.evaluate import evaluate
-from explorer.cost.superstep import CATEGORIES
 from explorer.cost.tree import cost_tree
 from explorer.errors import ExplorerError
 from explorer.hardware.cluster import Cluster
 from explorer.io.clusters import cluster_from_dict, cluster_to_dict
 from explorer.io.strategies import strategy_to_dict
 from explorer.model.spec import ModelSpec
-from explorer.runtime.engine import Config
+from explorer.runtime.config import Config
 from explorer.strategy.strategy import Strategy
 
 COMM_CATEGORIES = ("op_comm", "redistribution", "pp_comm", "dp_comm", "zero_comm")
@@ -32,7 +31,7 @@ STAGE_OF = {"op_comm": "critical", "redistribution": "critical", "pp_comm": "cri
             "dp_comm": "sync", "zero_comm": "sync"}
 MAX_ITERATIONS = 20
 MAX_PROCS = 16
-MAX_RUN_PARAMS = 50_000_000   # ~12 l h^2 + V h: fp32 weights and gradients of 400 MB per rank at most, a CPU run of minutes
+MAX_RUN_PARAMS = 50_000_000   # ~12 l h^2 + V h: fp32 weights + gradients <= 400 MB per rank, a CPU run of minutes
 
 
 def run_params(model: ModelSpec) -> int:
@@ -56,7 +55,8 @@ def check_runnable(model: ModelSpec, strategy: Strategy, procs: int, iterations:
     unsupported = [(strategy.layer_splits, "per-layer splits"), (strategy.chunks != 1, "interleaved chunks"),
                    (strategy.schedule not in ("gpipe", "1f1b"), f"schedule '{strategy.schedule}'"),
                    (strategy.recompute != "none", "recomputation"),
-                   (strategy.zero > 1, f"ZeRO stage {strategy.zero}"), (strategy.overlap_dp, "overlapped gradient sync")]
+                   (strategy.zero > 1, f"ZeRO stage {strategy.zero}"),
+                   (strategy.overlap_dp, "overlapped gradient sync")]
     for flag, what in unsupported:
         if flag:
             raise ExplorerError(f"the reference run does not implement {what} yet; "
@@ -229,7 +229,8 @@ def run_strategy(model: ModelSpec, strategy: Strategy, procs: int, cluster: Clus
     warm = times[1:] or times
     rel = max(abs(a - b) / max(abs(b), 1e-30) for a, b in zip(parallel, single))
     return {
-        "model": model.name, "model_spec": model.to_dict(), "procs": procs, "backend": records[0]["backend"], "iterations": iterations,
+        "model": model.name, "model_spec": model.to_dict(), "procs": procs, "backend": records[0]["backend"],
+        "iterations": iterations,
         "seed": seed, "strategy": strategy_to_dict(strategy),
         "measured_bytes_per_device": measured, "model_bytes_per_device": model_bytes,
         "unmodelled_bytes_per_device": unmodelled,
