@@ -117,6 +117,17 @@ def test_sequence_parallel_bytes_and_losses(runs):
     assert_losses_match(out)
 
 
+def test_per_layer_mixed_tensor_parallel_degrees(runs):
+    from explorer.strategy.strategy import LayerSplit
+    out = runs(tp=2, global_batch=2, layer_splits=(LayerSplit(2), LayerSplit(1, "replicated")))
+    assert_bytes_match(out)
+    uniform = runs(tp=2, global_batch=2)
+    # the replicated layer drops its 4 all-reduces of b*s*h fp32 per micro-batch (2 micro-batches)
+    assert uniform["measured_bytes_per_device"]["op_comm"] - out["measured_bytes_per_device"]["op_comm"] == \
+        2 * 4 * 16 * 32 * 4
+    assert_losses_match(out)
+
+
 @pytest.mark.parametrize("schedule", ["1f1b", "gpipe"])
 def test_pipeline_bytes_and_losses(runs, schedule):
     out = runs(pp=2, global_batch=4, schedule=schedule)
@@ -140,9 +151,13 @@ def test_data_and_tensor_parallel_together(runs):
     assert all(e["end_s"] >= e["start_s"] >= 0 for e in out["events"])
 
 
-def test_unsupported_strategies_are_refused_in_one_line(model_file, capsys):
+def test_unsupported_strategies_are_refused_in_one_line(model_file, tmp_path, capsys):
     pytest.importorskip("torch")
-    cases = [["--tp", "2", "--procs", "3"], ["--dp", "2", "--schedule", "gpipe", "--global-batch", "3"]]
+    mixed_sp = tmp_path / "mixed.json"
+    mixed_sp.write_text(json.dumps({"version": 1, "tp": 2, "sequence_parallel": True, "layer_splits": [
+        {"degree": 2, "preset": "megatron"}, {"degree": 1, "preset": "replicated"}]}))
+    cases = [["--tp", "2", "--procs", "3"], ["--dp", "2", "--schedule", "gpipe", "--global-batch", "3"],
+             ["--tp", "2", "--strategy", str(mixed_sp)]]
     for extra in cases:
         assert main(["run", "--model", model_file, "--json", "--cluster", "classroom"] + extra) == 2
         err = capsys.readouterr().err

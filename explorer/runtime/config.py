@@ -26,6 +26,7 @@ class Config:
     stage_blocks: tuple       # per stage: block names ('embedding', 'layer3', 'head')
     iterations: int
     seed: int
+    layer_degrees: tuple = ()  # per layer: t (Megatron split) or 1 (replicated on the group); () = all t
 
     @property
     def micro_batches(self) -> int:

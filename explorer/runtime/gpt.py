@@ -46,7 +46,9 @@ def shard(cfg: Config, name: str, full, i: int):
     """Rank i's piece of one parameter under t-way tensor parallelism."""
     t, h, a = cfg.tp, cfg.hidden, cfg.heads
     kind = name.split(".")[-1]
-    if kind in ("wte", "wpe", "proj_w", "fc2_w", "proj_b", "fc2_b", "fc1_b"):   # split along dim 0
+    if "." in name and layer_degree(cfg, name.split(".")[0]) == 1:             # a replicated layer
+        piece = full
+    elif kind in ("wte", "wpe", "proj_w", "fc2_w", "proj_b", "fc2_b", "fc1_b"):   # split along dim 0
         piece = full.chunk(t, dim=0)[i]
     elif kind == "fc1_w":                                                       # columns
         piece = full.chunk(t, dim=1)[i]
@@ -57,6 +59,19 @@ def shard(cfg: Config, name: str, full, i: int):
     else:                                                                       # layer norms: replicated
         piece = full
     return piece.clone().contiguous().to(_device()).requires_grad_(True)
+
+
+def layer_degree(cfg: Config, block: str) -> int:
+    """The operator-parallel degree of a layer ('layer3'): the strategy's per-layer split, else t."""
+    return cfg.layer_degrees[int(block[len("layer"):])] if cfg.layer_degrees else cfg.tp
+
+
+class _Identity:
+    """f and g of a layer that is not split (degree 1): nothing to communicate."""
+
+    @staticmethod
+    def apply(x, comm, op):
+        return x
 
 
 def stage_parameters(cfg: Config, stage: int, tp_rank: int) -> dict:
@@ -119,12 +134,14 @@ class Stage:
 
     def layer(self, name, x):
         import torch.nn.functional as F
-        f, g = self.enter_exit()
+        t = layer_degree(self.cfg, name)
+        f, g = self.enter_exit() if t > 1 else (_Identity, _Identity)
         p = {k.split(".")[1]: v for k, v in self.params.items() if k.startswith(name + ".")}
         cfg, comm = self.cfg, self.comm
-        h, hl = cfg.hidden, cfg.hidden // cfg.tp
-        heads, dh = cfg.heads // cfg.tp, cfg.hidden // cfg.heads
-        pad = (comm.tp_rank * hl, h - (comm.tp_rank + 1) * hl)    # where a row bias slice sits in h
+        i = comm.tp_rank if t > 1 else 0
+        h, hl = cfg.hidden, cfg.hidden // t
+        heads, dh = cfg.heads // t, cfg.hidden // cfg.heads
+        pad = (i * hl, h - (i + 1) * hl)                          # where a row bias slice sits in h
         b, s = x.shape[0], cfg.seq_len
 
         y = self.timed(f"{name}.ln1", F.layer_norm, x, (h,), p["ln1_w"], p["ln1_b"], LN_EPS)

@@ -36,6 +36,7 @@ def free_port() -> int:
 def _config_from(data: dict) -> Config:
     data = dict(data)
     data["stage_blocks"] = tuple(tuple(blocks) for blocks in data["stage_blocks"])
+    data["layer_degrees"] = tuple(data.get("layer_degrees", ()))
     return Config(**data)
 
 
@@ -131,7 +132,7 @@ def run_single(cfg: Config) -> list:
     torch.set_num_threads(THREADS_PER_RANK)
     try:
         blocks = tuple(b for stage in cfg.stage_blocks for b in stage)
-        single = replace(cfg, dp=1, tp=1, pp=1, stage_blocks=(blocks,))
+        single = replace(cfg, dp=1, tp=1, pp=1, stage_blocks=(blocks,), layer_degrees=())
         return train(single, Comm(Recorder()), 0, 0)
     finally:
         torch.set_num_threads(threads)

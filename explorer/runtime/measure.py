@@ -52,7 +52,13 @@ def check_runnable(model: ModelSpec, strategy: Strategy, procs: int, iterations:
         raise ExplorerError(f"--procs must be between 1 and {MAX_PROCS}, got {procs}")
     if procs != strategy.devices:
         raise ExplorerError(f"--procs {procs} must equal dp x tp x pp = {strategy.devices}")
-    unsupported = [(strategy.layer_splits, "per-layer splits"), (strategy.chunks != 1, "interleaved chunks"),
+    odd = [i for i, split in enumerate(strategy.layer_splits)
+           if split.overrides or split.effective_preset not in ("megatron", "replicated")
+           or split.degree not in (1, strategy.tp)]
+    mixed = len({split.degree for split in strategy.layer_splits}) > 1
+    unsupported = [(odd, f"per-layer split of layer {odd[0] if odd else 0} (only Megatron over all t, or replicated)"),
+                   (mixed and strategy.sequence_parallel, "sequence parallelism with per-layer splits"),
+                   (strategy.chunks != 1, "interleaved chunks"),
                    (strategy.schedule not in ("gpipe", "1f1b"), f"schedule '{strategy.schedule}'"),
                    (strategy.recompute != "none", "recomputation"),
                    (strategy.zero > 1, f"ZeRO stage {strategy.zero}"),
@@ -60,7 +66,8 @@ def check_runnable(model: ModelSpec, strategy: Strategy, procs: int, iterations:
     for flag, what in unsupported:
         if flag:
             raise ExplorerError(f"the reference run does not implement {what} yet; "
-                                "it runs DP (ZeRO-1), TP (Megatron, sequence parallel) and PP (gpipe, 1f1b)")
+                                "it runs DP (ZeRO-1), TP (Megatron, sequence parallel; per layer Megatron or "
+                                "replicated) and PP (gpipe, 1f1b)")
     t = strategy.tp
     for name, value in (("heads", model.heads), ("vocab", model.vocab), ("seq_len", model.seq_len),
                         ("ffn_hidden", model.ffn_hidden)):
@@ -78,6 +85,7 @@ def config_for(model: ModelSpec, strategy: Strategy, cluster: Cluster, iteration
                   micro_batch=strategy.micro_batch, global_batch=strategy.global_batch,
                   schedule=strategy.schedule, scatter_gather=strategy.scatter_gather,
                   sequence_parallel=strategy.sequence_parallel, zero=strategy.zero,
+                  layer_degrees=tuple(split.degree for split in strategy.layer_splits),
                   stage_blocks=tuple(tuple(s) for s in stages), iterations=iterations, seed=seed)
 
 
