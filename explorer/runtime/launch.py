@@ -54,6 +54,8 @@ def worker(rank: int, world: int, port: int, outdir: str) -> None:
     dist.init_process_group("nccl" if cuda else "gloo", rank=rank, world_size=world)
     tp_i, dp_i, pp_i = coords(cfg, rank)
     comm = Comm(Recorder(), rank=rank, tp_rank=tp_i, tp_size=cfg.tp, dp_size=cfg.dp)
+    if cuda:                            # kernels are asynchronous: a span's end waits for them
+        comm.rec.sync = torch.cuda.synchronize
     for pp in range(cfg.pp):            # every rank creates every group, in the same order
         for dp in range(cfg.dp):
             group = dist.new_group([rank_of(cfg, x, dp, pp) for x in range(cfg.tp)])

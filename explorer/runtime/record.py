@@ -55,9 +55,11 @@ class Recorder:
         self.micro_batch = -1
         self.phase = "fwd"
         self.iteration_bounds: list = []     # (start_s, end_s) per iteration
+        self.sync = None                     # on a GPU: torch.cuda.synchronize, so a span ends with its kernels
 
-    @staticmethod
-    def now() -> float:
+    def now(self) -> float:
+        if self.sync is not None:
+            self.sync()
         return time.perf_counter()
 
     def call(self, kind, role, category, op, size_bytes, n, start_s, end_s, modelled=True, note="", phase=None):
