@@ -3,7 +3,7 @@ import streamlit as st
 
 from explorer.facade import (ExplorerError, RUN_INSTALL_HINT, Strategy, list_clusters, load_cluster, load_model,
                              load_run, reference_run, run_bytes_table, run_gantt, run_loss_table, run_microstep,
-                             runnable_models, torch_available)
+                             run_time_table, runnable_models, torch_available)
 from app_pages import state as S
 from app_pages.text import plain
 
@@ -78,6 +78,8 @@ if run:
     for call in run.get("unmodelled_calls", []):
         st.caption(f"Not in the model: {call['op']} ({call['kind']}, {call['category']}) — {call['note']}")
     st.dataframe(run_loss_table(run), hide_index=True)
+    st.markdown("**Time per category in one iteration** (model vs one rank of its critical stage)")
+    st.dataframe(run_time_table(run), hide_index=True)
     normalise = st.toggle("Times as % of each side's own iteration", key=S.W_RUN_NORMALISE)
     try:
         st.plotly_chart(run_gantt(run, normalise), key="measured_gantt")

@@ -93,6 +93,7 @@ from explorer.runtime import torch_available                                    
 from explorer.runtime.saved import load_run                                         # noqa: E402
 from explorer.charts.measured import bytes_table as run_bytes_table                 # noqa: E402
 from explorer.charts.measured import loss_table as run_loss_table                   # noqa: E402
+from explorer.charts.measured import time_table as run_time_table                   # noqa: E402
 
 
 def reference_run(model, strategy, procs: int, cluster=None, iterations: int = 3) -> dict:
@@ -126,5 +127,5 @@ def run_microstep(run: dict, layer: int, normalise: bool = False):
     return microstep_overlay(run, model_microstep(run, layer), layer, normalise)
 
 
-__all__ += ["run_microstep", "runnable_models", "RUN_INSTALL_HINT", "torch_available", "load_run", "run_bytes_table", "run_loss_table", "reference_run",
+__all__ += ["run_time_table", "run_microstep", "runnable_models", "RUN_INSTALL_HINT", "torch_available", "load_run", "run_bytes_table", "run_loss_table", "reference_run",
             "run_gantt"]

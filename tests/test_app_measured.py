@@ -19,6 +19,8 @@ def test_without_torch_the_page_says_how_to_install_and_still_opens_a_saved_run(
     assert metric(at, "Iteration, measured").endswith("ms")
     table = at.dataframe[0].value
     assert list(table["measured - not modelled = model"]) == [True] * 5
+    times = at.dataframe[2].value
+    assert "compute" in list(times["category"]) and (times["model (ms)"] >= 0).all()
     spec = chart_specs(at)[0]
     bars = [t for t in spec["data"] if t["type"] == "bar"]
     rows = {y for t in bars for y in t["y"]}

@@ -105,3 +105,15 @@ def microstep_overlay(run: dict, model_events: pd.DataFrame, layer: int, normali
                 for e in fwd.itertuples()]
     return gantt_overlay(measured, modelled, normalise,
                          title=f"Micro-step: layer {layer} forward, micro-batch 0 — measured (ranks) vs model")
+
+
+def time_table(run: dict) -> pd.DataFrame:
+    """Seconds per category in one iteration: the model's, and one rank's of the model's critical stage
+    (measured_breakdown_s; absent from runs saved before it existed)."""
+    measured = run.get("measured_breakdown_s", {})
+    rows = []
+    for cat, model in run.get("predicted_breakdown_s", {}).items():
+        if model or measured.get(cat):
+            rows.append({"category": CATEGORY_LABELS.get(cat, cat), "model (ms)": 1e3 * model,
+                         f"measured, rank {measured.get('rank', '?')} (ms)": 1e3 * measured.get(cat, 0.0)})
+    return pd.DataFrame(rows)

@@ -163,6 +163,28 @@ def operator_spans(records: list, iteration: int) -> list:
             if s["iteration"] == iteration and s["kind"] == "op"]
 
 
+def time_by_category(records: list, rank: int, iteration: int) -> dict:
+    """Seconds one rank spent per cost category in one iteration: each call's duration in its category
+    (a receive's wait included), compute = the forward/backward passes less the calls inside them,
+    optimizer = its spans, bubble = the rest of the iteration (waiting with nothing to do)."""
+    rec = records[rank]
+    begin, end = rec["iterations"][iteration]
+    out = {"compute": 0.0, "op_comm": 0.0, "redistribution": 0.0, "pp_comm": 0.0, "dp_comm": 0.0,
+           "zero_comm": 0.0, "optimizer": 0.0}
+    passes = [(s["start_s"], s["end_s"]) for s in rec["spans"]
+              if s["iteration"] == iteration and s["kind"] in ("forward", "backward")]
+    for s in rec["spans"]:
+        if s["iteration"] == iteration and s["kind"] in ("forward", "backward", "optimizer"):
+            out["optimizer" if s["kind"] == "optimizer" else "compute"] += s["end_s"] - s["start_s"]
+    for c in rec["calls"]:
+        if c["iteration"] == iteration:
+            out[c["category"]] += c["end_s"] - c["start_s"]
+            if any(a <= c["start_s"] and c["end_s"] <= b for a, b in passes):
+                out["compute"] -= c["end_s"] - c["start_s"]
+    out["bubble"] = max(0.0, (end - begin) - sum(out.values()))
+    return out
+
+
 def iteration_times(records: list) -> list:
     """Seconds per iteration: first rank's start to the last rank's end."""
     count = len(records[0]["iterations"])
@@ -234,6 +256,7 @@ def run_strategy(model: ModelSpec, strategy: Strategy, procs: int, cluster: Clus
     parallel = [sum(r["losses"][i] for r in records if r["pp"] == cfg.pp - 1 and r["tp"] == 0)
                 for i in range(iterations)]
     times = iteration_times(records)
+    critical_rank = next(r["rank"] for r in records if r["pp"] == result.critical_stage)
     warm = times[1:] or times
     rel = max(abs(a - b) / max(abs(b), 1e-30) for a, b in zip(parallel, single))
     return {
@@ -248,6 +271,7 @@ def run_strategy(model: ModelSpec, strategy: Strategy, procs: int, cluster: Clus
         "iteration_time_s": {"measured": sum(warm) / len(warm), "predicted": result.iteration_time_s,
                              "measured_per_iteration": times},
         "predicted_breakdown_s": result.breakdown_s,
+        "measured_breakdown_s": {"rank": critical_rank, **time_by_category(records, critical_rank, last)},
         "cluster": {"name": predicted_on.name, "source": predicted_on.source},
         "cluster_file": cluster_to_dict(predicted_on),
         "events": events(records, last), "operator_spans": operator_spans(records, last),
