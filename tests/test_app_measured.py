@@ -6,7 +6,9 @@ import pytest
 
 from tests.app_util import chart_specs, errors, metric, open_page
 
-SAVED = Path(__file__).parent / "data" / "run_micro_gpt_tp2_pp2.json"   # python -m explorer run ... --out
+SAVED = Path(__file__).parent / "data" / "run_micro_gpt_tp2_pp2.json"
+# made by: python -m explorer run --model M --procs 4 --tp 2 --pp 2 --global-batch 4 --iterations 2
+#   --cluster classroom --out tests/data/run_micro_gpt_tp2_pp2.json, M = tests/test_runtime.py TINY as a file
 
 
 def test_without_torch_the_page_says_how_to_install_and_still_opens_a_saved_run(monkeypatch):
