@@ -31,6 +31,7 @@ EXPLORE = [
 CHECK = [
     st.Page("app_pages/validation.py", title="Validation", url_path="validation"),
     st.Page("app_pages/search.py", title="Search", url_path="search"),
+    st.Page("app_pages/measured.py", title="Measured", url_path="measured"),
 ]
 
 # classroom mode: the menu goes to the top bar, so the sidebar holds only the lesson's controls

@@ -188,3 +188,12 @@ def load_setup(model, cluster, strategy) -> None:
     """Open a lesson's example in the explorer (callbacks only): model, cluster and strategy."""
     apply_strategy(strategy)
     set_model(model, cluster)
+# Measured page (issue 13): a reference run on torch.distributed next to the model
+MEASURED_RUN = "measured_run"        # dict: the last run made or opened on the Measured page
+MEASURED_MESSAGE = "measured_message"  # why the last run or opened file was refused
+W_RUN_MODEL, W_RUN_DP, W_RUN_TP, W_RUN_PP = "w_run_model", "w_run_dp", "w_run_tp", "w_run_pp"
+W_RUN_MICRO, W_RUN_BATCH, W_RUN_SCHEDULE = "w_run_micro_batch", "w_run_global_batch", "w_run_schedule"
+W_RUN_ITERATIONS, W_RUN_CLUSTER, W_RUN_FILE = "w_run_iterations", "w_run_cluster", "w_run_file"
+W_RUN_LAYER = "w_run_layer"          # the layer whose micro-step the Measured page draws
+W_RUN_NORMALISE = "w_run_normalise"  # Gantt times as % of each side's own iteration
+RUN_THIS_MACHINE = "this machine (calibrate now)"   # the W_RUN_CLUSTER choice that calibrates before the run

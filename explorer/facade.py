@@ -98,3 +98,45 @@ from explorer.strategy.strategy import CP_ALGOS                                 
 from explorer.model.spec import ATTENTION                                                # noqa: E402
 
 __all__ += ["CP_ALGOS", "ATTENTION"]
+# ---- reference run on torch.distributed, measured vs modelled (issue 13, parts 2-3) ----------
+from explorer.runtime import INSTALL_HINT as RUN_INSTALL_HINT                       # noqa: E402
+from explorer.runtime import torch_available                                        # noqa: E402
+from explorer.runtime.saved import load_run                                         # noqa: E402
+from explorer.charts.measured import bytes_table as run_bytes_table                 # noqa: E402
+from explorer.charts.measured import loss_table as run_loss_table                   # noqa: E402
+from explorer.charts.measured import time_table as run_time_table                   # noqa: E402
+
+
+def reference_run(model, strategy, procs: int, cluster=None, iterations: int = 3) -> dict:
+    """Train `model` on `procs` processes under `strategy` (needs torch); cluster None: calibrate now."""
+    from explorer.runtime.measure import run_strategy
+    if cluster is None:
+        from explorer.runtime.calibrate import calibrate
+        from explorer.io.clusters import cluster_from_dict
+        import os
+        cluster = cluster_from_dict(calibrate(procs=min(procs, os.cpu_count() or 1)))
+    return run_strategy(model, strategy, procs, cluster, iterations)
+
+
+def run_gantt(run: dict, normalise: bool = False):
+    """The run's measured super-step (per rank) over the model's (per stage)."""
+    from explorer.charts.measured import gantt_overlay, model_rows
+    from explorer.runtime.saved import model_events
+    return gantt_overlay(run["events"], model_rows(model_events(run)), normalise)
+
+
+def runnable_models() -> list:
+    """Names of the preset models small enough for the reference run (GPTs under MAX_RUN_PARAMS)."""
+    from explorer.runtime.measure import MAX_RUN_PARAMS, run_params
+    return [m.name for m in list_models() if m.family == "gpt" and run_params(m) <= MAX_RUN_PARAMS]
+
+
+def run_microstep(run: dict, layer: int, normalise: bool = False):
+    """One layer's forward: the run's measured operator spans per rank over the model's micro-step."""
+    from explorer.charts.measured import microstep_overlay
+    from explorer.runtime.saved import model_microstep
+    return microstep_overlay(run, model_microstep(run, layer), layer, normalise)
+
+
+__all__ += ["run_time_table", "run_microstep", "runnable_models", "RUN_INSTALL_HINT", "torch_available", "load_run", "run_bytes_table", "run_loss_table", "reference_run",
+            "run_gantt"]

@@ -6,8 +6,10 @@ import sys
 from explorer.errors import ExplorerError
 from explorer.cli import evaluate_cmd, export_config_cmd, lesson_cmd, presets_cmd, search_cmd, timeline_cmd, validate_cmd
 from explorer.cli.args import Parser
+from explorer.cli import calibrate_cmd, run_cmd
 
-COMMANDS = (presets_cmd, evaluate_cmd, validate_cmd, timeline_cmd, search_cmd, lesson_cmd, export_config_cmd)
+COMMANDS = (presets_cmd, evaluate_cmd, validate_cmd, timeline_cmd, search_cmd, lesson_cmd, export_config_cmd,
+            run_cmd, calibrate_cmd)
 
 
 def build_parser() -> Parser:
