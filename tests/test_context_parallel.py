@@ -74,8 +74,14 @@ def test_gradients_are_reduced_over_dp_times_cp():
     """cp=4, dp=1: the weights are replicated over the 4 cp ranks; ring all-reduce over 4 (nccl_busbw)."""
     s = long_context(dp=1, global_batch=32, zero=0)
     r = evaluate(LLAMA_32K, s, A100)
-    params_dev = r.memory_by_stage[r.extra["sync_stage"]]["params"] / 2           # bf16 parameters
-    assert r.comm_bytes_per_device["dp_comm"] == pytest.approx(2 * 3 / 4 * 2 * params_dev, rel=1e-9)
+    j = r.extra["sync_stage"]
+    params_dev = r.memory_by_stage[j]["params"] / 2           # bf16 parameters
+    # plus the sequence-parallel LayerNorm gradients, all-reduced over t = 8 once (two RMSNorms of h per
+    # layer, the final norm on the last stage; Megatron-LM _allreduce_layernorm_grads)
+    h, layers_here = LLAMA_32K.hidden, LLAMA_32K.layers // 4
+    norms = (2 * layers_here + (1 if j == 3 else 0)) * h
+    assert r.comm_bytes_per_device["dp_comm"] == pytest.approx(2 * 3 / 4 * 2 * params_dev + 2 * 7 / 8 * 2 * norms,
+                                                               rel=1e-9)
 
 
 def test_ulysses_moves_four_all_to_alls_forward_and_backward():

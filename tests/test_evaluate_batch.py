@@ -24,8 +24,10 @@ def test_mixed_dp_micro_batch_structure_zero_and_overlap():
         assert np.array_equal(values, [r.breakdown_s[c] for r in single]), c
 
 
-def test_bubble_is_exactly_zero_without_a_pipeline():
+def test_bubble_is_zero_without_a_pipeline():
+    """p = 1: the bubble expression is zero exactly; in floating point to rounding (S_T - F_max - B_max
+    sums three terms of the same stage)."""
     r = evaluate(load_model("llama2-7b"), Strategy(tp=2, dp=1, micro_batch=8, global_batch=48, schedule="gpipe",
                                                    recompute="selective", sequence_parallel=True, dtype="fp32"),
                  load_cluster("dgx-h100"))
-    assert r.breakdown_s["bubble"] == 0.0
+    assert abs(r.breakdown_s["bubble"]) <= 1e-12 * r.iteration_time_s

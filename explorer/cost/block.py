@@ -215,8 +215,17 @@ def _block_cost(key, block, preset, over, sequence_parallel, recompute, incoming
             bwd_kind = lay.conversion(grad, lay.needed_grad(cur))
             if bwd_kind:
                 colls.append(_collective(bwd_kind, "bwd", op.name, size, under=bwd_under))
-        if split == "batch" and op.params != 0:  # replicated weights: reduce their gradients once
+        if split in ("batch", "seq") and op.params != 0:
+            # replicated weights that saw only a batch or sequence shard (LayerNorms under sequence
+            # parallelism): their gradients are all-reduced over the group once per iteration
+            # (Megatron-LM finalize_model_grads -> _allreduce_layernorm_grads; Korthikanti et al. Sec 4.2.2)
             grad_sync.append(_collective("all_reduce", "step", op.name, beta * op.params))
+        if op.kind == "loss" and lay.is_sharded(cur) and cur != lay.P and cur_elements is not None:
+            # cross-entropy over a vocabulary split over t (Megatron-LM vocab_parallel_cross_entropy):
+            # all-reduces of the logits' maximum, the target's logit and the sum of exponentials, each
+            # one fp32 value per token (core/tensor_parallel/cross_entropy.py)
+            for _ in range(3):
+                colls.append(_collective("all_reduce", "fwd", op.name, 4 * op.out_elements / cps))
         if gemm:
             last_gemm = (fwd, bwd - dW)
         if sequence_parallel and cur == lay.SEQ and needed == lay.R and dW != 0:

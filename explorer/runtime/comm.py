@@ -151,18 +151,18 @@ def functions():
 
         @staticmethod
         def forward(ctx, logits, target, start, comm):
-            note = "vocab-parallel cross-entropy (Megatron-LM cross_entropy.py); not in the cost model"
+            note = "vocab-parallel cross-entropy (Megatron-LM cross_entropy.py); in the cost model's loss operator"
             top = logits.max(dim=-1).values
-            comm.all_reduce(top, comm.tp_group, comm.tp_size, "op_comm", "loss", False, note, maximum=True)
+            comm.all_reduce(top, comm.tp_group, comm.tp_size, "op_comm", "loss", True, note, maximum=True)
             z = logits - top[:, None]
             local = target - start
             inside = (local >= 0) & (local < logits.shape[-1])
             idx = local.clamp(0, logits.shape[-1] - 1)
             picked = z.gather(1, idx[:, None])[:, 0] * inside
-            comm.all_reduce(picked, comm.tp_group, comm.tp_size, "op_comm", "loss", False, note)
+            comm.all_reduce(picked, comm.tp_group, comm.tp_size, "op_comm", "loss", True, note)
             exp = z.exp()
             total = exp.sum(dim=-1)
-            comm.all_reduce(total, comm.tp_group, comm.tp_size, "op_comm", "loss", False, note)
+            comm.all_reduce(total, comm.tp_group, comm.tp_size, "op_comm", "loss", True, note)
             ctx.save_for_backward(exp / total[:, None], idx, inside)
             return total.log() - picked
 

@@ -138,9 +138,9 @@ def _sync_gradients(cfg, comm, stage, first, last, dp_rank) -> list:
         norms = [n for n in grads if n.split(".")[-1] in ("ln1_w", "ln1_b", "ln2_w", "ln2_b", "lnf_w", "lnf_b")]
         if norms:
             flat = torch.cat([grads[n].grad.reshape(-1) for n in norms])
-            comm.all_reduce(flat, comm.tp_group, comm.tp_size, "op_comm", "norm weights", False,
+            comm.all_reduce(flat, comm.tp_group, comm.tp_size, "dp_comm", "norm weights", True,
                             "LayerNorm gradients under sequence parallelism (Megatron-LM all-reduces the "
-                            "sequence-parallel grads over the TP group); not in the cost model")
+                            "sequence-parallel grads over the TP group); the cost model's gradient sync GS_r")
             _unflatten(flat, [grads[n] for n in norms])
     names = [n for n in grads if not (tied_copy and n == "wte")]
     if comm.dp_size > 1 and cfg.zero == 1:
