@@ -194,3 +194,19 @@ def test_megatron_bridge_moe_targets_per_system(moe_summary):
     for group in MOE_GROUPS:
         assert moe_summary[group]["mean_abs_error"] <= 0.10, (group, moe_summary[group])
         assert moe_summary[group]["max_abs_error"] <= 0.20, (group, moe_summary[group])
+
+
+def test_identical_moe_runs_spread_beyond_what_the_max_target_allows(bridge):
+    """Why the MoE target is an expected miss, from the data alone: in every MoE group, runs with the
+    same system, model, dtype, layout and batch, published in different containers, differ by more
+    than 1.2 / 0.8 = 1.5x in tokens/s, so no prediction from the row's inputs can be within 20 % of all
+    of them (e.g. Qwen3-30B-A3B on 16 H100s, t=1 p=2 v=24 b=2 B=512: 25.09 10494, 25.11 5275)."""
+    from collections import defaultdict
+    runs = defaultdict(list)
+    for c in bridge[0]:
+        if c.group in MOE_GROUPS:
+            s = c.strategy
+            runs[(c.group, c.model.name, c.model.seq_len, s.dtype, s.tp, s.pp, s.chunks, s.ep, s.micro_batch,
+                  s.global_batch, c.gpus)].append(c.expected)
+    worst = {g: max(max(v) / min(v) for k, v in runs.items() if k[0] == g) for g in MOE_GROUPS}
+    assert all(spread > 1.2 / 0.8 for spread in worst.values()), worst
