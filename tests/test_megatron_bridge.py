@@ -12,10 +12,12 @@ from explorer.io.clusters import load_cluster
 from explorer.io.models import load_model
 from explorer.validation import load_all_cases, load_megatron_bridge, summarize, validate
 from explorer.validation.fit import fit_system
-from explorer.validation.megatron_bridge import FIT_CONTAINERS, model_flops, padded_vocab
+from explorer.validation.megatron_bridge import FIT_CONTAINERS, MOE, model_flops, padded_vocab
 
 ROOT = Path(__file__).resolve().parents[1]
 ENTRIES = json.loads((ROOT / "assets" / "validation" / "megatron_bridge.json").read_text())
+DENSE_GROUPS = ("megatron_bridge_h100", "megatron_bridge_b200", "megatron_bridge_gb200")
+MOE_GROUPS = ("megatron_bridge_moe_h100", "megatron_bridge_moe_b200", "megatron_bridge_moe_gb200")
 
 
 @pytest.fixture(scope="module")
@@ -43,10 +45,11 @@ def test_every_dense_row_is_a_case_or_skipped_with_a_reason(bridge):
     on_presets = [e for e in ENTRIES if e["inputs"]["system"] in ("DGX-H100", "DGX-B200", "DGX-GB200")]
     assert len(cases) + len(skipped) == len(on_presets)
     assert all(reason for _, _, reason in skipped)
-    assert {c.group for c in cases} == {"megatron_bridge_h100", "megatron_bridge_b200", "megatron_bridge_gb200"}
-    assert all(c.model.family == "llama" and c.strategy.dtype == "fp8" for c in cases)
+    assert {c.group for c in cases} == set(DENSE_GROUPS) | set(MOE_GROUPS)
+    dense = [c for c in cases if c.group in DENSE_GROUPS]
+    assert all(c.model.family == "llama" and not c.model.is_moe and c.strategy.dtype == "fp8" for c in dense)
     reasons = " ".join(r for _, _, r in skipped)
-    for why in ("expert parallelism", "context parallelism", "nvfp4", "FSDP"):
+    for why in ("multi-token-prediction", "context parallelism", "nvfp4", "FSDP", "no model preset"):
         assert why in reasons
 
 
@@ -61,17 +64,17 @@ def test_cases_follow_the_rows(bridge):
 
 
 def test_fitted_and_held_out_rows_are_disjoint_by_container(bridge):
-    cases = bridge[0]
+    cases = [c for c in bridge[0] if c.group in DENSE_GROUPS]
     for c in cases:
         assert (c.subset == "fitted") == any(f"{k}," in c.assumptions for k in FIT_CONTAINERS)
-    for group in ("megatron_bridge_h100", "megatron_bridge_b200", "megatron_bridge_gb200"):
+    for group in DENSE_GROUPS:
         subsets = {c.subset for c in cases if c.group == group}
         assert subsets == {"fitted", "held out"}, group
 
 
 def test_predicted_tflops_are_the_sources_flops_over_our_time(bridge):
     from explorer.cost.evaluate import evaluate
-    case = bridge[0][0]
+    case = next(c for c in bridge[0] if c.group in DENSE_GROUPS)
     row = validate([case], None)[0]
     t = evaluate(case.model, case.strategy, load_cluster(case.cluster), case.gpus).iteration_time_s
     assert row.predicted == pytest.approx(case.model_flops / (t * case.gpus) / 1e12, rel=1e-12)
@@ -102,7 +105,7 @@ def test_megatron_bridge_targets_per_system(bridge):
     """Issue 11: mean |error| <= 10 %, max <= 20 % per system, with the constants fitted on the 25.09 rows
     (benchmarks/fit_megatron_bridge.py) -- fitted and held-out rows both."""
     summary = summarize(validate(bridge[0], None))
-    for group in ("megatron_bridge_h100", "megatron_bridge_b200", "megatron_bridge_gb200"):
+    for group in DENSE_GROUPS:
         assert summary[group]["mean_abs_error"] <= 0.10, (group, summary[group])
         assert summary[group]["max_abs_error"] <= 0.20, (group, summary[group])
 
@@ -113,3 +116,97 @@ def test_group_selection():
     from explorer import ExplorerError
     with pytest.raises(ExplorerError, match="unknown"):
         load_all_cases(["nope"])
+
+
+# ---- the MoE rows (issue 11: DeepSeek-V3, Qwen3-30B-A3B, Qwen3-235B-A22B, GPT-OSS-120B) ----
+
+def _moe_entries():
+    return [e for e in ENTRIES if e["inputs"]["model"] in MOE
+            and e["inputs"]["system"] in ("DGX-H100", "DGX-B200", "DGX-GB200")]
+
+
+def test_every_moe_row_is_a_case_of_its_own_group_or_skipped_with_a_reason(bridge):
+    cases, skipped = bridge
+    ids = {e["id"] for e in _moe_entries()}
+    moe_cases = [c for c in cases if c.id in ids]
+    assert {c.group for c in moe_cases} == set(MOE_GROUPS)
+    assert all(c.model.is_moe for c in cases if c.group in MOE_GROUPS)
+    assert len(moe_cases) + len([s for s in skipped if s[0] in ids]) == len(ids)
+    assert len(moe_cases) >= 40
+    reasons = {r for i, _, r in skipped if i in ids}
+    assert all(reasons)
+    assert any("multi-token-prediction" in r for r in reasons)     # DeepSeek-V3 with MTP
+    assert any("uneven interleaved" in r for r in reasons)         # 94 layers over 8 x 4 chunks
+    assert any("tokens/s" in r for r in reasons)                   # the 25.09 H100 DeepSeek-V3 alternative
+    assert {c.model.name for c in moe_cases} >= {"qwen3-30b-a3b", "qwen3-235b-a22b", "gpt-oss-120b"}
+
+
+def test_moe_cases_follow_the_rows_and_the_recipes(bridge):
+    """Qwen3-235B-A22B on GB200, 25.09: 64 GPUs, TP 2, PP 1, EP 64, GBS 1024, MBS 1 -> d=32, ep=64 over
+    tp x dp, expert tensor parallelism 1 (recipes: expert_tensor_parallel_size=1), SP on; compared on the
+    published tokens/s per GPU, held out (nothing fitted on MoE rows)."""
+    case = {c.id: c for c in bridge[0]}["mb_2509_pretrain_qwen3-235b-a22b_gb200_fp8"]
+    s = case.strategy
+    assert (s.tp, s.pp, s.dp, s.ep, s.etp, s.micro_batch, s.global_batch) == (2, 1, 32, 64, 1, 1, 1024)
+    assert s.sequence_parallel and s.zero == 1 and s.dtype == "fp8" and s.grad_dtype == "model"
+    assert case.metric == "tokens_per_sec_per_gpu" and case.expected == 4452 and case.subset == "held out"
+    assert case.group == "megatron_bridge_moe_gb200" and "tokendrop" in case.assumptions
+    bf16 = {c.id: c for c in bridge[0]}["mb_2604_pretrain_gpt-oss-120b_h100_bf16"]
+    assert (bf16.strategy.pp, bf16.strategy.ep, bf16.strategy.dtype) == (4, 8, "bf16")
+    assert "sliding window" in bf16.assumptions
+
+
+def test_moe_prediction_is_tokens_over_our_iteration_time(bridge):
+    from explorer.cost.evaluate import evaluate
+    case = {c.id: c for c in bridge[0]}["mb_2604_pretrain_qwen3-30b-a3b_h100_fp8"]
+    t = evaluate(case.model, case.strategy, load_cluster(case.cluster), case.gpus).iteration_time_s
+    row = validate([case], None)[0]
+    assert row.predicted == pytest.approx(1024 * 4096 / (t * 16), rel=1e-12)
+
+
+def test_the_fit_never_sees_the_moe_rows(bridge):
+    fit = fit_system("dgx-h100", bridge[0])
+    moe_ids = {c.id for c in bridge[0] if c.group in MOE_GROUPS}
+    assert not moe_ids & {i for i, _, _ in fit.fitted + fit.held_out}
+    assert all(c.subset == "held out" for c in bridge[0] if c.group in MOE_GROUPS)
+
+
+@pytest.fixture(scope="module")
+def moe_summary(bridge):
+    return summarize(validate([c for c in bridge[0] if c.group in MOE_GROUPS], None))
+
+
+def test_moe_rows_evaluate_and_their_errors_are_reported(moe_summary):
+    for group in MOE_GROUPS:
+        st = moe_summary[group]
+        assert st["cases"] >= 10 and st["held out"]["cases"] == st["cases"]
+        assert 0 < st["mean_abs_error"] <= st["max_abs_error"] < 10
+
+
+@pytest.mark.xfail(strict=False, reason=(
+    "Expected miss (issue 11, MoE rows, nothing fitted on them): the model predicts the MoE runs faster than "
+    "published. Same layout, different speed: Qwen3-30B-A3B on 16 H100s, t=1 p=2 v=24 b=2 B=512: 25.09 "
+    "'tokendrop' 10494 vs 25.11 5275 tokens/s; on 8 B200s the 26.02 b=1 row runs 9691 and 26.02.01 b=4 26695 "
+    "(model: 31609 vs 33235) -- a fixed cost per MoE layer and micro-batch (dropless dispatch's host sync of "
+    "the tokens per expert, CPU-bound launches that the recipes' CUDA graphs of router/preprocess remove) "
+    "that the model does not have; see explorer/validation/megatron_bridge.py"))
+def test_megatron_bridge_moe_targets_per_system(moe_summary):
+    for group in MOE_GROUPS:
+        assert moe_summary[group]["mean_abs_error"] <= 0.10, (group, moe_summary[group])
+        assert moe_summary[group]["max_abs_error"] <= 0.20, (group, moe_summary[group])
+
+
+def test_identical_moe_runs_spread_beyond_what_the_max_target_allows(bridge):
+    """Why the MoE target is an expected miss, from the data alone: in every MoE group, runs with the
+    same system, model, dtype, layout and batch, published in different containers, differ by more
+    than 1.2 / 0.8 = 1.5x in tokens/s, so no prediction from the row's inputs can be within 20 % of all
+    of them (e.g. Qwen3-30B-A3B on 16 H100s, t=1 p=2 v=24 b=2 B=512: 25.09 10494, 25.11 5275)."""
+    from collections import defaultdict
+    runs = defaultdict(list)
+    for c in bridge[0]:
+        if c.group in MOE_GROUPS:
+            s = c.strategy
+            runs[(c.group, c.model.name, c.model.seq_len, s.dtype, s.tp, s.pp, s.chunks, s.ep, s.micro_batch,
+                  s.global_batch, c.gpus)].append(c.expected)
+    worst = {g: max(max(v) / min(v) for k, v in runs.items() if k[0] == g) for g in MOE_GROUPS}
+    assert all(spread > 1.2 / 0.8 for spread in worst.values()), worst

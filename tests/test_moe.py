@@ -430,3 +430,56 @@ def test_search_finds_qwen3_235b_on_256_h100_at_least_as_fast_as_the_published_l
                          sequence_parallel=True, zero=1)
     best = search(qwen, H100, 256, 8192, top=1).top[0]
     assert best.iteration_time_s <= evaluate(qwen, published, H100).iteration_time_s
+
+
+def test_expert_mesh_folds_context_parallelism_into_the_expert_data_parallel_axis():
+    """Megatron-Core: the expert layers see tokens, not sequences, so the expert-data-parallel group is
+    tp x cp x dp / (etp x ep); the expert mesh covers every device of the dense mesh."""
+    s = Strategy(dp=2, tp=2, cp=2, pp=2, micro_batch=1, global_batch=8, sequence_parallel=True, ep=4)
+    assert s.expert_mesh.devices == s.mesh.devices == 16
+    assert s.expert_mesh.size("dp") == 2 * 2 * 2 // (2 * 4) and s.expert_mesh.size("ep") == 4
+    one = s.with_(expert_tp=1)
+    assert one.expert_mesh.devices == 16 and one.expert_mesh.size("dp") == 2 * 2 * 2 // 4
+    assert evaluate(TINY_MOE, s, H100).iteration_time_s > 0
+
+
+def _core(spec):
+    from explorer.model.graph import build_blocks
+    layer = build_blocks(spec)[2]
+    return layer, [op for op in layer.ops if op.kind in ("attention", "softmax")]
+
+
+@pytest.mark.parametrize("mla", [False, True], ids=["gqa", "mla"])
+def test_moe_attention_follows_the_model_s_attention(mla):
+    """ModelSpec.attention = 'flash': one fused kernel with the standard core's FLOPs, the backward's
+    recomputation of QK^T (FlashAttention-2 Sec 4.1) and no s x s activation; 'standard' keeps the
+    unfused core (score, softmax, context)."""
+    from explorer.symbols import a, b, h, s as s_
+    extra = dict(q_lora_rank=128, kv_lora_rank=64, qk_nope_head_dim=32, qk_rope_head_dim=16, v_head_dim=32) if mla \
+        else dict(head_dim=128)
+    from dataclasses import replace
+    flash = replace(TINY_MOE, attention="flash", **extra)
+    std = replace(TINY_MOE, attention="standard", **extra)
+    fl_layer, fl = _core(flash)
+    st_layer, st = _core(std)
+    assert [op.name for op in fl] == ["flash_attn"] and [op.name for op in st] == ["score", "softmax", "context"]
+    assert fl_layer.key != st_layer.key
+    vals = {b: 1, s_: 256, h: 512, a: 8}
+    assert sp_value(fl[0].flops_fwd, vals) == sum(sp_value(op.flops_fwd, vals) for op in st)
+    assert sp_value(fl[0].flops_bwd, vals) == sum(sp_value(op.flops_bwd, vals) for op in st)
+    qk = 8 * (32 + 16) if mla else 8 * 128
+    assert sp_value(fl[0].bwd_recompute_flops, vals) == 2 * 256 * 256 * qk
+    import sympy as sp
+    assert all(sp.degree(sp.expand(t.bytes), s_) <= 1 for t in fl[0].act)      # nothing of size s^2 kept
+    assert any(sp.degree(sp.expand(t.bytes), s_) == 2 for op in st for t in op.act)   # the unfused core keeps it
+    assert flash.attention == "flash"      # the llama family's default: the MoE presets run FlashAttention
+
+
+def test_long_context_moe_fits_with_flash_attention_only():
+    """Qwen3-30B-A3B at s = 32768: the unfused core keeps the a s^2 scores per layer (tens of GB), the
+    fused one does not, and is faster."""
+    s = Strategy(dp=8, tp=1, micro_batch=1, global_batch=8, ep=8)
+    model = load_model("qwen3-30b-a3b").with_seq_len(32768)
+    flash, std = evaluate(model, s, H100), evaluate(model.with_attention("standard"), s, H100)
+    assert flash.memory_bytes_per_device["activations"] < std.memory_bytes_per_device["activations"] - 20e9
+    assert flash.iteration_time_s < std.iteration_time_s

@@ -20,7 +20,8 @@ def test_validation_page_shows_cases_and_parity_plot():
     assert set(bridge["fit"]) == {"fitted", "held out"}
     assert any("megatron_bridge_gb200" in label for label in metrics)
     skipped = at.dataframe[1].value
-    assert skipped["why"].str.contains("expert parallelism").any()
+    assert skipped["why"].str.contains("multi-token-prediction").any()
+    assert any("megatron_bridge_moe_h100" in label for label in metrics)      # the MoE rows' own groups
     charts = at.get("plotly_chart")
     assert charts, "the parity plot is drawn"
     spec = json.loads(charts[0].proto.spec)
@@ -28,3 +29,6 @@ def test_validation_page_shows_cases_and_parity_plot():
     assert {"megatron_table1", "korthikanti_table4", "predicted = published"} <= names
     bridge_spec = json.loads(charts[1].proto.spec)
     assert "TFLOP/s" in bridge_spec["layout"]["xaxis"]["title"]["text"]
+    moe_spec = json.loads(charts[2].proto.spec)                      # MoE rows: tokens/s, a chart of their own
+    assert "tokens/s" in moe_spec["layout"]["xaxis"]["title"]["text"]
+    assert {"megatron_bridge_moe_h100", "megatron_bridge_moe_gb200"} <= {t.get("name") for t in moe_spec["data"]}

@@ -22,7 +22,9 @@ def parity_figure(rows) -> go.Figure:
     for factor, label in ((1.1, "+10%"), (0.9, "-10%")):
         fig.add_trace(go.Scatter(x=[low, high], y=[low * factor, high * factor], mode="lines", name=label,
                                  line=dict(dash="dot", color="lightgray"), showlegend=False))
-    unit = "model TFLOP/s per GPU" if rows and all(r.metric == "model_tflops_per_gpu" for r in rows) else "s"
+    units = {"model_tflops_per_gpu": "model TFLOP/s per GPU", "tokens_per_sec_per_gpu": "tokens/s per GPU"}
+    metrics = {r.metric for r in rows}
+    unit = units.get(next(iter(metrics)), "s") if len(metrics) == 1 else "s"
     fig.update_layout(xaxis=dict(type="log", title=f"published ({unit})"),
                       yaxis=dict(type="log", title=f"predicted ({unit})"),
                       height=520, margin=dict(l=40, r=20, t=30, b=40))

@@ -162,9 +162,13 @@ class Strategy:
         """The mesh of the expert layers (Megatron-Core's expert RankGenerator): the same devices with
         ep carved out of dp -- tp (the expert tensor-parallel size, = tp as Megatron's default),
         ep, then the expert-data-parallel tp dp / (etp ep) replicas of each expert's weights, then pp.
-        With expert_tp = 1 the ep group takes the tp ranks too (Megatron-Bridge's MoE recipes)."""
+        With expert_tp = 1 the ep group takes the tp ranks too (Megatron-Bridge's MoE recipes).
+        Context parallelism folds into the expert data-parallel axis: the experts see tokens, not
+        sequences, so the expert-DP group is tp cp dp / (etp ep) (Megatron-Core parallel_state
+        initialize_model_parallel: expert_data_parallel_size = world / (pp etp ep), no cp axis)."""
         etp = self.etp
-        return Mesh.of(self.rank_order, tp=etp, ep=self.ep, dp=self.tp * self.dp // (etp * self.ep), pp=self.pp)
+        return Mesh.of(self.rank_order, tp=etp, ep=self.ep, dp=self.tp * self.cp * self.dp // (etp * self.ep),
+                       pp=self.pp)
 
     @property
     def etp(self) -> int:

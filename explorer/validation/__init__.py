@@ -5,7 +5,8 @@ from explorer.validation.run import TARGETS, ValidationRow, summarize, validate
 
 GROUPS = ("megatron_table1", "korthikanti_table4", "megatron_bridge")
 """Selectable validation groups: the A100 groups of published.json, and the Megatron-Bridge
-2025-26 group (one summary per system: megatron_bridge_h100, _b200, _gb200)."""
+2025-26 group (one summary per system: megatron_bridge_h100, _b200, _gb200; its MoE rows in
+megatron_bridge_moe_h100, _b200, _gb200)."""
 
 
 def load_all_cases(groups=None) -> list:

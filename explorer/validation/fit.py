@@ -17,9 +17,11 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from explorer.io.clusters import load_cluster
-from explorer.validation.megatron_bridge import load_megatron_bridge
+from explorer.validation.megatron_bridge import SYSTEMS, group_of, load_megatron_bridge
 from explorer.validation.run import predict
 
+DENSE_GROUPS = {group_of(system) for system in SYSTEMS}
+"""The groups the constants are fitted on (the dense Llama rows); megatron_bridge_moe_* only checks them."""
 LOW, HIGH = 0.2, 1.0
 """The search interval of gemm_max_fp8 (a fraction of the FP8 peak: Efficiency's own bounds)."""
 
@@ -60,6 +62,7 @@ def fit_system(name: str, cases) -> SystemFit:
     """Golden-section search of the mean |error| over [LOW, HIGH] (unimodal in eta: predicted
     TFLOP/s rise monotonically with it), after a coarse grid to bracket the minimum."""
     cluster = load_cluster(name)
+    cases = [c for c in cases if c.group in DENSE_GROUPS]     # the MoE rows are never fitted nor reported here
     fit_cases = [c for c in cases if c.cluster == name and c.subset == "fitted"]
     held = [c for c in cases if c.cluster == name and c.subset != "fitted"]
     grid = np.linspace(LOW, HIGH, 17)

@@ -24,6 +24,28 @@ to fit the number):
 * FP8 rows (per-tensor current scaling, MXFP8 or blockwise) run at dtype "fp8": one FP8
   efficiency per hardware for all recipes; the recipe is in each case's assumptions.
 * No activation recomputation (the tables name none for these dense rows).
+
+MoE rows (DeepSeek-V3, Qwen3-30B-A3B, Qwen3-235B-A22B, GPT-OSS-120B) are cases of their own
+groups, megatron_bridge_moe_<system>, so that the dense groups' targets stay as they are. Nothing
+is fitted on them: they are predicted with the constants fitted on the dense 25.09 rows (all MoE
+rows are "held out"). Their metric is tokens/s per GPU (published verbatim beside the TFLOP/s),
+which does not depend on a FLOPs convention (the README lists two convention changes in these
+rows: GPT-OSS's MLP and window counting, DeepSeek-V3's MTP layer). How a MoE row becomes a strategy:
+* ep from the row, expert tensor parallelism 1 (expert_tp=1): the performance recipes set
+  expert_tensor_parallel_size=1 (scripts/performance/configs/qwen/qwen3_workload_base_configs.py
+  BASE_QWEN3_*_CONFIG, deepseek/deepseek_workload_base_configs.py, gpt_oss/
+  gpt_oss_workload_base_configs.py; README: expert_tensor_parallel_recipe); TP > 1 runs with
+  sequence parallelism (Megatron-Core refuses MoE with TP and without it).
+* Dropless all-to-all dispatch with force-balanced routing (README "MoE conditions": the 26.x
+  footnote; recipes moe_router_force_load_balancing=True), so every expert gets its fair share.
+  The 25.09 "(tokendrop)" rows drop only tokens over an expert's capacity; with forced balance no
+  expert is over it, so they run as dropless (an assumption, labelled in the case).
+* The recipes' overlaps the model has no switch for (the EP all-to-all under the other micro-batch's
+  compute, moe_a2a_overlap; DeepEP/HybridEP flex dispatchers; CUDA graphs of the router and
+  attention, cuda_graph_scope) are not modelled: the all-to-alls are exposed (ep_comm).
+* Not expressible, skipped with the reason: DeepSeek-V3 rows that ran a multi-token-prediction
+  layer (every DeepSeek-V3 row except 25.11 "w/o MTP": README, implied FLOPs/token); rows whose
+  layers do not split over pp x v chunks; rows without a published tokens/s.
 """
 from __future__ import annotations
 
@@ -36,15 +58,20 @@ PATH = ROOT / "assets" / "validation" / "megatron_bridge.json"
 SYSTEMS = {"DGX-H100": "dgx-h100", "DGX-B200": "dgx-b200", "DGX-GB200": "gb200-nvl72"}
 """Published system -> cluster preset (assets/clusters). GB300/B300 rows have no preset yet."""
 DENSE = {"llama3-8b", "llama3-70b", "llama3.1-405b"}
+MOE = {"deepseek-v3", "qwen3-30b-a3b", "qwen3-235b-a22b", "gpt-oss-120b"}
+"""The MoE models with presets (assets/models); the other MoE rows (kimi-k2, nemotron-3, deepseek-v4)
+have none."""
 GROUP = "megatron_bridge_{}"
+MOE_GROUP = "megatron_bridge_moe_{}"
 FIT_CONTAINERS = ("NeMo 25.09",)
 """The rows the FP8 efficiencies were fitted on (benchmarks/fit_megatron_bridge.py); every
 other container's rows are held out."""
 MAKE_VOCAB_DIVISIBLE_BY = 128   # Megatron default (README: V_pad = multiple of 128 x TP)
 
 
-def group_of(system: str) -> str:
-    return GROUP.format(SYSTEMS[system].split("-")[-1] if system != "DGX-GB200" else "gb200")
+def group_of(system: str, moe: bool = False) -> str:
+    return (MOE_GROUP if moe else GROUP).format(SYSTEMS[system].split("-")[-1] if system != "DGX-GB200"
+                                                else "gb200")
 
 
 def padded_vocab(vocab: int, tp: int) -> int:
@@ -70,16 +97,18 @@ def skip_reason(entry: dict) -> str:
     x = entry["inputs"]
     if x["system"] not in SYSTEMS:
         return f"no preset for {x['system']}"
-    if x["model"] not in DENSE:
-        return "MoE model: needs expert parallelism (issue 11, MoE)"
+    if x["model"] not in DENSE | MOE:
+        return f"no model preset for {x['model']} (assets/models)"
     if x.get("task") != "pretrain":
         return f"{x.get('task')} row: packed-sequence FLOPs convention, not comparable to pre-training"
     if x["dtype"] not in ("bf16", "fp8"):
         return f"{x['dtype']} training is not modelled"
     if (x.get("context_parallel") or 1) > 1:
         return "needs context parallelism (issue 10)"
-    if (x.get("expert_parallel") or 1) > 1:
-        return "needs expert parallelism (issue 11)"
+    if x["model"] in MOE:
+        why = _moe_skip_reason(entry)
+        if why:
+            return why
     tp, pp, n = x["tensor_parallel"], x["pipeline_parallel"], x["num_gpus"]
     dp = n // (tp * pp)
     fsdp = x.get("fsdp")
@@ -95,8 +124,47 @@ def skip_reason(entry: dict) -> str:
     return ""
 
 
+def _moe_skip_reason(entry: dict) -> str:
+    x = entry["inputs"]
+    if not entry["expected"].get("tokens_per_sec_per_gpu"):
+        return ("no tokens/s published for this run (only model TFLOP/s, whose FLOPs convention changed "
+                "across containers: README)")
+    if x["model"] == "deepseek-v3" and "w/o MTP" not in (x.get("label_annotation") or ""):
+        return ("ran one multi-token-prediction layer (every DeepSeek-V3 row but 25.11 'w/o MTP' counts it: README, "
+                "implied FLOPs/token 260 vs 250 G), which the model does not express (assets/models/deepseek-v3.json)")
+    return ""
+
+
+def moe_case_of(entry: dict) -> Case:
+    """A MoE row as a case: tokens/s per GPU predicted from our iteration time (module docstring)."""
+    x = entry["inputs"]
+    tp, pp, n, ep = x["tensor_parallel"], x["pipeline_parallel"], x["num_gpus"], x["expert_parallel"] or 1
+    dp, vp = n // (tp * pp), x.get("virtual_pipeline") or 1
+    model = load_model(x["model"]).with_seq_len(int(x["seq_len"]))
+    strategy = Strategy(dp=dp, tp=tp, pp=pp, micro_batch=x["micro_batch_size"], global_batch=x["global_batch_size"],
+                        schedule="interleaved" if vp > 1 else "1f1b", chunks=vp, zero=1,
+                        sequence_parallel=tp > 1, overlap_dp=True, dtype=x["dtype"], grad_dtype="model",
+                        ep=ep, expert_tp=1)
+    drop = x.get("label_annotation") or ""
+    why = (f"{x['container']}, {x['system']} ({SYSTEMS[x['system']]}), held out (nothing fitted on MoE rows); "
+           f"t={tp} p={pp} d={dp} e={ep} expert-t=1 (recipes: expert_tensor_parallel_size=1)"
+           f"{' v=' + str(vp) if vp > 1 else ''}, b={x['micro_batch_size']} B={x['global_batch_size']}, "
+           f"s={x['seq_len']}, ZeRO-1, bf16 gradient reduce, {x['dtype']} "
+           f"({x.get('fp8_recipe') or x['precision_verbatim']}); dropless force-balanced routing"
+           f"{' (row says tokendrop: with forced balance nothing is over capacity)' if 'tokendrop' in drop else ''}; "
+           "all-to-alls exposed (moe_a2a_overlap, flex dispatchers and CUDA graphs not modelled); "
+           + ("full causal attention on every layer (the 128-token sliding window of every other layer is not "
+              "modelled); " if x["model"] == "gpt-oss-120b" else "")
+           + "predicted = GBS x s / (our iteration time x GPUs)")
+    return Case(entry["id"], group_of(x["system"], moe=True), entry["source"], model, strategy, n,
+                "tokens_per_sec_per_gpu", float(entry["expected"]["tokens_per_sec_per_gpu"]), why,
+                cluster=SYSTEMS[x["system"]], subset="held out")
+
+
 def case_of(entry: dict) -> Case:
     x = entry["inputs"]
+    if x["model"] in MOE:
+        return moe_case_of(entry)
     tp, pp, n = x["tensor_parallel"], x["pipeline_parallel"], x["num_gpus"]
     dp, vp = n // (tp * pp), x.get("virtual_pipeline") or 1
     zero = 1

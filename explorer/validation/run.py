@@ -14,7 +14,8 @@ from explorer.io.clusters import load_cluster
 
 TARGETS = {"megatron_table1": (0.05, 0.10), "korthikanti_table4": (0.10, 0.10),
            "megatron_bridge_h100": (0.10, 0.20), "megatron_bridge_b200": (0.10, 0.20),
-           "megatron_bridge_gb200": (0.10, 0.20)}
+           "megatron_bridge_gb200": (0.10, 0.20), "megatron_bridge_moe_h100": (0.10, 0.20),
+           "megatron_bridge_moe_b200": (0.10, 0.20), "megatron_bridge_moe_gb200": (0.10, 0.20)}
 """Accuracy targets per group: (mean, max) absolute relative error (the issues' targets; the
 Megatron-Bridge groups, one per system: issue 11)."""
 
@@ -52,6 +53,9 @@ def predict(case, cluster: Cluster) -> float:
     if case.metric == "model_tflops_per_gpu":     # the source's FLOPs over our time (Megatron-Bridge)
         time = evaluate(case.model, case.strategy, cluster, case.gpus).iteration_time_s
         return case.model_flops / (time * case.gpus) / 1e12
+    if case.metric == "tokens_per_sec_per_gpu":   # tokens of one iteration over our time (Megatron-Bridge MoE rows)
+        time = evaluate(case.model, case.strategy, cluster, case.gpus).iteration_time_s
+        return case.strategy.global_batch * case.model.seq_len / (time * case.gpus)
     if case.metric == "iteration_time_s":
         return evaluate(case.model, case.strategy, cluster, case.gpus).iteration_time_s
     fwd, bwd = layer_times(case, cluster)

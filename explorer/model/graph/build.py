@@ -20,7 +20,7 @@ def build_blocks(spec: ModelSpec) -> tuple:
                                 spec.base_width, spec.vocab))
     if spec.family == "mlp":
         return tuple(mlp_blocks(spec.layers))
-    if spec.uses_moe_graph:     # experts, a head size of its own or latent attention (standard attention core)
+    if spec.uses_moe_graph:     # experts, a head size of its own or latent attention (core per spec.attention)
         return tuple(moe_blocks(spec))
     return tuple(transformer_blocks(spec.family, spec.layers, spec.attention))
 

@@ -74,12 +74,28 @@ def moe_ffn(spec) -> list:
     return ops
 
 
+def flash_core(qk: sp.Expr, v: sp.Expr, kept_in: sp.Expr) -> list:
+    """FlashAttention as one fused kernel (as explorer/model/graph/transformer.py flash_attention_core
+    for the dense families; Dao et al. NeurIPS 2022, FlashAttention-2 Sec 4.1): per sequence QK^T
+    2bs^2 (a qk) and attention x V 2bs^2 (a v) FLOPs forward, twice that backward, plus the
+    backward's recomputation of S = QK^T (hardware FLOPs only); no s x s tensor in HBM or kept.
+    Kept: Q, K, V (`kept_in` elements per sequence) and the fp32 logsumexp of each query row."""
+    fwd = 2 * b * s * s * (qk + v)
+    return [Operator("flash_attn", "attention", "heads", (b, s, kept_in), (b, s, v), flops_fwd=fwd,
+                     flops_bwd=2 * fwd, act=(ActTerm(beta * b * s * kept_in, "in"), ActTerm(4 * b * a * s, "out")),
+                     bwd_recompute_flops=2 * b * s * s * qk)]
+
+
 def attention(spec) -> list:
-    """Grouped-query attention with head size d (head_dim, else h/a), or DeepSeek's latent attention."""
+    """Grouped-query attention with head size d (head_dim, else h/a), or DeepSeek's latent attention;
+    the core follows ModelSpec.attention ('flash': one fused kernel, else the unfused core)."""
     if spec.kv_lora_rank:
         return latent_attention(spec)
     d = _int(spec.head_dim) if spec.head_dim else h / a
     q, kv = a * d, a_kv * d
+    if spec.attention == "flash":
+        return [linear("qkv", "column", h, q + 2 * kv, bias=False), *flash_core(q, q, q + 2 * kv),
+                linear("proj", "row", q, h, bias=False)]
     scores = (b, a, s, s)
     qkv = linear("qkv", "column", h, q + 2 * kv, bias=False)
     score = Operator("score", "attention", "heads", (b, s, q + 2 * kv), scores,
@@ -119,6 +135,9 @@ def latent_attention(spec) -> list:
     up = Operator("mla_up", "matmul", "column", (b, s, down_out), (b, s, width), flops_fwd=up_flops,
                   flops_bwd=2 * up_flops, params=up_params,
                   act=(ActTerm(beta * b * s * down_out, "in"),), gemm=(b * s, width, q_in + ckv))
+    if spec.attention == "flash":      # Q and K of size n + r per head, V of size v_head_dim
+        return [down, latent_norm, up, *flash_core(a * (n + r), a * dv, a * (2 * (n + r) + dv)),
+                linear("proj", "row", a * dv, h, bias=False)]
     scores = (b, a, s, s)
     score = Operator("score", "attention", "heads", (b, s, width), scores, flops_fwd=2 * b * s * s * a * (n + r),
                      flops_bwd=4 * b * s * s * a * (n + r),
@@ -136,6 +155,8 @@ def layer_key(spec, moe: bool) -> tuple:
     """The structure of a layer: equal keys, equal expressions."""
     attn = ("mla", spec.q_lora_rank, spec.kv_lora_rank, spec.qk_nope_head_dim, spec.qk_rope_head_dim,
             spec.v_head_dim) if spec.kv_lora_rank else ("gqa", spec.head_dim)
+    if spec.attention == "flash":
+        attn += ("flash",)
     ffn = ("moe", spec.experts, spec.experts_per_token, spec.moe_ffn_hidden, spec.shared_ffn_hidden) if moe \
         else ("dense",)
     return ("moe-layer",) + attn + ffn
