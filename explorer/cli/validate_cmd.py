@@ -3,7 +3,6 @@ from __future__ import annotations
 
 from explorer.cli.output import dumps
 from explorer.io.clusters import load_cluster
-from explorer.validation import TARGETS, load_cases, summarize, validate
 
 
 def register(sub) -> None:
@@ -15,6 +14,7 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
+    from explorer.validation import TARGETS, load_cases, summarize, validate   # (sympy: only when run)
     cluster = load_cluster(args.cluster)
     rows = validate(load_cases(args.cases), cluster)
     summary = summarize(rows)

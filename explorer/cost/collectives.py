@@ -22,11 +22,10 @@ of the flat ring (the shares sum to 1).
 """
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
-
-import sympy as sp
 
 KINDS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "p2p", "reshard")
 
@@ -47,7 +46,7 @@ def latency_steps(kind: str, n):
     if kind == "all_reduce":
         return 2 * (n - 1)
     if kind in ("p2p", "reshard"):
-        return sp.Integer(1)
+        return 1
     return n - 1
 
 
@@ -102,14 +101,20 @@ def route_g_L(kind: str, route: tuple, g: list, L: list) -> tuple:
     shares = level_shares(kind, route)
     top = max((i for i, c in enumerate(route) if c > 1), default=0)
     parts = [_num(w, g[i]) for i, w in enumerate(shares) if w]
-    symbolic = any(isinstance(x, sp.Basic) for x in parts)
-    g_eff = parts[0] if len(parts) == 1 else (sp.Max(*parts) if symbolic else max(parts))
+    symbolic = any(_symbolic(x) for x in parts)
+    g_eff = parts[0] if len(parts) == 1 else (sys.modules["sympy"].Max(*parts) if symbolic else max(parts))
     return g_eff, L[top]
 
 
+def _symbolic(x) -> bool:
+    """A sympy expression? (Without sympy imported nothing is: the numeric path never imports it.)"""
+    sp = sys.modules.get("sympy")
+    return sp is not None and isinstance(x, sp.Basic)
+
+
 def _num(fraction: Fraction, x):
-    if isinstance(x, sp.Basic):
-        return sp.Rational(fraction.numerator, fraction.denominator) * x
+    if _symbolic(x):
+        return sys.modules["sympy"].Rational(fraction.numerator, fraction.denominator) * x
     return float(fraction) * x
 
 

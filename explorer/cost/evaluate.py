@@ -3,8 +3,10 @@
 evaluate(model, strategy, cluster) is the one call the CLI and the pages use;
 evaluate_batch() evaluates many strategies at once. Both run the same array
 code (axis -1 = candidates): the tree's compiled block quantities, summed per
-stage (explorer.cost.tree.stage_inputs), then the super-step variant's compiled
-terms (explorer.cost.superstep) -- nothing here composes a cost of its own.
+stage (explorer.cost.numeric.stage_values), then the super-step variant's compiled
+terms (explorer.cost.superstep) -- nothing here composes a cost of its own. The
+compiled functions come through explorer.cost.cold (memory, then the disk cache,
+then built with sympy).
 """
 from __future__ import annotations
 
@@ -16,16 +18,15 @@ import numpy as np
 from explorer.cost import collectives as coll
 from explorer.cost.numbers import Numbers
 from explorer.cost.rows import comm_rows, stage_rows
-from explorer.cost.superstep import (CATEGORIES, MEMORY_PARTS, optimizer_state_bytes, optimizer_update_bytes,
-                                     variant)
-from explorer.cost.tree import Q, CostTree, cost_tree, stage_inputs, structure_key
+from explorer.cost.cold import NumericTree, numeric_tree, superstep_function
+from explorer.cost.numeric import (CATEGORIES, MEMORY_PARTS, OUTPUTS, SCALAR_INPUT_NAMES, STAGE_INPUT_NAMES, Q,
+                                   optimizer_state_bytes, optimizer_update_bytes, stage_values, structure_key)
 from explorer.hardware.cluster import Cluster
 from explorer.limits import check_work
 from explorer.model.spec import ModelSpec
 from explorer.strategy import rules
 from explorer.strategy.mesh import group_route, top_level
 from explorer.strategy.strategy import Strategy
-from explorer.symbols import B_r, F_r, K_opt, L_r, W_hbm, beta, d, g_r, m, p, r, v
 
 
 @dataclass(frozen=True)
@@ -67,7 +68,7 @@ def evaluate(model: ModelSpec, strategy: Strategy, cluster: Cluster, gpus: int |
     """Cost of one training iteration of `model` under `strategy` on `cluster`."""
     check_work(model, strategy, cluster)     # sizes and magnitudes within explorer/limits.py
     rules.check(model, strategy, gpus, cluster)
-    tree = cost_tree(model, strategy, cluster)
+    tree = numeric_tree(model, strategy, cluster)
     return _result(tree, strategy, cluster, _core(tree, model, [strategy], cluster))
 
 
@@ -84,7 +85,7 @@ def evaluate_batch(model: ModelSpec, strategies, cluster: Cluster, gpus: int | N
         groups.setdefault((structure_key(model, s, cluster), s.zero, s.overlap_dp), []).append(i)
     for idx in groups.values():
         members = [strategies[i] for i in idx]
-        core = _core(cost_tree(model, members[0], cluster), model, members, cluster)
+        core = _core(numeric_tree(model, members[0], cluster), model, members, cluster)
         devices = np.array([s.devices for s in members], dtype=float)
         sup = core["super"]
         out["time"][idx] = sup["iteration"]
@@ -115,7 +116,7 @@ def _dp_g_L(cluster, strategies, stages: int) -> tuple:
     return np.array([gs for gs, _ in pairs]).T, np.array([ls for _, ls in pairs]).T
 
 
-def _core(tree: CostTree, model: ModelSpec, strategies: list, cluster: Cluster) -> dict:
+def _core(tree: NumericTree, model: ModelSpec, strategies: list, cluster: Cluster) -> dict:
     """All numbers for candidates sharing a tree and a super-step variant; axis -1 = candidates."""
     first = strategies[0]
     C = len(strategies)
@@ -126,12 +127,14 @@ def _core(tree: CostTree, model: ModelSpec, strategies: list, cluster: Cluster) 
     values = tree.block_values(nums)                                      # kinds x Q x C
     per_stage = np.einsum("sk,kqc->sqc", tree.counts, values)             # stages x Q x C
     fwd_b, bwd_b, bytes_b, by_kind = tree.boundary_values(nums, C)
-    stage = stage_inputs(per_stage, fwd_b, bwd_b)
-    stage[g_r], stage[L_r] = _dp_g_L(cluster, strategies, tree.plan.stages)
-    stage[r] = np.arange(tree.plan.stages, dtype=float)[:, None]
-    scalars = {m: M, v: first.chunks, p: first.pp, d: np.array([s.dp for s in strategies], dtype=float),
-               beta: hw["beta"], W_hbm: hw["W"], K_opt: optimizer_update_bytes(hw["beta"])}
-    sup = variant(first.schedule, first.zero, first.overlap_dp, optimizer_state_bytes(hw["beta"]))(stage, scalars)
+    stage = stage_values(per_stage, fwd_b, bwd_b)
+    stage["g_r"], stage["L_r"] = _dp_g_L(cluster, strategies, tree.stages)
+    stage["r"] = np.arange(tree.stages, dtype=float)[:, None]
+    scalars = {"m": M, "v": first.chunks, "p": first.pp, "d": np.array([s.dp for s in strategies], dtype=float),
+               "beta": hw["beta"], "W_{hbm}": hw["W"], "K_{opt}": optimizer_update_bytes(hw["beta"])}
+    fn = superstep_function(first.schedule, first.zero, first.overlap_dp, optimizer_state_bytes(hw["beta"]))
+    sup = dict(zip(OUTPUTS, fn(*[stage.get(name, 0.0) for name in STAGE_INPUT_NAMES],
+                               *[scalars.get(name, 1.0) for name in SCALAR_INPUT_NAMES])))
     shape = per_stage[:, 0].shape
     sup = {k: (x if np.shape(x) == (shape if k in _PER_STAGE else (C,)) else
                np.broadcast_to(x, shape if k in _PER_STAGE else (C,))) for k, x in sup.items()}
@@ -152,7 +155,7 @@ _PER_STAGE = ("dp_sync", "dp_exposed", "zero_gather", "optimizer_step", "after",
     tuple(f"memory_{part}" for part in MEMORY_PARTS)
 
 
-def _result(tree: CostTree, strategy: Strategy, cluster: Cluster, core: dict) -> Result:
+def _result(tree: NumericTree, strategy: Strategy, cluster: Cluster, core: dict) -> Result:
     """The single-strategy Result: candidate 0 of the arrays."""
     sup = {k: x[..., 0] for k, x in core["super"].items()}
     M, N, hw = strategy.micro_batches, strategy.devices, core["nums"].hw
@@ -181,7 +184,7 @@ def _result(tree: CostTree, strategy: Strategy, cluster: Cluster, core: dict) ->
     by_level = {name: 0.0 for name in level_names}
     for row in rows:
         by_level[row["level"]] += row["time_s"]
-    stage = {sym: np.asarray(core["stage"][sym])[:, 0] for sym in (F_r, B_r)}
+    stage = {name: np.asarray(core["stage"][name])[:, 0] for name in ("F_r", "B_r")}
     model_flops, hardware_flops = float(core["model_flops"][0]), float(core["hardware_flops"][0])
     return Result(
         iteration_time_s=total, breakdown_s={c: float(sup[c]) for c in CATEGORIES},

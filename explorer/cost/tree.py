@@ -12,7 +12,6 @@ search prices its chain of nodes with the same compiled block functions.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from functools import lru_cache
 
 import numpy as np
 import sympy as sp
@@ -21,21 +20,15 @@ from explorer.cost import collectives as coll
 from explorer.cost.block import BlockCost
 from explorer.cost.compile import BoundedCache, compile_exprs
 from explorer.cost.plan import ExecutionPlan, plan
-from explorer.cost.superstep import GSB_r, COMM_CATEGORIES
-from explorer.strategy.mesh import group_route, pair_route, top_level
+from explorer.cost.numeric import (BLOCK_Q, COMM_KINDS, Q, STRUCTURE_FIELDS, block_values,  # noqa: F401
+                                   boundary_values, levels_signature, stage_values, structure_key)
+from explorer.cost.superstep import COMM_CATEGORIES, STAGE_INPUTS
+from explorer.strategy.mesh import top_level
 from explorer.symbols import (A_r, B_r, C_r, F, F_r, GS_r, L_t, O_r, P_r, Psi_r, R_r, V, W_hbm, W_r, X_r, a,
                               a_kv, b, beta, eta, f, g_t, h, phi, s, t, t_launch)
 
 BLOCK_ARGS = (b, s, h, a, a_kv, f, V, t, g_t, L_t, F, eta, phi, W_hbm, t_launch, beta)
 SIZE_ARGS = (b, s, h, a, a_kv, f, V, beta)
-COMM_KINDS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")
-BLOCK_Q = ("F", "B", "W", "fwd_compute", "bwd_compute", "bwd_weight", "fwd_comm", "bwd_comm", "recompute",
-           "act", "params_dev", "params", "flops_fwd", "flops_bwd", "recompute_flops", "comm_bytes",
-           "grad_sync", "grad_sync_bytes") + \
-    tuple(f"t_{k}" for k in COMM_KINDS) + tuple(f"b_{k}" for k in COMM_KINDS)
-"""A block's named quantities for one micro-batch on one device. F and B are the block's
-forward and backward pass (B includes recomputation); W is the weight-gradient part of B."""
-Q = {name: i for i, name in enumerate(BLOCK_Q)}
 
 
 def block_exprs(cost: BlockCost, g=g_t, L=L_t) -> tuple:
@@ -120,61 +113,21 @@ class CostTree:
         return size_function(self.sizes)
 
     def block_values(self, nums) -> np.ndarray:
-        """kinds x BLOCK_Q x candidates."""
-        C = np.size(nums.dims[0])
-        out = np.empty((len(self.kinds), len(Q), C))
-        for i, kind in enumerate(self.kinds):
-            for j, x in enumerate(kind.fn(*nums.block_args(kind.degree, kind.route))):
-                out[i, j] = x
-        return out
+        """kinds x BLOCK_Q x candidates (explorer.cost.numeric.block_values)."""
+        return block_values(self.kinds, nums)
 
     def boundary_values(self, nums, C: int):
-        """Per stage: fwd/bwd seconds and bytes by category; time and bytes by (category, kind, level).
-        One matrix product per quantity: the groups' selectors were built with the tree. A group's
-        levels carry their shares at once (explorer.cost.collectives.route_g_L): its seconds per
-        byte is the largest share x g; its time is attributed to the levels in proportion to how
-        long each is busy."""
-        stages = self.plan.stages
-        if not self.groups:
-            zeros = {c: np.zeros((stages, C)) for c in COMM_CATEGORIES}
-            return zeros, dict(zeros), dict(zeros), {}
-        arr = self.arrays
-        sizes = np.empty((len(self.sizes), C))
-        for i, x in enumerate(self.size_fn(*nums.size_args())):
-            sizes[i] = x
-        sent = arr["factor"][:, None] * sizes[arr["size"]]                        # groups x C
-        busy = arr["shares"] * np.asarray(nums.hw["g"])[None, :]                 # groups x levels
-        g_eff, L_top = busy.max(axis=1), np.asarray(nums.hw["L"])[arr["top"]]
-        secs = sent * g_eff[:, None] + (arr["steps"] * L_top)[:, None]
-        secs, sent = secs * arr["count"][:, None], sent * arr["count"][:, None]
-        timed = (arr["phase_sel"] @ secs).reshape(2, len(COMM_CATEGORIES), stages, C)
-        moved = (arr["cat_sel"] @ sent).reshape(len(COMM_CATEGORIES), stages, C)
-        fwd = {c: timed[0, i] for i, c in enumerate(COMM_CATEGORIES)}
-        bwd = {c: timed[1, i] for i, c in enumerate(COMM_CATEGORIES)}
-        nbytes = {c: moved[i] for i, c in enumerate(COMM_CATEGORIES)}
-        part = busy / busy.sum(axis=1, keepdims=True)                            # time share per level
-        by_kind = {}
-        for level in range(busy.shape[1]):
-            if not arr["shares"][:, level].any():
-                continue
-            kind_secs = (arr["kind_sel"] @ (secs * part[:, level, None])).reshape(len(arr["kinds"]), stages, C)
-            kind_sent = (arr["kind_sel"] @ (sent * arr["shares"][:, level, None])).reshape(
-                len(arr["kinds"]), stages, C)
-            for i, (category, kind) in enumerate(arr["kinds"]):
-                by_kind[(category, kind, level)] = np.stack([kind_secs[i], kind_sent[i]])
-        return fwd, bwd, nbytes, by_kind
+        """Per stage: fwd/bwd seconds and bytes by category; time and bytes by (category, kind, level)
+        (explorer.cost.numeric.boundary_values)."""
+        return boundary_values(self.plan.stages, self.arrays if self.groups else None, self.size_fn,
+                               len(self.sizes), nums, C)
 
 
 def stage_inputs(per_stage: np.ndarray, fwd_b: dict, bwd_b: dict) -> dict:
-    """The one composition of a stage: its blocks' quantities (per_stage: stages x BLOCK_Q x C)
-    plus the boundary collectives it pays, as the super-step's per-stage symbols."""
-    q = lambda name: per_stage[:, Q[name]]
-    both = lambda c: fwd_b[c] + bwd_b[c]
-    return {F_r: q("F") + sum(fwd_b.values()), B_r: q("B") + sum(bwd_b.values()), W_r: q("bwd_weight"),
-            C_r: q("fwd_compute") + q("bwd_compute"), R_r: q("recompute"),
-            O_r: q("fwd_comm") + q("bwd_comm") + both("op_comm"), X_r: both("redistribution"),
-            P_r: both("pp_comm"), Psi_r: q("params_dev"), A_r: q("act"), GS_r: q("grad_sync"),
-            GSB_r: q("grad_sync_bytes")}
+    """The one composition of a stage (explorer.cost.numeric.stage_values) keyed by the super-step's
+    per-stage symbols."""
+    by_name = {sym.name: sym for sym in STAGE_INPUTS}
+    return {by_name[name]: x for name, x in stage_values(per_stage, fwd_b, bwd_b).items()}
 
 
 def _group_arrays(groups: tuple, stages: int):
@@ -206,29 +159,6 @@ def _group_arrays(groups: tuple, stages: int):
 
 
 _TREES = BoundedCache(64)
-STRUCTURE_FIELDS = ("tp", "pp", "schedule", "chunks", "recompute", "sequence_parallel", "scatter_gather",
-                    "dtype", "layer_splits", "stage_map", "rank_order")
-
-
-@lru_cache(maxsize=4096)
-def levels_signature(cluster, strategy) -> tuple:
-    """Everything about machine levels a tree bakes in: each stage's group levels for every
-    degree its layers use, and the point-to-point levels between neighbouring stages."""
-    mesh = strategy.mesh
-    degrees = sorted({s.degree for s in strategy.layer_splits} | {strategy.tp})
-    tp_levels = tuple(group_route(cluster, mesh, "tp", k, pp=stage) for stage in range(strategy.pp)
-                      for k in degrees)
-    wraps = strategy.chunks > 1
-    pp = strategy.pp
-    pairs = {(x, (x + 1) % pp) for x in range(pp)} if wraps else {(x, x + 1) for x in range(pp - 1)}
-    return tp_levels, tuple(pair_route(cluster, mesh, "pp", i, j) for i, j in sorted(pairs))
-
-
-def structure_key(model, strategy, cluster) -> tuple:
-    """What decides the tree's shape; micro-batch, batch, dp, ZeRO and overlap enter as numbers
-    (or choose the super-step variant) and leave it alone."""
-    shape = tuple(getattr(strategy, name) for name in STRUCTURE_FIELDS)
-    return (model, shape, cluster, levels_signature(cluster, strategy))
 
 
 def cost_tree(model, strategy, cluster) -> CostTree:

@@ -1,0 +1,218 @@
+"""The cost tree's compiled functions for evaluate(), from memory, from disk, or built.
+
+A fresh process should not rebuild sympy expressions to evaluate a strategy it
+(or an earlier process) has already seen. `numeric_tree` returns what evaluate()
+needs of a cost tree (explorer.cost.tree.CostTree): its block kinds' compiled
+functions with their degree and route, the block counts per stage and the
+boundary groups' arrays. `superstep_function` returns the super-step variant's
+compiled terms (explorer.cost.superstep.Variant.function(OUTPUTS)). Each is
+looked up in memory, then on disk (explorer.cost.cache: private, HMAC-checked,
+bounded); only on a miss is the tree built with sympy -- and its functions'
+source, exactly what lambdify generated for the same expressions, is stored so
+the next process executes that source again: one composition, cached.
+`explained_latex` does the same for the LaTeX of `evaluate --json`.
+"""
+from __future__ import annotations
+
+import builtins
+import functools
+import inspect
+from dataclasses import dataclass
+
+import numpy as np
+
+from explorer.cost import cache
+from explorer.cost.numeric import OUTPUTS, STAGE_FUNCTIONS, block_values, boundary_values, structure_key
+
+
+@dataclass(frozen=True)
+class NumericKind:
+    degree: int
+    route: tuple        # fan-in per machine level of the block's operator group
+    fn: object          # BLOCK_ARGS -> BLOCK_Q values (explorer.cost.tree.block_function)
+
+
+@dataclass(frozen=True, eq=False)
+class NumericTree:
+    """The numbers-only view of a CostTree (same functions, same arrays)."""
+
+    stages: int
+    kinds: tuple        # NumericKind, ...
+    counts: np.ndarray  # stages x kinds
+    arrays: dict | None  # the boundary groups' arrays (CostTree.arrays), None without groups
+    size_fn: object
+    n_sizes: int
+
+    def block_values(self, nums) -> np.ndarray:
+        return block_values(self.kinds, nums)
+
+    def boundary_values(self, nums, C: int):
+        return boundary_values(self.stages, self.arrays, self.size_fn, self.n_sizes, nums, C)
+
+
+_TREES = cache.BoundedCache(64)
+_VARIANTS = cache.BoundedCache(64)
+_LATEX = cache.BoundedCache(64)
+
+
+def clear_memory() -> None:
+    """Forget what this process loaded or built (the disk cache stays): for tests and benchmarks."""
+    for store in (_TREES, _VARIANTS, _LATEX):
+        store.clear()
+
+
+def numeric_tree(model, strategy, cluster) -> NumericTree:
+    key = structure_key(model, strategy, cluster)
+    return _TREES.get(key, lambda: _tree(repr(key), model, strategy, cluster))
+
+
+def superstep_function(schedule: str, zero: int, overlap: bool, k_states: int):
+    """(STAGE_INPUTS + SCALAR_INPUTS) -> the OUTPUTS terms of the super-step variant."""
+    key = (schedule, int(zero), bool(overlap), int(k_states), OUTPUTS)
+    return _VARIANTS.get(key, lambda: _variant(key))
+
+
+def explained_latex(model, strategy, cluster, gpus, result) -> tuple:
+    """(total, terms, definitions) LaTeX of explain() for this evaluation."""
+    key = repr((model, strategy, cluster, gpus))
+
+    def make():
+        stored = cache.load("latex", key)
+        if _is_latex(stored):
+            return stored[0], stored[1], stored[2]
+        from explorer.cost.explain import explain
+        sym = explain(model, strategy, cluster, gpus, result)
+        value = (sym.total_latex(), sym.latex(), sym.definitions_latex())
+        cache.store("latex", key, list(value))
+        return value
+    return _LATEX.get(key, make)
+
+
+def _is_latex(stored) -> bool:
+    return isinstance(stored, list) and len(stored) == 3 and isinstance(stored[0], str) and \
+        all(isinstance(x, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in x.items())
+            for x in stored[1:])
+
+
+def _variant(key: tuple):
+    text = repr(("superstep",) + key)
+    stored = cache.load("superstep", text)
+    fn = _function(stored) if stored else None
+    if fn is not None:
+        return fn
+    from explorer.cost.superstep import variant
+    fn = variant(*key[:4]).function(OUTPUTS)
+    source = _source(fn)
+    if source:
+        cache.store("superstep", text, source)
+    return fn
+
+
+def _tree(text: str, model, strategy, cluster) -> NumericTree:
+    stored = cache.load("tree", text)
+    if stored:
+        try:
+            return _tree_from(stored)
+        except (KeyError, TypeError, ValueError, IndexError):
+            pass
+    from explorer.cost.tree import cost_tree
+    full = cost_tree(model, strategy, cluster)
+    groups = bool(full.groups)
+    tree = NumericTree(full.plan.stages, tuple(NumericKind(k.degree, k.route, k.fn) for k in full.kinds),
+                       full.counts, full.arrays if groups else None, full.size_fn if groups else None,
+                       len(full.sizes))
+    entry = _tree_entry(tree)
+    if entry:
+        cache.store("tree", text, entry)
+    return tree
+
+
+def _tree_entry(tree: NumericTree):
+    kinds = [[k.degree, list(k.route), _source(k.fn)] for k in tree.kinds]
+    size = _source(tree.size_fn) if tree.size_fn is not None else None
+    if any(k[2] is None for k in kinds) or (tree.size_fn is not None and size is None):
+        return None
+    arrays = None if tree.arrays is None else {
+        name: ({"array": x.tolist(), "dtype": str(x.dtype), "shape": list(x.shape)} if isinstance(x, np.ndarray)
+               else [list(item) for item in x]) for name, x in tree.arrays.items()}
+    return {"stages": tree.stages, "kinds": kinds, "counts": _encode(tree.counts), "arrays": arrays,
+            "size_fn": size, "n_sizes": tree.n_sizes}
+
+
+def _encode(x: np.ndarray) -> dict:
+    return {"array": x.tolist(), "dtype": str(x.dtype), "shape": list(x.shape)}
+
+
+def _decode(d: dict) -> np.ndarray:
+    if d["dtype"] not in ("float64", "int64"):
+        raise ValueError(d["dtype"])
+    return np.array(d["array"], dtype=d["dtype"]).reshape(d["shape"])
+
+
+def _tree_from(stored: dict) -> NumericTree:
+    kinds = []
+    for degree, route, source in stored["kinds"]:
+        fn = _function(source)
+        if fn is None:
+            raise ValueError("block function")
+        kinds.append(NumericKind(int(degree), tuple(int(c) for c in route), fn))
+    arrays, size_fn = None, None
+    if stored["arrays"] is not None:
+        arrays = {name: _decode(x) if isinstance(x, dict) else [tuple(item) for item in x]
+                  for name, x in stored["arrays"].items()}
+        size_fn = _function(stored["size_fn"])
+        if size_fn is None:
+            raise ValueError("size function")
+    return NumericTree(int(stored["stages"]), tuple(kinds), _decode(stored["counts"]), arrays, size_fn,
+                       int(stored["n_sizes"]))
+
+
+def _resolve(name: str):
+    if name in STAGE_FUNCTIONS:
+        return STAGE_FUNCTIONS[name]
+    if name == "numpy":
+        return np
+    if name == "reduce":
+        return functools.reduce
+    if hasattr(np, name):
+        return getattr(np, name)
+    if hasattr(builtins, name):
+        return getattr(builtins, name)
+    raise KeyError(name)
+
+
+def _global_names(code) -> set:
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if inspect.iscode(const):
+            names |= _global_names(const)
+    return names
+
+
+def _source(fn):
+    """{source, names} of a lambdify-generated function, when every global it reads resolves here to
+    the very object lambdify bound it to (then executing the source gives the same function)."""
+    try:
+        source = inspect.getsource(fn)
+    except (OSError, TypeError):
+        return None
+    names = sorted(_global_names(fn.__code__))
+    for name in names:
+        try:
+            if _resolve(name) is not fn.__globals__.get(name, getattr(builtins, name, None)):
+                return None
+        except KeyError:
+            return None
+    return {"source": source, "name": fn.__name__, "names": names}
+
+
+def _function(stored):
+    """The function a verified cache entry's source defines (explorer.cost.cache checked its HMAC)."""
+    try:
+        namespace = {name: _resolve(name) for name in stored["names"]}
+        namespace["__builtins__"] = {}
+        code = compile(stored["source"], "<bridging-dl cache>", "exec")
+        exec(code, namespace)   # our own generated source, HMAC-verified (explorer.cost.cache)
+        return namespace[stored["name"]]
+    except Exception:           # a stale or damaged entry: rebuild instead
+        return None
