@@ -127,7 +127,14 @@ def _tree(text: str, model, strategy, cluster) -> NumericTree:
     return tree
 
 
+MAX_STORED_NUMBERS = 200_000
+"""Trees with more array entries than this (hundreds of stages) stay in memory only."""
+
+
 def _tree_entry(tree: NumericTree):
+    numbers = tree.counts.size + sum(x.size for x in (tree.arrays or {}).values() if isinstance(x, np.ndarray))
+    if numbers > MAX_STORED_NUMBERS:
+        return None
     kinds = [[k.degree, list(k.route), _source(k.fn)] for k in tree.kinds]
     size = _source(tree.size_fn) if tree.size_fn is not None else None
     if any(k[2] is None for k in kinds) or (tree.size_fn is not None and size is None):
