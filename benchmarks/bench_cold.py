@@ -7,12 +7,12 @@ Figures, each the median of several runs, CPU time (user + system) unless said:
     ca60a16`; skipped without it);
   * the first evaluation in a fresh process after the imports (disk cache warm, and empty);
   * a warm evaluation (the same process, again);
-  * llm-analysis's whole process on the same configuration, paired, when its `llm-analysis` command is
-    given with --llm-analysis PATH (it is on PyPI: `pip install llm-analysis`, best in its own venv).
+  * llm-analysis's whole process on the same configuration, paired, when --llm-analysis names a Python
+    that has it (it is on PyPI: `python -m venv /tmp/llm-venv; /tmp/llm-venv/bin/pip install llm-analysis`).
 Targets (issue 14): whole process <= 1.0 s CPU (Calculon's `llm` measured 0.77-0.93 s on a 2-core
 machine), first evaluation <= 50 ms after imports, warm evaluation <= 1 ms.
 
-    python benchmarks/bench_cold.py [--runs 7] [--prev /tmp/prev] [--llm-analysis /tmp/llm-venv/bin/llm-analysis]
+    python benchmarks/bench_cold.py [--runs 7] [--prev /tmp/prev] [--llm-analysis /tmp/llm-venv/bin/python]
 """
 from __future__ import annotations
 
@@ -29,11 +29,12 @@ ROOT = Path(__file__).resolve().parents[1]
 ARGS = ["evaluate", "--model", "gpt3-175b", "--cluster", "dgx-a100-80gb", "--gpus", "1024", "--tp", "8", "--pp",
         "8", "--micro-batch", "1", "--global-batch", "1536", "--schedule", "1f1b", "--sequence-parallel",
         "--recompute", "selective", "--json"]
-# llm-analysis (cli-ai/llm-analysis, `llm-analysis train`): the same model, GPU, degrees and batch
-LLM_ANALYSIS = ["train", "--model_name", "facebook_opt-175b", "--gpu_name", "a100-sxm-80gb", "--tp_size", "8",
-                "--pp_size", "8", "--total_num_gpus", "1024", "--global_batch_size", "1536",
-                "--batch_size_per_gpu", "1", "--seq_len", "2048", "--activation_recomputation", "1",
-                "--output_dir", "/tmp/bench-cold-llm-analysis"]
+# llm-analysis 0.2.2 (cli99/llm-analysis on PyPI, `python -m llm_analysis.analysis train`): the same model
+# (its megatron-lm-175b preset = GPT-3 175B), GPU, degrees, batch and sequence; 1 = selective recomputation
+LLM_ANALYSIS = ["-m", "llm_analysis.analysis", "train", "--model_name", "megatron-lm-175b", "--gpu_name",
+                "a100-sxm-80gb", "--tp_size", "8", "--pp_size", "8", "--total_num_gpus", "1024",
+                "--global_batch_size", "1536", "--batch_size_per_gpu", "1", "--seq_len", "2048",
+                "--activation_recomputation", "1"]
 FIRST = """
 import io, contextlib, sys, time
 from explorer.cli.main import main
@@ -75,7 +76,7 @@ def main() -> None:
     opts = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     opts.add_argument("--runs", type=int, default=7)
     opts.add_argument("--prev", help="checkout of the previous release to pair with")
-    opts.add_argument("--llm-analysis", help="path of the llm-analysis command to pair with")
+    opts.add_argument("--llm-analysis", help="a Python with llm-analysis installed, to pair with")
     a = opts.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="bench-cold-"))
     env = dict(os.environ, BRIDGING_DL_CACHE=str(tmp / "cache"))
@@ -85,7 +86,7 @@ def main() -> None:
     if a.prev:
         pairs["previous release"] = []
     if a.llm_analysis:
-        pairs["llm-analysis train"] = []
+        pairs["llm-analysis train (peer)"] = []
     for i in range(a.runs):
         pairs["this (disk cache warm)"].append(child_cpu([python, "-m", "explorer"] + ARGS, ROOT, env))
         empty = dict(os.environ, BRIDGING_DL_CACHE=str(tmp / f"empty{i}"))
@@ -93,7 +94,7 @@ def main() -> None:
         if a.prev:
             pairs["previous release"].append(child_cpu([python, "-m", "explorer"] + ARGS, a.prev, env))
         if a.llm_analysis:
-            pairs["llm-analysis train"].append(child_cpu([a.llm_analysis] + LLM_ANALYSIS, tmp, env))
+            pairs["llm-analysis train (peer)"].append(child_cpu([a.llm_analysis] + LLM_ANALYSIS, tmp, env))
     print(f"whole process `python -m explorer {' '.join(ARGS[:3])} ... --json`, CPU s, median of {a.runs} "
           f"paired runs (target <= 1.0 s):")
     base = statistics.median(pairs["this (disk cache warm)"])
