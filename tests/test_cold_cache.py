@@ -162,3 +162,26 @@ def test_evaluate_json_with_a_warm_cache_imports_no_sympy(tmp_path):
     assert code == 0 and heavy == []
     assert json.loads(second) == json.loads(first)
     assert json.loads(second)["formula_latex"].startswith("T_{iter}")
+
+
+def test_only_plain_keys_reach_the_disk():
+    import sympy as sp
+    assert cold.plain_key((("gpt-layer",), "layer", "megatron", (), False, "none", "R")) == \
+        "(('gpt-layer',), 'layer', 'megatron', (), False, 'none', 'R')"
+    assert cold.plain_key(("sizes", (sp.Symbol("b") * 2,))) is None
+    assert cold.plain_key((object(),)) is None
+
+
+def test_a_block_function_from_disk_is_the_lambdified_one(disk):
+    from explorer.cost import compile as comp
+    from explorer.cost.tree import BLOCK_ARGS, block_exprs, cost_tree
+    model, cluster = load_model("gpt3-175b"), load_cluster("dgx-a100-80gb")
+    kind = cost_tree(model, Strategy(**STRATEGIES[0]), cluster).kinds[1]
+    comp._COMPILED.clear()
+    fresh = comp.compile_exprs(("block", kind.cost.key), BLOCK_ARGS, lambda: block_exprs(kind.cost))
+    comp._COMPILED.clear()
+    loaded = comp.compile_exprs(("block", kind.cost.key), BLOCK_ARGS, lambda: pytest.fail("rebuilt"))
+    assert loaded is not fresh and loaded.cached_source["source"] == cold._source(fresh)["source"]
+    args = [1.0 + 0.37 * i for i in range(len(BLOCK_ARGS))]
+    np.testing.assert_allclose(np.array(loaded(*args), dtype=float), np.array(fresh(*args), dtype=float),
+                               rtol=1e-12, atol=0)

@@ -25,7 +25,7 @@ import tempfile
 from collections import OrderedDict
 from pathlib import Path
 
-MAX_ENTRIES = 256
+MAX_ENTRIES = 1024
 MAX_ENTRY_BYTES = 4 << 20
 _PACKAGE = Path(__file__).resolve().parents[1]
 _SOURCES = ("cost", "model", "schedules", "strategy", "hardware", "symbols.py")

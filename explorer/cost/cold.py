@@ -94,6 +94,27 @@ def _is_latex(stored) -> bool:
             for x in stored[1:])
 
 
+def plain_key(value) -> str | None:
+    """repr(value) when it is made of str, int, float, bool, None and tuples only (the same text in
+    every process), else None."""
+    if isinstance(value, tuple):
+        parts = [plain_key(x) for x in value]
+        return None if None in parts else "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"
+    return repr(value) if value is None or isinstance(value, (str, int, float, bool)) else None
+
+
+def load_function(kind: str, text: str):
+    """A compiled function stored under (kind, text), or None."""
+    stored = cache.load(kind, text)
+    return _function(stored) if isinstance(stored, dict) else None
+
+
+def store_function(kind: str, text: str, fn) -> None:
+    source = _source(fn)
+    if source:
+        cache.store(kind, text, source)
+
+
 def _variant(key: tuple):
     text = repr(("superstep",) + key)
     stored = cache.load("superstep", text)
@@ -199,6 +220,8 @@ def _global_names(code) -> set:
 def _source(fn):
     """{source, names} of a lambdify-generated function, when every global it reads resolves here to
     the very object lambdify bound it to (then executing the source gives the same function)."""
+    if isinstance(getattr(fn, "cached_source", None), dict):     # itself loaded from the cache
+        return fn.cached_source
     try:
         source = inspect.getsource(fn)
     except (OSError, TypeError):
@@ -220,6 +243,8 @@ def _function(stored):
         namespace["__builtins__"] = {}
         code = compile(stored["source"], "<bridging-dl cache>", "exec")
         exec(code, namespace)   # our own generated source, HMAC-verified (explorer.cost.cache)
-        return namespace[stored["name"]]
+        fn = namespace[stored["name"]]
+        fn.cached_source = {"source": stored["source"], "name": stored["name"], "names": list(stored["names"])}
+        return fn
     except Exception:           # a stale or damaged entry: rebuild instead
         return None
