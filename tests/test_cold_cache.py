@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from explorer import Strategy, evaluate, load_cluster, load_model
-from explorer.cost import cache, cold
+from explorer.cost import cache, cold, generated
 from explorer.strategy.strategy import LayerSplit
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -166,10 +166,10 @@ def test_evaluate_json_with_a_warm_cache_imports_no_sympy(tmp_path):
 
 def test_only_plain_keys_reach_the_disk():
     import sympy as sp
-    assert cold.plain_key((("gpt-layer",), "layer", "megatron", (), False, "none", "R")) == \
+    assert generated.plain_key((("gpt-layer",), "layer", "megatron", (), False, "none", "R")) == \
         "(('gpt-layer',), 'layer', 'megatron', (), False, 'none', 'R')"
-    assert cold.plain_key(("sizes", (sp.Symbol("b") * 2,))) is None
-    assert cold.plain_key((object(),)) is None
+    assert generated.plain_key(("sizes", (sp.Symbol("b") * 2,))) is None
+    assert generated.plain_key((object(),)) is None
 
 
 def test_a_block_function_from_disk_is_the_lambdified_one(disk):
@@ -181,7 +181,7 @@ def test_a_block_function_from_disk_is_the_lambdified_one(disk):
     fresh = comp.compile_exprs(("block", kind.cost.key), BLOCK_ARGS, lambda: block_exprs(kind.cost))
     comp._COMPILED.clear()
     loaded = comp.compile_exprs(("block", kind.cost.key), BLOCK_ARGS, lambda: pytest.fail("rebuilt"))
-    assert loaded is not fresh and loaded.cached_source["source"] == cold._source(fresh)["source"]
+    assert loaded is not fresh and loaded.cached_source["source"] == generated.source_of(fresh)["source"]
     args = [1.0 + 0.37 * i for i in range(len(BLOCK_ARGS))]
     np.testing.assert_allclose(np.array(loaded(*args), dtype=float), np.array(fresh(*args), dtype=float),
                                rtol=1e-12, atol=0)

@@ -14,15 +14,13 @@ the next process executes that source again: one composition, cached.
 """
 from __future__ import annotations
 
-import builtins
-import functools
-import inspect
 from dataclasses import dataclass
 
 import numpy as np
 
 from explorer.cost import cache
-from explorer.cost.numeric import OUTPUTS, STAGE_FUNCTIONS, block_values, boundary_values, structure_key
+from explorer.cost.generated import function_of, source_of
+from explorer.cost.numeric import OUTPUTS, block_values, boundary_values, structure_key
 
 
 @dataclass(frozen=True)
@@ -94,36 +92,15 @@ def _is_latex(stored) -> bool:
             for x in stored[1:])
 
 
-def plain_key(value) -> str | None:
-    """repr(value) when it is made of str, int, float, bool, None and tuples only (the same text in
-    every process), else None."""
-    if isinstance(value, tuple):
-        parts = [plain_key(x) for x in value]
-        return None if None in parts else "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"
-    return repr(value) if value is None or isinstance(value, (str, int, float, bool)) else None
-
-
-def load_function(kind: str, text: str):
-    """A compiled function stored under (kind, text), or None."""
-    stored = cache.load(kind, text)
-    return _function(stored) if isinstance(stored, dict) else None
-
-
-def store_function(kind: str, text: str, fn) -> None:
-    source = _source(fn)
-    if source:
-        cache.store(kind, text, source)
-
-
 def _variant(key: tuple):
     text = repr(("superstep",) + key)
     stored = cache.load("superstep", text)
-    fn = _function(stored) if stored else None
+    fn = function_of(stored) if stored else None
     if fn is not None:
         return fn
     from explorer.cost.superstep import variant
     fn = variant(*key[:4]).function(OUTPUTS)
-    source = _source(fn)
+    source = source_of(fn)
     if source:
         cache.store("superstep", text, source)
     return fn
@@ -156,8 +133,8 @@ def _tree_entry(tree: NumericTree):
     numbers = tree.counts.size + sum(x.size for x in (tree.arrays or {}).values() if isinstance(x, np.ndarray))
     if numbers > MAX_STORED_NUMBERS:
         return None
-    kinds = [[k.degree, list(k.route), _source(k.fn)] for k in tree.kinds]
-    size = _source(tree.size_fn) if tree.size_fn is not None else None
+    kinds = [[k.degree, list(k.route), source_of(k.fn)] for k in tree.kinds]
+    size = source_of(tree.size_fn) if tree.size_fn is not None else None
     if any(k[2] is None for k in kinds) or (tree.size_fn is not None and size is None):
         return None
     arrays = None if tree.arrays is None else {
@@ -180,7 +157,7 @@ def _decode(d: dict) -> np.ndarray:
 def _tree_from(stored: dict) -> NumericTree:
     kinds = []
     for degree, route, source in stored["kinds"]:
-        fn = _function(source)
+        fn = function_of(source)
         if fn is None:
             raise ValueError("block function")
         kinds.append(NumericKind(int(degree), tuple(int(c) for c in route), fn))
@@ -188,63 +165,8 @@ def _tree_from(stored: dict) -> NumericTree:
     if stored["arrays"] is not None:
         arrays = {name: _decode(x) if isinstance(x, dict) else [tuple(item) for item in x]
                   for name, x in stored["arrays"].items()}
-        size_fn = _function(stored["size_fn"])
+        size_fn = function_of(stored["size_fn"])
         if size_fn is None:
             raise ValueError("size function")
     return NumericTree(int(stored["stages"]), tuple(kinds), _decode(stored["counts"]), arrays, size_fn,
                        int(stored["n_sizes"]))
-
-
-def _resolve(name: str):
-    if name in STAGE_FUNCTIONS:
-        return STAGE_FUNCTIONS[name]
-    if name == "numpy":
-        return np
-    if name == "reduce":
-        return functools.reduce
-    if hasattr(np, name):
-        return getattr(np, name)
-    if hasattr(builtins, name):
-        return getattr(builtins, name)
-    raise KeyError(name)
-
-
-def _global_names(code) -> set:
-    names = set(code.co_names)
-    for const in code.co_consts:
-        if inspect.iscode(const):
-            names |= _global_names(const)
-    return names
-
-
-def _source(fn):
-    """{source, names} of a lambdify-generated function, when every global it reads resolves here to
-    the very object lambdify bound it to (then executing the source gives the same function)."""
-    if isinstance(getattr(fn, "cached_source", None), dict):     # itself loaded from the cache
-        return fn.cached_source
-    try:
-        source = inspect.getsource(fn)
-    except (OSError, TypeError):
-        return None
-    names = sorted(_global_names(fn.__code__))
-    for name in names:
-        try:
-            if _resolve(name) is not fn.__globals__.get(name, getattr(builtins, name, None)):
-                return None
-        except KeyError:
-            return None
-    return {"source": source, "name": fn.__name__, "names": names}
-
-
-def _function(stored):
-    """The function a verified cache entry's source defines (explorer.cost.cache checked its HMAC)."""
-    try:
-        namespace = {name: _resolve(name) for name in stored["names"]}
-        namespace["__builtins__"] = {}
-        code = compile(stored["source"], "<bridging-dl cache>", "exec")
-        exec(code, namespace)   # our own generated source, HMAC-verified (explorer.cost.cache)
-        fn = namespace[stored["name"]]
-        fn.cached_source = {"source": stored["source"], "name": stored["name"], "names": list(stored["names"])}
-        return fn
-    except Exception:           # a stale or damaged entry: rebuild instead
-        return None

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import sympy as sp
 
-from explorer.cost import cold
+from explorer.cost import generated
 from explorer.cost.cache import BoundedCache  # noqa: F401 (re-exported)
 
 _COMPILED = BoundedCache(512)
@@ -13,14 +13,14 @@ def compile_exprs(key, args: tuple, exprs):
     """A numpy function of `args` returning `exprs` (a tuple, or a callable building it
     -- then the expressions are only built on a cache miss), compiled once per key. A key of plain
     values (a block's structure) also finds the function lambdify generated in an earlier process
-    (explorer.cost.cold: the disk cache), without building the expressions."""
+    (explorer.cost.generated: the disk cache), without building the expressions."""
     def make():
-        text = cold.plain_key((key, tuple(str(a) for a in args)))
-        fn = cold.load_function("fn", text) if text else None
+        text = generated.plain_key((key, tuple(str(a) for a in args)))
+        fn = generated.load_function("fn", text) if text else None
         if fn is None:
             built = exprs() if callable(exprs) else exprs
             fn = sp.lambdify(args, list(built), modules="numpy", cse=True)
             if text:
-                cold.store_function("fn", text, fn)
+                generated.store_function("fn", text, fn)
         return fn
     return _COMPILED.get(key, make)

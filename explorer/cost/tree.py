@@ -20,12 +20,11 @@ from explorer.cost import collectives as coll
 from explorer.cost.block import BlockCost
 from explorer.cost.compile import BoundedCache, compile_exprs
 from explorer.cost.plan import ExecutionPlan, plan
-from explorer.cost.numeric import (BLOCK_Q, COMM_KINDS, Q, STRUCTURE_FIELDS, block_values,  # noqa: F401
+from explorer.cost.numeric import (BLOCK_Q, COMM_KINDS, Q, STRUCTURE_FIELDS, block_values,  # noqa: F401 (re-exported)
                                    boundary_values, levels_signature, stage_values, structure_key)
 from explorer.cost.superstep import COMM_CATEGORIES, STAGE_INPUTS
 from explorer.strategy.mesh import top_level
-from explorer.symbols import (A_r, B_r, C_r, F, F_r, GS_r, L_t, O_r, P_r, Psi_r, R_r, V, W_hbm, W_r, X_r, a,
-                              a_kv, b, beta, eta, f, g_t, h, phi, s, t, t_launch)
+from explorer.symbols import F, L_t, V, W_hbm, a, a_kv, b, beta, eta, f, g_t, h, phi, s, t, t_launch
 
 BLOCK_ARGS = (b, s, h, a, a_kv, f, V, t, g_t, L_t, F, eta, phi, W_hbm, t_launch, beta)
 SIZE_ARGS = (b, s, h, a, a_kv, f, V, beta)
