@@ -165,20 +165,25 @@ def store(kind: str, key_text: str, value) -> bool:
         os.replace(tmp, _entry_path(path, kind, key_text))
     except OSError:
         return False
-    prune(path)
+    count = _STATE.get(("entries", path))       # entries at the last prune + those written since
+    if count is None or count >= MAX_ENTRIES:
+        prune(path)
+    else:
+        _STATE[("entries", path)] = count + 1
     return True
 
 
 def prune(path: Path, max_entries: int | None = None) -> None:
-    """Keep at most max_entries (MAX_ENTRIES) entries: the least recently written go first."""
+    """Above max_entries (MAX_ENTRIES) entries, keep the 90 % most recently written (room for the
+    next writes before the directory is listed again)."""
     max_entries = MAX_ENTRIES if max_entries is None else max_entries
     try:
         entries = [(p.stat().st_mtime, p) for p in path.glob("*.json")]
     except OSError:
         return
-    if len(entries) <= max_entries:
-        return
-    for _, old in sorted(entries)[:len(entries) - max_entries]:
+    keep = len(entries) if len(entries) <= max_entries else max_entries * 9 // 10
+    _STATE[("entries", path)] = keep
+    for _, old in sorted(entries)[:len(entries) - keep]:
         try:
             old.unlink()
         except OSError:
