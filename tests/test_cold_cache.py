@@ -185,3 +185,8 @@ def test_a_block_function_from_disk_is_the_lambdified_one(disk):
     args = [1.0 + 0.37 * i for i in range(len(BLOCK_ARGS))]
     np.testing.assert_allclose(np.array(loaded(*args), dtype=float), np.array(fresh(*args), dtype=float),
                                rtol=1e-12, atol=0)
+
+
+def test_what_json_cannot_hold_is_not_stored(disk):
+    assert not cache.store("tree", "k", {"x": np.int64(3)})
+    assert cache.load("tree", "k") is None

@@ -59,14 +59,18 @@ class BoundedCache:
 _STATE: dict = {}
 
 
-def fingerprint() -> str:
-    """sha256 of the explorer's source files the cached objects are built from (once per process)."""
+def fingerprint() -> str | None:
+    """sha256 of the explorer's source files the cached objects are built from (once per process);
+    None when they cannot be read (then nothing is loaded or stored)."""
     if "fingerprint" not in _STATE:
         digest = hashlib.sha256()
-        for name in _SOURCES:
-            root = _PACKAGE / name
-            for path in sorted(root.rglob("*.py")) if root.is_dir() else [root]:
-                digest.update(str(path.relative_to(_PACKAGE)).encode() + b"\0" + path.read_bytes() + b"\0")
+        try:
+            for name in _SOURCES:
+                root = _PACKAGE / name
+                for path in sorted(root.rglob("*.py")) if root.is_dir() else [root]:
+                    digest.update(str(path.relative_to(_PACKAGE)).encode() + b"\0" + path.read_bytes() + b"\0")
+        except OSError:
+            return None
         _STATE["fingerprint"] = digest.hexdigest()
     return _STATE["fingerprint"]
 
@@ -118,14 +122,14 @@ def _secret(path: Path) -> bytes | None:
 
 
 def _entry_path(path: Path, kind: str, key_text: str) -> Path:
-    name = hashlib.sha256((fingerprint() + "\0" + key_text).encode()).hexdigest()[:40]
+    name = hashlib.sha256((str(fingerprint()) + "\0" + key_text).encode()).hexdigest()[:40]
     return path / f"{kind}-{name}.json"
 
 
 def load(kind: str, key_text: str):
     """The value stored for (kind, key_text) by this user's explorer of this source, or None."""
     path = directory()
-    secret = path and _secret(path)
+    secret = path and fingerprint() and _secret(path)
     if not secret:
         return None
     try:
@@ -150,11 +154,14 @@ def load(kind: str, key_text: str):
 def store(kind: str, key_text: str, value) -> bool:
     """Write (kind, key_text) -> value (JSON-able) atomically; False when the cache is off or full."""
     path = directory()
-    secret = path and _secret(path)
+    secret = path and fingerprint() and _secret(path)
     if not secret:
         return False
-    body = json.dumps({"key": key_text, "source": fingerprint(), "value": value},
-                      separators=(",", ":")).encode()
+    try:
+        body = json.dumps({"key": key_text, "source": fingerprint(), "value": value},
+                          separators=(",", ":")).encode()
+    except (TypeError, ValueError):          # not JSON (a value this cache does not keep)
+        return False
     if len(body) > MAX_ENTRY_BYTES - 100:
         return False
     mac = hmac.new(secret, body, hashlib.sha256).hexdigest().encode()
