@@ -106,22 +106,4 @@ class AtStage(sp.Function):
         return r"\left." + printer._print(self.args[0]) + r"\right|_{r=" + printer._print(self.args[1]) + "}"
 
 
-def _numpy_stage_functions():
-    import numpy as np
-
-    def at_stage(x, k):
-        x, k = np.asarray(x, dtype=float), np.asarray(k)
-        if x.ndim == 0 or x.shape[0] == 1:          # the same on every stage
-            return np.broadcast_to(x if x.ndim == 0 else x[0], np.broadcast_shapes(x.shape[1:], k.shape))
-        if x.ndim == 2 and k.shape == x.shape[1:]:   # stages x candidates, one stage per candidate
-            return x[k, np.arange(x.shape[1])]
-        shape = np.broadcast_shapes(x.shape[1:], k.shape)
-        x = np.broadcast_to(x, (x.shape[0],) + shape)
-        return np.take_along_axis(x, np.broadcast_to(k, shape)[None].astype(int), axis=0)[0]
-
-    return {"StageSum": lambda x: np.sum(x, axis=0), "StageMax": lambda x: np.max(x, axis=0),
-            "StageArgMax": lambda x: np.argmax(x, axis=0), "AtStage": at_stage}
-
-
-STAGE_FUNCTIONS = _numpy_stage_functions()
-"""numpy meanings of the stage reductions, for lambdify(modules=[STAGE_FUNCTIONS, 'numpy'])."""
+from explorer.cost.reductions import STAGE_FUNCTIONS  # noqa: E402,F401 (numpy meanings, sympy-free)

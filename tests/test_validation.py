@@ -84,3 +84,10 @@ def test_malformed_cases_file_is_refused(tmp_path):
     out = subprocess.run([sys.executable, "-m", "explorer", "validate", "--cases", str(bad)], cwd=ROOT,
                          capture_output=True, text=True)
     assert out.returncode == 2 and out.stderr.count("\n") == 1 and "Traceback" not in out.stderr
+
+
+def test_the_cli_lists_the_same_groups_as_the_library():
+    """validate_cmd repeats GROUPS so that registering the command imports no sympy (issue 14)."""
+    from explorer.cli.validate_cmd import GROUPS as CLI_GROUPS
+    from explorer.validation import GROUPS
+    assert CLI_GROUPS == GROUPS

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from explorer.cli.output import dumps
-from explorer.cost.explain import explain
+from explorer.cost.cold import explained_latex
 from explorer.limits import evaluate_checked as evaluate
 from explorer.io.report import result_dict, result_table
 from explorer.cli.args import add_strategy_flags, resolve
@@ -18,8 +18,8 @@ def run(args) -> int:
     model, cluster, strategy, gpus = resolve(args)
     result = evaluate(model, strategy, cluster, gpus)
     if args.json:
-        sym = explain(model, strategy, cluster, gpus, result)
-        print(dumps(result_dict(result, sym.total_latex(), sym.latex(), sym.definitions_latex(), strategy)))
+        total, terms, definitions = explained_latex(model, strategy, cluster, gpus, result)   # cached on disk
+        print(dumps(result_dict(result, total, terms, definitions, strategy)))
     else:
         title = (f"{model.name} on {gpus} x {cluster.device.name} ({cluster.name}): "
                  f"d={strategy.dp} t={strategy.tp} p={strategy.pp}{f' e={strategy.ep}' if strategy.ep > 1 else ''}"

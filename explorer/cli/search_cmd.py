@@ -5,8 +5,6 @@ import sys
 import time
 
 from explorer.errors import ExplorerError
-from explorer.search import search
-from explorer.search.report import search_dict, search_text
 from explorer.limits import check_count
 from explorer.cli.args import add_long_context_flags, model_and_cluster
 from explorer.strategy.strategy import DTYPES
@@ -48,6 +46,8 @@ class StderrProgress:
 
 
 def run(args) -> int:
+    from explorer.search import search                               # (sympy: only when run)
+    from explorer.search.report import search_dict, search_text
     model, cluster = model_and_cluster(args)
     cap = None
     if args.max_memory_gib is not None:

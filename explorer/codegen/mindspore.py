@@ -27,7 +27,6 @@ batch dimension). With n the layer's split degree:
 from __future__ import annotations
 
 from explorer.codegen.common import check_rank_order, refuse, title
-from explorer.cost.plan import plan
 from explorer.schedules import chunked
 
 NAME = "MindSpore"
@@ -112,6 +111,7 @@ def mindspore_script(model, strategy, cluster) -> str:
     if s.pp > 1 and s.schedule not in ("1f1b", "interleaved"):
         raise refuse(NAME, f"the {s.schedule} schedule: this exporter writes MindSpore's 1F1B pipeline "
                            "scheduler (pipeline_config pipeline_scheduler \"1f1b\", interleaved or not) only")
+    from explorer.cost.plan import plan      # (sympy and the model graph: only when exporting)
     placed = plan(model, s, cluster).blocks
     groups = {}                                   # shard table -> block labels (layers grouped)
     for block in placed:

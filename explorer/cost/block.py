@@ -83,7 +83,13 @@ class BlockCost:
         return sp.Add(*[c.bytes() for c in self.grad_sync])
 
 
-@lru_cache(maxsize=4096)   # sympy's Max simplification is slow; the MoE blocks share their operators
+@lru_cache(maxsize=4096)
+def _roofline(compute, memory):
+    """sympy's Max of the two (the same object): Max simplifies its arguments, slowly, and the same
+    pair recurs in every split of the search (and the MoE blocks share their operators)."""
+    return sp.Max(compute, memory)
+
+
 def compute_time(op: Operator, divisor) -> tuple:
     """(forward, backward) seconds of one operator on one device.
 
@@ -100,7 +106,7 @@ def compute_time(op: Operator, divisor) -> tuple:
     """
     if op.kind in GEMM_KINDS and op.flops_fwd != 0:
         x = op.flops_fwd / divisor
-        one = sp.Max((x + phi) / (F * eta), op.gemm_bytes / (divisor * W_hbm)) if op.gemm \
+        one = _roofline((x + phi) / (F * eta), op.gemm_bytes / (divisor * W_hbm)) if op.gemm \
             else (x + phi) / (F * eta)
         return one + t_launch, 2 * one + 2 * t_launch
     moved = op.mem_bytes_fwd / divisor

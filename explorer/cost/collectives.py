@@ -22,11 +22,10 @@ of the flat ring (the shares sum to 1).
 """
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
-
-import sympy as sp
 
 KINDS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "p2p", "reshard")
 
@@ -47,7 +46,7 @@ def latency_steps(kind: str, n):
     if kind == "all_reduce":
         return 2 * (n - 1)
     if kind in ("p2p", "reshard"):
-        return sp.Integer(1)
+        return 1
     return n - 1
 
 
@@ -95,6 +94,12 @@ def level_shares(kind: str, route: tuple) -> tuple:
     return tuple(w / total for w in weights)
 
 
+def cp_kind(algo: str) -> str:
+    """How a context-parallel group's exchange is priced over machine levels: ring attention's
+    point-to-point steps wait for their slowest hop; Ulysses' all-to-alls (explorer.cost.context_parallel)."""
+    return "p2p" if algo == "ring" else "all_to_all"
+
+
 def route_g_L(kind: str, route: tuple, g: list, L: list) -> tuple:
     """The group's seconds per byte and latency per step: the levels carry their shares at once, so
     the slowest (share x g) decides; a step waits for its slowest hop, the outermost level crossed.
@@ -102,14 +107,20 @@ def route_g_L(kind: str, route: tuple, g: list, L: list) -> tuple:
     shares = level_shares(kind, route)
     top = max((i for i, c in enumerate(route) if c > 1), default=0)
     parts = [_num(w, g[i]) for i, w in enumerate(shares) if w]
-    symbolic = any(isinstance(x, sp.Basic) for x in parts)
-    g_eff = parts[0] if len(parts) == 1 else (sp.Max(*parts) if symbolic else max(parts))
+    symbolic = any(_symbolic(x) for x in parts)
+    g_eff = parts[0] if len(parts) == 1 else (sys.modules["sympy"].Max(*parts) if symbolic else max(parts))
     return g_eff, L[top]
 
 
+def _symbolic(x) -> bool:
+    """A sympy expression? (Without sympy imported nothing is: the numeric path never imports it.)"""
+    sp = sys.modules.get("sympy")
+    return sp is not None and isinstance(x, sp.Basic)
+
+
 def _num(fraction: Fraction, x):
-    if isinstance(x, sp.Basic):
-        return sp.Rational(fraction.numerator, fraction.denominator) * x
+    if _symbolic(x):
+        return sys.modules["sympy"].Rational(fraction.numerator, fraction.denominator) * x
     return float(fraction) * x
 
 
@@ -122,8 +133,8 @@ class Collective:
     op: str            # operator (or boundary) that needs it
     category: str      # DESIGN.md cost category
     axis: str          # 'tp', 'dp' or 'pp': the mesh axis of the group
-    size: sp.Expr      # whole array, bytes
-    n: sp.Expr         # group size
+    size: object       # whole array, bytes (a sympy expression)
+    n: object          # group size
     under: object = 0  # seconds of computation it runs under (0: none, it is all exposed)
 
     def bytes(self):
@@ -135,7 +146,7 @@ class Collective:
     def exposed(self, g, L):
         """The part of its time the computation it runs under does not hide: max(0, time - under)."""
         whole = self.time(g, L)
-        return whole if self.under == 0 else sp.Max(0, whole - self.under)
+        return whole if self.under == 0 else sys.modules["sympy"].Max(0, whole - self.under)
 
     def hidden(self, g, L):
         return self.time(g, L) - self.exposed(g, L)

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 import sympy as sp
 
 from explorer.cost import collectives as coll
+from explorer.cost.collectives import cp_kind  # noqa: F401 (re-exported)
 from explorer.symbols import L_c, a, a_kv, b, beta, g_c, h, s, t
 
 ZERO = sp.Integer(0)
@@ -93,7 +94,3 @@ def exchange(op, ops, heads_sharded: bool, cp: int, algo: str, fwd_s, bwd_s) -> 
     return ring(heads_sharded, cp, fwd_s, bwd_s)
 
 
-def cp_kind(algo: str) -> str:
-    """How the cp group's exchange is priced over machine levels (explorer.cost.collectives):
-    ring attention's point-to-point steps wait for their slowest hop; Ulysses' all-to-alls."""
-    return "p2p" if algo == "ring" else "all_to_all"

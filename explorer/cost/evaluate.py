@@ -3,8 +3,10 @@
 evaluate(model, strategy, cluster) is the one call the CLI and the pages use;
 evaluate_batch() evaluates many strategies at once. Both run the same array
 code (axis -1 = candidates): the tree's compiled block quantities, summed per
-stage (explorer.cost.tree.stage_inputs), then the super-step variant's compiled
-terms (explorer.cost.superstep) -- nothing here composes a cost of its own.
+stage (explorer.cost.numeric.stage_values), then the super-step variant's compiled
+terms (explorer.cost.superstep) -- nothing here composes a cost of its own. The
+compiled functions come through explorer.cost.cold (memory, then the disk cache,
+then built with sympy).
 """
 from __future__ import annotations
 
@@ -16,11 +18,10 @@ import numpy as np
 from explorer.cost import collectives as coll
 from explorer.cost.numbers import Numbers
 from explorer.cost.rows import comm_rows, stage_rows
-from explorer.cost.experts import shard_experts
-from explorer.cost.plan import expert_dp_route
-from explorer.cost.superstep import (CATEGORIES, MEMORY_PARTS, L_e_r, Psi_e_r, e, g_e_r, optimizer_state_bytes,
-                                     optimizer_update_bytes, variant)
-from explorer.cost.tree import Q, CostTree, cost_tree, stage_inputs, structure_key, tied_values
+from explorer.cost.cold import NumericTree, numeric_tree, superstep_function
+from explorer.cost.numeric import (CATEGORIES, MEMORY_PARTS, OUTPUTS, SCALAR_INPUT_NAMES, STAGE_INPUT_NAMES, Q,
+                                   expert_dp_route, optimizer_state_bytes, optimizer_update_bytes, stage_values,
+                                   structure_key, tied_values)
 from explorer.hardware.cluster import Cluster
 from explorer.limits import check_work
 from explorer.model.spec import ModelSpec
@@ -28,7 +29,6 @@ from explorer.strategy import rules
 from explorer.strategy.mesh import joint_route, top_level
 from explorer.strategy.strategy import Strategy
 from explorer.strategy.strategy import GRAD_BYTES
-from explorer.symbols import B_r, F_r, K_opt, L_r, W_hbm, beta, d, g_r, m, p, r, v
 
 
 @dataclass(frozen=True)
@@ -70,7 +70,7 @@ def evaluate(model: ModelSpec, strategy: Strategy, cluster: Cluster, gpus: int |
     """Cost of one training iteration of `model` under `strategy` on `cluster`."""
     check_work(model, strategy, cluster)     # sizes and magnitudes within explorer/limits.py
     rules.check(model, strategy, gpus, cluster)
-    tree = cost_tree(model, strategy, cluster)
+    tree = numeric_tree(model, strategy, cluster)
     return _result(tree, strategy, cluster, _core(tree, model, [strategy], cluster))
 
 
@@ -87,7 +87,7 @@ def evaluate_batch(model: ModelSpec, strategies, cluster: Cluster, gpus: int | N
         groups.setdefault((structure_key(model, s, cluster), s.zero, s.overlap_dp, s.grad_dtype), []).append(i)
     for idx in groups.values():
         members = [strategies[i] for i in idx]
-        core = _core(cost_tree(model, members[0], cluster), model, members, cluster)
+        core = _core(numeric_tree(model, members[0], cluster), model, members, cluster)
         devices = np.array([s.devices for s in members], dtype=float)
         sup = core["super"]
         out["time"][idx] = sup["iteration"]
@@ -123,12 +123,12 @@ def _expert_dp_g_L(cluster, strategies, stages: int) -> tuple:
     """stages x candidates: seconds per byte and latency of each stage's expert-data-parallel groups
     (MoE), their levels at once (explorer.cost.collectives.route_g_L)."""
     g, L = [lv.seconds_per_byte for lv in cluster.levels], [lv.latency_s for lv in cluster.levels]
-    pairs = [[coll.route_g_L("all_reduce", expert_dp_route(cluster, s, stage), g, L) for stage in range(stages)]
-             for s in strategies]
+    pairs = [[coll.route_g_L("all_reduce", expert_dp_route(cluster, s, stage), g, L)
+              for stage in range(stages)] for s in strategies]
     return (np.array([[x for x, _ in row] for row in pairs]).T, np.array([[y for _, y in row] for row in pairs]).T)
 
 
-def _core(tree: CostTree, model: ModelSpec, strategies: list, cluster: Cluster) -> dict:
+def _core(tree: NumericTree, model: ModelSpec, strategies: list, cluster: Cluster) -> dict:
     """All numbers for candidates sharing a tree and a super-step variant; axis -1 = candidates."""
     first = strategies[0]
     C = len(strategies)
@@ -139,19 +139,21 @@ def _core(tree: CostTree, model: ModelSpec, strategies: list, cluster: Cluster) 
     values = tree.block_values(nums)                                      # kinds x Q x C
     per_stage = np.einsum("sk,kqc->sqc", tree.counts, values)             # stages x Q x C
     fwd_b, bwd_b, bytes_b, by_kind = tree.boundary_values(nums, C)
-    stage = stage_inputs(per_stage, fwd_b, bwd_b, tied_values(tree.tied, first.tp, tree.plan.stages, nums))
-    stage[g_r], stage[L_r] = _dp_g_L(cluster, strategies, tree.plan.stages)
-    stage[r] = np.arange(tree.plan.stages, dtype=float)[:, None]
+    stage = stage_values(per_stage, fwd_b, bwd_b, tied_values(tree.tied, first.tp, tree.stages, nums))
+    stage["g_r"], stage["L_r"] = _dp_g_L(cluster, strategies, tree.stages)
+    stage["r"] = np.arange(tree.stages, dtype=float)[:, None]
     # the gradients are reduced (and ZeRO shards them) over dp x cp (Megatron-LM's data-parallel group
     # "with context parallel"); m = B / (b dp) micro-batches stays that of the dp replicas
-    scalars = {m: M, v: first.chunks, p: first.pp, d: np.array([s.dp * s.cp for s in strategies], dtype=float),
-               beta: hw["beta"], W_hbm: hw["W"], K_opt: optimizer_update_bytes(hw["beta"])}
+    scalars = {"m": M, "v": first.chunks, "p": first.pp, "d": np.array([s.dp * s.cp for s in strategies], dtype=float),
+               "beta": hw["beta"], "W_{hbm}": hw["W"], "K_{opt}": optimizer_update_bytes(hw["beta"])}
     if model.is_moe:     # the expert weights' own data-parallel group: d / e replicas
-        stage[g_e_r], stage[L_e_r] = _expert_dp_g_L(cluster, strategies, tree.plan.stages)
-        scalars[e] = np.array([s.ep * s.etp / s.tp for s in strategies], dtype=float)   # d / e: expert-DP size
-        stage[Psi_e_r] = shard_experts(stage[Psi_e_r], np.array([s.ep for s in strategies], dtype=float))
-    sup = variant(first.schedule, first.zero, first.overlap_dp, optimizer_state_bytes(hw["beta"]),
-                  model.is_moe, grad_bytes=GRAD_BYTES.get(first.grad_dtype))(stage, scalars)
+        stage["g^e_r"], stage["L^e_r"] = _expert_dp_g_L(cluster, strategies, tree.stages)
+        scalars["e"] = np.array([s.ep * s.etp / s.tp for s in strategies], dtype=float)   # d / e: expert-DP size
+        stage["Psi^e_r"] = stage["Psi^e_r"] / np.array([s.ep for s in strategies], dtype=float)  # experts.shard_experts
+    fn = superstep_function(first.schedule, first.zero, first.overlap_dp, optimizer_state_bytes(hw["beta"]),
+                            model.is_moe, GRAD_BYTES.get(first.grad_dtype))
+    sup = dict(zip(OUTPUTS, fn(*[stage.get(name, 0.0) for name in STAGE_INPUT_NAMES],
+                               *[scalars.get(name, 1.0) for name in SCALAR_INPUT_NAMES])))
     shape = per_stage[:, 0].shape
     sup = {k: (x if np.shape(x) == (shape if k in _PER_STAGE else (C,)) else
                np.broadcast_to(x, shape if k in _PER_STAGE else (C,))) for k, x in sup.items()}
@@ -172,7 +174,7 @@ _PER_STAGE = ("dp_sync", "dp_exposed", "zero_gather", "optimizer_step", "after",
     tuple(f"memory_{part}" for part in MEMORY_PARTS)
 
 
-def _result(tree: CostTree, strategy: Strategy, cluster: Cluster, core: dict) -> Result:
+def _result(tree: NumericTree, strategy: Strategy, cluster: Cluster, core: dict) -> Result:
     """The single-strategy Result: candidate 0 of the arrays."""
     sup = {k: x[..., 0] for k, x in core["super"].items()}
     M, N, hw = strategy.micro_batches, strategy.devices, core["nums"].hw
@@ -202,7 +204,7 @@ def _result(tree: CostTree, strategy: Strategy, cluster: Cluster, core: dict) ->
     by_level = {name: 0.0 for name in level_names}
     for row in rows:
         by_level[row["level"]] += row["time_s"]
-    stage = {sym: np.asarray(core["stage"][sym])[:, 0] for sym in (F_r, B_r)}
+    stage = {name: np.asarray(core["stage"][name])[:, 0] for name in ("F_r", "B_r")}
     model_flops, hardware_flops = float(core["model_flops"][0]), float(core["hardware_flops"][0])
     return Result(
         iteration_time_s=total, breakdown_s={c: float(sup[c]) for c in CATEGORIES},

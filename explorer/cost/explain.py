@@ -18,7 +18,7 @@ import sympy as sp
 
 from explorer.cost import collectives as coll
 from explorer.cost.evaluate import Result, evaluate, stage_dp_routes
-from explorer.cost.context_parallel import cp_kind
+from explorer.cost.collectives import cp_kind
 from explorer.cost.numbers import hardware_numbers
 from explorer.strategy.strategy import GRAD_BYTES
 from explorer.cost.plan import expert_dp_route

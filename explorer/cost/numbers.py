@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from explorer.cost import collectives as coll
-from explorer.cost.context_parallel import cp_kind
+from explorer.cost.collectives import cp_kind
 from explorer.hardware.cluster import BYTES_PER_ELEMENT
 
 

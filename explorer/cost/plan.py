@@ -22,6 +22,8 @@ from explorer.model.graph import build_blocks
 from explorer.model.spec import ModelSpec
 from explorer.model.ops import Block
 from explorer.schedules import chunked
+from explorer.cost.numeric import (cp_group_route, ep_group_route,  # noqa: F401 (the one place each is chosen)
+                                   expert_dp_route)
 from explorer.strategy.mesh import group_route, pair_route
 from explorer.strategy.strategy import LayerSplit, Strategy
 from explorer.symbols import beta
@@ -109,28 +111,11 @@ def plan(model: ModelSpec, strategy: Strategy, cluster: Cluster) -> ExecutionPla
     return ExecutionPlan(model, strategy, cluster, tuple(placed), boundaries)
 
 
-def cp_group_route(cluster: Cluster, strategy: Strategy, stage: int) -> tuple:
-    """The route of stage `stage`'s context-parallel groups through the machine levels (the one
-    place the cp_comm group is chosen)."""
-    return group_route(cluster, strategy.mesh, "cp", pp=stage)
-
-
 def expert_options(model: ModelSpec, strategy: Strategy) -> dict:
     """block_cost's expert arguments for `strategy` (none for a dense model)."""
     if not model.is_moe:
         return {}
     return {"load": expert_load(model, strategy.ep), "experts_by_seq": strategy.etp != strategy.tp}
-
-
-def ep_group_route(cluster: Cluster, strategy: Strategy, stage: int) -> tuple:
-    """The route of stage `stage`'s expert-parallel groups (their all-to-alls): ep consecutive
-    indices of the expert mesh (Strategy.expert_mesh), the one place this is decided."""
-    return group_route(cluster, strategy.expert_mesh, "ep", pp=stage)
-
-
-def expert_dp_route(cluster: Cluster, strategy: Strategy, stage: int) -> tuple:
-    """The route of the expert weights' data-parallel groups (their gradient sync)."""
-    return group_route(cluster, strategy.expert_mesh, "dp", pp=stage)
 
 
 def _check_overrides(block: Block, split: LayerSplit) -> None:

@@ -2,9 +2,8 @@
 from __future__ import annotations
 
 from explorer.cost import collectives as coll
-from explorer.cost.context_parallel import cp_kind
-from explorer.cost.tree import COMM_KINDS, Q
-from explorer.symbols import B_r, F_r
+from explorer.cost.collectives import cp_kind
+from explorer.cost.numeric import COMM_KINDS, Q
 
 
 def _split(row: dict, kind: str, route: tuple, nums, names) -> list:
@@ -74,7 +73,7 @@ def stage_rows(per_stage, fwd_b, bwd_b, stage, sync, sync_bytes) -> list:
     for i in range(per_stage.shape[0]):
         q = lambda name: float(per_stage[i, Q[name]])
         rows.append({
-            "stage": i, "fwd_s": float(stage[F_r][i]), "bwd_s": float(stage[B_r][i]),
+            "stage": i, "fwd_s": float(stage["F_r"][i]), "bwd_s": float(stage["B_r"][i]),
             "fwd_compute_s": q("fwd_compute"), "bwd_compute_s": q("bwd_compute"),
             "bwd_weight_s": q("bwd_weight"), "recompute_s": q("recompute"),
             "fwd_op_comm_s": q("fwd_comm") + float(fwd_b["op_comm"][i]),

@@ -18,14 +18,14 @@ from functools import lru_cache
 import sympy as sp
 
 from explorer.cost import collectives as coll
+from explorer.cost.numeric import (CATEGORIES, COMM_CATEGORIES, MEMORY_PARTS, OUTPUTS,  # noqa: F401 (re-exported)
+                                   SCALAR_INPUT_NAMES, STAGE_INPUT_NAMES, optimizer_state_bytes,
+                                   optimizer_update_bytes)
 from explorer.schedules import get as schedule_of
 from explorer.schedules.base import AGGREGATES
 from explorer.symbols import (A_r, AtStage, B_r, C_r, F_r, GS_r, K_opt, L_r, O_r, P_r, Psi_r, R_r,
                               STAGE_FUNCTIONS, StageArgMax, StageMax, W_hbm, W_r, X_r, beta, d, g_r, m, p, r, v)
 
-CATEGORIES = ("compute", "recompute", "op_comm", "ep_comm", "redistribution", "pp_comm", "bubble",
-              "dp_comm", "zero_comm", "optimizer", "cp_comm")
-COMM_CATEGORIES = ("op_comm", "ep_comm", "redistribution", "pp_comm", "dp_comm", "zero_comm", "cp_comm")
 GSB_r = sp.Symbol("GSB_r", nonnegative=True)   # bytes of GS_r per device
 CP_r = sp.Symbol("CP_r", nonnegative=True)     # exposed context-parallel exchange (cp_comm) of stage r
 # Mixture-of-Experts (issue 11): the expert layers' all-to-alls and the experts' own weights
@@ -39,7 +39,8 @@ STAGE_INPUTS = (F_r, B_r, W_r, C_r, R_r, O_r, X_r, P_r, Psi_r, A_r, GS_r, GSB_r,
 """Per-stage arrays (axis 0 = stage) a variant reads; F_r + B_r = C_r + R_r + O_r + E_r + X_r + P_r + CP_r."""
 SCALAR_INPUTS = (m, v, p, d, beta, W_hbm, K_opt, e)
 """Numbers (or arrays over candidates) a variant reads."""
-MEMORY_PARTS = ("params", "grads", "optimizer", "activations")
+assert tuple(x.name for x in STAGE_INPUTS) == STAGE_INPUT_NAMES
+assert tuple(x.name for x in SCALAR_INPUTS) == SCALAR_INPUT_NAMES
 
 
 @dataclass(frozen=True)
@@ -51,20 +52,6 @@ class Term:
     citation: str
     expr: sp.Expr
     per_stage: bool = False  # a vector over stages (axis 0) rather than one number
-
-
-def optimizer_update_bytes(dtype_bytes: int) -> int:
-    """K_opt: bytes an Adam step moves per parameter. Mixed precision reads and writes fp32
-    master weights, momentum and variance (3 x 4 B each way = 24 B, ZeRO Sec 3.1's K = 12
-    states), reads the fp32 gradient (4 B) and writes the 16-bit weights (2 B): 30 B;
-    fp32 training reads and writes weights, momentum and variance and reads the gradient: 28 B."""
-    return 30 if dtype_bytes == 2 else 28
-
-
-def optimizer_state_bytes(dtype_bytes: int) -> int:
-    """K of ZeRO Sec 3.1: fp32 master weights + momentum + variance = 12 B per parameter with
-    16-bit training; fp32 training keeps no master copy: 8 B."""
-    return 12 if dtype_bytes == 2 else 8
 
 
 def dp_sync(zero: int, psi=Psi_r, n=d, g=g_r, L=L_r, gs=GS_r, *, grad_bytes=None) -> sp.Expr:
@@ -211,12 +198,6 @@ def terms(schedule: str, zero: int, overlap: bool, k_states: int, moe: bool = Fa
     add("iteration", "", "makespan + the slowest stage's synchronisation (DESIGN.md super-step)",
         sched.makespan + StageMax(after))
     return t
-
-
-OUTPUTS = ("iteration", "makespan") + CATEGORIES + ("critical_stage", "sync_stage", "dp_sync", "dp_exposed",
-                                                    "zero_gather", "optimizer_step", "after", "dp_bytes",
-                                                    "zero_bytes", "zero_gather_pass", "zero_bytes_pass") + \
-    tuple(f"memory_{part}" for part in MEMORY_PARTS)
 
 
 @dataclass(frozen=True, eq=False)

@@ -12,7 +12,6 @@ search prices its chain of nodes with the same compiled block functions.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from functools import lru_cache
 
 import numpy as np
 import sympy as sp
@@ -21,25 +20,18 @@ from explorer.cost import collectives as coll
 from explorer.cost.block import BlockCost
 from explorer.cost.compile import BoundedCache, compile_exprs
 from explorer.cost.experts import expert_collectives
-from explorer.cost.plan import ExecutionPlan, cp_group_route, ep_group_route, plan
-from explorer.cost.superstep import CP_r, E_r, GSB_r, COMM_CATEGORIES, Psi_e_r
-from explorer.strategy.mesh import group_route, pair_route, top_level
-from explorer.symbols import (A_r, B_r, C_r, F, F_r, GS_r, L_c, L_t, O_r, P_r, Psi_r, R_r, V, W_hbm, W_r, X_r,
-                              a, a_kv, b, beta, eta, f, g_c, g_t, h, phi, s, t, t_launch)
+from explorer.cost.plan import ExecutionPlan, plan
+from explorer.cost.numeric import (BLOCK_Q, COMM_KINDS, Q, STRUCTURE_FIELDS, block_values,  # noqa: F401 (re-exported)
+                                   boundary_values, cp_group_route, ep_group_route, levels_signature,
+                                   stage_values, structure_key)
+from explorer.cost.numeric import tied_values as numeric_tied_values
+from explorer.cost.superstep import GSB_r, COMM_CATEGORIES, STAGE_INPUTS
+from explorer.strategy.mesh import pair_route, top_level
+from explorer.symbols import (F, L_c, L_t, V, W_hbm, a, a_kv, b, beta, eta, f, g_c, g_t, h, phi, s, t,
+                              t_launch)
 
 BLOCK_ARGS = (b, s, h, a, a_kv, f, V, t, g_t, L_t, F, eta, phi, W_hbm, t_launch, beta, g_c, L_c)
 SIZE_ARGS = (b, s, h, a, a_kv, f, V, beta)
-COMM_KINDS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")
-BLOCK_Q = ("F", "B", "W", "fwd_compute", "bwd_compute", "bwd_weight", "fwd_comm", "bwd_comm", "recompute",
-           "act", "params_dev", "params", "flops_fwd", "flops_bwd", "recompute_flops", "comm_bytes",
-           "grad_sync", "grad_sync_bytes", "hidden_comm", "cp_fwd", "cp_bwd", "cp_bytes", "cp_total") + \
-    tuple(f"t_{k}" for k in COMM_KINDS) + tuple(f"b_{k}" for k in COMM_KINDS) + tuple(f"h_{k}" for k in COMM_KINDS) + \
-    ("expert_params_dev",)
-"""A block's named quantities for one micro-batch on one device. F and B are the block's
-forward and backward pass (B includes recomputation); W is the weight-gradient part of B.
-t_<kind> is the exposed time of its collectives of that kind, h_<kind> the part hidden under
-computation, b_<kind> their bytes."""
-Q = {name: i for i, name in enumerate(BLOCK_Q)}
 
 
 def block_exprs(cost: BlockCost, g=g_t, L=L_t) -> tuple:
@@ -159,97 +151,39 @@ class CostTree:
         return size_function(self.sizes)
 
     def block_values(self, nums) -> np.ndarray:
-        """kinds x BLOCK_Q x candidates."""
-        C = np.size(nums.dims[0])
-        out = np.empty((len(self.kinds), len(Q), C))
-        for i, kind in enumerate(self.kinds):
-            for j, x in enumerate(kind.fn(*nums.block_args(kind.degree, kind.route, kind.cp_route,
-                                                           self.plan.strategy.cp_algo))):
-                out[i, j] = x
-        return out
+        """kinds x BLOCK_Q x candidates (explorer.cost.numeric.block_values)."""
+        return block_values(self.kinds, nums, self.plan.strategy.cp_algo)
 
     def boundary_values(self, nums, C: int):
-        """Per stage: fwd/bwd seconds and bytes by category; time and bytes by (category, kind, level).
-        One matrix product per quantity: the groups' selectors were built with the tree. A group's
-        levels carry their shares at once (explorer.cost.collectives.route_g_L): its seconds per
-        byte is the largest share x g; its time is attributed to the levels in proportion to how
-        long each is busy."""
-        stages = self.plan.stages
-        if not self.groups:
-            zeros = {c: np.zeros((stages, C)) for c in COMM_CATEGORIES}
-            return zeros, dict(zeros), dict(zeros), {}
-        arr = self.arrays
-        sizes = np.empty((len(self.sizes), C))
-        for i, x in enumerate(self.size_fn(*nums.size_args())):
-            sizes[i] = x
-        sent = arr["factor"][:, None] * sizes[arr["size"]]                        # groups x C
-        busy = arr["shares"] * np.asarray(nums.hw["g"])[None, :]                 # groups x levels
-        g_eff, L_top = busy.max(axis=1), np.asarray(nums.hw["L"])[arr["top"]]
-        secs = sent * g_eff[:, None] + (arr["steps"] * L_top)[:, None]
-        secs, sent = secs * arr["count"][:, None], sent * arr["count"][:, None]
-        timed = (arr["phase_sel"] @ secs).reshape(2, len(COMM_CATEGORIES), stages, C)
-        moved = (arr["cat_sel"] @ sent).reshape(len(COMM_CATEGORIES), stages, C)
-        fwd = {c: timed[0, i] for i, c in enumerate(COMM_CATEGORIES)}
-        bwd = {c: timed[1, i] for i, c in enumerate(COMM_CATEGORIES)}
-        nbytes = {c: moved[i] for i, c in enumerate(COMM_CATEGORIES)}
-        part = busy / busy.sum(axis=1, keepdims=True)                            # time share per level
-        by_kind = {}
-        for level in range(busy.shape[1]):
-            if not arr["shares"][:, level].any():
-                continue
-            kind_secs = (arr["kind_sel"] @ (secs * part[:, level, None])).reshape(len(arr["kinds"]), stages, C)
-            kind_sent = (arr["kind_sel"] @ (sent * arr["shares"][:, level, None])).reshape(
-                len(arr["kinds"]), stages, C)
-            for i, (category, kind) in enumerate(arr["kinds"]):
-                by_kind[(category, kind, level)] = np.stack([kind_secs[i], kind_sent[i]])
-        return fwd, bwd, nbytes, by_kind
+        """Per stage: fwd/bwd seconds and bytes by category; time and bytes by (category, kind, level)
+        (explorer.cost.numeric.boundary_values)."""
+        return boundary_values(self.plan.stages, self.arrays if self.groups else None, self.size_fn,
+                               len(self.sizes), nums, C)
 
 
 def stage_inputs(per_stage: np.ndarray, fwd_b: dict, bwd_b: dict, tied: dict | None = None) -> dict:
-    """The one composition of a stage: its blocks' quantities (per_stage: stages x BLOCK_Q x C)
-    plus the boundary collectives it pays, as the super-step's per-stage symbols; `tied` adds the
-    tied embedding's copy and gradient all-reduce (tied_terms) to Psi_r, GS_r and GSB_r."""
-    q = lambda name: per_stage[:, Q[name]]
-    both = lambda c: fwd_b[c] + bwd_b[c]
-    out = {F_r: q("F") + sum(fwd_b.values()), B_r: q("B") + sum(bwd_b.values()), W_r: q("bwd_weight"),
-           C_r: q("fwd_compute") + q("bwd_compute"), R_r: q("recompute"),
-           O_r: q("fwd_comm") + q("bwd_comm") + both("op_comm"), X_r: both("redistribution"),
-           CP_r: q("cp_fwd") + q("cp_bwd"),
-           P_r: both("pp_comm"), Psi_r: q("params_dev") - q("expert_params_dev"), A_r: q("act"),
-           GS_r: q("grad_sync"), GSB_r: q("grad_sync_bytes"),
-           E_r: both("ep_comm"), Psi_e_r: q("expert_params_dev")}
-    for sym, extra in (tied or {}).items():
-        out[sym] = out[sym] + extra
-    return out
+    """The one composition of a stage (explorer.cost.numeric.stage_values) keyed by the super-step's
+    per-stage symbols; `tied` (by name) adds a tied embedding's copy and gradient all-reduce."""
+    by_name = {sym.name: sym for sym in STAGE_INPUTS}
+    return {by_name[name]: x for name, x in stage_values(per_stage, fwd_b, bwd_b, tied).items()}
 
 
 def tied_terms(tied: TiedCopy | None, stages: int, params, seconds, sent) -> dict:
-    """Per-stage additions of a tied embedding: the copy's parameters on the last stage, and the
+    """Per-stage additions of a tied embedding, by name: the copy's parameters on the last stage, and the
     all-reduce of its gradient (`seconds`, `sent` bytes per device) on stage 0 and the last stage.
-    The values may be numbers (arrays over candidates) or sympy expressions."""
+    The values may be numbers (arrays over candidates) or sympy expressions (explain)."""
     if tied is None:
         return {}
     zero = 0 * params
     on = lambda stage_set, x: np.array([x if i in stage_set else zero for i in range(stages)],
                                        dtype=object if isinstance(x, sp.Basic) else float)
-    return {Psi_r: on({tied.last}, params), GS_r: on({0, tied.last}, seconds), GSB_r: on({0, tied.last}, sent)}
+    return {"Psi_r": on({tied.last}, params), "GS_r": on({0, tied.last}, seconds),
+            "GSB_r": on({0, tied.last}, sent)}
 
 
 def tied_values(tied: TiedCopy | None, tp: int, stages: int, nums) -> dict:
-    """tied_terms in numbers (stages x candidates): V h / t through the compiled size function, the
-    pair's all-reduce priced by the one collective rule (Numbers.collective_seconds)."""
-    if tied is None:
-        return {}
-    C = np.size(nums.dims[0])
-    expr = tied.params.xreplace({t: tp})
-    params = np.broadcast_to(np.asarray(size_function((expr,))(*nums.size_args())[0], dtype=float), (C,))
-    sent = coll.bytes_per_device("all_reduce", nums.hw["beta"] * params, 2)
-    seconds = nums.collective_seconds(sent, float(coll.latency_steps("all_reduce", 2)), "all_reduce", tied.route)
-    out = {sym: np.zeros((stages, C)) for sym in (Psi_r, GS_r, GSB_r)}
-    out[Psi_r][tied.last] = params
-    for stage in (0, tied.last):
-        out[GS_r][stage], out[GSB_r][stage] = seconds, sent
-    return out
+    """tied_terms in numbers (explorer.cost.numeric.tied_values)."""
+    return numeric_tied_values(None if tied is None else (tied.last, tied.route), tp, stages, nums)
 
 
 def _group_arrays(groups: tuple, stages: int):
@@ -281,36 +215,6 @@ def _group_arrays(groups: tuple, stages: int):
 
 
 _TREES = BoundedCache(64)
-STRUCTURE_FIELDS = ("tp", "pp", "schedule", "chunks", "recompute", "sequence_parallel", "scatter_gather",
-                    "dtype", "layer_splits", "stage_map", "rank_order", "cp", "cp_algo", "overlap_tp", "ep",
-                    "expert_tp")
-
-
-@lru_cache(maxsize=4096)
-def levels_signature(cluster, strategy) -> tuple:
-    """Everything about machine levels a tree bakes in: each stage's group levels for every
-    degree its layers use, and the point-to-point levels between neighbouring stages."""
-    mesh = strategy.mesh
-    degrees = sorted({s.degree for s in strategy.layer_splits} | {strategy.tp})
-    tp_levels = tuple(group_route(cluster, mesh, "tp", k, pp=stage) for stage in range(strategy.pp)
-                      for k in degrees)
-    wraps = strategy.chunks > 1
-    pp = strategy.pp
-    pairs = {(x, (x + 1) % pp) for x in range(pp)} if wraps else {(x, x + 1) for x in range(pp - 1)}
-    if strategy.pp > 1:
-        pairs.add((0, pp - 1))          # a tied embedding's gradient all-reduce (tied_copy)
-    cp_routes = tuple(cp_group_route(cluster, strategy, stage) for stage in range(pp)) if strategy.cp > 1 else ()
-    out = tp_levels, tuple(pair_route(cluster, mesh, "pp", i, j) for i, j in sorted(pairs)), cp_routes
-    if strategy.ep > 1:   # the expert layers' all-to-all routes (MoE)
-        out += (tuple(ep_group_route(cluster, strategy, stage) for stage in range(strategy.pp)),)
-    return out
-
-
-def structure_key(model, strategy, cluster) -> tuple:
-    """What decides the tree's shape; micro-batch, batch, dp, ZeRO and overlap enter as numbers
-    (or choose the super-step variant) and leave it alone."""
-    shape = tuple(getattr(strategy, name) for name in STRUCTURE_FIELDS)
-    return (model, shape, cluster, levels_signature(cluster, strategy))
 
 
 def cost_tree(model, strategy, cluster) -> CostTree:

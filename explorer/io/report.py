@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from explorer.cost.evaluate import Result
-from explorer.cost.superstep import CATEGORIES
+from explorer.cost.numeric import CATEGORIES
 from explorer.io.strategies import strategy_to_dict
 
 MEMORY_KEYS = ("params", "grads", "optimizer", "activations", "total")

@@ -1,44 +1,79 @@
-"""What a pipeline schedule is, and the pass kinds its orders use."""
+"""What a pipeline schedule is, and the pass kinds its orders use.
+
+A schedule's formulas are sympy expressions built on first use (`formulas`), so
+that the rules and the numeric path (names, flags, orders) never import sympy."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Callable
-
-import sympy as sp
-
-from explorer.symbols import B_max, B_r, F_max, F_r, S_T, StageMax, StageSum, T_star, W_r, X_max, X_sum
 
 F, B, W = 0, 1, 2
 PASS_NAMES = ("forward", "backward", "weight")
 """Pass kinds: F forward, B backward (input gradient only when the schedule splits the
 weight gradient off), W weight gradient (zero-bubble schedules)."""
 
-AGGREGATES = {
-    S_T: StageSum(F_r + B_r),          # Σ_T: sum over stages of one micro-batch's forward + backward
-    F_max: StageMax(F_r),              # the slowest forward
-    B_max: StageMax(B_r),              # the slowest backward
-    T_star: StageMax(F_r + B_r),       # T_*: the most loaded stage's forward + backward
-    X_sum: StageSum(sp.Max(F_r, B_r - W_r, F_r + B_r - 2 * W_r)),   # zero-bubble schedules' warm-up terms
-    X_max: StageMax(sp.Max(F_r, B_r - W_r, F_r + B_r - 2 * W_r)),
-}
-"""The stage reductions a schedule's formulas use, as named aggregates of the per-stage symbols."""
+
+def _aggregates() -> dict:
+    import sympy as sp
+
+    from explorer.symbols import B_max, B_r, F_max, F_r, S_T, StageMax, StageSum, T_star, W_r, X_max, X_sum
+    return {
+        S_T: StageSum(F_r + B_r),          # Σ_T: sum over stages of one micro-batch's forward + backward
+        F_max: StageMax(F_r),              # the slowest forward
+        B_max: StageMax(B_r),              # the slowest backward
+        T_star: StageMax(F_r + B_r),       # T_*: the most loaded stage's forward + backward
+        X_sum: StageSum(sp.Max(F_r, B_r - W_r, F_r + B_r - 2 * W_r)),   # zero-bubble schedules' warm-up terms
+        X_max: StageMax(sp.Max(F_r, B_r - W_r, F_r + B_r - 2 * W_r)),
+    }
+
+
+def __getattr__(name: str):
+    """AGGREGATES: the stage reductions a schedule's formulas use, as named aggregates of the
+    per-stage symbols (built with sympy on first use)."""
+    if name == "AGGREGATES":
+        globals()["AGGREGATES"] = value = _aggregates()
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @dataclass(frozen=True)
 class Schedule:
     """One pipeline schedule. makespan and bubble use the AGGREGATES symbols (Σ_T, F_max, ...)
-    and m, v, p; in_flight and overlap_window are per stage (r, B_r)."""
+    and m, v, p; in_flight and overlap_window are per stage (r, B_r). `formulas()` returns
+    those four sympy expressions; they are read as attributes."""
 
     name: str
     title: str
     source: str                       # paper and section the order and formulas come from
     order: Callable                   # (p, m, v) -> per stage, a list of (pass, chunk, micro_batch)
-    makespan: sp.Expr                 # seconds from the first forward to the last backward pass
-    bubble: sp.Expr                   # idle seconds of the most loaded stage in that span
-    in_flight: sp.Expr                # micro-batches whose activations stage r holds at its peak
-    overlap_window: sp.Expr           # per stage: seconds the gradient sync may hide under
+    formulas: Callable                # () -> {makespan, bubble, in_flight, overlap_window}
     chunked: bool = False             # v > 1 model chunks per stage
     splits_weight: bool = False       # the backward is split into B (input grad) and W (weight grad)
     min_stages: int = 1
     micro_batches_multiple_of_stages: bool = False
     micro_batches_at_least_stages: bool = False
+
+    @cached_property
+    def _formulas(self) -> dict:
+        return self.formulas()
+
+    @property
+    def makespan(self):
+        """Seconds from the first forward to the last backward pass (sympy)."""
+        return self._formulas["makespan"]
+
+    @property
+    def bubble(self):
+        """Idle seconds of the most loaded stage in that span (sympy)."""
+        return self._formulas["bubble"]
+
+    @property
+    def in_flight(self):
+        """Micro-batches whose activations stage r holds at its peak (sympy)."""
+        return self._formulas["in_flight"]
+
+    @property
+    def overlap_window(self):
+        """Per stage: seconds the gradient sync may hide under (sympy)."""
+        return self._formulas["overlap_window"]

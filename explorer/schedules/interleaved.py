@@ -1,9 +1,6 @@
 """Interleaved 1F1B over v model chunks per stage (Narayanan et al. SC'21 Sec 2.2.2, Fig. 4 bottom)."""
-import sympy as sp
-
 from explorer.errors import ExplorerError
 from explorer.schedules.base import B, F, Schedule
-from explorer.symbols import B_max, B_r, F_max, S_T, T_star, m, p, r, v
 
 
 def order(p: int, m: int, v: int) -> list:
@@ -31,18 +28,26 @@ def order(p: int, m: int, v: int) -> list:
     return out
 
 
+def formulas() -> dict:
+    import sympy as sp
+
+    from explorer.symbols import B_max, B_r, F_max, S_T, T_star, m, p, r, v
+    return dict(
+        # A chunk is 1/v of its stage: m(F+B) + (p-1)(F+B)/v for equal stages, i.e. the bubble
+        # divided by v; in general (Σ_r (F_r+B_r) + (mv-1)(max F + max B)) / v.
+        makespan=(S_T + (m * v - 1) * (F_max + B_max)) / v,
+        bubble=(S_T - F_max - B_max) / v + m * (F_max + B_max - T_star),
+        # Megatron-LM's warm-up of 2(p-r-1) + (v-1)p chunk-micro-batches plus the one in flight,
+        # in whole micro-batches (a chunk holds 1/v of the stage); for r = 0 this is
+        # p(1 + (p-1)/(pv)), Korthikanti et al. Sec 4.2.3's interleaving factor.
+        in_flight=sp.Min(m * v, 2 * (p - r - 1) + (v - 1) * p + 1) / v,
+        overlap_window=B_r / v,            # the last backward pass is one chunk's
+    )
+
+
 INTERLEAVED = Schedule(
     name="interleaved", title="interleaved 1F1B",
     source="Narayanan et al. SC'21 Sec 2.2.2 (published.json ptdp_bubble_interleaved)",
-    order=order,
-    # A chunk is 1/v of its stage: m(F+B) + (p-1)(F+B)/v for equal stages, i.e. the bubble
-    # divided by v; in general (Σ_r (F_r+B_r) + (mv-1)(max F + max B)) / v.
-    makespan=(S_T + (m * v - 1) * (F_max + B_max)) / v,
-    bubble=(S_T - F_max - B_max) / v + m * (F_max + B_max - T_star),
-    # Megatron-LM's warm-up of 2(p-r-1) + (v-1)p chunk-micro-batches plus the one in flight,
-    # in whole micro-batches (a chunk holds 1/v of the stage); for r = 0 this is
-    # p(1 + (p-1)/(pv)), Korthikanti et al. Sec 4.2.3's interleaving factor.
-    in_flight=sp.Min(m * v, 2 * (p - r - 1) + (v - 1) * p + 1) / v,
-    overlap_window=B_r / v,            # the last backward pass is one chunk's
+    order=order, formulas=formulas,
     chunked=True, min_stages=2, micro_batches_multiple_of_stages=True,
 )

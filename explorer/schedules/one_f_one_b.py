@@ -1,9 +1,6 @@
 """1F1B (PipeDream-Flush): one forward, one backward (Narayanan et al. SC'21 Sec 2.2.1, Fig. 4 top)."""
-import sympy as sp
-
 from explorer.schedules.base import B, F, Schedule
 from explorer.schedules.gpipe import GPIPE
-from explorer.symbols import B_r, m, p, r
 
 
 def order(p: int, m: int, v: int = 1) -> list:
@@ -19,12 +16,20 @@ def order(p: int, m: int, v: int = 1) -> list:
     return out
 
 
+def formulas() -> dict:
+    import sympy as sp
+
+    from explorer.symbols import B_r, m, p, r
+    return dict(
+        makespan=GPIPE.makespan,           # the same flow-shop bound: (m+p-1)(F+B) for equal stages
+        bubble=GPIPE.bubble,
+        in_flight=sp.Min(p - r, m),        # stage r keeps p - r micro-batches (at most m)
+        overlap_window=B_r,
+    )
+
+
 ONE_F_ONE_B = Schedule(
     name="1f1b", title="1F1B",
     source="Narayanan et al. SC'21 Sec 2.2.1 (same bubble as GPipe, at most p micro-batches in flight)",
-    order=order,
-    makespan=GPIPE.makespan,           # the same flow-shop bound: (m+p-1)(F+B) for equal stages
-    bubble=GPIPE.bubble,
-    in_flight=sp.Min(p - r, m),        # stage r keeps p - r micro-batches (at most m)
-    overlap_window=B_r,
+    order=order, formulas=formulas,
 )

@@ -5,10 +5,7 @@ gradient, which fills the cool-down). Stage i runs p-i-1 warm-up forwards, then 
 steps of F,B whose W it postpones, then F,B,W steps, then B,W steps, then the i
 postponed W passes. (Order of the authors' ZeroBubbleH1Pipeline: B, its send, then W.)
 """
-import sympy as sp
-
 from explorer.schedules.base import B, F, W, Schedule
-from explorer.symbols import B_max, B_r, F_max, T_star, X_max, X_sum, m, p, r
 
 
 def order(p: int, m: int, v: int = 1) -> list:
@@ -39,15 +36,22 @@ def order(p: int, m: int, v: int = 1) -> list:
 # stages each stage adds its own X_r, as 1F1B's Σ_T - F_max - B_max adds each other stage's
 # F_r + B_r: the stages but the slowest contribute Σ_r X_r - max_r X_r (exact on GPT-3 175B at
 # t = 8, p = 8, whose first and last stages differ; 3.7 % above the simulated timeline of tiny-gpt).
-WARMUP = X_sum - X_max
+def formulas() -> dict:
+    import sympy as sp
+
+    from explorer.symbols import B_max, B_r, F_max, T_star, X_max, X_sum, m, p, r
+    warmup = X_sum - X_max
+    return dict(
+        makespan=m * (F_max + B_max) + warmup,
+        bubble=warmup + m * (F_max + B_max - T_star),
+        in_flight=sp.Min(p - r, m),        # the same peak activation memory as 1F1B (Qi et al. Sec 3.1)
+        overlap_window=B_r,                # the last micro-batch's B and W
+    )
+
 
 ZB_H1 = Schedule(
     name="zb-h1", title="ZB-H1 (zero bubble)",
     source="Qi et al., 'Zero Bubble Pipeline Parallelism', ICLR'24, Sec 3.1",
-    order=order,
-    makespan=m * (F_max + B_max) + WARMUP,
-    bubble=WARMUP + m * (F_max + B_max - T_star),
-    in_flight=sp.Min(p - r, m),        # the same peak activation memory as 1F1B (Qi et al. Sec 3.1)
-    overlap_window=B_r,                # the last micro-batch's B and W
+    order=order, formulas=formulas,
     splits_weight=True, micro_batches_at_least_stages=True,
 )

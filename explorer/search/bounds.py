@@ -17,6 +17,7 @@ class LowerBound:
 
     def __init__(self, reach, objective, setting, stages):
         self.obj, self.set, self.pp, self.fixed = objective, setting, objective.pp, stages
+        self._masks = {}
         pipe = lambda peak: float(objective.pipeline_total(0.0, peak, 0.0, setting.m, setting.chunks, setting.schedule))
         self.slope = pipe(1.0) - pipe(0.0)     # the pipeline formula's slope in max F + max B
         least = lambda nodes, f: min(float(f(nd.values[:, 0])) for nd in nodes)
@@ -26,6 +27,12 @@ class LowerBound:
         high = np.array([[max(float(nd.values[k, 0]) for nd in nodes) for k in (PSI, A)] for nodes in reach])
         self.rest, self.rest_stage = self._rest(low, stages)     # columns F, B, F+B, PSI, GS (least)
         self.most, self.most_stage = self._rest(high, stages)    # columns PSI, A (largest)
+
+    def _open(self, closed: int) -> np.ndarray:
+        """Mask of the stages not yet closed (bit k of `closed`), one array per distinct mask."""
+        if closed not in self._masks:
+            self._masks[closed] = np.array([not (closed >> k) & 1 for k in range(self.pp)])
+        return self._masks[closed]
 
     def _rest(self, per_block, stages):
         """Sums over the blocks after i: in all (n, k) and on each stage (n, k, pp)."""
@@ -42,7 +49,7 @@ class LowerBound:
         """Would every open stage stay within the cap even if the rest took its largest nodes?"""
         st = self.set
         if self.fixed is not None:
-            ranks = np.array([k for k in range(self.pp) if not (closed >> k) & 1])
+            ranks = np.flatnonzero(self._open(closed))
             psi, act = (open_[[PSI, A]] + self.most_stage[i])[:, ranks]
         else:
             ranks, (psi, act) = s, open_[[PSI, A], s] + self.most[i]
@@ -70,7 +77,7 @@ class LowerBound:
         st, c, v = self.set, self.slope, self.set.chunks
         f_st, b_st, fb_st, f_low, b_low, fb_low = self._peaks(summary, open_, i, s)
         total = summary[0] + (open_[F] + open_[B]).sum() + self.rest[i, 2]
-        is_open = np.array([not (closed >> k) & 1 for k in range(self.pp)])
+        is_open = self._open(closed)
         ranks = np.flatnonzero(is_open)
         psi, split = ((open_[[PSI, GS]] + self.rest_stage[i, 3:5])[:, is_open])
         bwd = np.full(psi.shape, 1e300) if st.overlap else open_[B][is_open]

@@ -25,7 +25,6 @@ from explorer.cost import layouts as lay
 from explorer.errors import ExplorerError
 from explorer.search.bounds import LowerBound
 from explorer.search.labels import Bucket, Label
-from explorer.symbols import GS_r, Psi_r
 from explorer.search.tables import A, B, B_FROM, B_TO, F, F_FROM, F_TO, GS, PSI, ROWS, W, stage_sums
 
 
@@ -146,8 +145,8 @@ class ChainDP:
         open_[:, 0] = start.values[:, 0]
         tied = self.chain.tied(self.pp)          # a tied embedding's copy: constants of stage 0 and the last
         if tied:
-            open_[PSI] += tied[Psi_r][:, 0]
-            open_[GS] += tied[GS_r][:, 0]
+            open_[PSI] += tied["Psi_r"][:, 0]
+            open_[GS] += tied["GS_r"][:, 0]
         first = Bucket()
         first.insert(Label((0.0, 0.0, 0.0, 0.0), open_, 0, 0.0, False, None, start, 0))
         states = {(start, 0): first}

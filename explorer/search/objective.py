@@ -14,8 +14,13 @@ from explorer.cost.superstep import (aggregate_function, optimizer_state_bytes, 
                                      variant)
 from explorer.cost import collectives as coll
 from explorer.strategy.mesh import Mesh, joint_route
-from explorer.symbols import (A_r, B_r, F_r, GS_r, K_opt, L_r, Psi_r, W_hbm, W_r, beta, d, g_r, m as m_, p,
-                              r as r_, v as v_)
+from explorer.symbols import B_r, F_r, K_opt, W_hbm, W_r, beta, d, m as m_, p, v as v_
+
+
+def _broadcast(out, *shapes):
+    """`out` at the broadcast shape of `shapes` (a view only when its own shape differs)."""
+    shape = np.broadcast_shapes(*shapes)
+    return out if np.shape(out) == shape else np.broadcast_to(out, shape)
 
 
 def _first(x):
@@ -36,6 +41,7 @@ class Objective:
         self.ranks = np.arange(pp)
         self.k_states = optimizer_state_bytes(dtype_bytes)
         self.k_update = optimizer_update_bytes(dtype_bytes)
+        self._lean_fns = {}
 
     def _scalars(self, m, v) -> dict:
         return {m_: m, v_: v, p: self.pp, d: self.dp, beta: self.beta, W_hbm: self.hw["W"],
@@ -43,6 +49,15 @@ class Objective:
 
     def _variant(self, schedule: str, zero: int = 0, overlap: bool = False):
         return variant(schedule, zero, bool(overlap), self.k_states)
+
+    def _lean(self, schedule: str, zero: int, overlap: bool, name: str) -> tuple:
+        """The variant's term `name` compiled over the symbols it uses (Variant.lean), with those
+        symbols' names (looked up by name: hashing sympy symbols in the search's loops is slow)."""
+        key = (schedule, zero, bool(overlap), name)
+        if key not in self._lean_fns:
+            fn, args = self._variant(schedule, zero, overlap).lean((name,))
+            self._lean_fns[key] = (fn, tuple(a.name for a in args))
+        return self._lean_fns[key]
 
     def pipeline(self, F, B, m, v, schedule: str = "1f1b", W=None):
         """Makespan of the pipelined forward/backward (the schedule's critical path)."""
@@ -56,12 +71,12 @@ class Objective:
         (exposed under the schedule's overlap window), ZeRO gathers, optimizer. Arrays carry the
         stage on their last axis, so the term is evaluated with the stage last (it is elementwise
         over stages: no reduction)."""
-        fn, args = self._variant(schedule, zero, overlap).lean(("after",))
+        fn, args = self._lean(schedule, zero, overlap, "after")
         g, L = (self.g, self.L) if ranks is None else (self.g[ranks], self.L[ranks])
-        values = {Psi_r: psi, B_r: bwd, GS_r: split_sync, g_r: g, L_r: L, m_: m, v_: v, p: self.pp, d: self.dp,
-                  beta: self.beta, W_hbm: self.hw["W"], K_opt: self.k_update}
+        values = {"Psi_r": psi, "B_r": bwd, "GS_r": split_sync, "g_r": g, "L_r": L, "m": m, "v": v, "p": self.pp,
+                  "d": self.dp, "beta": self.beta, "W_{hbm}": self.hw["W"], "K_{opt}": self.k_update}
         out = fn(*[values[a] for a in args])
-        return np.broadcast_to(out, np.broadcast_shapes(np.shape(psi), np.shape(bwd), np.shape(split_sync)))
+        return _broadcast(out, np.shape(psi), np.shape(bwd), np.shape(split_sync))
 
     def time(self, F, B, psi, split_sync, m, v, zero: int, overlap: bool, schedule: str = "1f1b", W=None):
         """Iteration time: pipeline + the slowest stage's synchronisation and optimizer."""
@@ -72,13 +87,13 @@ class Objective:
     def memory(self, psi, act, m, v, zero: int, schedule: str, ranks=None):
         """Per stage bytes per device (model states + activations in flight); `ranks` default all
         stages. Elementwise over stages, evaluated with the stage on the last axis."""
-        fn, args = self._variant(schedule, zero).lean(("memory_total",))
+        fn, args = self._lean(schedule, zero, False, "memory_total")
         m_stage = np.asarray(m)[..., None] if np.ndim(m) else m
         ranks = self.ranks if ranks is None else ranks
-        values = {Psi_r: psi, A_r: act, r_: ranks, m_: m_stage, v_: v, p: self.pp, d: self.dp, beta: self.beta,
-                  W_hbm: self.hw["W"], K_opt: self.k_update}
+        values = {"Psi_r": psi, "A_r": act, "r": ranks, "m": m_stage, "v": v, "p": self.pp, "d": self.dp,
+                  "beta": self.beta, "W_{hbm}": self.hw["W"], "K_{opt}": self.k_update}
         out = fn(*[values[a] for a in args])
-        return np.broadcast_to(out, np.broadcast_shapes(np.shape(psi), np.shape(act)))
+        return _broadcast(out, np.shape(psi), np.shape(act))
 
     def peak_memory(self, psi, act, m, v, zero: int, schedule: str):
         return self.memory(psi, act, m, v, zero, schedule).max(-1)

@@ -72,11 +72,14 @@ def _sweep_group(model, cluster, families, members, global_batch, dtype, options
         chain = base.for_probe(probe(families[fams[0]], global_batch, dtype))
         fam0 = families[fams[0]]
         objective = Objective(cluster, BYTES_PER_ELEMENT[dtype], chain.hw, fam0.dp, fam0.tp, pp, fam0.cp)
+        by_stages = {}                 # schedules placing the blocks alike share their stage sums
         for i in fams:
             fam = families[i]
             stages = node_stages(model, probe(fam, global_batch, dtype))
-            sums = np.stack([stage_sums(chain, chain.chain([o] * model.layers, stages), stages, pp)
-                             for o in options]).transpose(0, 1, 3, 2)      # (options, ROWS, b, pp)
+            if stages not in by_stages:
+                by_stages[stages] = np.stack([stage_sums(chain, chain.chain([o] * model.layers, stages), stages, pp)
+                                              for o in options]).transpose(0, 1, 3, 2)   # (options, ROWS, b, pp)
+            sums = by_stages[stages]
             pick = np.searchsorted(sizes, fam.micro_batches)
             _evaluate_family(i, fam, sums[:, :, pick], sizes[pick], degree, objective, global_batch, rows)
 

@@ -22,7 +22,6 @@ from explorer.cost.numbers import Numbers
 from explorer.cost.plan import PlacedBlock, block_splits, cp_group_route, ep_group_route, expert_options
 from explorer.cost.plan import boundary as plan_boundary
 from explorer.cost.tree import Q, block_function, size_function, tied_copy, tied_values
-from explorer.symbols import GS_r, Psi_r
 from explorer.model.graph import build_blocks
 from explorer.strategy.mesh import group_route
 
@@ -167,8 +166,8 @@ def stage_sums(chain: Chain, nodes, stages, pp: int) -> np.ndarray:
     out = np.zeros((ROWS, pp, chain.b.size))
     tied = chain.tied(pp)
     if tied:
-        out[PSI] += tied[Psi_r]
-        out[GS] += tied[GS_r]
+        out[PSI] += tied["Psi_r"]
+        out[GS] += tied["GS_r"]
     for i, node in enumerate(nodes):
         out[:, stages[i]] += node.values
         if i:

@@ -14,7 +14,7 @@ import numpy as np
 
 from explorer.cost import collectives as coll
 from explorer.cost.tree import payer  # who pays a boundary collective: the cost model's own rule
-from explorer.cost.context_parallel import cp_kind
+from explorer.cost.collectives import cp_kind
 from explorer.cost.numbers import Numbers
 from explorer.timeline.numbers import block_numbers, boundary_numbers
 from explorer.timeline.experts import expert_numbers

@@ -19,7 +19,7 @@ from explorer.errors import ExplorerError
 from explorer.cost.tree import cost_tree, payer  # payer: the cost model's own rule for boundary collectives
 from explorer.cost import collectives as coll
 from explorer.timeline.events import frame
-from explorer.cost.context_parallel import cp_kind
+from explorer.cost.collectives import cp_kind
 from explorer.cost.numbers import Numbers
 from explorer.timeline.numbers import block_numbers, boundary_numbers, context
 from explorer.timeline.experts import expert_numbers

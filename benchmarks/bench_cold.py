@@ -1,0 +1,125 @@
+"""The cold path (issue 14): what a person waits for when they run one evaluation. Prints; asserts nothing.
+
+Figures, each the median of several runs, CPU time (user + system) unless said:
+  * whole process `python -m explorer evaluate ... --json`, with the disk cache warm (the usual case
+    after the first run), with it empty (the very first run), and -- paired, run for run -- the
+    previous release (--prev DIR: a checkout of an earlier commit, e.g. `git worktree add /tmp/prev
+    ca60a16`; skipped without it);
+  * the first evaluation in a fresh process after the imports (disk cache warm, and empty);
+  * a warm evaluation (the same process, again);
+  * llm-analysis's whole process on the same configuration, paired, when --llm-analysis names a Python
+    that has it (it is on PyPI: `python -m venv /tmp/llm-venv; /tmp/llm-venv/bin/pip install llm-analysis`).
+Targets (issue 14): whole process <= 1.0 s CPU (Calculon's `llm` measured 0.77-0.93 s on a 2-core
+machine), first evaluation <= 50 ms after imports, warm evaluation <= 1 ms.
+
+    python benchmarks/bench_cold.py [--runs 7] [--prev /tmp/prev] [--llm-analysis /tmp/llm-venv/bin/python]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+ARGS = ["evaluate", "--model", "gpt3-175b", "--cluster", "dgx-a100-80gb", "--gpus", "1024", "--tp", "8", "--pp",
+        "8", "--micro-batch", "1", "--global-batch", "1536", "--schedule", "1f1b", "--sequence-parallel",
+        "--recompute", "selective", "--json"]
+# llm-analysis 0.2.2 (cli99/llm-analysis on PyPI, `python -m llm_analysis.analysis train`): the same model
+# (its megatron-lm-175b preset = GPT-3 175B), GPU, degrees, batch and sequence; 1 = selective recomputation
+LLM_ANALYSIS = ["-m", "llm_analysis.analysis", "train", "--model_name", "megatron-lm-175b", "--gpu_name",
+                "a100-sxm-80gb", "--tp_size", "8", "--pp_size", "8", "--total_num_gpus", "1024",
+                "--global_batch_size", "1536", "--batch_size_per_gpu", "1", "--seq_len", "2048",
+                "--activation_recomputation", "1"]
+FIRST = """
+import io, contextlib, sys, time
+from explorer.cli.main import main
+t0, c0 = time.perf_counter(), time.process_time()
+with contextlib.redirect_stdout(io.StringIO()):
+    main(sys.argv[1:])
+t1, c1 = time.perf_counter(), time.process_time()
+with contextlib.redirect_stdout(io.StringIO()):
+    main(sys.argv[1:])
+print(t1 - t0, c1 - c0, time.process_time() - c1)
+"""
+WARM = """
+import time
+from explorer import Strategy, evaluate, load_cluster, load_model
+model, cluster = load_model("gpt3-175b"), load_cluster("dgx-a100-80gb")
+s = Strategy(dp=16, tp=8, pp=8, micro_batch=1, global_batch=1536, sequence_parallel=True, recompute="selective")
+t0 = time.process_time()
+evaluate(model, s, cluster, 1024)
+first = time.process_time() - t0
+runs = []
+for _ in range(200):
+    t0 = time.perf_counter()
+    evaluate(model, s, cluster, 1024)
+    runs.append(time.perf_counter() - t0)
+runs.sort()
+print(first, runs[len(runs) // 2])
+"""
+
+
+def child_cpu(cmd, cwd, env) -> float:
+    """CPU seconds (user + system) of one child process."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    subprocess.run(cmd, cwd=cwd, env=env, check=True, capture_output=True)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def main() -> None:
+    opts = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    opts.add_argument("--runs", type=int, default=7)
+    opts.add_argument("--prev", help="checkout of the previous release to pair with")
+    opts.add_argument("--llm-analysis", help="a Python with llm-analysis installed, to pair with")
+    a = opts.parse_args()
+    tmp = Path(tempfile.mkdtemp(prefix="bench-cold-"))
+    env = dict(os.environ, BRIDGING_DL_CACHE=str(tmp / "cache"))
+    python = sys.executable
+    child_cpu([python, "-m", "explorer"] + ARGS, ROOT, env)            # warm the disk cache once
+    pairs = {"this (disk cache warm)": [], "this (disk cache empty)": []}
+    if a.prev:
+        pairs["previous release"] = []
+    if a.llm_analysis:
+        pairs["llm-analysis train (peer)"] = []
+    for i in range(a.runs):
+        pairs["this (disk cache warm)"].append(child_cpu([python, "-m", "explorer"] + ARGS, ROOT, env))
+        empty = dict(os.environ, BRIDGING_DL_CACHE=str(tmp / f"empty{i}"))
+        pairs["this (disk cache empty)"].append(child_cpu([python, "-m", "explorer"] + ARGS, ROOT, empty))
+        if a.prev:
+            pairs["previous release"].append(child_cpu([python, "-m", "explorer"] + ARGS, a.prev, env))
+        if a.llm_analysis:
+            pairs["llm-analysis train (peer)"].append(child_cpu([a.llm_analysis] + LLM_ANALYSIS, tmp, env))
+    print(f"whole process `python -m explorer {' '.join(ARGS[:3])} ... --json`, CPU s, median of {a.runs} "
+          f"paired runs (target <= 1.0 s):")
+    base = statistics.median(pairs["this (disk cache warm)"])
+    for name, runs in pairs.items():
+        med = statistics.median(runs)
+        print(f"  {name:<28} {med:6.3f} s   ({med / base:4.1f}x this, min {min(runs):.3f}, max {max(runs):.3f})")
+    firsts = {}
+    for label, cache in (("disk cache warm", str(tmp / "cache")), ("disk cache empty", None)):
+        rows = []
+        for i in range(a.runs):
+            e = dict(os.environ, BRIDGING_DL_CACHE=cache or str(tmp / f"first{i}"))
+            out = subprocess.run([python, "-c", FIRST] + ARGS, cwd=ROOT, env=e, check=True, capture_output=True,
+                                 text=True).stdout.split()
+            rows.append([float(x) for x in out])
+        firsts[label] = rows
+    print("first `evaluate --json` in a fresh process, after the imports (target <= 50 ms), median:")
+    for label, rows in firsts.items():
+        print(f"  {label:<28} {1e3 * statistics.median(r[0] for r in rows):8.1f} ms wall, "
+              f"{1e3 * statistics.median(r[1] for r in rows):8.1f} ms CPU; the same again "
+              f"{1e3 * statistics.median(r[2] for r in rows):6.2f} ms CPU")
+    out = subprocess.run([python, "-c", WARM], cwd=ROOT, env=env, check=True, capture_output=True,
+                         text=True).stdout.split()
+    print(f"evaluate() alone: first in the process {1e3 * float(out[0]):.1f} ms CPU (disk cache warm); "
+          f"warm median {1e3 * float(out[1]):.3f} ms (target <= 1 ms)")
+
+
+if __name__ == "__main__":
+    main()

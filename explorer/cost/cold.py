@@ -1,0 +1,189 @@
+"""The cost tree's compiled functions for evaluate(), from memory, from disk, or built.
+
+A fresh process should not rebuild sympy expressions to evaluate a strategy it
+(or an earlier process) has already seen. `numeric_tree` returns what evaluate()
+needs of a cost tree (explorer.cost.tree.CostTree): its block kinds' compiled
+functions with their degree and route, the block counts per stage and the
+boundary groups' arrays. `superstep_function` returns the super-step variant's
+compiled terms (explorer.cost.superstep.Variant.function(OUTPUTS)). Each is
+looked up in memory, then on disk (explorer.cost.cache: private, HMAC-checked,
+bounded); only on a miss is the tree built with sympy -- and its functions'
+source, exactly what lambdify generated for the same expressions, is stored so
+the next process executes that source again: one composition, cached.
+`explained_latex` does the same for the LaTeX of `evaluate --json`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from explorer.cost import cache
+from explorer.cost.generated import function_of, source_of
+from explorer.cost.numeric import OUTPUTS, block_values, boundary_values, structure_key
+
+
+@dataclass(frozen=True)
+class NumericKind:
+    degree: int
+    route: tuple        # fan-in per machine level of the block's operator group
+    fn: object          # BLOCK_ARGS -> BLOCK_Q values (explorer.cost.tree.block_function)
+    cp_route: tuple = ()  # its context-parallel group's route (() without cp)
+
+
+@dataclass(frozen=True, eq=False)
+class NumericTree:
+    """The numbers-only view of a CostTree (same functions, same arrays)."""
+
+    stages: int
+    kinds: tuple        # NumericKind, ...
+    counts: np.ndarray  # stages x kinds
+    arrays: dict | None  # the boundary groups' arrays (CostTree.arrays), None without groups
+    size_fn: object
+    n_sizes: int
+    cp_algo: str = "ring"
+    tied: tuple | None = None   # (last stage, route) of a tied embedding's copy (tree.TiedCopy), or None
+
+    def block_values(self, nums) -> np.ndarray:
+        return block_values(self.kinds, nums, self.cp_algo)
+
+    def boundary_values(self, nums, C: int):
+        return boundary_values(self.stages, self.arrays, self.size_fn, self.n_sizes, nums, C)
+
+
+_TREES = cache.BoundedCache(64)
+_VARIANTS = cache.BoundedCache(64)
+_LATEX = cache.BoundedCache(64)
+
+
+def clear_memory() -> None:
+    """Forget what this process loaded or built (the disk cache stays): for tests and benchmarks."""
+    for store in (_TREES, _VARIANTS, _LATEX):
+        store.clear()
+
+
+def numeric_tree(model, strategy, cluster) -> NumericTree:
+    key = structure_key(model, strategy, cluster)
+    return _TREES.get(key, lambda: _tree(repr(key), model, strategy, cluster))
+
+
+def superstep_function(schedule: str, zero: int, overlap: bool, k_states: int, moe: bool = False,
+                       grad_bytes: int | None = None):
+    """(STAGE_INPUTS + SCALAR_INPUTS) -> the OUTPUTS terms of the super-step variant."""
+    key = (schedule, int(zero), bool(overlap), int(k_states), bool(moe), grad_bytes, OUTPUTS)
+    return _VARIANTS.get(key, lambda: _variant(key))
+
+
+def explained_latex(model, strategy, cluster, gpus, result) -> tuple:
+    """(total, terms, definitions) LaTeX of explain() for this evaluation."""
+    key = repr((model, strategy, cluster, gpus))
+
+    def make():
+        stored = cache.load("latex", key)
+        if _is_latex(stored):
+            return stored[0], stored[1], stored[2]
+        from explorer.cost.explain import explain
+        sym = explain(model, strategy, cluster, gpus, result)
+        value = (sym.total_latex(), sym.latex(), sym.definitions_latex())
+        cache.store("latex", key, list(value))
+        return value
+    return _LATEX.get(key, make)
+
+
+def _is_latex(stored) -> bool:
+    return isinstance(stored, list) and len(stored) == 3 and isinstance(stored[0], str) and \
+        all(isinstance(x, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in x.items())
+            for x in stored[1:])
+
+
+def _variant(key: tuple):
+    text = repr(("superstep",) + key)
+    stored = cache.load("superstep", text)
+    fn = function_of(stored) if stored else None
+    if fn is not None:
+        return fn
+    from explorer.cost.superstep import variant
+    fn = variant(*key[:5], grad_bytes=key[5]).function(OUTPUTS)
+    source = source_of(fn)
+    if source:
+        cache.store("superstep", text, source)
+    return fn
+
+
+def _tree(text: str, model, strategy, cluster) -> NumericTree:
+    stored = cache.load("tree", text)
+    if stored:
+        try:
+            return _tree_from(stored)
+        except (KeyError, TypeError, ValueError, IndexError):
+            pass
+    from explorer.cost.tree import cost_tree
+    full = cost_tree(model, strategy, cluster)
+    groups = bool(full.groups)
+    tied = None if full.tied is None else (full.tied.last, full.tied.route)
+    tree = NumericTree(full.plan.stages, tuple(NumericKind(k.degree, k.route, k.fn, k.cp_route) for k in full.kinds),
+                       full.counts, full.arrays if groups else None, full.size_fn if groups else None,
+                       len(full.sizes), strategy.cp_algo, tied)
+    entry = _tree_entry(tree)
+    if entry:
+        cache.store("tree", text, entry)
+    return tree
+
+
+MAX_STORED_NUMBERS = 200_000
+"""Trees with more array entries than this (hundreds of stages) stay in memory only."""
+
+
+def _tree_entry(tree: NumericTree):
+    numbers = tree.counts.size + sum(x.size for x in (tree.arrays or {}).values() if isinstance(x, np.ndarray))
+    if numbers > MAX_STORED_NUMBERS:
+        return None
+    kinds = [[k.degree, list(k.route), source_of(k.fn), list(k.cp_route)] for k in tree.kinds]
+    size = source_of(tree.size_fn) if tree.size_fn is not None else None
+    if any(k[2] is None for k in kinds) or (tree.size_fn is not None and size is None):
+        return None
+    arrays = None if tree.arrays is None else {
+        name: ({"array": x.tolist(), "dtype": str(x.dtype), "shape": list(x.shape)} if isinstance(x, np.ndarray)
+               else [list(item) for item in x]) for name, x in tree.arrays.items()}
+    tied = None if tree.tied is None else [tree.tied[0], list(tree.tied[1])]
+    return {"stages": tree.stages, "kinds": kinds, "counts": _encode(tree.counts), "arrays": arrays,
+            "size_fn": size, "n_sizes": tree.n_sizes, "cp_algo": tree.cp_algo, "tied": tied}
+
+
+def _encode(x: np.ndarray) -> dict:
+    return {"array": x.tolist(), "dtype": str(x.dtype), "shape": list(x.shape)}
+
+
+def _decode(d: dict) -> np.ndarray:
+    if d["dtype"] not in ("float64", "int64"):
+        raise ValueError(d["dtype"])
+    return np.array(d["array"], dtype=d["dtype"]).reshape(d["shape"])
+
+
+def _tree_from(stored: dict) -> NumericTree:
+    kinds = []
+    for degree, route, source, cp_route in stored["kinds"]:
+        fn = function_of(source)
+        if fn is None:
+            raise ValueError("block function")
+        kinds.append(NumericKind(int(degree), _route(route), fn, _route(cp_route)))
+    arrays, size_fn = None, None
+    if stored["arrays"] is not None:
+        arrays = {name: _decode(x) if isinstance(x, dict) else [tuple(item) for item in x]
+                  for name, x in stored["arrays"].items()}
+        size_fn = function_of(stored["size_fn"])
+        if size_fn is None:
+            raise ValueError("size function")
+    tied = stored["tied"]
+    if tied is not None:
+        tied = (int(tied[0]), _route(tied[1]))
+    if stored["cp_algo"] not in ("ring", "ulysses"):
+        raise ValueError("cp_algo")
+    return NumericTree(int(stored["stages"]), tuple(kinds), _decode(stored["counts"]), arrays, size_fn,
+                       int(stored["n_sizes"]), stored["cp_algo"], tied)
+
+
+def _route(values) -> tuple:
+    """A stored route: whole fan-ins as ints, the average fan-in of an uneven group as a float
+    (explorer.strategy.mesh.group_route)."""
+    return tuple(int(c) if float(c).is_integer() else float(c) for c in values)

@@ -1,0 +1,95 @@
+"""Functions lambdify generated, as source that can be stored and executed again.
+
+lambdify writes a Python function for an expression; its source and the global
+names it reads (numpy's functions, the stage reductions) are what the disk cache
+(explorer.cost.cache) keeps. `source_of` accepts a function only when every
+global it reads resolves here to the very object lambdify bound it to, so that
+`function_of` -- executing that source, and only after the cache verified the
+entry's HMAC -- gives the same function: the same expressions, compiled once.
+"""
+from __future__ import annotations
+
+import builtins
+import functools
+import inspect
+
+import numpy as np
+
+from explorer.cost import cache
+from explorer.cost.reductions import STAGE_FUNCTIONS
+
+
+def plain_key(value) -> str | None:
+    """repr(value) when it is made of str, int, float, bool, None and tuples only (the same text in
+    every process), else None."""
+    if isinstance(value, tuple):
+        parts = [plain_key(x) for x in value]
+        return None if None in parts else "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"
+    return repr(value) if value is None or isinstance(value, (str, int, float, bool)) else None
+
+
+def load_function(kind: str, text: str):
+    """A compiled function stored under (kind, text), or None."""
+    stored = cache.load(kind, text)
+    return function_of(stored) if isinstance(stored, dict) else None
+
+
+def store_function(kind: str, text: str, fn) -> None:
+    source = source_of(fn)
+    if source:
+        cache.store(kind, text, source)
+
+
+def _resolve(name: str):
+    if name in STAGE_FUNCTIONS:
+        return STAGE_FUNCTIONS[name]
+    if name == "numpy":
+        return np
+    if name == "reduce":
+        return functools.reduce
+    if hasattr(np, name):
+        return getattr(np, name)
+    if hasattr(builtins, name):
+        return getattr(builtins, name)
+    raise KeyError(name)
+
+
+def _global_names(code) -> set:
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if inspect.iscode(const):
+            names |= _global_names(const)
+    return names
+
+
+def source_of(fn):
+    """{source, names} of a lambdify-generated function, when every global it reads resolves here to
+    the very object lambdify bound it to (then executing the source gives the same function)."""
+    if isinstance(getattr(fn, "cached_source", None), dict):     # itself loaded from the cache
+        return fn.cached_source
+    try:
+        source = inspect.getsource(fn)
+    except (OSError, TypeError):
+        return None
+    names = sorted(_global_names(fn.__code__))
+    for name in names:
+        try:
+            if _resolve(name) is not fn.__globals__.get(name, getattr(builtins, name, None)):
+                return None
+        except KeyError:
+            return None
+    return {"source": source, "name": fn.__name__, "names": names}
+
+
+def function_of(stored):
+    """The function a verified cache entry's source defines (explorer.cost.cache checked its HMAC)."""
+    try:
+        namespace = {name: _resolve(name) for name in stored["names"]}
+        namespace["__builtins__"] = {}
+        code = compile(stored["source"], "<bridging-dl cache>", "exec")
+        exec(code, namespace)   # our own generated source, HMAC-verified (explorer.cost.cache)
+        fn = namespace[stored["name"]]
+        fn.cached_source = {"source": stored["source"], "name": stored["name"], "names": list(stored["names"])}
+        return fn
+    except Exception:           # a stale or damaged entry: rebuild instead
+        return None

@@ -1,0 +1,194 @@
+"""The numeric side of the cost tree, without sympy: names, keys and the array code.
+
+The expressions live in explorer.cost.tree (blocks) and explorer.cost.superstep
+(the iteration); what turns their compiled functions into numbers -- the block
+quantities' names, the structure key, a stage's composition from its blocks and
+boundaries, the boundary groups' matrix products, the stage reductions' numpy
+meanings -- is here, so that evaluate() can run from functions loaded from the
+disk cache (explorer.cost.cold) without importing sympy. Both paths call these
+same functions: one composition.
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+
+from explorer.cost import collectives as coll
+from explorer.cost.reductions import STAGE_FUNCTIONS  # noqa: F401 (re-exported)
+from explorer.strategy.mesh import group_route, pair_route
+
+CATEGORIES = ("compute", "recompute", "op_comm", "ep_comm", "redistribution", "pp_comm", "bubble",
+              "dp_comm", "zero_comm", "optimizer", "cp_comm")
+COMM_CATEGORIES = ("op_comm", "ep_comm", "redistribution", "pp_comm", "dp_comm", "zero_comm", "cp_comm")
+MEMORY_PARTS = ("params", "grads", "optimizer", "activations")
+OUTPUTS = ("iteration", "makespan") + CATEGORIES + ("critical_stage", "sync_stage", "dp_sync", "dp_exposed",
+                                                    "zero_gather", "optimizer_step", "after", "dp_bytes",
+                                                    "zero_bytes", "zero_gather_pass", "zero_bytes_pass") + \
+    tuple(f"memory_{part}" for part in MEMORY_PARTS)
+"""The super-step terms evaluate() reads (explorer.cost.superstep.terms)."""
+STAGE_INPUT_NAMES = ("F_r", "B_r", "W_r", "C_r", "R_r", "O_r", "X_r", "P_r", "Psi_r", "A_r", "GS_r", "GSB_r",
+                     "g_r", "L_r", "r", "CP_r", "E_r", "Psi^e_r", "g^e_r", "L^e_r")
+"""Names of explorer.cost.superstep.STAGE_INPUTS, in order (superstep checks it)."""
+SCALAR_INPUT_NAMES = ("m", "v", "p", "d", "beta", "W_{hbm}", "K_{opt}", "e")
+"""Names of explorer.cost.superstep.SCALAR_INPUTS, in order."""
+
+COMM_KINDS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")
+BLOCK_Q = ("F", "B", "W", "fwd_compute", "bwd_compute", "bwd_weight", "fwd_comm", "bwd_comm", "recompute",
+           "act", "params_dev", "params", "flops_fwd", "flops_bwd", "recompute_flops", "comm_bytes",
+           "grad_sync", "grad_sync_bytes", "hidden_comm", "cp_fwd", "cp_bwd", "cp_bytes", "cp_total") + \
+    tuple(f"t_{k}" for k in COMM_KINDS) + tuple(f"b_{k}" for k in COMM_KINDS) + tuple(f"h_{k}" for k in COMM_KINDS) + \
+    ("expert_params_dev",)
+"""A block's named quantities for one micro-batch on one device. F and B are the block's
+forward and backward pass (B includes recomputation); W is the weight-gradient part of B.
+t_<kind> is the exposed time of its collectives of that kind, h_<kind> the part hidden under
+computation, b_<kind> their bytes."""
+Q = {name: i for i, name in enumerate(BLOCK_Q)}
+
+
+def optimizer_update_bytes(dtype_bytes: int) -> int:
+    """K_opt: bytes an Adam step moves per parameter. Mixed precision reads and writes fp32
+    master weights, momentum and variance (3 x 4 B each way = 24 B, ZeRO Sec 3.1's K = 12
+    states), reads the fp32 gradient (4 B) and writes the 16-bit weights (2 B): 30 B;
+    fp32 training reads and writes weights, momentum and variance and reads the gradient: 28 B."""
+    return 30 if dtype_bytes == 2 else 28
+
+
+def optimizer_state_bytes(dtype_bytes: int) -> int:
+    """K of ZeRO Sec 3.1: fp32 master weights + momentum + variance = 12 B per parameter with
+    16-bit training; fp32 training keeps no master copy: 8 B."""
+    return 12 if dtype_bytes == 2 else 8
+
+
+STRUCTURE_FIELDS = ("tp", "pp", "schedule", "chunks", "recompute", "sequence_parallel", "scatter_gather",
+                    "dtype", "layer_splits", "stage_map", "rank_order", "cp", "cp_algo", "overlap_tp", "ep",
+                    "expert_tp")
+
+
+def cp_group_route(cluster, strategy, stage: int) -> tuple:
+    """The route of stage `stage`'s context-parallel groups through the machine levels (the one
+    place the cp_comm group is chosen)."""
+    return group_route(cluster, strategy.mesh, "cp", pp=stage)
+
+
+def ep_group_route(cluster, strategy, stage: int) -> tuple:
+    """The route of stage `stage`'s expert-parallel groups (their all-to-alls): ep consecutive
+    indices of the expert mesh (Strategy.expert_mesh), the one place this is decided."""
+    return group_route(cluster, strategy.expert_mesh, "ep", pp=stage)
+
+
+def expert_dp_route(cluster, strategy, stage: int) -> tuple:
+    """The route of the expert weights' data-parallel groups (their gradient sync, MoE)."""
+    return group_route(cluster, strategy.expert_mesh, "dp", pp=stage)
+
+
+@lru_cache(maxsize=4096)
+def levels_signature(cluster, strategy) -> tuple:
+    """Everything about machine levels a tree bakes in: each stage's group routes for every
+    degree its layers use, the point-to-point routes between neighbouring stages (and between the
+    first and last stage: a tied embedding's gradient), the cp and ep groups' routes."""
+    mesh = strategy.mesh
+    degrees = sorted({s.degree for s in strategy.layer_splits} | {strategy.tp})
+    tp_levels = tuple(group_route(cluster, mesh, "tp", k, pp=stage) for stage in range(strategy.pp)
+                      for k in degrees)
+    wraps = strategy.chunks > 1
+    pp = strategy.pp
+    pairs = {(x, (x + 1) % pp) for x in range(pp)} if wraps else {(x, x + 1) for x in range(pp - 1)}
+    if strategy.pp > 1:
+        pairs.add((0, pp - 1))          # a tied embedding's gradient all-reduce (tree.tied_copy)
+    cp_routes = tuple(cp_group_route(cluster, strategy, stage) for stage in range(pp)) if strategy.cp > 1 else ()
+    out = tp_levels, tuple(pair_route(cluster, mesh, "pp", i, j) for i, j in sorted(pairs)), cp_routes
+    if strategy.ep > 1:   # the expert layers' all-to-all routes (MoE)
+        out += (tuple(ep_group_route(cluster, strategy, stage) for stage in range(strategy.pp)),)
+    return out
+
+
+def structure_key(model, strategy, cluster) -> tuple:
+    """What decides the tree's shape; micro-batch, batch, dp, ZeRO and overlap enter as numbers
+    (or choose the super-step variant) and leave it alone."""
+    shape = tuple(getattr(strategy, name) for name in STRUCTURE_FIELDS)
+    return (model, shape, cluster, levels_signature(cluster, strategy))
+
+
+def block_values(kinds, nums, cp_algo: str = "ring") -> np.ndarray:
+    """kinds x BLOCK_Q x candidates: each block kind's compiled function at its degree and routes."""
+    C = np.size(nums.dims[0])
+    out = np.empty((len(kinds), len(Q), C))
+    for i, kind in enumerate(kinds):
+        for j, x in enumerate(kind.fn(*nums.block_args(kind.degree, kind.route, kind.cp_route, cp_algo))):
+            out[i, j] = x
+    return out
+
+
+def boundary_values(stages: int, arr: dict, size_fn, n_sizes: int, nums, C: int):
+    """Per stage: fwd/bwd seconds and bytes by category; time and bytes by (category, kind, level).
+    One matrix product per quantity: the groups' selectors were built with the tree. A group's
+    levels carry their shares at once (explorer.cost.collectives.route_g_L): its seconds per
+    byte is the largest share x g; its time is attributed to the levels in proportion to how
+    long each is busy. `arr` is None for a tree without boundary collectives."""
+    if arr is None:
+        zeros = {c: np.zeros((stages, C)) for c in COMM_CATEGORIES}
+        return zeros, dict(zeros), dict(zeros), {}
+    sizes = np.empty((n_sizes, C))
+    for i, x in enumerate(size_fn(*nums.size_args())[:n_sizes]):
+        sizes[i] = x
+    sent = arr["factor"][:, None] * sizes[arr["size"]]                        # groups x C
+    busy = arr["shares"] * np.asarray(nums.hw["g"])[None, :]                 # groups x levels
+    g_eff, L_top = busy.max(axis=1), np.asarray(nums.hw["L"])[arr["top"]]
+    secs = sent * g_eff[:, None] + (arr["steps"] * L_top)[:, None]
+    secs, sent = secs * arr["count"][:, None], sent * arr["count"][:, None]
+    timed = (arr["phase_sel"] @ secs).reshape(2, len(COMM_CATEGORIES), stages, C)
+    moved = (arr["cat_sel"] @ sent).reshape(len(COMM_CATEGORIES), stages, C)
+    fwd = {c: timed[0, i] for i, c in enumerate(COMM_CATEGORIES)}
+    bwd = {c: timed[1, i] for i, c in enumerate(COMM_CATEGORIES)}
+    nbytes = {c: moved[i] for i, c in enumerate(COMM_CATEGORIES)}
+    part = busy / busy.sum(axis=1, keepdims=True)                            # time share per level
+    by_kind = {}
+    for level in range(busy.shape[1]):
+        if not arr["shares"][:, level].any():
+            continue
+        kind_secs = (arr["kind_sel"] @ (secs * part[:, level, None])).reshape(len(arr["kinds"]), stages, C)
+        kind_sent = (arr["kind_sel"] @ (sent * arr["shares"][:, level, None])).reshape(
+            len(arr["kinds"]), stages, C)
+        for i, (category, kind) in enumerate(arr["kinds"]):
+            by_kind[(category, kind, level)] = np.stack([kind_secs[i], kind_sent[i]])
+    return fwd, bwd, nbytes, by_kind
+
+
+def stage_values(per_stage, fwd_b: dict, bwd_b: dict, tied: dict | None = None) -> dict:
+    """The one composition of a stage: its blocks' quantities (per_stage: stages x BLOCK_Q x C)
+    plus the boundary collectives it pays, by the super-step's per-stage symbol names (arrays,
+    or sympy expressions when explain() composes the same sums); `tied` adds a tied embedding's
+    copy and gradient all-reduce (tied_values, or explorer.cost.tree.tied_terms symbolically)."""
+    q = lambda name: per_stage[:, Q[name]]
+    both = lambda c: fwd_b[c] + bwd_b[c]
+    out = {"F_r": q("F") + sum(fwd_b.values()), "B_r": q("B") + sum(bwd_b.values()), "W_r": q("bwd_weight"),
+           "C_r": q("fwd_compute") + q("bwd_compute"), "R_r": q("recompute"),
+           "O_r": q("fwd_comm") + q("bwd_comm") + both("op_comm"), "X_r": both("redistribution"),
+           "CP_r": q("cp_fwd") + q("cp_bwd"),
+           "P_r": both("pp_comm"), "Psi_r": q("params_dev") - q("expert_params_dev"), "A_r": q("act"),
+           "GS_r": q("grad_sync"), "GSB_r": q("grad_sync_bytes"),
+           "E_r": both("ep_comm"), "Psi^e_r": q("expert_params_dev")}
+    for name, extra in (tied or {}).items():
+        out[name] = out[name] + extra
+    return out
+
+
+def tied_values(tied, tp: int, stages: int, nums) -> dict:
+    """A tied embedding's per-stage additions in numbers (stages x candidates), by name: the copy's
+    V h / t parameters on the last stage (explorer.cost.tree.TiedCopy.params, the same product), and
+    the all-reduce of its gradient over the (stage 0, last stage) pair on both, priced by the one
+    collective rule (Numbers.collective_seconds). `tied`: (last stage, route) or None."""
+    if tied is None:
+        return {}
+    last, route = tied
+    C = np.size(nums.dims[0])
+    V, h = nums.dims[6], nums.dims[2]
+    params = np.broadcast_to(np.asarray(V * h / tp, dtype=float), (C,))
+    sent = coll.bytes_per_device("all_reduce", nums.hw["beta"] * params, 2)
+    seconds = nums.collective_seconds(sent, float(coll.latency_steps("all_reduce", 2)), "all_reduce", route)
+    out = {name: np.zeros((stages, C)) for name in ("Psi_r", "GS_r", "GSB_r")}
+    out["Psi_r"][last] = params
+    for stage in (0, last):
+        out["GS_r"][stage], out["GSB_r"][stage] = seconds, sent
+    return out
