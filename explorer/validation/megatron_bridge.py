@@ -109,8 +109,7 @@ def skip_reason(entry: dict) -> str:
         why = _moe_skip_reason(entry)
         if why:
             return why
-    tp, pp, n = x["tensor_parallel"], x["pipeline_parallel"], x["num_gpus"]
-    dp = n // (tp * pp)
+    pp = x["pipeline_parallel"]
     fsdp = x.get("fsdp")
     if isinstance(fsdp, int) and fsdp > 1:
         return ("Megatron FSDP prefetches each parameter all-gather under the previous layer's compute; our "

@@ -182,7 +182,7 @@ def parameter_counts(spec) -> dict:
     total = active = 0
     for block in moe_blocks(spec):
         for op in block.ops:
-            n = int(sp.sympify(op.params).subs(dims))
+            n = int(op.params.xreplace(dims) if isinstance(op.params, sp.Basic) else op.params)
             total += n
             active += n * spec.experts_per_token // spec.experts if op.expert else n
     embed = spec.vocab * spec.hidden
