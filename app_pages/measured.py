@@ -73,6 +73,10 @@ if run:
                    help=f"cluster: {run['cluster_file']['name']}")
     cols[2].metric("Largest loss difference", f"{run.get('loss_max_relative_difference', 0):.1e}",
                    help="relative, parallel run vs one process, same model, seed and batches")
+    cluster = run["cluster_file"]
+    st.caption(f"The prediction uses the cluster **{cluster['name']}** ({cluster.get('source', 'no source given')}). "
+               "A calibration of the machine that ran it (`python -m explorer calibrate`) predicts its time; "
+               "another cluster only compares shapes, as the % toggle below does.")
     st.markdown("**Bytes sent per device per iteration**, by cost category")
     st.dataframe(run_bytes_table(run), hide_index=True)
     for call in run.get("unmodelled_calls", []):

@@ -153,8 +153,8 @@ def set_model(model, cluster=None) -> None:
         from explorer.facade import fallback_strategy
         gpus = ss[W_DP] * ss[W_TP] * ss[W_PP] * ss[W_CP]
         apply_strategy(fallback_strategy(model, ss[CLUSTER], gpus))
-        notify(f"The strategy did not fit {model.name} on {ss[CLUSTER].name} ({err}); "
-               "switched to a preset that does.")
+        notify(f"The strategy cannot run {model.name} on {ss[CLUSTER].name} ({err}); "
+               "switched to a preset strategy that can.")
 
 
 # ---- lessons and classroom mode ----------------------------------------------------------

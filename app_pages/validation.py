@@ -67,8 +67,9 @@ if moe:
     st.subheader("Megatron-Bridge 2025–26, Mixture-of-Experts rows")
     st.caption("DeepSeek-V3, Qwen3-30B-A3B, Qwen3-235B-A22B and GPT-OSS-120B rows, compared on the published "
                "tokens/s per GPU (no FLOPs convention involved) with the same constants, nothing fitted on them "
-               "(all held out). The model is faster than these runs: a fixed cost per MoE layer and micro-batch "
-               "(dropless dispatch's host sync, CPU-bound launches) is not modelled -- see each case's assumptions.")
+               "(all held out). Mostly the model is faster than these runs: a fixed cost per MoE layer and micro-batch "
+               "(dropless dispatch's host sync, CPU-bound launches) is not modelled, and identical runs were published "
+               "up to 2x apart across containers -- see each case's assumptions.")
     _metrics(summary, sorted({r.group for r in moe}))
     st.plotly_chart(parity_figure(moe), key="validation_parity_bridge_moe")
 

@@ -144,3 +144,13 @@ def test_an_early_answer_before_the_refinement():
     early = [(f, msg) for f, msg in seen if msg.startswith("best so far")]
     assert len(early) == 1 and early[0][0] < 1.0
     assert float(early[0][1].split()[3]) >= found.top[0].iteration_time_s * (1 - 1e-9)   # refinement only helps
+
+
+def test_sequence_parallel_candidates_run_tp_communication_under_the_gemms():
+    """With sequence parallelism the search's strategies carry overlap_tp (Megatron --tp-comm-overlap):
+    never slower in the model, so never left off (a browser walk found the search missing it)."""
+    from explorer.search.space import Family
+    from explorer.search.sweep import probe, tp_overlap
+    fam = Family(4, 2, 2, "1f1b", 1, "selective", True, (1,), (0,))
+    assert tp_overlap(fam) and probe(fam, 16).overlap_tp
+    assert not tp_overlap(Family(4, 2, 2, "1f1b", 1, "selective", False, (1,), (0,)))

@@ -53,6 +53,8 @@ def torchtitan_toml(model, strategy) -> str:
     replicate, shard = (s.dp, 1) if s.zero == 0 else (1, s.dp)
     par = [("data_parallel_replicate_degree", replicate), ("data_parallel_shard_degree", shard)]
     par += [("tensor_parallel_degree", s.tp), ("pipeline_parallel_degree", s.pp), ("context_parallel_degree", 1)]
+    if s.overlap_tp:      # TP communication under the GEMMs: torchtitan's async TP (needs torch.compile)
+        par.append(("enable_async_tensor_parallel", True))
     if s.pp > 1:
         par += [("pipeline_parallel_schedule", SCHEDULE_NAMES[s.schedule]),
                 ("pipeline_parallel_microbatch_size", s.micro_batch),
@@ -65,11 +67,18 @@ def torchtitan_toml(model, strategy) -> str:
              ("mixed_precision_param", MIXED[s.dtype])]
     act = [("mode", s.recompute)] + ([("selective_ac_option", "op")] if s.recompute == "selective" else [])
     lines = [f"# torchtitan job config for {title(model, s)}"]
-    for section, items in (("parallelism", par), ("training", train), ("activation_checkpoint", act)):
+    sections = [("parallelism", par), ("training", train), ("activation_checkpoint", act)]
+    if s.overlap_tp:
+        sections.append(("compile", [("enable", True), ("components", ["model"])]))
+    for section, items in sections:
         lines += ["", f"[{section}]"] + [f"{key} = {_toml(value)}" for key, value in items]
     return "\n".join(lines) + "\n"
 
 
 def _toml(value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml(x) for x in value) + "]"
     return f'"{value}"' if isinstance(value, str) else str(value)
 

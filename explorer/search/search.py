@@ -27,7 +27,7 @@ from explorer.search.pareto import pareto_front
 from explorer.search.report import label
 from explorer.search.refine import refine
 from explorer.search.space import MEMORY, enumerate_space
-from explorer.search.sweep import Points, sweep
+from explorer.search.sweep import Points, sweep, tp_overlap
 
 MEMORY_RULE = MEMORY
 
@@ -88,7 +88,8 @@ def point_strategy(space, points: Points, k: int, global_batch: int, dtype: str 
                     global_batch=global_batch, schedule=fam.schedule, chunks=fam.chunks,
                     zero=int(points.zero[k]), recompute=fam.recompute,
                     sequence_parallel=fam.sequence_parallel, overlap_dp=bool(points.overlap[k]), dtype=dtype,
-                    cp=fam.cp, cp_algo=fam.cp_algo, ep=fam.ep, expert_tp=fam.expert_tp)
+                    cp=fam.cp, cp_algo=fam.cp_algo, ep=fam.ep, expert_tp=fam.expert_tp,
+                    overlap_tp=tp_overlap(fam))
 
 
 def candidate(model, cluster, strategy: Strategy, gpus: int) -> Candidate:

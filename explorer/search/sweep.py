@@ -37,7 +37,15 @@ def probe(family, global_batch: int, dtype: str = "bf16") -> Strategy:
     return Strategy(dp=family.dp, tp=family.tp, pp=family.pp, micro_batch=1,
                     global_batch=family.dp * family.pp, schedule=family.schedule, chunks=family.chunks,
                     recompute=family.recompute, sequence_parallel=family.sequence_parallel, dtype=dtype,
-                    cp=family.cp, cp_algo=family.cp_algo, ep=family.ep, expert_tp=family.expert_tp)
+                    cp=family.cp, cp_algo=family.cp_algo, ep=family.ep, expert_tp=family.expert_tp,
+                    overlap_tp=tp_overlap(family))
+
+
+def tp_overlap(family) -> bool:
+    """With sequence parallelism the search runs the tensor-parallel collectives under the GEMMs
+    (Megatron-LM --tp-comm-overlap, torchtitan's async TP): never slower in the model, so not a
+    choice of its own (it would only add rows no faster than these)."""
+    return family.sequence_parallel and family.tp > 1
 
 
 def default_options(tp: int) -> tuple:
