@@ -25,7 +25,8 @@ from explorer.cost.plan import expert_dp_route
 from explorer.cost.superstep import (CATEGORIES, L_e_r, Psi_e_r, g_e_r, optimizer_state_bytes, optimizer_update_bytes,
                                      variant)
 from explorer.cost.superstep import e as ep_symbol
-from explorer.cost.tree import Q, cost_tree, stage_inputs, tied_terms
+from explorer.cost.numeric import Q
+from explorer.cost.tree import cost_tree, stage_inputs, tied_terms
 from explorer.schedules import get as schedule_of
 from explorer.schedules.base import AGGREGATES
 from explorer.symbols import (F, K_opt, L_c, L_r, L_t, Psi_r, V, W_hbm, AtStage, StageMax, StageSum, a,
@@ -155,7 +156,7 @@ def _tied(tree, strategy, g, L) -> dict:
     tied = tree.tied
     if tied is None:
         return {}
-    params = tied.params.xreplace({t: t if strategy.tp > 1 else sp.Integer(1)})
+    params = tied.params
     size = beta * params
     secs = coll.time("all_reduce", size, sp.Integer(2), *coll.route_g_L("all_reduce", tied.route, g, L))
     return tied_terms(tied, strategy.pp, params, secs, coll.bytes_per_device("all_reduce", size, sp.Integer(2)))

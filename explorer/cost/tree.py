@@ -21,11 +21,9 @@ from explorer.cost.block import BlockCost
 from explorer.cost.compile import BoundedCache, compile_exprs
 from explorer.cost.experts import expert_collectives
 from explorer.cost.plan import ExecutionPlan, plan
-from explorer.cost.numeric import (BLOCK_Q, COMM_KINDS, Q, STRUCTURE_FIELDS, block_values,  # noqa: F401 (re-exported)
-                                   boundary_values, cp_group_route, ep_group_route, levels_signature,
-                                   stage_values, structure_key)
+from explorer.cost.numeric import COMM_KINDS, block_values, boundary_values, stage_values, structure_key
 from explorer.cost.numeric import tied_values as numeric_tied_values
-from explorer.cost.superstep import GSB_r, COMM_CATEGORIES, STAGE_INPUTS
+from explorer.cost.superstep import COMM_CATEGORIES, STAGE_INPUTS
 from explorer.strategy.mesh import pair_route, top_level
 from explorer.symbols import (F, L_c, L_t, V, W_hbm, a, a_kv, b, beta, eta, f, g_c, g_t, h, phi, s, t,
                               t_launch)

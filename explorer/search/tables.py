@@ -21,7 +21,8 @@ from explorer.cost.experts import a2a_seconds
 from explorer.cost.numbers import Numbers
 from explorer.cost.plan import PlacedBlock, block_splits, cp_group_route, ep_group_route, expert_options
 from explorer.cost.plan import boundary as plan_boundary
-from explorer.cost.tree import Q, block_function, size_function, tied_copy, tied_values
+from explorer.cost.numeric import Q
+from explorer.cost.tree import block_function, size_function, tied_copy, tied_values
 from explorer.model.graph import build_blocks
 from explorer.strategy.mesh import group_route
 

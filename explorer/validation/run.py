@@ -8,7 +8,8 @@ import numpy as np
 from explorer.hardware.cluster import Cluster
 from explorer.cost.evaluate import evaluate
 from explorer.cost.numbers import Numbers
-from explorer.cost.tree import Q, cost_tree
+from explorer.cost.numeric import Q
+from explorer.cost.tree import cost_tree
 from explorer.io.clusters import load_cluster
 
 
