@@ -176,7 +176,8 @@ def _routed_a2a(op: Operator, needed: str, load, cps=1) -> tuple:
     force-balanced). The group size is left at 1 here: explorer.cost.experts.expert_collectives
     sets it to the strategy's ep."""
     ins, outs = sp.Mul(*op.in_shape), op.out_elements
-    routed = outs if sp.simplify(outs / ins).is_number and sp.simplify(outs / ins) > 1 else ins
+    ratio = outs / ins                   # a number when the operator multiplies its tokens (top-k copies)
+    routed = outs if ratio.is_number and ratio > 1 else ins
     size = beta * routed * load / (t if lay.is_sharded(needed) else 1) / cps
     return tuple(coll.Collective("all_to_all", phase, op.name, "ep_comm", "ep", size, sp.Integer(1))
                  for phase in ("fwd", "bwd"))

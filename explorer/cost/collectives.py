@@ -124,6 +124,13 @@ def _num(fraction: Fraction, x):
     return float(fraction) * x
 
 
+@lru_cache(maxsize=4096)
+def _exposed(c, g, L):
+    """sympy's Max(0, time - under) of a collective, built once: Max simplifies its arguments, slowly,
+    and a block asks for it several times (its exposed and hidden parts, per phase and per kind)."""
+    return sys.modules["sympy"].Max(0, c.time(g, L) - c.under)
+
+
 @dataclass(frozen=True)
 class Collective:
     """One collective of a micro-step, kept symbolic for display and tests."""
@@ -145,8 +152,7 @@ class Collective:
 
     def exposed(self, g, L):
         """The part of its time the computation it runs under does not hide: max(0, time - under)."""
-        whole = self.time(g, L)
-        return whole if self.under == 0 else sys.modules["sympy"].Max(0, whole - self.under)
+        return self.time(g, L) if self.under == 0 else _exposed(self, g, L)
 
     def hidden(self, g, L):
         return self.time(g, L) - self.exposed(g, L)
