@@ -9,6 +9,7 @@ Shoeybi et al. 2019 Sec 3: identity forward <-> all-reduce backward).
 from __future__ import annotations
 
 from fractions import Fraction
+from functools import lru_cache
 
 from explorer.errors import ExplorerError
 from explorer.model.ops import Operator
@@ -77,6 +78,7 @@ def conversion(src: str, dst: str) -> str | None:
     return "all_to_all"
 
 
+@lru_cache(maxsize=4096)     # pure in plain values; the search asks for the same few again and again
 def reshard(src: str, n_src: int, dst: str, n_dst: int, tp: int):
     """(kind, fraction, group size) of the collective turning `src` over n_src devices into `dst`
     over n_dst devices (consecutive sub-groups of the tp group), or None when it is free. The

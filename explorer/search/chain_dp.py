@@ -71,10 +71,7 @@ class ChainDP:
 
     def _node(self, i: int, split, incoming: str, stage: int):
         """Block i under `split` on `stage`, or None when the split does not apply to its operators."""
-        try:
-            return self.chain.node(i, split, incoming, stage)
-        except ExplorerError:
-            return None
+        return self.chain.try_node(i, split, incoming, stage)
 
     def _next_stages(self, i: int, s: int):
         if self.fixed is not None:

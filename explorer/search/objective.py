@@ -19,8 +19,11 @@ from explorer.symbols import B_r, F_r, K_opt, W_hbm, W_r, beta, d, m as m_, p, v
 
 def _broadcast(out, *shapes):
     """`out` at the broadcast shape of `shapes` (a view only when its own shape differs)."""
+    own = np.shape(out)
+    if all(x == own for x in shapes):
+        return out
     shape = np.broadcast_shapes(*shapes)
-    return out if np.shape(out) == shape else np.broadcast_to(out, shape)
+    return out if own == shape else np.broadcast_to(out, shape)
 
 
 def _first(x):

@@ -22,6 +22,7 @@ from explorer.cost.numbers import Numbers
 from explorer.cost.plan import PlacedBlock, block_splits, cp_group_route, ep_group_route, expert_options
 from explorer.cost.plan import boundary as plan_boundary
 from explorer.cost.numeric import Q
+from explorer.errors import ExplorerError
 from explorer.cost.tree import block_function, size_function, tied_copy, tied_values
 from explorer.model.graph import build_blocks
 from explorer.strategy.mesh import group_route
@@ -61,13 +62,13 @@ class Chain:
         self.b = np.atleast_1d(np.asarray(b, dtype=float))
         self.nums = Numbers.of(model, self.b, cluster, probe.dtype)
         self.hw = self.nums.hw
-        self._nodes, self._links, self._levels = {}, {}, {}
+        self._nodes, self._links, self._levels, self._placed = {}, {}, {}, {}
 
     def for_probe(self, probe) -> "Chain":
         """The same numbers under another d (and p): node values are shared (they depend on
         the route of their group, not on d itself); links are priced again."""
         other = Chain.__new__(Chain)
-        other.__dict__.update(self.__dict__, probe=probe, _links={}, _levels={})
+        other.__dict__.update(self.__dict__, probe=probe, _links={}, _levels={}, _placed={})
         return other
 
     def tied(self, pp: int) -> dict:
@@ -96,6 +97,26 @@ class Chain:
     def node(self, i: int, split, incoming: str, stage: int = 0) -> Node:
         """Block i under `split` (ignored for the embedding and head) on `stage`, after a
         producer giving `incoming`."""
+        found = self.try_node(i, split, incoming, stage)
+        if found is None:
+            error = self._placed[(i, split, incoming, stage)]
+            raise type(error)(*error.args)
+        return found
+
+    def try_node(self, i: int, split, incoming: str, stage: int = 0) -> Node | None:
+        """node(), or None when the split does not apply to the block's operators. Memoised by
+        (i, split, incoming, stage): the DPs ask for the same node hundreds of thousands of times."""
+        placed = (i, split, incoming, stage)
+        found = self._placed.get(placed)
+        if found is None:
+            try:
+                found = self._node(i, split, incoming, stage)
+            except ExplorerError as error:      # refused: remembered, refused again when asked
+                found = error
+            self._placed[placed] = found
+        return None if isinstance(found, ExplorerError) else found
+
+    def _node(self, i: int, split, incoming: str, stage: int) -> Node:
         block = self.blocks[i]
         split = split if block.kind == "layer" else self.fixed[i]
         route = self.route(stage, split.degree)
@@ -169,14 +190,28 @@ def stage_sums(chain: Chain, nodes, stages, pp: int) -> np.ndarray:
     if tied:
         out[PSI] += tied["Psi_r"]
         out[GS] += tied["GS_r"]
+    # runs of equal (node, stage) add their values once, times the run's length
+    at, values, counts = [], [], []
     for i, node in enumerate(nodes):
-        out[:, stages[i]] += node.values
-        if i:
-            link = chain.link(i, nodes[i - 1], node, stages[i - 1], stages[i])
-            out[F, stages[i - 1]] += link[F_FROM]
-            out[B, stages[i - 1]] += link[B_FROM]
-            out[F, stages[i]] += link[F_TO]
-            out[B, stages[i]] += link[B_TO]
+        if at and nodes[i - 1] is node and stages[i - 1] == stages[i]:
+            counts[-1] += 1
+        else:
+            at.append(stages[i])
+            values.append(node.values)
+            counts.append(1)
+    np.add.at(out.transpose(1, 0, 2), np.asarray(at), np.asarray(counts, dtype=float)[:, None, None] * np.stack(values))
+    links = {}
+    for i in range(1, len(nodes)):
+        key = (chain.blocks[i - 1].key, chain.blocks[i].key, nodes[i - 1], nodes[i], stages[i - 1], stages[i])
+        if key in links:
+            links[key][1] += 1
+        else:
+            links[key] = [chain.link(i, nodes[i - 1], nodes[i], stages[i - 1], stages[i]), 1]
+    for (*_, s_from, s_to), (link, count) in links.items():
+        out[F, s_from] += count * link[F_FROM]
+        out[B, s_from] += count * link[B_FROM]
+        out[F, s_to] += count * link[F_TO]
+        out[B, s_to] += count * link[B_TO]
     return out
 
 
