@@ -10,11 +10,54 @@ from __future__ import annotations
 
 import numpy as np
 
-from explorer.cost.superstep import (aggregate_function, optimizer_state_bytes, optimizer_update_bytes,
-                                     variant)
+from explorer.cost import cache
 from explorer.cost import collectives as coll
+from explorer.cost.generated import function_of, plain_key, source_of
+from explorer.cost.numeric import STAGE_INPUT_NAMES, optimizer_state_bytes, optimizer_update_bytes
 from explorer.strategy.mesh import Mesh, joint_route
-from explorer.symbols import B_r, F_r, K_opt, W_hbm, W_r, beta, d, m as m_, p, v as v_
+
+_LEAN: dict = {}
+
+
+def lean_term(schedule: str, zero: int, overlap: bool, k_states: int, name: str) -> tuple:
+    """(function, argument names) of one super-step term compiled over the symbols it uses
+    (superstep.Variant.lean) -- from memory, from the disk cache (explorer.cost.cache: the source
+    lambdify wrote, as for evaluate()'s functions), or built with sympy and stored."""
+    key = ("lean", schedule, int(zero), bool(overlap), int(k_states), name)
+    if key not in _LEAN:
+        _LEAN[key] = _stored(key) or _built(key)
+    return _LEAN[key]
+
+
+def aggregate_term(schedule: str, name: str):
+    """superstep.aggregate_function, through the same caches: (Σ_T, max F, max B, ..., m, v, p) -> term."""
+    key = ("aggregate", schedule, name)
+    if key not in _LEAN:
+        _LEAN[key] = (_stored(key) or _built(key))[0]
+    return _LEAN[key]
+
+
+def _stored(key: tuple):
+    stored = cache.load("lean", plain_key(key))
+    if not (isinstance(stored, dict) and isinstance(stored.get("args"), list)
+            and all(isinstance(a, str) for a in stored["args"])):
+        return None
+    fn = function_of(stored.get("fn"))
+    return None if fn is None else (fn, tuple(stored["args"]))
+
+
+def _built(key: tuple) -> tuple:
+    from explorer.cost.superstep import aggregate_function, variant      # sympy: only on a cache miss
+    if key[0] == "aggregate":
+        fn, names = aggregate_function(*key[1:]), ()
+    else:
+        _, schedule, zero, overlap, k_states, name = key
+        fn, args = variant(schedule, zero, overlap, k_states).lean((name,))
+        names = tuple(a.name for a in args)
+    source = source_of(fn)
+    if source:
+        cache.store("lean", plain_key(key), {"fn": source, "args": list(names)})
+    return fn, names
 
 
 def _broadcast(out, *shapes):
@@ -46,28 +89,20 @@ class Objective:
         self.k_update = optimizer_update_bytes(dtype_bytes)
         self._lean_fns = {}
 
-    def _scalars(self, m, v) -> dict:
-        return {m_: m, v_: v, p: self.pp, d: self.dp, beta: self.beta, W_hbm: self.hw["W"],
-                K_opt: optimizer_update_bytes(self.beta)}
-
-    def _variant(self, schedule: str, zero: int = 0, overlap: bool = False):
-        return variant(schedule, zero, bool(overlap), self.k_states)
-
     def _lean(self, schedule: str, zero: int, overlap: bool, name: str) -> tuple:
         """The variant's term `name` compiled over the symbols it uses (Variant.lean), with those
         symbols' names (looked up by name: hashing sympy symbols in the search's loops is slow)."""
         key = (schedule, zero, bool(overlap), name)
         if key not in self._lean_fns:
-            fn, args = self._variant(schedule, zero, overlap).lean((name,))
-            self._lean_fns[key] = (fn, tuple(a.name for a in args))
+            self._lean_fns[key] = lean_term(schedule, zero, overlap, self.k_states, name)
         return self._lean_fns[key]
 
     def pipeline(self, F, B, m, v, schedule: str = "1f1b", W=None):
         """Makespan of the pipelined forward/backward (the schedule's critical path)."""
-        stage = {F_r: _first(F), B_r: _first(B)}
-        if W is not None:
-            stage[W_r] = _first(W)
-        return self._variant(schedule)(stage, self._scalars(m, v), ("makespan",))["makespan"]
+        fn, args = self._lean(schedule, 0, False, "makespan")
+        values = {"F_r": _first(F), "B_r": _first(B), "W_r": 0.0 if W is None else _first(W), "m": m, "v": v,
+                  "p": self.pp, "d": self.dp, "beta": self.beta, "W_{hbm}": self.hw["W"], "K_{opt}": self.k_update}
+        return fn(*[values.get(a, 0.0 if a in STAGE_INPUT_NAMES else 1.0) for a in args])   # as Variant.__call__
 
     def sync(self, psi, bwd, split_sync, m, v, zero: int, overlap: bool, ranks=None, schedule: str = "1f1b"):
         """Per stage (`ranks`, default all on the last axis), what follows the pipeline: dp sync
@@ -103,7 +138,7 @@ class Objective:
 
     def pipeline_total(self, total_s, f_max, b_max, m, v, schedule: str = "1f1b"):
         """The schedule's makespan from the sums themselves (scalars or arrays): Σ_T, max F, max B."""
-        return aggregate_function(schedule, "makespan")(total_s, f_max, b_max, 0.0, 0.0, 0.0, m, v, self.pp)
+        return aggregate_term(schedule, "makespan")(total_s, f_max, b_max, 0.0, 0.0, 0.0, m, v, self.pp)
 
 
 __all__ = ["Objective"]

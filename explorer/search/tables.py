@@ -190,24 +190,27 @@ def stage_sums(chain: Chain, nodes, stages, pp: int) -> np.ndarray:
     if tied:
         out[PSI] += tied["Psi_r"]
         out[GS] += tied["GS_r"]
-    # runs of equal (node, stage) add their values once, times the run's length
-    at, values, counts = [], [], []
+    # a run of equal (node, stage) -- a uniform split's layers on one stage -- adds its values once,
+    # times its length, and so does its run of equal links (equal nodes are one block kind: one link)
+    at, values, counts, links = [], [], [], []
     for i, node in enumerate(nodes):
-        if at and nodes[i - 1] is node and stages[i - 1] == stages[i]:
+        same = i and nodes[i - 1] is node and stages[i - 1] == stages[i]
+        if same:
             counts[-1] += 1
         else:
             at.append(stages[i])
             values.append(node.values)
             counts.append(1)
-    np.add.at(out.transpose(1, 0, 2), np.asarray(at), np.asarray(counts, dtype=float)[:, None, None] * np.stack(values))
-    links = {}
-    for i in range(1, len(nodes)):
-        key = (chain.blocks[i - 1].key, chain.blocks[i].key, nodes[i - 1], nodes[i], stages[i - 1], stages[i])
-        if key in links:
-            links[key][1] += 1
+        if not i:
+            continue
+        if same and i > 1 and nodes[i - 2] is node and stages[i - 2] == stages[i]:
+            links[-1][1] += 1
         else:
-            links[key] = [chain.link(i, nodes[i - 1], nodes[i], stages[i - 1], stages[i]), 1]
-    for (*_, s_from, s_to), (link, count) in links.items():
+            links.append([i, 1])
+    np.add.at(out.transpose(1, 0, 2), np.asarray(at), np.asarray(counts, dtype=float)[:, None, None] * np.stack(values))
+    for i, count in links:
+        link = chain.link(i, nodes[i - 1], nodes[i], stages[i - 1], stages[i])
+        s_from, s_to = stages[i - 1], stages[i]
         out[F, s_from] += count * link[F_FROM]
         out[B, s_from] += count * link[B_FROM]
         out[F, s_to] += count * link[F_TO]
