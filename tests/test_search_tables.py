@@ -79,3 +79,96 @@ def test_vector_of_micro_batches_equals_one_at_a_time():
         one = Chain(model, CLUSTER, base.with_(micro_batch=b), [b])
         alone = stage_sums(one, one.chain([LayerSplit(2, "megatron")] * model.layers, stages), stages, 2)
         assert np.allclose(together[:, :, k], alone[:, :, 0], rtol=1e-13)
+
+
+def block_by_block(chain, nodes, stages, pp):
+    """stage_sums' scalar path: every node and every link added one at a time."""
+    from explorer.search.tables import B_FROM, B_TO, F_FROM, F_TO, ROWS
+    out = np.zeros((ROWS, pp, chain.b.size))
+    tied = chain.tied(pp)
+    if tied:
+        out[PSI] += tied["Psi_r"]
+        out[GS] += tied["GS_r"]
+    for i, node in enumerate(nodes):
+        out[:, stages[i]] += node.values
+        if i:
+            link = chain.link(i, nodes[i - 1], node, stages[i - 1], stages[i])
+            out[F, stages[i - 1]] += link[F_FROM]
+            out[B, stages[i - 1]] += link[B_FROM]
+            out[F, stages[i]] += link[F_TO]
+            out[B, stages[i]] += link[B_TO]
+    return out
+
+
+@pytest.mark.parametrize("name,tp,pp,pattern,stage_map", [
+    ("tiny-gpt", 2, 2, "uniform", ()),
+    ("tiny-gpt", 4, 4, "alternate", ()),
+    ("tiny-gpt", 2, 2, "runs", (0, 1, 1, 1)),
+    ("tiny-mlp", 2, 2, "alternate", ()),
+    ("tiny-gpt", 1, 1, "uniform", ()),
+])
+def test_stage_sums_by_runs_equal_block_by_block(name, tp, pp, pattern, stage_map):
+    model = MODELS[name]
+    strategy = Strategy(dp=2, tp=tp, pp=pp, micro_batch=2, global_batch=16)
+    if stage_map and len(stage_map) != model.layers:
+        pytest.skip("stage map for another depth")
+    strategy = strategy.with_(stage_map=stage_map)
+    chain = Chain(model, CLUSTER, strategy, [1, 2, 4])
+    options = [o for o in layer_options(tp) if o.preset != "batch" or 2 % o.degree == 0]
+    if pattern == "uniform":
+        splits = [options[0]] * model.layers
+    elif pattern == "alternate":
+        splits = [options[i % len(options)] for i in range(model.layers)]
+    else:
+        splits = [options[min(i // 2, len(options) - 1)] for i in range(model.layers)]
+    stages = node_stages(model, strategy)
+    nodes = chain.chain(splits, stages)
+    assert np.allclose(stage_sums(chain, nodes, stages, pp), block_by_block(chain, nodes, stages, pp),
+                       rtol=1e-13, atol=0)
+
+
+def test_node_memo_is_the_node_and_refusals_repeat():
+    from explorer.errors import ExplorerError
+    model = MODELS["tiny-gpt"]
+    strategy = Strategy(dp=2, tp=2, pp=2, micro_batch=1, global_batch=8)
+    chain = Chain(model, CLUSTER, strategy, [1])
+    split = LayerSplit(2, "megatron")
+    first = chain.node(1, split, "R", 0)
+    assert chain.node(1, split, "R", 0) is first
+    fresh = Chain(model, CLUSTER, strategy, [1])._node(1, split, "R", 0)
+    assert np.array_equal(fresh.values, first.values) and fresh.cost.key == first.cost.key
+    bad = LayerSplit(2, "megatron", (("softmax", "column"),))      # a softmax has no weights to split
+    for _ in range(2):                                                # refused, and refused again from the memo
+        assert chain.try_node(1, bad, "R", 0) is None
+        with pytest.raises(ExplorerError, match="no weights"):
+            chain.node(1, bad, "R", 0)
+
+
+def test_cached_super_step_terms_equal_the_variant():
+    """objective.lean_term (memory, disk or built) computes what superstep.Variant computes."""
+    from explorer.cost.superstep import variant
+    from explorer.search import objective as objective_module
+    obj = Objective(CLUSTER, 2, Chain(MODELS["tiny-gpt"], CLUSTER, Strategy(dp=2, tp=2, pp=4, micro_batch=1,
+                                                                            global_batch=8), [1]).hw, 2, 2, 4)
+    rng = np.random.default_rng(0)
+    F_, B_, W_ = (rng.uniform(0.1, 1.0, (3, 4)) for _ in range(3))
+    for schedule in ("gpipe", "1f1b", "zb-h1"):
+        objective_module._LEAN.clear()             # from the disk cache (or built) again
+        want = variant(schedule, 0, False, obj.k_states)({sym: np.moveaxis(x, -1, 0) for sym, x in
+                                                          zip(_stage_symbols(), (F_, B_, W_))},
+                                                         _scalars(obj, 4, 1), ("makespan",))["makespan"]
+        assert np.allclose(obj.pipeline(F_, B_, 4, 1, schedule, W_), want, rtol=1e-14, atol=0)
+        total = float(obj.pipeline_total(3.0, 0.5, 0.7, 4, 1, schedule))
+        from explorer.cost.superstep import aggregate_function
+        assert total == pytest.approx(float(aggregate_function(schedule, "makespan")(3.0, 0.5, 0.7, 0, 0, 0, 4, 1, 4)),
+                                      rel=1e-15)
+
+
+def _stage_symbols():
+    from explorer.symbols import B_r, F_r, W_r
+    return F_r, B_r, W_r
+
+
+def _scalars(obj, m, v):
+    from explorer.symbols import K_opt, W_hbm, beta, d, m as m_, p, v as v_
+    return {m_: m, v_: v, p: obj.pp, d: obj.dp, beta: obj.beta, W_hbm: obj.hw["W"], K_opt: obj.k_update}
