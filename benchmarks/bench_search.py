@@ -8,6 +8,9 @@ explorer.cost.cache) and again in the same process (warm). For scale, the issue 
 exhaustive `llm-optimal-execution` on the same problem at minutes; Calculon is
 timed below only when its `calculon` command is on PATH and CALCULON_ARGS holds
 the rest of its command line (its model and system files live in its repository).
+Then megatron-22b on 8 and 16 GPUs at B = 128 (issue 14 quotes Calculon's `llm-optimal-execution`
+at 338 s and 762 s CPU on those; its target is >= 50x less: <= 6.8 s and <= 15 s), whole
+`python -m explorer search` processes, the second of each pair timed (disk cache warm).
 """
 from __future__ import annotations
 
@@ -24,6 +27,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 PROBLEM = dict(model="gpt3-175b", cluster="dgx-a100-80gb", gpus=1024, global_batch=1536)
 TARGET_S = 10.0
+SMALL = [dict(model="megatron-22b", cluster="dgx-a100-80gb", gpus=gpus, global_batch=128, calculon_cpu_s=cpu)
+         for gpus, cpu in ((8, 338.0), (16, 762.0))]
 
 CHILD = """
 import time
@@ -54,6 +59,17 @@ def warm():
     return time.perf_counter() - start, time.process_time() - cpu, result, label
 
 
+def cli_cpu(problem: dict, cache_dir: str) -> float:
+    """CPU seconds (user + system, children included) of one `python -m explorer search` process."""
+    env = dict(os.environ, BRIDGING_DL_CACHE=cache_dir)
+    args = [sys.executable, "-m", "explorer", "search", "--model", problem["model"], "--cluster",
+            problem["cluster"], "--gpus", str(problem["gpus"]), "--global-batch", str(problem["global_batch"])]
+    before = os.times()
+    subprocess.run(args, cwd=ROOT, check=True, env=env, capture_output=True)
+    after = os.times()
+    return (after.children_user - before.children_user) + (after.children_system - before.children_system)
+
+
 def calculon():
     command, extra = shutil.which("calculon"), os.environ.get("CALCULON_ARGS")
     if not (command and extra):
@@ -79,6 +95,12 @@ def main():
     best = result.top[0]
     print(f"best: {label(best.strategy)} -> {best.iteration_time_s:.4f} s per iteration, "
           f"{best.peak_memory_bytes / 2**30:.1f} GiB, MFU {100 * best.mfu:.1f} %")
+    for problem in SMALL:
+        cli_cpu(problem, cache_dir)                  # fills the disk cache
+        cpu = cli_cpu(problem, cache_dir)
+        print(f"{problem['model']} on {problem['gpus']} GPUs, B={problem['global_batch']}: CLI search "
+              f"{cpu:.2f} s CPU (fresh process, disk cache warm); Calculon quoted {problem['calculon_cpu_s']:.0f} s: "
+              f"{problem['calculon_cpu_s'] / cpu:.0f}x less (issue 14: >= 50x)")
     other = calculon()
     print("calculon llm-optimal-execution: " + (f"{other:.1f} s" if other is not None else
                                                 "not timed (needs `calculon` on PATH and CALCULON_ARGS)"))

@@ -65,7 +65,8 @@ class ChainDP:
         stages = lambda i: (self.fixed[i],) if self.fixed is not None else range(self.pp)
         reach = [{self.chain.node(0, None, lay.R, 0)}]
         for i in range(1, self.chain.n):
-            reach.append({self._node(i, x, prev.cost.layout_out, t) for prev in reach[-1]
+            incoming = {prev.cost.layout_out for prev in reach[-1]}     # a node depends on its producer's layout
+            reach.append({self._node(i, x, layout, t) for layout in incoming
                           for x in self.choices[i] for t in stages(i)} - {None})
         return reach
 
