@@ -13,7 +13,9 @@ Figures, each the median of several runs, CPU time (user + system) unless said:
     same configuration (EXE written by benchmarks/calculon_peer.execution: d=16 t=8 p=8, micro-batch 1,
     B=1536, 1F1B, sequence parallelism = rs_ag, selective recomputation = attn_only, no ZeRO, no overlap),
     paired, when Calculon is found ($CALCULON or `calculon` on PATH; see benchmarks/calculon_peer.py);
-    "not timed" otherwise.
+    "not timed" otherwise. Measured 2026-12-01 (Calculon caa4b11f8fe1, 2 cores shared with other jobs,
+    --runs 5): Calculon 0.72 s CPU, the explorer 0.40 s (disk cache warm) / 3.13 s (empty); both model the
+    configuration at 20.85 s / 20.89 s per iteration.
 Targets (issue 14): whole process <= 1.0 s CPU (Calculon's `llm` measured 0.77-0.93 s on a 2-core
 machine), first evaluation <= 50 ms after imports, warm evaluation <= 1 ms.
 
@@ -124,7 +126,10 @@ def main() -> None:
         print(f"  {name:<28} {med:6.3f} s   ({med / base:4.1f}x this, min {min(runs):.3f}, max {max(runs):.3f})")
     if peer:
         total = json.loads((tmp / "calculon-out.json").read_text())["total_time"]
-        print(f"  (Calculon {peer.commit()[:12]} models this configuration at {total:.3f} s per iteration)")
+        ours = json.loads(subprocess.run([python, "-m", "explorer"] + ARGS, cwd=ROOT, env=env, check=True,
+                                         capture_output=True, text=True).stdout)["iteration_time_s"]
+        print(f"  (Calculon {peer.commit()[:12]} models this configuration at {total:.3f} s per iteration, "
+              f"the explorer at {ours:.3f} s)")
     else:
         print("  calculon llm (peer)          not timed (set CALCULON or put `calculon` on PATH)")
     firsts = {}
