@@ -18,8 +18,10 @@ are compared under the explorer's model. Calculon's search takes minutes: --calc
 sizes ("" skips it), --calculon-reuse DIR reads loe<N>.json written by an earlier run (its CPU is then
 not re-timed).
 
-Measured 2026-12-01, Calculon caa4b11f8fe1 (github.com/calculon-ai/calculon, 2024-02-22), 2 shared cores:
-see README "Speed" (the Calculon paragraph) for the figures.
+Measured 2026-12-01, Calculon caa4b11f8fe1 (github.com/calculon-ai/calculon, 2024-02-22), 2 cores shared
+with other jobs: the explorer's search 5.3 s CPU (8 GPUs) and 5.4 s (16 GPUs); Calculon's, both sizes run
+at once with the command above, had used 786 s and 524 s CPU after 29 min wall without finishing and were
+stopped (>= 148x and >= 97x); its best strategies were not obtained. README (the search paragraph) has them.
 
     python benchmarks/bench_search.py                  # Calculon paired when found, else "not timed"
     CALCULON=/tmp/calc-venv/bin/calculon python benchmarks/bench_search.py --calculon-gpus 8,16
@@ -84,7 +86,7 @@ def cpu_run(cmd, cwd, env=None):
     return cpu, time.perf_counter() - start, out
 
 
-def explorer(args, env):
+def explorer(args):
     return [sys.executable, "-m", "explorer", *args, "--model", PAIRED["model"], "--cluster", PAIRED["cluster"],
             "--json"]
 
@@ -96,8 +98,8 @@ def paired_calculon(peer, gpus_list, cpus, reuse, cache_dir):
     out_dir = Path(reuse) if reuse else Path(tempfile.mkdtemp(prefix="bench-calculon-"))
     for gpus in gpus_list:
         search_args = ["search", "--gpus", str(gpus), "--global-batch", str(PAIRED["global_batch"])]
-        cpu_run(explorer(search_args, env), ROOT, env)                   # the disk cache warm, as usually
-        ours_cpu, ours_wall, text = cpu_run(explorer(search_args, env), ROOT, env)
+        cpu_run(explorer(search_args), ROOT, env)                   # the disk cache warm, as usually
+        ours_cpu, ours_wall, text = cpu_run(explorer(search_args), ROOT, env)
         ours = json.loads(text)["top"][0]
         out = out_dir / f"loe{gpus}.json"
         if reuse:
@@ -109,7 +111,7 @@ def paired_calculon(peer, gpus_list, cpus, reuse, cache_dir):
             theirs_cpu, theirs_wall, _ = cpu_run(cmd, out_dir)
         best = json.loads(out.read_text())["0"]
         flags, lost = calculon_peer.explorer_flags(best["execution"])
-        _, _, text = cpu_run(explorer(["evaluate", *flags], env), ROOT, env)
+        _, _, text = cpu_run(explorer(["evaluate", *flags]), ROOT, env)
         theirs_here = json.loads(text)
         timed = (f"CPU {theirs_cpu:.1f} s (wall {theirs_wall:.1f} s); explorer / Calculon = "
                  f"1/{theirs_cpu / ours_cpu:.0f}" if theirs_cpu is not None else f"CPU not re-timed (reused {out})")
