@@ -20,8 +20,8 @@ not re-timed).
 
 Measured 2026-12-01, Calculon caa4b11f8fe1 (github.com/calculon-ai/calculon, 2024-02-22), 2 cores shared
 with other jobs: the explorer's search 5.3 s CPU (8 GPUs) and 5.4 s (16 GPUs); Calculon's, both sizes run
-at once with the command above, had used 786 s and 524 s CPU after 29 min wall without finishing and were
-stopped (>= 148x and >= 97x); its best strategies were not obtained. README (the search paragraph) has them.
+at once with the command above, had used 971 s and 553 s CPU after 33 min wall without finishing and were
+stopped (>= 183x and >= 102x); its best strategies were not obtained. README (the search paragraph) has them.
 
     python benchmarks/bench_search.py                  # Calculon paired when found, else "not timed"
     CALCULON=/tmp/calc-venv/bin/calculon python benchmarks/bench_search.py --calculon-gpus 8,16
