@@ -8,11 +8,19 @@ Figures, each the median of several runs, CPU time (user + system) unless said:
   * the first evaluation in a fresh process after the imports (disk cache warm, and empty);
   * a warm evaluation (the same process, again);
   * llm-analysis's whole process on the same configuration, paired, when --llm-analysis names a Python
-    that has it (it is on PyPI: `python -m venv /tmp/llm-venv; /tmp/llm-venv/bin/pip install llm-analysis`).
+    that has it (it is on PyPI: `python -m venv /tmp/llm-venv; /tmp/llm-venv/bin/pip install llm-analysis`);
+  * Calculon's whole process `calculon llm models/gpt3-175B.json EXE systems/a100_80g.json out.json` on the
+    same configuration (EXE written by benchmarks/calculon_peer.execution: d=16 t=8 p=8, micro-batch 1,
+    B=1536, 1F1B, sequence parallelism = rs_ag, selective recomputation = attn_only, no ZeRO, no overlap),
+    paired, when Calculon is found ($CALCULON or `calculon` on PATH; see benchmarks/calculon_peer.py);
+    "not timed" otherwise. Measured 2026-12-01 (Calculon caa4b11f8fe1, 2 cores shared with other jobs,
+    --runs 5): Calculon 0.72 s CPU, the explorer 0.40 s (disk cache warm) / 3.13 s (empty); both model the
+    configuration at 20.85 s / 20.89 s per iteration.
 Targets (issue 14): whole process <= 1.0 s CPU (Calculon's `llm` measured 0.77-0.93 s on a 2-core
 machine), first evaluation <= 50 ms after imports, warm evaluation <= 1 ms.
 
     python benchmarks/bench_cold.py [--runs 7] [--prev /tmp/prev] [--llm-analysis /tmp/llm-venv/bin/python]
+    CALCULON=/tmp/calc-venv/bin/calculon python benchmarks/bench_cold.py --runs 5
 """
 from __future__ import annotations
 
@@ -22,8 +30,11 @@ import resource
 import statistics
 import subprocess
 import sys
+import json
 import tempfile
 from pathlib import Path
+
+import calculon_peer
 
 ROOT = Path(__file__).resolve().parents[1]
 ARGS = ["evaluate", "--model", "gpt3-175b", "--cluster", "dgx-a100-80gb", "--gpus", "1024", "--tp", "8", "--pp",
@@ -35,6 +46,9 @@ LLM_ANALYSIS = ["-m", "llm_analysis.analysis", "train", "--model_name", "megatro
                 "a100-sxm-80gb", "--tp_size", "8", "--pp_size", "8", "--total_num_gpus", "1024",
                 "--global_batch_size", "1536", "--batch_size_per_gpu", "1", "--seq_len", "2048",
                 "--activation_recomputation", "1"]
+# the same strategy in the explorer's field names, for Calculon's execution file (benchmarks/calculon_peer.py)
+CALCULON_STRATEGY = dict(gpus=1024, tp=8, pp=8, micro_batch=1, global_batch=1536, recompute="selective",
+                         sequence_parallel=True)
 FIRST = """
 import io, contextlib, sys, time
 from explorer.cli.main import main
@@ -87,6 +101,13 @@ def main() -> None:
         pairs["previous release"] = []
     if a.llm_analysis:
         pairs["llm-analysis train (peer)"] = []
+    peer = calculon_peer.find()
+    if peer:
+        exe = tmp / "calculon-exe.json"
+        exe.write_text(json.dumps(calculon_peer.execution(**CALCULON_STRATEGY)))
+        calculon_cmd = [peer.command, "llm", str(peer.model_file("gpt3-175B")), str(exe),
+                        str(peer.system_file("a100_80g")), str(tmp / "calculon-out.json")]
+        pairs["calculon llm (peer)"] = []
     for i in range(a.runs):
         pairs["this (disk cache warm)"].append(child_cpu([python, "-m", "explorer"] + ARGS, ROOT, env))
         empty = dict(os.environ, BRIDGING_DL_CACHE=str(tmp / f"empty{i}"))
@@ -95,12 +116,22 @@ def main() -> None:
             pairs["previous release"].append(child_cpu([python, "-m", "explorer"] + ARGS, a.prev, env))
         if a.llm_analysis:
             pairs["llm-analysis train (peer)"].append(child_cpu([a.llm_analysis] + LLM_ANALYSIS, tmp, env))
+        if peer:
+            pairs["calculon llm (peer)"].append(child_cpu(calculon_cmd, tmp, env))
     print(f"whole process `python -m explorer {' '.join(ARGS[:3])} ... --json`, CPU s, median of {a.runs} "
           f"paired runs (target <= 1.0 s):")
     base = statistics.median(pairs["this (disk cache warm)"])
     for name, runs in pairs.items():
         med = statistics.median(runs)
         print(f"  {name:<28} {med:6.3f} s   ({med / base:4.1f}x this, min {min(runs):.3f}, max {max(runs):.3f})")
+    if peer:
+        total = json.loads((tmp / "calculon-out.json").read_text())["total_time"]
+        ours = json.loads(subprocess.run([python, "-m", "explorer"] + ARGS, cwd=ROOT, env=env, check=True,
+                                         capture_output=True, text=True).stdout)["iteration_time_s"]
+        print(f"  (Calculon {peer.commit()[:12]} models this configuration at {total:.3f} s per iteration, "
+              f"the explorer at {ours:.3f} s)")
+    else:
+        print("  calculon llm (peer)          not timed (set CALCULON or put `calculon` on PATH)")
     firsts = {}
     for label, cache in (("disk cache warm", str(tmp / "cache")), ("disk cache empty", None)):
         rows = []
