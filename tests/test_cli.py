@@ -207,3 +207,17 @@ def test_flags_override_the_strategy_file(runs):
     result = evaluate(load_model("tiny-gpt"), OVERRIDDEN.with_(global_batch=16), load_cluster("classroom"), 4)
     assert out["iteration_time_s"] == pytest.approx(result.iteration_time_s, rel=1e-12)
     assert out["micro_batches"] == 8
+
+
+def test_evaluate_names_a_fitting_strategy_when_the_given_one_does_not_fit():
+    """Issue 11: DeepSeek-V3 on 1024 H100s with no strategy flags (pure DP, ~10 TiB per device) gets
+    the flags of the app's default, which fits; running those flags prints no such hint."""
+    out = cli("evaluate", "--model", "deepseek-v3", "--cluster", "dgx-h100", "--gpus", "1024", timeout=300)
+    assert out.returncode == 0, out.stderr
+    hint = [ln for ln in out.stdout.splitlines() if ln.startswith("Does not fit")]
+    assert len(hint) == 1 and "--ep " in hint[0]
+    flags = hint[0].split(": ", 1)[1].split()
+    again = cli("evaluate", "--model", "deepseek-v3", "--cluster", "dgx-h100", "--gpus", "1024", *flags, "--json",
+                timeout=300)
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout)["fits_memory"] is True

@@ -210,3 +210,20 @@ def test_identical_moe_runs_spread_beyond_what_the_max_target_allows(bridge):
                   s.global_batch, c.gpus)].append(c.expected)
     worst = {g: max(max(v) / min(v) for k, v in runs.items() if k[0] == g) for g in MOE_GROUPS}
     assert all(spread > 1.2 / 0.8 for spread in worst.values()), worst
+
+
+def test_moe_rows_of_one_configuration_in_several_containers_are_kept_and_say_their_spread(bridge):
+    """Issue 11: identical configurations published in several containers (GPT-OSS 120B on 64 GB200s,
+    MXFP8, e=64 b=4 B=1280: 26.06 28947, 26.06.01 18304, 26.08 28672 tokens/s/GPU) are each a case, and
+    each case's note names the others and the max/min ratio."""
+    from explorer.validation.megatron_bridge import container_spread
+    notes = container_spread(ENTRIES)
+    ids = {c.id for c in bridge[0]}
+    trio = ("mb_2606_pretrain_gpt-oss-120b_gb200_mxfp8", "mb_260601_pretrain_gpt-oss-120b_gb200_mxfp8",
+            "mb_2608_pretrain_gpt-oss-120b_gb200_mxfp8")
+    for rid in trio:
+        assert rid in ids and rid in notes
+        assert "3 containers" in notes[rid] and "18304" in notes[rid] and "max/min 1.58" in notes[rid]
+    by_id = {c.id: c for c in bridge[0]}
+    assert all(by_id[rid].assumptions.endswith(notes[rid]) for rid in notes if rid in by_id)
+    assert not any(rid.startswith("mb_") and "llama3" in rid for rid in notes)    # MoE rows only

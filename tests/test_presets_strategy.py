@@ -41,3 +41,19 @@ def test_fallback_is_the_default_when_it_runs():
     assert fallback_strategy(load_model("gpt3-175b"), load_cluster("dgx-a100-80gb")) == DEFAULT_STRATEGY
     small = fallback_strategy(load_model("tiny-gpt"), load_cluster("classroom"))
     assert small.devices <= 64
+
+
+@pytest.mark.parametrize("name, cluster, gpus", [("deepseek-v3", "dgx-h100", 1024),
+                                                 ("qwen3-235b-a22b", "dgx-h100", 256),
+                                                 ("gpt-oss-120b", "dgx-h100", 64)])
+def test_moe_default_strategy_fits_memory(name, cluster, gpus):
+    """Issue 11: the default for an MoE preset spreads the experts (ep > 1, carved out of dp, dividing
+    the experts) and fits the device; before, DeepSeek-V3 on 1024 H100s defaulted to t=8 p=8 ep=1
+    at 187 GiB per 80 GiB device."""
+    from explorer.strategy.presets import fallback_strategy
+    model, hw = load_model(name), load_cluster(cluster)
+    s = fallback_strategy(model, hw, gpus)
+    assert s.ep > 1 and model.experts % s.ep == 0 and s.dp % s.ep == 0
+    assert s.devices == gpus
+    result = evaluate(model, s, hw)
+    assert result.memory_bytes_per_device["total"] <= hw.device.memory_bytes

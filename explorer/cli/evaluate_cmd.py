@@ -27,4 +27,25 @@ def run(args) -> int:
                  f"b={strategy.micro_batch} "
                  f"B={strategy.global_batch} {strategy.schedule}")
         print(result_table(result, title))
+        hint = fitting_hint(model, strategy, cluster, gpus, result)
+        if hint:
+            print(hint)
     return 0
+
+
+def fitting_hint(model, strategy, cluster, gpus, result) -> str:
+    """When the strategy does not fit the device, the flags of the app's default for this model and
+    GPU count (explorer.strategy.presets.fallback_strategy) if that one fits; '' otherwise."""
+    from explorer.strategy.presets import fallback_strategy
+    if result.memory_bytes_per_device["total"] <= cluster.device.memory_bytes:
+        return ""
+    s = fallback_strategy(model, cluster, gpus)
+    if s == strategy or s.devices != gpus or \
+            evaluate(model, s, cluster, gpus).memory_bytes_per_device["total"] > cluster.device.memory_bytes:
+        return ""
+    flags = (f"--tp {s.tp} --pp {s.pp}" + (f" --ep {s.ep}" if s.ep > 1 else "") + f" --zero {s.zero}"
+             + (" --sequence-parallel" if s.sequence_parallel else "") + f" --recompute {s.recompute}"
+             + f" --micro-batch {s.micro_batch} --global-batch {s.global_batch}"
+             + (f" --schedule {s.schedule} --chunks {s.chunks}" if s.schedule != "1f1b" else ""))
+    return (f"Does not fit in {cluster.device.memory_bytes / 2**30:.0f} GiB per device. A strategy that fits "
+            f"(the app's default for this model on {gpus} GPUs): {flags}")

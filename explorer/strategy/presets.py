@@ -52,9 +52,12 @@ def round_batch(global_batch: int, multiple: int) -> int:
 
 
 def node_tp(model: ModelSpec, cluster: Cluster, gpus: int) -> int:
-    """Largest power of two within one node that divides the heads and the GPU count (Megatron's rule)."""
+    """Largest power of two within one node that divides the heads, the key/value heads (GQA splits
+    whole KV heads, Megatron-LM) and the GPU count (Megatron's rule)."""
     heads = model.heads if model.is_transformer else 1
-    fits = [t for t in _powers_of_two(cluster.devices_per_node) if heads % t == 0 and gpus % t == 0]
+    kv = model.kv_heads if model.is_transformer else 1
+    fits = [t for t in _powers_of_two(cluster.devices_per_node) if heads % t == 0 and kv % t == 0
+            and gpus % t == 0]
     return max(fits)
 
 
@@ -63,10 +66,22 @@ def _fits_memory(model, strategy, cluster) -> bool:
     return result.memory_bytes_per_device["total"] <= cluster.device.memory_bytes
 
 
+def expert_parallel(model: ModelSpec, dp: int) -> int:
+    """ep for an MoE model: the largest power of two dividing both the routed experts and dp (ep is
+    carved out of dp), so each device holds experts/ep experts -- the layout of the Megatron-Bridge
+    MoE recipes (DeepSeek-V3 ep 64, Qwen3-235B ep 32/64, GPT-OSS ep 64: NVIDIA-NeMo/Megatron-Bridge
+    docs/performance-summary.md); 1 for a dense model."""
+    if not model.is_moe:
+        return 1
+    return max(e for e in _powers_of_two(dp) if model.experts % e == 0)
+
+
 def _build(model, cluster, gpus, global_batch, micro_batch, tp, pp, **extra) -> Strategy:
     if gpus % (tp * pp):
         raise ExplorerError(f"{gpus} GPUs are not divisible by tp x pp = {tp} x {pp}")
     dp = gpus // (tp * pp)
+    if extra.pop("expert_parallel", False):
+        extra["ep"] = expert_parallel(model, dp)
     multiple = micro_batch * dp * (pp if chunked(extra.get("schedule", "1f1b")) else 1)
     strategy = Strategy(dp=dp, tp=tp, pp=pp, micro_batch=micro_batch,
                         global_batch=round_batch(global_batch, multiple), **extra)
@@ -90,12 +105,15 @@ def _smallest_fitting_pp(model, cluster, gpus, global_batch, micro_batch, tp, **
 def _recipes(model, cluster, gpus, global_batch, micro_batch) -> list:
     tp = node_tp(model, cluster, gpus)
     mega = dict(sequence_parallel=tp > 1, recompute="selective")
+    if model.is_moe:    # experts spread over ep devices, Megatron's distributed optimizer (ZeRO-1), as
+        mega.update(expert_parallel=True, zero=1)     # every Megatron-Bridge MoE recipe runs them
     pp = _smallest_fitting_pp(model, cluster, gpus, global_batch, micro_batch, tp, **mega)
     return [
         ("Pure DP", "every GPU holds the whole model; gradients all-reduced", dict(tp=1, pp=1)),
         ("ZeRO-3", "data parallel with parameters, gradients and optimizer states sharded",
          dict(tp=1, pp=1, zero=3, overlap_dp=True)),
-        ("TP in node + DP", f"t={tp} inside a node, ZeRO-1 across nodes", dict(tp=tp, pp=1, zero=1)),
+        ("TP in node + DP", f"t={tp} inside a node, ZeRO-1 across nodes",
+         dict(tp=tp, pp=1, zero=1, sequence_parallel=model.is_moe and tp > 1)),
         ("Pipeline + DP (GPipe)", "8 stages (or fewer), no operator parallelism",
          dict(tp=1, pp=min(8, model.layers), schedule="gpipe")),
         ("Megatron 3D", f"t={tp} in a node, fewest stages that fit memory (p={pp}), 1F1B, SP + selective",
@@ -122,15 +140,25 @@ def strategy_presets(model: ModelSpec, cluster: Cluster, gpus: int, global_batch
 
 @functools.lru_cache(maxsize=64)        # every share link decodes it; ~10 evaluations each time
 def fallback_strategy(model: ModelSpec, cluster: Cluster, gpus: int | None = None) -> Strategy:
-    """The default strategy if it runs on this model and cluster, else the first preset that does."""
+    """The default strategy if it runs on this model and cluster and fits its memory, else the first
+    preset that fits (for an MoE model the Megatron 3D presets with expert parallelism), else the
+    default or the first preset that runs at all."""
     gpus = min(gpus or DEFAULT_STRATEGY.devices, cluster.max_devices)
+    runs = []
     if gpus == DEFAULT_STRATEGY.devices:
         try:
             evaluate(model, DEFAULT_STRATEGY, cluster)
-            return DEFAULT_STRATEGY
+            runs.append(DEFAULT_STRATEGY)
         except ExplorerError:
             pass
-    for preset in strategy_presets(model, cluster, gpus, DEFAULT_STRATEGY.global_batch).values():
-        if preset.strategy is not None:
-            return preset.strategy
-    return Strategy()
+        if runs and _fits_memory(model, DEFAULT_STRATEGY, cluster):
+            return DEFAULT_STRATEGY
+    presets = list(strategy_presets(model, cluster, gpus, DEFAULT_STRATEGY.global_batch).values())
+    if model.is_moe:    # the Megatron presets (with ep) first: how the published MoE runs train
+        presets.sort(key=lambda p: not p.name.startswith("Megatron 3D"))
+    candidates = [p.strategy for p in presets if p.strategy is not None]
+    for strategy in candidates:
+        if _fits_memory(model, strategy, cluster):
+            return strategy
+    runs += candidates
+    return runs[0] if runs else Strategy()

@@ -49,6 +49,8 @@ rows: GPT-OSS's MLP and window counting, DeepSeek-V3's MTP layer). How a MoE row
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 from explorer.errors import ExplorerError
 from explorer.io.models import load_model
 from explorer.strategy.strategy import Strategy
@@ -192,18 +194,52 @@ def _entries(path=None) -> list:
     return entries
 
 
+SAME_RUN_FIELDS = ("model", "system", "task", "num_gpus", "dtype", "fp8_recipe", "global_batch_size",
+                   "micro_batch_size", "seq_len", "tensor_parallel", "pipeline_parallel", "context_parallel",
+                   "virtual_pipeline", "expert_parallel", "fsdp")
+"""Inputs that make two rows the same configuration run in different containers."""
+
+
+def container_spread(entries) -> dict:
+    """id -> note on the rows of the same configuration (SAME_RUN_FIELDS) published in other containers,
+    for MoE rows with tokens/s. Such rows are kept, each a case against its own published figure (a
+    container is a different software stack, and the spread is not monotonic in the container: GPT-OSS
+    120B GB200 MXFP8 26.06 28.95k, 26.06.01 18.30k, 26.08 28.67k tokens/s/GPU, so neither the latest nor
+    the best container is a safe single target); the note says how far apart they are."""
+    groups = {}
+    for e in entries:
+        x, tok = e.get("inputs", {}), e.get("expected", {}).get("tokens_per_sec_per_gpu")
+        if x.get("model") in MOE and tok:
+            groups.setdefault(tuple(str(x.get(f)) for f in SAME_RUN_FIELDS), []).append((x["container"], float(tok), e["id"]))
+    notes = {}
+    for rows in groups.values():
+        if len(rows) < 2:
+            continue
+        lo, hi = min(r[1] for r in rows), max(r[1] for r in rows)
+        listed = ", ".join(f"{c.replace('NeMo ', '')} {v:.0f}" for c, v, _ in sorted(rows))
+        for _, _, rid in rows:
+            notes[rid] = (f"; same configuration published in {len(rows)} containers ({listed} tokens/s/GPU, "
+                          f"max/min {hi / lo:.2f}): each kept as its own case")
+    return notes
+
+
 def load_megatron_bridge(path=None) -> tuple:
     """(cases, skipped): the rows that are cases, and (id, system, reason) for every other row
     on a system we have a preset for."""
     cases, skipped = [], []
-    for entry in _entries(path):
+    entries = _entries(path)
+    spread = container_spread([e for e in entries if isinstance(e, dict)])
+    for entry in entries:
         try:
             reason = skip_reason(entry)
             if reason:
                 if not reason.startswith("no preset"):
                     skipped.append((entry["id"], entry["inputs"]["system"], reason))
                 continue
-            cases.append(case_of(entry))
+            case = case_of(entry)
+            if case.id in spread:
+                case = replace(case, assumptions=case.assumptions + spread[case.id])
+            cases.append(case)
         except ExplorerError as err:
             raise ExplorerError(f"cases file {path or PATH}: entry {entry.get('id')!r}: {err}") from None
         except (KeyError, TypeError, ValueError, AttributeError) as err:
