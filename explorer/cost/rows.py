@@ -47,8 +47,9 @@ def comm_rows(tree, values, k, M, by_kind, nums, sync, dp_bytes, zero_bytes, str
                         "hidden_s": float(sync["dp_total"] - sync["dp_exposed"]), "bytes": dp_bytes},
                        kind, sync["route"], nums, names)
         if strategy.zero == 3:
-            rows += _split({"category": "zero_comm", "kind": "all_gather", "time_s": float(sync["zero"]),
-                            "hidden_s": 0.0, "bytes": zero_bytes}, "all_gather", sync["route"], nums, names)
+            rows += _split({"category": "zero_comm", "kind": "all_gather",
+                            "time_s": float(sync["zero_exposed"]),
+                            "hidden_s": float(sync["zero"] - sync["zero_exposed"]), "bytes": zero_bytes}, "all_gather", sync["route"], nums, names)
     return _merge(rows)
 
 
