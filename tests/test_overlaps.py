@@ -88,3 +88,17 @@ def test_zero3_prefetch_exposes_the_excess_when_the_gather_is_longer():
     G = row["zero_pass_s"]
     expected = r.micro_batches * (max(0.0, G - row["fwd_s"]) + max(0.0, G - row["bwd_s"]))
     assert r.breakdown_s["zero_comm"] == pytest.approx(expected, rel=1e-9, abs=1e-15)
+
+
+@pytest.mark.parametrize("kw", [dict(zero=3, zero_prefetch=True), dict(zero=1, overlap_param_gather=True),
+                                dict(zero=1, overlap_param_gather=True, overlap_dp=True)])
+def test_timeline_agrees_with_the_cost_model_under_gather_overlaps(kw):
+    """The super-step timeline draws only the exposed part of each gather: its makespan equals the
+    cost model's iteration time (GPipe: exact for any stages)."""
+    from explorer.timeline import compare, superstep_events
+    model = load_model("gpt-1.7b")
+    s = Strategy(dp=8, tp=1, pp=1 if kw["zero"] == 3 else 2, micro_batch=1, global_batch=32, schedule="gpipe", **kw)
+    result = evaluate(model, s, A100)
+    events = superstep_events(model, s, A100, result=result)
+    cmp = compare(events, result, "gpipe", "gpipe")
+    assert abs(cmp["relative_difference"]) <= 1e-9

@@ -171,7 +171,8 @@ def _core(tree: NumericTree, model: ModelSpec, strategies: list, cluster: Cluste
 
 
 _PER_STAGE = ("dp_sync", "dp_exposed", "zero_gather", "optimizer_step", "after", "dp_bytes", "zero_bytes",
-              "zero_gather_pass", "zero_bytes_pass", "zero_exposed") + \
+              "zero_gather_pass", "zero_bytes_pass", "zero_exposed", "zero_pass_fwd_exposed",
+              "zero_pass_bwd_exposed") + \
     tuple(f"memory_{part}" for part in MEMORY_PARTS)
 
 
@@ -199,7 +200,8 @@ def _result(tree: NumericTree, strategy: Strategy, cluster: Cluster, core: dict)
     sync = {"dp_total": float(sup["dp_sync"][j]), "dp_exposed": float(sup["dp_exposed"][j]),
             "zero": float(sup["zero_gather"][j]), "zero_exposed": float(sup["zero_exposed"][j]), "route": dp_route,
             "per_stage": (sup["dp_sync"], sup["dp_exposed"], sup["zero_gather"], sup["optimizer_step"]),
-            "per_pass": (sup["zero_gather_pass"], sup["zero_bytes_pass"])}
+            "per_pass": (sup["zero_gather_pass"], sup["zero_bytes_pass"], sup["zero_pass_fwd_exposed"],
+                         sup["zero_pass_bwd_exposed"])}
     rows = comm_rows(tree, core["values"][:, :, 0], k, M, by_kind, core["nums"], sync, dp_bytes, zero_bytes,
                      strategy)
     by_level = {name: 0.0 for name in level_names}

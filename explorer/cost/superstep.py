@@ -112,17 +112,20 @@ def zero_gathers(zero: int, **group) -> sp.Expr:
     return 2 * m * zero_gather_pass(zero, **group)
 
 
-def zero_gathers_exposed(zero: int, prefetch: bool, psi=Psi_r, n=d, g=g_r, L=L_r) -> sp.Expr:
-    """What the ZeRO-3 gathers leave exposed. With prefetch (DeepSpeed stage3_prefetch_bucket_size,
-    on by default; PyTorch FSDP forward_prefetch / backward_prefetch=BACKWARD_PRE) the next layer's
-    all-gather runs under the current layer's compute, so per pass and layer max(0, gather - compute);
-    over a stage's layers, summed as one collective under the pass's compute (F_r forward, B_r
-    backward) -- exact for equal layers, a lower bound otherwise (sum of max >= max of sums)."""
-    if zero < 3 or not prefetch:
-        return zero_gathers(zero, psi=psi, n=n, g=g, L=L)
-    fwd = coll.Collective("all_gather", "fwd", "zero3_prefetch", "zero_comm", "dp", beta * psi, n, under=F_r)
-    bwd = coll.Collective("all_gather", "bwd", "zero3_prefetch", "zero_comm", "dp", beta * psi, n, under=B_r)
-    return m * (fwd.exposed(g, L) + bwd.exposed(g, L))
+def zero_pass_exposed(zero: int, prefetch: bool, phase: str, psi=Psi_r, n=d, g=g_r, L=L_r) -> sp.Expr:
+    """What one pass's ZeRO-3 gather leaves exposed (phase 'fwd' or 'bwd'). With prefetch (DeepSpeed
+    stage3_prefetch_bucket_size, on by default; PyTorch FSDP forward_prefetch /
+    backward_prefetch=BACKWARD_PRE) the next layer's all-gather runs under the current layer's compute,
+    per layer max(0, gather - compute); over a stage's layers, summed as one collective under the pass
+    (F_r forward, B_r backward) -- exact for equal layers, a lower bound otherwise (a sum of maxima is
+    at least the maximum of the sums)."""
+    if zero < 3:
+        return sp.Integer(0)
+    if not prefetch:
+        return zero_gather_pass(zero, psi, n, g, L)
+    c = coll.Collective("all_gather", phase, "zero3_prefetch", "zero_comm", "dp", beta * psi, n,
+                        under=F_r if phase == "fwd" else B_r)
+    return c.exposed(g, L)
 
 
 def param_gather(zero: int, psi=Psi_r, n=d, g=g_r, L=L_r) -> sp.Expr:
@@ -185,8 +188,9 @@ def terms(schedule: str, zero: int, overlap: bool, k_states: int, moe: bool = Fa
     eg = EXPERT_GROUP
     sync = _with_experts(moe, dp_sync(zero, grad_bytes=grad_bytes), dp_sync(zero, gs=0, grad_bytes=grad_bytes, **eg))
     gathers = _with_experts(moe, zero_gathers(zero), zero_gathers(zero, **eg))
-    gathers_exposed = _with_experts(moe, zero_gathers_exposed(zero, zero_prefetch),
-                                    zero_gathers_exposed(zero, zero_prefetch, **eg))
+    pass_exposed = {ph: _with_experts(moe, zero_pass_exposed(zero, zero_prefetch, ph),
+                                      zero_pass_exposed(zero, zero_prefetch, ph, **eg)) for ph in ("fwd", "bwd")}
+    gathers_exposed = m * (pass_exposed["fwd"] + pass_exposed["bwd"])     # = gathers without prefetch
     step = _with_experts(moe, optimizer_step(zero), optimizer_step(zero, Psi_e_r, eg["n"]))
     moved = _with_experts(moe, param_gather(zero), param_gather(zero, **eg)) if param_gather_overlap \
         else sp.Integer(0)        # the parameter all-gather, moved under the next forward
@@ -208,6 +212,8 @@ def terms(schedule: str, zero: int, overlap: bool, k_states: int, moe: bool = Fa
     add("dp_sync", "dp_comm", "Rajbhandari et al. SC'20 Sec 7; nccl_busbw, mpich_alpha_beta", sync, True)
     add("dp_exposed", "dp_comm", "overlap window: " + sched.name, exposed, True)
     add("zero_gather", "zero_comm", "Rajbhandari et al. SC'20 Sec 7-B", gathers, True)
+    add("zero_pass_fwd_exposed", "zero_comm", "exposed gather of one forward pass", pass_exposed["fwd"], True)
+    add("zero_pass_bwd_exposed", "zero_comm", "exposed gather of one backward pass", pass_exposed["bwd"], True)
     add("zero_exposed", "zero_comm", "prefetch: DeepSpeed stage3_prefetch_bucket_size, FSDP backward_prefetch"
         if zero_prefetch else "Rajbhandari et al. SC'20 Sec 7-B", gathers_exposed, True)
     add("dp_bytes", "dp_comm", "nccl_busbw",
