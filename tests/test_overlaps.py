@@ -52,7 +52,7 @@ def test_param_gather_is_a_no_op_without_a_parameter_all_gather():
     """ZeRO-0 all-reduces gradients (no parameter gather); ZeRO-3 gathers in zero_comm: unchanged."""
     model = load_model("gpt-1.7b")
     for zero in (0, 3):
-        s = Strategy(dp=8, tp=1, pp=1, micro_batch=1, global_batch=32, zero=zero)
+        s = Strategy(dp=8, tp=1, pp=1, micro_batch=1, global_batch=32, zero=zero, zero_prefetch=False)
         assert evaluate(model, s.with_(overlap_param_gather=True), H200).iteration_time_s == \
             evaluate(model, s, H200).iteration_time_s
 
@@ -63,7 +63,8 @@ def test_zero3_prefetch_exposes_only_what_the_pass_compute_does_not_hide(model_n
     zero_comm exposed = m (max(0, G - F_r) + max(0, G - B_r)), hidden = 2 m G - exposed."""
     model = load_model(model_name)
     s = Strategy(dp=8, tp=1, pp=1, micro_batch=2, global_batch=global_batch, zero=3)
-    off, on = evaluate(model, s, H200), evaluate(model, s.with_(zero_prefetch=True), H200)
+    assert s.zero_prefetch                                    # DeepSpeed's default: prefetch on
+    off, on = evaluate(model, s.with_(zero_prefetch=False), H200), evaluate(model, s, H200)
     row = on.stage_times_s[0]
     M, G = on.micro_batches, row["zero_pass_s"]
     total = 2 * M * G
@@ -102,3 +103,17 @@ def test_timeline_agrees_with_the_cost_model_under_gather_overlaps(kw):
     events = superstep_events(model, s, A100, result=result)
     cmp = compare(events, result, "gpipe", "gpipe")
     assert abs(cmp["relative_difference"]) <= 1e-9
+
+
+
+def test_search_prices_zero3_with_prefetch_as_evaluate_does():
+    """The search's objective (explorer.search.objective) reads the same prefetch term: every ZeRO-3
+    candidate it returns carries evaluate()'s time of the Strategy it names (prefetch on)."""
+    from explorer.search.search import search
+    model = load_model("gpt-1.7b")
+    found = search(model, H200, 8, 64, top=40, refine_top=0)
+    zero3 = [c for c in found.top if c.strategy.zero == 3]
+    assert zero3, "no ZeRO-3 candidate in the top list"
+    for c in zero3:
+        assert c.strategy.zero_prefetch
+        assert evaluate(model, c.strategy, H200).iteration_time_s == pytest.approx(c.iteration_time_s, rel=1e-9)

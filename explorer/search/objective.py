@@ -48,7 +48,8 @@ class Objective:
                 K_opt: optimizer_update_bytes(self.beta)}
 
     def _variant(self, schedule: str, zero: int = 0, overlap: bool = False):
-        return variant(schedule, zero, bool(overlap), self.k_states)
+        """ZeRO-3 candidates prefetch their gathers (Strategy.zero_prefetch, on by default: never slower)."""
+        return variant(schedule, zero, bool(overlap), self.k_states, zero_prefetch=zero == 3)
 
     def _lean(self, schedule: str, zero: int, overlap: bool, name: str) -> tuple:
         """The variant's term `name` compiled over the symbols it uses (Variant.lean), with those
@@ -66,23 +67,26 @@ class Objective:
             stage[W_r] = _first(W)
         return self._variant(schedule)(stage, self._scalars(m, v), ("makespan",))["makespan"]
 
-    def sync(self, psi, bwd, split_sync, m, v, zero: int, overlap: bool, ranks=None, schedule: str = "1f1b"):
+    def sync(self, psi, bwd, split_sync, m, v, zero: int, overlap: bool, ranks=None, schedule: str = "1f1b",
+             fwd=0.0):
         """Per stage (`ranks`, default all on the last axis), what follows the pipeline: dp sync
-        (exposed under the schedule's overlap window), ZeRO gathers, optimizer. Arrays carry the
+        (exposed under the schedule's overlap window), ZeRO gathers (ZeRO-3: exposed under the passes
+        `fwd` and `bwd`; fwd 0 = no window, never less than the truth), optimizer. Arrays carry the
         stage on their last axis, so the term is evaluated with the stage last (it is elementwise
         over stages: no reduction)."""
         fn, args = self._lean(schedule, zero, overlap, "after")
         g, L = (self.g, self.L) if ranks is None else (self.g[ranks], self.L[ranks])
-        values = {"Psi_r": psi, "B_r": bwd, "GS_r": split_sync, "g_r": g, "L_r": L, "m": m, "v": v, "p": self.pp,
+        values = {"Psi_r": psi, "B_r": bwd, "F_r": fwd, "GS_r": split_sync, "g_r": g, "L_r": L, "m": m, "v": v,
+                  "p": self.pp,
                   "d": self.dp, "beta": self.beta, "W_{hbm}": self.hw["W"], "K_{opt}": self.k_update}
         out = fn(*[values[a] for a in args])
-        return _broadcast(out, np.shape(psi), np.shape(bwd), np.shape(split_sync))
+        return _broadcast(out, np.shape(psi), np.shape(bwd), np.shape(split_sync), np.shape(fwd))
 
     def time(self, F, B, psi, split_sync, m, v, zero: int, overlap: bool, schedule: str = "1f1b", W=None):
         """Iteration time: pipeline + the slowest stage's synchronisation and optimizer."""
         m_stage = np.asarray(m)[..., None] if np.ndim(m) else m
         return self.pipeline(F, B, m, v, schedule, W) + \
-            self.sync(psi, B, split_sync, m_stage, v, zero, overlap, schedule=schedule).max(-1)
+            self.sync(psi, B, split_sync, m_stage, v, zero, overlap, schedule=schedule, fwd=F).max(-1)
 
     def memory(self, psi, act, m, v, zero: int, schedule: str, ranks=None):
         """Per stage bytes per device (model states + activations in flight); `ranks` default all

@@ -97,7 +97,7 @@ class Strategy:
     overlap_tp: bool = False         # tensor-parallel collectives under the GEMMs (Megatron --tp-comm-overlap)
     overlap_param_gather: bool = False  # ZeRO-1/2 parameter all-gather under the next forward (Megatron
     #                                     --overlap-param-gather, off by default there)
-    zero_prefetch: bool = False      # ZeRO-3 gathers under the previous layer's compute (DeepSpeed prefetch)
+    zero_prefetch: bool = True       # ZeRO-3 gathers under the previous layer's compute (DeepSpeed prefetch, on by default)
     ep: int = 1                      # e: expert-parallel degree, carved out of dp (MoE models only)
     expert_tp: int = 0               # expert tensor-parallel degree: 0 = tp (Megatron's default) or 1
 
