@@ -117,3 +117,28 @@ def test_search_prices_zero3_with_prefetch_as_evaluate_does():
     for c in zero3:
         assert c.strategy.zero_prefetch
         assert evaluate(model, c.strategy, H200).iteration_time_s == pytest.approx(c.iteration_time_s, rel=1e-9)
+
+
+def test_cli_flags_turn_the_overlaps_on():
+    """--overlap-param-gather (ZeRO-1) and --zero-prefetch (ZeRO-3) reach the Strategy; the JSON
+    shows the hidden part and a shorter iteration."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    def run(*args):
+        out = subprocess.run([sys.executable, "-m", "explorer", "evaluate", "--model", "gpt-1.7b",
+                              "--cluster", "h200", "--tp", "1", "--pp", "1", "--dp", "8", "--micro-batch", "1",
+                              "--global-batch", "32", "--json", *args], cwd=Path(__file__).resolve().parents[1],
+                             capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, out.stderr
+        return json.loads(out.stdout)
+    off, on = run("--zero", "1"), run("--zero", "1", "--overlap-param-gather")
+    assert on["strategy"]["overlap_param_gather"] and on["hidden_s"]["dp_comm"] > 0 == off["hidden_s"]["dp_comm"]
+    assert on["iteration_time_s"] < off["iteration_time_s"]
+    zero3 = run("--zero", "3")
+    assert zero3["strategy"]["zero_prefetch"] and zero3["hidden_s"]["zero_comm"] > 0
+    exposed = run("--zero", "3", "--no-zero-prefetch")
+    assert not exposed["strategy"]["zero_prefetch"] and exposed["hidden_s"]["zero_comm"] == 0
+    assert exposed["iteration_time_s"] > zero3["iteration_time_s"]

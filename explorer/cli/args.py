@@ -46,9 +46,10 @@ def add_strategy_flags(cmd: argparse.ArgumentParser, extra_schedules: tuple = ()
     cmd.add_argument("--overlap-param-gather", action="store_true", default=None,
                      help="ZeRO-1/2: run the parameter all-gather after the step under the next forward "
                           "(Megatron-LM --overlap-param-gather with the distributed optimizer; off by default)")
-    cmd.add_argument("--zero-prefetch", action="store_true", default=None,
+    cmd.add_argument("--zero-prefetch", action=argparse.BooleanOptionalAction, default=None,
                      help="ZeRO-3: gather the next layer's parameters under the current layer's compute "
-                          "(DeepSpeed stage3_prefetch_bucket_size, FSDP forward/backward_prefetch)")
+                          "(DeepSpeed stage3_prefetch_bucket_size, FSDP forward/backward_prefetch; on by default, "
+                          "as in DeepSpeed)")
     cmd.add_argument("--seq-len", type=int, help="override the model's sequence length")
     add_long_context_flags(cmd)
     cmd.add_argument("--expert-load-share", type=float,
