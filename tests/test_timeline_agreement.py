@@ -94,9 +94,10 @@ def test_overlapped_sync_is_drawn_hidden_under_the_last_backward():
 
 
 def test_zero3_gathers_before_every_pass():
-    """ZeRO-3 (pp = 1): 2m gathers, one before each forward and backward (Rajbhandari et al. SC'20 Sec 7)."""
+    """ZeRO-3 (pp = 1): 2m gathers, one before each forward and backward (Rajbhandari et al. SC'20 Sec 7);
+    without prefetch all exposed (with it, tests/test_overlaps.py)."""
     model, cluster = load_model("llama2-7b"), load_cluster("h200")
-    s = Strategy(dp=8, tp=1, pp=1, micro_batch=2, global_batch=64, zero=3, overlap_dp=True)
+    s = Strategy(dp=8, tp=1, pp=1, micro_batch=2, global_batch=64, zero=3, overlap_dp=True, zero_prefetch=False)
     ev, result, cmp = run(model, s, cluster)
     gathers = ev[ev.kind == "zero_gather"]
     assert len(gathers) == 2 * s.micro_batches

@@ -43,6 +43,13 @@ def add_strategy_flags(cmd: argparse.ArgumentParser, extra_schedules: tuple = ()
     cmd.add_argument("--overlap-tp", action="store_true", default=None,
                      help="run the sequence-parallel all-gathers and reduce-scatters under the GEMMs next to them "
                           "(Megatron-LM --tp-comm-overlap; needs --sequence-parallel)")
+    cmd.add_argument("--overlap-param-gather", action="store_true", default=None,
+                     help="ZeRO-1/2: run the parameter all-gather after the step under the next forward "
+                          "(Megatron-LM --overlap-param-gather with the distributed optimizer; off by default)")
+    cmd.add_argument("--zero-prefetch", action=argparse.BooleanOptionalAction, default=None,
+                     help="ZeRO-3: gather the next layer's parameters under the current layer's compute "
+                          "(DeepSpeed stage3_prefetch_bucket_size, FSDP forward/backward_prefetch; on by default, "
+                          "as in DeepSpeed)")
     cmd.add_argument("--seq-len", type=int, help="override the model's sequence length")
     add_long_context_flags(cmd)
     cmd.add_argument("--expert-load-share", type=float,
@@ -69,7 +76,8 @@ def add_long_context_flags(cmd: argparse.ArgumentParser) -> None:
 FLAG_FIELDS = {"tp": "tp", "pp": "pp", "dp": "dp", "micro_batch": "micro_batch",
                "global_batch": "global_batch", "schedule": "schedule", "chunks": "chunks",
                "zero": "zero", "recompute": "recompute", "sequence_parallel": "sequence_parallel",
-               "overlap_dp": "overlap_dp", "overlap_tp": "overlap_tp", "dtype": "dtype", "grad_dtype": "grad_dtype",
+               "overlap_dp": "overlap_dp", "overlap_tp": "overlap_tp",
+               "overlap_param_gather": "overlap_param_gather", "zero_prefetch": "zero_prefetch", "dtype": "dtype", "grad_dtype": "grad_dtype",
                "cp": "cp", "cp_algo": "cp_algo", "ep": "ep", "expert_tp": "expert_tp"}
 
 

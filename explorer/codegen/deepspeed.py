@@ -55,6 +55,8 @@ def deepspeed_config(model, strategy) -> dict:
         "bf16": {"enabled": s.dtype == "bf16"},
         "fp16": {"enabled": s.dtype == "fp16"},
     }
+    if s.zero == 3 and not s.zero_prefetch:   # DeepSpeed prefetches by default; a bucket of 0 turns it off
+        config["zero_optimization"]["stage3_prefetch_bucket_size"] = 0
     if s.recompute == "full":
         config["activation_checkpointing"] = {"partition_activations": False, "cpu_checkpointing": False,
                                               "contiguous_memory_optimization": False,

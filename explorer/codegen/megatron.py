@@ -81,6 +81,8 @@ def megatron_args(model, strategy) -> str:
         out.append(("--use-distributed-optimizer",))
     if s.overlap_dp:
         out.append(("--overlap-grad-reduce",))
+    if s.overlap_param_gather and s.zero == 1:      # needs the distributed optimizer
+        out.append(("--overlap-param-gather",))
     if s.overlap_tp:
         out.append(("--tp-comm-overlap",))
     out += [("--micro-batch-size", s.micro_batch), ("--global-batch-size", s.global_batch)]
@@ -126,7 +128,7 @@ def _parser() -> _Parser:
         p.add_argument(flag)
     for flag in ("--sequence-parallel", "--use-distributed-optimizer", "--overlap-grad-reduce", "--bf16",
                  "--fp16", "--group-query-attention", "--swiglu", "--accumulate-allreduce-grads-in-fp32",
-                 "--use-flash-attn", "--tp-comm-overlap"):
+                 "--use-flash-attn", "--tp-comm-overlap", "--overlap-param-gather"):
         p.add_argument(flag, action="store_true")
     add_moe_arguments(p)
     return p
@@ -173,6 +175,7 @@ def parse_megatron_args(text: str, world_size: int | None = None) -> tuple:
               "global_batch": args.global_batch_size, "sequence_parallel": args.sequence_parallel,
               "zero": 1 if args.use_distributed_optimizer else 0, "overlap_dp": args.overlap_grad_reduce,
               "overlap_tp": args.tp_comm_overlap,
+              "overlap_param_gather": args.overlap_param_gather and args.use_distributed_optimizer,
               "dtype": "fp8" if args.fp8_format else ("bf16" if args.bf16 else ("fp16" if args.fp16 else "fp32")),
               "grad_dtype": "fp32" if args.accumulate_allreduce_grads_in_fp32 else "model",
               "recompute": args.recompute_granularity or "none", "ep": args.expert_model_parallel_size or 1}

@@ -68,9 +68,11 @@ def numeric_tree(model, strategy, cluster) -> NumericTree:
 
 
 def superstep_function(schedule: str, zero: int, overlap: bool, k_states: int, moe: bool = False,
-                       grad_bytes: int | None = None):
-    """(STAGE_INPUTS + SCALAR_INPUTS) -> the OUTPUTS terms of the super-step variant."""
-    key = (schedule, int(zero), bool(overlap), int(k_states), bool(moe), grad_bytes, OUTPUTS)
+                       grad_bytes: int | None = None, **options):
+    """(STAGE_INPUTS + SCALAR_INPUTS) -> the OUTPUTS terms of the super-step variant; options: the
+    overlaps that are on (explorer.cost.superstep.options_of)."""
+    key = (schedule, int(zero), bool(overlap), int(k_states), bool(moe), grad_bytes, OUTPUTS) + \
+        tuple(sorted((k, True) for k, on in options.items() if on))
     return _VARIANTS.get(key, lambda: _variant(key))
 
 
@@ -103,7 +105,7 @@ def _variant(key: tuple):
     if fn is not None:
         return fn
     from explorer.cost.superstep import variant
-    fn = variant(*key[:5], grad_bytes=key[5]).function(OUTPUTS)
+    fn = variant(*key[:5], grad_bytes=key[5], **dict(key[7:])).function(OUTPUTS)
     source = source_of(fn)
     if source:
         cache.store("superstep", text, source)

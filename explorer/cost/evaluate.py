@@ -28,7 +28,7 @@ from explorer.model.spec import ModelSpec
 from explorer.strategy import rules
 from explorer.strategy.mesh import joint_route, top_level
 from explorer.strategy.strategy import Strategy
-from explorer.strategy.strategy import GRAD_BYTES
+from explorer.strategy.strategy import GRAD_BYTES, options_of  # noqa: F401
 
 
 @dataclass(frozen=True)
@@ -84,7 +84,8 @@ def evaluate_batch(model: ModelSpec, strategies, cluster: Cluster, gpus: int | N
     groups = {}
     for i, s in enumerate(strategies):
         rules.check(model, s, gpus, cluster)
-        groups.setdefault((structure_key(model, s, cluster), s.zero, s.overlap_dp, s.grad_dtype), []).append(i)
+        groups.setdefault((structure_key(model, s, cluster), s.zero, s.overlap_dp, s.grad_dtype,
+                           tuple(sorted(options_of(s).items()))), []).append(i)
     for idx in groups.values():
         members = [strategies[i] for i in idx]
         core = _core(numeric_tree(model, members[0], cluster), model, members, cluster)
@@ -151,7 +152,7 @@ def _core(tree: NumericTree, model: ModelSpec, strategies: list, cluster: Cluste
         scalars["e"] = np.array([s.ep * s.etp / s.tp for s in strategies], dtype=float)   # d / e: expert-DP size
         stage["Psi^e_r"] = stage["Psi^e_r"] / np.array([s.ep for s in strategies], dtype=float)  # experts.shard_experts
     fn = superstep_function(first.schedule, first.zero, first.overlap_dp, optimizer_state_bytes(hw["beta"]),
-                            model.is_moe, GRAD_BYTES.get(first.grad_dtype))
+                            model.is_moe, **options_of(first))
     sup = dict(zip(OUTPUTS, fn(*[stage.get(name, 0.0) for name in STAGE_INPUT_NAMES],
                                *[scalars.get(name, 1.0) for name in SCALAR_INPUT_NAMES])))
     shape = per_stage[:, 0].shape
@@ -170,7 +171,8 @@ def _core(tree: NumericTree, model: ModelSpec, strategies: list, cluster: Cluste
 
 
 _PER_STAGE = ("dp_sync", "dp_exposed", "zero_gather", "optimizer_step", "after", "dp_bytes", "zero_bytes",
-              "zero_gather_pass", "zero_bytes_pass") + \
+              "zero_gather_pass", "zero_bytes_pass", "zero_exposed", "zero_pass_fwd_exposed",
+              "zero_pass_bwd_exposed") + \
     tuple(f"memory_{part}" for part in MEMORY_PARTS)
 
 
@@ -196,9 +198,10 @@ def _result(tree: NumericTree, strategy: Strategy, cluster: Cluster, core: dict)
     dp_route = stage_dp_routes(cluster, strategy.mesh, strategy.pp)[j]
     dp_level = top_level(dp_route)
     sync = {"dp_total": float(sup["dp_sync"][j]), "dp_exposed": float(sup["dp_exposed"][j]),
-            "zero": float(sup["zero_gather"][j]), "route": dp_route,
+            "zero": float(sup["zero_gather"][j]), "zero_exposed": float(sup["zero_exposed"][j]), "route": dp_route,
             "per_stage": (sup["dp_sync"], sup["dp_exposed"], sup["zero_gather"], sup["optimizer_step"]),
-            "per_pass": (sup["zero_gather_pass"], sup["zero_bytes_pass"])}
+            "per_pass": (sup["zero_gather_pass"], sup["zero_bytes_pass"], sup["zero_pass_fwd_exposed"],
+                         sup["zero_pass_bwd_exposed"])}
     rows = comm_rows(tree, core["values"][:, :, 0], k, M, by_kind, core["nums"], sync, dp_bytes, zero_bytes,
                      strategy)
     by_level = {name: 0.0 for name in level_names}
@@ -210,6 +213,7 @@ def _result(tree: NumericTree, strategy: Strategy, cluster: Cluster, core: dict)
         iteration_time_s=total, breakdown_s={c: float(sup[c]) for c in CATEGORIES},
         hidden_s={"op_comm": M * float(per_stage[k, Q["hidden_comm"]]),
                   "dp_comm": sync["dp_total"] - sync["dp_exposed"],
+                  "zero_comm": sync["zero"] - sync["zero_exposed"],
                   "cp_comm": M * max(0.0, float(per_stage[k, Q["cp_total"]] - per_stage[k, Q["cp_fwd"]]
                                                 - per_stage[k, Q["cp_bwd"]]))},
         comm_bytes_per_device={c: float(x) for c, x in comm_bytes.items()}, comm_by_kind=rows,

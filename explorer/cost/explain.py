@@ -20,7 +20,7 @@ from explorer.cost import collectives as coll
 from explorer.cost.evaluate import Result, evaluate, stage_dp_routes
 from explorer.cost.collectives import cp_kind
 from explorer.cost.numbers import hardware_numbers
-from explorer.strategy.strategy import GRAD_BYTES
+from explorer.strategy.strategy import GRAD_BYTES, options_of  # noqa: F401
 from explorer.cost.plan import expert_dp_route
 from explorer.cost.superstep import (CATEGORIES, L_e_r, Psi_e_r, g_e_r, optimizer_state_bytes, optimizer_update_bytes,
                                      variant)
@@ -179,7 +179,7 @@ def explain(model, strategy, cluster, gpus=None, result: Result | None = None) -
     shown[Psi_r] = np.array([PSI if i == j else e for i, e in enumerate(stage[Psi_r])], dtype=object)
     dtype_bytes = hardware_numbers(cluster, strategy.dtype)["beta"]
     var = variant(strategy.schedule, strategy.zero, strategy.overlap_dp, optimizer_state_bytes(dtype_bytes),
-                  model.is_moe, grad_bytes=GRAD_BYTES.get(strategy.grad_dtype))
+                  model.is_moe, **options_of(strategy))
     if model.is_moe:    # the expert weights' data-parallel groups (explorer.cost.superstep.EXPERT_GROUP)
         stage[Psi_e_r] = np.array([x / strategy.ep for x in stage[Psi_e_r]], dtype=object)
         shown[Psi_e_r] = stage[Psi_e_r]

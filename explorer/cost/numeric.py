@@ -24,7 +24,8 @@ COMM_CATEGORIES = ("op_comm", "ep_comm", "redistribution", "pp_comm", "dp_comm",
 MEMORY_PARTS = ("params", "grads", "optimizer", "activations")
 OUTPUTS = ("iteration", "makespan") + CATEGORIES + ("critical_stage", "sync_stage", "dp_sync", "dp_exposed",
                                                     "zero_gather", "optimizer_step", "after", "dp_bytes",
-                                                    "zero_bytes", "zero_gather_pass", "zero_bytes_pass") + \
+                                                    "zero_bytes", "zero_gather_pass", "zero_bytes_pass", "zero_exposed",
+                                                    "zero_pass_fwd_exposed", "zero_pass_bwd_exposed") + \
     tuple(f"memory_{part}" for part in MEMORY_PARTS)
 """The super-step terms evaluate() reads (explorer.cost.superstep.terms)."""
 STAGE_INPUT_NAMES = ("F_r", "B_r", "W_r", "C_r", "R_r", "O_r", "X_r", "P_r", "Psi_r", "A_r", "GS_r", "GSB_r",

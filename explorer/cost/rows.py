@@ -47,8 +47,9 @@ def comm_rows(tree, values, k, M, by_kind, nums, sync, dp_bytes, zero_bytes, str
                         "hidden_s": float(sync["dp_total"] - sync["dp_exposed"]), "bytes": dp_bytes},
                        kind, sync["route"], nums, names)
         if strategy.zero == 3:
-            rows += _split({"category": "zero_comm", "kind": "all_gather", "time_s": float(sync["zero"]),
-                            "hidden_s": 0.0, "bytes": zero_bytes}, "all_gather", sync["route"], nums, names)
+            rows += _split({"category": "zero_comm", "kind": "all_gather",
+                            "time_s": float(sync["zero_exposed"]),
+                            "hidden_s": float(sync["zero"] - sync["zero_exposed"]), "bytes": zero_bytes}, "all_gather", sync["route"], nums, names)
     return _merge(rows)
 
 
@@ -69,7 +70,7 @@ def stage_rows(per_stage, fwd_b, bwd_b, stage, sync, sync_bytes) -> list:
     and the stage's own gradient sync, ZeRO gathers and optimizer step."""
     rows = []
     dp_total, dp_exposed, zero, opt = sync["per_stage"]
-    zero_pass, zero_pass_bytes = sync["per_pass"]
+    zero_pass, zero_pass_bytes, zero_fwd, zero_bwd = sync["per_pass"]
     for i in range(per_stage.shape[0]):
         q = lambda name: float(per_stage[i, Q[name]])
         rows.append({
@@ -87,5 +88,6 @@ def stage_rows(per_stage, fwd_b, bwd_b, stage, sync, sync_bytes) -> list:
             "zero_comm_s": float(zero[i]), "optimizer_s": float(opt[i]),
             "dp_bytes": float(sync_bytes[0][i]), "zero_bytes": float(sync_bytes[1][i]),
             "zero_pass_s": float(zero_pass[i]), "zero_pass_bytes": float(zero_pass_bytes[i]),
+            "zero_pass_fwd_exposed_s": float(zero_fwd[i]), "zero_pass_bwd_exposed_s": float(zero_bwd[i]),
         })
     return rows

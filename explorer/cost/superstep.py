@@ -112,6 +112,40 @@ def zero_gathers(zero: int, **group) -> sp.Expr:
     return 2 * m * zero_gather_pass(zero, **group)
 
 
+def zero_pass_exposed(zero: int, prefetch: bool, phase: str, psi=Psi_r, n=d, g=g_r, L=L_r) -> sp.Expr:
+    """What one pass's ZeRO-3 gather leaves exposed (phase 'fwd' or 'bwd'). With prefetch (DeepSpeed
+    stage3_prefetch_bucket_size, on by default; PyTorch FSDP forward_prefetch /
+    backward_prefetch=BACKWARD_PRE) the next layer's all-gather runs under the current layer's compute,
+    per layer max(0, gather - compute); over a stage's layers, summed as one collective under the pass
+    (F_r forward, B_r backward) -- exact for equal layers, a lower bound otherwise (a sum of maxima is
+    at least the maximum of the sums)."""
+    if zero < 3:
+        return sp.Integer(0)
+    if not prefetch:
+        return zero_gather_pass(zero, psi, n, g, L)
+    c = coll.Collective("all_gather", phase, "zero3_prefetch", "zero_comm", "dp", beta * psi, n,
+                        under=F_r if phase == "fwd" else B_r)
+    return c.exposed(g, L)
+
+
+def param_gather(zero: int, psi=Psi_r, n=d, g=g_r, L=L_r) -> sp.Expr:
+    """ZeRO-1/2's all-gather of the updated parameter shards after the optimizer step (the all-gather
+    half of dp_sync; Megatron's distributed optimizer gathers bf16 parameters at beta)."""
+    return coll.time("all_gather", beta * psi, n, g, L) if zero in (1, 2) else sp.Integer(0)
+
+
+def param_gather_exposed(zero: int, psi=Psi_r, n=d, g=g_r, L=L_r) -> sp.Expr:
+    """Megatron-LM --overlap-param-gather (with --use-distributed-optimizer; default off):
+    distributed/param_and_grad_buffer.py dispatches each bucket's parameter all-gather at the end of
+    the step and waits for it in a forward pre-hook of the bucket's first layer, so it runs under the
+    next iteration's first micro-batch forward: exposed max(0, gather - F_r / v) (one model chunk's
+    forward with interleaving)."""
+    if zero not in (1, 2):
+        return sp.Integer(0)
+    c = coll.Collective("all_gather", "step", "param_gather", "dp_comm", "dp", beta * psi, n, under=F_r / v)
+    return c.exposed(g, L)
+
+
 def optimizer_step(zero: int, psi=Psi_r, n=d) -> sp.Expr:
     """Adam step, memory-bound: K_opt bytes per parameter at HBM speed; ZeRO-1 and above
     update only the 1/d shard a device owns."""
@@ -142,18 +176,29 @@ def _with_experts(moe: bool, dense, expert):
     return dense + expert if moe else dense
 
 
-def terms(schedule: str, zero: int, overlap: bool, k_states: int, moe: bool = False, *, grad_bytes=None) -> dict:
+def terms(schedule: str, zero: int, overlap: bool, k_states: int, moe: bool = False, *, grad_bytes=None,
+          param_gather_overlap: bool = False, zero_prefetch: bool = False) -> dict:
     """name -> Term: the super-step of one (schedule, ZeRO stage, overlap, optimizer states); with
     `moe`, the expert weights (Psi^e_r) synchronise, shard and update over their own d/e group;
-    grad_bytes: None = beta, or 4 for fp32 gradients."""
+    grad_bytes: None = beta, or 4 for fp32 gradients; param_gather_overlap: ZeRO-1/2's parameter
+    all-gather under the next forward (param_gather_exposed); zero_prefetch: ZeRO-3's gathers under
+    the layers' compute (zero_gathers_exposed)."""
     sched = schedule_of(schedule)
     grad_bytes = None if grad_bytes is None else sp.Integer(grad_bytes)
     eg = EXPERT_GROUP
     sync = _with_experts(moe, dp_sync(zero, grad_bytes=grad_bytes), dp_sync(zero, gs=0, grad_bytes=grad_bytes, **eg))
     gathers = _with_experts(moe, zero_gathers(zero), zero_gathers(zero, **eg))
+    pass_exposed = {ph: _with_experts(moe, zero_pass_exposed(zero, zero_prefetch, ph),
+                                      zero_pass_exposed(zero, zero_prefetch, ph, **eg)) for ph in ("fwd", "bwd")}
+    gathers_exposed = m * (pass_exposed["fwd"] + pass_exposed["bwd"])     # = gathers without prefetch
     step = _with_experts(moe, optimizer_step(zero), optimizer_step(zero, Psi_e_r, eg["n"]))
-    exposed = sp.Max(0, sync - sched.overlap_window) if overlap else sync
-    after = exposed + gathers + step
+    moved = _with_experts(moe, param_gather(zero), param_gather(zero, **eg)) if param_gather_overlap \
+        else sp.Integer(0)        # the parameter all-gather, moved under the next forward
+    rest = sync - moved
+    exposed = sp.Max(0, rest - sched.overlap_window) if overlap else rest
+    if param_gather_overlap:
+        exposed = exposed + _with_experts(moe, param_gather_exposed(zero), param_gather_exposed(zero, **eg))
+    after = exposed + gathers_exposed + step
     critical = StageArgMax(F_r + B_r)
     last = StageArgMax(after)
     t = {}
@@ -167,6 +212,10 @@ def terms(schedule: str, zero: int, overlap: bool, k_states: int, moe: bool = Fa
     add("dp_sync", "dp_comm", "Rajbhandari et al. SC'20 Sec 7; nccl_busbw, mpich_alpha_beta", sync, True)
     add("dp_exposed", "dp_comm", "overlap window: " + sched.name, exposed, True)
     add("zero_gather", "zero_comm", "Rajbhandari et al. SC'20 Sec 7-B", gathers, True)
+    add("zero_pass_fwd_exposed", "zero_comm", "exposed gather of one forward pass", pass_exposed["fwd"], True)
+    add("zero_pass_bwd_exposed", "zero_comm", "exposed gather of one backward pass", pass_exposed["bwd"], True)
+    add("zero_exposed", "zero_comm", "prefetch: DeepSpeed stage3_prefetch_bucket_size, FSDP backward_prefetch"
+        if zero_prefetch else "Rajbhandari et al. SC'20 Sec 7-B", gathers_exposed, True)
     add("dp_bytes", "dp_comm", "nccl_busbw",
         _with_experts(moe, dp_bytes(zero, grad_bytes=grad_bytes),
                       dp_bytes(zero, Psi_e_r, eg["n"], 0, grad_bytes=grad_bytes)), True)
@@ -193,7 +242,7 @@ def terms(schedule: str, zero: int, overlap: bool, k_states: int, moe: bool = Fa
         add(category, category, "m micro-batches on the most loaded stage", m * AtStage(sym, critical))
     add("bubble", "bubble", sched.source, sp.Max(0, sched.bubble))
     add("dp_comm", "dp_comm", t["dp_exposed"].citation, AtStage(exposed, last))
-    add("zero_comm", "zero_comm", t["zero_gather"].citation, AtStage(gathers, last))
+    add("zero_comm", "zero_comm", t["zero_exposed"].citation, AtStage(gathers_exposed, last))
     add("optimizer", "optimizer", t["optimizer_step"].citation, AtStage(step, last))
     add("iteration", "", "makespan + the slowest stage's synchronisation (DESIGN.md super-step)",
         sched.makespan + StageMax(after))
@@ -262,15 +311,18 @@ def _with_aggregates(exprs: list) -> list:
 
 @lru_cache(maxsize=64)
 def variant(schedule: str, zero: int, overlap: bool, k_states: int, moe: bool = False, *,
-            grad_bytes=None) -> Variant:
-    """grad_bytes: None (gradients at beta, the default) or 4 (fp32 gradients, Strategy.grad_dtype)."""
+            grad_bytes=None, param_gather_overlap: bool = False, zero_prefetch: bool = False) -> Variant:
+    """grad_bytes: None (gradients at beta, the default) or 4 (fp32 gradients, Strategy.grad_dtype);
+    param_gather_overlap, zero_prefetch: see terms()."""
     key = (schedule, zero, bool(overlap), k_states) + ((True,) if moe else ()) + \
-        (() if grad_bytes is None else (("grad_bytes", grad_bytes),))
+        (() if grad_bytes is None else (("grad_bytes", grad_bytes),)) + \
+        ((("param_gather_overlap", True),) if param_gather_overlap else ()) + \
+        ((("zero_prefetch", True),) if zero_prefetch else ())
     return Variant(key, _terms_of(key))
 
 
 def _terms_of(key: tuple) -> dict:
-    """terms() of a variant key: positional entries, then ("grad_bytes", n) if the gradients are not beta."""
+    """terms() of a variant key: positional entries, then (name, value) options such as ("grad_bytes", n)."""
     options = dict(k for k in key if isinstance(k, tuple))
     return terms(*(k for k in key if not isinstance(k, tuple)), **options)
 

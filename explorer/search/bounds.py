@@ -80,11 +80,13 @@ class LowerBound:
         is_open = self._open(closed)
         ranks = np.flatnonzero(is_open)
         psi, split = ((open_[[PSI, GS]] + self.rest_stage[i, 3:5])[:, is_open])
-        bwd = np.full(psi.shape, 1e300) if st.overlap else open_[B][is_open]
-        y = self.obj.sync(psi, bwd, split, st.m, v, st.zero, st.overlap, ranks, st.schedule).max(initial=summary[3])
+        hides = st.zero == 3      # ZeRO-3 prefetch: open windows (F_s, B_s still grow) bound nothing; take them unbounded
+        bwd = np.full(psi.shape, 1e300) if st.overlap or hides else open_[B][is_open]
+        y = self.obj.sync(psi, bwd, split, st.m, v, st.zero, st.overlap, ranks, st.schedule,
+                          fwd=1e300 if hides else 0.0).max(initial=summary[3])
         base = float(self.obj.pipeline_total(total, 0.0, 0.0, st.m, st.chunks, st.schedule))
         bound = base + c * max(f_low + b_low, fb_low, summary[1] + summary[2]) + y
-        if st.overlap and (c >= 1 / v or self.fixed is not None):
+        if st.overlap and not hides and (c >= 1 / v or self.fixed is not None):
             f_o, b_o, fb_o = f_st[is_open], b_st[is_open], fb_st[is_open]
             whole = self.obj.sync(psi, b_o, split, st.m, v, st.zero, False, ranks, st.schedule)
             per_stage = np.maximum(c * f_o + (c - 1 / v) * b_o, (c - 1 / v) * fb_o + f_o / v) + whole

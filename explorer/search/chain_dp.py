@@ -88,7 +88,7 @@ class ChainDP:
     def _close(self, summary, open_, s):
         st = self.set
         y = float(self.obj.sync(open_[PSI, s], open_[B, s], open_[GS, s], st.m, st.chunks, st.zero, st.overlap, s,
-                                st.schedule))
+                                st.schedule, fwd=open_[F, s]))
         fs, bs = open_[F, s], open_[B, s]
         return (summary[0] + fs + bs, max(summary[1], fs), max(summary[2], bs), max(summary[3], y))
 

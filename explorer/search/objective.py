@@ -52,7 +52,8 @@ def _built(key: tuple) -> tuple:
         fn, names = aggregate_function(*key[1:]), ()
     else:
         _, schedule, zero, overlap, k_states, name = key
-        fn, args = variant(schedule, zero, overlap, k_states).lean((name,))
+        # ZeRO-3 candidates prefetch their gathers (Strategy.zero_prefetch, on by default: never slower)
+        fn, args = variant(schedule, zero, overlap, k_states, zero_prefetch=zero == 3).lean((name,))
         names = tuple(a.name for a in args)
     source = source_of(fn)
     if source:
@@ -104,23 +105,26 @@ class Objective:
                   "p": self.pp, "d": self.dp, "beta": self.beta, "W_{hbm}": self.hw["W"], "K_{opt}": self.k_update}
         return fn(*[values.get(a, 0.0 if a in STAGE_INPUT_NAMES else 1.0) for a in args])   # as Variant.__call__
 
-    def sync(self, psi, bwd, split_sync, m, v, zero: int, overlap: bool, ranks=None, schedule: str = "1f1b"):
+    def sync(self, psi, bwd, split_sync, m, v, zero: int, overlap: bool, ranks=None, schedule: str = "1f1b",
+             fwd=0.0):
         """Per stage (`ranks`, default all on the last axis), what follows the pipeline: dp sync
-        (exposed under the schedule's overlap window), ZeRO gathers, optimizer. Arrays carry the
+        (exposed under the schedule's overlap window), ZeRO gathers (ZeRO-3: exposed under the passes
+        `fwd` and `bwd`; fwd 0 = no window, never less than the truth), optimizer. Arrays carry the
         stage on their last axis, so the term is evaluated with the stage last (it is elementwise
         over stages: no reduction)."""
         fn, args = self._lean(schedule, zero, overlap, "after")
         g, L = (self.g, self.L) if ranks is None else (self.g[ranks], self.L[ranks])
-        values = {"Psi_r": psi, "B_r": bwd, "GS_r": split_sync, "g_r": g, "L_r": L, "m": m, "v": v, "p": self.pp,
+        values = {"Psi_r": psi, "B_r": bwd, "F_r": fwd, "GS_r": split_sync, "g_r": g, "L_r": L, "m": m, "v": v,
+                  "p": self.pp,
                   "d": self.dp, "beta": self.beta, "W_{hbm}": self.hw["W"], "K_{opt}": self.k_update}
         out = fn(*[values[a] for a in args])
-        return _broadcast(out, np.shape(psi), np.shape(bwd), np.shape(split_sync))
+        return _broadcast(out, np.shape(psi), np.shape(bwd), np.shape(split_sync), np.shape(fwd))
 
     def time(self, F, B, psi, split_sync, m, v, zero: int, overlap: bool, schedule: str = "1f1b", W=None):
         """Iteration time: pipeline + the slowest stage's synchronisation and optimizer."""
         m_stage = np.asarray(m)[..., None] if np.ndim(m) else m
         return self.pipeline(F, B, m, v, schedule, W) + \
-            self.sync(psi, B, split_sync, m_stage, v, zero, overlap, schedule=schedule).max(-1)
+            self.sync(psi, B, split_sync, m_stage, v, zero, overlap, schedule=schedule, fwd=F).max(-1)
 
     def memory(self, psi, act, m, v, zero: int, schedule: str, ranks=None):
         """Per stage bytes per device (model states + activations in flight); `ranks` default all

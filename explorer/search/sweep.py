@@ -102,7 +102,7 @@ def _evaluate_family(index, fam, sums, b, degree, objective, global_batch, rows)
         memory = objective.peak_memory(psi, act, m, fam.chunks, zero, fam.schedule)
         for overlap in fam.overlaps:
             time = pipe + objective.sync(psi, Bs, split, m[:, None], fam.chunks, zero, overlap,
-                                         schedule=fam.schedule).max(-1)
+                                         schedule=fam.schedule, fwd=Fs).max(-1)
             count = opt_idx.size
             rows.append((np.full(count, index), opt_idx, b[b_idx], np.full(count, zero),
                          np.full(count, overlap), time[opt_idx, b_idx], memory[opt_idx, b_idx]))

@@ -95,6 +95,9 @@ class Strategy:
     cp: int = 1                      # context-parallel degree: the sequence split over cp devices
     cp_algo: str = "ring"            # 'ring' (Megatron-LM CP, K/V around a ring) or 'ulysses' (all-to-all)
     overlap_tp: bool = False         # tensor-parallel collectives under the GEMMs (Megatron --tp-comm-overlap)
+    overlap_param_gather: bool = False  # ZeRO-1/2 parameter all-gather under the next forward (Megatron
+    #                                     --overlap-param-gather, off by default there)
+    zero_prefetch: bool = True       # ZeRO-3 gathers under the previous layer's compute (DeepSpeed prefetch, on by default)
     ep: int = 1                      # e: expert-parallel degree, carved out of dp (MoE models only)
     expert_tp: int = 0               # expert tensor-parallel degree: 0 = tp (Megatron's default) or 1
 
@@ -117,7 +120,8 @@ class Strategy:
             raise ExplorerError(f"grad_dtype {self.grad_dtype!r} is unknown; use one of {', '.join(GRAD_DTYPES)}")
         if isinstance(self.zero, bool) or not isinstance(self.zero, int) or self.zero not in (0, 1, 2, 3):
             raise ExplorerError(f"zero stage must be 0, 1, 2 or 3, got {self.zero!r}")
-        for name in ("sequence_parallel", "overlap_dp", "scatter_gather", "overlap_tp"):
+        for name in ("sequence_parallel", "overlap_dp", "scatter_gather", "overlap_tp", "overlap_param_gather",
+                     "zero_prefetch"):
             if not isinstance(getattr(self, name), bool):
                 raise ExplorerError(f"strategy field '{name}' must be true or false, got {getattr(self, name)!r}")
         splits = tuple(s if isinstance(s, LayerSplit) else LayerSplit(**s) for s in self.layer_splits)
@@ -177,3 +181,14 @@ class Strategy:
 
     def with_(self, **changes) -> "Strategy":
         return replace(self, **changes)
+
+
+def options_of(strategy) -> dict:
+    """A Strategy's keyword options of variant() / terms(): gradient bytes and the overlaps of the
+    parameter gathers (only those that are on, so that the keys of the defaults stay as they were)."""
+    options = {"grad_bytes": GRAD_BYTES.get(strategy.grad_dtype)}
+    if getattr(strategy, "overlap_param_gather", False) and strategy.zero in (1, 2):
+        options["param_gather_overlap"] = True
+    if getattr(strategy, "zero_prefetch", False) and strategy.zero == 3:
+        options["zero_prefetch"] = True
+    return options

@@ -77,8 +77,10 @@ def from_result(result, the_plan, ctx: Numbers, split_weight: bool) -> PassCosts
             sec[i, B, COMPUTE_PART] -= row["bwd_weight_s"]
         for k in after:
             after[k][i] = row[k]
-    if strategy.zero == 3:   # ZeRO-3 gathers the parameters before every forward and backward pass
-        sec[:, F, ZERO_PART] = sec[:, B, ZERO_PART] = [row["zero_pass_s"] for row in result.stage_times_s]
+    if strategy.zero == 3:   # ZeRO-3 gathers the parameters before every forward and backward pass (their
+        # exposed part: with prefetch the rest runs under the pass, explorer.cost.superstep.zero_pass_exposed)
+        sec[:, F, ZERO_PART] = [row["zero_pass_fwd_exposed_s"] for row in result.stage_times_s]
+        sec[:, B, ZERO_PART] = [row["zero_pass_bwd_exposed_s"] for row in result.stage_times_s]
         after["zero_comm_s"] = np.zeros(p)
     nbytes, levels, params = _bytes_and_levels(the_plan, ctx)
     after["dp_bytes"] = np.array([row["dp_bytes"] for row in result.stage_times_s])

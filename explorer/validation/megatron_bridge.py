@@ -14,8 +14,10 @@ to fit the number):
   runs with sequence parallelism (Megatron-Bridge's Llama 3 recipes set sequence_parallel with TP).
 * FSDP > 1 rows are Megatron FSDP "optim_grads_params" (= ZeRO-3, scripts/performance/utils/
   helpers.py, set_megatron_fsdp_overrides) with its parameter all-gathers prefetched under
-  compute; our ZeRO-3 exposes every gather, so these rows are skipped (with the reason) until
-  issue 10's ZeRO-3 prefetch overlap lands. FSDP = 0 or absent is Megatron's distributed
+  compute (our ZeRO-3 prefetch, Strategy.zero_prefetch) and each micro-batch's gradient
+  reduce-scatter overlapped with that micro-batch's backward; our ZeRO-3 hides only the last
+  backward's reduce-scatter (dp_sync: m reduce-scatters under one overlap window), so these rows
+  are skipped (with the reason). FSDP = 0 or absent is Megatron's distributed
   optimizer = ZeRO-1 over dp (use_distributed_optimizer = True in the recipes), with the gradient
   reduce-scatter overlapped with the backward (overlap_grad_reduce = True).
 * Gradients are reduced in the model dtype, not fp32: the performance runs set
@@ -114,8 +116,8 @@ def skip_reason(entry: dict) -> str:
     pp = x["pipeline_parallel"]
     fsdp = x.get("fsdp")
     if isinstance(fsdp, int) and fsdp > 1:
-        return ("Megatron FSDP prefetches each parameter all-gather under the previous layer's compute; our "
-                "ZeRO-3 exposes every gather (issue 10, Overlaps: ZeRO-3 prefetch)")
+        return ("Megatron FSDP overlaps every micro-batch's gradient reduce-scatter with its backward; our ZeRO-3 "
+                "hides only the last one (its parameter gathers are prefetched, Strategy.zero_prefetch)")
     vp = x.get("virtual_pipeline") or 1
     layers = load_model(x["model"]).layers
     if vp > 1 and layers % (pp * vp):
