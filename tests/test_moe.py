@@ -483,3 +483,12 @@ def test_long_context_moe_fits_with_flash_attention_only():
     flash, std = evaluate(model, s, H100), evaluate(model.with_attention("standard"), s, H100)
     assert flash.memory_bytes_per_device["activations"] < std.memory_bytes_per_device["activations"] - 20e9
     assert flash.iteration_time_s < std.iteration_time_s
+
+
+def test_every_layer_shares_one_operator_tuple():
+    """A layer's operators do not depend on its index (explorer.model.graph.transformer): they are built
+    once and shared, so a 2,048-layer model does one layer's symbolic work; the blocks still differ by name."""
+    from explorer.model.graph.transformer import transformer_blocks
+    for family in ("gpt", "bert", "llama"):
+        blocks = transformer_blocks(family, 3)[1:-1]
+        assert blocks[0].ops is blocks[2].ops and [b.name for b in blocks] == ["layer0", "layer1", "layer2"]

@@ -2,6 +2,7 @@
 import time
 
 import pytest
+import yaml
 
 from explorer.cli.main import main
 from explorer.errors import ExplorerError
@@ -158,3 +159,18 @@ def test_an_exported_strategy_of_the_largest_model_is_accepted():
     strategy = Strategy(tp=8, pp=8, global_batch=8, layer_splits=splits, stage_map=tuple(i * 8 // MAX_LAYERS
                                                                                           for i in range(MAX_LAYERS)))
     assert strategy_from_upload("s.json", json.dumps(strategy_to_dict(strategy)).encode()) == strategy
+
+
+@pytest.mark.parametrize("text", ["[" + "1," * 30_000 + "1]", "a: &x [1, 2]\nb: *x\n", "[" * 40, "a: [1,\n",
+                                  "x: " + "[*a, " * 3 + "]"])
+def test_libyaml_prescan_refuses_as_the_composer_does(monkeypatch, text):
+    """The C pre-scan (explorer.io.safe_load._prescan) only makes a refusal faster: with it and without
+    it (PyYAML's pure-Python composer alone) the same text gives the same value or the same message."""
+    def outcome():
+        try:
+            return parse_text(text, ".yaml", "f.yaml")
+        except ExplorerError as err:
+            return str(err)
+    with_prescan = outcome()
+    monkeypatch.setattr(yaml, "__with_libyaml__", False)
+    assert outcome() == with_prescan

@@ -7,6 +7,8 @@ per layer sbh(34 + 5as/h) bytes at 16-bit; masks are 1 byte per element.
 """
 from __future__ import annotations
 
+from functools import lru_cache
+
 import sympy as sp
 
 from explorer.model.ops import ActTerm, Block, Operator
@@ -102,25 +104,39 @@ def mlp_ops(gated=False, bias=True):
 
 
 def gpt_layer(index: int, attention: str = "standard") -> Block:
-    ops = [norm("ln1"), linear("qkv", "column", h, QKV_WIDTH), *attention_ops(attention),
-           linear("proj", "row", h, h), residual("add1"), norm("ln2"), *mlp_ops(), residual("add2")]
-    return Block(f"layer{index}", "layer", index, _key("gpt-layer", attention), tuple(ops))
+    return Block(f"layer{index}", "layer", index, _key("gpt-layer", attention), _gpt_ops(attention))
 
 
 def bert_layer(index: int, attention: str = "standard") -> Block:
     """Post-LN encoder layer (Devlin et al. 2019): sublayer, dropout+add, then LayerNorm."""
-    ops = [linear("qkv", "column", h, QKV_WIDTH), *attention_ops(attention), linear("proj", "row", h, h),
-           residual("add1"), norm("ln1"), *mlp_ops(), residual("add2"), norm("ln2")]
-    return Block(f"layer{index}", "layer", index, _key("bert-layer", attention), tuple(ops))
+    return Block(f"layer{index}", "layer", index, _key("bert-layer", attention), _bert_ops(attention))
 
 
 def llama_layer(index: int, attention: str = "standard") -> Block:
     """Pre-RMSNorm, grouped-query attention, SwiGLU, no biases, no dropout (Touvron et al. 2023)."""
-    ops = [norm("rms1", params=h), linear("qkv", "column", h, QKV_WIDTH, bias=False),
-           *attention_ops(attention, dropout=False), linear("proj", "row", h, h, bias=False),
-           residual("add1", dropout=False), norm("rms2", params=h),
-           *mlp_ops(gated=True, bias=False), residual("add2", dropout=False)]
-    return Block(f"layer{index}", "layer", index, _key("llama-layer", attention), tuple(ops))
+    return Block(f"layer{index}", "layer", index, _key("llama-layer", attention), _llama_ops(attention))
+
+
+# A layer's operators do not depend on its index: built once per attention kind and shared by every
+# layer (frozen Operators), so a 2,048-layer model costs one layer's sympy work, not 2,048.
+@lru_cache(maxsize=None)
+def _gpt_ops(attention: str) -> tuple:
+    return (norm("ln1"), linear("qkv", "column", h, QKV_WIDTH), *attention_ops(attention),
+            linear("proj", "row", h, h), residual("add1"), norm("ln2"), *mlp_ops(), residual("add2"))
+
+
+@lru_cache(maxsize=None)
+def _bert_ops(attention: str) -> tuple:
+    return (linear("qkv", "column", h, QKV_WIDTH), *attention_ops(attention), linear("proj", "row", h, h),
+            residual("add1"), norm("ln1"), *mlp_ops(), residual("add2"), norm("ln2"))
+
+
+@lru_cache(maxsize=None)
+def _llama_ops(attention: str) -> tuple:
+    return (norm("rms1", params=h), linear("qkv", "column", h, QKV_WIDTH, bias=False),
+            *attention_ops(attention, dropout=False), linear("proj", "row", h, h, bias=False),
+            residual("add1", dropout=False), norm("rms2", params=h),
+            *mlp_ops(gated=True, bias=False), residual("add2", dropout=False))
 
 
 def _key(name: str, attention: str) -> tuple:
