@@ -17,6 +17,7 @@ from explorer.cost import collectives as coll
 from explorer.cost import layouts as lay
 from explorer.cost.compile import BoundedCache
 from explorer.model.ops import Block, Operator
+from explorer.symbols import QuickMax
 from explorer.cost import context_parallel as cpx
 from explorer.symbols import F, L_t, W_hbm, beta, eta, g_t, phi, t, t_launch
 
@@ -85,9 +86,10 @@ class BlockCost:
 
 @lru_cache(maxsize=4096)
 def _roofline(compute, memory):
-    """sympy's Max of the two (the same object): Max simplifies its arguments, slowly, and the same
-    pair recurs in every split of the search (and the MoE blocks share their operators)."""
-    return sp.Max(compute, memory)
+    """The max of the two (the same object): the same pair recurs in every split of the search (and
+    the MoE blocks share their operators). QuickMax: sympy's Max would spend ~35 ms per pair trying to
+    prove an order (explorer.symbols.QuickMax)."""
+    return QuickMax(compute, memory)
 
 
 def compute_time(op: Operator, divisor) -> tuple:

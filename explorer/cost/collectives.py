@@ -108,7 +108,7 @@ def route_g_L(kind: str, route: tuple, g: list, L: list) -> tuple:
     top = max((i for i, c in enumerate(route) if c > 1), default=0)
     parts = [_num(w, g[i]) for i, w in enumerate(shares) if w]
     symbolic = any(_symbolic(x) for x in parts)
-    g_eff = parts[0] if len(parts) == 1 else (sys.modules["sympy"].Max(*parts) if symbolic else max(parts))
+    g_eff = parts[0] if len(parts) == 1 else (_quick_max(*parts) if symbolic else max(parts))
     return g_eff, L[top]
 
 
@@ -126,9 +126,14 @@ def _num(fraction: Fraction, x):
 
 @lru_cache(maxsize=4096)
 def _exposed(c, g, L):
-    """sympy's Max(0, time - under) of a collective, built once: Max simplifies its arguments, slowly,
+    """Max(0, time - under) of a collective, built once (QuickMax: sympy's Max proves orders, slowly),
     and a block asks for it several times (its exposed and hidden parts, per phase and per kind)."""
-    return sys.modules["sympy"].Max(0, c.time(g, L) - c.under)
+    return _quick_max(0, c.time(g, L) - c.under)
+
+
+def _quick_max(*args):
+    from explorer.symbols import QuickMax   # symbolic path only: the numeric one never imports sympy
+    return QuickMax(*args)
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,9 @@ def compile_exprs(key, args: tuple, exprs):
         fn = generated.load_function("fn", text) if text else None
         if fn is None:
             built = exprs() if callable(exprs) else exprs
-            fn = sp.lambdify(args, list(built), modules="numpy", cse=True)
+            # docstring_limit=0: lambdify would otherwise print every expression again, with
+            # sympy's term ordering, only to put it in the function's __doc__
+            fn = sp.lambdify(args, list(built), modules="numpy", cse=True, docstring_limit=0)
             if text:
                 generated.store_function("fn", text, fn)
         return fn

@@ -32,7 +32,7 @@ import sympy as sp
 
 from explorer.cost import collectives as coll
 from explorer.cost.collectives import cp_kind  # noqa: F401 (re-exported)
-from explorer.symbols import L_c, a, a_kv, b, beta, g_c, h, s, t
+from explorer.symbols import L_c, QuickMax, a, a_kv, b, beta, g_c, h, s, t
 
 ZERO = sp.Integer(0)
 ALGOS = ("ring", "ulysses")
@@ -70,8 +70,8 @@ def ring(heads_sharded: bool, cp: int, attn_fwd_s, attn_bwd_s) -> CPExchange:
     steps = cp - 1
     fwd_step = coll.time("p2p", kv, 2, g_c, L_c)               # send K,V to the next rank
     bwd_step = coll.time("p2p", 2 * kv, 2, g_c, L_c) + L_c     # K,V and dK,dV: two messages
-    fwd = steps * sp.Max(0, fwd_step - attn_fwd_s / cp)
-    bwd = steps * sp.Max(0, bwd_step - attn_bwd_s / cp)
+    fwd = steps * QuickMax(0, fwd_step - attn_fwd_s / cp)
+    bwd = steps * QuickMax(0, bwd_step - attn_bwd_s / cp)
     return CPExchange(fwd, bwd, steps * kv, steps * 2 * kv, steps * fwd_step, steps * bwd_step, "p2p")
 
 

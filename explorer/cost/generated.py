@@ -12,6 +12,7 @@ from __future__ import annotations
 import builtins
 import functools
 import inspect
+import linecache
 
 import numpy as np
 
@@ -62,13 +63,23 @@ def _global_names(code) -> set:
     return names
 
 
+def _source(fn) -> str:
+    """The text lambdify generated: the whole of the pseudo-file it registered in linecache (that
+    file holds just this function), read directly -- inspect.getsource would tokenize it again."""
+    code = fn.__code__
+    entry = linecache.cache.get(code.co_filename)
+    if code.co_filename.startswith("<lambdifygenerated-") and code.co_firstlineno == 1 and entry:
+        return "".join(entry[2])
+    return inspect.getsource(fn)
+
+
 def source_of(fn):
     """{source, names} of a lambdify-generated function, when every global it reads resolves here to
     the very object lambdify bound it to (then executing the source gives the same function)."""
     if isinstance(getattr(fn, "cached_source", None), dict):     # itself loaded from the cache
         return fn.cached_source
     try:
-        source = inspect.getsource(fn)
+        source = _source(fn)
     except (OSError, TypeError):
         return None
     names = sorted(_global_names(fn.__code__))

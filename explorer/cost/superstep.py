@@ -23,7 +23,7 @@ from explorer.cost.numeric import (CATEGORIES, COMM_CATEGORIES, MEMORY_PARTS, OU
                                    optimizer_update_bytes)
 from explorer.schedules import get as schedule_of
 from explorer.schedules.base import AGGREGATES
-from explorer.symbols import (A_r, AtStage, B_r, C_r, F_r, GS_r, K_opt, L_r, O_r, P_r, Psi_r, R_r,
+from explorer.symbols import (A_r, AtStage, B_r, C_r, F_r, GS_r, K_opt, L_r, O_r, P_r, Psi_r, QuickMax, R_r,
                               STAGE_FUNCTIONS, StageArgMax, StageMax, W_hbm, W_r, X_r, beta, d, g_r, m, p, r, v)
 
 GSB_r = sp.Symbol("GSB_r", nonnegative=True)   # bytes of GS_r per device
@@ -195,7 +195,7 @@ def terms(schedule: str, zero: int, overlap: bool, k_states: int, moe: bool = Fa
     moved = _with_experts(moe, param_gather(zero), param_gather(zero, **eg)) if param_gather_overlap \
         else sp.Integer(0)        # the parameter all-gather, moved under the next forward
     rest = sync - moved
-    exposed = sp.Max(0, rest - sched.overlap_window) if overlap else rest
+    exposed = QuickMax(0, rest - sched.overlap_window) if overlap else rest
     if param_gather_overlap:
         exposed = exposed + _with_experts(moe, param_gather_exposed(zero), param_gather_exposed(zero, **eg))
     after = exposed + gathers_exposed + step
@@ -240,7 +240,7 @@ def terms(schedule: str, zero: int, overlap: bool, k_states: int, moe: bool = Fa
               "pp_comm": P_r, "cp_comm": CP_r}
     for category, sym in per_mb.items():
         add(category, category, "m micro-batches on the most loaded stage", m * AtStage(sym, critical))
-    add("bubble", "bubble", sched.source, sp.Max(0, sched.bubble))
+    add("bubble", "bubble", sched.source, QuickMax(0, sched.bubble))
     add("dp_comm", "dp_comm", t["dp_exposed"].citation, AtStage(exposed, last))
     add("zero_comm", "zero_comm", t["zero_exposed"].citation, AtStage(gathers_exposed, last))
     add("optimizer", "optimizer", t["optimizer_step"].citation, AtStage(step, last))
@@ -285,7 +285,8 @@ def _compiled(key: tuple, names: tuple):
 def _compile_all(exprs: tuple):
     """Lambdified once per distinct expression tuple: variants whose terms are equal (GPipe's and
     1F1B's makespan, say) share one function."""
-    return sp.lambdify(STAGE_INPUTS + SCALAR_INPUTS, list(exprs), modules=[STAGE_FUNCTIONS, "numpy"], cse=True)
+    return sp.lambdify(STAGE_INPUTS + SCALAR_INPUTS, list(exprs), modules=[STAGE_FUNCTIONS, "numpy"], cse=True,
+                       docstring_limit=0)
 
 
 @lru_cache(maxsize=256)
@@ -299,7 +300,7 @@ def _compile_lean(exprs: tuple) -> tuple:
     used = set().union(*(e.free_symbols for e in exprs))
     args = tuple(sym for sym in STAGE_INPUTS + SCALAR_INPUTS if sym in used)
     fn = sp.lambdify(args, list(exprs) if len(exprs) > 1 else exprs[0], modules=[STAGE_FUNCTIONS, "numpy"],
-                     cse=True)
+                     cse=True, docstring_limit=0)
     return fn, args
 
 
@@ -332,4 +333,4 @@ def aggregate_function(schedule: str, name: str):
     """A schedule's makespan or bubble as a function of the aggregates and (m, v, p) -- what the
     search's dynamic programmes evaluate from partial sums (same expression, no reductions)."""
     expr = getattr(schedule_of(schedule), name)
-    return sp.lambdify(AGGREGATE_SYMBOLS + (m, v, p), expr, modules="numpy")
+    return sp.lambdify(AGGREGATE_SYMBOLS + (m, v, p), expr, modules="numpy", docstring_limit=0)
