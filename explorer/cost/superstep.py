@@ -18,6 +18,7 @@ from functools import lru_cache
 import sympy as sp
 
 from explorer.cost import collectives as coll
+from explorer.cost.compile import lambdify
 from explorer.cost.numeric import (CATEGORIES, COMM_CATEGORIES, MEMORY_PARTS, OUTPUTS,  # noqa: F401 (re-exported)
                                    SCALAR_INPUT_NAMES, STAGE_INPUT_NAMES, optimizer_state_bytes,
                                    optimizer_update_bytes)
@@ -285,8 +286,7 @@ def _compiled(key: tuple, names: tuple):
 def _compile_all(exprs: tuple):
     """Lambdified once per distinct expression tuple: variants whose terms are equal (GPipe's and
     1F1B's makespan, say) share one function."""
-    return sp.lambdify(STAGE_INPUTS + SCALAR_INPUTS, list(exprs), modules=[STAGE_FUNCTIONS, "numpy"], cse=True,
-                       docstring_limit=0)
+    return lambdify(STAGE_INPUTS + SCALAR_INPUTS, list(exprs), modules=[STAGE_FUNCTIONS, "numpy"])
 
 
 @lru_cache(maxsize=256)
@@ -299,8 +299,7 @@ def _lean(key: tuple, names: tuple) -> tuple:
 def _compile_lean(exprs: tuple) -> tuple:
     used = set().union(*(e.free_symbols for e in exprs))
     args = tuple(sym for sym in STAGE_INPUTS + SCALAR_INPUTS if sym in used)
-    fn = sp.lambdify(args, list(exprs) if len(exprs) > 1 else exprs[0], modules=[STAGE_FUNCTIONS, "numpy"],
-                     cse=True, docstring_limit=0)
+    fn = lambdify(args, list(exprs) if len(exprs) > 1 else exprs[0], modules=[STAGE_FUNCTIONS, "numpy"])
     return fn, args
 
 
@@ -333,4 +332,4 @@ def aggregate_function(schedule: str, name: str):
     """A schedule's makespan or bubble as a function of the aggregates and (m, v, p) -- what the
     search's dynamic programmes evaluate from partial sums (same expression, no reductions)."""
     expr = getattr(schedule_of(schedule), name)
-    return sp.lambdify(AGGREGATE_SYMBOLS + (m, v, p), expr, modules="numpy", docstring_limit=0)
+    return lambdify(AGGREGATE_SYMBOLS + (m, v, p), expr, cse=False)
