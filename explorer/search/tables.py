@@ -148,13 +148,16 @@ class Chain:
 
     def chain(self, splits, stages) -> list:
         """Nodes of the whole chain with `splits` (one LayerSplit per layer) on `stages` (per block)."""
-        nodes, incoming, layer = [], lay.R, 0
+        nodes, incoming, layer, last = [], lay.R, 0, None
         for i, block in enumerate(self.blocks):
             split = None
             if block.kind == "layer":
                 split, layer = splits[layer], layer + 1
-            nodes.append(self.node(i, split, incoming, stages[i]))
-            incoming = nodes[-1].cost.layout_out
+            asked = (block.key, split, incoming, stages[i])
+            if asked != last:       # a run of like layers (same block, split, input, stage): one node
+                node, last = self.node(i, split, incoming, stages[i]), asked
+                incoming = node.cost.layout_out
+            nodes.append(node)
         return nodes
 
     def link(self, i: int, prev: Node, cur: Node, stage_from: int, stage_to: int) -> np.ndarray:
@@ -192,29 +195,28 @@ def stage_sums(chain: Chain, nodes, stages, pp: int) -> np.ndarray:
         out[GS] += tied["GS_r"]
     # a run of equal (node, stage) -- a uniform split's layers on one stage -- adds its values once,
     # times its length, and so does its run of equal links (equal nodes are one block kind: one link)
-    at, values, counts, links = [], [], [], []
-    for i, node in enumerate(nodes):
-        same = i and nodes[i - 1] is node and stages[i - 1] == stages[i]
-        if same:
-            counts[-1] += 1
-        else:
-            at.append(stages[i])
-            values.append(node.values)
-            counts.append(1)
-        if not i:
-            continue
-        if same and i > 1 and nodes[i - 2] is node and stages[i - 2] == stages[i]:
-            links[-1][1] += 1
-        else:
-            links.append([i, 1])
-    np.add.at(out.transpose(1, 0, 2), np.asarray(at), np.asarray(counts, dtype=float)[:, None, None] * np.stack(values))
-    for i, count in links:
-        link = chain.link(i, nodes[i - 1], nodes[i], stages[i - 1], stages[i])
-        s_from, s_to = stages[i - 1], stages[i]
-        out[F, s_from] += count * link[F_FROM]
-        out[B, s_from] += count * link[B_FROM]
-        out[F, s_to] += count * link[F_TO]
-        out[B, s_to] += count * link[B_TO]
+    n = len(nodes)
+    ids = np.fromiter(map(id, nodes), dtype=np.int64, count=n)
+    at = np.asarray(stages)
+    same = np.zeros(n, dtype=bool)
+    same[1:] = (ids[1:] == ids[:-1]) & (at[1:] == at[:-1])
+    starts = np.flatnonzero(~same)
+    counts = np.diff(np.append(starts, n)).astype(float)
+    np.add.at(out.transpose(1, 0, 2), at[starts], counts[:, None, None] * np.stack([nodes[j].values for j in starts]))
+    if n < 2:
+        return out
+    # links: one per distinct (producer node, consumer node, their stages) -- the link's value
+    # depends on nothing else (Chain.link's key) -- times how often that pair occurs
+    pairs = np.stack([ids[:-1], ids[1:], at[:-1], at[1:]], axis=1)
+    _, first, times = np.unique(pairs, axis=0, return_index=True, return_counts=True)
+    where = first + 1                            # link i joins block i-1 to block i
+    links = np.stack([chain.link(i, nodes[i - 1], nodes[i], stages[i - 1], stages[i]) for i in where.tolist()])
+    links = links * times[:, None, None]
+    s_from, s_to = at[where - 1], at[where]
+    np.add.at(out[F], s_from, links[:, F_FROM])
+    np.add.at(out[B], s_from, links[:, B_FROM])
+    np.add.at(out[F], s_to, links[:, F_TO])
+    np.add.at(out[B], s_to, links[:, B_TO])
     return out
 
 
