@@ -1,7 +1,7 @@
 """A SearchResult as the CLI's JSON object, as text, and as rows for tables and charts."""
 from __future__ import annotations
 
-from explorer.cost.superstep import CATEGORIES
+from explorer.cost.numeric import CATEGORIES
 from explorer.schedules import chunked
 from explorer.io.strategies import strategy_to_dict
 
