@@ -154,3 +154,16 @@ def test_sequence_parallel_candidates_run_tp_communication_under_the_gemms():
     fam = Family(4, 2, 2, "1f1b", 1, "selective", True, (1,), (0,))
     assert tp_overlap(fam) and probe(fam, 16).overlap_tp
     assert not tp_overlap(Family(4, 2, 2, "1f1b", 1, "selective", False, (1,), (0,)))
+
+
+def test_searched_zero1_2_with_grad_overlap_also_overlaps_the_parameter_gather(found):
+    """Issue 10 (overlaps in the search space): a ZeRO-1/2 strategy with --overlap-grad-reduce comes
+    out with --overlap-param-gather too (Megatron-LM's distributed optimizer runs both), priced as
+    evaluate() prices it, and never slower than the same strategy without it."""
+    pairs = [c for c in found.top + found.pareto if c.strategy.zero in (1, 2) and c.strategy.overlap_dp]
+    assert pairs
+    for c in pairs:
+        assert c.strategy.overlap_param_gather
+        off = evaluate(TINY, c.strategy.with_(overlap_param_gather=False), CLUSTER, 8)
+        assert c.iteration_time_s <= off.iteration_time_s
+        assert c.iteration_time_s == evaluate(TINY, c.strategy, CLUSTER, 8).iteration_time_s

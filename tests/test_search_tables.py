@@ -40,7 +40,7 @@ def strategies(draw):
                         chunks=chunks, zero=draw(st.sampled_from((0, 1) if pp > 1 else (0, 1, 2, 3))),
                         recompute=draw(st.sampled_from(("none", "selective", "full"))),
                         sequence_parallel=tp > 1 and draw(st.booleans()), overlap_dp=draw(st.booleans()),
-                        scatter_gather=draw(st.booleans()), layer_splits=splits, stage_map=stage_map)
+                        overlap_param_gather=draw(st.booleans()), scatter_gather=draw(st.booleans()), layer_splits=splits, stage_map=stage_map)
     return model, strategy
 
 
@@ -52,7 +52,7 @@ def predicted(model, strategy):
     obj = Objective(CLUSTER, BYTES_PER_ELEMENT[strategy.dtype], chain.hw, strategy.dp, strategy.tp, strategy.pp)
     s = strategy
     return (float(obj.time(sums[F], sums[B], sums[PSI], sums[GS], s.micro_batches, s.chunks, s.zero,
-                           s.overlap_dp, s.schedule, sums[W])),
+                           s.overlap_dp, s.schedule, sums[W], param_gather=s.overlap_param_gather)),
             float(obj.peak_memory(sums[PSI], sums[A], s.micro_batches, s.chunks, s.zero, s.schedule)), sums)
 
 

@@ -80,10 +80,12 @@ class LowerBound:
         is_open = self._open(closed)
         ranks = np.flatnonzero(is_open)
         psi, split = ((open_[[PSI, GS]] + self.rest_stage[i, 3:5])[:, is_open])
-        hides = st.zero == 3      # ZeRO-3 prefetch: open windows (F_s, B_s still grow) bound nothing; take them unbounded
+        # ZeRO-3 prefetch, ZeRO-1/2 parameter gather under the forward: open windows (F_s, B_s still
+        # grow) bound nothing; take them unbounded
+        hides = st.zero == 3 or st.gather_hidden
         bwd = np.full(psi.shape, 1e300) if st.overlap or hides else open_[B][is_open]
         y = self.obj.sync(psi, bwd, split, st.m, v, st.zero, st.overlap, ranks, st.schedule,
-                          fwd=1e300 if hides else 0.0).max(initial=summary[3])
+                          fwd=1e300 if hides else 0.0, param_gather=st.gather_hidden).max(initial=summary[3])
         base = float(self.obj.pipeline_total(total, 0.0, 0.0, st.m, st.chunks, st.schedule))
         bound = base + c * max(f_low + b_low, fb_low, summary[1] + summary[2]) + y
         if st.overlap and not hides and (c >= 1 / v or self.fixed is not None):

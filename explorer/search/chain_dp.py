@@ -25,6 +25,7 @@ from explorer.cost import layouts as lay
 from explorer.errors import ExplorerError
 from explorer.search.bounds import LowerBound
 from explorer.search.labels import Bucket, Label
+from explorer.search.objective import param_gather_with
 from explorer.search.tables import A, B, B_FROM, B_TO, F, F_FROM, F_TO, GS, PSI, ROWS, W, stage_sums
 
 
@@ -38,6 +39,13 @@ class Setting:
     overlap: bool
     schedule: str
     cap_bytes: float       # memory cap per device
+    param_gather: bool | None = None   # parameter all-gather under the next forward (None: with overlap, ZeRO-1/2)
+
+    @property
+    def gather_hidden(self) -> bool:
+        """Is the ZeRO-1/2 parameter all-gather overlapped with the next forward?"""
+        on = param_gather_with(self.zero, self.overlap) if self.param_gather is None else self.param_gather
+        return bool(on) and self.zero in (1, 2)
 
 
 @dataclass(frozen=True)
@@ -88,7 +96,7 @@ class ChainDP:
     def _close(self, summary, open_, s):
         st = self.set
         y = float(self.obj.sync(open_[PSI, s], open_[B, s], open_[GS, s], st.m, st.chunks, st.zero, st.overlap, s,
-                                st.schedule, fwd=open_[F, s]))
+                                st.schedule, fwd=open_[F, s], param_gather=st.gather_hidden))
         fs, bs = open_[F, s], open_[B, s]
         return (summary[0] + fs + bs, max(summary[1], fs), max(summary[2], bs), max(summary[3], y))
 
@@ -198,7 +206,7 @@ class ChainDP:
         sums = stage_sums(self.chain, nodes, stages, self.pp)[:, :, 0]
         st = self.set
         time = float(self.obj.time(sums[F], sums[B], sums[PSI], sums[GS], st.m, st.chunks, st.zero, st.overlap,
-                                   st.schedule, sums[W]))
+                                   st.schedule, sums[W], param_gather=st.gather_hidden))
         memory = float(self.obj.peak_memory(sums[PSI], sums[A], st.m, st.chunks, st.zero, st.schedule))
         splits = tuple(nd.split for i, nd in enumerate(nodes) if self.chain.is_layer(i))
         return Solution(splits, stages, time, memory, exact)

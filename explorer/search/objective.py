@@ -19,11 +19,21 @@ from explorer.strategy.mesh import Mesh, joint_route
 _LEAN: dict = {}
 
 
-def lean_term(schedule: str, zero: int, overlap: bool, k_states: int, name: str) -> tuple:
+def param_gather_with(zero: int, overlap: bool) -> bool:
+    """Does a searched strategy overlap its parameter all-gather with the next forward? With the
+    gradient overlap on, for ZeRO-1/2 (the stages that all-gather parameters after the step)."""
+    return bool(overlap) and int(zero) in (1, 2)
+
+
+def lean_term(schedule: str, zero: int, overlap: bool, k_states: int, name: str,
+              param_gather: bool | None = None) -> tuple:
     """(function, argument names) of one super-step term compiled over the symbols it uses
     (superstep.Variant.lean) -- from memory, from the disk cache (explorer.cost.cache: the source
     lambdify wrote, as for evaluate()'s functions), or built with sympy and stored."""
-    key = ("lean", schedule, int(zero), bool(overlap), int(k_states), name)
+    if param_gather is None:
+        param_gather = param_gather_with(zero, overlap)
+    key = ("lean", schedule, int(zero), bool(overlap), int(k_states), name) + \
+        (("param_gather_overlap",) if param_gather and int(zero) in (1, 2) else ())
     if key not in _LEAN:
         _LEAN[key] = _stored(key) or _built(key)
     return _LEAN[key]
@@ -51,9 +61,13 @@ def _built(key: tuple) -> tuple:
     if key[0] == "aggregate":
         fn, names = aggregate_function(*key[1:]), ()
     else:
-        _, schedule, zero, overlap, k_states, name = key
-        # ZeRO-3 candidates prefetch their gathers (Strategy.zero_prefetch, on by default: never slower)
-        fn, args = variant(schedule, zero, overlap, k_states, zero_prefetch=zero == 3).lean((name,))
+        _, schedule, zero, overlap, k_states, name = key[:6]
+        # ZeRO-3 candidates prefetch their gathers (Strategy.zero_prefetch, on by default: never slower);
+        # ZeRO-1/2 candidates that overlap the gradient reduce-scatter also overlap the parameter
+        # all-gather with the next forward (Megatron-LM --overlap-grad-reduce --overlap-param-gather
+        # with the distributed optimizer, explorer.search.search.point_strategy: never slower)
+        fn, args = variant(schedule, zero, overlap, k_states, zero_prefetch=zero == 3,
+                           param_gather_overlap=len(key) > 6).lean((name,))
         names = tuple(a.name for a in args)
     source = source_of(fn)
     if source:
@@ -90,12 +104,12 @@ class Objective:
         self.k_update = optimizer_update_bytes(dtype_bytes)
         self._lean_fns = {}
 
-    def _lean(self, schedule: str, zero: int, overlap: bool, name: str) -> tuple:
+    def _lean(self, schedule: str, zero: int, overlap: bool, name: str, param_gather: bool | None = None) -> tuple:
         """The variant's term `name` compiled over the symbols it uses (Variant.lean), with those
         symbols' names (looked up by name: hashing sympy symbols in the search's loops is slow)."""
-        key = (schedule, zero, bool(overlap), name)
+        key = (schedule, zero, bool(overlap), name, param_gather)
         if key not in self._lean_fns:
-            self._lean_fns[key] = lean_term(schedule, zero, overlap, self.k_states, name)
+            self._lean_fns[key] = lean_term(schedule, zero, overlap, self.k_states, name, param_gather)
         return self._lean_fns[key]
 
     def pipeline(self, F, B, m, v, schedule: str = "1f1b", W=None):
@@ -106,13 +120,14 @@ class Objective:
         return fn(*[values.get(a, 0.0 if a in STAGE_INPUT_NAMES else 1.0) for a in args])   # as Variant.__call__
 
     def sync(self, psi, bwd, split_sync, m, v, zero: int, overlap: bool, ranks=None, schedule: str = "1f1b",
-             fwd=0.0):
+             fwd=0.0, param_gather: bool | None = None):
         """Per stage (`ranks`, default all on the last axis), what follows the pipeline: dp sync
         (exposed under the schedule's overlap window), ZeRO gathers (ZeRO-3: exposed under the passes
         `fwd` and `bwd`; fwd 0 = no window, never less than the truth), optimizer. Arrays carry the
         stage on their last axis, so the term is evaluated with the stage last (it is elementwise
-        over stages: no reduction)."""
-        fn, args = self._lean(schedule, zero, overlap, "after")
+        over stages: no reduction). param_gather: the parameter all-gather overlapped with the next
+        forward (None: as the search assumes, param_gather_with(zero, overlap))."""
+        fn, args = self._lean(schedule, zero, overlap, "after", param_gather)
         g, L = (self.g, self.L) if ranks is None else (self.g[ranks], self.L[ranks])
         values = {"Psi_r": psi, "B_r": bwd, "F_r": fwd, "GS_r": split_sync, "g_r": g, "L_r": L, "m": m, "v": v,
                   "p": self.pp,
@@ -120,11 +135,13 @@ class Objective:
         out = fn(*[values[a] for a in args])
         return _broadcast(out, np.shape(psi), np.shape(bwd), np.shape(split_sync), np.shape(fwd))
 
-    def time(self, F, B, psi, split_sync, m, v, zero: int, overlap: bool, schedule: str = "1f1b", W=None):
+    def time(self, F, B, psi, split_sync, m, v, zero: int, overlap: bool, schedule: str = "1f1b", W=None,
+             param_gather: bool | None = None):
         """Iteration time: pipeline + the slowest stage's synchronisation and optimizer."""
         m_stage = np.asarray(m)[..., None] if np.ndim(m) else m
         return self.pipeline(F, B, m, v, schedule, W) + \
-            self.sync(psi, B, split_sync, m_stage, v, zero, overlap, schedule=schedule, fwd=F).max(-1)
+            self.sync(psi, B, split_sync, m_stage, v, zero, overlap, schedule=schedule, fwd=F,
+                      param_gather=param_gather).max(-1)
 
     def memory(self, psi, act, m, v, zero: int, schedule: str, ranks=None):
         """Per stage bytes per device (model states + activations in flight); `ranks` default all

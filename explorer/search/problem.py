@@ -56,5 +56,5 @@ def problem_for(model, cluster, strategy: Strategy, cap_bytes: float | None = No
                           strategy.pp, strategy.cp)
     cap = cluster.device.memory_bytes if cap_bytes is None else cap_bytes
     setting = Setting(strategy.micro_batches, strategy.chunks, strategy.zero, strategy.overlap_dp,
-                      strategy.schedule, cap)
+                      strategy.schedule, cap, param_gather=strategy.overlap_param_gather)
     return Problem(model, cluster, strategy.with_(layer_splits=(), stage_map=()), chain, objective, setting)
