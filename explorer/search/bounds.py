@@ -80,17 +80,18 @@ class LowerBound:
         is_open = self._open(closed)
         ranks = np.flatnonzero(is_open)
         psi, split = ((open_[[PSI, GS]] + self.rest_stage[i, 3:5])[:, is_open])
-        # ZeRO-3 prefetch, ZeRO-1/2 parameter gather under the forward: open windows (F_s, B_s still
-        # grow) bound nothing; take them unbounded
-        hides = st.zero == 3 or st.gather_hidden
+        hides = st.zero == 3      # ZeRO-3 prefetch: open windows (F_s, B_s still grow) bound nothing; take them unbounded
+        gather = st.gather_hidden  # ZeRO-1/2 parameter all-gather under the next forward: its window unbounded too
         bwd = np.full(psi.shape, 1e300) if st.overlap or hides else open_[B][is_open]
         y = self.obj.sync(psi, bwd, split, st.m, v, st.zero, st.overlap, ranks, st.schedule,
-                          fwd=1e300 if hides else 0.0, param_gather=st.gather_hidden).max(initial=summary[3])
+                          fwd=1e300 if hides or gather else 0.0, param_gather=gather).max(initial=summary[3])
         base = float(self.obj.pipeline_total(total, 0.0, 0.0, st.m, st.chunks, st.schedule))
         bound = base + c * max(f_low + b_low, fb_low, summary[1] + summary[2]) + y
         if st.overlap and not hides and (c >= 1 / v or self.fixed is not None):
             f_o, b_o, fb_o = f_st[is_open], b_st[is_open], fb_st[is_open]
-            whole = self.obj.sync(psi, b_o, split, st.m, v, st.zero, False, ranks, st.schedule)
+            # the whole sync (less the parameter gather, taken as wholly hidden, when it overlaps)
+            whole = self.obj.sync(psi, b_o, split, st.m, v, st.zero, False, ranks, st.schedule,
+                                  fwd=1e300 if gather else 0.0, param_gather=gather)
             per_stage = np.maximum(c * f_o + (c - 1 / v) * b_o, (c - 1 / v) * fb_o + f_o / v) + whole
             bound = max(bound, base + float(per_stage.max()))
         return bound

@@ -132,9 +132,10 @@ def search(model, cluster, gpus: int, global_batch: int, max_memory_bytes: float
     if first is not None:      # an early answer: the fastest uniform strategy, before the refinement
         report(0.7, f"best so far {first[1]:.4g} s: {label(first[0])}; refining")
     chains = {}
+    bar = _top_bar(points, fits, top) if keep is None else np.inf
     for n, k in enumerate(order):
         report(0.7 + 0.2 * n / max(1, len(order)), f"dynamic programming {n + 1}/{len(order)}")
-        found = refine(model, cluster, pool.strategy(k), float(points.time_s[k]), cap, chains)
+        found = refine(model, cluster, pool.strategy(k), min(float(points.time_s[k]), bar), cap, chains)
         if found is not None:
             pool.add(*found)
     report(0.9, "re-evaluating the best and the Pareto front")
@@ -143,6 +144,15 @@ def search(model, cluster, gpus: int, global_batch: int, max_memory_bytes: float
     report(1.0, "done")
     return SearchResult(best, front, dict(pruned), space.total, int(fits.size), int(points.time_s.size),
                         len(order), cap, time.perf_counter() - start)
+
+
+def _top_bar(points: Points, fits: np.ndarray, top: int) -> float:
+    """The time a refined strategy must beat to matter: the top-th fastest sweep point within the cap
+    (a slower refinement enters neither the top list nor, being no better than a point already there
+    in time, changes the front's fastest part; the DP prunes against it)."""
+    if fits.size < top:
+        return np.inf
+    return float(np.partition(points.time_s[fits], top - 1)[top - 1])
 
 
 def _to_refine(space, points: Points, fits: np.ndarray, count: int) -> list:
