@@ -7,7 +7,10 @@ from app_pages import state as S
 
 # Always: metric values and long formulas wrap or scroll instead of being cut off at 1280x720.
 BASE_CSS = """<style>
-.katex-display {overflow-x: auto; overflow-y: hidden; padding: 4px 0;}
+.katex-display {overflow-x: auto; overflow-y: hidden; padding: 4px 0 10px 0;
+                scrollbar-width: thin; scrollbar-color: #8a8a8a transparent;}
+.katex-display::-webkit-scrollbar {height: 8px;}
+.katex-display::-webkit-scrollbar-thumb {background: #8a8a8a; border-radius: 4px;}
 [data-testid="stMetricValue"] > div {white-space: normal; overflow-wrap: anywhere; text-overflow: clip;}
 [data-testid="stMetricLabel"] p {white-space: normal;}
 </style>"""

@@ -9,6 +9,10 @@ from app_pages import compute as C
 from app_pages import state as S
 from app_pages.text import plain
 
+WIDE_FORMULA_CHARS = 120
+"""LaTeX longer than this renders wider than the formula column at 1280 px (measured in Chromium:
+138 characters of T_dp-comm drew 914 px in an 809 px column), so the page says how to read the rest."""
+
 view, error = C.current()
 C.show_errors(error)
 r = view.result
@@ -44,6 +48,8 @@ for category in CATEGORIES:
     left, right = st.columns([1, 5], vertical_alignment="center")
     left.metric(CATEGORY_LABELS[category], f"{seconds:.{digits}g} s")
     right.latex(rf"T_{{\mathrm{{{category.replace('_', '{-}')}}}}} = {latex[category]}")
+    if len(latex[category]) > WIDE_FORMULA_CHARS:
+        right.caption("Wider than the page: scroll the formula sideways (the bar under it) to read all of it.")
     if category in TEXTBOOK_FORMULAS:
         textbook, source = TEXTBOOK_FORMULAS[category]
         right.caption(f"Textbook: ${textbook}$ ({source})" + (

@@ -38,7 +38,7 @@ else:
     cols[0].metric("Timeline makespan", f"{agree['timeline_s']:.6g} s")
     cols[1].metric(f"Cost model ({agree['model_schedule']})", f"{agree['model_s']:.6g} s")
     agreeing = abs(agree["relative_difference"]) < 1e-9      # floating-point rounding, not a difference
-    cols[2].metric("Difference", "none (they agree)" if agreeing else f"{100 * agree['relative_difference']:+.2f} %",
+    cols[2].metric("Difference", "none" if agreeing else f"{100 * agree['relative_difference']:+.2f} %",
                    help=f"timeline − model = {agree['difference_s']:+.3g} s")
     cols[3].metric("Idle fraction of the pipeline", f"{100 * agree['idle_fraction']:.1f} %")
     if agree["note"]:
@@ -62,7 +62,7 @@ op = right.selectbox("Operator", [None] + ops, key=f"{S.W_MICRO_OP}_{view.model.
 micro = C.microstep(view.model, view.strategy, view.cluster, layer, op)
 st.plotly_chart(C.shown(animated_gantt(micro["figure"]) if play else micro["figure"]), key="timeline_microstep_chart")
 
-with st.expander("Event tables (columns: explorer.timeline.COLUMNS)"):
+with st.expander("Event tables: every operator, message and sync with its start and end"):
     events = sup["events"] if sup is not None else micro["events"].iloc[:0]
     st.caption(f"First {min(len(events), ROWS_SHOWN)} of {len(events)} super-step events; "
                "every event is on the Export page (CSV).")
