@@ -25,6 +25,20 @@ def test_png_and_svg_through_the_system_chromium():
         figure_image(FIG, "gif")
 
 
+@pytest.mark.skipif(not os.path.exists("/usr/bin/chromium"), reason="needs Debian's chromium at /usr/bin/chromium")
+def test_a_long_legend_keeps_every_entry_in_the_png():
+    """Eleven categories (the time-by-category chart) in a 300 px chart: the PNG grows to hold the
+    legend (a browser walk found the last entry cut off); a short legend keeps the chart's height."""
+    from explorer.io.export import legend_height
+    tall = go.Figure([go.Bar(x=["t"], y=[i], name=f"category {i}") for i in range(11)], layout=dict(height=300))
+    png = figure_image(tall, "png", scale=1)
+    height = int.from_bytes(png[20:24], "big")          # the IHDR chunk: width, then height
+    assert height == legend_height(tall) > 11 * 20 + 100
+    short = go.Figure([go.Bar(x=["t"], y=[i], name=f"c{i}") for i in range(2)], layout=dict(height=300))
+    assert int.from_bytes(figure_image(short, "png", scale=1)[20:24], "big") == 300
+    assert legend_height(tall.update_layout(legend_orientation="h")) == 0
+
+
 def test_html_works_offline():
     html = figure_html(FIG)
     assert 'src="https://cdn.plot.ly' not in html, "plotly.js is inlined, not fetched"

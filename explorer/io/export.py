@@ -35,8 +35,22 @@ def figure_image(fig, fmt: str = "png", scale: float = 2.0) -> bytes:
         raise ValueError(f"image format {fmt!r} is not one of {', '.join(IMAGE_FORMATS)}")
     _use_system_chromium()
     width = fig.layout.width or 1100
-    height = fig.layout.height or 500
+    height = max(fig.layout.height or 500, legend_height(fig))
     return fig.to_image(format=fmt, width=width, height=height, scale=scale if fmt == "png" else 1)
+
+
+LEGEND_ROW_PX = 24      # one legend entry of plotly's default 12 px font, with its gap
+LEGEND_MARGIN_PX = 140  # title, margins and the axis labels around the plotting area
+
+
+def legend_height(fig) -> int:
+    """Height a static image needs to show every entry of a vertical legend: on screen a long legend
+    scrolls, in a PNG its last entries were cut off (11 categories in a 600 px chart lost the last)."""
+    legend = fig.layout.legend
+    if fig.layout.showlegend is False or legend.orientation == "h":
+        return 0
+    entries = sum(1 for trace in fig.data if trace.showlegend is not False and trace.name)
+    return LEGEND_MARGIN_PX + LEGEND_ROW_PX * entries if entries > 1 else 0
 
 
 def figure_html(fig) -> str:
