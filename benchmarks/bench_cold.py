@@ -7,6 +7,7 @@ Figures, each the median of several runs, CPU time (user + system) unless said:
     ca60a16`; skipped without it);
   * the first evaluation in a fresh process after the imports (disk cache warm, and empty);
   * a warm evaluation (the same process, again);
+  * whole process `python -m explorer validate`, disk cache warm and empty;
   * llm-analysis's whole process on the same configuration, paired, when --llm-analysis names a Python
     that has it (it is on PyPI: `python -m venv /tmp/llm-venv; /tmp/llm-venv/bin/pip install llm-analysis`);
   * Calculon's whole process `calculon llm models/gpt3-175B.json EXE systems/a100_80g.json out.json` on the
@@ -146,6 +147,15 @@ def main() -> None:
         print(f"  {label:<28} {1e3 * statistics.median(r[0] for r in rows):8.1f} ms wall, "
               f"{1e3 * statistics.median(r[1] for r in rows):8.1f} ms CPU; the same again "
               f"{1e3 * statistics.median(r[2] for r in rows):6.2f} ms CPU")
+    validate = {"disk cache warm": [], "disk cache empty": []}
+    child_cpu([python, "-m", "explorer", "validate"], ROOT, env)        # its trees into the warm cache
+    for i in range(min(a.runs, 3)):
+        validate["disk cache warm"].append(child_cpu([python, "-m", "explorer", "validate"], ROOT, env))
+        empty = dict(os.environ, BRIDGING_DL_CACHE=str(tmp / f"validate{i}"))
+        validate["disk cache empty"].append(child_cpu([python, "-m", "explorer", "validate"], ROOT, empty))
+    print("whole process `python -m explorer validate` (every bundled published case), CPU s, median:")
+    for label, runs in validate.items():
+        print(f"  {label:<28} {statistics.median(runs):6.3f} s   (min {min(runs):.3f}, max {max(runs):.3f})")
     out = subprocess.run([python, "-c", WARM], cwd=ROOT, env=env, check=True, capture_output=True,
                          text=True).stdout.split()
     print(f"evaluate() alone: first in the process {1e3 * float(out[0]):.1f} ms CPU (disk cache warm); "
