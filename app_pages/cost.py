@@ -10,8 +10,10 @@ from app_pages import state as S
 from app_pages.text import plain
 
 WIDE_FORMULA_CHARS = 120
-"""LaTeX longer than this renders wider than the formula column at 1280 px (measured in Chromium:
-138 characters of T_dp-comm drew 914 px in an 809 px column), so the page says how to read the rest."""
+"""LaTeX longer than this may render wider than the formula column (measured in Chromium at 1280 px:
+138 characters of T_dp-comm drew 914 px in a 675 px column; 292 of T_recompute, mostly fractions, fit
+in 600 px): such a formula gets SCROLL_HINT, worded to hold either way."""
+SCROLL_HINT = "Long formula: where it runs past the edge, scroll it sideways (the bar under it) to read all of it."
 
 view, error = C.current()
 C.show_errors(error)
@@ -49,7 +51,7 @@ for category in CATEGORIES:
     left.metric(CATEGORY_LABELS[category], f"{seconds:.{digits}g} s")
     right.latex(rf"T_{{\mathrm{{{category.replace('_', '{-}')}}}}} = {latex[category]}")
     if len(latex[category]) > WIDE_FORMULA_CHARS:
-        right.caption("Wider than the page: scroll the formula sideways (the bar under it) to read all of it.")
+        right.caption(SCROLL_HINT)
     if category in TEXTBOOK_FORMULAS:
         textbook, source = TEXTBOOK_FORMULAS[category]
         right.caption(f"Textbook: ${textbook}$ ({source})" + (
@@ -59,6 +61,7 @@ for symbol, definition in sym.definitions_latex().items():
     st.latex(rf"\text{{where }} {symbol} = {definition} \quad \text{{(parameters per device)}}")
 with st.expander("Total: the whole formula"):
     st.latex(sym.total_latex() + rf" = {r.iteration_time_s:.6g}\,\mathrm{{s}}")
+    st.caption(SCROLL_HINT)
 with st.expander("Glossary: the symbols"):
     st.dataframe(pd.DataFrame(glossary()).drop(columns="latex"), hide_index=True)
 

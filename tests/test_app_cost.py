@@ -13,10 +13,10 @@ def test_cost_page_shows_numbers_formulas_and_charts():
     assert any("Memory" in t for t in titles)
     assert not errors(at)
     # a formula wider than its column says so (a browser walk found them silently cut at the edge)
-    hints = [c.value for c in at.caption if "scroll the formula sideways" in c.value]
+    hints = [c.value for c in at.caption if "scroll it sideways" in c.value]
     shown = [f.value.strip("$\n") for f in at.latex]
     wide = [f for f in shown if f.startswith("T_{\\mathrm") and len(f.split(" = ", 1)[-1]) > 120]
-    assert wide and len(hints) == len(wide)
+    assert wide and len(hints) == len(wide) + 1, "each long term, and the total"
 
 
 def test_slider_change_changes_the_total():
