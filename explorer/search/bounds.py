@@ -68,12 +68,13 @@ class LowerBound:
         b_low = max(summary[2], open_[B, s], (open_[B, s] + rest[1]) / share)
         return open_[F], open_[B], fb, f_low, b_low, max(fb[s], (fb[s] + rest[2]) / share)
 
-    def __call__(self, summary, open_, closed, i, s) -> float:
+    def __call__(self, summary, open_, closed, i, s, limit: float = np.inf) -> float:
         """The pipeline formula is linear in max F + max B (slope c), which is at least
         max(max F bound + max B bound, max (F_s + B_s) bound). Under overlap the exposed
         sync of stage s is at least S_s - B_s / v (S_s: the sync not overlapped); the
         pipeline pays B_s at least at that rate -- c from the max term, plus 1/v from the
-        sum when the stages are fixed -- so sum/v + c F_s + (c - 1/v) B_s + S_s bounds it too."""
+        sum when the stages are fixed -- so sum/v + c F_s + (c - 1/v) B_s + S_s bounds it too.
+        Once the bound exceeds `limit` (the incumbent) it is returned as it stands."""
         st, c, v = self.set, self.slope, self.set.chunks
         f_st, b_st, fb_st, f_low, b_low, fb_low = self._peaks(summary, open_, i, s)
         total = summary[0] + (open_[F] + open_[B]).sum() + self.rest[i, 2]
@@ -87,6 +88,8 @@ class LowerBound:
                           fwd=1e300 if hides or gather else 0.0, param_gather=gather).max(initial=summary[3])
         base = float(self.obj.pipeline_total(total, 0.0, 0.0, st.m, st.chunks, st.schedule))
         bound = base + c * max(f_low + b_low, fb_low, summary[1] + summary[2]) + y
+        if bound > limit:       # pruned already: the tighter per-stage bound would change nothing
+            return bound
         if st.overlap and not hides and (c >= 1 / v or self.fixed is not None):
             f_o, b_o, fb_o = f_st[is_open], b_st[is_open], fb_st[is_open]
             # the whole sync (less the parameter gather, taken as wholly hidden, when it overlaps)

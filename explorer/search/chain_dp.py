@@ -120,7 +120,7 @@ class ChainDP:
         open_[B, s] += link[B_TO]
         if not self._fits(open_, s):
             return None
-        bound = self.bound(summary, open_, closed, i, s)
+        bound = self.bound(summary, open_, closed, i, s, limit)
         if bound > limit:
             return None
         return Label(summary, open_, closed, bound, self.bound.safe(open_, closed, i, s), label, node, s)
