@@ -44,8 +44,7 @@ class Setting:
     @property
     def gather_hidden(self) -> bool:
         """Is the ZeRO-1/2 parameter all-gather overlapped with the next forward?"""
-        on = param_gather_with(self.zero, self.overlap) if self.param_gather is None else self.param_gather
-        return bool(on) and self.zero in (1, 2)
+        return param_gather_with(self.zero, self.overlap, self.param_gather)
 
 
 @dataclass(frozen=True)

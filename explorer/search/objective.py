@@ -19,10 +19,11 @@ from explorer.strategy.mesh import Mesh, joint_route
 _LEAN: dict = {}
 
 
-def param_gather_with(zero: int, overlap: bool) -> bool:
-    """Does a searched strategy overlap its parameter all-gather with the next forward? With the
-    gradient overlap on, for ZeRO-1/2 (the stages that all-gather parameters after the step)."""
-    return bool(overlap) and int(zero) in (1, 2)
+def param_gather_with(zero: int, overlap: bool, param_gather: bool | None = None) -> bool:
+    """Is the parameter all-gather overlapped with the next forward? Only ZeRO-1/2 gather parameters
+    after the step; `param_gather` None is what the search assumes: on with the gradient overlap."""
+    on = bool(overlap) if param_gather is None else bool(param_gather)
+    return on and int(zero) in (1, 2)
 
 
 def lean_term(schedule: str, zero: int, overlap: bool, k_states: int, name: str,
@@ -30,10 +31,8 @@ def lean_term(schedule: str, zero: int, overlap: bool, k_states: int, name: str,
     """(function, argument names) of one super-step term compiled over the symbols it uses
     (superstep.Variant.lean) -- from memory, from the disk cache (explorer.cost.cache: the source
     lambdify wrote, as for evaluate()'s functions), or built with sympy and stored."""
-    if param_gather is None:
-        param_gather = param_gather_with(zero, overlap)
     key = ("lean", schedule, int(zero), bool(overlap), int(k_states), name) + \
-        (("param_gather_overlap",) if param_gather and int(zero) in (1, 2) else ())
+        (("param_gather_overlap",) if param_gather_with(zero, overlap, param_gather) else ())
     if key not in _LEAN:
         _LEAN[key] = _stored(key) or _built(key)
     return _LEAN[key]
@@ -126,7 +125,7 @@ class Objective:
         `fwd` and `bwd`; fwd 0 = no window, never less than the truth), optimizer. Arrays carry the
         stage on their last axis, so the term is evaluated with the stage last (it is elementwise
         over stages: no reduction). param_gather: the parameter all-gather overlapped with the next
-        forward (None: as the search assumes, param_gather_with(zero, overlap))."""
+        forward (None: as the search assumes, see param_gather_with)."""
         fn, args = self._lean(schedule, zero, overlap, "after", param_gather)
         g, L = (self.g, self.L) if ranks is None else (self.g[ranks], self.L[ranks])
         values = {"Psi_r": psi, "B_r": bwd, "F_r": fwd, "GS_r": split_sync, "g_r": g, "L_r": L, "m": m, "v": v,

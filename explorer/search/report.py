@@ -12,10 +12,12 @@ def label(strategy) -> str:
     """Short text of a strategy's global choices (and whether it has per-layer choices)."""
     s = strategy
     sched = f"{s.schedule} v={s.chunks}" if chunked(s.schedule) else s.schedule
+    gather = s.overlap_param_gather and s.zero in (1, 2)
+    dp_overlap = ("DP overlap + param gather" if gather else "DP overlap") if s.overlap_dp else \
+        ("param gather overlap" if gather else "")
     extras = [f"ZeRO-{s.zero}" if s.zero else "", f"recompute {s.recompute}" if s.recompute != "none" else "",
               "SP" if s.sequence_parallel else "", "TP overlap" if getattr(s, "overlap_tp", False) else "",
-              ("DP overlap" + (" + param gather" if s.overlap_param_gather and s.zero in (1, 2) else ""))
-              if s.overlap_dp else ("param gather overlap" if s.overlap_param_gather and s.zero in (1, 2) else ""),
+              dp_overlap,
               "per-layer splits" if s.layer_splits else "", "stage map" if s.stage_map else "",
               f"EP {s.ep}" + (f" (expert t={s.etp})" if s.etp != s.tp else "") if getattr(s, "ep", 1) > 1 else ""]
     cp = f" cp={s.cp}" + (" ulysses" if s.cp_algo == "ulysses" else "") if s.cp > 1 else ""

@@ -194,7 +194,7 @@ def stage_sums(chain: Chain, nodes, stages, pp: int) -> np.ndarray:
         out[PSI] += tied["Psi_r"]
         out[GS] += tied["GS_r"]
     # a run of equal (node, stage) -- a uniform split's layers on one stage -- adds its values once,
-    # times its length, and so does its run of equal links (equal nodes are one block kind: one link)
+    # times its length
     n = len(nodes)
     ids = np.fromiter(map(id, nodes), dtype=np.int64, count=n)
     at = np.asarray(stages)
