@@ -44,10 +44,8 @@ else:
     if agree["note"]:
         st.caption(plain(agree["note"]))
     elif not agreeing:
-        st.caption("Why they differ: the cost model prices the pipeline with the slowest stage's forward and "
-                   "backward (exact for equal stages, an upper bound otherwise); the timeline runs each stage with "
-                   "its own times, so with unequal stages (uneven layers, the embedding or the loss on one stage) "
-                   "it can finish earlier.")
+        st.caption("The cost model prices each stage's end on the schedule's critical path, the very path "
+                   "this timeline runs, so the two should agree to rounding; a difference is shown, not hidden.")
 
 st.subheader("Micro-steps: one layer's operators on its operator-parallel group")
 layers = view.model.layers

@@ -139,4 +139,42 @@ class AtStage(sp.Function):
         return r"\left." + printer._print(self.args[0]) + r"\right|_{r=" + printer._print(self.args[1]) + "}"
 
 
+class StageSuffixSum(sp.Function):
+    """Per stage r, the sum over the stages from r to the last: Σ_{l>=r} x_l."""
+
+    def _latex(self, printer):
+        return r"\sum_{l \ge r} \left(" + printer._print(self.args[0]).replace("_{r}", "_{l}") + r"\right)"
+
+
+class StageSuffixMax(sp.Function):
+    """Per stage r, the largest value over the stages from r to the last: max_{l>=r} x_l."""
+
+    def _latex(self, printer):
+        return r"\max_{l \ge r} \left(" + printer._print(self.args[0]).replace("_{r}", "_{l}") + r"\right)"
+
+
+class _StageEnd(sp.Function):
+    """Per stage r, the end of its last pass: the longest path to it through the schedule's
+    dependency graph, from (F_r, B_r, W_r, m, v) (explorer.schedules.critical_path). No closed form
+    in the stage sums is exact for unequal stages (fidelity issue, E8)."""
+
+    title = ""
+
+    def _latex(self, printer):
+        args = ", ".join(printer._print(a) for a in self.args[:3])
+        return r"\operatorname{end}^{\text{" + self.title + r"}}_{r}\left(" + args + r"; m, v\right)"
+
+
+class StageEnd1F1B(_StageEnd):
+    title = "1F1B"
+
+
+class StageEndInterleaved(_StageEnd):
+    title = "interleaved"
+
+
+class StageEndZBH1(_StageEnd):
+    title = "ZB-H1"
+
+
 from explorer.cost.reductions import STAGE_FUNCTIONS  # noqa: E402,F401 (numpy meanings, sympy-free)

@@ -70,7 +70,7 @@ def test_symbols_are_explained_and_the_textbook_formula_sits_beside_the_term():
     at = open_page("cost")
     legend = next(e for e in at.expander if e.label == "What the symbols mean")
     table = " ".join(m.value for m in legend.markdown)
-    for words in ("micro-batches per iteration", "seconds per byte at the node level", "slowest stage"):
+    for words in ("micro-batches per iteration", "seconds per byte at the node level", "last pass ends"):
         assert words in table
     captions = " ".join(c.value for c in at.caption)
     assert r"\frac{p-1}{v\,m}" in captions and "(p − 1)/(v m) = 0.0729" in captions   # p = 8, m = 96

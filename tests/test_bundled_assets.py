@@ -52,13 +52,15 @@ def test_glossary_entries_are_complete():
         assert set(entry) == set(FIELDS) and all(entry[k].strip() for k in FIELDS), entry
 
 
-TOKEN = re.compile(r"\\[A-Za-z]+(?:_\{[^}]*\})?|[A-Za-z](?:_\{[^}]*\})?")
+TOKEN = re.compile(r"\\[A-Za-z]+(?:\^\{[A-Za-z][^}]*\})?(?:_\{[^}]*\})?|"      # a superscript name, not a power
+                   r"[A-Za-z]+(?:\^\{[A-Za-z][^}]*\})?(?:_\{[^}]*\}|_[A-Za-z0-9])?")
 NOT_SYMBOLS = {r"\frac", r"\left", r"\right", r"\max", r"\min", r"\mathrm", r"\text", r"\quad", r"\cdot",
                r"\where"}
 
 
 def latex_symbols(latex: str, levels) -> set:
-    latex = re.sub(r"\\(mathrm|text)\{[^}]*\}", " ", latex)
+    latex = re.sub(r"\\(mathrm|text|operatorname)\{[^}]*\}", " ", latex)
+    latex = re.sub(r"T\^\{end\}_\{\d+\}", "T^{end}_r", latex)      # stage i's end: T^{end}_r at r = i
     found = set()
     for token in TOKEN.findall(latex):
         if token in NOT_SYMBOLS:

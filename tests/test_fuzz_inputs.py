@@ -347,3 +347,14 @@ def _argv(parts) -> list:
     for flag, value in flags:
         args += [flag, value]
     return args + (["--json"] if as_json else [])
+
+
+def test_a_level_named_with_a_newline_is_refused_in_one_line():
+    """Found by the fuzzed uploads: a level (or device) name with a line break was quoted as it stood,
+    so the refusal spanned two lines; names are now quoted with their escapes (repr)."""
+    spec = json.loads(json.dumps(CLASSROOM_DICT))
+    spec["levels"][1]["name"], spec["levels"][1]["bandwidth_efficiency"] = "\n", 2
+    with pytest.raises(ExplorerError) as err:
+        cluster_from_upload("up.json", json.dumps(spec).encode())
+    check_refusal(err.value, "up.json")
+    assert "level '\\n'" in str(err.value)

@@ -9,7 +9,11 @@ the one composition); rewritten on 2026-12-01 after the fidelity fixes E1-E6 and
 tied-embedding copy (E3), the vocab-parallel cross-entropy and sequence-parallel LayerNorm
 gradient all-reduces found by the reference run (issue 13), FlashAttention as the LLaMA default
 and the A100 recalibration (gemm_max 0.75 -> 0.73) -- each with its own test in
-tests/test_fidelity.py, tests/test_flash_attention.py or tests/test_runtime.py.
+tests/test_fidelity.py, tests/test_flash_attention.py or tests/test_runtime.py. Rewritten on
+2026-12-02 for E8 and E9 (each stage's end on the schedule's critical path; each stage's sync from
+its own end; tests/test_critical_path.py): the 240 strategies are the same, 111 p > 1 cases moved,
+none up (1F1B by as much as -14.8 %: gpt-18.4b and megatron-22b with heavy first stages), no
+p = 1 case moved, and every result gained its stages' `end_s`.
 """
 import json
 import math

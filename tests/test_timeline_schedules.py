@@ -121,12 +121,15 @@ def test_zb_h1_bubble(p, k, fwd, inp, frac):
     assert makespan(zb) <= makespan(one) * (1 + 1e-12)
 
 
-def test_idle_events_fill_the_gaps_up_to_the_pipeline_end():
+def test_idle_events_fill_the_gaps_up_to_each_stages_last_pass():
+    """Every row is covered from 0 to its own last pass; with equal stages stage i's last backward
+    ends i B before stage 0's (the last micro-batch's backward climbs to stage 0), where each stage's
+    synchronisation starts (fidelity issue, E9)."""
     ev = pipeline_events(PassCosts.simple([1.0] * 3, [2.0] * 3), 4, "1f1b")
-    for _, rows in ev.groupby("row"):
+    for i, (_, rows) in enumerate(sorted(ev.groupby("row"))):
         rows = rows.sort_values("start_s")
         assert rows["start_s"].iloc[0] == 0.0
         assert np.allclose(rows["start_s"].to_numpy()[1:], rows["end_s"].to_numpy()[:-1])
-        assert rows["end_s"].iloc[-1] == pytest.approx(makespan(ev))
+        assert rows["end_s"].iloc[-1] == pytest.approx(makespan(ev) - 2.0 * i)
     idle = ev[ev.kind == "idle"].groupby("row").duration_s.sum()
-    assert idle.to_dict() == pytest.approx({f"stage {i}": 2 * 3.0 for i in range(3)})
+    assert idle.to_dict() == pytest.approx({f"stage {i}": 6.0 - 2.0 * i for i in range(3)})

@@ -170,7 +170,7 @@ def _core(tree: NumericTree, model: ModelSpec, strategies: list, cluster: Cluste
             "hardware_flops": hardware_flops}
 
 
-_PER_STAGE = ("dp_sync", "dp_exposed", "zero_gather", "optimizer_step", "after", "dp_bytes", "zero_bytes",
+_PER_STAGE = ("stage_end", "dp_sync", "dp_exposed", "zero_gather", "optimizer_step", "after", "dp_bytes", "zero_bytes",
               "zero_gather_pass", "zero_bytes_pass", "zero_exposed", "zero_pass_fwd_exposed",
               "zero_pass_bwd_exposed") + \
     tuple(f"memory_{part}" for part in MEMORY_PARTS)
@@ -199,7 +199,8 @@ def _result(tree: NumericTree, strategy: Strategy, cluster: Cluster, core: dict)
     dp_level = top_level(dp_route)
     sync = {"dp_total": float(sup["dp_sync"][j]), "dp_exposed": float(sup["dp_exposed"][j]),
             "zero": float(sup["zero_gather"][j]), "zero_exposed": float(sup["zero_exposed"][j]), "route": dp_route,
-            "per_stage": (sup["dp_sync"], sup["dp_exposed"], sup["zero_gather"], sup["optimizer_step"]),
+            "per_stage": (sup["dp_sync"], sup["dp_exposed"], sup["zero_gather"], sup["optimizer_step"],
+                          sup["stage_end"]),
             "per_pass": (sup["zero_gather_pass"], sup["zero_bytes_pass"], sup["zero_pass_fwd_exposed"],
                          sup["zero_pass_bwd_exposed"])}
     rows = comm_rows(tree, core["values"][:, :, 0], k, M, by_kind, core["nums"], sync, dp_bytes, zero_bytes,

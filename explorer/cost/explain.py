@@ -29,10 +29,13 @@ from explorer.cost.numeric import Q
 from explorer.cost.tree import cost_tree, stage_inputs, tied_terms
 from explorer.schedules import get as schedule_of
 from explorer.schedules.base import AGGREGATES
-from explorer.symbols import (F, K_opt, L_c, L_r, L_t, Psi_r, V, W_hbm, AtStage, StageMax, StageSum, a,
-                              a_kv, b, beta, d, eta, f, g_c, g_r, g_t, h, l, m, p, phi, r, s, t, t_launch, v)
+from explorer.symbols import (B_r, F, F_r, K_opt, QuickMax, L_c, L_r, L_t, Psi_r, V, W_hbm, AtStage, StageArgMax, StageMax,
+                              StageSum, StageSuffixMax, StageSuffixSum, _StageEnd, a, a_kv, b, beta, d, eta, f,
+                              g_c, g_r, g_t, h, l, m, p, phi, r, s, t, t_launch, v)
 
 PSI = sp.Symbol("Psi", nonnegative=True)   # parameters per device on the synchronising stage
+END_r = sp.Symbol("T^{end}_r", nonnegative=True)    # stage r's last pass ends (the schedule's critical path)
+SYNC_r = sp.Symbol("T^{sync}_r", nonnegative=True)  # what follows it on stage r: sync, ZeRO gathers, step
 
 
 def level_symbols(cluster) -> tuple:
@@ -132,9 +135,22 @@ def _stage_tables(tree, strategy, g, L):
     return per_stage, fwd, bwd
 
 
-def _expand(expr, stage: dict, at: dict, stages: int):
-    """expr with AtStage(x, index) at the stage `at[index]`, and stage sums and maxima written out."""
+def _expand(expr, stage: dict, at: dict, stages: int, ends: tuple = ()):
+    """expr with AtStage(x, index) at the stage `at[index]`, and stage sums and maxima written out;
+    a schedule's stage end at stage i is the symbol ends[i] (its value: the critical path's number,
+    a longest path that no closed form in the stage symbols gives), its suffix sums and maxima
+    (GPipe's) are written out over the stages from i on."""
     def one(x, i):
+        if x.has(_StageEnd, StageSuffixSum, StageSuffixMax, StageSum, StageMax):
+            x = x.replace(lambda e: isinstance(e, _StageEnd), lambda e: ends[i])
+            x = x.replace(lambda e: isinstance(e, StageSum),       # nested reductions: over every stage
+                          lambda e: sp.Add(*[one(e.args[0], k) for k in range(stages)]))
+            x = x.replace(lambda e: isinstance(e, StageMax),
+                          lambda e: sp.Max(*[one(e.args[0], k) for k in range(stages)], evaluate=False))
+            x = x.replace(lambda e: isinstance(e, StageSuffixSum),
+                          lambda e: sp.Add(*[one(e.args[0], k) for k in range(i, stages)]))
+            x = x.replace(lambda e: isinstance(e, StageSuffixMax),
+                          lambda e: sp.Max(*[one(e.args[0], k) for k in range(i, stages)], evaluate=False))
         return x.xreplace({sym: vals[i] for sym, vals in stage.items()})
 
     def walk(e):
@@ -188,23 +204,32 @@ def explain(model, strategy, cluster, gpus=None, result: Result | None = None) -
         stage[L_e_r] = np.array([y for _, y in pairs], dtype=object)
         shown.update({g_e_r: stage[g_e_r], L_e_r: stage[L_e_r]})
     critical, last = var.terms["critical_stage"].expr, var.terms["sync_stage"].expr
-    at = {critical: k, last: j}
+    at = {critical: k, last: j, critical.xreplace(dict(AGGREGATES)): k, last.xreplace(dict(AGGREGATES)): j}
     constants = {K_opt: sp.Integer(optimizer_update_bytes(dtype_bytes))}
+    ends = tuple(sp.Symbol(f"T^{{end}}_{{{i}}}", nonnegative=True) for i in range(strategy.pp))
     terms, compact = {}, {}
     for c in CATEGORIES:
         term = var.terms[c].expr
-        compact[c] = schedule_of(strategy.schedule).bubble if c == "bubble" else term
-        terms[c] = _expand(term.xreplace(dict(AGGREGATES)), shown, at, strategy.pp).xreplace(constants)
+        compact[c] = _compact_bubble() if c == "bubble" else term
+        terms[c] = _expand(term.xreplace(dict(AGGREGATES)), shown, at, strategy.pp, ends).xreplace(constants)
     values = dict(symbol_values(model, strategy, cluster))
+    for i, row in enumerate(result.stage_times_s):
+        values[ends[i]] = sp.Float(row["end_s"], 17)
     for i, lv in enumerate(cluster.levels):
         values[g[i]], values[L[i]] = lv.seconds_per_byte, lv.latency_s
     values[PSI] = psi.xreplace(values)
     values[ep_symbol] = sp.Rational(strategy.ep * strategy.etp, strategy.tp)    # d / e: expert-DP replicas
-    definitions = {PSI: psi}
-    for sym, expr in AGGREGATES.items():
-        if compact["bubble"].has(sym):
-            definitions[sym] = expr
+    definitions = {PSI: psi, END_r: schedule_of(strategy.schedule).stage_end.xreplace(dict(AGGREGATES)),
+                   SYNC_r: var.terms["after"].expr}
     return SymbolicCost(terms, sp.Add(*terms.values()), k, values, definitions, compact)
+
+
+def _compact_bubble() -> sp.Expr:
+    """The bubble as the super-step reads it (explorer.cost.superstep): the iteration, each stage's end
+    plus what follows it at the latest, less the critical stage's m passes and the finishing stage's
+    synchronisation."""
+    return QuickMax(0, StageMax(END_r + SYNC_r) - m * AtStage(F_r + B_r, StageArgMax(F_r + B_r)) -
+                    AtStage(SYNC_r, StageArgMax(END_r + SYNC_r)))
 
 
 __all__ = ["SymbolicCost", "explain", "level_symbols", "readable", "symbol_values"]

@@ -22,7 +22,7 @@ CATEGORIES = ("compute", "recompute", "op_comm", "ep_comm", "redistribution", "p
               "dp_comm", "zero_comm", "optimizer", "cp_comm")
 COMM_CATEGORIES = ("op_comm", "ep_comm", "redistribution", "pp_comm", "dp_comm", "zero_comm", "cp_comm")
 MEMORY_PARTS = ("params", "grads", "optimizer", "activations")
-OUTPUTS = ("iteration", "makespan") + CATEGORIES + ("critical_stage", "sync_stage", "dp_sync", "dp_exposed",
+OUTPUTS = ("iteration", "makespan", "stage_end") + CATEGORIES + ("critical_stage", "sync_stage", "dp_sync", "dp_exposed",
                                                     "zero_gather", "optimizer_step", "after", "dp_bytes",
                                                     "zero_bytes", "zero_gather_pass", "zero_bytes_pass", "zero_exposed",
                                                     "zero_pass_fwd_exposed", "zero_pass_bwd_exposed") + \

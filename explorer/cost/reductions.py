@@ -1,5 +1,6 @@
 """numpy meanings of the stage reductions of explorer.symbols (StageSum, StageMax, StageArgMax,
-AtStage): what compiled super-step terms call, with or without sympy loaded."""
+AtStage, the suffix sums and maxima, each schedule's stage ends): what compiled super-step terms
+call, with or without sympy loaded."""
 from __future__ import annotations
 
 import numpy as np
@@ -16,8 +17,21 @@ def _numpy_stage_functions() -> dict:
         x = np.broadcast_to(x, (x.shape[0],) + shape)
         return np.take_along_axis(x, np.broadcast_to(k, shape)[None].astype(int), axis=0)[0]
 
+    def suffix(reduce):
+        def run(x):
+            x = np.asarray(x, dtype=float)
+            return x if x.ndim == 0 else reduce(x[::-1], axis=0)[::-1]
+        return run
+
+    def stage_end(schedule):
+        from explorer.schedules.critical_path import stage_ends
+        return lambda fwd, bwd, weight, m, v: stage_ends(schedule, fwd, bwd, weight, m, v)
+
     return {"StageSum": lambda x: np.sum(x, axis=0), "StageMax": lambda x: np.max(x, axis=0),
-            "StageArgMax": lambda x: np.argmax(x, axis=0), "AtStage": at_stage}
+            "StageArgMax": lambda x: np.argmax(x, axis=0), "AtStage": at_stage,
+            "StageSuffixSum": suffix(np.cumsum), "StageSuffixMax": suffix(np.maximum.accumulate),
+            "StageEnd1F1B": stage_end("1f1b"), "StageEndInterleaved": stage_end("interleaved"),
+            "StageEndZBH1": stage_end("zb-h1")}
 
 
 STAGE_FUNCTIONS = _numpy_stage_functions()

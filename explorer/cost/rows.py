@@ -66,15 +66,16 @@ def _merge(rows) -> list:
 
 
 def stage_rows(per_stage, fwd_b, bwd_b, stage, sync, sync_bytes) -> list:
-    """Per stage, one micro-batch's forward and backward split into their parts (seconds),
-    and the stage's own gradient sync, ZeRO gathers and optimizer step."""
+    """Per stage, one micro-batch's forward and backward split into their parts (seconds), when its
+    last pass ends (end_s, the schedule's critical path), and the stage's own gradient sync, ZeRO
+    gathers and optimizer step."""
     rows = []
-    dp_total, dp_exposed, zero, opt = sync["per_stage"]
+    dp_total, dp_exposed, zero, opt, ends = sync["per_stage"]
     zero_pass, zero_pass_bytes, zero_fwd, zero_bwd = sync["per_pass"]
     for i in range(per_stage.shape[0]):
         q = lambda name: float(per_stage[i, Q[name]])
         rows.append({
-            "stage": i, "fwd_s": float(stage["F_r"][i]), "bwd_s": float(stage["B_r"][i]),
+            "stage": i, "fwd_s": float(stage["F_r"][i]), "bwd_s": float(stage["B_r"][i]), "end_s": float(ends[i]),
             "fwd_compute_s": q("fwd_compute"), "bwd_compute_s": q("bwd_compute"),
             "bwd_weight_s": q("bwd_weight"), "recompute_s": q("recompute"),
             "fwd_op_comm_s": q("fwd_comm") + float(fwd_b["op_comm"][i]),

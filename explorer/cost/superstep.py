@@ -200,8 +200,12 @@ def terms(schedule: str, zero: int, overlap: bool, k_states: int, moe: bool = Fa
     if param_gather_overlap:
         exposed = exposed + _with_experts(moe, param_gather_exposed(zero), param_gather_exposed(zero, **eg))
     after = exposed + gathers_exposed + step
+    ends = sched.stage_end
     critical = StageArgMax(F_r + B_r)
-    last = StageArgMax(after)
+    # each stage synchronises once its own last pass has ended (fidelity issue, E9): the iteration
+    # ends with the stage whose pipeline end plus synchronisation and step is the latest
+    finish = ends + after
+    last = StageArgMax(finish)
     t = {}
 
     def add(name, category, citation, expr, per_stage=False):
@@ -209,7 +213,9 @@ def terms(schedule: str, zero: int, overlap: bool, k_states: int, moe: bool = Fa
 
     for sym, expr in AGGREGATES.items():
         add(sp.latex(sym), "", "stage reduction (explorer.schedules.base.AGGREGATES)", expr)
-    add("makespan", "", sched.source, sched.makespan)
+    add("stage_end", "", sched.source + "; the longest path to stage r's last pass (explorer.schedules."
+        "critical_path)", ends, True)
+    add("makespan", "", "the latest stage end", StageMax(ends))
     add("dp_sync", "dp_comm", "Rajbhandari et al. SC'20 Sec 7; nccl_busbw, mpich_alpha_beta", sync, True)
     add("dp_exposed", "dp_comm", "overlap window: " + sched.name, exposed, True)
     add("zero_gather", "zero_comm", "Rajbhandari et al. SC'20 Sec 7-B", gathers, True)
@@ -241,12 +247,16 @@ def terms(schedule: str, zero: int, overlap: bool, k_states: int, moe: bool = Fa
               "pp_comm": P_r, "cp_comm": CP_r}
     for category, sym in per_mb.items():
         add(category, category, "m micro-batches on the most loaded stage", m * AtStage(sym, critical))
-    add("bubble", "bubble", sched.source, QuickMax(0, sched.bubble))
+    # the critical stage's idle time: what the iteration leaves after its m passes and the finishing
+    # stage's synchronisation (= the schedule's closed-form bubble for equal stages; the max with 0
+    # only takes off rounding, ~1e-18 s at p = 1)
+    add("bubble", "bubble", sched.source + "; iteration - m (F+B) of the critical stage - the last sync",
+        QuickMax(0, StageMax(finish) - m * AtStage(F_r + B_r, critical) - AtStage(after, last)))
     add("dp_comm", "dp_comm", t["dp_exposed"].citation, AtStage(exposed, last))
     add("zero_comm", "zero_comm", t["zero_exposed"].citation, AtStage(gathers_exposed, last))
     add("optimizer", "optimizer", t["optimizer_step"].citation, AtStage(step, last))
-    add("iteration", "", "makespan + the slowest stage's synchronisation (DESIGN.md super-step)",
-        sched.makespan + StageMax(after))
+    add("iteration", "", "each stage's end + its synchronisation, the latest (DESIGN.md super-step; E9)",
+        StageMax(finish))
     return t
 
 
@@ -325,11 +335,3 @@ def _terms_of(key: tuple) -> dict:
     """terms() of a variant key: positional entries, then (name, value) options such as ("grad_bytes", n)."""
     options = dict(k for k in key if isinstance(k, tuple))
     return terms(*(k for k in key if not isinstance(k, tuple)), **options)
-
-
-@lru_cache(maxsize=64)
-def aggregate_function(schedule: str, name: str):
-    """A schedule's makespan or bubble as a function of the aggregates and (m, v, p) -- what the
-    search's dynamic programmes evaluate from partial sums (same expression, no reductions)."""
-    expr = getattr(schedule_of(schedule), name)
-    return lambdify(AGGREGATE_SYMBOLS + (m, v, p), expr, cse=False)

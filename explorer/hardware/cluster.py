@@ -50,7 +50,7 @@ class Level:
     source: str = ""
 
     def __post_init__(self):
-        owner = f"level '{self.name}'"
+        owner = f"level {self.name!r}"
         if isinstance(self.fanout, bool) or not isinstance(self.fanout, int) or self.fanout < 1:
             raise ExplorerError(f"{owner} field 'fanout' must be a positive integer, got {self.fanout!r}")
         _positive(owner, "bandwidth_bytes_per_s", self.bandwidth_bytes_per_s)
@@ -75,7 +75,7 @@ class Device:
     source: str = ""
 
     def __post_init__(self):
-        owner = f"device '{self.name}'"
+        owner = f"device {self.name!r}"
         if not isinstance(self.peak_flops, dict) or not self.peak_flops:
             raise ExplorerError(f"{owner} needs 'peak_flops' per dtype, e.g. {{'bf16': 312e12}}")
         for dtype, value in self.peak_flops.items():
@@ -92,7 +92,7 @@ class Device:
     def flops(self, dtype: str) -> float:
         if dtype not in self.peak_flops:
             raise ExplorerError(
-                f"device '{self.name}' has no peak FLOP/s for dtype {dtype!r}; "
+                f"device {self.name!r} has no peak FLOP/s for dtype {dtype!r}; "
                 f"it has {', '.join(self.peak_flops)}")
         return float(self.peak_flops[dtype])
 
@@ -135,7 +135,7 @@ class Cluster:
     def __post_init__(self):
         object.__setattr__(self, "levels", tuple(self.levels))
         if not self.levels:
-            raise ExplorerError(f"cluster '{self.name}' needs at least one level")
+            raise ExplorerError(f"cluster {self.name!r} needs at least one level")
         # hashed on every cached lookup of the cost model: computed once (the fields are frozen)
         object.__setattr__(self, "_hash", hash((self.name, self.device, self.levels, self.efficiency, self.source)))
 

@@ -30,6 +30,7 @@ def glossary() -> list:
 
 
 _LEVEL = re.compile(r"^([gL])_\{?([A-Za-z0-9-]+)\}?$")
+_STAGE_END = re.compile(r"^T\^\{end\}_\{?(\d+)\}?$")
 
 # Textbook forms of the categories whose symbolic term is a composition of many parts.
 TEXTBOOK = {
@@ -64,6 +65,9 @@ def meaning(name: str) -> str | None:
     found = _by_latex().get(sp.latex(sp.Symbol(name)))
     if found:
         return found
+    end = _STAGE_END.match(name)
+    if end:
+        return f"time at which stage {end.group(1)}'s last pass ends (the schedule's critical path)"
     level = _LEVEL.match(name)
     if level:
         kind, where = level.groups()

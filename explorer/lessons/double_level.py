@@ -46,7 +46,7 @@ def question(values: dict) -> Reveal:
 LESSON = Lesson(
     number=1, slug="double-level", title="The double-level model: super-step and micro-step",
     text=("A training **iteration** is one **super-step**: every pipeline stage runs its micro-batches "
-          "forward and backward, then all stages meet at a barrier and the gradients are synchronised. "
+          "forward and backward, and each stage synchronises its gradients once its last backward is done. "
           "Inside it, each **operator** (a matrix multiply, a softmax) is a **micro-step** in the BSP style "
           "of Valiant: the devices of its operator-parallel group compute their shares, exchange data with "
           "a collective at one machine level (within a node, or across nodes), then wait at a barrier. "

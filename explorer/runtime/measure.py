@@ -44,7 +44,7 @@ def check_runnable(model: ModelSpec, strategy: Strategy, procs: int, iterations:
     if model.family != "gpt":
         raise ExplorerError(f"the reference run trains GPT models only, got family '{model.family}'")
     if run_params(model) > MAX_RUN_PARAMS:
-        raise ExplorerError(f"model '{model.name}' has about {run_params(model):,} parameters; the reference run "
+        raise ExplorerError(f"model {model.name!r} has about {run_params(model):,} parameters; the reference run "
                             f"takes at most {MAX_RUN_PARAMS:,} (use tiny-gpt or a small model file)")
     if not 1 <= iterations <= MAX_ITERATIONS:
         raise ExplorerError(f"--iterations must be between 1 and {MAX_ITERATIONS}, got {iterations}")

@@ -39,15 +39,18 @@ def __getattr__(name: str):
 
 @dataclass(frozen=True)
 class Schedule:
-    """One pipeline schedule. makespan and bubble use the AGGREGATES symbols (Σ_T, F_max, ...)
-    and m, v, p; in_flight and overlap_window are per stage (r, B_r). `formulas()` returns
-    those four sympy expressions; they are read as attributes."""
+    """One pipeline schedule. makespan and bubble are its closed forms in the AGGREGATES symbols
+    (Σ_T, F_max, ...) and m, v, p: exact for equal stages (GPipe's for any), what the search's
+    partition DP prices from stage sums. stage_end, in_flight and overlap_window are per stage (r,
+    F_r, B_r, W_r): stage_end is the end of stage r's last pass, the exact critical path (fidelity
+    issue, E8) that the super-step reads. `formulas()` returns those five sympy expressions; they
+    are read as attributes."""
 
     name: str
     title: str
     source: str                       # paper and section the order and formulas come from
     order: Callable                   # (p, m, v) -> per stage, a list of (pass, chunk, micro_batch)
-    formulas: Callable                # () -> {makespan, bubble, in_flight, overlap_window}
+    formulas: Callable                # () -> {makespan, bubble, in_flight, overlap_window, stage_end}
     chunked: bool = False             # v > 1 model chunks per stage
     splits_weight: bool = False       # the backward is split into B (input grad) and W (weight grad)
     min_stages: int = 1
@@ -62,6 +65,11 @@ class Schedule:
     def makespan(self):
         """Seconds from the first forward to the last backward pass (sympy)."""
         return self._formulas["makespan"]
+
+    @property
+    def stage_end(self):
+        """Per stage: seconds from the first forward to the end of stage r's last pass (sympy)."""
+        return self._formulas["stage_end"]
 
     @property
     def bubble(self):

@@ -9,7 +9,7 @@ def order(p: int, m: int, v: int = 1) -> list:
 
 
 def formulas() -> dict:
-    from explorer.symbols import B_max, B_r, F_max, S_T, T_star, m
+    from explorer.symbols import B_max, B_r, F_max, F_r, S_T, StageSum, StageSuffixMax, StageSuffixSum, T_star, m
     return dict(
         # Flow shop over stages: Σ_r (F_r+B_r) + (m-1)(max F + max B); with equal stages
         # (m+p-1)(F+B), a bubble of (p-1)/m of the ideal time (published.json ptdp_bubble_gpipe_1f1b).
@@ -19,6 +19,11 @@ def formulas() -> dict:
         bubble=(S_T - F_max - B_max) + m * (F_max + B_max - T_star),
         in_flight=m,                       # every micro-batch's activations are kept (Huang et al.)
         overlap_window=B_r,                # the last micro-batch's backward
+        # Stage r's last backward: the forwards end on the last stage at Σ F + (m-1) max F (a flow
+        # shop with the same times for every micro-batch), then the backwards climb from the last
+        # stage to r, held up by the slowest backward on the way; its stage is free by then (its own
+        # forwards ended earlier). Exact for any stages; its max over r, at r = 0, is the makespan.
+        stage_end=StageSum(F_r) + (m - 1) * F_max + StageSuffixSum(B_r) + (m - 1) * StageSuffixMax(B_r),
     )
 
 

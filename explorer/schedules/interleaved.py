@@ -31,7 +31,7 @@ def order(p: int, m: int, v: int) -> list:
 def formulas() -> dict:
     import sympy as sp
 
-    from explorer.symbols import B_max, B_r, F_max, S_T, T_star, m, p, r, v
+    from explorer.symbols import B_max, B_r, F_max, F_r, S_T, StageEndInterleaved, T_star, W_r, m, p, r, v
     return dict(
         # A chunk is 1/v of its stage: m(F+B) + (p-1)(F+B)/v for equal stages, i.e. the bubble
         # divided by v; in general (Σ_r (F_r+B_r) + (mv-1)(max F + max B)) / v.
@@ -42,6 +42,7 @@ def formulas() -> dict:
         # p(1 + (p-1)/(pv)), Korthikanti et al. Sec 4.2.3's interleaving factor.
         in_flight=sp.Min(m * v, 2 * (p - r - 1) + (v - 1) * p + 1) / v,
         overlap_window=B_r / v,            # the last backward pass is one chunk's
+        stage_end=StageEndInterleaved(F_r, B_r, W_r, m, v),   # exact (critical_path.py); makespan bounds it
     )
 
 

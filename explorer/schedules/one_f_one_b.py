@@ -19,12 +19,15 @@ def order(p: int, m: int, v: int = 1) -> list:
 def formulas() -> dict:
     import sympy as sp
 
-    from explorer.symbols import B_r, m, p, r
+    from explorer.symbols import B_r, F_r, StageEnd1F1B, W_r, m, p, r, v
     return dict(
-        makespan=GPIPE.makespan,           # the same flow-shop bound: (m+p-1)(F+B) for equal stages
+        # GPipe's flow-shop value: exact for equal stages, (m+p-1)(F+B); with unequal stages an upper
+        # bound of the critical path below (the search's partition DP works with it)
+        makespan=GPIPE.makespan,
         bubble=GPIPE.bubble,
         in_flight=sp.Min(p - r, m),        # stage r keeps p - r micro-batches (at most m)
         overlap_window=B_r,
+        stage_end=StageEnd1F1B(F_r, B_r, W_r, m, v),   # the exact critical path (critical_path.py)
     )
 
 

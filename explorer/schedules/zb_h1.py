@@ -39,13 +39,14 @@ def order(p: int, m: int, v: int = 1) -> list:
 def formulas() -> dict:
     import sympy as sp
 
-    from explorer.symbols import B_max, B_r, F_max, T_star, X_max, X_sum, m, p, r
+    from explorer.symbols import B_max, B_r, F_max, F_r, StageEndZBH1, T_star, W_r, X_max, X_sum, m, p, r, v
     warmup = X_sum - X_max
     return dict(
         makespan=m * (F_max + B_max) + warmup,
         bubble=warmup + m * (F_max + B_max - T_star),
         in_flight=sp.Min(p - r, m),        # the same peak activation memory as 1F1B (Qi et al. Sec 3.1)
         overlap_window=B_r,                # the last micro-batch's B and W
+        stage_end=StageEndZBH1(F_r, B_r, W_r, m, v),   # the exact critical path (critical_path.py)
     )
 
 

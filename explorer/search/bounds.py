@@ -9,7 +9,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from explorer.search.tables import A, B, F, GS, PSI
+from explorer.schedules import get as schedule_of
+
+from explorer.search.tables import A, B, F, GS, PSI, W
+
+
+EXACT_BOUND_MICRO_BATCHES = 4
+"""With fixed stages and at most this many micro-batches per stage, a label that survives the closed
+bounds is bounded again by the critical path of its least values (where the pipeline's fill and
+drain, about (p - 1)/m of the time, is worth the dearer bound)."""
 
 
 class LowerBound:
@@ -17,9 +25,8 @@ class LowerBound:
 
     def __init__(self, reach, objective, setting, stages):
         self.obj, self.set, self.pp, self.fixed = objective, setting, objective.pp, stages
+        self.split_weight = schedule_of(setting.schedule).splits_weight
         self._masks = {}
-        pipe = lambda peak: float(objective.pipeline_total(0.0, peak, 0.0, setting.m, setting.chunks, setting.schedule))
-        self.slope = pipe(1.0) - pipe(0.0)     # the pipeline formula's slope in max F + max B
         least = lambda nodes, f: min(float(f(nd.values[:, 0])) for nd in nodes)
         low = np.array([[least(nodes, lambda x: x[F]), least(nodes, lambda x: x[B]),
                          least(nodes, lambda x: x[F] + x[B]), least(nodes, lambda x: x[PSI]),
@@ -68,33 +75,52 @@ class LowerBound:
         b_low = max(summary[2], open_[B, s], (open_[B, s] + rest[1]) / share)
         return open_[F], open_[B], fb, f_low, b_low, max(fb[s], (fb[s] + rest[2]) / share)
 
-    def __call__(self, summary, open_, closed, i, s, limit: float = np.inf) -> float:
-        """The pipeline formula is linear in max F + max B (slope c), which is at least
-        max(max F bound + max B bound, max (F_s + B_s) bound). Under overlap the exposed
-        sync of stage s is at least S_s - B_s / v (S_s: the sync not overlapped); the
-        pipeline pays B_s at least at that rate -- c from the max term, plus 1/v from the
-        sum when the stages are fixed -- so sum/v + c F_s + (c - 1/v) B_s + S_s bounds it too.
-        Once the bound exceeds `limit` (the incumbent) it is returned as it stands."""
-        st, c, v = self.set, self.slope, self.set.chunks
+    def __call__(self, summary, done, open_, closed, i, s, limit: float = np.inf) -> float:
+        """A lower bound of the final iteration time, max_r (end_r + Y_r) (each stage's end on the
+        schedule's critical path plus what follows it, explorer.cost.superstep), from paths every
+        schedule has: a stage cannot start before the forwards of the stages ahead of it have passed
+        one micro-batch on (Σ_{l<r} F_l / v), then runs its own m micro-batches' passes, m (F_r + B_r),
+        then its synchronisation Y_r; and the first micro-batch passes through every stage forward and
+        back (Σ_r (F_r + B_r)). Closed stages (`done`: F, B, W, Y) count exactly; open ones with the
+        least the rest of the chain can add, their Y with its overlap windows unbounded (it only
+        shrinks as the windows grow). Past `limit` (the incumbent) the cheap part is returned as it stands."""
+        st, v, m = self.set, self.set.chunks, self.set.m
         f_st, b_st, fb_st, f_low, b_low, fb_low = self._peaks(summary, open_, i, s)
         total = summary[0] + (open_[F] + open_[B]).sum() + self.rest[i, 2]
+        bound = max(total, m * fb_low)
+        closed_mask = ~self._open(closed)
+        fwd_all = done[0] + open_[F]                             # closed exact, open so far (a lower bound)
+        ahead = np.concatenate([[0.0], np.cumsum(fwd_all)[:-1]]) / v
+        if closed_mask.any():
+            bound = max(bound, float((ahead + m * (done[0] + done[1]) + done[3])[closed_mask].max()))
         is_open = self._open(closed)
         ranks = np.flatnonzero(is_open)
-        psi, split = ((open_[[PSI, GS]] + self.rest_stage[i, 3:5])[:, is_open])
-        hides = st.zero == 3      # ZeRO-3 prefetch: open windows (F_s, B_s still grow) bound nothing; take them unbounded
-        gather = st.gather_hidden  # ZeRO-1/2 parameter all-gather under the next forward: its window unbounded too
-        bwd = np.full(psi.shape, 1e300) if st.overlap or hides else open_[B][is_open]
-        y = self.obj.sync(psi, bwd, split, st.m, v, st.zero, st.overlap, ranks, st.schedule,
-                          fwd=1e300 if hides or gather else 0.0, param_gather=gather).max(initial=summary[3])
-        base = float(self.obj.pipeline_total(total, 0.0, 0.0, st.m, st.chunks, st.schedule))
-        bound = base + c * max(f_low + b_low, fb_low, summary[1] + summary[2]) + y
-        if bound > limit:       # pruned already: the tighter per-stage bound would change nothing
+        if ranks.size:
+            psi, split = ((open_[[PSI, GS]] + self.rest_stage[i, 3:5])[:, is_open])
+            hides = st.zero == 3 or st.gather_hidden or st.overlap
+            bwd = np.full(psi.shape, 1e300) if hides else open_[B][is_open]
+            y = self.obj.sync(psi, bwd, split, m, v, st.zero, st.overlap, ranks, st.schedule,
+                              fwd=1e300 if hides else 0.0, param_gather=st.gather_hidden)
+            bound = max(bound, float((ahead[is_open] + m * fb_st[is_open] + y).max()))
+        if not self.split_weight:
+            # then the last micro-batch's backward climbs from stage r's last pass to stage 0, which
+            # synchronises after it: Σ_{l<r} F_l / v + m (F_r + B_r) + Σ_{l<r} B_l / v + Y_0
+            per_stage = np.where(is_open, fb_st, done[0] + done[1] + done[2])
+            bwd_low = np.where(is_open, b_st, done[1] + done[2])
+            climb = np.concatenate([[0.0], np.cumsum(bwd_low)[:-1]]) / v
+            y0 = done[3][0] if not is_open[0] else float(np.atleast_1d(y)[0])
+            bound = max(bound, float((ahead + m * per_stage + climb).max()) + y0)
+        if bound > limit or self.fixed is None or m > EXACT_BOUND_MICRO_BATCHES * self.pp:
             return bound
-        if st.overlap and not hides and (c >= 1 / v or self.fixed is not None):
-            f_o, b_o, fb_o = f_st[is_open], b_st[is_open], fb_st[is_open]
-            # the whole sync (less the parameter gather, taken as wholly hidden, when it overlaps)
-            whole = self.obj.sync(psi, b_o, split, st.m, v, st.zero, False, ranks, st.schedule,
-                                  fwd=1e300 if gather else 0.0, param_gather=gather)
-            per_stage = np.maximum(c * f_o + (c - 1 / v) * b_o, (c - 1 / v) * fb_o + f_o / v) + whole
-            bound = max(bound, base + float(per_stage.max()))
-        return bound
+        # stages fixed: every stage's least final F, B and Y are known, and the critical path is
+        # monotone in each, so the exact time of those least values bounds it (tighter, dearer)
+        ys = done[3].copy()
+        if ranks.size:
+            ys[is_open] = y
+        if self.split_weight:     # B - W and W passes each at least what they hold already
+            b_open, w_open = open_[B], open_[W]
+        else:                     # W plays no part: B at its least final value
+            b_open, w_open = b_st, 0.0
+        fwd, bwd = np.where(is_open, f_st, done[0]), np.where(is_open, b_open, done[1] + done[2])
+        ends = self.obj.stage_ends(fwd, bwd, m, v, st.schedule, np.where(is_open, w_open, done[2]))
+        return max(bound, float((ends + ys).max()))

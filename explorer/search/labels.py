@@ -5,12 +5,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from explorer.search.tables import A, B, F, GS, PSI
+from explorer.search.tables import A, B, F, GS, PSI, W
 
 
 @dataclass(frozen=True, eq=False)
 class Label:
-    summary: tuple         # closed stages: (sum F+B, max F, max B, max Y)
+    summary: tuple         # closed stages: (sum F+B, max F, max B, max Y) -- what the bounds read
+    done: np.ndarray       # (4, pp) closed stages' F, B - W, W and Y (what follows the pipeline); open ones 0
     open: np.ndarray       # (ROWS, pp) sums of the open stages (closed columns are 0)
     closed: int            # bitmask of closed stages
     bound: float           # lower bound of the final time
@@ -23,16 +24,30 @@ class Label:
 class Bucket:
     """One state's labels, none dominated by another; their keys kept as arrays.
 
-    a dominates b when a's summary and its F, B, PSI and GS sums are no larger and
-    its activations are no larger -- unless a is safe, when activations cannot matter.
+    a dominates b when its closed stages' F, B and Y and its open stages' F, B, PSI and GS sums
+    are no larger, stage by stage (B - W and W apart for a zero-bubble schedule, whose W passes
+    run on their own), and its activations are no larger -- unless a is
+    safe, when activations cannot matter. Stage by stage, because the iteration time follows the
+    schedule's critical path (explorer.schedules.critical_path), which grows with every pass's
+    duration but is no function of the stage sums and maxima alone. With `by_sums` (long pipelines,
+    chain_dp.BY_SUMS_MICRO_BATCHES) the closed stages are compared by (sum F+B, max F, max B, max Y)
+    instead: exact for the closed-form makespan, and off the critical path only by its fill and drain.
     """
 
-    def __init__(self):
+    def __init__(self, split_weight: bool = False, by_sums: bool = False):
+        self.split_weight = split_weight     # W matters apart from B (zero-bubble schedules) only
+        self.by_sums = by_sums               # closed stages compared by their sum and maxima only
         self.labels: list = []
         self._core = self._act = self._safe = None
 
     def insert(self, label: Label) -> None:
-        core = np.concatenate([label.summary, label.open[[F, B, PSI, GS]].ravel()])
+        o, done = label.open, label.done
+        if self.by_sums:
+            core = np.concatenate([label.summary, o[F], o[B], o[W] if self.split_weight else o[W][:0], o[PSI], o[GS]])
+        elif self.split_weight:
+            core = np.concatenate([done.ravel(), o[F], o[B] - o[W], o[W], o[PSI], o[GS]])
+        else:
+            core = np.concatenate([done[0], done[1] + done[2], done[3], o[F], o[B], o[PSI], o[GS]])
         act = label.open[A]
         if self.labels:
             beaten = (self._core <= core).all(1) & (self._safe | (self._act <= act).all(1))
@@ -49,7 +64,7 @@ class Bucket:
 
     def truncated(self, count: int) -> "Bucket":
         """The `count` labels of least bound (a heuristic cut: the result may not be exact)."""
-        out = Bucket()
+        out = Bucket(self.split_weight, self.by_sums)
         for label in sorted(self.labels, key=lambda lb: lb.bound)[:count]:
             out.insert(label)
         return out

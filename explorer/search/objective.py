@@ -38,14 +38,6 @@ def lean_term(schedule: str, zero: int, overlap: bool, k_states: int, name: str,
     return _LEAN[key]
 
 
-def aggregate_term(schedule: str, name: str):
-    """superstep.aggregate_function, through the same caches: (Σ_T, max F, max B, ..., m, v, p) -> term."""
-    key = ("aggregate", schedule, name)
-    if key not in _LEAN:
-        _LEAN[key] = (_stored(key) or _built(key))[0]
-    return _LEAN[key]
-
-
 def _stored(key: tuple):
     stored = cache.load("lean", plain_key(key))
     if not (isinstance(stored, dict) and isinstance(stored.get("args"), list)
@@ -56,18 +48,15 @@ def _stored(key: tuple):
 
 
 def _built(key: tuple) -> tuple:
-    from explorer.cost.superstep import aggregate_function, variant      # sympy: only on a cache miss
-    if key[0] == "aggregate":
-        fn, names = aggregate_function(*key[1:]), ()
-    else:
-        _, schedule, zero, overlap, k_states, name = key[:6]
-        # ZeRO-3 candidates prefetch their gathers (Strategy.zero_prefetch, on by default: never slower);
-        # ZeRO-1/2 candidates that overlap the gradient reduce-scatter also overlap the parameter
-        # all-gather with the next forward (Megatron-LM --overlap-grad-reduce --overlap-param-gather
-        # with the distributed optimizer, explorer.search.search.point_strategy: never slower)
-        fn, args = variant(schedule, zero, overlap, k_states, zero_prefetch=zero == 3,
-                           param_gather_overlap=len(key) > 6).lean((name,))
-        names = tuple(a.name for a in args)
+    from explorer.cost.superstep import variant      # sympy: only on a cache miss
+    _, schedule, zero, overlap, k_states, name = key[:6]
+    # ZeRO-3 candidates prefetch their gathers (Strategy.zero_prefetch, on by default: never slower);
+    # ZeRO-1/2 candidates that overlap the gradient reduce-scatter also overlap the parameter
+    # all-gather with the next forward (Megatron-LM --overlap-grad-reduce --overlap-param-gather
+    # with the distributed optimizer, explorer.search.search.point_strategy: never slower)
+    fn, args = variant(schedule, zero, overlap, k_states, zero_prefetch=zero == 3,
+                       param_gather_overlap=len(key) > 6).lean((name,))
+    names = tuple(a.name for a in args)
     source = source_of(fn)
     if source:
         cache.store("lean", plain_key(key), {"fn": source, "args": list(names)})
@@ -111,12 +100,18 @@ class Objective:
             self._lean_fns[key] = lean_term(schedule, zero, overlap, self.k_states, name, param_gather)
         return self._lean_fns[key]
 
-    def pipeline(self, F, B, m, v, schedule: str = "1f1b", W=None):
-        """Makespan of the pipelined forward/backward (the schedule's critical path)."""
-        fn, args = self._lean(schedule, 0, False, "makespan")
+    def stage_ends(self, F, B, m, v, schedule: str = "1f1b", W=None):
+        """Per stage (last axis), when its last pass ends: the schedule's critical path (the super-step's
+        stage_end term, exact for unequal stages: fidelity issue, E8)."""
+        fn, args = self._lean(schedule, 0, False, "stage_end")
         values = {"F_r": _first(F), "B_r": _first(B), "W_r": 0.0 if W is None else _first(W), "m": m, "v": v,
                   "p": self.pp, "d": self.dp, "beta": self.beta, "W_{hbm}": self.hw["W"], "K_{opt}": self.k_update}
-        return fn(*[values.get(a, 0.0 if a in STAGE_INPUT_NAMES else 1.0) for a in args])   # as Variant.__call__
+        out = fn(*[values.get(a, 0.0 if a in STAGE_INPUT_NAMES else 1.0) for a in args])   # as Variant.__call__
+        return np.moveaxis(np.asarray(out, dtype=float), 0, -1)
+
+    def pipeline(self, F, B, m, v, schedule: str = "1f1b", W=None):
+        """Makespan of the pipelined forward/backward: the latest stage end."""
+        return self.stage_ends(F, B, m, v, schedule, W).max(-1)
 
     def sync(self, psi, bwd, split_sync, m, v, zero: int, overlap: bool, ranks=None, schedule: str = "1f1b",
              fwd=0.0, param_gather: bool | None = None):
@@ -136,11 +131,11 @@ class Objective:
 
     def time(self, F, B, psi, split_sync, m, v, zero: int, overlap: bool, schedule: str = "1f1b", W=None,
              param_gather: bool | None = None):
-        """Iteration time: pipeline + the slowest stage's synchronisation and optimizer."""
+        """Iteration time: the latest of each stage's end plus its synchronisation and optimizer (E9)."""
         m_stage = np.asarray(m)[..., None] if np.ndim(m) else m
-        return self.pipeline(F, B, m, v, schedule, W) + \
-            self.sync(psi, B, split_sync, m_stage, v, zero, overlap, schedule=schedule, fwd=F,
-                      param_gather=param_gather).max(-1)
+        return (self.stage_ends(F, B, m, v, schedule, W) +
+                self.sync(psi, B, split_sync, m_stage, v, zero, overlap, schedule=schedule, fwd=F,
+                          param_gather=param_gather)).max(-1)
 
     def memory(self, psi, act, m, v, zero: int, schedule: str, ranks=None):
         """Per stage bytes per device (model states + activations in flight); `ranks` default all
@@ -155,10 +150,6 @@ class Objective:
 
     def peak_memory(self, psi, act, m, v, zero: int, schedule: str):
         return self.memory(psi, act, m, v, zero, schedule).max(-1)
-
-    def pipeline_total(self, total_s, f_max, b_max, m, v, schedule: str = "1f1b"):
-        """The schedule's makespan from the sums themselves (scalars or arrays): Σ_T, max F, max B."""
-        return aggregate_term(schedule, "makespan")(total_s, f_max, b_max, 0.0, 0.0, 0.0, m, v, self.pp)
 
 
 __all__ = ["Objective"]

@@ -81,28 +81,56 @@ def _sweep_group(model, cluster, families, members, global_batch, dtype, options
         fam0 = families[fams[0]]
         objective = Objective(cluster, BYTES_PER_ELEMENT[dtype], chain.hw, fam0.dp, fam0.tp, pp, fam0.cp)
         by_stages = {}                 # schedules placing the blocks alike share their stage sums
+        picked = []
         for i in fams:
             fam = families[i]
             stages = node_stages(model, probe(fam, global_batch, dtype))
             if stages not in by_stages:
                 by_stages[stages] = np.stack([stage_sums(chain, chain.chain([o] * model.layers, stages), stages, pp)
                                               for o in options]).transpose(0, 1, 3, 2)   # (options, ROWS, b, pp)
-            sums = by_stages[stages]
             pick = np.searchsorted(sizes, fam.micro_batches)
-            _evaluate_family(i, fam, sums[:, :, pick], sizes[pick], degree, objective, global_batch, rows)
+            picked.append((i, fam, by_stages[stages][:, :, pick], sizes[pick]))
+        ends = _stage_ends(picked, objective, global_batch)
+        for (i, fam, sums, b), fam_ends in zip(picked, ends):
+            _evaluate_family(i, fam, sums, b, fam_ends, degree, objective, global_batch, rows)
 
 
-def _evaluate_family(index, fam, sums, b, degree, objective, global_batch, rows):
+def _stage_ends(picked: list, objective, global_batch: int) -> list:
+    """Each family's stage ends (options, b, pp), one critical-path call for all the families of one
+    schedule and chunk count (explorer.schedules.critical_path groups their columns by pipeline)."""
+    out = [None] * len(picked)
+    by_schedule = defaultdict(list)
+    for k, (_, fam, _, _) in enumerate(picked):
+        by_schedule[(fam.schedule, fam.chunks)].append(k)
+    for (schedule, chunks), ks in by_schedule.items():
+        cols = {name: [] for name in (F, B, W)}
+        ms, shapes = [], []
+        for k in ks:
+            _, fam, sums, b = picked[k]
+            shapes.append(sums[:, F].shape)                                # (options, b, pp)
+            for name in cols:
+                cols[name].append(sums[:, name].reshape(-1, sums.shape[-1]))
+            ms.append(np.broadcast_to(global_batch / (b * fam.dp), sums[:, F].shape[:2]).reshape(-1))
+        ends = objective.stage_ends(*(np.concatenate(cols[name]) for name in (F, B)), np.concatenate(ms),
+                                    chunks, schedule, np.concatenate(cols[W]))
+        start = 0
+        for k, shape in zip(ks, shapes):
+            size = shape[0] * shape[1]
+            out[k] = ends[start:start + size].reshape(shape)
+            start += size
+    return out
+
+
+def _evaluate_family(index, fam, sums, b, ends, degree, objective, global_batch, rows):
     m = global_batch / (b * fam.dp)                                   # micro-batches, per b
     Fs, Bs, psi, act, split, Ws = (sums[:, k] for k in (F, B, PSI, A, GS, W))  # each (options, b, pp)
-    pipe = objective.pipeline(Fs, Bs, m, fam.chunks, fam.schedule, Ws)
     valid = (b[None, :] % degree[:, None]) == 0                        # 'batch' needs b % degree == 0
     opt_idx, b_idx = np.nonzero(valid)
     for zero in fam.zeros:
         memory = objective.peak_memory(psi, act, m, fam.chunks, zero, fam.schedule)
         for overlap in fam.overlaps:
-            time = pipe + objective.sync(psi, Bs, split, m[:, None], fam.chunks, zero, overlap,
-                                         schedule=fam.schedule, fwd=Fs).max(-1)
+            time = (ends + objective.sync(psi, Bs, split, m[:, None], fam.chunks, zero, overlap,
+                                          schedule=fam.schedule, fwd=Fs)).max(-1)
             count = opt_idx.size
             rows.append((np.full(count, index), opt_idx, b[b_idx], np.full(count, zero),
                          np.full(count, overlap), time[opt_idx, b_idx], memory[opt_idx, b_idx]))

@@ -1,13 +1,14 @@
 """Super-step events: one iteration of every pipeline stage of one data-parallel replica.
 
 The passes run in the schedule's order (schedules.py) at dependency-driven times
-(simulate.py); each pass is drawn as its parts (costs.py). Idle gaps up to the
-end of the pipeline are 'idle' events (category bubble). As in the cost model
-(explorer/superstep.py), all stages then meet at a barrier, and each stage runs
-its exposed gradient synchronisation and its optimizer step; with overlap_dp the
-hidden part of the synchronisation is drawn (hidden=True, row 'stage i · dp')
-ending with the stage's last backward. The iteration ends when the slowest stage
-has finished, which is the cost model's max over stages.
+(simulate.py); each pass is drawn as its parts (costs.py). Idle gaps before a
+stage's last pass are 'idle' events (category bubble). As in the cost model
+(explorer/cost/superstep.py, fidelity issue E9), each stage then runs its exposed
+gradient synchronisation and its optimizer step as soon as its own last pass has
+ended; with overlap_dp the hidden part of the synchronisation is drawn
+(hidden=True, row 'stage i · dp') ending with the stage's last backward. The
+iteration ends when the last stage to finish has finished, which is the cost
+model's max over stages of stage end + synchronisation.
 """
 from __future__ import annotations
 
@@ -54,12 +55,13 @@ def pipeline_events(costs: PassCosts, micro_batches: int, schedule: str, overlap
     check_timeline(costs.seconds, micro_batches, costs.chunks)   # refuse before building (limits.py)
     orders = order_for(schedule, costs.stages, micro_batches, costs.chunks)
     sim = simulate(orders, costs.pass_seconds(), costs.chunks, micro_batches)
-    barrier = float(sim["end_s"].max()) if len(sim["end_s"]) else 0.0
+    ends = np.zeros(costs.stages)
+    np.maximum.at(ends, sim["stage"], sim["end_s"])          # each stage's last pass
     rows = np.array([f"stage {i}" for i in range(costs.stages)], dtype=object)
     devices = np.array(costs.devices, dtype=object)
-    frames = [_parts(sim, costs, rows, devices), _idle(sim, barrier, rows, devices)]
+    frames = [_parts(sim, costs, rows, devices), _idle(sim, ends, rows, devices)]
     if costs.after:
-        frames += _after(sim, costs, barrier, rows, devices, overlap_dp)
+        frames += _after(sim, costs, ends, rows, devices, overlap_dp)
     return concat(frames)
 
 
@@ -78,31 +80,29 @@ def _parts(sim: dict, costs: PassCosts, rows, devices) -> pd.DataFrame:
                   "level": costs.levels[st, part], "bytes": costs.bytes[st, kind[pi], part]})
 
 
-def _idle(sim: dict, barrier: float, rows, devices) -> pd.DataFrame:
-    """Gaps on each stage between 0, its passes and the barrier."""
+def _idle(sim: dict, ends: np.ndarray, rows, devices) -> pd.DataFrame:
+    """Gaps on each stage between 0 and its passes, up to its last pass (`ends`, per stage)."""
     order = np.lexsort((sim["start_s"], sim["stage"]))
     stage, start, end = sim["stage"][order], sim["start_s"][order], sim["end_s"][order]
     first = np.r_[True, stage[1:] != stage[:-1]]
-    last = np.r_[stage[1:] != stage[:-1], True]
-    prev_end = np.where(first, 0.0, np.r_[0.0, end[:-1]])
-    gap_from = np.r_[prev_end, end[last]]
-    gap_to = np.r_[start, np.full(int(last.sum()), barrier)]
-    gap_stage = np.r_[stage, stage[last]]
-    keep = gap_to - gap_from > 1e-12 * max(barrier, 1e-300)
+    gap_from = np.where(first, 0.0, np.r_[0.0, end[:-1]])
+    gap_to, gap_stage = start, stage
+    keep = gap_to - gap_from > 1e-12 * max(float(ends.max(initial=0.0)), 1e-300)
     st = gap_stage[keep]
     return frame({"row": rows[st], "stage": st, "device": devices[st], "start_s": gap_from[keep],
                   "end_s": gap_to[keep], "kind": "idle", "category": "bubble"})
 
 
-def _after(sim: dict, costs: PassCosts, barrier: float, rows, devices, overlap_dp: bool) -> list:
-    """Exposed gradient sync, ZeRO gathers and optimizer after the barrier; hidden sync during backward."""
+def _after(sim: dict, costs: PassCosts, ends: np.ndarray, rows, devices, overlap_dp: bool) -> list:
+    """Exposed gradient sync, ZeRO gathers and optimizer after each stage's last pass (`ends`); hidden
+    sync during backward."""
     after, p = costs.after, costs.stages
     sync = np.where(after["dp_sync_s"] > 0, after["dp_sync_s"], 1.0)
     share = after["dp_bytes"] / sync          # bytes split between exposed and hidden in proportion
     parts = (("dp_sync", "dp_comm", after["dp_exposed_s"], share * after["dp_exposed_s"], after["dp_level"]),
              ("zero_gather", "zero_comm", after["zero_comm_s"], np.zeros(p), after["dp_level"]),
              ("optimizer", "optimizer", after["optimizer_s"], np.zeros(p), ""))
-    cols, clock = [], np.full(p, barrier)
+    cols, clock = [], ends.astype(float)
     for kind, category, secs, nbytes, level in parts:
         cols.append(frame({"row": rows, "stage": np.arange(p), "device": devices, "start_s": clock,
                            "end_s": clock + secs, "kind": kind, "phase": "step", "category": category,

@@ -1,0 +1,319 @@
+"""When each pipeline stage runs its last pass: the longest path through a schedule's dependency graph.
+
+A stage runs its passes one at a time in the schedule's order, and a pass waits for its input
+(explorer.timeline.simulate states the same rules): the forward of (stage i, chunk c, micro-batch j)
+for the forward of (i-1, c, j), or of (p-1, c-1, j) on the first stage; the backward for (i+1, c, j),
+or (0, c+1, j) on the last stage, whose last chunk waits for its own forward. Each pass's end is
+then its duration plus the later of its stage's previous pass and its input: a max-plus recursion,
+and the end of a stage's last pass is the longest path to it (the critical path of the super-step;
+Narayanan et al. SC'21 Sec 2.2, Fig. 4 for the orders). For equal stages it is the schedules' closed
+forms ((m+p-1)(F+B) for 1F1B); with unequal stages no closed form in the stage sums is exact
+(fidelity issue, E8): GPipe's flow-shop bound pairs the slowest forward with the slowest backward,
+and 1F1B runs ahead of it when the heavy stages come first.
+
+Two exact ways to compute it, both vectorised over candidates (any axes after the stage axis):
+* `ends_1f1b`, for 1F1B with m >= p: step s of stage i is its forward of micro-batch p-1-i+s followed
+  by its backward of micro-batch s, so the ends of step s follow from those of step s-1 by
+  X_s = F + max(Y_{s-1}, X_{s-1} shifted a stage down), Y_s = B + max(X_s, Y_s shifted a stage up)
+  (a reversed cumulative max). In the steady part every stage repeats the same recursion, and once
+  one step adds the same amount to every end it adds it at every later step (max-plus linearity),
+  so the remaining steady steps are added at once: O(p) numpy operations per step up to that point.
+* `ends_graph`, any order: the passes grouped by their depth in the dependency graph (built once per
+  (schedule, p, m, v) and cached), one vectorised max-plus update per depth (or, for few candidates,
+  one Python step per pass). A long interleaved or ZB-H1 pipeline is three short ones extended
+  (`_ends_periodic`): once a block more of micro-batches adds T_* per micro-batch to every stage's
+  end, so does every later block; where the three have not settled, the whole graph is walked.
+For one candidate (evaluate()) both run on Python floats: numpy's per-call overhead dominates arrays
+of p numbers. tests/test_critical_path.py checks every path against the timeline's simulation.
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+
+from explorer.schedules.base import B, F
+
+PASSES_PER_DEPTH = 30
+"""A graph is walked pass by pass in Python while its passes times the candidates stay under this
+many per depth (a depth's numpy update costs about as much as 30 passes in Python: measured on the
+2-core development machine); beyond, depth by depth in numpy."""
+PERIODIC_RTOL = 1e-13
+"""Two steps count as adding the same amount when they differ by at most this fraction of the ends."""
+
+
+def stage_ends(schedule: str, fwd, bwd, weight, m, v=1) -> np.ndarray:
+    """Per stage (axis 0), the end of its last pass of one iteration, from per-stage seconds of one
+    micro-batch: `fwd` F_r, `bwd` B_r (input and weight gradient), `weight` W_r (the part a
+    zero-bubble schedule runs as its own W pass), `m` micro-batches, `v` chunks. A chunk's pass takes
+    1/v of its stage's. Any further axes (candidates) broadcast, m among them."""
+    fwd, bwd, weight = (np.asarray(x, dtype=float) for x in (fwd, bwd, weight))
+    p = max(fwd.shape[0] if fwd.ndim else 1, bwd.shape[0] if bwd.ndim else 1)
+    shape = np.broadcast_shapes(_rest(fwd), _rest(bwd), _rest(weight), np.shape(m))
+    full = lambda x: np.broadcast_to(x.reshape(x.shape if x.ndim else (1,)), (p,) + shape) if x.ndim \
+        else np.full((p,) + shape, float(x))
+    fwd, bwd, weight = (full(x).reshape(p, -1) for x in (fwd, bwd, weight))
+    ms = np.broadcast_to(np.asarray(m, dtype=float), shape).reshape(-1)
+    v = int(v)
+    out = np.empty_like(fwd)
+    ms = np.rint(ms).astype(int)
+    for key in np.unique(_group(schedule, ms, p, v)):
+        cols = _group(schedule, ms, p, v) == key
+        out[:, cols] = _ends(schedule, fwd[:, cols], bwd[:, cols], weight[:, cols], ms[cols], v)
+    return out.reshape((p,) + shape)
+
+
+def _group(schedule: str, ms: np.ndarray, p: int, v: int) -> np.ndarray:
+    """Columns computed together: those of one m, or of one short pipeline a long one extends
+    (_ends_periodic's m_1, as -m_1 to keep the two apart)."""
+    if schedule == "1f1b":
+        return ms
+    k = _block(schedule, p)
+    return np.where(ms >= _base(p, k, ms), -_base(p, k, ms), ms)
+
+
+def _base(p: int, k: int, ms):
+    """m_1 of _ends_periodic: p plus m's remainder modulo the block."""
+    return ms % k + p
+
+
+def _block(schedule: str, p: int) -> int:
+    return p if schedule == "interleaved" else 1            # interleaving runs whole groups of p micro-batches
+
+
+def _rest(x: np.ndarray) -> tuple:
+    return x.shape[1:] if x.ndim else ()
+
+
+def _ends(schedule: str, fwd, bwd, weight, ms: np.ndarray, v: int) -> np.ndarray:
+    """Stage ends of columns sharing one _group key; `ms` their micro-batch counts."""
+    p, m = fwd.shape[0], int(ms[0])
+    if schedule == "1f1b" and m >= p:
+        return ends_1f1b(fwd, bwd, m)
+    if schedule == "zb-h1":
+        durations = np.stack([fwd / v, (bwd - weight) / v, weight / v], axis=1)
+    else:
+        durations = np.stack([fwd / v, bwd / v, np.zeros_like(fwd)], axis=1)
+    v = v if schedule == "interleaved" else 1
+    block = _block(schedule, p)
+    if m >= _base(p, block, m):
+        return _ends_periodic(schedule, durations, ms, v, block)
+    return ends_graph(schedule, durations, m, v)
+
+
+def _ends_periodic(schedule: str, durations: np.ndarray, ms: np.ndarray, v: int, k: int,
+                   m1: int | None = None) -> np.ndarray:
+    """ends_graph for a long pipeline from three short ones. Each block of k more micro-batches (one,
+    or a group of p under interleaving) adds k more steady steps; once the steady part runs at the
+    most loaded stage's pace, T_* = max_r (F_r + B_r) per micro-batch (no stage can go faster, and a
+    max-plus recursion never leaves that regime once every end moves by the same amount), each block
+    adds k T_* to every stage's end. With m_1 < m_2 < m_3 one block apart (m_1 = p plus m's remainder
+    modulo k), where both differences are k T_* on every stage, the ends at m follow by adding the
+    remaining blocks (m up to m_3 is one of the three). Candidates whose pipeline has not settled by
+    then try again from four times m_1, and are computed in full once that would reach m."""
+    p = durations.shape[0]
+    m1 = int(_base(p, k, int(ms[0]))) if m1 is None else m1    # the same for every column here
+    e1, e2, e3 = ends_graphs(schedule, durations, (m1, m1 + k, m1 + 2 * k), v)
+    pace = k * durations.sum(axis=1).max(axis=0) * v              # k micro-batches at T_* (chunks: v F/v)
+    tol = PERIODIC_RTOL * 10 * np.maximum(np.abs(e3).max(axis=0), 1e-300)
+    steady = (np.abs(e2 - e1 - pace) <= tol).all(axis=0) & (np.abs(e3 - e2 - pace) <= tol).all(axis=0)
+    out = e3 + ((ms - m1 - 2 * k) // k) * pace
+    short = ms <= m1 + 2 * k                                     # one of the three itself
+    out[:, short] = np.choose(((ms[short] - m1) // k)[None, :], (e1[:, short], e2[:, short], e3[:, short]))
+    steady |= short
+    later = m1 + 3 * m1 // k * k                                 # four times m_1, the same remainder
+    for c in np.flatnonzero(~steady):
+        one = durations[..., c:c + 1]
+        out[:, c] = (_ends_periodic(schedule, one, ms[c:c + 1], v, k, later) if later + 2 * k < ms[c]
+                     else ends_graph(schedule, one, int(ms[c]), v))[:, 0]
+    return out
+
+
+def ends_1f1b(fwd: np.ndarray, bwd: np.ndarray, m: int) -> np.ndarray:
+    """Stages x candidates: end of each stage's last backward under 1F1B with m >= p micro-batches
+    (the step recursion of the module docstring)."""
+    if fwd.shape[1] == 1:           # one candidate (evaluate()): the same recursion on Python floats
+        return np.array(_ends_1f1b_one(fwd[:, 0].tolist(), bwd[:, 0].tolist(), m))[:, None]
+    p = fwd.shape[0]
+    suffix = np.cumsum(bwd[::-1], axis=0)[::-1]                 # Σ_{l >= i} B_l
+    after = np.concatenate([suffix[1:], np.zeros_like(suffix[:1])])   # Σ_{l > i} B_l
+
+    def up(z):
+        """Y_i = B_i + max(z_i, Y_{i+1}): the longest climb from any stage j >= i to i."""
+        return suffix + np.maximum.accumulate((z - after)[::-1], axis=0)[::-1]
+
+    def down(x):
+        """X_{s-1} one stage down: stage i's forward input is stage i-1's forward of the step before."""
+        return np.concatenate([np.zeros_like(x[:1]), x[:-1]])
+
+    stage = np.arange(p)[:, None]
+    x = np.full_like(fwd, -np.inf)
+    for s in range(-(p - 1), 1):                                # warm-up forwards, then step 0's
+        new = fwd + np.maximum(np.where(np.isfinite(x), x, 0.0), down(x))
+        x = np.where(stage <= p - 1 + s, new, -np.inf)
+    y = up(x)
+    s, steady_end = 1, m - p                                    # steps 0 .. m-p: every stage steady
+    while s <= steady_end:
+        x_new = fwd + np.maximum(y, down(x))
+        y_new = up(x_new)
+        dx, dy = x_new - x, y_new - y
+        step = dy[:1]
+        tol = PERIODIC_RTOL * np.maximum(np.abs(y_new).max(axis=0, keepdims=True), 1e-300)
+        x, y = x_new, y_new
+        if s >= 2 and np.all(np.abs(dx - step) <= tol) and np.all(np.abs(dy - step) <= tol):
+            x, y = x + (steady_end - s) * step, y + (steady_end - s) * step
+            s = steady_end
+        s += 1
+    for q in range(1, p):                                       # drain: stages i < q have no forward left
+        steady = stage >= q
+        x_new = np.where(steady, fwd + np.maximum(y, down(x)), -np.inf)
+        y = up(np.where(steady, x_new, y))
+        x = x_new
+    return y
+
+
+def _ends_1f1b_one(f: list, b: list, m: int) -> list:
+    """ends_1f1b for one candidate: numpy's per-call overhead dominates arrays of p numbers."""
+    p = len(f)
+    inf = float("-inf")
+
+    def up(z):
+        y, nxt = [0.0] * p, inf
+        for i in range(p - 1, -1, -1):
+            nxt = b[i] + (z[i] if z[i] > nxt else nxt)
+            y[i] = nxt
+        return y
+
+    x = [inf] * p
+    for s in range(-(p - 1), 1):                                # warm-up forwards, then step 0's
+        x = [f[i] + max(x[i] if x[i] != inf else 0.0, x[i - 1] if i else 0.0) if i <= p - 1 + s else inf
+             for i in range(p)]
+    y = up(x)
+    s, steady_end = 1, m - p
+    while s <= steady_end:
+        x_new = [f[i] + max(y[i], x[i - 1] if i else 0.0) for i in range(p)]
+        y_new = up(x_new)
+        step = y_new[0] - y[0]
+        tol = PERIODIC_RTOL * max(max(abs(e) for e in y_new), 1e-300)
+        periodic = s >= 2 and all(abs(a - c - step) <= tol for a, c in zip(x_new, x)) and \
+            all(abs(a - c - step) <= tol for a, c in zip(y_new, y))
+        x, y = x_new, y_new
+        if periodic:
+            x, y = [e + (steady_end - s) * step for e in x], [e + (steady_end - s) * step for e in y]
+            s = steady_end
+        s += 1
+    for q in range(1, p):                                       # drain: stages i < q have no forward left
+        x_new = [f[i] + max(y[i], x[i - 1] if i else 0.0) if i >= q else inf for i in range(p)]
+        y = up([x_new[i] if i >= q else y[i] for i in range(p)])
+        x = x_new
+    return y
+
+
+def ends_graph(schedule: str, durations: np.ndarray, m: int, v: int) -> np.ndarray:
+    """Stages x candidates: end of each stage's last pass, for `durations` stages x (F, B, W) x
+    candidates, by depth in the dependency graph of the schedule's order."""
+    return ends_graphs(schedule, durations, (m,), v)[0]
+
+
+def ends_graphs(schedule: str, durations: np.ndarray, ms: tuple, v: int) -> list:
+    """ends_graph for each micro-batch count of `ms`, the graphs walked side by side (one numpy
+    update per depth for all of them)."""
+    p = durations.shape[0]
+    graph = _graph(schedule, p, tuple(ms), v)
+    per_pass = durations[graph["stage"], graph["kind"]]         # passes x candidates
+    if per_pass.shape[0] * per_pass.shape[1] < PASSES_PER_DEPTH * len(graph["levels"]):
+        # few candidates: a loop over the passes in Python floats
+        out = np.empty((len(ms), p, per_pass.shape[1]))
+        for c in range(per_pass.shape[1]):
+            dur, end = per_pass[:, c].tolist(), [0.0] * (per_pass.shape[0] + 1)
+            for n, a, b in graph["topological"]:
+                x, y = end[a], end[b]
+                end[n] = dur[n] + (x if x > y else y)
+            out[:, :, c] = [[end[k] for k in last] for last in graph["last"]]
+        return list(out)
+    end = np.zeros((per_pass.shape[0] + 1, per_pass.shape[1]))  # the last row: 'no predecessor', 0
+    for nodes, first, second in graph["levels"]:
+        end[nodes] = per_pass[nodes] + np.maximum(end[first], end[second])
+    return [end[last] for last in graph["last"]]
+
+
+@lru_cache(maxsize=256)
+def _graph(schedule: str, p: int, ms: tuple, v: int) -> dict:
+    """The passes of `schedule`'s order for each m of `ms` (one graph each, side by side) as index
+    arrays: stage, kind, and per depth the passes with their two predecessors (previous pass on the
+    stage, input; the index after the last pass: none), plus each graph's stages' last passes."""
+    parts = [_passes(schedule, p, m, v) for m in ms]
+    total = sum(len(part["stage"]) for part in parts)
+    stage, kind, first, second, depth, lasts, offset = [], [], [], [], [], [], 0
+    for part in parts:
+        n = len(part["stage"])
+        shift = lambda idx: [total if k == n else k + offset for k in idx]
+        stage += part["stage"]
+        kind += part["kind"]
+        first += shift(part["first"])
+        second += shift(part["second"])
+        depth += part["depth"]
+        lasts.append(np.array(part["last"]) + offset)
+        offset += n
+    depth_arr, first_arr, second_arr = np.array(depth), np.array(first), np.array(second)
+    order_by_depth = np.argsort(depth_arr, kind="stable")
+    cuts = np.flatnonzero(np.diff(depth_arr[order_by_depth])) + 1
+    levels = [(nodes, first_arr[nodes], second_arr[nodes]) for nodes in np.split(order_by_depth, cuts)]
+    topological = [(int(n), first[n], second[n]) for n in order_by_depth]
+    return {"stage": np.array(stage), "kind": np.array(kind), "levels": levels, "last": lasts,
+            "topological": topological}
+
+
+def _passes(schedule: str, p: int, m: int, v: int) -> dict:
+    """One graph as lists: each pass's stage, kind, predecessors (len = none) and depth; each stage's
+    last pass."""
+    from explorer.schedules.registry import get
+    orders = get(schedule).order(p, m, v)
+    index, stage, kind = {}, [], []
+    for i, order in enumerate(orders):
+        for (k, c, j) in order:
+            index[(i, k, c, j)] = len(stage)
+            stage.append(i)
+            kind.append(k)
+    none = len(stage)
+    first, second = [none] * none, [none] * none
+    for i, order in enumerate(orders):
+        prev = none
+        for (k, c, j) in order:
+            n = index[(i, k, c, j)]
+            first[n] = prev
+            second[n] = index.get(_input(k, i, c, j, p, v), none)
+            prev = n
+    depth, ptr = [0] * none, [0] * p
+    done = 0
+    while done < none:               # each stage in turn runs ahead while its passes' inputs are known
+        before = done
+        for i, order in enumerate(orders):
+            while ptr[i] < len(order):
+                n = index[(i, *order[ptr[i]])]
+                a, b = first[n], second[n]
+                if b != none and depth[b] == 0:
+                    break
+                depth[n] = 1 + max(depth[a] if a != none else 0, depth[b] if b != none else 0)
+                ptr[i] += 1
+                done += 1
+        if done == before:
+            raise ValueError(f"the {schedule} order deadlocks")       # cannot happen for registered orders
+    last = [index[(i, *orders[i][-1])] for i in range(p)]
+    return {"stage": stage, "kind": kind, "first": first, "second": second, "depth": depth, "last": last}
+
+
+def _input(kind: int, i: int, c: int, j: int, p: int, v: int):
+    """The pass whose end (kind, i, c, j) waits for, or None (explorer.timeline.simulate._ready)."""
+    if kind == F:
+        if i > 0:
+            return (i - 1, F, c, j)
+        return None if c == 0 else (p - 1, F, c - 1, j)
+    if kind == B:
+        if i < p - 1:
+            return (i + 1, B, c, j)
+        return (0, B, c + 1, j) if c < v - 1 else (i, F, c, j)
+    return None            # W: its own B comes earlier on the stage
+
+
+__all__ = ["stage_ends", "ends_1f1b", "ends_graph", "ends_graphs"]
