@@ -14,6 +14,24 @@ PASS_NAMES = ("forward", "backward", "weight")
 weight gradient off), W weight gradient (zero-bubble schedules)."""
 
 
+def input_of(kind: int, i: int, c: int, j: int, p: int, v: int):
+    """The pass (stage, kind, chunk, micro-batch) whose end pass (kind, stage i, chunk c, micro-batch j)
+    waits for, or None: a forward for the same chunk's forward on the stage before, or on the first
+    stage the previous chunk's on the last stage; a backward for the next stage's, or on the last
+    stage the next chunk's on the first, the last chunk's for its own forward; W only for its own B,
+    which every order runs earlier on the same stage. The one dependency rule of the timeline's
+    simulation and of the critical path (Narayanan et al. SC'21 Sec 2.2)."""
+    if kind == F:
+        if i > 0:
+            return (i - 1, F, c, j)
+        return None if c == 0 else (p - 1, F, c - 1, j)
+    if kind == B:
+        if i < p - 1:
+            return (i + 1, B, c, j)
+        return (0, B, c + 1, j) if c < v - 1 else (i, F, c, j)
+    return None
+
+
 def _aggregates() -> dict:
     import sympy as sp
 

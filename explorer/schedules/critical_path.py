@@ -1,7 +1,7 @@
 """When each pipeline stage runs its last pass: the longest path through a schedule's dependency graph.
 
 A stage runs its passes one at a time in the schedule's order, and a pass waits for its input
-(explorer.timeline.simulate states the same rules): the forward of (stage i, chunk c, micro-batch j)
+(explorer.schedules.base.input_of, the rule the timeline's simulation follows too): the forward of (stage i, chunk c, micro-batch j)
 for the forward of (i-1, c, j), or of (p-1, c-1, j) on the first stage; the backward for (i+1, c, j),
 or (0, c+1, j) on the last stage, whose last chunk waits for its own forward. Each pass's end is
 then its duration plus the later of its stage's previous pass and its input: a max-plus recursion,
@@ -32,7 +32,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from explorer.schedules.base import B, F
+from explorer.schedules.base import input_of
 
 PASSES_PER_DEPTH = 30
 """A graph is walked pass by pass in Python while its passes times the candidates stay under this
@@ -282,7 +282,7 @@ def _passes(schedule: str, p: int, m: int, v: int) -> dict:
         for (k, c, j) in order:
             n = index[(i, k, c, j)]
             first[n] = prev
-            second[n] = index.get(_input(k, i, c, j, p, v), none)
+            second[n] = index.get(input_of(k, i, c, j, p, v), none)
             prev = n
     depth, ptr = [0] * none, [0] * p
     done = 0
@@ -301,19 +301,6 @@ def _passes(schedule: str, p: int, m: int, v: int) -> dict:
             raise ValueError(f"the {schedule} order deadlocks")       # cannot happen for registered orders
     last = [index[(i, *orders[i][-1])] for i in range(p)]
     return {"stage": stage, "kind": kind, "first": first, "second": second, "depth": depth, "last": last}
-
-
-def _input(kind: int, i: int, c: int, j: int, p: int, v: int):
-    """The pass whose end (kind, i, c, j) waits for, or None (explorer.timeline.simulate._ready)."""
-    if kind == F:
-        if i > 0:
-            return (i - 1, F, c, j)
-        return None if c == 0 else (p - 1, F, c - 1, j)
-    if kind == B:
-        if i < p - 1:
-            return (i + 1, B, c, j)
-        return (0, B, c + 1, j) if c < v - 1 else (i, F, c, j)
-    return None            # W: its own B comes earlier on the stage
 
 
 __all__ = ["stage_ends", "ends_1f1b", "ends_graph", "ends_graphs"]

@@ -5,7 +5,8 @@ is free and its input is there:
   forward  (stage i, chunk c, mb j) needs forward (i-1, c, j), or (p-1, c-1, j) when i = 0;
   backward (i, c, j) needs backward (i+1, c, j), or (0, c+1, j) when i = p-1, and
   the last chunk's backward on the last stage needs its own forward;
-  W needs only its own backward, which the order puts earlier on the same stage.
+  W needs only its own backward, which the order puts earlier on the same stage
+(explorer.schedules.base.input_of, the rule the cost model's critical path uses too).
 Point-to-point sends are blocking and part of the sender's pass, so a receiver
 may start as soon as the sender's pass ends (the cost model's convention).
 """
@@ -14,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from explorer.errors import ExplorerError
+from explorer.schedules.base import input_of
 from explorer.timeline.schedules import B, F
 
 
@@ -63,18 +65,13 @@ def simulate(orders: list, durations: np.ndarray, chunks: int, micro_batches: in
 
 
 def _ready(kind, i, c, j, p, v, m, fwd_end, bwd_end):
-    """Time the input of pass (kind, i, c, j) is there, or None when not yet computed."""
-    if kind == F:
-        if i > 0:
-            return fwd_end[((i - 1) * v + c) * m + j]
-        return 0.0 if c == 0 else fwd_end[((p - 1) * v + c - 1) * m + j]   # last stage, chunk c - 1
-    if kind == B:
-        if i < p - 1:
-            return bwd_end[((i + 1) * v + c) * m + j]
-        if c < v - 1:
-            return bwd_end[(c + 1) * m + j]          # stage 0, chunk c + 1
-        return fwd_end[(i * v + c) * m + j]
-    return 0.0
+    """Time the input of pass (kind, i, c, j) is there (schedules.base.input_of), or None when not yet
+    computed."""
+    dep = input_of(kind, i, c, j, p, v)
+    if dep is None:
+        return 0.0
+    stage, dep_kind, chunk, mb = dep
+    return (fwd_end if dep_kind == F else bwd_end)[(stage * v + chunk) * m + mb]
 
 
 def _notify(kind, i, c, j, p, v, m, end, fwd_end, bwd_end):
