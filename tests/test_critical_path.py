@@ -145,3 +145,22 @@ def test_long_pipelines_settle_or_are_computed_in_full():
         durations = np.stack([f / v, (b - w) / v if split else b / v, w / v if split else 0 * f], axis=1)[:, :, None]
         assert stage_ends(schedule, f, b, w, m, v) == pytest.approx(ends_graph(schedule, durations, m, v)[:, 0],
                                                                     rel=1e-12)
+
+
+@pytest.mark.parametrize("schedule,p,m,v", [("1f1b", 4, 3, 1), ("1f1b", 3, 7, 1), ("interleaved", 4, 8, 3),
+                                            ("zb-h1", 5, 6, 1), ("gpipe", 3, 4, 1)])
+def test_the_vectorised_dependency_rule_is_the_timelines(schedule, p, m, v):
+    """critical_path.inputs_of (numpy, for building graphs) names the same input as schedules.base.input_of
+    (the timeline's simulation) for every pass of the order."""
+    from explorer.schedules.base import input_of
+    from explorer.schedules.critical_path import inputs_of
+    orders = order_for(schedule, p, m, v)
+    passes = [(i, k, c, j) for i, order in enumerate(orders) for (k, c, j) in order]
+    where = np.full((p, 3, v, m), len(passes))
+    for n, (i, k, c, j) in enumerate(passes):
+        where[i, k, c, j] = n
+    stage, kind, chunk, mb = (np.array(x) for x in zip(*passes))
+    got = inputs_of(kind, stage, chunk, mb, p, v, where, len(passes))
+    for n, (i, k, c, j) in enumerate(passes):
+        dep = input_of(k, i, c, j, p, v)
+        assert got[n] == (len(passes) if dep is None else where[dep[0], dep[1], dep[2], dep[3]])

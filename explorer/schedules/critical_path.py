@@ -32,7 +32,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from explorer.schedules.base import input_of
+from explorer.schedules.base import B, F
 
 PASSES_PER_DEPTH = 30
 """A graph is walked pass by pass in Python while its passes times the candidates stay under this
@@ -113,6 +113,10 @@ def _ends_periodic(schedule: str, durations: np.ndarray, ms: np.ndarray, v: int,
     then try again from four times m_1, and are computed in full once that would reach m."""
     p = durations.shape[0]
     m1 = int(_base(p, k, int(ms[0]))) if m1 is None else m1    # the same for every column here
+    if int(ms.max()) < m1 + 2 * k:       # every column is one of the short ones: only those are walked
+        counts = tuple(sorted({int(x) for x in ms}))
+        ends = dict(zip(counts, ends_graphs(schedule, durations, counts, v)))
+        return np.stack([ends[int(x)][:, c] for c, x in enumerate(ms)], axis=1)
     e1, e2, e3 = ends_graphs(schedule, durations, (m1, m1 + k, m1 + 2 * k), v)
     pace = k * durations.sum(axis=1).max(axis=0) * v              # k micro-batches at T_* (chunks: v F/v)
     tol = PERIODIC_RTOL * 10 * np.maximum(np.abs(e3).max(axis=0), 1e-300)
@@ -226,7 +230,7 @@ def ends_graphs(schedule: str, durations: np.ndarray, ms: tuple, v: int) -> list
         out = np.empty((len(ms), p, per_pass.shape[1]))
         for c in range(per_pass.shape[1]):
             dur, end = per_pass[:, c].tolist(), [0.0] * (per_pass.shape[0] + 1)
-            for n, a, b in graph["topological"]:
+            for n, a, b in _topological(graph):
                 x, y = end[a], end[b]
                 end[n] = dur[n] + (x if x > y else y)
             out[:, :, c] = [[end[k] for k in last] for last in graph["last"]]
@@ -241,66 +245,93 @@ def ends_graphs(schedule: str, durations: np.ndarray, ms: tuple, v: int) -> list
 def _graph(schedule: str, p: int, ms: tuple, v: int) -> dict:
     """The passes of `schedule`'s order for each m of `ms` (one graph each, side by side) as index
     arrays: stage, kind, and per depth the passes with their two predecessors (previous pass on the
-    stage, input; the index after the last pass: none), plus each graph's stages' last passes."""
+    stage, input; the index after the last pass: none), plus each graph's stages' last passes. The
+    pass-by-pass order for the Python walk ('topological') is made on first use."""
     parts = [_passes(schedule, p, m, v) for m in ms]
     total = sum(len(part["stage"]) for part in parts)
     stage, kind, first, second, depth, lasts, offset = [], [], [], [], [], [], 0
     for part in parts:
         n = len(part["stage"])
-        shift = lambda idx: [total if k == n else k + offset for k in idx]
-        stage += part["stage"]
-        kind += part["kind"]
-        first += shift(part["first"])
-        second += shift(part["second"])
-        depth += part["depth"]
+        shift = lambda idx: np.where(np.asarray(idx) == n, total, np.asarray(idx) + offset)
+        stage.append(np.asarray(part["stage"]))
+        kind.append(np.asarray(part["kind"]))
+        first.append(shift(part["first"]))
+        second.append(shift(part["second"]))
+        depth.append(np.asarray(part["depth"]))
         lasts.append(np.array(part["last"]) + offset)
         offset += n
-    depth_arr, first_arr, second_arr = np.array(depth), np.array(first), np.array(second)
+    depth_arr, first_arr, second_arr = (np.concatenate(x) for x in (depth, first, second))
     order_by_depth = np.argsort(depth_arr, kind="stable")
     cuts = np.flatnonzero(np.diff(depth_arr[order_by_depth])) + 1
     levels = [(nodes, first_arr[nodes], second_arr[nodes]) for nodes in np.split(order_by_depth, cuts)]
-    topological = [(int(n), first[n], second[n]) for n in order_by_depth]
-    return {"stage": np.array(stage), "kind": np.array(kind), "levels": levels, "last": lasts,
-            "topological": topological}
+    return {"stage": np.concatenate(stage), "kind": np.concatenate(kind), "levels": levels, "last": lasts,
+            "order": order_by_depth, "first": first_arr, "second": second_arr}
+
+
+def _topological(graph: dict) -> list:
+    """(pass, previous on its stage, input) in an order where both come first, made once per graph."""
+    if "topological" not in graph:
+        order = graph["order"]
+        graph["topological"] = list(zip(order.tolist(), graph["first"][order].tolist(),
+                                        graph["second"][order].tolist()))
+    return graph["topological"]
 
 
 def _passes(schedule: str, p: int, m: int, v: int) -> dict:
     """One graph as lists: each pass's stage, kind, predecessors (len = none) and depth; each stage's
-    last pass."""
+    last pass. The inputs by `inputs_of` (numpy), the depths -- 1 + the larger of the two predecessors'
+    -- with each stage running ahead in turn while its passes' inputs are known."""
     from explorer.schedules.registry import get
     orders = get(schedule).order(p, m, v)
-    index, stage, kind = {}, [], []
-    for i, order in enumerate(orders):
-        for (k, c, j) in order:
-            index[(i, k, c, j)] = len(stage)
-            stage.append(i)
-            kind.append(k)
+    lengths = [len(order) for order in orders]
+    table = np.array([step for order in orders for step in order], dtype=np.int64).reshape(-1, 3)
+    stage = np.repeat(np.arange(p), lengths)
+    kind, chunk, mb = table.T
     none = len(stage)
-    first, second = [none] * none, [none] * none
-    for i, order in enumerate(orders):
-        prev = none
-        for (k, c, j) in order:
-            n = index[(i, k, c, j)]
-            first[n] = prev
-            second[n] = index.get(input_of(k, i, c, j, p, v), none)
-            prev = n
-    depth, ptr = [0] * none, [0] * p
-    done = 0
-    while done < none:               # each stage in turn runs ahead while its passes' inputs are known
-        before = done
-        for i, order in enumerate(orders):
-            while ptr[i] < len(order):
-                n = index[(i, *order[ptr[i]])]
-                a, b = first[n], second[n]
-                if b != none and depth[b] == 0:
-                    break
-                depth[n] = 1 + max(depth[a] if a != none else 0, depth[b] if b != none else 0)
-                ptr[i] += 1
-                done += 1
-        if done == before:
-            raise ValueError(f"the {schedule} order deadlocks")       # cannot happen for registered orders
-    last = [index[(i, *orders[i][-1])] for i in range(p)]
-    return {"stage": stage, "kind": kind, "first": first, "second": second, "depth": depth, "last": last}
+    where = np.full((p, 3, v, m), none, dtype=np.int64)
+    where[stage, kind, chunk, mb] = np.arange(none)
+    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
+    first = np.arange(none, dtype=np.int64) - 1
+    first[starts] = none
+    second = inputs_of(kind, stage, chunk, mb, p, v, where, none).tolist()
+    depth, known = [0] * (none + 1), [False] * none + [True]
+    ptr, ends, begin = starts.tolist(), (starts + np.array(lengths)).tolist(), starts.tolist()
+    left = none
+    while left:                      # each stage in turn runs ahead while its passes' inputs are known
+        before = left
+        for i in range(p):
+            n, end = ptr[i], ends[i]
+            while n < end and known[second[n]]:
+                a = depth[n - 1] if n > begin[i] else 0
+                depth[n] = 1 + (a if a > depth[second[n]] else depth[second[n]])
+                known[n] = True
+                n += 1
+            left -= n - ptr[i]
+            ptr[i] = n
+        if left == before:           # cannot happen for registered orders
+            raise ValueError(f"the {schedule} order deadlocks")
+    last = [e - 1 for e in ends]
+    return {"stage": stage.tolist(), "kind": kind.tolist(), "first": first.tolist(), "second": second,
+            "depth": depth[:none], "last": last}
+
+
+def inputs_of(kind, stage, chunk, mb, p: int, v: int, where: np.ndarray, none: int) -> np.ndarray:
+    """schedules.base.input_of for arrays of passes: the index (in `where`, stage x kind x chunk x
+    micro-batch) of the pass each waits for, or `none` (tests/test_critical_path.py checks the two
+    agree on every pass of every schedule)."""
+    out = np.full(len(stage), none, dtype=np.int64)
+    fwd, bwd = kind == F, kind == B
+    sel = fwd & (stage > 0)
+    out[sel] = where[stage[sel] - 1, F, chunk[sel], mb[sel]]
+    sel = fwd & (stage == 0) & (chunk > 0)
+    out[sel] = where[p - 1, F, chunk[sel] - 1, mb[sel]]
+    sel = bwd & (stage < p - 1)
+    out[sel] = where[stage[sel] + 1, B, chunk[sel], mb[sel]]
+    sel = bwd & (stage == p - 1) & (chunk < v - 1)
+    out[sel] = where[0, B, chunk[sel] + 1, mb[sel]]
+    sel = bwd & (stage == p - 1) & (chunk == v - 1)
+    out[sel] = where[stage[sel], F, chunk[sel], mb[sel]]
+    return out
 
 
 __all__ = ["stage_ends", "ends_1f1b", "ends_graph", "ends_graphs"]
