@@ -164,3 +164,15 @@ def test_the_vectorised_dependency_rule_is_the_timelines(schedule, p, m, v):
     for n, (i, k, c, j) in enumerate(passes):
         dep = input_of(k, i, c, j, p, v)
         assert got[n] == (len(passes) if dep is None else where[dep[0], dep[1], dep[2], dep[3]])
+
+
+def test_very_long_interleaved_pipelines_take_the_closed_form():
+    """Past MAX_GRAPH_PASSES the graphs are not built: 120 interleaved stages take the closed form,
+    exact for equal stages ((m + (p-1)/v)(F+B)), within the work bound of a fuzzed input."""
+    from explorer.schedules import critical_path as cp
+    p, m, v = 120, 1200, 2
+    assert cp._passes_in("interleaved", p, 3 * p + 2 * p, v) > cp.MAX_GRAPH_PASSES
+    f, b = np.full(p, 1.0), np.full(p, 2.0)
+    ends = stage_ends("interleaved", f, b, 0 * f, m, v)
+    assert ends[0] == pytest.approx((m + (p - 1) / v) * 3.0, rel=1e-12)
+    assert (np.diff(ends) < 0).all()

@@ -38,6 +38,11 @@ PASSES_PER_DEPTH = 30
 """A graph is walked pass by pass in Python while its passes times the candidates stay under this
 many per depth (a depth's numpy update costs about as much as 30 passes in Python: measured on the
 2-core development machine); beyond, depth by depth in numpy."""
+MAX_GRAPH_PASSES = 150_000
+"""An interleaved or ZB-H1 pipeline whose graphs would hold more passes than this (about 110 stages
+and more, interleaved) takes the schedule's closed form instead (_ends_closed_form: exact for equal
+stages, an approximation otherwise), so that a 2,048-layer model's presets stay within the inputs'
+work bound (tests/test_fuzz_inputs.py)."""
 PERIODIC_RTOL = 1e-13
 """Two steps count as adding the same amount when they differ by at most this fraction of the ends."""
 
@@ -96,9 +101,28 @@ def _ends(schedule: str, fwd, bwd, weight, ms: np.ndarray, v: int) -> np.ndarray
         durations = np.stack([fwd / v, bwd / v, np.zeros_like(fwd)], axis=1)
     v = v if schedule == "interleaved" else 1
     block = _block(schedule, p)
+    if _passes_in(schedule, p, min(m, 3 * _base(p, block, m) + 2 * block), v) > MAX_GRAPH_PASSES:
+        return _ends_closed_form(schedule, fwd, bwd, weight, m, v)
     if m >= _base(p, block, m):
         return _ends_periodic(schedule, durations, ms, v, block)
     return ends_graph(schedule, durations, m, v)
+
+
+def _passes_in(schedule: str, p: int, m: int, v: int) -> int:
+    """Passes of one graph: F and B (and W) of every micro-batch and chunk on every stage."""
+    return (3 if schedule == "zb-h1" else 2) * p * m * v
+
+
+def _ends_closed_form(schedule: str, fwd, bwd, weight, m: int, v: int) -> np.ndarray:
+    """Beyond MAX_GRAPH_PASSES: the schedule's closed-form makespan (explorer.schedules, exact for equal
+    stages) for stage 0, each later stage ending its last micro-batch's backward that much earlier."""
+    climb = np.concatenate([np.zeros_like(bwd[:1]), np.cumsum(bwd - (weight if schedule == "zb-h1" else 0), axis=0)[:-1]])
+    if schedule == "zb-h1":
+        x = np.maximum.reduce([fwd, bwd - weight, fwd + bwd - 2 * weight])
+        makespan = m * (fwd.max(axis=0) + bwd.max(axis=0)) + x.sum(axis=0) - x.max(axis=0)
+    else:
+        makespan = ((fwd + bwd).sum(axis=0) + (m * v - 1) * (fwd.max(axis=0) + bwd.max(axis=0))) / v
+    return makespan - climb / v
 
 
 def _ends_periodic(schedule: str, durations: np.ndarray, ms: np.ndarray, v: int, k: int,
