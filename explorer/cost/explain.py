@@ -22,16 +22,16 @@ from explorer.cost.collectives import cp_kind
 from explorer.cost.numbers import hardware_numbers
 from explorer.strategy.strategy import GRAD_BYTES, options_of  # noqa: F401
 from explorer.cost.plan import expert_dp_route
-from explorer.cost.superstep import (CATEGORIES, L_e_r, Psi_e_r, g_e_r, optimizer_state_bytes, optimizer_update_bytes,
-                                     variant)
+from explorer.cost.superstep import (CATEGORIES, L_e_r, Psi_e_r, bubble_term, g_e_r, optimizer_state_bytes,
+                                     optimizer_update_bytes, variant)
 from explorer.cost.superstep import e as ep_symbol
 from explorer.cost.numeric import Q
 from explorer.cost.tree import cost_tree, stage_inputs, tied_terms
 from explorer.schedules import get as schedule_of
 from explorer.schedules.base import AGGREGATES
-from explorer.symbols import (B_r, F, F_r, K_opt, QuickMax, L_c, L_r, L_t, Psi_r, V, W_hbm, AtStage, StageArgMax, StageMax,
-                              StageSum, StageSuffixMax, StageSuffixSum, _StageEnd, a, a_kv, b, beta, d, eta, f,
-                              g_c, g_r, g_t, h, l, m, p, phi, r, s, t, t_launch, v)
+from explorer.symbols import (F, K_opt, L_c, L_r, L_t, Psi_r, V, W_hbm, AtStage, StageMax, StageSum, StageSuffixMax,
+                              StageSuffixSum, _StageEnd, a, a_kv, b, beta, d, eta, f, g_c, g_r, g_t, h, l, m, p,
+                              phi, r, s, t, t_launch, v)
 
 PSI = sp.Symbol("Psi", nonnegative=True)   # parameters per device on the synchronising stage
 END_r = sp.Symbol("T^{end}_r", nonnegative=True)    # stage r's last pass ends (the schedule's critical path)
@@ -210,7 +210,7 @@ def explain(model, strategy, cluster, gpus=None, result: Result | None = None) -
     terms, compact = {}, {}
     for c in CATEGORIES:
         term = var.terms[c].expr
-        compact[c] = _compact_bubble() if c == "bubble" else term
+        compact[c] = bubble_term(END_r, SYNC_r) if c == "bubble" else term
         terms[c] = _expand(term.xreplace(dict(AGGREGATES)), shown, at, strategy.pp, ends).xreplace(constants)
     values = dict(symbol_values(model, strategy, cluster))
     for i, row in enumerate(result.stage_times_s):
@@ -222,14 +222,6 @@ def explain(model, strategy, cluster, gpus=None, result: Result | None = None) -
     definitions = {PSI: psi, END_r: schedule_of(strategy.schedule).stage_end.xreplace(dict(AGGREGATES)),
                    SYNC_r: var.terms["after"].expr}
     return SymbolicCost(terms, sp.Add(*terms.values()), k, values, definitions, compact)
-
-
-def _compact_bubble() -> sp.Expr:
-    """The bubble as the super-step reads it (explorer.cost.superstep): the iteration, each stage's end
-    plus what follows it at the latest, less the critical stage's m passes and the finishing stage's
-    synchronisation."""
-    return QuickMax(0, StageMax(END_r + SYNC_r) - m * AtStage(F_r + B_r, StageArgMax(F_r + B_r)) -
-                    AtStage(SYNC_r, StageArgMax(END_r + SYNC_r)))
 
 
 __all__ = ["SymbolicCost", "explain", "level_symbols", "readable", "symbol_values"]

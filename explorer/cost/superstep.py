@@ -177,6 +177,15 @@ def _with_experts(moe: bool, dense, expert):
     return dense + expert if moe else dense
 
 
+def bubble_term(ends, after) -> sp.Expr:
+    """The critical stage's idle time: the iteration, max_r (ends_r + after_r), less the most loaded
+    stage's m passes and the finishing stage's synchronisation (= the schedule's closed-form bubble for
+    equal stages; the max with 0 only takes off rounding, ~1e-18 s at p = 1). explain() prints it
+    with named symbols for ends and after."""
+    return QuickMax(0, StageMax(ends + after) - m * AtStage(F_r + B_r, StageArgMax(F_r + B_r)) -
+                    AtStage(after, StageArgMax(ends + after)))
+
+
 def terms(schedule: str, zero: int, overlap: bool, k_states: int, moe: bool = False, *, grad_bytes=None,
           param_gather_overlap: bool = False, zero_prefetch: bool = False) -> dict:
     """name -> Term: the super-step of one (schedule, ZeRO stage, overlap, optimizer states); with
@@ -247,11 +256,8 @@ def terms(schedule: str, zero: int, overlap: bool, k_states: int, moe: bool = Fa
               "pp_comm": P_r, "cp_comm": CP_r}
     for category, sym in per_mb.items():
         add(category, category, "m micro-batches on the most loaded stage", m * AtStage(sym, critical))
-    # the critical stage's idle time: what the iteration leaves after its m passes and the finishing
-    # stage's synchronisation (= the schedule's closed-form bubble for equal stages; the max with 0
-    # only takes off rounding, ~1e-18 s at p = 1)
     add("bubble", "bubble", sched.source + "; iteration - m (F+B) of the critical stage - the last sync",
-        QuickMax(0, StageMax(finish) - m * AtStage(F_r + B_r, critical) - AtStage(after, last)))
+        bubble_term(ends, after))
     add("dp_comm", "dp_comm", t["dp_exposed"].citation, AtStage(exposed, last))
     add("zero_comm", "zero_comm", t["zero_exposed"].citation, AtStage(gathers_exposed, last))
     add("optimizer", "optimizer", t["optimizer_step"].citation, AtStage(step, last))

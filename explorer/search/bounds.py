@@ -10,7 +10,6 @@ from __future__ import annotations
 import numpy as np
 
 from explorer.schedules import get as schedule_of
-
 from explorer.search.tables import A, B, F, GS, PSI, W
 
 

@@ -203,7 +203,7 @@ class ChainDP:
     def _finish(self, labels: list) -> np.ndarray:
         """Final iteration times of complete labels, exactly as evaluate() prices them: every stage's
         F, B, W and Y, then max_r (end_r + Y_r) with end_r the schedule's critical path."""
-        done = np.stack([lb.done.copy() for lb in labels])          # labels x (F, B - W, W, Y) x pp
+        done = np.stack([lb.done for lb in labels])          # labels x (F, B - W, W, Y) x pp
         for k, label in enumerate(labels):
             for s in range(self.pp):
                 if not (label.closed >> s) & 1:

@@ -43,7 +43,7 @@ class Bucket:
     def insert(self, label: Label) -> None:
         o, done = label.open, label.done
         if self.by_sums:
-            core = np.concatenate([label.summary, o[F], o[B], o[W] if self.split_weight else o[W][:0], o[PSI], o[GS]])
+            core = np.concatenate([label.summary, o[F], o[B]] + ([o[W]] if self.split_weight else []) + [o[PSI], o[GS]])
         elif self.split_weight:
             core = np.concatenate([done.ravel(), o[F], o[B] - o[W], o[W], o[PSI], o[GS]])
         else:
