@@ -12,7 +12,7 @@ from hypothesis import given, settings, strategies as st
 
 from explorer import Strategy, evaluate, load_cluster, load_model
 from explorer.schedules import get
-from explorer.schedules.critical_path import ends_1f1b, stage_ends
+from explorer.schedules.critical_path import _warmup, ends_1f1b, stage_end_lower_bounds, stage_ends
 from explorer.timeline import superstep_events
 from explorer.timeline.schedules import order_for
 from explorer.timeline.simulate import simulate
@@ -188,3 +188,47 @@ def test_many_candidates_take_the_numpy_walk_and_agree():
         got = stage_ends(schedule, f, b, w, m, v)
         for c in range(0, 40, 7):
             assert got[:, c] == pytest.approx(simulated_ends(schedule, f[:, c], b[:, c], w[:, c], m, v), rel=1e-12)
+
+
+@settings(max_examples=400, deadline=None)
+@given(pipelines())
+def test_the_lower_bounds_hold_for_any_stages(case):
+    """stage_end_lower_bounds (what the search's sweep prices every candidate with before it walks
+    any critical path, explorer.search.sweep.settle) is at most each stage's simulated end."""
+    schedule, f, b, w, m, v = case
+    low = stage_end_lower_bounds(schedule, f, b, w, m, v)
+    assert np.all(low <= simulated_ends(schedule, f, b, w, m, v) * (1 + 1e-12))
+
+
+@pytest.mark.parametrize("schedule,v", [("1f1b", 1), ("interleaved", 2), ("interleaved", 3), ("gpipe", 1)])
+@pytest.mark.parametrize("p", [1, 2, 4, 8])
+def test_the_lower_bounds_are_exact_for_equal_stages(schedule, v, p):
+    """With equal stages the bound is the schedule's closed form: (m + p - 1)(F + B) under 1F1B, m (F + B)
+    + (p - 1)(F + B)/v interleaved (Narayanan et al. SC'21 Sec 2.2), for stage 0, the one that ends
+    last; so the sweep's bounds rule candidates out almost as well as their times would."""
+    for m in (p, 2 * p, 5 * p):
+        f, b = np.full(p, 1.5), np.full(p, 2.25)
+        exact = stage_ends(schedule, f, b, 0 * f, m, v)
+        assert stage_end_lower_bounds(schedule, f, b, 0 * f, m, v).max() == pytest.approx(exact.max(), rel=1e-12)
+
+
+@pytest.mark.parametrize("schedule", ["gpipe", "1f1b", "interleaved", "zb-h1"])
+def test_the_orders_have_the_shape_the_bounds_assume(schedule):
+    """The facts stage_end_lower_bounds rests on, on every registered order: each stage starts with
+    the forward of micro-batch 0, chunk 0; its last input-gradient pass is micro-batch m-1's of chunk 0
+    (the stage's last pass, unless ZB-H1's W of micro-batch m-1 follows it); and it runs
+    min(w_r, m v) forwards before its first backward, w_r as _warmup gives it."""
+    for p in range(1, 7):
+        for v in ((1, 2, 3) if schedule == "interleaved" else (1,)):
+            for m in [x for x in range(1, 4 * p + 3) if schedule != "interleaved" or x % p == 0]:
+                warm = _warmup(schedule, p, v)
+                for r, order in enumerate(get(schedule).order(p, m, v)):
+                    steps = [tuple(x) for x in order]
+                    assert steps[0] == (0, 0, 0)
+                    backwards = [x for x in steps if x[0] == 1]
+                    assert backwards[-1] == (1, 0, m - 1)
+                    after = steps[steps.index((1, 0, m - 1)) + 1:]
+                    assert after == ([(2, 0, m - 1)] if schedule == "zb-h1" else []) or \
+                        (schedule == "zb-h1" and (2, 0, m - 1) in after and all(x[0] == 2 for x in after))
+                    forwards = next(n for n, x in enumerate(steps) if x[0] != 0)
+                    assert forwards == min(warm[r], m * v)

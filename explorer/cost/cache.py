@@ -25,7 +25,9 @@ import tempfile
 from collections import OrderedDict
 from pathlib import Path
 
-MAX_ENTRIES = 1024
+MAX_ENTRIES = 4096
+"""About 8 searches' worth (a search of gpt3-175b on 1,024 GPUs stores ~170 entries, llama2-70b at
+32k tokens with cp ~490; each a few KB: ~20 MB when full)."""
 MAX_ENTRY_BYTES = 4 << 20
 _PACKAGE = Path(__file__).resolve().parents[1]
 _SOURCES = ("cost", "model", "schedules", "strategy", "hardware", "symbols.py")

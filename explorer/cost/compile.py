@@ -17,13 +17,15 @@ def lambdify(args, exprs, modules="numpy", cse: bool = True):
     return sp.lambdify(args, exprs, modules=modules, cse=cse, docstring_limit=0, use_imps=False)
 
 
-def compile_exprs(key, args: tuple, exprs):
+def compile_exprs(key, args: tuple, exprs, disk_key=None):
     """A numpy function of `args` returning `exprs` (a tuple, or a callable building it
     -- then the expressions are only built on a cache miss), compiled once per key. A key of plain
     values (a block's structure) also finds the function lambdify generated in an earlier process
-    (explorer.cost.generated: the disk cache), without building the expressions."""
+    (explorer.cost.generated: the disk cache), without building the expressions; `disk_key` (a
+    callable giving plain values) stands in for a key that is not plain, made only on a miss."""
     def make():
-        text = generated.plain_key((key, tuple(str(a) for a in args)))
+        plain = disk_key() if disk_key is not None else key
+        text = generated.plain_key((plain, tuple(str(a) for a in args)))
         fn = generated.load_function("fn", text) if text else None
         if fn is None:
             built = exprs() if callable(exprs) else exprs

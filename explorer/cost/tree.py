@@ -81,7 +81,8 @@ def steps_function(cost: BlockCost):
 
 def size_function(sizes: tuple):
     """SIZE_ARGS -> the given array sizes (bytes), lambdified once per tuple of sizes."""
-    return compile_exprs(("sizes", sizes), SIZE_ARGS, sizes)
+    return compile_exprs(("sizes", sizes), SIZE_ARGS, sizes,
+                         disk_key=lambda: ("sizes",) + tuple(sp.srepr(x) for x in sizes))   # the expressions' full text
 
 
 @dataclass(frozen=True)

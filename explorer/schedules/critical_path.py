@@ -68,6 +68,53 @@ def stage_ends(schedule: str, fwd, bwd, weight, m, v=1) -> np.ndarray:
     return out.reshape((p,) + shape)
 
 
+def stage_end_lower_bounds(schedule: str, fwd, bwd, weight, m, v=1) -> np.ndarray:
+    """Per stage (axis 0), a lower bound on stage_ends(...) with the same arguments, in a few numpy
+    operations (the search prices every candidate with it and the critical path only where the
+    bound does not already rule a candidate out: explorer.search.sweep.settle).
+
+    Every stage starts with the forward of micro-batch 0, chunk 0, which waits for that forward on
+    every stage before it: it starts at Σ_{l<r} F_l/v at the earliest, and the stage then runs its
+    m (F_r + B_r) of passes one at a time, so end_r >= Σ_{l<r} F_l/v + m (F_r + B_r). Each stage's
+    last backward (input gradient) pass is micro-batch m-1's of chunk 0 and waits for that pass on
+    the next stage: Q_r >= Q_{r+1} + (B_r - W_r)/v, with Q_r >= Σ_{l<r} F_l/v + m (F_r + B_r - W_r)
+    (every forward and input-gradient pass runs before it). Without a separate W pass (W = 0 but
+    zero-bubble) that pass is the stage's last, end_r = Q_r; under ZB-H1 micro-batch m-1's W follows
+    it, end_r >= Q_r + W_r/v. And any backward pass on stage r waits for its micro-batch's forward
+    through every chunk of every stage and its backward from the last stage down to r, so the
+    stage's first backward ends at ΣF + Σ_{l>=r} (B_l - W_l)/v at the earliest, with all but the
+    w_r forwards run before it (_warmup) and itself still to run. tests/test_critical_path.py
+    checks these facts on the registered orders and the bound against the simulation; for equal
+    stages and no W pass the bound is the closed form, exact."""
+    fwd, bwd, weight = (np.asarray(x, dtype=float) for x in (fwd, bwd, weight))
+    fwd, bwd, weight = np.broadcast_arrays(fwd, bwd, weight if schedule == "zb-h1" else np.zeros(()))
+    m = np.asarray(m, dtype=float)
+    v = float(v if schedule == "interleaved" else 1)
+    arrive = (np.cumsum(fwd, axis=0) - fwd) / v                      # Σ_{l<r} F_l / v
+    climb = (bwd - weight) / v
+    suffix = np.cumsum(climb[::-1], axis=0)[::-1]                     # Σ_{l>=r} (B_l - W_l)/v
+    own = arrive + m * (fwd + bwd - weight)
+    last_b = suffix + np.maximum.accumulate((own - suffix)[::-1], axis=0)[::-1]   # max_{s>=r} own_s + climb r..s-1
+    warm = np.minimum(np.asarray(_warmup(schedule, fwd.shape[0], int(v)), dtype=float).reshape(
+        (-1,) + (1,) * (fwd.ndim - 1)), m * v)                       # forwards before the first backward
+    first_b = fwd.sum(axis=0) + suffix + m * (fwd + bwd) - warm * fwd / v - climb
+    return np.maximum.reduce([arrive + m * (fwd + bwd), last_b + weight / v, first_b])
+
+
+@lru_cache(maxsize=64)
+def _warmup(schedule: str, p: int, v: int) -> tuple:
+    """Per stage, the forward passes its order runs before its first backward when micro-batches are
+    plenty (the order for (v+2)p micro-batches; with m of them it is the lesser of this and m v):
+    p - r under 1F1B and ZB-H1, 2(p-r-1) + (v-1)p + 1 interleaved, every one (inf) under GPipe."""
+    from explorer.schedules.registry import get
+    m = (v + 2) * p
+    out = []
+    for order in get(schedule).order(p, m, v):
+        count = next((n for n, step in enumerate(order) if step[0] != F), len(order))
+        out.append(float("inf") if count >= m * v else count)
+    return tuple(out)
+
+
 def _group(schedule: str, ms: np.ndarray, p: int, v: int) -> np.ndarray:
     """Columns computed together: those of one m, or of one short pipeline a long one extends
     (_ends_periodic's m_1, as -m_1 to keep the two apart)."""
@@ -358,4 +405,4 @@ def inputs_of(kind, stage, chunk, mb, p: int, v: int, where: np.ndarray, none: i
     return out
 
 
-__all__ = ["stage_ends", "ends_1f1b", "ends_graph", "ends_graphs"]
+__all__ = ["stage_ends", "stage_end_lower_bounds", "ends_1f1b", "ends_graph", "ends_graphs"]

@@ -106,43 +106,79 @@ class ChainDP:
     def _closes(self, i: int, s: int, s_next: int) -> bool:
         return s != s_next and (self.fixed is None or self.last[s] == i)
 
-    def _sync(self, open_, s) -> float:
-        """What follows the pipeline on stage s (explorer.cost.superstep's 'after')."""
+    def _sync(self, open_, s):
+        """What follows the pipeline on stage s (explorer.cost.superstep's 'after'); open_ is
+        ROWS x pp, or labels x ROWS x pp (then one value per label)."""
         st = self.set
-        return float(self.obj.sync(open_[PSI, s], open_[B, s], open_[GS, s], st.m, st.chunks, st.zero, st.overlap,
-                                   s, st.schedule, fwd=open_[F, s], param_gather=st.gather_hidden))
+        o = open_[..., s]
+        return self.obj.sync(o[..., PSI], o[..., B], o[..., GS], st.m, st.chunks, st.zero, st.overlap,
+                             s, st.schedule, fwd=o[..., F], param_gather=st.gather_hidden)
 
-    def _close(self, summary, done, open_, s):
-        y = self._sync(open_, s)
-        fs, bs = open_[F, s], open_[B, s]
-        done = done.copy()
-        done[:, s] = (fs, bs - open_[W, s], open_[W, s], y)
-        return (summary[0] + fs + bs, max(summary[1], fs), max(summary[2], bs), max(summary[3], y)), done
-
-    def _fits(self, open_, s) -> bool:
-        st = self.set
-        used = self.obj.memory(open_[PSI, s], open_[A, s], st.m, st.chunks, st.zero, st.schedule, ranks=s)
-        return float(used) <= st.cap_bytes
-
-    def _extend(self, label: Label, i: int, node, s: int, limit: float):
-        prev_s = label.stage
-        link = self.chain.link(i, label.node, node, prev_s, s)[:, 0]
-        open_ = label.open.copy()
-        open_[F, prev_s] += link[F_FROM]
-        open_[B, prev_s] += link[B_FROM]
-        summary, done, closed = label.summary, label.done, label.closed
+    def _extend(self, parents: list, nodes: list, i: int, prev_s: int, s: int, limit: float) -> list:
+        """Block i as nodes[k] on stage s after parents[k] (labels on stage prev_s), every pair at once
+        (arrays over the pairs: they share the stages closed before); the new labels within the cap
+        and the incumbent, as (pair index, label)."""
+        count = len(parents)
+        links = {}
+        link = np.stack([links.setdefault((id(lb.node), id(nd)), self.chain.link(i, lb.node, nd, prev_s, s)[:, 0])
+                         for lb, nd in zip(parents, nodes)])                   # pairs x 4
+        open_ = np.stack([lb.open for lb in parents])                # pairs x ROWS x pp
+        open_[:, F, prev_s] += link[:, F_FROM]
+        open_[:, B, prev_s] += link[:, B_FROM]
+        summary = np.array([lb.summary for lb in parents])          # pairs x 4
+        done = np.stack([lb.done for lb in parents])                # pairs x 4 x pp
+        closed = parents[0].closed
         if self._closes(i - 1, prev_s, s):
-            (summary, done), closed = self._close(summary, done, open_, prev_s), closed | (1 << prev_s)
-            open_[:, prev_s] = 0.0
-        open_[:, s] += node.values[:, 0]
-        open_[F, s] += link[F_TO]
-        open_[B, s] += link[B_TO]
-        if not self._fits(open_, s):
-            return None
+            y = np.broadcast_to(self._sync(open_, prev_s), (count,))
+            fs, bs, ws = open_[:, F, prev_s], open_[:, B, prev_s], open_[:, W, prev_s]
+            done[:, :, prev_s] = np.stack([fs, bs - ws, ws, y], axis=1)
+            summary = np.stack([summary[:, 0] + fs + bs, np.maximum(summary[:, 1], fs),
+                                np.maximum(summary[:, 2], bs), np.maximum(summary[:, 3], y)], axis=1)
+            closed |= 1 << prev_s
+            open_[:, :, prev_s] = 0.0
+        open_[:, :, s] += np.stack([nd.values[:, 0] for nd in nodes])
+        open_[:, F, s] += link[:, F_TO]
+        open_[:, B, s] += link[:, B_TO]
+        st = self.set
+        used = self.obj.memory(open_[:, PSI, s], open_[:, A, s], st.m, st.chunks, st.zero, st.schedule, ranks=s)
+        fits = np.flatnonzero(np.broadcast_to(used, (count,)) <= st.cap_bytes)
+        if not fits.size:
+            return []
+        summary, done, open_ = summary[fits], done[fits], open_[fits]
         bound = self.bound(summary, done, open_, closed, i, s, limit)
-        if bound > limit:
-            return None
-        return Label(summary, done, open_, closed, bound, self.bound.safe(open_, closed, i, s), label, node, s)
+        keep = np.flatnonzero(bound <= limit)
+        if not keep.size:
+            return []
+        safe = self.bound.safe(open_[keep], closed, i, s).tolist()
+        return [(pair, Label(tuple(summary[k].tolist()), done[k], open_[k], closed, float(bound[k]), ok,
+                             parents[pair], nodes[pair], s))
+                for k, ok, pair in zip(keep.tolist(), safe, fits[keep].tolist())]
+
+    def _step(self, states: dict, i: int, limit: float, split: bool, by_sums: bool) -> dict:
+        """The states after block i: every label of every state extended by every node block i can
+        take next, in one array pass per pair of stages (from, to), inserted in the order a label at
+        a time would insert them (so ties keep the same label)."""
+        pairs = {}                                       # (from stage, to stage) -> (parents, nodes, order)
+        order = 0
+        for (prev, s), bucket in states.items():
+            for x in self.choices[i]:
+                for t in self._next_stages(i, s):
+                    node = self._node(i, x, prev.cost.layout_out, t)
+                    if node is None:
+                        continue
+                    parents, nodes, orders = pairs.setdefault((s, t), ([], [], []))
+                    for label in bucket.labels:
+                        parents.append(label)
+                        nodes.append(node)
+                        orders.append(order)
+                        order += 1
+        found = []
+        for (s, t), (parents, nodes, orders) in pairs.items():
+            found += [(orders[pair], label) for pair, label in self._extend(parents, nodes, i, s, t, limit)]
+        nxt = {}
+        for _, label in sorted(found, key=lambda item: item[0]):
+            nxt.setdefault((label.node, label.stage), Bucket(split, by_sums)).insert(label)
+        return nxt
 
     def _seed(self, stages) -> Solution | None:
         """The best uniform split (one option on every layer) on `stages`: a first incumbent."""
@@ -179,17 +215,7 @@ class ChainDP:
         states = {(start, 0): first}
         exact = True
         for i in range(1, self.chain.n):
-            nxt = {}
-            for (prev, s), bucket in states.items():
-                for x in self.choices[i]:
-                    for t in self._next_stages(i, s):
-                        node = self._node(i, x, prev.cost.layout_out, t)
-                        if node is None:
-                            continue
-                        for label in bucket.labels:
-                            new = self._extend(label, i, node, t, limit)
-                            if new is not None:
-                                nxt.setdefault((node, t), Bucket(split, by_sums)).insert(new)
+            nxt = self._step(states, i, limit, split, by_sums)
             for key, bucket in nxt.items():
                 if len(bucket.labels) > max_labels:
                     exact = False

@@ -3,7 +3,9 @@
 Three passes (issue 5):
 1. space.enumerate_space -- every global choice, pruned families counted by reason;
 2. sweep.sweep -- every global choice evaluated in bulk (numpy) with Megatron's
-   split on every layer and the default stage placement;
+   split on every layer and the default stage placement, its stage ends first bounded
+   below; the critical path is walked (sweep.settle) for the fastest points and every
+   point that could be on the Pareto front, the others being slower or dominated;
 3. refine.refine -- the fastest `refine_top` choices within the memory cap
    (schedules without interleaving) get their per-layer splits (layer_dp) and
    their layer->stage partition (partition) chosen by dynamic programming.
@@ -28,7 +30,7 @@ from explorer.search.report import label
 from explorer.search.refine import refine
 from explorer.search.space import MEMORY, enumerate_space
 from explorer.search.objective import param_gather_with
-from explorer.search.sweep import Points, sweep, tp_overlap
+from explorer.search.sweep import Points, settle_fastest, settle_front, sweep, tp_overlap
 
 MEMORY_RULE = MEMORY
 
@@ -45,6 +47,15 @@ class Candidate:
     result: Result
     equivalent: tuple = ()    # strategies within EQUIVALENT of this one in both time and memory
 
+
+SWEEP_AGREES = 1e-6
+"""The sweep's and the DPs' times agree with evaluate()'s to far better than this fraction
+(tests/test_search_search.py: 1e-12); _Pool.best stops reading candidates past the slowest row by
+more than EQUIVALENT and this (no later one could join a row)."""
+
+BEST_SCAN = 20
+"""The top list of k rows is made from the scan x k fastest candidates (_Pool.best), and the sweep
+settles (computes exactly) at least that many of its fastest points."""
 
 EQUIVALENT = 1e-3
 """Relative time and memory within which two strategies are one row of the top list (the others are
@@ -126,6 +137,11 @@ def search(model, cluster, gpus: int, global_batch: int, max_memory_bytes: float
     pruned = Counter(space.pruned)
     pruned[MEMORY_RULE] += int(points.time_s.size - fits.size)
     keep = expressible(framework, model, cluster) if framework else None
+    # the sweep's times are lower bounds until settled: the fastest that the top list, the early
+    # answer and the refinement read, and every point that could be on the Pareto front; with a
+    # framework filter (whose kept points only the exporters know) every point within the cap
+    settle_fastest(points, fits, BEST_SCAN * top if keep is None else fits.size)
+    settle_front(points, fits)
     pool = _Pool(model, cluster, gpus, space, points, fits, global_batch, dtype, cap, keep)
     order = _to_refine(space, points, fits, refine_top)
     first = pool.first_answer()
@@ -156,6 +172,17 @@ def _top_bar(points: Points, fits: np.ndarray, top: int) -> float:
 
 
 def _to_refine(space, points: Points, fits: np.ndarray, count: int) -> list:
+    """_choose_refined, with more of the sweep's fastest points settled while it reads a bound."""
+    settled = BEST_SCAN
+    while True:
+        chosen = _choose_refined(space, points, fits, count)
+        if chosen is not None:
+            return chosen
+        settled *= 4
+        settle_fastest(points, fits, settled)
+
+
+def _choose_refined(space, points: Points, fits: np.ndarray, count: int) -> list | None:
     """The fastest `count` distinct sweep points within the cap whose schedule is not interleaved.
 
     Interleaving revisits every stage once per chunk, so the DP's labels would
@@ -171,6 +198,8 @@ def _to_refine(space, points: Points, fits: np.ndarray, count: int) -> list:
     order = fits[np.lexsort((points.memory_bytes[fits], points.time_s[fits]))]
     chosen, seen = [], set()
     for k in order:
+        if not points.exact[k]:
+            return None                                  # a bound, not a time: settle more first
         fam = space.families[points.family[k]]
         key = (float(f"{points.time_s[k]:.12g}"), fam.tp, fam.cp, fam.pp, int(points.micro_batch[k]),
                bool(points.overlap[k]))
@@ -244,26 +273,37 @@ class _Pool:
         return self._done[strategy]
 
     def _unique(self, indices, limit=None) -> list:
-        out, seen = [], set()
+        """The distinct candidates of `indices` within the cap (up to `limit` of them)."""
+        out = []
+        for c in self._each_unique(indices):
+            out.append(c)
+            if limit is not None and len(out) == limit:
+                break
+        return out
+
+    def _each_unique(self, indices, stop=None):
+        """The distinct candidates of `indices` within the cap, evaluated one at a time as they are
+        read, until stop(index) (asked before each is evaluated)."""
+        seen = set()
         for i in indices:
+            if stop is not None and stop(i):
+                return
             if not self._kept(int(i)):
                 continue
             c = self._candidate(int(i))
             if c.strategy not in seen and c.peak_memory_bytes <= self.cap:   # evaluate() has the last word
                 seen.add(c.strategy)
-                out.append(c)
-            if limit is not None and len(out) == limit:
-                break
-        return out
+                yield c
 
-    def best(self, k: int, scan: int = 20) -> list:
+    def best(self, k: int, scan: int = BEST_SCAN) -> list:
         """The k fastest distinct rows: a candidate within EQUIVALENT of a row in both time and memory
         joins that row's `equivalent` strategies instead (at most scan x k candidates are looked at)."""
         order = np.lexsort((np.asarray(self.memory), np.asarray(self.time)))   # ties: less memory first
         if self.keep is not None:                       # the scan window counts kept strategies only
             order = [i for i in order[:50 * scan * k] if self._kept(int(i))]
         rows = []
-        for c in self._unique(order[:scan * k]):
+        for c in self._each_unique(order[:scan * k], stop=lambda i: len(rows) == k and self.time[int(i)] > (
+                1 + EQUIVALENT) * (1 + SWEEP_AGREES) * max(row.iteration_time_s for row in rows)):
             same = next((i for i, row in enumerate(rows)
                          if abs(c.iteration_time_s - row.iteration_time_s) <= EQUIVALENT * row.iteration_time_s
                          and abs(c.peak_memory_bytes - row.peak_memory_bytes) <= EQUIVALENT * row.peak_memory_bytes),
