@@ -100,6 +100,10 @@ def draw() -> None:
     bar.toggle("Overlap TP comm with GEMMs", key=S.W_OVERLAP_TP, disabled=not ss[S.W_SP],
                help="Megatron-LM --tp-comm-overlap (needs sequence parallelism): the all-gathers and reduce-scatters "
                     "run under the GEMMs next to them; the Cost page shows what stays exposed and what is hidden")
+    bar.toggle("Overlap pipeline sends", key=S.W_OVERLAP_P2P, disabled=not schedule_is_chunked(ss[S.W_SCHEDULE]),
+               help="Megatron-LM --overlap-p2p-communication (interleaved schedule only): the point-to-point sends "
+                    "between stages run under computation and a stage waits only for the input it needs; the Cost "
+                    "page shows what stays exposed and what is hidden")
     left, right = bar.columns(2)
     left.selectbox("Precision", DTYPES, key=S.W_DTYPE,
                    help="fp8: Transformer Engine FP8 GEMMs at the device's FP8 peak; weights, gradients and "

@@ -33,6 +33,7 @@ W_MICRO, W_BATCH = "w_micro_batch", "w_global_batch"
 W_SCHEDULE, W_CHUNKS, W_ZERO = "w_schedule", "w_chunks", "w_zero"
 W_RECOMPUTE, W_SP, W_OVERLAP = "w_recompute", "w_sequence_parallel", "w_overlap_dp"
 W_OVERLAP_TP = "w_overlap_tp"   # tensor-parallel communication under the GEMMs (Megatron --tp-comm-overlap)
+W_OVERLAP_P2P = "w_overlap_p2p"  # pipeline sends under computation (Megatron --overlap-p2p-communication)
 W_DTYPE, W_GRAD_DTYPE = "w_dtype", "w_grad_dtype"   # training dtype (fp8 = TE-style), gradient dtype (E7)
 W_CP, W_CP_ALGO = "w_cp", "w_cp_algo"   # context parallelism: degree and algorithm (ring / ulysses)
 W_KEEP_GPUS = "w_keep_gpus"      # when t or p moves, d follows so that d·t·p stays the same
@@ -42,7 +43,8 @@ GPUS_SHOWN = "gpus_shown"        # d·t·p when the sidebar was last drawn (what
 STRATEGY_WIDGETS = {W_DP: "dp", W_TP: "tp", W_PP: "pp", W_MICRO: "micro_batch", W_BATCH: "global_batch",
                     W_SCHEDULE: "schedule", W_CHUNKS: "chunks", W_ZERO: "zero", W_RECOMPUTE: "recompute",
                     W_SP: "sequence_parallel", W_OVERLAP: "overlap_dp", W_OVERLAP_TP: "overlap_tp",
-                    W_DTYPE: "dtype", W_GRAD_DTYPE: "grad_dtype", W_CP: "cp", W_CP_ALGO: "cp_algo"}
+                    W_DTYPE: "dtype", W_GRAD_DTYPE: "grad_dtype", W_CP: "cp", W_CP_ALGO: "cp_algo",
+                    W_OVERLAP_P2P: "overlap_p2p"}
 # Model & cluster page
 W_MODEL_PRESET, W_MODEL_FILE = "w_model_preset", "w_model_file"
 W_CLUSTER_PRESET, W_CLUSTER_FILE = "w_cluster_preset", "w_cluster_file"
@@ -123,6 +125,7 @@ def candidate() -> Strategy:
     fields["global_batch"] = int(fields["global_batch"])
     if not schedule_is_chunked(fields["schedule"]):
         fields["chunks"] = 1
+        fields["overlap_p2p"] = False          # interleaved only: the toggle keeps its state for when it is back
     moe = ss[MODEL].is_moe                                     # expert parallelism: MoE models only
     fields["ep"] = ss.get(W_EP, 1) if moe else 1
     fields["expert_tp"] = 1 if moe and fields["tp"] > 1 and ss.get(W_WHOLE_EXPERTS, False) else 0

@@ -76,6 +76,8 @@ R_r = sp.Symbol("R_r", nonnegative=True)      # recomputation part
 O_r = sp.Symbol("O_r", nonnegative=True)      # operator-parallel collectives part
 X_r = sp.Symbol("X_r", nonnegative=True)      # redistribution part
 P_r = sp.Symbol("P_r", nonnegative=True)      # point-to-point (pipeline) part
+S_f_r = sp.Symbol("S^f_r", nonnegative=True)  # of P_r: the activations stage r sends forward (p2p, one micro-batch)
+S_b_r = sp.Symbol("S^b_r", nonnegative=True)  # of P_r: the gradients stage r sends backward
 K_opt = sp.Symbol("K_{opt}", positive=True)   # optimizer bytes moved per parameter (Adam step)
 
 
@@ -175,6 +177,14 @@ class StageEndInterleaved(_StageEnd):
 
 class StageEndZBH1(_StageEnd):
     title = "ZB-H1"
+
+
+class StageEndInterleavedSends(_StageEnd):
+    """The interleaved schedule's stage ends with its point-to-point sends overlapped (Megatron-LM
+    --overlap-p2p-communication): args F_r, B_r without the sends, W_r, m, v, then the sends S^f_r,
+    S^b_r, which a pass on the receiving stage waits for after its input's end."""
+
+    title = "interleaved, sends overlapped"
 
 
 from explorer.cost.reductions import STAGE_FUNCTIONS  # noqa: E402,F401 (numpy meanings, sympy-free)

@@ -75,7 +75,8 @@ def latex_symbols(latex: str, levels) -> set:
     ("gpt3-175b", "dgx-a100-80gb", DEFAULT_STRATEGY),
     ("gpt3-175b", "dgx-a100-80gb", DEFAULT_STRATEGY.with_(schedule="interleaved", chunks=2, zero=1, overlap_dp=True)),
     ("llama2-7b", "h200", Strategy(dp=8, global_batch=64, zero=3, recompute="full")),
-    ("tiny-mlp", "classroom", Strategy(dp=2, global_batch=8))])
+    ("tiny-mlp", "classroom", Strategy(dp=2, global_batch=8)),
+    ("gpt3-175b", "dgx-a100-80gb", DEFAULT_STRATEGY.with_(schedule="interleaved", chunks=2, overlap_p2p=True))])
 def test_every_symbol_of_the_cost_page_is_in_the_glossary(model, cluster, strategy):
     model, cluster = load_model(model), load_cluster(cluster)
     sym = explain(model, strategy, cluster)

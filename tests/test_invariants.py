@@ -74,6 +74,14 @@ CASES = {
                                recompute="full")),
     "cp-ulysses": ("tiny-gpt", "classroom",
                    Strategy(dp=1, tp=2, cp=2, cp_algo="ulysses", pp=2, micro_batch=2, global_batch=8)),
+    # the pipeline's sends overlapped with computation (issue 10, Megatron-LM --overlap-p2p-communication)
+    "p2p-overlap": ("gpt-1.7b", "dgx-a100-80gb",
+                    Strategy(dp=2, tp=1, pp=8, micro_batch=2, global_batch=64, schedule="interleaved", chunks=3,
+                             overlap_p2p=True, overlap_dp=True)),
+    "p2p-overlap-sp": ("gpt3-175b", "dgx-a100-80gb",
+                       Strategy(dp=16, tp=8, pp=8, micro_batch=1, global_batch=1536, schedule="interleaved",
+                                chunks=2, sequence_parallel=True, recompute="selective", scatter_gather=False,
+                                overlap_p2p=True)),
 }
 
 

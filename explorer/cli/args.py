@@ -46,6 +46,9 @@ def add_strategy_flags(cmd: argparse.ArgumentParser, extra_schedules: tuple = ()
     cmd.add_argument("--overlap-param-gather", action="store_true", default=None,
                      help="ZeRO-1/2: run the parameter all-gather after the step under the next forward "
                           "(Megatron-LM --overlap-param-gather with the distributed optimizer; off by default)")
+    cmd.add_argument("--overlap-p2p", action="store_true", default=None,
+                     help="interleaved schedule: run the pipeline's point-to-point sends under computation; a "
+                          "receiving pass waits for its input's send (Megatron-LM --overlap-p2p-communication)")
     cmd.add_argument("--zero-prefetch", action=argparse.BooleanOptionalAction, default=None,
                      help="ZeRO-3: gather the next layer's parameters under the current layer's compute "
                           "(DeepSpeed stage3_prefetch_bucket_size, FSDP forward/backward_prefetch; on by default, "
@@ -77,7 +80,8 @@ FLAG_FIELDS = {"tp": "tp", "pp": "pp", "dp": "dp", "micro_batch": "micro_batch",
                "global_batch": "global_batch", "schedule": "schedule", "chunks": "chunks",
                "zero": "zero", "recompute": "recompute", "sequence_parallel": "sequence_parallel",
                "overlap_dp": "overlap_dp", "overlap_tp": "overlap_tp",
-               "overlap_param_gather": "overlap_param_gather", "zero_prefetch": "zero_prefetch", "dtype": "dtype", "grad_dtype": "grad_dtype",
+               "overlap_param_gather": "overlap_param_gather", "zero_prefetch": "zero_prefetch",
+               "overlap_p2p": "overlap_p2p", "dtype": "dtype", "grad_dtype": "grad_dtype",
                "cp": "cp", "cp_algo": "cp_algo", "ep": "ep", "expert_tp": "expert_tp"}
 
 

@@ -85,6 +85,8 @@ def megatron_args(model, strategy) -> str:
         out.append(("--overlap-param-gather",))
     if s.overlap_tp:
         out.append(("--tp-comm-overlap",))
+    if s.overlap_p2p:                  # Megatron-Core allows it with a virtual pipeline only (as the rules)
+        out.append(("--overlap-p2p-communication",))
     out += [("--micro-batch-size", s.micro_batch), ("--global-batch-size", s.global_batch)]
     if s.dtype == "fp8":              # Transformer Engine FP8 on top of bf16 (Megatron-LM --fp8-format)
         out += [("--bf16",), ("--fp8-format", "hybrid")]
@@ -128,7 +130,7 @@ def _parser() -> _Parser:
         p.add_argument(flag)
     for flag in ("--sequence-parallel", "--use-distributed-optimizer", "--overlap-grad-reduce", "--bf16",
                  "--fp16", "--group-query-attention", "--swiglu", "--accumulate-allreduce-grads-in-fp32",
-                 "--use-flash-attn", "--tp-comm-overlap", "--overlap-param-gather"):
+                 "--use-flash-attn", "--tp-comm-overlap", "--overlap-param-gather", "--overlap-p2p-communication"):
         p.add_argument(flag, action="store_true")
     add_moe_arguments(p)
     return p
@@ -188,6 +190,11 @@ def parse_megatron_args(text: str, world_size: int | None = None) -> tuple:
             raise ExplorerError("--num-layers-per-virtual-pipeline-stage does not divide the layers of a stage")
         if chunks > 1:
             fields.update(schedule="interleaved", chunks=chunks)
+    if args.overlap_p2p_communication:   # Megatron-Core refuses it without a virtual pipeline
+        if fields.get("schedule") != "interleaved":
+            raise ExplorerError("--overlap-p2p-communication needs a virtual pipeline (interleaved schedule): "
+                                "Megatron-Core refuses it otherwise")
+        fields["overlap_p2p"] = True
     first, last = args.decoder_first_pipeline_num_layers, args.decoder_last_pipeline_num_layers
     if pp > 1 and (first is not None or last is not None):
         fields["stage_map"] = _stage_map(args.num_layers, pp, first, last)

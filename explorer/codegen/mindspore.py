@@ -111,6 +111,9 @@ def mindspore_script(model, strategy, cluster) -> str:
     if s.pp > 1 and s.schedule not in ("1f1b", "interleaved"):
         raise refuse(NAME, f"the {s.schedule} schedule: this exporter writes MindSpore's 1F1B pipeline "
                            "scheduler (pipeline_config pipeline_scheduler \"1f1b\", interleaved or not) only")
+    if s.overlap_p2p:
+        raise refuse(NAME, "overlapped pipeline sends: its pipeline_config has no switch for them "
+                           "(Megatron-LM --overlap-p2p-communication)")
     from explorer.cost.plan import plan      # (sympy and the model graph: only when exporting)
     placed = plan(model, s, cluster).blocks
     groups = {}                                   # shard table -> block labels (layers grouped)

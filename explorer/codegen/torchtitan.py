@@ -50,6 +50,9 @@ def torchtitan_toml(model, strategy) -> str:
                            f"{s.pp * s.chunks} equal stages as this strategy does")
     if s.pp > 1 and s.schedule not in SCHEDULE_NAMES:
         raise refuse(NAME, f"the {s.schedule} schedule has no torch.distributed.pipelining counterpart")
+    if s.overlap_p2p:
+        raise refuse(NAME, "overlapped pipeline sends: its pipelining schedules have no switch for them "
+                           "(Megatron-LM --overlap-p2p-communication)")
     replicate, shard = (s.dp, 1) if s.zero == 0 else (1, s.dp)
     par = [("data_parallel_replicate_degree", replicate), ("data_parallel_shard_degree", shard)]
     par += [("tensor_parallel_degree", s.tp), ("pipeline_parallel_degree", s.pp), ("context_parallel_degree", 1)]

@@ -139,8 +139,8 @@ def _core(tree: NumericTree, model: ModelSpec, strategies: list, cluster: Cluste
     hw = nums.hw
     values = tree.block_values(nums)                                      # kinds x Q x C
     per_stage = np.einsum("sk,kqc->sqc", tree.counts, values)             # stages x Q x C
-    fwd_b, bwd_b, bytes_b, by_kind = tree.boundary_values(nums, C)
-    stage = stage_values(per_stage, fwd_b, bwd_b, tied_values(tree.tied, first.tp, tree.stages, nums))
+    fwd_b, bwd_b, bytes_b, by_kind, sends = tree.boundary_values(nums, C)
+    stage = stage_values(per_stage, fwd_b, bwd_b, tied_values(tree.tied, first.tp, tree.stages, nums), sends)
     stage["g_r"], stage["L_r"] = _dp_g_L(cluster, strategies, tree.stages)
     stage["r"] = np.arange(tree.stages, dtype=float)[:, None]
     # the gradients are reduced (and ZeRO shards them) over dp x cp (Megatron-LM's data-parallel group
@@ -203,8 +203,10 @@ def _result(tree: NumericTree, strategy: Strategy, cluster: Cluster, core: dict)
                           sup["stage_end"]),
             "per_pass": (sup["zero_gather_pass"], sup["zero_bytes_pass"], sup["zero_pass_fwd_exposed"],
                          sup["zero_pass_bwd_exposed"])}
+    sends_exposed, sends_hidden = float(sup["pp_sends_exposed"]), float(sup["pp_sends_hidden"])
+    sends_share = sends_exposed / (sends_exposed + sends_hidden) if sends_exposed + sends_hidden > 0 else None
     rows = comm_rows(tree, core["values"][:, :, 0], k, M, by_kind, core["nums"], sync, dp_bytes, zero_bytes,
-                     strategy)
+                     strategy, sends_share)
     by_level = {name: 0.0 for name in level_names}
     for row in rows:
         by_level[row["level"]] += row["time_s"]
@@ -216,13 +218,15 @@ def _result(tree: NumericTree, strategy: Strategy, cluster: Cluster, core: dict)
                   "dp_comm": sync["dp_total"] - sync["dp_exposed"],
                   "zero_comm": sync["zero"] - sync["zero_exposed"],
                   "cp_comm": M * max(0.0, float(per_stage[k, Q["cp_total"]] - per_stage[k, Q["cp_fwd"]]
-                                                - per_stage[k, Q["cp_bwd"]]))},
+                                                - per_stage[k, Q["cp_bwd"]])),
+                  "pp_comm": sends_hidden},
         comm_bytes_per_device={c: float(x) for c, x in comm_bytes.items()}, comm_by_kind=rows,
         comm_time_by_level_s=by_level, memory_bytes_per_device=memory[peak], memory_by_stage=memory,
-        stage_times_s=stage_rows(per_stage, fwd_b, bwd_b, stage, sync, (sup["dp_bytes"], sup["zero_bytes"])),
+        stage_times_s=stage_rows(per_stage, fwd_b, bwd_b, stage, sync, (sup["dp_bytes"], sup["zero_bytes"]),
+                                 {name: np.asarray(core["stage"][name])[:, 0] for name in ("S^f_r", "S^b_r")}),
         critical_stage=k, params=float(per_stage[:, Q["params"]].sum()),
         model_flops_per_iteration=model_flops, hardware_flops_per_iteration=hardware_flops,
         tflops_per_gpu=model_flops / (total * N) / 1e12, hardware_tflops_per_gpu=hardware_flops / (total * N) / 1e12,
         mfu=model_flops / (total * N * hw["F"]), gpus=N, micro_batches=M,
         extra={"peak_memory_stage": peak, "device_memory_bytes": cluster.device.memory_bytes,
-               "sync_stage": j, "dp_level": dp_level, "dp_route": dp_route})
+               "sync_stage": j, "dp_level": dp_level, "dp_route": dp_route, "pp_sends_exposed_s": sends_exposed})

@@ -22,13 +22,14 @@ from explorer.cost.collectives import cp_kind
 from explorer.cost.numbers import hardware_numbers
 from explorer.strategy.strategy import GRAD_BYTES, options_of  # noqa: F401
 from explorer.cost.plan import expert_dp_route
-from explorer.cost.superstep import (CATEGORIES, L_e_r, Psi_e_r, bubble_term, g_e_r, optimizer_state_bytes,
-                                     optimizer_update_bytes, variant)
+from explorer.cost.superstep import (CATEGORIES, SENDS_EXPOSED, L_e_r, Psi_e_r, bubble_term, g_e_r,
+                                     optimizer_state_bytes, optimizer_update_bytes, variant)
 from explorer.cost.superstep import e as ep_symbol
 from explorer.cost.numeric import Q
 from explorer.cost.tree import cost_tree, stage_inputs, tied_terms
 from explorer.schedules import get as schedule_of
 from explorer.schedules.base import AGGREGATES
+from explorer.symbols import (B_r, F_r, S_b_r, S_f_r)
 from explorer.symbols import (F, K_opt, L_c, L_r, L_t, Psi_r, V, W_hbm, AtStage, StageMax, StageSum, StageSuffixMax,
                               StageSuffixSum, _StageEnd, a, a_kv, b, beta, d, eta, f, g_c, g_r, g_t, h, l, m, p,
                               phi, r, s, t, t_launch, v)
@@ -103,7 +104,8 @@ def symbol_values(model, strategy, cluster) -> dict:
 
 def _stage_tables(tree, strategy, g, L):
     """Per stage, the block quantities (stages x BLOCK_Q, object array of sympy expressions,
-    degree and level substituted) and the boundary seconds by category and phase."""
+    degree and level substituted), the boundary seconds by category and phase, and the
+    point-to-point sends' seconds by phase (numeric.boundary_values' sends)."""
     uniform = not schedule_of(strategy.schedule).chunked and not strategy.stage_map and \
         tree.plan.model.layers % strategy.pp == 0
     per_layer = tree.plan.model.layers // strategy.pp
@@ -128,11 +130,14 @@ def _stage_tables(tree, strategy, g, L):
     categories = {grp.category for grp in tree.groups} | {"op_comm", "ep_comm", "redistribution", "pp_comm"}
     fwd = {c: np.full(stages, sp.Integer(0), dtype=object) for c in categories}
     bwd = {c: np.full(stages, sp.Integer(0), dtype=object) for c in categories}
+    sends = (np.full(stages, sp.Integer(0), dtype=object), np.full(stages, sp.Integer(0), dtype=object))
     for grp in tree.groups:
         n = t if grp.n == strategy.tp else sp.Integer(grp.n)
         secs = grp.count * coll.time(grp.kind, grp.size, n, *coll.route_g_L(grp.kind, grp.route, g, L))
         (fwd if grp.phase == "fwd" else bwd)[grp.category][grp.stage] += secs
-    return per_stage, fwd, bwd
+        if grp.category == "pp_comm" and grp.kind == "p2p":
+            sends[grp.phase != "fwd"][grp.stage] += secs
+    return per_stage, fwd, bwd, sends
 
 
 def _expand(expr, stage: dict, at: dict, stages: int, ends: tuple = ()):
@@ -183,8 +188,8 @@ def explain(model, strategy, cluster, gpus=None, result: Result | None = None) -
     result = result or evaluate(model, strategy, cluster, gpus)
     tree = cost_tree(model, strategy, cluster)
     g, L = level_symbols(cluster)
-    per_stage, fwd_b, bwd_b = _stage_tables(tree, strategy, g, L)
-    stage = stage_inputs(per_stage, fwd_b, bwd_b, _tied(tree, strategy, g, L))
+    per_stage, fwd_b, bwd_b, sends_b = _stage_tables(tree, strategy, g, L)
+    stage = stage_inputs(per_stage, fwd_b, bwd_b, _tied(tree, strategy, g, L), sends_b)
     j, k = result.extra["sync_stage"], result.critical_stage
     routes = [coll.route_g_L("all_reduce", route, g, L) for route in stage_dp_routes(cluster, strategy.mesh, strategy.pp)]
     stage[g_r] = np.array([x for x, _ in routes], dtype=object)
@@ -208,9 +213,16 @@ def explain(model, strategy, cluster, gpus=None, result: Result | None = None) -
     constants = {K_opt: sp.Integer(optimizer_update_bytes(dtype_bytes))}
     ends = tuple(sp.Symbol(f"T^{{end}}_{{{i}}}", nonnegative=True) for i in range(strategy.pp))
     terms, compact = {}, {}
+    sends = {}          # overlapped sends: their exposed part named (it compares two critical paths)
+    if options_of(strategy).get("p2p_overlap"):
+        sends = {var.terms["pp_sends_exposed"].expr: SENDS_EXPOSED}
     for c in CATEGORIES:
-        term = var.terms[c].expr
-        compact[c] = bubble_term(END_r, SYNC_r) if c == "bubble" else term
+        term = var.terms[c].expr.xreplace(sends)
+        if c == "bubble":
+            compact[c] = bubble_term(END_r, SYNC_r, F_r + B_r - S_f_r - S_b_r, SENDS_EXPOSED) if sends \
+                else bubble_term(END_r, SYNC_r)
+        else:
+            compact[c] = term
         terms[c] = _expand(term.xreplace(dict(AGGREGATES)), shown, at, strategy.pp, ends).xreplace(constants)
     values = dict(symbol_values(model, strategy, cluster))
     for i, row in enumerate(result.stage_times_s):
@@ -219,8 +231,11 @@ def explain(model, strategy, cluster, gpus=None, result: Result | None = None) -
         values[g[i]], values[L[i]] = lv.seconds_per_byte, lv.latency_s
     values[PSI] = psi.xreplace(values)
     values[ep_symbol] = sp.Rational(strategy.ep * strategy.etp, strategy.tp)    # d / e: expert-DP replicas
-    definitions = {PSI: psi, END_r: schedule_of(strategy.schedule).stage_end.xreplace(dict(AGGREGATES)),
+    definitions = {PSI: psi, END_r: var.terms["stage_end"].expr.xreplace(dict(AGGREGATES)),
                    SYNC_r: var.terms["after"].expr}
+    if sends:
+        values[SENDS_EXPOSED] = sp.Float(result.extra["pp_sends_exposed_s"], 17)
+        definitions[SENDS_EXPOSED] = var.terms["pp_sends_exposed"].expr.xreplace(dict(AGGREGATES))
     return SymbolicCost(terms, sp.Add(*terms.values()), k, values, definitions, compact)
 
 

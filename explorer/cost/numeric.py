@@ -25,11 +25,12 @@ MEMORY_PARTS = ("params", "grads", "optimizer", "activations")
 OUTPUTS = ("iteration", "makespan", "stage_end") + CATEGORIES + ("critical_stage", "sync_stage", "dp_sync", "dp_exposed",
                                                     "zero_gather", "optimizer_step", "after", "dp_bytes",
                                                     "zero_bytes", "zero_gather_pass", "zero_bytes_pass", "zero_exposed",
-                                                    "zero_pass_fwd_exposed", "zero_pass_bwd_exposed") + \
+                                                    "zero_pass_fwd_exposed", "zero_pass_bwd_exposed",
+                                                    "pp_sends_exposed", "pp_sends_hidden") + \
     tuple(f"memory_{part}" for part in MEMORY_PARTS)
 """The super-step terms evaluate() reads (explorer.cost.superstep.terms)."""
 STAGE_INPUT_NAMES = ("F_r", "B_r", "W_r", "C_r", "R_r", "O_r", "X_r", "P_r", "Psi_r", "A_r", "GS_r", "GSB_r",
-                     "g_r", "L_r", "r", "CP_r", "E_r", "Psi^e_r", "g^e_r", "L^e_r")
+                     "g_r", "L_r", "r", "CP_r", "E_r", "Psi^e_r", "g^e_r", "L^e_r", "S^f_r", "S^b_r")
 """Names of explorer.cost.superstep.STAGE_INPUTS, in order (superstep checks it)."""
 SCALAR_INPUT_NAMES = ("m", "v", "p", "d", "beta", "W_{hbm}", "K_{opt}", "e")
 """Names of explorer.cost.superstep.SCALAR_INPUTS, in order."""
@@ -122,14 +123,15 @@ def block_values(kinds, nums, cp_algo: str = "ring") -> np.ndarray:
 
 
 def boundary_values(stages: int, arr: dict, size_fn, n_sizes: int, nums, C: int):
-    """Per stage: fwd/bwd seconds and bytes by category; time and bytes by (category, kind, level).
+    """Per stage: fwd/bwd seconds and bytes by category; time and bytes by (category, kind, level);
+    the point-to-point sends' seconds by phase (fwd, bwd: what each stage sends, part of pp_comm).
     One matrix product per quantity: the groups' selectors were built with the tree. A group's
     levels carry their shares at once (explorer.cost.collectives.route_g_L): its seconds per
     byte is the largest share x g; its time is attributed to the levels in proportion to how
     long each is busy. `arr` is None for a tree without boundary collectives."""
     if arr is None:
         zeros = {c: np.zeros((stages, C)) for c in COMM_CATEGORIES}
-        return zeros, dict(zeros), dict(zeros), {}
+        return zeros, dict(zeros), dict(zeros), {}, (np.zeros((stages, C)), np.zeros((stages, C)))
     sizes = np.empty((n_sizes, C))
     for i, x in enumerate(size_fn(*nums.size_args())[:n_sizes]):
         sizes[i] = x
@@ -153,14 +155,29 @@ def boundary_values(stages: int, arr: dict, size_fn, n_sizes: int, nums, C: int)
             len(arr["kinds"]), stages, C)
         for i, (category, kind) in enumerate(arr["kinds"]):
             by_kind[(category, kind, level)] = np.stack([kind_secs[i], kind_sent[i]])
-    return fwd, bwd, nbytes, by_kind
+    sends = (_sends_selector(arr, stages) @ secs).reshape(2, stages, C)
+    return fwd, bwd, nbytes, by_kind, (sends[0], sends[1])
 
 
-def stage_values(per_stage, fwd_b: dict, bwd_b: dict, tied: dict | None = None) -> dict:
+def _sends_selector(arr: dict, stages: int) -> np.ndarray:
+    """(phase, stage) rows x groups: the pp_comm point-to-point groups of each phase and sending stage
+    (phase_sel's pp_comm rows, p2p groups only: not the receiver's scatter/gather all-gather), made
+    once per tree's arrays."""
+    if "sends_sel" not in arr:
+        kinds = arr["kinds"]
+        p2p = np.array([kinds[k][1] == "p2p" for k in arr["kind_sel"].argmax(axis=0) // stages], dtype=float)
+        ncat, c = len(COMM_CATEGORIES), COMM_CATEGORIES.index("pp_comm")
+        rows = arr["phase_sel"].reshape(2, ncat, stages, -1)[:, c].reshape(2 * stages, -1)
+        arr["sends_sel"] = rows * p2p[None, :]
+    return arr["sends_sel"]
+
+
+def stage_values(per_stage, fwd_b: dict, bwd_b: dict, tied: dict | None = None, sends=None) -> dict:
     """The one composition of a stage: its blocks' quantities (per_stage: stages x BLOCK_Q x C)
     plus the boundary collectives it pays, by the super-step's per-stage symbol names (arrays,
     or sympy expressions when explain() composes the same sums); `tied` adds a tied embedding's
-    copy and gradient all-reduce (tied_values, or explorer.cost.tree.tied_terms symbolically)."""
+    copy and gradient all-reduce (tied_values, or explorer.cost.tree.tied_terms symbolically); `sends`
+    (fwd, bwd) the point-to-point sends within P_r (boundary_values)."""
     q = lambda name: per_stage[:, Q[name]]
     both = lambda c: fwd_b[c] + bwd_b[c]
     out = {"F_r": q("F") + sum(fwd_b.values()), "B_r": q("B") + sum(bwd_b.values()), "W_r": q("bwd_weight"),
@@ -170,6 +187,8 @@ def stage_values(per_stage, fwd_b: dict, bwd_b: dict, tied: dict | None = None) 
            "P_r": both("pp_comm"), "Psi_r": q("params_dev") - q("expert_params_dev"), "A_r": q("act"),
            "GS_r": q("grad_sync"), "GSB_r": q("grad_sync_bytes"),
            "E_r": both("ep_comm"), "Psi^e_r": q("expert_params_dev")}
+    if sends is not None:
+        out["S^f_r"], out["S^b_r"] = sends
     for name, extra in (tied or {}).items():
         out[name] = out[name] + extra
     return out

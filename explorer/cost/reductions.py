@@ -27,11 +27,16 @@ def _numpy_stage_functions() -> dict:
         from explorer.schedules.critical_path import stage_ends
         return lambda fwd, bwd, weight, m, v: stage_ends(schedule, fwd, bwd, weight, m, v)
 
+    def stage_end_sends(schedule):
+        from explorer.schedules.critical_path import stage_ends
+        return lambda fwd, bwd, weight, m, v, send_f, send_b: stage_ends(schedule, fwd, bwd, weight, m, v,
+                                                                          sends=(send_f, send_b))
+
     return {"StageSum": lambda x: np.sum(x, axis=0), "StageMax": lambda x: np.max(x, axis=0),
             "StageArgMax": lambda x: np.argmax(x, axis=0), "AtStage": at_stage,
             "StageSuffixSum": suffix(np.cumsum), "StageSuffixMax": suffix(np.maximum.accumulate),
             "StageEnd1F1B": stage_end("1f1b"), "StageEndInterleaved": stage_end("interleaved"),
-            "StageEndZBH1": stage_end("zb-h1")}
+            "StageEndZBH1": stage_end("zb-h1"), "StageEndInterleavedSends": stage_end_sends("interleaved")}
 
 
 STAGE_FUNCTIONS = _numpy_stage_functions()

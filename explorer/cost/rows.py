@@ -18,8 +18,10 @@ def _split(row: dict, kind: str, route: tuple, nums, names) -> list:
             for i in range(len(shares)) if shares[i]]
 
 
-def comm_rows(tree, values, k, M, by_kind, nums, sync, dp_bytes, zero_bytes, strategy) -> list:
-    """Communication of the most loaded device split by category, collective and machine level."""
+def comm_rows(tree, values, k, M, by_kind, nums, sync, dp_bytes, zero_bytes, strategy, sends_share=None) -> list:
+    """Communication of the most loaded device split by category, collective and machine level;
+    `sends_share`: with the pipeline's sends overlapped, the exposed fraction of their time (the rest
+    is hidden under computation), else None."""
     rows, names = [], nums.level_names
     for kind_i, kind in enumerate(tree.kinds):
         count = tree.counts[k, kind_i]
@@ -39,8 +41,11 @@ def comm_rows(tree, values, k, M, by_kind, nums, sync, dp_bytes, zero_bytes, str
             rows += _split(row, how, kind.cp_route, nums, names)
     for (category, name, level), arr in by_kind.items():
         if arr[0, k] or arr[1, k]:
+            secs = M * float(arr[0, k])
+            shown = secs * sends_share if sends_share is not None and name == "p2p" and category == "pp_comm" \
+                else secs
             rows.append({"category": category, "kind": name, "level": names[level],
-                         "time_s": M * float(arr[0, k]), "hidden_s": 0.0, "bytes": M * float(arr[1, k])})
+                         "time_s": shown, "hidden_s": secs - shown, "bytes": M * float(arr[1, k])})
     if float(sync["dp_total"]) > 0:
         kind = "reduce_scatter" if strategy.zero >= 2 else "all_reduce"
         rows += _split({"category": "dp_comm", "kind": kind, "time_s": float(sync["dp_exposed"]),
@@ -65,10 +70,11 @@ def _merge(rows) -> list:
     return list(merged.values())
 
 
-def stage_rows(per_stage, fwd_b, bwd_b, stage, sync, sync_bytes) -> list:
+def stage_rows(per_stage, fwd_b, bwd_b, stage, sync, sync_bytes, sends=None) -> list:
     """Per stage, one micro-batch's forward and backward split into their parts (seconds), when its
     last pass ends (end_s, the schedule's critical path), and the stage's own gradient sync, ZeRO
-    gathers and optimizer step."""
+    gathers and optimizer step; fwd/bwd_p2p_s: the point-to-point sends within its pp_comm parts
+    (`sends`: per stage arrays S^f_r, S^b_r)."""
     rows = []
     dp_total, dp_exposed, zero, opt, ends = sync["per_stage"]
     zero_pass, zero_pass_bytes, zero_fwd, zero_bwd = sync["per_pass"]
@@ -90,5 +96,7 @@ def stage_rows(per_stage, fwd_b, bwd_b, stage, sync, sync_bytes) -> list:
             "dp_bytes": float(sync_bytes[0][i]), "zero_bytes": float(sync_bytes[1][i]),
             "zero_pass_s": float(zero_pass[i]), "zero_pass_bytes": float(zero_pass_bytes[i]),
             "zero_pass_fwd_exposed_s": float(zero_fwd[i]), "zero_pass_bwd_exposed_s": float(zero_bwd[i]),
+            "fwd_p2p_s": float(sends["S^f_r"][i]) if sends else 0.0,
+            "bwd_p2p_s": float(sends["S^b_r"][i]) if sends else 0.0,
         })
     return rows

@@ -25,7 +25,8 @@ from explorer.cost.numeric import (CATEGORIES, COMM_CATEGORIES, MEMORY_PARTS, OU
 from explorer.schedules import get as schedule_of
 from explorer.schedules.base import AGGREGATES
 from explorer.symbols import (A_r, AtStage, B_r, C_r, F_r, GS_r, K_opt, L_r, O_r, P_r, Psi_r, QuickMax, R_r,
-                              STAGE_FUNCTIONS, StageArgMax, StageMax, W_hbm, W_r, X_r, beta, d, g_r, m, p, r, v)
+                              S_b_r, S_f_r, STAGE_FUNCTIONS, StageArgMax, StageEndInterleaved,
+                              StageEndInterleavedSends, StageMax, W_hbm, W_r, X_r, beta, d, g_r, m, p, r, v)
 
 GSB_r = sp.Symbol("GSB_r", nonnegative=True)   # bytes of GS_r per device
 CP_r = sp.Symbol("CP_r", nonnegative=True)     # exposed context-parallel exchange (cp_comm) of stage r
@@ -36,8 +37,11 @@ g_e_r = sp.Symbol("g^e_r", nonnegative=True)   # seconds per byte of stage r's e
 L_e_r = sp.Symbol("L^e_r", nonnegative=True)   # latency of that level
 e = sp.Symbol("e", positive=True)              # d over the expert weights' data-parallel replicas: ep (ep etp / t)
 STAGE_INPUTS = (F_r, B_r, W_r, C_r, R_r, O_r, X_r, P_r, Psi_r, A_r, GS_r, GSB_r, g_r, L_r, r, CP_r, E_r, Psi_e_r,
-                g_e_r, L_e_r)
-"""Per-stage arrays (axis 0 = stage) a variant reads; F_r + B_r = C_r + R_r + O_r + E_r + X_r + P_r + CP_r."""
+                g_e_r, L_e_r, S_f_r, S_b_r)
+"""Per-stage arrays (axis 0 = stage) a variant reads; F_r + B_r = C_r + R_r + O_r + E_r + X_r + P_r + CP_r,
+and S^f_r + S^b_r the point-to-point sends within P_r."""
+SENDS_EXPOSED = sp.Symbol("T^{sends}", nonnegative=True)
+"""explain()'s name for pp_sends_exposed: what overlapped point-to-point sends still add to the iteration."""
 SCALAR_INPUTS = (m, v, p, d, beta, W_hbm, K_opt, e)
 """Numbers (or arrays over candidates) a variant reads."""
 assert tuple(x.name for x in STAGE_INPUTS) == STAGE_INPUT_NAMES
@@ -177,22 +181,40 @@ def _with_experts(moe: bool, dense, expert):
     return dense + expert if moe else dense
 
 
-def bubble_term(ends, after) -> sp.Expr:
+def bubble_term(ends, after, busy=F_r + B_r, waiting=0) -> sp.Expr:
     """The critical stage's idle time: the iteration, max_r (ends_r + after_r), less the most loaded
-    stage's m passes and the finishing stage's synchronisation (= the schedule's closed-form bubble for
-    equal stages; the max with 0 only takes off rounding, ~1e-18 s at p = 1). explain() prints it
-    with named symbols for ends and after."""
-    return QuickMax(0, StageMax(ends + after) - m * AtStage(F_r + B_r, StageArgMax(F_r + B_r)) -
+    stage's m passes (`busy` each: F_r + B_r, without the sends when they are overlapped), the finishing
+    stage's synchronisation and the wait on overlapped sends that pp_comm counts (`waiting`) (= the
+    schedule's closed-form bubble for equal stages; the max with 0 only takes off rounding, ~1e-18 s at
+    p = 1). explain() prints it with named symbols for ends and after."""
+    return QuickMax(0, StageMax(ends + after) - waiting - m * AtStage(busy, StageArgMax(busy)) -
                     AtStage(after, StageArgMax(ends + after)))
 
 
+def overlapped_sends(schedule: str, after):
+    """(stage ends, the stage's busy time per micro-batch, exposed wait, sends) with the pipeline's
+    point-to-point sends overlapped with computation (Megatron-LM --overlap-p2p-communication, which
+    Megatron-Core allows for the interleaved schedule only; strategy/rules.py refuses it otherwise). The
+    sends S^f_r, S^b_r leave the sender's passes; a pass on the receiving stage waits for its input's
+    end plus the send (explorer.schedules.critical_path, sends). What they still add to the
+    iteration -- the iteration less the same schedule with instant sends -- is their exposed part."""
+    if schedule != "interleaved":
+        raise ValueError(f"overlapped point-to-point sends need the interleaved schedule, not {schedule!r}")
+    fwd, bwd = F_r - S_f_r, B_r - S_b_r
+    ends = StageEndInterleavedSends(fwd, bwd, W_r, m, v, S_f_r, S_b_r)
+    instant = StageEndInterleaved(fwd, bwd, W_r, m, v)
+    exposed = QuickMax(0, StageMax(ends + after) - StageMax(instant + after))   # edges only lengthen paths
+    return ends, fwd + bwd, exposed, S_f_r + S_b_r
+
+
 def terms(schedule: str, zero: int, overlap: bool, k_states: int, moe: bool = False, *, grad_bytes=None,
-          param_gather_overlap: bool = False, zero_prefetch: bool = False) -> dict:
+          param_gather_overlap: bool = False, zero_prefetch: bool = False, p2p_overlap: bool = False) -> dict:
     """name -> Term: the super-step of one (schedule, ZeRO stage, overlap, optimizer states); with
     `moe`, the expert weights (Psi^e_r) synchronise, shard and update over their own d/e group;
     grad_bytes: None = beta, or 4 for fp32 gradients; param_gather_overlap: ZeRO-1/2's parameter
     all-gather under the next forward (param_gather_exposed); zero_prefetch: ZeRO-3's gathers under
-    the layers' compute (zero_gathers_exposed)."""
+    the layers' compute (zero_gathers_exposed); p2p_overlap: the pipeline's sends under computation
+    (overlapped_sends)."""
     sched = schedule_of(schedule)
     grad_bytes = None if grad_bytes is None else sp.Integer(grad_bytes)
     eg = EXPERT_GROUP
@@ -209,8 +231,11 @@ def terms(schedule: str, zero: int, overlap: bool, k_states: int, moe: bool = Fa
     if param_gather_overlap:
         exposed = exposed + _with_experts(moe, param_gather_exposed(zero), param_gather_exposed(zero, **eg))
     after = exposed + gathers_exposed + step
-    ends = sched.stage_end
-    critical = StageArgMax(F_r + B_r)
+    if p2p_overlap:
+        ends, busy, waiting, sends = overlapped_sends(schedule, after)
+    else:
+        ends, busy, waiting, sends = sched.stage_end, F_r + B_r, sp.Integer(0), sp.Integer(0)
+    critical = StageArgMax(busy)
     # each stage synchronises once its own last pass has ended (fidelity issue, E9): the iteration
     # ends with the stage whose pipeline end plus synchronisation and step is the latest
     finish = ends + after
@@ -253,11 +278,16 @@ def terms(schedule: str, zero: int, overlap: bool, k_states: int, moe: bool = Fa
     add("memory_total", "", "model states + activations in flight",
         sum(t[f"memory_{part}"].expr for part in MEMORY_PARTS), True)
     per_mb = {"compute": C_r, "recompute": R_r, "op_comm": O_r, "ep_comm": E_r, "redistribution": X_r,
-              "pp_comm": P_r, "cp_comm": CP_r}
+              "pp_comm": P_r - sends, "cp_comm": CP_r}
     for category, sym in per_mb.items():
-        add(category, category, "m micro-batches on the most loaded stage", m * AtStage(sym, critical))
+        add(category, category, "m micro-batches on the most loaded stage", m * AtStage(sym, critical) +
+            (waiting if category == "pp_comm" else 0))
+    add("pp_sends_exposed", "pp_comm", "Megatron-LM --overlap-p2p-communication: the iteration less the same "
+        "schedule with instant sends", waiting)
+    add("pp_sends_hidden", "pp_comm", "the critical stage's m micro-batches of sends, less their exposed part",
+        QuickMax(0, m * AtStage(sends, critical) - waiting) if p2p_overlap else sp.Integer(0))
     add("bubble", "bubble", sched.source + "; iteration - m (F+B) of the critical stage - the last sync",
-        bubble_term(ends, after))
+        bubble_term(ends, after, busy, waiting))
     add("dp_comm", "dp_comm", t["dp_exposed"].citation, AtStage(exposed, last))
     add("zero_comm", "zero_comm", t["zero_exposed"].citation, AtStage(gathers_exposed, last))
     add("optimizer", "optimizer", t["optimizer_step"].citation, AtStage(step, last))
@@ -327,13 +357,15 @@ def _with_aggregates(exprs: list) -> list:
 
 @lru_cache(maxsize=64)
 def variant(schedule: str, zero: int, overlap: bool, k_states: int, moe: bool = False, *,
-            grad_bytes=None, param_gather_overlap: bool = False, zero_prefetch: bool = False) -> Variant:
+            grad_bytes=None, param_gather_overlap: bool = False, zero_prefetch: bool = False,
+            p2p_overlap: bool = False) -> Variant:
     """grad_bytes: None (gradients at beta, the default) or 4 (fp32 gradients, Strategy.grad_dtype);
-    param_gather_overlap, zero_prefetch: see terms()."""
+    param_gather_overlap, zero_prefetch, p2p_overlap: see terms()."""
     key = (schedule, zero, bool(overlap), k_states) + ((True,) if moe else ()) + \
         (() if grad_bytes is None else (("grad_bytes", grad_bytes),)) + \
         ((("param_gather_overlap", True),) if param_gather_overlap else ()) + \
-        ((("zero_prefetch", True),) if zero_prefetch else ())
+        ((("zero_prefetch", True),) if zero_prefetch else ()) + \
+        ((("p2p_overlap", True),) if p2p_overlap else ())
     return Variant(key, _terms_of(key))
 
 

@@ -160,11 +160,12 @@ class CostTree:
                                len(self.sizes), nums, C)
 
 
-def stage_inputs(per_stage: np.ndarray, fwd_b: dict, bwd_b: dict, tied: dict | None = None) -> dict:
+def stage_inputs(per_stage: np.ndarray, fwd_b: dict, bwd_b: dict, tied: dict | None = None, sends=None) -> dict:
     """The one composition of a stage (explorer.cost.numeric.stage_values) keyed by the super-step's
-    per-stage symbols; `tied` (by name) adds a tied embedding's copy and gradient all-reduce."""
+    per-stage symbols; `tied` (by name) adds a tied embedding's copy and gradient all-reduce; `sends`
+    (fwd, bwd) the point-to-point sends within pp_comm."""
     by_name = {sym.name: sym for sym in STAGE_INPUTS}
-    return {by_name[name]: x for name, x in stage_values(per_stage, fwd_b, bwd_b, tied).items()}
+    return {by_name[name]: x for name, x in stage_values(per_stage, fwd_b, bwd_b, tied, sends).items()}
 
 
 def tied_terms(tied: TiedCopy | None, stages: int, params, seconds, sent) -> dict:

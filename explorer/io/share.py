@@ -48,7 +48,7 @@ INTS = {"dp": "dp", "tp": "tp", "pp": "pp", "b": "micro_batch", "B": "global_bat
         "zero": "zero"}
 CHOICES = {"sched": ("schedule", SCHEDULES), "rc": ("recompute", RECOMPUTE), "dtype": ("dtype", DTYPES)}
 BOOLS = {"sp": "sequence_parallel", "ov": "overlap_dp", "sg": "scatter_gather"}
-OPTIONAL_BOOLS = {"otp": "overlap_tp"}    # written only when on (links made before them stay the same)
+OPTIONAL_BOOLS = {"otp": "overlap_tp", "op2p": "overlap_p2p"}    # written only when on (links made before them stay the same)
 OPTIONAL_CHOICES = {"gd": ("grad_dtype", GRAD_DTYPES)}
 """Choices written only when they differ from the Strategy default (links made before them stay the same)."""
 LONG_CONTEXT = {"cp": "cp", "cpa": "cp_algo"}    # context parallelism: in a link only when cp > 1

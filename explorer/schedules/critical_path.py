@@ -25,6 +25,9 @@ Two exact ways to compute it, both vectorised over candidates (any axes after th
   end, so does every later block; where the three have not settled, the whole graph is walked.
 For one candidate (evaluate()) both run on Python floats: numpy's per-call overhead dominates arrays
 of p numbers. tests/test_critical_path.py checks every path against the timeline's simulation.
+With the sends overlapped (Megatron-LM --overlap-p2p-communication) an edge between stages carries
+its send: end = duration + max(previous pass on the stage, input + send), walked on the graph
+(tests/test_p2p_overlap.py).
 """
 from __future__ import annotations
 
@@ -47,24 +50,33 @@ PERIODIC_RTOL = 1e-13
 """Two steps count as adding the same amount when they differ by at most this fraction of the ends."""
 
 
-def stage_ends(schedule: str, fwd, bwd, weight, m, v=1) -> np.ndarray:
+def stage_ends(schedule: str, fwd, bwd, weight, m, v=1, sends=None) -> np.ndarray:
     """Per stage (axis 0), the end of its last pass of one iteration, from per-stage seconds of one
     micro-batch: `fwd` F_r, `bwd` B_r (input and weight gradient), `weight` W_r (the part a
     zero-bubble schedule runs as its own W pass), `m` micro-batches, `v` chunks. A chunk's pass takes
-    1/v of its stage's. Any further axes (candidates) broadcast, m among them."""
+    1/v of its stage's. Any further axes (candidates) broadcast, m among them.
+
+    `sends` (send_fwd, send_bwd), per stage like `fwd`: point-to-point sends overlapped with
+    computation (Megatron-LM --overlap-p2p-communication): not part of the sender's passes, a pass
+    on another stage waits for its input's end plus the send of the stage that ran it (1/v of it per
+    chunk, as the passes). Without them sends are part of the sender's pass (in `fwd`, `bwd`)."""
     fwd, bwd, weight = (np.asarray(x, dtype=float) for x in (fwd, bwd, weight))
     p = max(fwd.shape[0] if fwd.ndim else 1, bwd.shape[0] if bwd.ndim else 1)
-    shape = np.broadcast_shapes(_rest(fwd), _rest(bwd), _rest(weight), np.shape(m))
+    arrays = (fwd, bwd, weight) + (() if sends is None else tuple(np.asarray(x, dtype=float) for x in sends))
+    shape = np.broadcast_shapes(*(_rest(x) for x in arrays), np.shape(m))
     full = lambda x: np.broadcast_to(x.reshape(x.shape if x.ndim else (1,)), (p,) + shape) if x.ndim \
         else np.full((p,) + shape, float(x))
-    fwd, bwd, weight = (full(x).reshape(p, -1) for x in (fwd, bwd, weight))
+    arrays = [full(x).reshape(p, -1) for x in arrays]
+    fwd, bwd, weight = arrays[:3]
+    sent = None if sends is None else np.stack([arrays[3], arrays[4], np.zeros_like(arrays[3])], axis=1)
     ms = np.broadcast_to(np.asarray(m, dtype=float), shape).reshape(-1)
     v = int(v)
     out = np.empty_like(fwd)
     ms = np.rint(ms).astype(int)
     for key in np.unique(_group(schedule, ms, p, v)):
         cols = _group(schedule, ms, p, v) == key
-        out[:, cols] = _ends(schedule, fwd[:, cols], bwd[:, cols], weight[:, cols], ms[cols], v)
+        out[:, cols] = _ends(schedule, fwd[:, cols], bwd[:, cols], weight[:, cols], ms[cols], v,
+                             None if sent is None else sent[..., cols])
     return out.reshape((p,) + shape)
 
 
@@ -137,11 +149,14 @@ def _rest(x: np.ndarray) -> tuple:
     return x.shape[1:] if x.ndim else ()
 
 
-def _ends(schedule: str, fwd, bwd, weight, ms: np.ndarray, v: int) -> np.ndarray:
-    """Stage ends of columns sharing one _group key; `ms` their micro-batch counts."""
+def _ends(schedule: str, fwd, bwd, weight, ms: np.ndarray, v: int, sent=None) -> np.ndarray:
+    """Stage ends of columns sharing one _group key; `ms` their micro-batch counts; `sent` the
+    overlapped sends (stages x (F, B, W) x columns) or None."""
     p, m = fwd.shape[0], int(ms[0])
     if schedule == "1f1b" and m >= p:
-        return ends_1f1b(fwd, bwd, m)
+        if sent is None:
+            return ends_1f1b(fwd, bwd, m)
+        return ends_graph(schedule, np.stack([fwd, bwd, np.zeros_like(fwd)], axis=1), m, 1, sent)
     if schedule == "zb-h1":
         durations = np.stack([fwd / v, (bwd - weight) / v, weight / v], axis=1)
     else:
@@ -149,10 +164,12 @@ def _ends(schedule: str, fwd, bwd, weight, ms: np.ndarray, v: int) -> np.ndarray
     v = v if schedule == "interleaved" else 1
     block = _block(schedule, p)
     if _passes_in(schedule, p, min(m, 3 * _base(p, block, m) + 2 * block), v) > MAX_GRAPH_PASSES:
+        if sent is not None:         # the sends as part of their passes: what overlapping can only shorten
+            fwd, bwd = fwd + sent[:, F], bwd + sent[:, B]
         return _ends_closed_form(schedule, fwd, bwd, weight, m, v)
     if m >= _base(p, block, m):
-        return _ends_periodic(schedule, durations, ms, v, block)
-    return ends_graph(schedule, durations, m, v)
+        return _ends_periodic(schedule, durations, ms, v, block, sent=sent)
+    return ends_graph(schedule, durations, m, v, sent)
 
 
 def _passes_in(schedule: str, p: int, m: int, v: int) -> int:
@@ -173,7 +190,7 @@ def _ends_closed_form(schedule: str, fwd, bwd, weight, m: int, v: int) -> np.nda
 
 
 def _ends_periodic(schedule: str, durations: np.ndarray, ms: np.ndarray, v: int, k: int,
-                   m1: int | None = None) -> np.ndarray:
+                   m1: int | None = None, sent=None) -> np.ndarray:
     """ends_graph for a long pipeline from three short ones. Each block of k more micro-batches (one,
     or a group of p under interleaving) adds k more steady steps; once the steady part runs at the
     most loaded stage's pace, T_* = max_r (F_r + B_r) per micro-batch (no stage can go faster, and a
@@ -181,14 +198,15 @@ def _ends_periodic(schedule: str, durations: np.ndarray, ms: np.ndarray, v: int,
     adds k T_* to every stage's end. With m_1 < m_2 < m_3 one block apart (m_1 = p plus m's remainder
     modulo k), where both differences are k T_* on every stage, the ends at m follow by adding the
     remaining blocks (m up to m_3 is one of the three). Candidates whose pipeline has not settled by
-    then try again from four times m_1, and are computed in full once that would reach m."""
+    then try again from four times m_1, and are computed in full once that would reach m. (With
+    overlapped sends the pace may exceed T_*: such candidates are computed in full.)"""
     p = durations.shape[0]
     m1 = int(_base(p, k, int(ms[0]))) if m1 is None else m1    # the same for every column here
     if int(ms.max()) < m1 + 2 * k:       # every column is one of the short ones: only those are walked
         counts = tuple(sorted({int(x) for x in ms}))
-        ends = dict(zip(counts, ends_graphs(schedule, durations, counts, v)))
+        ends = dict(zip(counts, ends_graphs(schedule, durations, counts, v, sent)))
         return np.stack([ends[int(x)][:, c] for c, x in enumerate(ms)], axis=1)
-    e1, e2, e3 = ends_graphs(schedule, durations, (m1, m1 + k, m1 + 2 * k), v)
+    e1, e2, e3 = ends_graphs(schedule, durations, (m1, m1 + k, m1 + 2 * k), v, sent)
     pace = k * durations.sum(axis=1).max(axis=0) * v              # k micro-batches at T_* (chunks: v F/v)
     tol = PERIODIC_RTOL * 10 * np.maximum(np.abs(e3).max(axis=0), 1e-300)
     steady = (np.abs(e2 - e1 - pace) <= tol).all(axis=0) & (np.abs(e3 - e2 - pace) <= tol).all(axis=0)
@@ -198,9 +216,9 @@ def _ends_periodic(schedule: str, durations: np.ndarray, ms: np.ndarray, v: int,
     steady |= short
     later = m1 + 3 * m1 // k * k                                 # four times m_1, the same remainder
     for c in np.flatnonzero(~steady):
-        one = durations[..., c:c + 1]
-        out[:, c] = (_ends_periodic(schedule, one, ms[c:c + 1], v, k, later) if later + 2 * k < ms[c]
-                     else ends_graph(schedule, one, int(ms[c]), v))[:, 0]
+        one, one_sent = durations[..., c:c + 1], None if sent is None else sent[..., c:c + 1]
+        out[:, c] = (_ends_periodic(schedule, one, ms[c:c + 1], v, k, later, one_sent) if later + 2 * k < ms[c]
+                     else ends_graph(schedule, one, int(ms[c]), v, one_sent))[:, 0]
     return out
 
 
@@ -284,32 +302,53 @@ def _ends_1f1b_one(f: list, b: list, m: int) -> list:
     return y
 
 
-def ends_graph(schedule: str, durations: np.ndarray, m: int, v: int) -> np.ndarray:
+def ends_graph(schedule: str, durations: np.ndarray, m: int, v: int, sent=None) -> np.ndarray:
     """Stages x candidates: end of each stage's last pass, for `durations` stages x (F, B, W) x
-    candidates, by depth in the dependency graph of the schedule's order."""
-    return ends_graphs(schedule, durations, (m,), v)[0]
+    candidates, by depth in the dependency graph of the schedule's order; `sent` (same shape, or
+    None) the overlapped sends each kind of pass makes (stage_ends)."""
+    return ends_graphs(schedule, durations, (m,), v, sent)[0]
 
 
-def ends_graphs(schedule: str, durations: np.ndarray, ms: tuple, v: int) -> list:
+def ends_graphs(schedule: str, durations: np.ndarray, ms: tuple, v: int, sent=None) -> list:
     """ends_graph for each micro-batch count of `ms`, the graphs walked side by side (one numpy
     update per depth for all of them)."""
     p = durations.shape[0]
     graph = _graph(schedule, p, tuple(ms), v)
     per_pass = durations[graph["stage"], graph["kind"]]         # passes x candidates
+    if sent is not None:    # the wait on each pass's input: what the input's pass sends, if it ran elsewhere
+        delay = np.vstack([sent[graph["stage"], graph["kind"]] / v, np.zeros((1, per_pass.shape[1]))])
+        delay = delay[_remote(graph)]                           # passes x candidates
     if per_pass.shape[0] * per_pass.shape[1] < PASSES_PER_DEPTH * len(graph["levels"]):
         # few candidates: a loop over the passes in Python floats
         out = np.empty((len(ms), p, per_pass.shape[1]))
         for c in range(per_pass.shape[1]):
             dur, end = per_pass[:, c].tolist(), [0.0] * (per_pass.shape[0] + 1)
-            for n, a, b in _topological(graph):
-                x, y = end[a], end[b]
-                end[n] = dur[n] + (x if x > y else y)
+            if sent is None:
+                for n, a, b in _topological(graph):
+                    x, y = end[a], end[b]
+                    end[n] = dur[n] + (x if x > y else y)
+            else:
+                wait = delay[:, c].tolist()
+                for n, a, b in _topological(graph):
+                    x, y = end[a], end[b] + wait[n]
+                    end[n] = dur[n] + (x if x > y else y)
             out[:, :, c] = [[end[k] for k in last] for last in graph["last"]]
         return list(out)
     end = np.zeros((per_pass.shape[0] + 1, per_pass.shape[1]))  # the last row: 'no predecessor', 0
     for nodes, first, second in graph["levels"]:
-        end[nodes] = per_pass[nodes] + np.maximum(end[first], end[second])
+        arrive = end[second] if sent is None else end[second] + delay[nodes]
+        end[nodes] = per_pass[nodes] + np.maximum(end[first], arrive)
     return [end[last] for last in graph["last"]]
+
+
+def _remote(graph: dict) -> np.ndarray:
+    """Per pass, its input's index when the input ran on another stage, else the 'none' index (no
+    send to wait for), made once per graph."""
+    if "remote" not in graph:
+        second, none = graph["second"], len(graph["stage"])
+        stage = np.append(graph["stage"], -1)
+        graph["remote"] = np.where((second != none) & (stage[second] != stage[:none]), second, none)
+    return graph["remote"]
 
 
 @lru_cache(maxsize=256)

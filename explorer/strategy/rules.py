@@ -192,6 +192,14 @@ def _overlap_tp(v):
     return None
 
 
+def _overlap_p2p(v):
+    if getattr(v, "overlap_p2p", False) and v.schedule != "interleaved":
+        return (f"overlapping the pipeline's point-to-point sends with computation needs the interleaved schedule, "
+                f"not {v.schedule!r} (Megatron-Core refuses --overlap-p2p-communication without a virtual "
+                "pipeline: 'Non-interleaved pipeline parallelism does not support overlapping p2p communication')")
+    return None
+
+
 def _cp_algo(v, model):
     cp, algo = getattr(v, "cp", 1), getattr(v, "cp_algo", "ring")
     if cp == 1 or not model.is_transformer:
@@ -276,6 +284,8 @@ RULES = (
     Rule("chunks without a chunked schedule", "strategy", ("schedule", "chunks"), _chunks_need_schedule, False),
     Rule("TP overlap without sequence parallelism", "strategy", ("overlap_tp", "sequence_parallel", "tp"),
          lambda v, m: _overlap_tp(v), False),
+    Rule("p2p overlap without the interleaved schedule", "strategy", ("overlap_p2p", "schedule"),
+         lambda v, m: _overlap_p2p(v), False),
     Rule("layer degree does not divide t", "strategy", ("tp", "layer_splits"), _degrees_divide_tp, False),
     Rule("stage map out of range or decreasing", "strategy", ("pp", "stage_map"), _stage_map_range, False),
     Rule("stage map with a chunked schedule", "model", ("schedule", "stage_map"), _stage_map_schedule, False),

@@ -100,6 +100,7 @@ class Strategy:
     zero_prefetch: bool = True       # ZeRO-3 gathers under the previous layer's compute (DeepSpeed prefetch, on by default)
     ep: int = 1                      # e: expert-parallel degree, carved out of dp (MoE models only)
     expert_tp: int = 0               # expert tensor-parallel degree: 0 = tp (Megatron's default) or 1
+    overlap_p2p: bool = False        # pipeline sends under computation (Megatron --overlap-p2p-communication; interleaved)
 
     def __post_init__(self):
         for name in ("dp", "tp", "pp", "micro_batch", "global_batch", "chunks", "cp", "ep"):
@@ -121,7 +122,7 @@ class Strategy:
         if isinstance(self.zero, bool) or not isinstance(self.zero, int) or self.zero not in (0, 1, 2, 3):
             raise ExplorerError(f"zero stage must be 0, 1, 2 or 3, got {self.zero!r}")
         for name in ("sequence_parallel", "overlap_dp", "scatter_gather", "overlap_tp", "overlap_param_gather",
-                     "zero_prefetch"):
+                     "zero_prefetch", "overlap_p2p"):
             if not isinstance(getattr(self, name), bool):
                 raise ExplorerError(f"strategy field '{name}' must be true or false, got {getattr(self, name)!r}")
         splits = tuple(s if isinstance(s, LayerSplit) else LayerSplit(**s) for s in self.layer_splits)
@@ -191,4 +192,6 @@ def options_of(strategy) -> dict:
         options["param_gather_overlap"] = True
     if getattr(strategy, "zero_prefetch", False) and strategy.zero == 3:
         options["zero_prefetch"] = True
+    if getattr(strategy, "overlap_p2p", False) and strategy.pp > 1:
+        options["p2p_overlap"] = True
     return options

@@ -41,6 +41,8 @@ class PassCosts:
     chunks: int = 1
     after: dict = field(default_factory=dict)   # per stage arrays: dp_sync_s, dp_exposed_s, zero_comm_s,
     #                                             optimizer_s, dp_bytes; 'dp_level' name
+    sends: np.ndarray | None = None     # stages x passes: point-to-point sends overlapped with computation
+    #                                     (not in `seconds`; the receiver waits for them), or None
 
     @property
     def stages(self) -> int:
@@ -77,6 +79,14 @@ def from_result(result, the_plan, ctx: Numbers, split_weight: bool) -> PassCosts
             sec[i, B, COMPUTE_PART] -= row["bwd_weight_s"]
         for k in after:
             after[k][i] = row[k]
+    sends = None
+    if getattr(strategy, "overlap_p2p", False):   # the sends leave the passes: the receiver waits for them
+        sends = np.zeros((p, 3))
+        sends[:, F] = [row["fwd_p2p_s"] for row in result.stage_times_s]
+        sends[:, B] = [row["bwd_p2p_s"] for row in result.stage_times_s]
+        sec[:, F, SEND_PART] -= sends[:, F]
+        sec[:, B, SEND_PART] -= sends[:, B]
+        sends = sends / v
     if strategy.zero == 3:   # ZeRO-3 gathers the parameters before every forward and backward pass (their
         # exposed part: with prefetch the rest runs under the pass, explorer.cost.superstep.zero_pass_exposed)
         sec[:, F, ZERO_PART] = [row["zero_pass_fwd_exposed_s"] for row in result.stage_times_s]
@@ -92,7 +102,7 @@ def from_result(result, the_plan, ctx: Numbers, split_weight: bool) -> PassCosts
         levels[:, ZERO_PART] = after["dp_level"]
     t, d = strategy.tp, strategy.dp * strategy.cp     # a stage's ranks: t x cp x d (rank order tp-cp-ep-dp-pp)
     devices = tuple(f"{i * d * t}-{i * d * t + t - 1}" if t > 1 else str(i * d * t) for i in range(p))
-    return PassCosts(sec / v, nbytes / v, levels, _operators(the_plan, p, v), devices, v, after)
+    return PassCosts(sec / v, nbytes / v, levels, _operators(the_plan, p, v), devices, v, after, sends)
 
 
 def _bytes_and_levels(the_plan, ctx: Numbers):

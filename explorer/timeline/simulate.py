@@ -8,7 +8,10 @@ is free and its input is there:
   W needs only its own backward, which the order puts earlier on the same stage
 (explorer.schedules.base.input_of, the rule the cost model's critical path uses too).
 Point-to-point sends are blocking and part of the sender's pass, so a receiver
-may start as soon as the sender's pass ends (the cost model's convention).
+may start as soon as the sender's pass ends (the cost model's convention) -- unless
+they are overlapped with computation (Megatron-LM --overlap-p2p-communication):
+then `sends[stage, pass]` seconds are not in the pass, and a pass whose input ran
+on another stage waits for that input's end plus its send.
 """
 from __future__ import annotations
 
@@ -19,7 +22,7 @@ from explorer.schedules.base import input_of
 from explorer.timeline.schedules import B, F
 
 
-def simulate(orders: list, durations: np.ndarray, chunks: int, micro_batches: int) -> dict:
+def simulate(orders: list, durations: np.ndarray, chunks: int, micro_batches: int, sends=None) -> dict:
     """Run `orders` (schedules.py) with `durations[stage, pass]` seconds per pass.
 
     Returns numpy arrays stage, pass, chunk, micro_batch, start_s, end_s (one entry
@@ -32,6 +35,7 @@ def simulate(orders: list, durations: np.ndarray, chunks: int, micro_batches: in
     """
     p, v, m = len(orders), chunks, micro_batches
     dur = durations.tolist()
+    sent = None if sends is None else np.asarray(sends, dtype=float).tolist()
     fwd_end = [None] * (p * v * m)
     bwd_end = [None] * (p * v * m)
     ptr, free = [0] * p, [0.0] * p
@@ -43,7 +47,7 @@ def simulate(orders: list, durations: np.ndarray, chunks: int, micro_batches: in
         order, n = orders[i], len(orders[i])
         while ptr[i] < n:
             kind, c, j = order[ptr[i]]
-            ready = _ready(kind, i, c, j, p, v, m, fwd_end, bwd_end)
+            ready = _ready(kind, i, c, j, p, v, m, fwd_end, bwd_end, sent)
             if ready is None:
                 break
             start = free[i] if free[i] > ready else ready
@@ -64,14 +68,17 @@ def simulate(orders: list, durations: np.ndarray, chunks: int, micro_batches: in
             "start_s": arr[:, 4], "end_s": arr[:, 5]}
 
 
-def _ready(kind, i, c, j, p, v, m, fwd_end, bwd_end):
+def _ready(kind, i, c, j, p, v, m, fwd_end, bwd_end, sent=None):
     """Time the input of pass (kind, i, c, j) is there (schedules.base.input_of), or None when not yet
-    computed."""
+    computed; with overlapped sends, an input from another stage arrives its send later."""
     dep = input_of(kind, i, c, j, p, v)
     if dep is None:
         return 0.0
     stage, dep_kind, chunk, mb = dep
-    return (fwd_end if dep_kind == F else bwd_end)[(stage * v + chunk) * m + mb]
+    end = (fwd_end if dep_kind == F else bwd_end)[(stage * v + chunk) * m + mb]
+    if end is None or sent is None or stage == i:
+        return end
+    return end + sent[stage][dep_kind]
 
 
 def _notify(kind, i, c, j, p, v, m, end, fwd_end, bwd_end):

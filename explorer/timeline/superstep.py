@@ -19,7 +19,7 @@ from explorer.errors import ExplorerError
 from explorer.cost.evaluate import evaluate
 from explorer.limits import check_timeline, check_timeline_passes
 from explorer.cost.tree import cost_tree
-from explorer.timeline.costs import PART_CATEGORIES, PART_KINDS, PassCosts, from_result
+from explorer.timeline.costs import PART_CATEGORIES, PART_KINDS, SEND_PART, PassCosts, from_result
 from explorer.timeline.events import concat, frame
 from explorer.schedules import get
 from explorer.timeline.numbers import context
@@ -54,12 +54,14 @@ def pipeline_events(costs: PassCosts, micro_batches: int, schedule: str, overlap
     """
     check_timeline(costs.seconds, micro_batches, costs.chunks)   # refuse before building (limits.py)
     orders = order_for(schedule, costs.stages, micro_batches, costs.chunks)
-    sim = simulate(orders, costs.pass_seconds(), costs.chunks, micro_batches)
+    sim = simulate(orders, costs.pass_seconds(), costs.chunks, micro_batches, costs.sends)
     ends = np.zeros(costs.stages)
     np.maximum.at(ends, sim["stage"], sim["end_s"])          # each stage's last pass
     rows = np.array([f"stage {i}" for i in range(costs.stages)], dtype=object)
     devices = np.array(costs.devices, dtype=object)
     frames = [_parts(sim, costs, rows, devices), _idle(sim, ends, rows, devices)]
+    if costs.sends is not None:
+        frames.append(_sends(sim, costs, rows, devices))
     if costs.after:
         frames += _after(sim, costs, ends, rows, devices, overlap_dp)
     return concat(frames)
@@ -78,6 +80,25 @@ def _parts(sim: dict, costs: PassCosts, rows, devices) -> pd.DataFrame:
                   "phase": phase, "category": CATEGORY_OF_PART[part], "micro_batch": sim["micro_batch"][pi],
                   "chunk": sim["chunk"][pi], "operator": costs.operators[st, sim["chunk"][pi]],
                   "level": costs.levels[st, part], "bytes": costs.bytes[st, kind[pi], part]})
+
+
+def _sends(sim: dict, costs: PassCosts, rows, devices) -> pd.DataFrame:
+    """Overlapped point-to-point sends (hidden=True, row 'stage i · pp'): each forward pass's output
+    to the next stage (the last stage's last chunk sends none) and each backward's gradient to the
+    previous one (the first stage's first chunk sends none), from the pass's end."""
+    stage, kind, chunk = sim["stage"], sim["pass"], sim["chunk"]
+    p, v = costs.stages, costs.chunks
+    sends = ((kind == F) & ~((stage == p - 1) & (chunk == v - 1))) | ((kind == B) & ~((stage == 0) & (chunk == 0)))
+    secs = costs.sends[stage, kind]
+    keep = sends & (secs > 0)
+    st = stage[keep]
+    part = SEND_PART
+    return frame({"row": rows[st] + " · pp", "stage": st, "device": devices[st], "start_s": sim["end_s"][keep],
+                  "end_s": sim["end_s"][keep] + secs[keep], "kind": "send",
+                  "phase": np.where(kind[keep] == F, "fwd", "bwd").astype(object), "category": "pp_comm",
+                  "micro_batch": sim["micro_batch"][keep], "chunk": chunk[keep],
+                  "operator": costs.operators[st, chunk[keep]], "level": costs.levels[st, part],
+                  "bytes": costs.bytes[st, kind[keep], part], "hidden": True})
 
 
 def _idle(sim: dict, ends: np.ndarray, rows, devices) -> pd.DataFrame:
