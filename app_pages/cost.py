@@ -9,10 +9,11 @@ from app_pages import compute as C
 from app_pages import state as S
 from app_pages.text import plain
 
+# LaTeX longer than WIDE_FORMULA_CHARS may render wider than the formula column (measured in Chromium at
+# 1280 px: 138 characters of T_dp-comm drew 914 px in a 675 px column; 292 of T_recompute, mostly
+# fractions, fit in 600 px): such a formula gets SCROLL_HINT, worded to hold either way. (A comment, not
+# a string: Streamlit's magic writes a page script's bare strings onto the page.)
 WIDE_FORMULA_CHARS = 120
-"""LaTeX longer than this may render wider than the formula column (measured in Chromium at 1280 px:
-138 characters of T_dp-comm drew 914 px in a 675 px column; 292 of T_recompute, mostly fractions, fit
-in 600 px): such a formula gets SCROLL_HINT, worded to hold either way."""
 SCROLL_HINT = "Long formula: where it runs past the edge, scroll it sideways (the bar under it) to read all of it."
 
 view, error = C.current()

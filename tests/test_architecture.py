@@ -67,3 +67,15 @@ def test_pages_read_the_facade_only():
     for f in [ROOT / "app.py"] + sorted((ROOT / "app_pages").glob("*.py")):
         used = {m for m in imports(f) if m.startswith("explorer")}
         assert used <= {"explorer.facade"} | {m for m in used if m.startswith("explorer.facade.")}, (f, used)
+
+
+def test_no_page_script_has_a_bare_string_for_streamlit_to_print():
+    """Streamlit's magic writes every bare expression of a page script onto the page: a docstring
+    after a constant (a browser walk found one printed above the Cost page's title) must be a comment.
+    Only the module docstring, first, is left alone."""
+    found = []
+    for path in [ROOT / "app.py", *sorted(ROOT.glob("app_pages/*.py"))]:
+        body = ast.parse(path.read_text()).body
+        found += [f"{path.name}:{node.lineno}" for node in body[1:]
+                  if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)]
+    assert not found, found
