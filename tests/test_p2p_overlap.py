@@ -116,7 +116,7 @@ def test_overlapped_sends_need_the_interleaved_schedule():
 
 def test_the_cli_flag_and_the_exporters():
     """--overlap-p2p on the command line; Megatron-LM's --overlap-p2p-communication written and read
-    back; exporters without the switch refuse it."""
+    back; MindSpore's exporter (no such switch) refuses it, torchtitan's writes the strategy as is."""
     out = subprocess.run([sys.executable, "-m", "explorer", "evaluate", "--model", "gpt-1.7b", "--cluster",
                           "dgx-a100-80gb", "--tp", "1", "--pp", "8", "--dp", "2", "--micro-batch", "2",
                           "--global-batch", "64", "--schedule", "interleaved", "--chunks", "3", "--overlap-p2p",
@@ -132,7 +132,8 @@ def test_the_cli_flag_and_the_exporters():
                             "--micro-batch-size 1 --global-batch-size 8 --pipeline-model-parallel-size 2 "
                             "--overlap-p2p-communication", world_size=2)
     with pytest.raises(ExplorerError, match="overlapped pipeline sends"):
-        export("torchtitan", GPT, INTERLEAVED, A100)
+        export("mindspore", GPT, INTERLEAVED, A100)
+    export("torchtitan", GPT, INTERLEAVED, A100)   # torch.distributed.pipelining sends asynchronously anyway
 
 
 def test_a_share_link_keeps_the_overlap():
@@ -162,3 +163,33 @@ def test_the_sidebar_toggle_overlaps_the_sends_of_an_interleaved_pipeline():
     at.sidebar.selectbox(key="w_schedule").set_value("1f1b").run()
     assert not at.exception and not errors(at)
     assert at.session_state["w_overlap_p2p"] is True
+
+
+def test_the_search_overlaps_the_sends_of_interleaved_candidates():
+    """Never slower, so not a choice: every interleaved strategy the search returns overlaps its sends,
+    priced so by the sweep (evaluate() agrees)."""
+    from explorer.search import search
+    found = search(GPT, A100, 16, 128, top=20)
+    interleaved = [c for c in found.top + found.pareto if c.strategy.schedule == "interleaved"]
+    assert interleaved
+    for c in interleaved:
+        assert c.strategy.overlap_p2p
+        assert evaluate(GPT, c.strategy, A100, 16).iteration_time_s == pytest.approx(c.iteration_time_s, rel=1e-12)
+
+
+@pytest.mark.parametrize("overlap", [True, False])
+def test_the_sweep_prices_sends_as_evaluate_does(overlap):
+    """With a framework filter whose exporter cannot write the overlap (MindSpore, DeepSpeed) the sweep
+    keeps the sends inside the passes: its points' times are evaluate()'s either way."""
+    from explorer.search.search import SENDS_OVERLAPPED_BY, point_strategy
+    from explorer.search.space import enumerate_space
+    from explorer.search.sweep import settle, sweep
+    assert "mindspore" not in SENDS_OVERLAPPED_BY and "megatron" in SENDS_OVERLAPPED_BY
+    space = enumerate_space(GPT, 16, 128)
+    points = sweep(GPT, A100, space.families, 128, overlap_sends=overlap)
+    ks = [k for k in range(points.time_s.size) if space.families[points.family[k]].schedule == "interleaved"][::97]
+    settle(points, np.array(ks))
+    for k in ks:
+        strategy = point_strategy(space, points, k, 128, overlap_sends=overlap)
+        assert strategy.overlap_p2p is overlap
+        assert evaluate(GPT, strategy, A100, 16).iteration_time_s == pytest.approx(points.time_s[k], rel=1e-12)

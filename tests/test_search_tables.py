@@ -66,6 +66,10 @@ def test_chain_numbers_equal_evaluate(case):
     assert memory == pytest.approx(r.memory_bytes_per_device["total"], rel=1e-12)
     assert sums[F] == pytest.approx([row["fwd_s"] for row in r.stage_times_s], rel=1e-12)
     assert sums[B] == pytest.approx([row["bwd_s"] for row in r.stage_times_s], rel=1e-12)
+    # the point-to-point sends within them (what overlapped sends take out of the passes)
+    from explorer.search.tables import SB, SF
+    assert sums[SF] == pytest.approx([row["fwd_p2p_s"] for row in r.stage_times_s], rel=1e-12, abs=1e-18)
+    assert sums[SB] == pytest.approx([row["bwd_p2p_s"] for row in r.stage_times_s], rel=1e-12, abs=1e-18)
 
 
 def test_vector_of_micro_batches_equals_one_at_a_time():
@@ -82,21 +86,24 @@ def test_vector_of_micro_batches_equals_one_at_a_time():
 
 
 def block_by_block(chain, nodes, stages, pp):
-    """stage_sums' scalar path: every node and every link added one at a time."""
-    from explorer.search.tables import B_FROM, B_TO, F_FROM, F_TO, ROWS
-    out = np.zeros((ROWS, pp, chain.b.size))
+    """stage_sums' scalar path: every node and every link added one at a time (with the sends each
+    stage makes, SF and SB)."""
+    from explorer.search.tables import B_FROM, B_TO, F_FROM, F_TO, ROWS, S_FROM, S_TO, SB, SF, STAGE_ROWS
+    out = np.zeros((STAGE_ROWS, pp, chain.b.size))
     tied = chain.tied(pp)
     if tied:
         out[PSI] += tied["Psi_r"]
         out[GS] += tied["GS_r"]
     for i, node in enumerate(nodes):
-        out[:, stages[i]] += node.values
+        out[:ROWS, stages[i]] += node.values
         if i:
             link = chain.link(i, nodes[i - 1], node, stages[i - 1], stages[i])
             out[F, stages[i - 1]] += link[F_FROM]
             out[B, stages[i - 1]] += link[B_FROM]
             out[F, stages[i]] += link[F_TO]
             out[B, stages[i]] += link[B_TO]
+            out[SF, stages[i - 1]] += link[S_FROM]
+            out[SB, stages[i]] += link[S_TO]
     return out
 
 

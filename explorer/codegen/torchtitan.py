@@ -50,9 +50,8 @@ def torchtitan_toml(model, strategy) -> str:
                            f"{s.pp * s.chunks} equal stages as this strategy does")
     if s.pp > 1 and s.schedule not in SCHEDULE_NAMES:
         raise refuse(NAME, f"the {s.schedule} schedule has no torch.distributed.pipelining counterpart")
-    if s.overlap_p2p:
-        raise refuse(NAME, "overlapped pipeline sends: its pipelining schedules have no switch for them "
-                           "(Megatron-LM --overlap-p2p-communication)")
+    # overlapped pipeline sends (overlap_p2p) need no switch: torch.distributed.pipelining's schedules
+    # issue every send asynchronously and wait on it later ("Delay send waits" in schedules.py)
     replicate, shard = (s.dp, 1) if s.zero == 0 else (1, s.dp)
     par = [("data_parallel_replicate_degree", replicate), ("data_parallel_shard_degree", shard)]
     par += [("tensor_parallel_degree", s.tp), ("pipeline_parallel_degree", s.pp), ("context_parallel_degree", 1)]

@@ -27,12 +27,14 @@ def param_gather_with(zero: int, overlap: bool, param_gather: bool | None = None
 
 
 def lean_term(schedule: str, zero: int, overlap: bool, k_states: int, name: str,
-              param_gather: bool | None = None) -> tuple:
+              param_gather: bool | None = None, sends: bool = False) -> tuple:
     """(function, argument names) of one super-step term compiled over the symbols it uses
     (superstep.Variant.lean) -- from memory, from the disk cache (explorer.cost.cache: the source
-    lambdify wrote, as for evaluate()'s functions), or built with sympy and stored."""
+    lambdify wrote, as for evaluate()'s functions), or built with sympy and stored. `sends`: the
+    variant with the pipeline's sends overlapped (superstep.overlapped_sends)."""
     key = ("lean", schedule, int(zero), bool(overlap), int(k_states), name) + \
-        (("param_gather_overlap",) if param_gather_with(zero, overlap, param_gather) else ())
+        (("param_gather_overlap",) if param_gather_with(zero, overlap, param_gather) else ()) + \
+        (("p2p_overlap",) if sends else ())
     if key not in _LEAN:
         _LEAN[key] = _stored(key) or _built(key)
     return _LEAN[key]
@@ -55,7 +57,8 @@ def _built(key: tuple) -> tuple:
     # all-gather with the next forward (Megatron-LM --overlap-grad-reduce --overlap-param-gather
     # with the distributed optimizer, explorer.search.search.point_strategy: never slower)
     fn, args = variant(schedule, zero, overlap, k_states, zero_prefetch=zero == 3,
-                       param_gather_overlap=len(key) > 6).lean((name,))
+                       param_gather_overlap="param_gather_overlap" in key[6:],
+                       p2p_overlap="p2p_overlap" in key[6:]).lean((name,))
     names = tuple(a.name for a in args)
     source = source_of(fn)
     if source:
@@ -91,21 +94,26 @@ class Objective:
         self.k_states = optimizer_state_bytes(dtype_bytes)
         self.k_update = optimizer_update_bytes(dtype_bytes)
         self._lean_fns = {}
+        self.sends_allowed = True      # the sweep's: may interleaved sends overlap (sweep.p2p_overlap)
 
-    def _lean(self, schedule: str, zero: int, overlap: bool, name: str, param_gather: bool | None = None) -> tuple:
+    def _lean(self, schedule: str, zero: int, overlap: bool, name: str, param_gather: bool | None = None,
+              sends: bool = False) -> tuple:
         """The variant's term `name` compiled over the symbols it uses (Variant.lean), with those
         symbols' names (looked up by name: hashing sympy symbols in the search's loops is slow)."""
-        key = (schedule, zero, bool(overlap), name, param_gather)
+        key = (schedule, zero, bool(overlap), name, param_gather, sends)
         if key not in self._lean_fns:
-            self._lean_fns[key] = lean_term(schedule, zero, overlap, self.k_states, name, param_gather)
+            self._lean_fns[key] = lean_term(schedule, zero, overlap, self.k_states, name, param_gather, sends)
         return self._lean_fns[key]
 
-    def stage_ends(self, F, B, m, v, schedule: str = "1f1b", W=None):
+    def stage_ends(self, F, B, m, v, schedule: str = "1f1b", W=None, sends=None):
         """Per stage (last axis), when its last pass ends: the schedule's critical path (the super-step's
-        stage_end term, exact for unequal stages: fidelity issue, E8)."""
-        fn, args = self._lean(schedule, 0, False, "stage_end")
+        stage_end term, exact for unequal stages: fidelity issue, E8); `sends` (forward, backward) the
+        point-to-point sends within F and B, overlapped with computation (interleaved only)."""
+        fn, args = self._lean(schedule, 0, False, "stage_end", sends=sends is not None)
         values = {"F_r": _first(F), "B_r": _first(B), "W_r": 0.0 if W is None else _first(W), "m": m, "v": v,
                   "p": self.pp, "d": self.dp, "beta": self.beta, "W_{hbm}": self.hw["W"], "K_{opt}": self.k_update}
+        if sends is not None:
+            values["S^f_r"], values["S^b_r"] = _first(sends[0]), _first(sends[1])
         out = fn(*[values.get(a, 0.0 if a in STAGE_INPUT_NAMES else 1.0) for a in args])   # as Variant.__call__
         return np.moveaxis(np.asarray(out, dtype=float), 0, -1)
 

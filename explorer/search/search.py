@@ -30,7 +30,8 @@ from explorer.search.report import label
 from explorer.search.refine import refine
 from explorer.search.space import MEMORY, enumerate_space
 from explorer.search.objective import param_gather_with
-from explorer.search.sweep import Points, settle_fastest, settle_front, sweep, tp_overlap
+from explorer.search.sweep import (SENDS_OVERLAPPED_BY, Points, p2p_overlap, settle_fastest, settle_front, sweep,
+                                   tp_overlap)
 
 MEMORY_RULE = MEMORY
 
@@ -93,7 +94,8 @@ def _check_ep(model, ep) -> None:
         raise ExplorerError(f"ep={ep} does not divide the model's {model.experts} experts")
 
 
-def point_strategy(space, points: Points, k: int, global_batch: int, dtype: str = "bf16") -> Strategy:
+def point_strategy(space, points: Points, k: int, global_batch: int, dtype: str = "bf16",
+                   overlap_sends: bool = True) -> Strategy:
     """The Strategy of sweep point k (Megatron's split, default stage placement)."""
     fam = space.families[points.family[k]]
     return Strategy(dp=fam.dp, tp=fam.tp, pp=fam.pp, micro_batch=int(points.micro_batch[k]),
@@ -101,7 +103,7 @@ def point_strategy(space, points: Points, k: int, global_batch: int, dtype: str 
                     zero=int(points.zero[k]), recompute=fam.recompute,
                     sequence_parallel=fam.sequence_parallel, overlap_dp=bool(points.overlap[k]), dtype=dtype,
                     cp=fam.cp, cp_algo=fam.cp_algo, ep=fam.ep, expert_tp=fam.expert_tp,
-                    overlap_tp=tp_overlap(fam),
+                    overlap_tp=tp_overlap(fam), overlap_p2p=p2p_overlap(fam, overlap_sends),
                     overlap_param_gather=param_gather_with(int(points.zero[k]), bool(points.overlap[k])))
 
 
@@ -131,8 +133,10 @@ def search(model, cluster, gpus: int, global_batch: int, max_memory_bytes: float
     if ep is not None:
         _check_ep(model, ep)
     space = enumerate_space(model, gpus, global_batch, cp, cp_algo, ep)
+    sends = framework in SENDS_OVERLAPPED_BY
     points = sweep(model, cluster, space.families, global_batch, dtype,
-                   progress=lambda done, n: report(0.7 * done / n, f"evaluated {done}/{n} families"))
+                   progress=lambda done, n: report(0.7 * done / n, f"evaluated {done}/{n} families"),
+                   overlap_sends=sends)
     fits = np.flatnonzero(points.memory_bytes <= cap)
     pruned = Counter(space.pruned)
     pruned[MEMORY_RULE] += int(points.time_s.size - fits.size)
@@ -142,7 +146,7 @@ def search(model, cluster, gpus: int, global_batch: int, max_memory_bytes: float
     # framework filter (whose kept points only the exporters know) every point within the cap
     settle_fastest(points, fits, BEST_SCAN * top if keep is None else fits.size)
     settle_front(points, fits)
-    pool = _Pool(model, cluster, gpus, space, points, fits, global_batch, dtype, cap, keep)
+    pool = _Pool(model, cluster, gpus, space, points, fits, global_batch, dtype, cap, keep, sends)
     order = _to_refine(space, points, fits, refine_top)
     first = pool.first_answer()
     if first is not None:      # an early answer: the fastest uniform strategy, before the refinement
@@ -236,8 +240,9 @@ class _Pool:
     """Every candidate within the cap: sweep points (built on demand) and refined strategies;
     `keep` (optional) drops the strategies a framework cannot express before they are evaluated."""
 
-    def __init__(self, model, cluster, gpus, space, points, fits, global_batch, dtype, cap, keep=None):
+    def __init__(self, model, cluster, gpus, space, points, fits, global_batch, dtype, cap, keep=None, sends=True):
         self.model, self.cluster, self.gpus, self.cap, self.keep = model, cluster, gpus, cap, keep
+        self.sends = sends
         self.space, self.points, self.batch, self.dtype = space, points, global_batch, dtype
         self.time = list(points.time_s[fits])
         self.memory = list(points.memory_bytes[fits])
@@ -245,7 +250,7 @@ class _Pool:
         self._done = {}
 
     def strategy(self, k) -> Strategy:
-        return point_strategy(self.space, self.points, int(k), self.batch, self.dtype)
+        return point_strategy(self.space, self.points, int(k), self.batch, self.dtype, self.sends)
 
     def first_answer(self):
         """(strategy, seconds) of the fastest kept sweep point, or None (the sweep's own numbers)."""

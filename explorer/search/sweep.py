@@ -23,7 +23,7 @@ from explorer.hardware.cluster import BYTES_PER_ELEMENT
 from explorer.schedules.critical_path import stage_end_lower_bounds
 from explorer.strategy.strategy import LayerSplit, Strategy
 from explorer.search.objective import Objective
-from explorer.search.tables import A, B, F, GS, PSI, W, Chain, node_stages, stage_sums
+from explorer.search.tables import A, B, F, GS, PSI, SB, SF, W, Chain, node_stages, stage_sums
 
 
 @dataclass
@@ -62,7 +62,21 @@ def probe(family, global_batch: int, dtype: str = "bf16") -> Strategy:
                     global_batch=family.dp * family.pp, schedule=family.schedule, chunks=family.chunks,
                     recompute=family.recompute, sequence_parallel=family.sequence_parallel, dtype=dtype,
                     cp=family.cp, cp_algo=family.cp_algo, ep=family.ep, expert_tp=family.expert_tp,
-                    overlap_tp=tp_overlap(family))
+                    overlap_tp=tp_overlap(family), overlap_p2p=p2p_overlap(family))
+
+
+def p2p_overlap(family, allowed: bool = True) -> bool:
+    """The interleaved schedule's point-to-point sends run under computation (Megatron-LM
+    --overlap-p2p-communication, which Megatron-Core allows with a virtual pipeline only): never
+    slower in the model (an edge's send replaces the same send inside its pass), so not a choice --
+    unless the search is `allowed` none (a framework filter whose exporter cannot write it)."""
+    return allowed and family.schedule == "interleaved" and family.pp > 1
+
+
+SENDS_OVERLAPPED_BY = (None, "megatron", "torchtitan")
+"""Framework filters under which the search overlaps the interleaved schedule's sends: none, Megatron-LM
+(--overlap-p2p-communication) and torchtitan (torch.distributed.pipelining issues its sends
+asynchronously and waits on them later, 'Delay send waits' in its schedules)."""
 
 
 def tp_overlap(family) -> bool:
@@ -78,14 +92,16 @@ def default_options(tp: int) -> tuple:
 
 
 def sweep(model, cluster, families, global_batch: int, dtype: str = "bf16", progress=None,
-          options=default_options) -> Points:
-    """Evaluate every family with each uniform option of `options(tp)`; progress(done, total)."""
+          options=default_options, overlap_sends: bool = True) -> Points:
+    """Evaluate every family with each uniform option of `options(tp)`; progress(done, total);
+    overlap_sends: the interleaved schedule's sends under computation (p2p_overlap)."""
     groups = defaultdict(list)
     for index, fam in enumerate(families):
         groups[(fam.tp, fam.recompute, fam.sequence_parallel, fam.cp, fam.cp_algo, fam.ep, fam.expert_tp)].append(index)
     rows, pending, done = [], {}, 0
     for (tp, *_), members in groups.items():
-        _sweep_group(model, cluster, families, members, global_batch, dtype, options(tp), rows, pending)
+        _sweep_group(model, cluster, families, members, global_batch, dtype, options(tp), rows, pending,
+                     overlap_sends)
         done += len(members)
         if progress:
             progress(done, len(families))
@@ -94,7 +110,8 @@ def sweep(model, cluster, families, global_batch: int, dtype: str = "bf16", prog
     return Points(*columns, pending=pending)
 
 
-def _sweep_group(model, cluster, families, members, global_batch, dtype, options, rows, pending):
+def _sweep_group(model, cluster, families, members, global_batch, dtype, options, rows, pending,
+                 overlap_sends=True):
     first = families[members[0]]
     sizes = np.array(sorted({b for i in members for b in families[i].micro_batches}))
     base = Chain(model, cluster, probe(first, global_batch, dtype), sizes)
@@ -106,6 +123,7 @@ def _sweep_group(model, cluster, families, members, global_batch, dtype, options
         chain = base.for_probe(probe(families[fams[0]], global_batch, dtype))
         fam0 = families[fams[0]]
         objective = Objective(cluster, BYTES_PER_ELEMENT[dtype], chain.hw, fam0.dp, fam0.tp, pp, fam0.cp)
+        objective.sends_allowed = overlap_sends
         by_stages = {}                 # schedules placing the blocks alike share their stage sums
         picked = []
         for i in fams:
@@ -155,8 +173,9 @@ def _evaluate_family(index, fam, sums, b, ends, degree, objective, global_batch,
     m = global_batch / (b * fam.dp)                                   # micro-batches, per b
     Fs, Bs, psi, act, split, Ws = (sums[:, k] for k in (F, B, PSI, A, GS, W))  # each (options, b, pp)
     exact = ends is not None
-    if not exact:
-        ends = np.moveaxis(stage_end_lower_bounds(fam.schedule, *(np.moveaxis(x, -1, 0) for x in (Fs, Bs, Ws)),
+    if not exact:       # (overlapped sends: the passes without them, which the edges only lengthen)
+        busy = (Fs - sums[:, SF], Bs - sums[:, SB]) if p2p_overlap(fam, objective.sends_allowed) else (Fs, Bs)
+        ends = np.moveaxis(stage_end_lower_bounds(fam.schedule, *(np.moveaxis(x, -1, 0) for x in (*busy, Ws)),
                                                   m[None, :], fam.chunks), 0, -1)
     valid = (b[None, :] % degree[:, None]) == 0                        # 'batch' needs b % degree == 0
     opt_idx, b_idx = np.nonzero(valid)
@@ -199,8 +218,9 @@ def settle(points: Points, indices) -> None:
                 column[key] = len(first)
                 first.append(n)
             of_row.append(column[key])
+        sends = (sums[first, SF], sums[first, SB]) if p2p_overlap(fam, objective.sends_allowed) else None
         ends = objective.stage_ends(sums[first, F], sums[first, B], m[first], fam.chunks, fam.schedule,
-                                    sums[first, W])[of_row]
+                                    sums[first, W], sends)[of_row]
         ks = np.asarray(ks)
         variants = defaultdict(list)
         for n, k in enumerate(ks.tolist()):

@@ -37,6 +37,12 @@ F_FROM, F_TO, B_FROM, B_TO = range(4)
 """Rows of a link's values: forward / backward seconds paid by the producer's
 and the consumer's stage (a p2p is paid by its sender, a conversion by the
 side that needs it: the consumer forward, the producer backward; see program._payer)."""
+S_FROM, S_TO = 4, 5
+"""Further rows of a link: the point-to-point sends within F_FROM (the producer's forward send) and
+B_TO (the consumer's backward send), which overlapped sends take out of the passes."""
+SF, SB = 6, 7
+"""Further rows of stage_sums: each stage's forward and backward point-to-point sends (within F, B)."""
+STAGE_ROWS = 8
 
 
 @dataclass(frozen=True, eq=False)
@@ -171,7 +177,7 @@ class Chain:
         before = PlacedBlock(self.blocks[i - 1], prev.split, stage_from, 0, prev.cost, prev.route)
         after = PlacedBlock(self.blocks[i], cur.split, stage_to, 0, cur.cost, cur.route)
         boundary = plan_boundary(before, after, i, self.probe, self.cluster)
-        out = np.zeros((4, self.b.size))
+        out = np.zeros((6, self.b.size))
         sizes = size_function(tuple(c.size for c in boundary.collectives))(*self.nums.size_args()) \
             if boundary.collectives else ()
         for c, route, size in zip(boundary.collectives, boundary.routes, sizes):
@@ -182,13 +188,16 @@ class Chain:
             by_sender = c.kind == "p2p"
             row = (F_FROM if by_sender else F_TO) if forward else (B_TO if by_sender else B_FROM)
             out[row] += secs
+            if by_sender and c.category == "pp_comm":
+                out[S_FROM if forward else S_TO] += secs
         return out
 
 
 def stage_sums(chain: Chain, nodes, stages, pp: int) -> np.ndarray:
-    """(ROWS, pp, micro-batch sizes): each stage's F, B, PSI, A, GS, W for nodes placed on `stages`
-    (with a tied embedding's copy and gradient all-reduce, explorer.cost.tree.tied_values)."""
-    out = np.zeros((ROWS, pp, chain.b.size))
+    """(STAGE_ROWS, pp, micro-batch sizes): each stage's F, B, PSI, A, GS, W for nodes placed on `stages`
+    (with a tied embedding's copy and gradient all-reduce, explorer.cost.tree.tied_values), and the
+    point-to-point sends SF, SB within its F and B."""
+    out = np.zeros((STAGE_ROWS, pp, chain.b.size))
     tied = chain.tied(pp)
     if tied:
         out[PSI] += tied["Psi_r"]
@@ -202,7 +211,8 @@ def stage_sums(chain: Chain, nodes, stages, pp: int) -> np.ndarray:
     same[1:] = (ids[1:] == ids[:-1]) & (at[1:] == at[:-1])
     starts = np.flatnonzero(~same)
     counts = np.diff(np.append(starts, n)).astype(float)
-    np.add.at(out.transpose(1, 0, 2), at[starts], counts[:, None, None] * np.stack([nodes[j].values for j in starts]))
+    np.add.at(out[:ROWS].transpose(1, 0, 2), at[starts],
+              counts[:, None, None] * np.stack([nodes[j].values for j in starts]))
     if n < 2:
         return out
     # links: one per distinct (producer node, consumer node, their stages) -- the link's value
@@ -217,6 +227,8 @@ def stage_sums(chain: Chain, nodes, stages, pp: int) -> np.ndarray:
     np.add.at(out[B], s_from, links[:, B_FROM])
     np.add.at(out[F], s_to, links[:, F_TO])
     np.add.at(out[B], s_to, links[:, B_TO])
+    np.add.at(out[SF], s_from, links[:, S_FROM])
+    np.add.at(out[SB], s_to, links[:, S_TO])
     return out
 
 
