@@ -96,7 +96,8 @@ def draw() -> None:
     right.selectbox("Recompute", RECOMPUTE, key=S.W_RECOMPUTE)
     bar.toggle("Sequence parallelism", key=S.W_SP, on_change=_sp_moved)
     bar.toggle("Overlap DP sync with backward", key=S.W_OVERLAP,
-               help="Megatron-LM --overlap-grad-reduce: the gradient synchronisation runs under the last backward")
+               help="Megatron-LM --overlap-grad-reduce: the gradient synchronisation runs under the last "
+                    "backward (interleaved: each model chunk's sync from its own last backward)")
     bar.toggle("Overlap TP comm with GEMMs", key=S.W_OVERLAP_TP, disabled=not ss[S.W_SP],
                help="Megatron-LM --tp-comm-overlap (needs sequence parallelism): the all-gathers and reduce-scatters "
                     "run under the GEMMs next to them; the Cost page shows what stays exposed and what is hidden")

@@ -39,7 +39,8 @@ def add_strategy_flags(cmd: argparse.ArgumentParser, extra_schedules: tuple = ()
     cmd.add_argument("--recompute", choices=RECOMPUTE)
     cmd.add_argument("--sequence-parallel", action="store_true", default=None)
     cmd.add_argument("--overlap-dp", action="store_true", default=None,
-                     help="overlap gradient synchronisation with the last backward (Megatron-LM --overlap-grad-reduce)")
+                     help="overlap gradient synchronisation with the last backward (interleaved: each "
+                          "chunk's; Megatron-LM --overlap-grad-reduce)")
     cmd.add_argument("--overlap-tp", action="store_true", default=None,
                      help="run the sequence-parallel all-gathers and reduce-scatters under the GEMMs next to them "
                           "(Megatron-LM --tp-comm-overlap; needs --sequence-parallel)")

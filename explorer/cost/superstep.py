@@ -227,7 +227,7 @@ def terms(schedule: str, zero: int, overlap: bool, k_states: int, moe: bool = Fa
     moved = _with_experts(moe, param_gather(zero), param_gather(zero, **eg)) if param_gather_overlap \
         else sp.Integer(0)        # the parameter all-gather, moved under the next forward
     rest = sync - moved
-    exposed = QuickMax(0, rest - sched.overlap_window) if overlap else rest
+    exposed = sched.exposed_sync(rest) if overlap else rest
     if param_gather_overlap:
         exposed = exposed + _with_experts(moe, param_gather_exposed(zero), param_gather_exposed(zero, **eg))
     after = exposed + gathers_exposed + step

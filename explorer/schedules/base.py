@@ -61,8 +61,9 @@ class Schedule:
     (Σ_T, F_max, ...) and m, v, p: exact for equal stages (GPipe's for any), what the search's
     partition DP prices from stage sums. stage_end, in_flight and overlap_window are per stage (r,
     F_r, B_r, W_r): stage_end is the end of stage r's last pass, the exact critical path (fidelity
-    issue, E8) that the super-step reads. `formulas()` returns those five sympy expressions; they
-    are read as attributes."""
+    issue, E8) that the super-step reads. `formulas()` returns those five sympy expressions (and,
+    optionally, `sync_exposed`: rest -> the exposed part of an overlapped sync); they are read as
+    attributes."""
 
     name: str
     title: str
@@ -103,3 +104,13 @@ class Schedule:
     def overlap_window(self):
         """Per stage: seconds the gradient sync may hide under (sympy)."""
         return self._formulas["overlap_window"]
+
+    def exposed_sync(self, rest):
+        """Per stage: the part of the overlapped gradient sync `rest` (seconds, sympy) left after
+        stage r's last pass: the schedule's own rule `sync_exposed(rest)` where its syncs start at
+        several points (interleaved chunks), else what exceeds overlap_window."""
+        rule = self._formulas.get("sync_exposed")
+        if rule is not None:
+            return rule(rest)
+        from explorer.symbols import QuickMax
+        return QuickMax(0, rest - self.overlap_window)

@@ -28,6 +28,27 @@ def order(p: int, m: int, v: int) -> list:
     return out
 
 
+def sync_exposed(rest):
+    """Per stage r, the exposed part of an overlapped gradient sync of `rest` seconds split over the
+    v chunks (Megatron-Core pipeline_parallel/schedules.py, forward_backward_pipelining_with_
+    interleaving: chunk c's sync is launched once its last micro-batch's backward is done, and with
+    align_grad_reduce, the default with --overlap-grad-reduce, r backward passes later on stage r, "at
+    the same time across the pipeline-parallel group"; a chunk whose delayed launch falls past the
+    stage's last backward is launched at its end). In `order`, chunk c's last backward has c p chunk
+    backwards after it, all in the cooldown; the chunks' syncs run one after another on the DP
+    stream, chunk v-1 first. Each takes rest/v, and b = B_r/v is one chunk's backward, so the sync
+    ends max over c of (c+1) rest/v - max(0, c p - r) b after the stage's last pass: linear in c for
+    c >= 1 (r < p), so the maximum is at c = 0, 1 or v-1 (g = min(1, v-1) drops c = 1 when v = 1).
+    Chunk 0's sync is always exposed. The cooldown's waits between backwards are left out of the
+    windows: never less than Megatron's exposed time."""
+    import sympy as sp
+
+    from explorer.symbols import B_r, QuickMax, p, r, v
+    chunk, g = B_r / v, sp.Min(1, v - 1)
+    return QuickMax(rest / v, (1 + g) * rest / v - g * (p - r) * chunk,
+                    rest - QuickMax(0, (v - 1) * p - r) * chunk)
+
+
 def formulas() -> dict:
     import sympy as sp
 
@@ -42,6 +63,7 @@ def formulas() -> dict:
         # p(1 + (p-1)/(pv)), Korthikanti et al. Sec 4.2.3's interleaving factor.
         in_flight=sp.Min(m * v, 2 * (p - r - 1) + (v - 1) * p + 1) / v,
         overlap_window=B_r / v,            # the last backward pass is one chunk's
+        sync_exposed=sync_exposed,         # each chunk's sync from its own last backward (Megatron-Core)
         stage_end=StageEndInterleaved(F_r, B_r, W_r, m, v),   # exact (critical_path.py); makespan bounds it
     )
 
