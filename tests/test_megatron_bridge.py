@@ -49,7 +49,7 @@ def test_every_dense_row_is_a_case_or_skipped_with_a_reason(bridge):
     dense = [c for c in cases if c.group in DENSE_GROUPS]
     assert all(c.model.family == "llama" and not c.model.is_moe and c.strategy.dtype == "fp8" for c in dense)
     reasons = " ".join(r for _, _, r in skipped)
-    for why in ("multi-token-prediction", "context parallelism", "nvfp4", "FSDP", "no model preset"):
+    for why in ("multi-token-prediction", "uneven interleaved", "nvfp4", "FSDP", "no model preset"):
         assert why in reasons
 
 
@@ -227,3 +227,24 @@ def test_moe_rows_of_one_configuration_in_several_containers_are_kept_and_say_th
     by_id = {c.id: c for c in bridge[0]}
     assert all(by_id[rid].assumptions.endswith(notes[rid]) for rid in notes if rid in by_id)
     assert not any(rid.startswith("mb_") and "llama3" in rid for rid in notes)    # MoE rows only
+
+
+def test_context_parallel_rows_map_to_cp():
+    """A CP = 2 row (Llama 3.1 405B, H100, t=8 p=8 cp=2 on 1024 GPUs) becomes a strategy with cp=2 and
+    dp = GPUs / (t p cp) = 8, ring attention (Megatron cp_comm_type p2p, the default), held out even
+    in the fitted container (the fit was made without it). Every bundled CP row is still skipped, for
+    its 126 layers over p x v = 64 chunks."""
+    from copy import deepcopy
+
+    from explorer.validation.megatron_bridge import case_of, skip_reason
+    rows = [e for e in ENTRIES if (e["inputs"].get("context_parallel") or 1) > 1]
+    assert rows and all("uneven interleaved" in skip_reason(e) for e in rows
+                        if e["inputs"]["system"] in ("DGX-H100", "DGX-B200", "DGX-GB200"))
+    entry = deepcopy(next(e for e in rows if e["id"] == "mb_2509_pretrain_llama3p1-405b_h100_fp8"))
+    entry["inputs"]["virtual_pipeline"] = None          # 126 layers over p = 8 stages: still uneven
+    entry["inputs"]["pipeline_parallel"] = 2             # 63 layers a stage: expressible
+    assert skip_reason(entry) == ""
+    case = case_of(entry)
+    s = case.strategy
+    assert (s.cp, s.cp_algo, s.dp, s.tp, s.pp) == (2, "ring", 1024 // (8 * 2 * 2), 8, 2)
+    assert case.subset == "held out" and entry["inputs"]["container"] in FIT_CONTAINERS
