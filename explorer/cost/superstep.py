@@ -76,18 +76,40 @@ def dp_sync(zero: int, psi=Psi_r, n=d, g=g_r, L=L_r, gs=GS_r, *, grad_bytes=None
     gradients move at 4 B, the parameters ZeRO-1/2 gather back at beta (Megatron's distributed
     optimizer: reduce-scatter of fp32 main grads, all-gather of bf16 params,
     docs/user-guide/features/dist_optimizer.md)."""
+    rs = grad_reduce_scatter(psi, n, g, L, grad_bytes=grad_bytes)
     if grad_bytes is not None:
-        rs = coll.time("reduce_scatter", grad_bytes * psi, n, g, L)
         ag = coll.time("all_gather", beta * psi, n, g, L)
         if zero == 0:
             return coll.time("all_reduce", grad_bytes * psi, n, g, L) + gs
         return (m * rs if zero >= 2 else rs) + (ag if zero in (1, 2) else 0) + gs
-    rs = coll.time("reduce_scatter", beta * psi, n, g, L)
     if zero == 3:
         return m * rs + gs
     if zero == 2:
         return m * rs + coll.time("all_gather", beta * psi, n, g, L) + gs
     return coll.time("all_reduce", beta * psi, n, g, L) + gs
+
+
+def grad_reduce_scatter(psi=Psi_r, n=d, g=g_r, L=L_r, *, grad_bytes=None) -> sp.Expr:
+    """One reduce-scatter of stage r's gradients over n replicas (at beta bytes, or grad_bytes)."""
+    return coll.time("reduce_scatter", (beta if grad_bytes is None else sp.Integer(grad_bytes)) * psi, n, g, L)
+
+
+def sharded_sync_exposed(sched, rs, rest, hidden_fwd, hidden_bwd) -> sp.Expr:
+    """ZeRO-2/3 with the sync overlapped: micro-batch j's gradient reduce-scatter (`rs` seconds) starts
+    under its own backward (bucketed: DeepSpeed overlap_comm, PyTorch FSDP's post-backward
+    reduce-scatter, Megatron FSDP) and the m reduce-scatters queue on the data-parallel link, the rest
+    of the sync (`rest` - m rs: batch-split layers' all-reduce, ZeRO-2's parameter all-gather) after
+    them. Between two backwards' starts the link is free for the compute its prefetched gathers do not
+    take (`hidden_fwd`, `hidden_bwd`: the gather seconds hidden under a forward and a backward pass):
+    gap = B_r - hidden_bwd, plus F_r - hidden_fwd unless the schedule runs its backwards back to back
+    (GPipe; ZeRO-2/3 run at p = 1, strategy/rules.py); the last backward offers last = B_r -
+    hidden_bwd. The queue then ends max over k = 1..m of k rs + others - (k-1) gap - last after the
+    stage's last pass (the last k reduce-scatters back to back): linear in k, so k = 1 or m. With
+    m = 1 this is the one-window rule max(0, rest - B_r) less the link time the gather takes."""
+    others = rest - m * rs
+    last = B_r - hidden_bwd
+    gap = last + (0 if sched.backwards_adjacent else F_r - hidden_fwd)
+    return QuickMax(0, rs + others - last, m * rs + others - (m - 1) * gap - last)
 
 
 def dp_bytes(zero: int, psi=Psi_r, n=d, gsb=GSB_r, *, grad_bytes=None) -> sp.Expr:
@@ -227,7 +249,13 @@ def terms(schedule: str, zero: int, overlap: bool, k_states: int, moe: bool = Fa
     moved = _with_experts(moe, param_gather(zero), param_gather(zero, **eg)) if param_gather_overlap \
         else sp.Integer(0)        # the parameter all-gather, moved under the next forward
     rest = sync - moved
-    exposed = sched.exposed_sync(rest) if overlap else rest
+    if overlap and zero >= 2:          # a reduce-scatter after every micro-batch's backward (E2)
+        rs = _with_experts(moe, grad_reduce_scatter(grad_bytes=grad_bytes),
+                           grad_reduce_scatter(eg["psi"], eg["n"], eg["g"], eg["L"], grad_bytes=grad_bytes))
+        gather = _with_experts(moe, zero_gather_pass(zero), zero_gather_pass(zero, **eg))
+        exposed = sharded_sync_exposed(sched, rs, rest, gather - pass_exposed["fwd"], gather - pass_exposed["bwd"])
+    else:
+        exposed = sched.exposed_sync(rest) if overlap else rest
     if param_gather_overlap:
         exposed = exposed + _with_experts(moe, param_gather_exposed(zero), param_gather_exposed(zero, **eg))
     after = exposed + gathers_exposed + step

@@ -105,6 +105,14 @@ class Schedule:
         """Per stage: seconds the gradient sync may hide under (sympy)."""
         return self._formulas["overlap_window"]
 
+    @cached_property
+    def backwards_adjacent(self) -> bool:
+        """On one stage, do two micro-batches' backwards run back to back (GPipe), or does a forward
+        come between them (1F1B)? Read off the schedule's own order for p = 1, m = 2."""
+        passes = [kind for kind, _, _ in self.order(1, 2, 1)[0] if kind != W]
+        first = passes.index(B)
+        return passes[first + 1] == B
+
     def exposed_sync(self, rest):
         """Per stage: the part of the overlapped gradient sync `rest` (seconds, sympy) left after
         stage r's last pass: the schedule's own rule `sync_exposed(rest)` where its syncs start at

@@ -22,6 +22,10 @@ to fit the number):
   are skipped (with the reason). FSDP = 0 or absent is Megatron's distributed
   optimizer = ZeRO-1 over dp (use_distributed_optimizer = True in the recipes), with the gradient
   reduce-scatter overlapped with the backward (overlap_grad_reduce = True).
+* TP > 1 runs its TP communication under the GEMMs (our overlap_tp, Megatron --tp-comm-overlap): the
+  Llama 3 performance configs pass a Transformer Engine userbuffers overlap config for every system
+  (scripts/performance/configs/llama/llama3_llm_pretrain.py COMM_OVERLAP_CONFIG_MAP:
+  userbuffers_fp8_h100_h8192_tp4_mbs1_seqlen8192, userbuffers_*_b200_h8192_tp2_mbs1_seqlen8192).
 * Gradients are reduced in the model dtype, not fp32: the performance runs set
   `ddp.grad_reduce_in_fp32 = False` (helpers.py set_basic_perf_overrides), so grad_dtype =
   "model" (fidelity issue E7's fp32 option stays off here).
@@ -115,9 +119,9 @@ def skip_reason(entry: dict) -> str:
             return why
     pp = x["pipeline_parallel"]
     fsdp = x.get("fsdp")
-    if isinstance(fsdp, int) and fsdp > 1:
-        return ("Megatron FSDP overlaps every micro-batch's gradient reduce-scatter with its backward; our ZeRO-3 "
-                "hides only the last one (its parameter gathers are prefetched, Strategy.zero_prefetch)")
+    if isinstance(fsdp, int) and fsdp > 1 and fsdp != x["num_gpus"] // (
+            x["tensor_parallel"] * pp * (x.get("context_parallel") or 1)):
+        return f"FSDP over {fsdp} of the data-parallel ranks (hybrid sharding) is not expressible"
     vp = x.get("virtual_pipeline") or 1
     layers = load_model(x["model"]).layers
     if vp > 1 and layers % (pp * vp):
@@ -132,6 +136,8 @@ def _moe_skip_reason(entry: dict) -> str:
     if not entry["expected"].get("tokens_per_sec_per_gpu"):
         return ("no tokens/s published for this run (only model TFLOP/s, whose FLOPs convention changed "
                 "across containers: README)")
+    if isinstance(x.get("fsdp"), int) and x["fsdp"] > 1:
+        return "Megatron FSDP of expert weights is not modelled (the MoE cases run ZeRO-1)"
     if x["model"] == "deepseek-v3" and "w/o MTP" not in (x.get("label_annotation") or ""):
         return ("ran one multi-token-prediction layer (every DeepSeek-V3 row but 25.11 'w/o MTP' counts it: README, "
                 "implied FLOPs/token 260 vs 250 G), which the model does not express (assets/models/deepseek-v3.json)")
@@ -170,18 +176,20 @@ def case_of(entry: dict) -> Case:
         return moe_case_of(entry)
     tp, pp, n, cp = x["tensor_parallel"], x["pipeline_parallel"], x["num_gpus"], x.get("context_parallel") or 1
     dp, vp = n // (tp * pp * cp), x.get("virtual_pipeline") or 1
-    zero = 1
+    fsdp = isinstance(x.get("fsdp"), int) and x["fsdp"] > 1
+    zero = 3 if fsdp else 1
     model = load_model(x["model"]).with_seq_len(int(x["seq_len"]))
     strategy = Strategy(dp=dp, tp=tp, pp=pp, micro_batch=x["micro_batch_size"], global_batch=x["global_batch_size"],
                         schedule="interleaved" if vp > 1 else "1f1b", chunks=vp, zero=zero,
                         sequence_parallel=tp > 1, overlap_dp=True, dtype=x["dtype"], grad_dtype="model",
-                        cp=cp, cp_algo="ring")
+                        cp=cp, cp_algo="ring", zero_prefetch=fsdp, overlap_tp=tp > 1)
     container = x["container"]
-    subset = "fitted" if container in FIT_CONTAINERS and cp == 1 else "held out"
+    subset = "fitted" if container in FIT_CONTAINERS and cp == 1 and not fsdp else "held out"
     why = (f"{container}, {x['system']} ({SYSTEMS[x['system']]}), {subset}; t={tp} p={pp} d={dp}"
            f"{f' cp={cp} (ring: Megatron cp_comm_type p2p, the default)' if cp > 1 else ''}"
            f"{' v=' + str(vp) if vp > 1 else ''}, b={x['micro_batch_size']} B={x['global_batch_size']}, "
-           "ZeRO-1 (Megatron's distributed optimizer), bf16 gradient "
+           + ("ZeRO-3 with prefetch, a reduce-scatter under every backward (Megatron FSDP optim_grads_params)"
+              if fsdp else "ZeRO-1 (Megatron's distributed optimizer)") + ", bf16 gradient "
            f"reduce (grad_reduce_in_fp32=False), {x['dtype']} ({x.get('fp8_recipe') or x['precision_verbatim']}); "
            "predicted = Megatron-Bridge FLOPs / (our iteration time x GPUs)")
     return Case(entry["id"], group_of(x["system"]), entry["source"], model, strategy, n, "model_tflops_per_gpu",
