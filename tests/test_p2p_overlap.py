@@ -169,7 +169,7 @@ def test_the_search_overlaps_the_sends_of_interleaved_candidates():
     """Never slower, so not a choice: every interleaved strategy the search returns overlaps its sends,
     priced so by the sweep (evaluate() agrees)."""
     from explorer.search import search
-    found = search(GPT, A100, 16, 128, top=20)
+    found = search(GPT, A100, 16, 128, max_memory_bytes=8 * 2**30, top=20)   # memory-bound: pipelines in the lists
     interleaved = [c for c in found.top + found.pareto if c.strategy.schedule == "interleaved"]
     assert interleaved
     for c in interleaved:
