@@ -88,3 +88,19 @@ def test_the_gathers_take_their_share_of_the_link():
     assert row["zero_pass_s"] > row["fwd_s"]
     assert row["dp_exposed_s"] > max(0.0, row["dp_sync_s"] - row["bwd_s"]) > 0
     assert row["dp_exposed_s"] <= row["dp_sync_s"]
+
+
+def test_timeline_draws_one_hidden_reduce_scatter_per_backward():
+    """The super-step Gantt shows the hidden sync as m reduce-scatters on row 'stage 0 · dp', each from
+    its backward's start, their seconds and bytes the model's hidden part; the iteration is unchanged."""
+    from explorer.timeline import superstep_events
+    model = load_model("gpt-7.5b")
+    s = Strategy(dp=64, tp=1, pp=1, micro_batch=1, global_batch=1024, zero=3, zero_prefetch=True, overlap_dp=True)
+    res = evaluate(model, s, A100)
+    ev = superstep_events(model, s, A100, result=res)
+    syncs = ev[(ev["kind"] == "dp_sync") & ev["hidden"]]
+    backwards = ev[(ev["kind"] == "backward") & (ev["stage"] == 0)]
+    assert len(syncs) == res.micro_batches == len(backwards)
+    assert sorted(syncs["start_s"]) == pytest.approx(sorted(backwards["start_s"]), abs=1e-12)
+    assert syncs["duration_s"].sum() == pytest.approx(res.hidden_s["dp_comm"], rel=1e-9)
+    assert ev["end_s"].max() == pytest.approx(res.iteration_time_s, rel=1e-9)

@@ -40,7 +40,8 @@ class PassCosts:
     devices: tuple                      # per stage: ranks of its group in replica 0
     chunks: int = 1
     after: dict = field(default_factory=dict)   # per stage arrays: dp_sync_s, dp_exposed_s, zero_comm_s,
-    #                                             optimizer_s, dp_bytes; 'dp_level' name
+    #                                             optimizer_s, dp_bytes; 'dp_level' name; 'dp_per_backward'
+    #                                             (ZeRO-2/3: the sync is one reduce-scatter per backward)
     sends: np.ndarray | None = None     # stages x passes: point-to-point sends overlapped with computation
     #                                     (not in `seconds`; the receiver waits for them), or None
 
@@ -94,6 +95,7 @@ def from_result(result, the_plan, ctx: Numbers, split_weight: bool) -> PassCosts
         after["zero_comm_s"] = np.zeros(p)
     nbytes, levels, params = _bytes_and_levels(the_plan, ctx)
     after["dp_bytes"] = np.array([row["dp_bytes"] for row in result.stage_times_s])
+    after["dp_per_backward"] = strategy.zero >= 2     # a reduce-scatter after every backward (E2)
     shares = coll.level_shares("all_reduce", result.extra["dp_route"])
     after["dp_level"] = "+".join(name for name, w in zip(ctx.level_names, shares) if w)
     if strategy.zero == 3:   # bytes of the gather before each pass

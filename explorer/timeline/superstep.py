@@ -132,12 +132,27 @@ def _after(sim: dict, costs: PassCosts, ends: np.ndarray, rows, devices, overlap
     out = [df[df["duration_s"] > 0] for df in cols]
     hidden = after["dp_sync_s"] - after["dp_exposed_s"]
     if overlap_dp and hidden.any():
-        bwd = np.isin(sim["pass"], (B, W))
-        last_end = np.full(p, -np.inf)
-        np.maximum.at(last_end, sim["stage"][bwd], sim["end_s"][bwd])
-        out.append(frame({"row": rows + " · dp", "stage": np.arange(p), "device": devices,
-                          "start_s": last_end - hidden, "end_s": last_end, "kind": "dp_sync", "phase": "bwd",
-                          "category": "dp_comm", "bytes": share * hidden, "level": after["dp_level"],
-                          "hidden": True}))
+        if after.get("dp_per_backward"):     # ZeRO-2/3: one reduce-scatter from each backward's start on
+            out.append(_per_backward_syncs(sim, hidden, share, rows, devices, after["dp_level"]))
+        else:                                # one sync under the last backward
+            bwd = np.isin(sim["pass"], (B, W))
+            last_end = np.full(p, -np.inf)
+            np.maximum.at(last_end, sim["stage"][bwd], sim["end_s"][bwd])
+            out.append(frame({"row": rows + " · dp", "stage": np.arange(p), "device": devices,
+                              "start_s": last_end - hidden, "end_s": last_end, "kind": "dp_sync", "phase": "bwd",
+                              "category": "dp_comm", "bytes": share * hidden, "level": after["dp_level"],
+                              "hidden": True}))
         out[-1] = out[-1][out[-1]["duration_s"] > 0]
     return out
+
+
+def _per_backward_syncs(sim: dict, hidden, share, rows, devices, level):
+    """The hidden part of a ZeRO-2/3 sync drawn as equal reduce-scatters, one from the start of each
+    backward of its stage (explorer.cost.superstep.sharded_sync_exposed)."""
+    bwd = sim["pass"] == B
+    stage, start = sim["stage"][bwd], sim["start_s"][bwd]
+    count = np.bincount(stage, minlength=len(hidden))
+    each = hidden[stage] / count[stage]
+    return frame({"row": rows[stage] + " · dp", "stage": stage, "device": np.asarray(devices, dtype=object)[stage],
+                  "start_s": start, "end_s": start + each, "kind": "dp_sync", "phase": "bwd",
+                  "category": "dp_comm", "bytes": share[stage] * each, "level": level, "hidden": True})
