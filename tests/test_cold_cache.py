@@ -164,6 +164,20 @@ def test_evaluate_json_with_a_warm_cache_imports_no_sympy(tmp_path):
     assert json.loads(second)["formula_latex"].startswith("T_{iter}")
 
 
+def test_search_with_a_warm_cache_imports_no_networkx(tmp_path):
+    """Issue 14: the search reads the model's blocks, never its operator graph, so networkx stays out
+    of its process (sympy still builds the blocks' size expressions)."""
+    env = dict(os.environ, BRIDGING_DL_CACHE=str(tmp_path / "cache"), PYTHONPATH=str(ROOT))
+    args = ["search", "--model", "tiny-gpt", "--cluster", "classroom", "--gpus", "4", "--global-batch", "16",
+            "--top", "2", "--json"]
+    for _ in range(2):
+        code, heavy, out = json.loads(subprocess.run([sys.executable, "-c", PROBE] + args, env=env, cwd=ROOT,
+                                                     check=True, capture_output=True, text=True,
+                                                     timeout=300).stdout)
+        assert code == 0 and "networkx" not in heavy and "pandas" not in heavy
+    assert json.loads(out)["top"]
+
+
 def test_only_plain_keys_reach_the_disk():
     import sympy as sp
     assert generated.plain_key((("gpt-layer",), "layer", "megatron", (), False, "none", "R")) == \

@@ -1,15 +1,17 @@
-"""ModelSpec -> blocks -> networkx DiGraph of operators."""
+"""ModelSpec -> blocks -> networkx DiGraph of operators (networkx imported when a graph is built)."""
 from __future__ import annotations
 
 from functools import lru_cache
-
-import networkx as nx
+from typing import TYPE_CHECKING
 
 from explorer.model.spec import ModelSpec
 from explorer.model.graph.cnn import cnn_blocks
 from explorer.model.graph.mlp import mlp_blocks
 from explorer.model.graph.moe import moe_blocks
 from explorer.model.graph.transformer import transformer_blocks
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 
 @lru_cache(maxsize=32)
@@ -38,6 +40,8 @@ def build_graph(spec: ModelSpec) -> nx.DiGraph:
     >>> g.nodes["layer0.qkv"]["kind"]
     'matmul'
     """
+    import networkx as nx      # only the graph needs it: the cost tree and the search read the blocks
+
     graph = nx.DiGraph(model=spec.name, family=spec.family)
     previous = None
     for block in build_blocks(spec):
