@@ -29,6 +29,8 @@ m = sp.Symbol("m", **_pos)          # micro-batches per iteration, B/(b d)
 # hardware
 F = sp.Symbol("F", **_pos)          # device peak FLOP/s for the dtype
 eta = sp.Symbol("eta", **_pos)      # achieved fraction of F on GEMMs
+F_a = sp.Symbol("F_a", **_pos)     # peak FLOP/s of the attention core's kernels (bf16 under TE's FP8)
+eta_a = sp.Symbol("eta_a", **_pos)  # achieved fraction of F_a
 W_hbm = sp.Symbol("W_{hbm}", **_pos)  # HBM bytes/s actually achieved
 beta = sp.Symbol("beta", **_pos)    # bytes per element of the training dtype
 t_launch = sp.Symbol("tau_k", nonnegative=True)  # kernel launch overhead, s

@@ -99,3 +99,38 @@ def test_defaults_flash_for_llama_standard_otherwise():
 def test_unknown_attention_is_refused_in_one_line():
     with pytest.raises(ExplorerError, match="attention.*'paged'.*standard, flash"):
         load_model("gpt3-175b").with_attention("paged")
+
+
+def test_causal_kernels_run_half_the_blocks():
+    """FlashAttention-2 Sec 3.1.1: with the causal mask the kernel skips every 128 x 128 block above the
+    diagonal, n(n+1)/2 of n^2 blocks (n = s/128): LLaMA's flash_attn step takes (1/2 + 64/s) of the time
+    of the same FLOPs unmasked; BERT (bidirectional) runs them all; model FLOPs keep the full count."""
+    from explorer.symbols import F_a, L_t, eta_a, g_t, phi, t_launch
+    block, fl = _layer(load_model("llama2-7b"))
+    step = next(x for x in fl.steps if x.op == "flash_attn")
+    op = next(o for o in block.ops if o.name == "flash_attn")
+    vals = {b: 1, s: 4096, h: 4096, a: 32, a_kv: 32, t: 8, F_a: 312e12, eta_a: 0.75, phi: 0, t_launch: 0,
+            g_t: 1e-11, L_t: 1e-6}
+    full = float((op.flops_fwd / t).subs(vals)) / (312e12 * 0.75)
+    assert float(step.fwd_s.subs(vals)) == pytest.approx(full * (0.5 + 64 / 4096), rel=1e-12)
+    bert = next(o for o in next(x for x in build_blocks(load_model("bert-large").with_attention("flash"))
+                                if x.kind == "layer").ops if o.name == "flash_attn")
+    assert bert.executed == 1 and op.executed != 1
+    std = load_model("llama2-7b").with_attention("standard")
+    strategy = Strategy(dp=4, tp=2, pp=1, micro_batch=1, global_batch=16)
+    cluster = load_cluster("dgx-a100-80gb")
+    assert evaluate(load_model("llama2-7b"), strategy, cluster).model_flops_per_iteration == \
+        pytest.approx(evaluate(std, strategy, cluster).model_flops_per_iteration, rel=1e-12)
+
+
+def test_fp8_training_runs_the_attention_core_at_the_bf16_peak():
+    """Transformer Engine's FP8 recipes cast only the GEMMs' operands (fp8_dot_product_attention off): the
+    attention kernel's time is the same under fp8 and bf16; the linear layers' is not."""
+    model, cluster = load_model("llama3-8b"), load_cluster("dgx-h100")
+    strategy = Strategy(dp=8, tp=1, pp=1, micro_batch=1, global_batch=64)
+    from explorer.cost.numbers import hardware_numbers
+    hw8, hw16 = hardware_numbers(cluster, "fp8"), hardware_numbers(cluster, "bf16")
+    assert (hw8["F_a"], hw8["eta_a"]) == (hw16["F"], hw16["eta"]) and hw8["F"] > hw16["F"]
+    r8 = evaluate(model, strategy.with_(dtype="fp8"), cluster)
+    r16 = evaluate(model, strategy, cluster)
+    assert r8.iteration_time_s < r16.iteration_time_s

@@ -19,7 +19,7 @@ from explorer.cost.compile import BoundedCache
 from explorer.model.ops import Block, Operator
 from explorer.symbols import QuickMax
 from explorer.cost import context_parallel as cpx
-from explorer.symbols import F, L_t, W_hbm, beta, eta, g_t, phi, t, t_launch
+from explorer.symbols import F, F_a, L_t, W_hbm, beta, eta, eta_a, g_t, phi, t, t_launch
 
 GEMM_KINDS = ("matmul", "conv", "attention")
 BWD_BYTES = sp.Rational(3, 2)
@@ -107,9 +107,9 @@ def compute_time(op: Operator, divisor) -> tuple:
     Every kernel pays a launch overhead tau.
     """
     if op.kind in GEMM_KINDS and op.flops_fwd != 0:
-        x = op.flops_fwd / divisor
-        one = _roofline((x + phi) / (F * eta), op.gemm_bytes / (divisor * W_hbm)) if op.gemm \
-            else (x + phi) / (F * eta)
+        x = op.flops_fwd * op.executed / divisor
+        rate = F_a * eta_a if op.kind == "attention" else F * eta     # the attention core's own dtype
+        one = _roofline((x + phi) / rate, op.gemm_bytes / (divisor * W_hbm)) if op.gemm else (x + phi) / rate
         return one + t_launch, 2 * one + 2 * t_launch
     moved = op.mem_bytes_fwd / divisor
     return moved / W_hbm + t_launch, BWD_BYTES * moved / W_hbm + 2 * t_launch
@@ -278,7 +278,7 @@ def kernel_recompute_time(op: Operator, divisor) -> sp.Expr:
     Dao 2023 Sec 4.1): the recomputed FLOPs at the GEMM efficiency curve of compute_time."""
     if op.bwd_recompute_flops == 0:
         return ZERO
-    return (op.bwd_recompute_flops / divisor + phi) / (F * eta)
+    return (op.bwd_recompute_flops * op.executed / divisor + phi) / (F_a * eta_a)
 
 
 def _total(key, block, steps, act, params_dev, recompute, layout_first, layout_out, cps=1) -> BlockCost:

@@ -30,9 +30,9 @@ from explorer.cost.tree import cost_tree, stage_inputs, tied_terms
 from explorer.schedules import get as schedule_of
 from explorer.schedules.base import AGGREGATES
 from explorer.symbols import (B_r, F_r, S_b_r, S_f_r)
-from explorer.symbols import (F, K_opt, L_c, L_r, L_t, Psi_r, V, W_hbm, AtStage, StageMax, StageSum, StageSuffixMax,
+from explorer.symbols import (F, F_a, K_opt, L_c, L_r, L_t, Psi_r, V, W_hbm, AtStage, StageMax, StageSum, StageSuffixMax,
                               StageSuffixSum, _StageEnd, a, a_kv, b, beta, d, eta, f, g_c, g_r, g_t, h, l, m, p,
-                              phi, r, s, t, t_launch, v)
+                              eta_a, phi, r, s, t, t_launch, v)
 
 PSI = sp.Symbol("Psi", nonnegative=True)   # parameters per device on the synchronising stage
 END_r = sp.Symbol("T^{end}_r", nonnegative=True)    # stage r's last pass ends (the schedule's critical path)
@@ -99,7 +99,7 @@ def symbol_values(model, strategy, cluster) -> dict:
             a_kv: model.kv_heads, f: model.ffn_hidden, V: model.vocab, l: model.layers,
             t: strategy.tp, d: strategy.dp * strategy.cp, p: strategy.pp, v: strategy.chunks,
             m: strategy.micro_batches, F: hw["F"], eta: hw["eta"], phi: hw["phi"],
-            W_hbm: hw["W"], t_launch: hw["tau"], beta: hw["beta"]}
+            W_hbm: hw["W"], t_launch: hw["tau"], beta: hw["beta"], F_a: hw["F_a"], eta_a: hw["eta_a"]}
 
 
 def _stage_tables(tree, strategy, g, L):

@@ -18,7 +18,11 @@ from explorer.hardware.cluster import BYTES_PER_ELEMENT
 
 def hardware_numbers(cluster, dtype: str) -> dict:
     eff = cluster.efficiency
+    # Transformer Engine's FP8 recipes cast the GEMMs' operands only: the attention core (FlashAttention,
+    # or the unfused score and context bmm) runs in bf16 (fp8_dot_product_attention is off by default)
+    attn = "bf16" if dtype == "fp8" else dtype
     return {"F": cluster.device.flops(dtype), "eta": eff.gemm_max_for(dtype), "phi": eff.gemm_half_flops,
+            "F_a": cluster.device.flops(attn), "eta_a": eff.gemm_max_for(attn),
             "W": cluster.device.hbm_bandwidth_bytes_per_s * eff.hbm, "tau": eff.kernel_launch_s,
             "beta": BYTES_PER_ELEMENT[dtype],
             "g": [lv.seconds_per_byte for lv in cluster.levels],
@@ -53,7 +57,8 @@ class Numbers:
         hw = self.hw
         g, L = self.route_g_L("all_reduce", route)
         g_c, L_c = self.route_g_L(cp_kind(cp_algo), cp_route) if cp_route else (hw["g"][0], hw["L"][0])
-        return self.dims + (degree, g, L, hw["F"], hw["eta"], hw["phi"], hw["W"], hw["tau"], hw["beta"], g_c, L_c)
+        return self.dims + (degree, g, L, hw["F"], hw["eta"], hw["phi"], hw["W"], hw["tau"], hw["beta"], g_c, L_c,
+                            hw["F_a"], hw["eta_a"])
 
     def size_args(self) -> tuple:
         """Arguments of a compiled array-size function (explorer.cost.program.SIZE_ARGS)."""

@@ -25,10 +25,10 @@ from explorer.cost.numeric import COMM_KINDS, block_values, boundary_values, sta
 from explorer.cost.numeric import tied_values as numeric_tied_values
 from explorer.cost.superstep import COMM_CATEGORIES, STAGE_INPUTS
 from explorer.strategy.mesh import pair_route, top_level
-from explorer.symbols import (F, L_c, L_t, V, W_hbm, a, a_kv, b, beta, eta, f, g_c, g_t, h, phi, s, t,
-                              t_launch)
+from explorer.symbols import (F, F_a, L_c, L_t, V, W_hbm, a, a_kv, b, beta, eta, eta_a, f, g_c, g_t, h, phi, s,
+                              t, t_launch)
 
-BLOCK_ARGS = (b, s, h, a, a_kv, f, V, t, g_t, L_t, F, eta, phi, W_hbm, t_launch, beta, g_c, L_c)
+BLOCK_ARGS = (b, s, h, a, a_kv, f, V, t, g_t, L_t, F, eta, phi, W_hbm, t_launch, beta, g_c, L_c, F_a, eta_a)
 SIZE_ARGS = (b, s, h, a, a_kv, f, V, beta)
 
 

@@ -51,6 +51,8 @@ class Operator:
     gemm: tuple = ()                # (M, N, K[, batch]) of the GEMM: its roofline bytes
     attention_core: bool = False    # recomputed under selective recomputation
     bwd_recompute_flops: sp.Expr = ZERO  # FLOPs the backward redoes of the forward (FlashAttention's QK^T)
+    executed: sp.Expr = sp.Integer(1)   # fraction of its FLOPs the kernel runs (causal FlashAttention skips
+    #                                     the masked blocks); model FLOPs count them all (Narayanan Eq. 3)
     expert: bool = False            # weights of the E routed experts: sharded over ep, time x the load factor
     routes: bool = False            # token dispatch/combine: an all-to-all over the ep group
 

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import sympy as sp
 
-from explorer.model.graph.transformer import embedding, head, linear, norm, residual, mlp_ops
+from explorer.model.graph.transformer import causal_fraction, embedding, head, linear, mlp_ops, norm, residual
 from explorer.model.ops import ActTerm, Block, Operator
 from explorer.symbols import V, a, a_kv, b, beta, f, h, s
 
@@ -74,16 +74,18 @@ def moe_ffn(spec) -> list:
     return ops
 
 
-def flash_core(qk: sp.Expr, v: sp.Expr, kept_in: sp.Expr) -> list:
+def flash_core(qk: sp.Expr, v: sp.Expr, kept_in: sp.Expr, causal: bool = True) -> list:
     """FlashAttention as one fused kernel (as explorer/model/graph/transformer.py flash_attention_core
     for the dense families; Dao et al. NeurIPS 2022, FlashAttention-2 Sec 4.1): per sequence QK^T
     2bs^2 (a qk) and attention x V 2bs^2 (a v) FLOPs forward, twice that backward, plus the
     backward's recomputation of S = QK^T (hardware FLOPs only); no s x s tensor in HBM or kept.
-    Kept: Q, K, V (`kept_in` elements per sequence) and the fp32 logsumexp of each query row."""
+    Kept: Q, K, V (`kept_in` elements per sequence) and the fp32 logsumexp of each query row. A causal
+    kernel runs causal_fraction() of the FLOPs (transformer.py)."""
     fwd = 2 * b * s * s * (qk + v)
     return [Operator("flash_attn", "attention", "heads", (b, s, kept_in), (b, s, v), flops_fwd=fwd,
                      flops_bwd=2 * fwd, act=(ActTerm(beta * b * s * kept_in, "in"), ActTerm(4 * b * a * s, "out")),
-                     bwd_recompute_flops=2 * b * s * s * qk)]
+                     bwd_recompute_flops=2 * b * s * s * qk,
+                     executed=causal_fraction() if causal else sp.Integer(1))]
 
 
 def attention(spec) -> list:
@@ -94,8 +96,8 @@ def attention(spec) -> list:
     d = _int(spec.head_dim) if spec.head_dim else h / a
     q, kv = a * d, a_kv * d
     if spec.attention == "flash":
-        return [linear("qkv", "column", h, q + 2 * kv, bias=False), *flash_core(q, q, q + 2 * kv),
-                linear("proj", "row", q, h, bias=False)]
+        return [linear("qkv", "column", h, q + 2 * kv, bias=False),
+                *flash_core(q, q, q + 2 * kv, spec.family != "bert"), linear("proj", "row", q, h, bias=False)]
     scores = (b, a, s, s)
     qkv = linear("qkv", "column", h, q + 2 * kv, bias=False)
     score = Operator("score", "attention", "heads", (b, s, q + 2 * kv), scores,
@@ -136,7 +138,7 @@ def latent_attention(spec) -> list:
                   flops_bwd=2 * up_flops, params=up_params,
                   act=(ActTerm(beta * b * s * down_out, "in"),), gemm=(b * s, width, q_in + ckv))
     if spec.attention == "flash":      # Q and K of size n + r per head, V of size v_head_dim
-        return [down, latent_norm, up, *flash_core(a * (n + r), a * dv, a * (2 * (n + r) + dv)),
+        return [down, latent_norm, up, *flash_core(a * (n + r), a * dv, a * (2 * (n + r) + dv), spec.family != "bert"),
                 linear("proj", "row", a * dv, h, bias=False)]
     scores = (b, a, s, s)
     score = Operator("score", "attention", "heads", (b, s, width), scores, flops_fwd=2 * b * s * s * a * (n + r),

@@ -67,7 +67,19 @@ def attention_core(dropout=True):
     return ops
 
 
-def flash_attention_core():
+FLASH_BLOCK = 128
+"""FlashAttention-2's tile edge along the sequence (Br = Bc = 128 for head sizes up to 128, Dao 2023
+Sec 3.3 / the kernels' kBlockM): the unit of its causal block skipping."""
+
+
+def causal_fraction():
+    """The fraction of the s x s blocks a causal FlashAttention kernel computes: FlashAttention-2 Sec 3.1.1
+    skips every block above the diagonal and masks the diagonal ones, n(n+1)/2 of n^2 blocks for
+    n = s / 128: 1/2 + 64/s (about 1.7-1.8x faster than without the mask, the paper says)."""
+    return sp.Min(1, (s + FLASH_BLOCK) / (2 * s))
+
+
+def flash_attention_core(causal: bool = True):
     """FlashAttention (Dao et al. NeurIPS 2022; FlashAttention-2, Dao 2023): QK^T, softmax, dropout and
     attention x V in one fused kernel, tiled in on-chip memory, split by heads.
 
@@ -78,16 +90,20 @@ def flash_attention_core():
     bytes on s^2). Kept for the backward (FlashAttention Algorithm 2 inputs): Q, K, V (as in
     Korthikanti Table 2) and the fp32 logsumexp L of each query row (b a s x 4 bytes); the output O
     is the projection's input, counted there. Softmax output, dropout mask and dropout output --
-    Korthikanti's 5as^2b -- are gone (the mask is regenerated from the RNG state)."""
+    Korthikanti's 5as^2b -- are gone (the mask is regenerated from the RNG state). A causal model's
+    kernel runs only causal_fraction() of those FLOPs (its time; model FLOPs keep Eq. 3's count);
+    BERT's bidirectional attention runs them all."""
     return [Operator("flash_attn", "attention", "heads", (b, s, QKV_WIDTH), BSH,
                      flops_fwd=4 * b * s * s * h, flops_bwd=8 * b * s * s * h,
                      act=(ActTerm(beta * b * s * QKV_WIDTH, "in"), ActTerm(4 * b * a * s, "out")),
-                     bwd_recompute_flops=2 * b * s * s * h)]
+                     bwd_recompute_flops=2 * b * s * s * h,
+                     executed=causal_fraction() if causal else sp.Integer(1))]
 
 
-def attention_ops(attention: str, dropout=True):
-    """The attention core of a layer: standard (Megatron-LM's unfused core) or FlashAttention."""
-    return flash_attention_core() if attention == "flash" else attention_core(dropout)
+def attention_ops(attention: str, dropout=True, causal=True):
+    """The attention core of a layer: standard (Megatron-LM's unfused core, which computes the masked
+    scores too) or FlashAttention."""
+    return flash_attention_core(causal) if attention == "flash" else attention_core(dropout)
 
 
 def mlp_ops(gated=False, bias=True):
@@ -127,8 +143,8 @@ def _gpt_ops(attention: str) -> tuple:
 
 @lru_cache(maxsize=None)
 def _bert_ops(attention: str) -> tuple:
-    return (linear("qkv", "column", h, QKV_WIDTH), *attention_ops(attention), linear("proj", "row", h, h),
-            residual("add1"), norm("ln1"), *mlp_ops(), residual("add2"), norm("ln2"))
+    return (linear("qkv", "column", h, QKV_WIDTH), *attention_ops(attention, causal=False),
+            linear("proj", "row", h, h), residual("add1"), norm("ln1"), *mlp_ops(), residual("add2"), norm("ln2"))
 
 
 @lru_cache(maxsize=None)
