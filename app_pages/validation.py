@@ -56,7 +56,8 @@ st.caption("NVIDIA's published pre-training throughput (NVIDIA-NeMo/Megatron-Bri
            "assets/validation/megatron_bridge.json), model TFLOP/s per GPU in Megatron-Bridge's FLOPs convention "
            "over our iteration time; each system on its own preset (one constant set per hardware, FP8 GEMM "
            "efficiency per system: benchmarks/fit_megatron_bridge.py, 'fit' says which rows it was fitted on). "
-           "Gradients reduced in bf16 and Megatron's distributed optimizer (ZeRO-1 over dp), as the recipes set them.")
+           "Gradients reduced in bf16; Megatron's distributed optimizer (ZeRO-1 over dp), or ZeRO-3 for the Megatron "
+           "FSDP rows; TP communication under the GEMMs: as the recipes set them.")
 new = [r for r in rows if r.group not in A100_GROUPS and r.metric != "tokens_per_sec_per_gpu"]
 if new:
     _metrics(summary, sorted({r.group for r in new}))

@@ -32,7 +32,8 @@ def idle_fraction(events: pd.DataFrame) -> float:
     """
     end = pipeline_end(events)
     idle = idle_time(events[~events["hidden"]], until=end)
-    return float(idle.sum() / (len(idle) * end)) if end > 0 else 0.0
+    # rounding leaves a back-to-back pipeline a few 1e-16 below zero (shown as "-0.0 %" in a browser walk)
+    return max(0.0, float(idle.sum() / (len(idle) * end))) if end > 0 else 0.0
 
 
 def compare(events: pd.DataFrame, result, schedule: str, model_schedule: str | None = None) -> dict:
