@@ -72,3 +72,25 @@ def test_evaluate_reads_the_per_chunk_windows():
     row = res.stage_times_s[j]
     assert res.hidden_s["dp_comm"] == pytest.approx(row["dp_sync_s"] - row["dp_exposed_s"], rel=1e-9)
     assert sum(res.breakdown_s.values()) == pytest.approx(res.iteration_time_s, rel=1e-12)
+
+
+def test_timeline_draws_each_chunks_sync_from_its_launch():
+    """The super-step Gantt of an interleaved stage draws the hidden sync as chunk syncs of 1/v of it,
+    each starting no earlier than the end of the backward r passes past its chunk's last one, inside
+    the stage's passes, their seconds the model's hidden part on every stage."""
+    from explorer.timeline import superstep_events
+    model = load_model("gpt-7.5b")
+    s = Strategy(dp=8, tp=4, pp=4, micro_batch=1, global_batch=64, schedule="interleaved", chunks=3,
+                 sequence_parallel=True, overlap_dp=True)
+    res = evaluate(model, s, A100)
+    ev = superstep_events(model, s, A100, result=res)
+    syncs = ev[(ev["kind"] == "dp_sync") & ev["hidden"]]
+    for stage, row in enumerate(res.stage_times_s):
+        mine = syncs[syncs["stage"] == stage]
+        hidden = row["dp_sync_s"] - row["dp_exposed_s"]
+        assert mine["duration_s"].sum() == pytest.approx(hidden, rel=1e-9, abs=1e-12)
+        assert len(mine) <= 2 and (mine["duration_s"] <= row["dp_sync_s"] / 3 + 1e-12).all()
+        passes = ev[(ev["row"] == f"stage {stage}") & (ev["phase"] != "step")]     # its passes, every part
+        assert (mine["end_s"] <= passes["end_s"].max() + 1e-12).all()
+    assert syncs["duration_s"].sum() > 0
+    assert ev["end_s"].max() == pytest.approx(res.iteration_time_s, rel=1e-9)

@@ -134,6 +134,9 @@ def _after(sim: dict, costs: PassCosts, ends: np.ndarray, rows, devices, overlap
     if overlap_dp and hidden.any():
         if after.get("dp_per_backward"):     # ZeRO-2/3: one reduce-scatter from each backward's start on
             out.append(_per_backward_syncs(sim, hidden, share, rows, devices, after["dp_level"]))
+        elif costs.chunks > 1:               # interleaved: each chunk's sync from its own launch
+            out.append(_chunk_syncs(sim, after["dp_sync_s"], hidden, share, rows, devices, after["dp_level"],
+                                    costs.chunks))
         else:                                # one sync under the last backward
             bwd = np.isin(sim["pass"], (B, W))
             last_end = np.full(p, -np.inf)
@@ -144,6 +147,37 @@ def _after(sim: dict, costs: PassCosts, ends: np.ndarray, rows, devices, overlap
                               "hidden": True}))
         out[-1] = out[-1][out[-1]["duration_s"] > 0]
     return out
+
+
+def _chunk_syncs(sim: dict, sync, hidden, share, rows, devices, level, chunks: int):
+    """The hidden part of an interleaved stage's sync as Megatron-Core launches it
+    (schedules/interleaved.sync_exposed): chunk c's 1/v of the sync after the backward r passes past
+    chunk c's last one on stage r (none past the stage's last backward: that one starts at the end,
+    exposed), the chunks one after another, cut at the stage's end; of them, the model's hidden seconds
+    are drawn, the last ones before the end (the simulation's cooldown waits, which the model leaves
+    out of its windows, only start the syncs earlier, so the queue holds at least that much)."""
+    cols = {k: [] for k in ("row", "stage", "device", "start_s", "end_s", "bytes")}
+    for r in range(len(hidden)):
+        on = np.flatnonzero((sim["stage"] == r) & (sim["pass"] == B))
+        on = on[np.argsort(sim["start_s"][on])]
+        chunk, end = sim["chunk"][on], sim["end_s"][on]
+        launches = sorted(end[last + r] for c in range(chunks)
+                          for last in [int(np.flatnonzero(chunk == c).max())] if last + r < len(on))
+        clock, piece, queue = -np.inf, float(sync[r]) / chunks, []
+        for start in launches:                     # the chunks' syncs one after another, cut at the stage's end
+            begin = max(clock, start)
+            clock = begin + piece
+            if begin < end[-1]:
+                queue.append((begin, min(clock, end[-1])))
+        left = float(hidden[r])
+        for begin, stop in reversed(queue):        # the model's hidden seconds, the last ones before the end
+            secs = min(stop - begin, left)
+            if secs <= 0:
+                break
+            cols["row"].append(rows[r] + " · dp"); cols["stage"].append(r); cols["device"].append(devices[r])
+            cols["start_s"].append(stop - secs); cols["end_s"].append(stop); cols["bytes"].append(share[r] * secs)
+            left -= secs
+    return frame(dict(cols, kind="dp_sync", phase="bwd", category="dp_comm", level=level, hidden=True))
 
 
 def _per_backward_syncs(sim: dict, hidden, share, rows, devices, level):
