@@ -30,9 +30,9 @@ from explorer.cost.tree import cost_tree, stage_inputs, tied_terms
 from explorer.schedules import get as schedule_of
 from explorer.schedules.base import AGGREGATES
 from explorer.symbols import (B_r, F_r, S_b_r, S_f_r)
-from explorer.symbols import (F, F_a, K_opt, L_c, L_r, L_t, Psi_r, V, W_hbm, AtStage, StageMax, StageSum, StageSuffixMax,
-                              StageSuffixSum, _StageEnd, a, a_kv, b, beta, d, eta, f, g_c, g_r, g_t, h, l, m, p,
-                              eta_a, phi, r, s, t, t_launch, v)
+from explorer.symbols import (F, F_a, K_opt, L_c, L_r, L_t, Psi_r, V, W_hbm, AtStage, StageMax, StageSum,
+                              StageSuffixMax, StageSuffixSum, _StageEnd, a, a_kv, b, beta, d, eta, eta_a, f, g_c,
+                              g_r, g_t, h, l, m, p, phi, r, s, t, t_launch, v)
 
 PSI = sp.Symbol("Psi", nonnegative=True)   # parameters per device on the synchronising stage
 END_r = sp.Symbol("T^{end}_r", nonnegative=True)    # stage r's last pass ends (the schedule's critical path)

@@ -251,7 +251,7 @@ def terms(schedule: str, zero: int, overlap: bool, k_states: int, moe: bool = Fa
     rest = sync - moved
     if overlap and zero >= 2:          # a reduce-scatter after every micro-batch's backward (E2)
         rs = _with_experts(moe, grad_reduce_scatter(grad_bytes=grad_bytes),
-                           grad_reduce_scatter(eg["psi"], eg["n"], eg["g"], eg["L"], grad_bytes=grad_bytes))
+                           grad_reduce_scatter(**eg, grad_bytes=grad_bytes))
         gather = _with_experts(moe, zero_gather_pass(zero), zero_gather_pass(zero, **eg))
         exposed = sharded_sync_exposed(sched, rs, rest, gather - pass_exposed["fwd"], gather - pass_exposed["bwd"])
     else:

@@ -132,7 +132,7 @@ class Objective:
         fn, args = self._lean(schedule, zero, overlap, "after", param_gather)
         g, L = (self.g, self.L) if ranks is None else (self.g[ranks], self.L[ranks])
         values = {"Psi_r": psi, "B_r": bwd, "F_r": fwd, "GS_r": split_sync, "g_r": g, "L_r": L, "m": m, "v": v,
-                  "p": self.pp, "r": self.ranks if ranks is None else self.ranks[ranks],
+                  "p": self.pp, "r": self.ranks if ranks is None else ranks,
                   "d": self.dp, "beta": self.beta, "W_{hbm}": self.hw["W"], "K_{opt}": self.k_update}
         out = fn(*[values[a] for a in args])
         return _broadcast(out, np.shape(psi), np.shape(bwd), np.shape(split_sync), np.shape(fwd))

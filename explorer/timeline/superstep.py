@@ -161,8 +161,8 @@ def _chunk_syncs(sim: dict, sync, hidden, share, rows, devices, level, chunks: i
         on = np.flatnonzero((sim["stage"] == r) & (sim["pass"] == B))
         on = on[np.argsort(sim["start_s"][on])]
         chunk, end = sim["chunk"][on], sim["end_s"][on]
-        launches = sorted(end[last + r] for c in range(chunks)
-                          for last in [int(np.flatnonzero(chunk == c).max())] if last + r < len(on))
+        lasts = [int(np.flatnonzero(chunk == c).max()) for c in range(chunks)]   # each chunk's last backward
+        launches = sorted(end[k + r] for k in lasts if k + r < len(on))
         clock, piece, queue = -np.inf, float(sync[r]) / chunks, []
         for start in launches:                     # the chunks' syncs one after another, cut at the stage's end
             begin = max(clock, start)

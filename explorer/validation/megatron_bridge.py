@@ -12,14 +12,15 @@ How each row becomes a strategy (what the tables leave open, from the recipes' o
 to fit the number):
 * dp = GPUs / (TP x PP x CP); CP > 1 is Megatron's context parallelism with ring attention (its
   default cp_comm_type p2p), held out even in the fitted container (the fit was made without such
-  rows; every bundled one, Llama 3.1 405B, is skipped today for its 126 layers over uneven chunks); VP > 1 is Megatron's interleaved schedule with v = VP chunks; TP > 1
-  runs with sequence parallelism (Megatron-Bridge's Llama 3 recipes set sequence_parallel with TP).
-* FSDP > 1 rows are Megatron FSDP "optim_grads_params" (= ZeRO-3, scripts/performance/utils/
-  helpers.py, set_megatron_fsdp_overrides) with its parameter all-gathers prefetched under
+  rows; every bundled one, Llama 3.1 405B, is skipped today for its 126 layers over uneven chunks);
+  VP > 1 is Megatron's interleaved schedule with v = VP chunks; TP > 1 runs with sequence
+  parallelism (Megatron-Bridge's Llama 3 recipes set sequence_parallel with TP).
+* FSDP > 1 rows (FSDP = dp) are Megatron FSDP "optim_grads_params" (= ZeRO-3, scripts/performance/
+  utils/helpers.py, set_megatron_fsdp_overrides) with its parameter all-gathers prefetched under
   compute (our ZeRO-3 prefetch, Strategy.zero_prefetch) and each micro-batch's gradient
-  reduce-scatter overlapped with that micro-batch's backward; our ZeRO-3 hides only the last
-  backward's reduce-scatter (dp_sync: m reduce-scatters under one overlap window), so these rows
-  are skipped (with the reason). FSDP = 0 or absent is Megatron's distributed
+  reduce-scatter queued under the compute after its backward (superstep.sharded_sync_exposed);
+  held out even in the fitted container (the fit was made without them). FSDP over part of dp
+  (hybrid sharding) is skipped. FSDP = 0 or absent is Megatron's distributed
   optimizer = ZeRO-1 over dp (use_distributed_optimizer = True in the recipes), with the gradient
   reduce-scatter overlapped with the backward (overlap_grad_reduce = True).
 * TP > 1 runs its TP communication under the GEMMs (our overlap_tp, Megatron --tp-comm-overlap): the
@@ -118,9 +119,8 @@ def skip_reason(entry: dict) -> str:
         if why:
             return why
     pp = x["pipeline_parallel"]
-    fsdp = x.get("fsdp")
-    if isinstance(fsdp, int) and fsdp > 1 and fsdp != x["num_gpus"] // (
-            x["tensor_parallel"] * pp * (x.get("context_parallel") or 1)):
+    fsdp = _fsdp(x)
+    if fsdp > 1 and fsdp != x["num_gpus"] // (x["tensor_parallel"] * pp * (x.get("context_parallel") or 1)):
         return f"FSDP over {fsdp} of the data-parallel ranks (hybrid sharding) is not expressible"
     vp = x.get("virtual_pipeline") or 1
     layers = load_model(x["model"]).layers
@@ -131,12 +131,17 @@ def skip_reason(entry: dict) -> str:
     return ""
 
 
+def _fsdp(x: dict) -> int:
+    """The row's FSDP sharding group (0: none; some tables have no FSDP column, or text in it)."""
+    return x["fsdp"] if isinstance(x.get("fsdp"), int) else 0
+
+
 def _moe_skip_reason(entry: dict) -> str:
     x = entry["inputs"]
     if not entry["expected"].get("tokens_per_sec_per_gpu"):
         return ("no tokens/s published for this run (only model TFLOP/s, whose FLOPs convention changed "
                 "across containers: README)")
-    if isinstance(x.get("fsdp"), int) and x["fsdp"] > 1:
+    if _fsdp(x) > 1:
         return "Megatron FSDP of expert weights is not modelled (the MoE cases run ZeRO-1)"
     if x["model"] == "deepseek-v3" and "w/o MTP" not in (x.get("label_annotation") or ""):
         return ("ran one multi-token-prediction layer (every DeepSeek-V3 row but 25.11 'w/o MTP' counts it: README, "
@@ -176,7 +181,7 @@ def case_of(entry: dict) -> Case:
         return moe_case_of(entry)
     tp, pp, n, cp = x["tensor_parallel"], x["pipeline_parallel"], x["num_gpus"], x.get("context_parallel") or 1
     dp, vp = n // (tp * pp * cp), x.get("virtual_pipeline") or 1
-    fsdp = isinstance(x.get("fsdp"), int) and x["fsdp"] > 1
+    fsdp = _fsdp(x) > 1
     zero = 3 if fsdp else 1
     model = load_model(x["model"]).with_seq_len(int(x["seq_len"]))
     strategy = Strategy(dp=dp, tp=tp, pp=pp, micro_batch=x["micro_batch_size"], global_batch=x["global_batch_size"],
