@@ -79,3 +79,29 @@ def test_grouped_query_attention_needs_t_to_divide_the_kv_heads():
     space = enumerate_space(llama, 64, 64)
     assert space.pruned[KV_HEADS] > 0
     assert all(llama.kv_heads % fam.tp == 0 for fam in space.families)
+
+
+@pytest.mark.parametrize("model, gpus, batch", [("tiny-gpt", 8, 16), ("tiny-gpt", 12, 24), ("bert-large", 16, 64)])
+def test_pruning_reasons_are_each_points_first_broken_rule(model, gpus, batch):
+    """The enumeration asks some rules once for many points (explorer.search.space.SCHEDULE_FIRST, the
+    ZeRO and sequence-parallel rules once per (t, p)); its counts are still, point by point, the first
+    rule each raw choice breaks, level by level in table order."""
+    from collections import Counter
+    from explorer.search.space import AT_LEVEL, OVERLAPS, SEQ_PAR, ZEROS, _schedules
+    from explorer.strategy.strategy import RECOMPUTE
+    m = load_model(model)
+    want = Counter()
+    ordered = [rule for level in AT_LEVEL for rule in level]
+    for tp in divisors(gpus):
+        for pp in divisors(gpus // tp):
+            for b in divisors(batch):
+                for schedule, chunks in _schedules(m.layers):
+                    for zero in ZEROS:
+                        for seq in SEQ_PAR:
+                            v = rules.view(tp=tp, pp=pp, cp=1, cp_algo="ring", micro_batch=b, dp=gpus // (tp * pp),
+                                           global_batch=batch, schedule=schedule, chunks=chunks, zero=zero,
+                                           sequence_parallel=seq)
+                            reason = next((r.reason for r in ordered if r.broken(v, m)), None)
+                            if reason:
+                                want[reason] += len(RECOMPUTE) * len(OVERLAPS)
+    assert +enumerate_space(m, gpus, batch).pruned == want

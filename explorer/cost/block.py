@@ -156,6 +156,18 @@ def block_cost(block: Block, preset: str, overrides: tuple, sequence_parallel: b
     degree is not part of the block: the plan divides expert_params_dev by it and sets the
     all-to-alls' group size (explorer.cost.experts), so every ep shares one compiled block.
     """
+    key = cost_key(block, preset, overrides, sequence_parallel, recompute, incoming, cp, cp_algo, overlap_tp,
+                   load, experts_by_seq)
+    return _COSTS.get(key, lambda: _block_cost(key, block, preset, dict(overrides), sequence_parallel,
+                                               recompute, incoming, cp, cp_algo, overlap_tp, load,
+                                               experts_by_seq))
+
+
+def cost_key(block: Block, preset: str, overrides: tuple, sequence_parallel: bool, recompute: str,
+             incoming: str, cp: int = 1, cp_algo: str = "ring", overlap_tp: bool = False, load: float = 1.0,
+             experts_by_seq: bool = False) -> tuple:
+    """The key block_cost() keeps one BlockCost under: the block's structure and every argument its
+    expressions depend on (plain values: the disk cache finds its compiled functions by it)."""
     key = (block.key, block.kind, preset, overrides, sequence_parallel, recompute, incoming)
     if cp > 1:
         key += (cp, cp_algo)
@@ -163,9 +175,7 @@ def block_cost(block: Block, preset: str, overrides: tuple, sequence_parallel: b
         key += ("overlap_tp",)
     if any(op.expert or op.routes for op in block.ops):
         key += ((float(load), experts_by_seq),)
-    return _COSTS.get(key, lambda: _block_cost(key, block, preset, dict(overrides), sequence_parallel,
-                                               recompute, incoming, cp, cp_algo, overlap_tp, load,
-                                               experts_by_seq))
+    return key
 
 
 def _routed_a2a(op: Operator, needed: str, load, cps=1) -> tuple:

@@ -9,6 +9,7 @@ Everything here is structure; numbers come from evaluate.py.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from fractions import Fraction
 
 import sympy as sp
 
@@ -126,63 +127,86 @@ def _check_overrides(block: Block, split: LayerSplit) -> None:
                                 f"block does not have (its operators: {', '.join(op.name for op in block.ops)})")
 
 
-def boundary(prev: PlacedBlock, cur: PlacedBlock, index: int, strategy: Strategy, cluster: Cluster) -> Boundary:
-    """Collectives between two consecutive blocks.
+@dataclass(frozen=True)
+class BoundaryPart:
+    """One collective of a boundary, before sizes and routes: its kind, phase and category, the mesh
+    axis of its group, the fraction of the producer's output array it moves, its group size, and
+    whose group it is -- the tensor-parallel sub-group on the producer's ('from') or the consumer's
+    ('to') stage, or the point-to-point pair between them ('pair')."""
 
-    Where both blocks chose the same split, a conversion is part of that split's
-    own pattern (e.g. Megatron's backward all-reduce before a column-parallel
-    QKV) and counts as op_comm; where they differ it is a redistribution.
-    """
-    size = beta * prev.cost.out_elements / strategy.cp   # context parallelism: the local s/cp tokens
-    same = (prev.split.effective_preset, prev.split.overrides, prev.split.degree) == \
-           (cur.split.effective_preset, cur.split.overrides, cur.split.degree)
-    category = "op_comm" if same else "redistribution"
-    src, dst, grad = prev.cost.layout_out, cur.cost.layout_in, _returned_grad(cur)
-    n_prev, n_cur = prev.split.degree, cur.split.degree
-    wanted = ((lay.reshard(src, n_prev, dst, n_cur, strategy.tp), "fwd"),
-              (lay.reshard(grad, n_cur, lay.needed_grad(src), n_prev, strategy.tp), "bwd"))
-    if index == 1 and prev.block.params == 0:   # the input data needs no gradient
+    kind: str
+    phase: str
+    category: str
+    axis: str
+    fraction: Fraction
+    n: int
+    side: str
+
+
+def boundary_parts(src: str, dst: str, grad: str, n_prev: int, n_cur: int, same_split: bool,
+                   needs_grad: bool, crosses: bool, tp: int, scatter_gather: bool) -> tuple:
+    """The collectives between two consecutive blocks: the producer hands layout `src` from a group of
+    n_prev, the consumer needs `dst` in a group of n_cur and returns its input gradient as `grad`.
+
+    Where both blocks chose the same split, a conversion is part of that split's own pattern (e.g.
+    Megatron's backward all-reduce before a column-parallel QKV) and counts as op_comm; where they
+    differ it is a redistribution. `needs_grad`: False for the input data (no gradient goes back).
+    Across a stage cut (`crosses`), the point-to-point activation (forward) and gradient (backward):
+    Narayanan et al. SC'21 Sec 4.1 -- a replicated boundary tensor is sent as bsh/t per rank and
+    all-gathered over NVLink at the receiver (scatter/gather); without it each rank sends the whole
+    bsh; a sharded tensor sends its shard."""
+    category = "op_comm" if same_split else "redistribution"
+    wanted = ((lay.reshard(src, n_prev, dst, n_cur, tp), "fwd", "to"),
+              (lay.reshard(grad, n_cur, lay.needed_grad(src), n_prev, tp), "bwd", "from"))
+    if not needs_grad:
         wanted = wanted[:1]
-    colls, routes = [], []
-    for how, phase in wanted:
-        if how:
-            kind, fraction, n = how
-            part = size if fraction == 1 else size * sp.Rational(fraction.numerator, fraction.denominator)
-            colls.append(coll.Collective(kind, phase, cur.block.name, category, "tp", part, sp.Integer(n)))
-            stage = cur.stage if phase == "fwd" else prev.stage
-            routes.append(group_route(cluster, strategy.mesh, "tp", n, pp=stage))
-    if prev.stage != cur.stage:
-        colls_pp, routes_pp = _p2p(prev, cur, size, strategy, cluster)
-        colls += colls_pp
-        routes += routes_pp
-    return Boundary(index, prev.stage, cur.stage, tuple(colls), tuple(routes))
+    parts = [BoundaryPart(how[0], phase, category, "tp", Fraction(how[1]), int(how[2]), side)
+             for how, phase, side in wanted if how]
+    if crosses:
+        sharded = lay.is_sharded(src)
+        scatter = scatter_gather and tp > 1 and not sharded   # splits a replicated tensor over the t ranks
+        part = Fraction(1, n_prev) if sharded else (Fraction(1, tp) if scatter else Fraction(1))
+        for phase, receiver in (("fwd", "to"), ("bwd", "from")):
+            parts.append(BoundaryPart("p2p", phase, "pp_comm", "pp", part, 2, "pair"))
+            if scatter:   # the receiver of this phase all-gathers the pieces
+                parts.append(BoundaryPart("all_gather", phase, "pp_comm", "tp", Fraction(1), tp, receiver))
+    return tuple(parts)
 
 
-def _returned_grad(cur: PlacedBlock) -> str:
+def same_split(a: LayerSplit, b: LayerSplit) -> bool:
+    """Do two neighbouring blocks take the same split (their conversions are then op_comm)?"""
+    return (a.effective_preset, a.overrides, a.degree) == (b.effective_preset, b.overrides, b.degree)
+
+
+def parts_of(prev: PlacedBlock, cur: PlacedBlock, index: int, strategy: Strategy) -> tuple:
+    """boundary_parts of two placed blocks."""
+    return boundary_parts(prev.cost.layout_out, cur.cost.layout_in, returned_grad(cur.block, cur.cost),
+                          prev.split.degree, cur.split.degree, same_split(prev.split, cur.split),
+                          not (index == 1 and prev.block.params == 0),
+                          prev.stage != cur.stage, strategy.tp, strategy.scatter_gather)
+
+
+def part_route(part: BoundaryPart, stage_from: int, stage_to: int, strategy: Strategy, cluster: Cluster) -> tuple:
+    """The route of a boundary part's group (explorer.strategy.mesh)."""
+    if part.side == "pair":
+        return pair_route(cluster, strategy.mesh, "pp", stage_from, stage_to)
+    return group_route(cluster, strategy.mesh, "tp", part.n, pp=stage_to if part.side == "to" else stage_from)
+
+
+def boundary(prev: PlacedBlock, cur: PlacedBlock, index: int, strategy: Strategy, cluster: Cluster) -> Boundary:
+    """Collectives between two consecutive blocks (boundary_parts), each of its size: the producer's
+    output array, of the local s/cp tokens under context parallelism, times the part's fraction."""
+    size = beta * prev.cost.out_elements / strategy.cp
+    parts = parts_of(prev, cur, index, strategy)
+    colls = tuple(coll.Collective(p.kind, p.phase, cur.block.name, p.category, p.axis,
+                                  size if p.fraction == 1 else size * sp.Rational(p.fraction.numerator,
+                                                                                 p.fraction.denominator),
+                                  sp.Integer(p.n)) for p in parts)
+    routes = tuple(part_route(p, prev.stage, cur.stage, strategy, cluster) for p in parts)
+    return Boundary(index, prev.stage, cur.stage, colls, routes)
+
+
+def returned_grad(block: Block, cost) -> str:
     """Layout of the gradient the consumer's first operator returns for its input."""
-    first = cur.block.ops[0]
-    step = cur.cost.steps[0]
-    return lay.layouts(first, step.split, step.layout_in)[2]
-
-
-def _p2p(prev: PlacedBlock, cur: PlacedBlock, size, strategy: Strategy, cluster: Cluster):
-    """Point-to-point activation (forward) and gradient (backward) between stages.
-
-    Narayanan et al. SC'21 Sec 4.1: a replicated boundary tensor is sent as bsh/t
-    per rank and all-gathered over NVLink at the receiver (scatter/gather);
-    without it each rank sends the whole bsh. A sharded tensor sends its shard.
-    """
-    sharded = lay.is_sharded(prev.cost.layout_out)
-    t = strategy.tp      # scatter/gather splits a replicated tensor over the stage's t ranks
-    scatter = strategy.scatter_gather and t > 1 and not sharded
-    part = size / prev.split.degree if sharded else (size / t if scatter else size)
-    pp_route = pair_route(cluster, strategy.mesh, "pp", prev.stage, cur.stage)
-    colls, routes = [], []
-    for phase in ("fwd", "bwd"):
-        colls.append(coll.Collective("p2p", phase, cur.block.name, "pp_comm", "pp", part, sp.Integer(2)))
-        routes.append(pp_route)
-        if scatter:   # the receiver of this phase all-gathers the pieces
-            colls.append(coll.Collective("all_gather", phase, cur.block.name, "pp_comm", "tp", size, sp.Integer(t)))
-            receiver = cur.stage if phase == "fwd" else prev.stage
-            routes.append(group_route(cluster, strategy.mesh, "tp", t, pp=receiver))
-    return colls, routes
+    step = cost.steps[0]
+    return lay.layouts(block.ops[0], step.split, step.layout_in)[2]

@@ -18,6 +18,7 @@ import sympy as sp
 
 from explorer.cost import collectives as coll
 from explorer.cost.block import BlockCost
+from explorer.cost.summary import BlockSummary
 from explorer.cost.compile import BoundedCache, compile_exprs
 from explorer.cost.experts import expert_collectives
 from explorer.cost.plan import ExecutionPlan, plan
@@ -53,9 +54,16 @@ def block_exprs(cost: BlockCost, g=g_t, L=L_t) -> tuple:
         (cost.expert_params_dev,)
 
 
-def block_function(cost: BlockCost):
-    """BLOCK_ARGS -> BLOCK_Q values of a block, lambdified once per block structure."""
-    return compile_exprs(("block", cost.key), BLOCK_ARGS, lambda: block_exprs(cost))
+def block_function(cost):
+    """BLOCK_ARGS -> BLOCK_Q values of a block (a BlockCost, or its summary: explorer.cost.summary),
+    lambdified once per block structure."""
+    return compile_exprs(("block", cost.key), BLOCK_ARGS,
+                         lambda: block_exprs(cost.full() if isinstance(cost, BlockSummary) else cost))
+
+
+def out_elements_function(cost: BlockCost):
+    """SIZE_ARGS -> the elements of the block's output array (what a boundary after it moves)."""
+    return compile_exprs(("out_elements", cost.key), SIZE_ARGS, lambda: (cost.out_elements,))
 
 
 def step_exprs(cost: BlockCost) -> list:

@@ -75,6 +75,8 @@ class Schedule:
     min_stages: int = 1
     micro_batches_multiple_of_stages: bool = False
     micro_batches_at_least_stages: bool = False
+    warmup: Callable | None = None    # (p, r, v) -> forwards stage r runs before its first backward when
+    #                                   micro-batches are plenty (None: read off the order)
 
     @cached_property
     def _formulas(self) -> dict:

@@ -116,9 +116,14 @@ def stage_end_lower_bounds(schedule: str, fwd, bwd, weight, m, v=1) -> np.ndarra
 @lru_cache(maxsize=64)
 def _warmup(schedule: str, p: int, v: int) -> tuple:
     """Per stage, the forward passes its order runs before its first backward when micro-batches are
-    plenty (the order for (v+2)p micro-batches; with m of them it is the lesser of this and m v):
-    p - r under 1F1B and ZB-H1, 2(p-r-1) + (v-1)p + 1 interleaved, every one (inf) under GPipe."""
+    plenty (with m of them it is the lesser of this and m v): p - r under 1F1B and ZB-H1, 2(p-r-1) +
+    (v-1)p + 1 interleaved, every one (inf) under GPipe -- each schedule's own `warmup`
+    (tests/test_critical_path.py checks it against its order), else read off the order for (v+2)p
+    micro-batches."""
     from explorer.schedules.registry import get
+    rule = get(schedule).warmup
+    if rule is not None:
+        return tuple(float(rule(p, r, v)) for r in range(p))
     m = (v + 2) * p
     out = []
     for order in get(schedule).order(p, m, v):

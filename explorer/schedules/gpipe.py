@@ -8,6 +8,11 @@ def order(p: int, m: int, v: int = 1) -> list:
     return [[(F, 0, j) for j in range(m)] + [(B, 0, j) for j in range(m)] for _ in range(p)]
 
 
+def warmup(p: int, r: int, v: int = 1) -> float:
+    """Every forward runs before the first backward."""
+    return float("inf")
+
+
 def formulas() -> dict:
     from explorer.symbols import B_max, B_r, F_max, F_r, S_T, StageSum, StageSuffixMax, StageSuffixSum, T_star, m
     return dict(
@@ -30,6 +35,6 @@ def formulas() -> dict:
 GPIPE = Schedule(
     name="gpipe", title="GPipe",
     source="Huang et al. NeurIPS'19; makespan as the flow-shop bound, Narayanan et al. SC'21 Sec 2.2.1",
-    order=order, formulas=formulas,
+    order=order, formulas=formulas, warmup=warmup,
 )
 

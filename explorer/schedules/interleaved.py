@@ -28,6 +28,12 @@ def order(p: int, m: int, v: int) -> list:
     return out
 
 
+def warmup(p: int, r: int, v: int) -> int:
+    """Forwards stage r runs before its first backward when m v exceeds them: Megatron-LM's
+    2(p-r-1) + (v-1)p warm-up forwards and the first of the steady state (order above)."""
+    return 2 * (p - r - 1) + (v - 1) * p + 1
+
+
 def sync_exposed(rest):
     """Per stage r, the exposed part of an overlapped gradient sync of `rest` seconds split over the
     v chunks (Megatron-Core pipeline_parallel/schedules.py, forward_backward_pipelining_with_
@@ -71,6 +77,6 @@ def formulas() -> dict:
 INTERLEAVED = Schedule(
     name="interleaved", title="interleaved 1F1B",
     source="Narayanan et al. SC'21 Sec 2.2.2 (published.json ptdp_bubble_interleaved)",
-    order=order, formulas=formulas,
+    order=order, formulas=formulas, warmup=warmup,
     chunked=True, min_stages=2, micro_batches_multiple_of_stages=True,
 )

@@ -16,6 +16,12 @@ def order(p: int, m: int, v: int = 1) -> list:
     return out
 
 
+def warmup(p: int, r: int, v: int = 1) -> int:
+    """Forwards stage r runs before its first backward (m >= p): its p-r-1 warm-up forwards and the
+    first forward of the steady state (order above)."""
+    return p - r
+
+
 def formulas() -> dict:
     import sympy as sp
 
@@ -34,5 +40,5 @@ def formulas() -> dict:
 ONE_F_ONE_B = Schedule(
     name="1f1b", title="1F1B",
     source="Narayanan et al. SC'21 Sec 2.2.1 (same bubble as GPipe, at most p micro-batches in flight)",
-    order=order, formulas=formulas,
+    order=order, formulas=formulas, warmup=warmup,
 )

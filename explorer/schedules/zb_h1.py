@@ -8,6 +8,12 @@ postponed W passes. (Order of the authors' ZeroBubbleH1Pipeline: B, its send, th
 from explorer.schedules.base import B, F, W, Schedule
 
 
+def warmup(p: int, r: int, v: int = 1) -> int:
+    """Forwards stage r runs before its first backward (m >= p): p-r-1 warm-up forwards, then an F, B
+    step (order below), as 1F1B."""
+    return p - r
+
+
 def order(p: int, m: int, v: int = 1) -> list:
     out = []
     for i in range(p):
@@ -53,6 +59,6 @@ def formulas() -> dict:
 ZB_H1 = Schedule(
     name="zb-h1", title="ZB-H1 (zero bubble)",
     source="Qi et al., 'Zero Bubble Pipeline Parallelism', ICLR'24, Sec 3.1",
-    order=order, formulas=formulas,
+    order=order, formulas=formulas, warmup=warmup,
     splits_weight=True, micro_batches_at_least_stages=True,
 )

@@ -16,6 +16,7 @@ True
 """
 from __future__ import annotations
 
+import itertools
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -49,6 +50,11 @@ def _level_rules() -> list:
 
 
 AT_LEVEL = _level_rules()
+SCHEDULE_FIRST = tuple(itertools.takewhile(lambda rule: "micro_batch" not in rule.fields, AT_LEVEL[2]))
+SCHEDULE_THEN = tuple(AT_LEVEL[2][len(SCHEDULE_FIRST):])
+"""The schedule level's rules (AT_LEVEL[2], in table order) split where the first that reads the
+micro-batch comes: those before it are asked once per schedule, the rest once per micro-batch --
+the first broken rule of the level either way."""
 
 
 def _broken(level: int, v, model):
@@ -185,12 +191,25 @@ def _add_families(space, model, tp, pp, dp, global_batch, batches, schedules, in
             space.pruned[reason] += len(schedules) * inner
         else:
             ok_b.append(b)
+    if not ok_b:
+        return
+    # the ZeRO and sequence-parallel rules read (t, p) and their own field only: asked once here,
+    # counted per schedule as the nested loops would
+    zero_reasons = [(zero, _broken(3, R.view(tp=tp, pp=pp, zero=zero), model)) for zero in ZEROS]
+    seq_reasons = [(seq, _broken(4, R.view(tp=tp, pp=pp, sequence_parallel=seq), model)) for seq in SEQ_PAR]
     for schedule, chunks in schedules:
+        # the schedule's rules that do not read the micro-batch come first in the table (SCHEDULE_FIRST):
+        # asked once per schedule, they prune its every micro-batch at once
+        v = R.view(tp=tp, pp=pp, dp=dp, global_batch=global_batch, schedule=schedule, chunks=chunks)
+        reason = next((rule.reason for rule in SCHEDULE_FIRST if rule.broken(v, model)), None)
+        if reason:
+            space.pruned[reason] += len(ok_b) * inner
+            continue
         micro = []
         for b in ok_b:
             v = R.view(tp=tp, pp=pp, micro_batch=b, dp=dp, global_batch=global_batch, schedule=schedule,
                        chunks=chunks)
-            reason = _broken(2, v, model)
+            reason = next((rule.reason for rule in SCHEDULE_THEN if rule.broken(v, model)), None)
             if reason:
                 space.pruned[reason] += inner
             else:
@@ -198,15 +217,13 @@ def _add_families(space, model, tp, pp, dp, global_batch, batches, schedules, in
         if not micro:
             continue
         zeros = []
-        for zero in ZEROS:
-            reason = _broken(3, R.view(tp=tp, pp=pp, zero=zero), model)
+        for zero, reason in zero_reasons:
             if reason:
                 space.pruned[reason] += len(micro) * len(OVERLAPS) * len(RECOMPUTE) * len(SEQ_PAR)
             else:
                 zeros.append(zero)
         seqs = []
-        for seq in SEQ_PAR:
-            reason = _broken(4, R.view(tp=tp, pp=pp, sequence_parallel=seq), model)
+        for seq, reason in seq_reasons:
             if reason:
                 space.pruned[reason] += len(micro) * len(OVERLAPS) * len(RECOMPUTE) * len(zeros)
             else:

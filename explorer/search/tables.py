@@ -3,9 +3,10 @@
 A *node* is one block under one split, given the layout its producer hands
 it; a *link* is what passes between two neighbouring nodes, on one stage or
 across a stage cut. Both are priced by the core -- `block_cost()` for the
-block, the plan's boundary rule for the link (redistribution where the splits
-differ, point-to-point and scatter/gather where the stages differ), the
-compiled block quantities of the cost tree (explorer.cost.tree) for the numbers -- and kept
+block (through its summary, explorer.cost.summary, which a later process finds on disk without
+building sympy expressions), the plan's boundary rule for the link (explorer.cost.plan.boundary_parts:
+redistribution where the splits differ, point-to-point and scatter/gather where the stages differ),
+the compiled block quantities of the cost tree (explorer.cost.tree) for the numbers -- and kept
 as numpy arrays over a vector of micro-batch sizes. Nothing here re-derives a
 cost; `tests/test_search_tables.py` checks the stage sums against `evaluate()`.
 """
@@ -19,11 +20,12 @@ from explorer.cost import layouts as lay
 from explorer.cost.block import block_cost
 from explorer.cost.experts import a2a_seconds
 from explorer.cost.numbers import Numbers
-from explorer.cost.plan import PlacedBlock, block_splits, cp_group_route, ep_group_route, expert_options
-from explorer.cost.plan import boundary as plan_boundary
+from explorer.cost.plan import (block_splits, boundary_parts, cp_group_route, ep_group_route, expert_options,
+                                part_route, same_split)
+from explorer.cost.summary import block_summary, summarise
 from explorer.cost.numeric import Q
 from explorer.errors import ExplorerError
-from explorer.cost.tree import block_function, size_function, tied_copy, tied_values
+from explorer.cost.tree import block_function, tied_copy, tied_values
 from explorer.model.graph import build_blocks
 from explorer.strategy.mesh import group_route
 
@@ -47,7 +49,7 @@ STAGE_ROWS = 8
 
 @dataclass(frozen=True, eq=False)
 class Node:
-    cost: object          # BlockCost
+    cost: object          # BlockSummary (explorer.cost.summary) of its BlockCost
     split: object         # LayerSplit
     route: tuple          # the split's group's fan-in per machine level
     values: np.ndarray    # (5, micro-batch sizes): F, B, PSI, A, GS
@@ -65,14 +67,17 @@ class Chain:
         self.model, self.cluster, self.probe = model, cluster, probe
         self.blocks = build_blocks(model)
         self.fixed = block_splits(model, probe, self.blocks)   # embedding / head: tp, megatron
+        self.data_without_grad = self.blocks[0].params == 0    # no gradient goes back into the input data
         self.b = np.atleast_1d(np.asarray(b, dtype=float))
         self.nums = Numbers.of(model, self.b, cluster, probe.dtype)
         self.hw = self.nums.hw
         self._nodes, self._links, self._levels, self._placed = {}, {}, {}, {}
+        self._priced, self._parts = {}, {}
 
     def for_probe(self, probe) -> "Chain":
         """The same numbers under another d (and p): node values are shared (they depend on
-        the route of their group, not on d itself); links are priced again."""
+        the route of their group, not on d itself), and so are links (they depend on d and the
+        stages only through the routes of their groups: Chain.link)."""
         other = Chain.__new__(Chain)
         other.__dict__.update(self.__dict__, probe=probe, _links={}, _levels={}, _placed={})
         return other
@@ -132,14 +137,17 @@ class Chain:
         if moe:
             key += (self.probe.ep, self.probe.etp, ep_group_route(self.cluster, self.probe, stage))
         if key not in self._nodes:
-            experts = expert_options(self.model, self.probe) if moe else {}
-            cost = block_cost(block, split.effective_preset, split.overrides,
-                              self.probe.sequence_parallel, self.probe.recompute, incoming,
-                              self.probe.cp, self.probe.cp_algo, self.probe.overlap_tp, **experts)
+            args = (block, split.effective_preset, split.overrides, self.probe.sequence_parallel,
+                    self.probe.recompute, incoming, self.probe.cp, self.probe.cp_algo, self.probe.overlap_tp)
+            if moe:     # the experts' load and all-to-alls: the BlockCost itself
+                full = block_cost(*args, **expert_options(self.model, self.probe))
+                cost = summarise(block, full)
+            else:       # a dense block: its summary, from the disk cache without sympy where it is there
+                cost = block_summary(*args)
             values = self._values(cost, split.degree, route, cp_route)
             if moe:     # the experts sharded over ep; the all-to-alls over the ep group's route
-                fwd, bwd = a2a_seconds(cost, split.degree, key[-1], self.nums, self.probe.recompute, self.probe.ep)
-                q = block_function(cost)(*self.nums.block_args(split.degree, route, cp_route, self.probe.cp_algo))
+                fwd, bwd = a2a_seconds(full, split.degree, key[-1], self.nums, self.probe.recompute, self.probe.ep)
+                q = block_function(full)(*self.nums.block_args(split.degree, route, cp_route, self.probe.cp_algo))
                 values = values.copy()
                 values[F] = values[F] + fwd
                 values[B] = values[B] + bwd
@@ -167,28 +175,60 @@ class Chain:
         return nodes
 
     def link(self, i: int, prev: Node, cur: Node, stage_from: int, stage_to: int) -> np.ndarray:
-        """What passes from node i-1 (`prev`, on `stage_from`) to node i (`cur`, on `stage_to`)."""
-        key = (self.blocks[i - 1].key, self.blocks[i].key, prev, cur, stage_from, stage_to)
-        if key not in self._links:
-            self._links[key] = self._link_values(i, prev, cur, stage_from, stage_to)
-        return self._links[key]
+        """What passes from node i-1 (`prev`, on `stage_from`) to node i (`cur`, on `stage_to`).
 
-    def _link_values(self, i, prev, cur, stage_from, stage_to) -> np.ndarray:
-        before = PlacedBlock(self.blocks[i - 1], prev.split, stage_from, 0, prev.cost, prev.route)
-        after = PlacedBlock(self.blocks[i], cur.split, stage_to, 0, cur.cost, cur.route)
-        boundary = plan_boundary(before, after, i, self.probe, self.cluster)
+        Priced once per what it is made of: the plan's boundary parts between the two nodes
+        (explorer.cost.plan.boundary_parts), the routes of their groups and the producer's output
+        array -- so links of other stages and other d with the same routes share one pricing
+        (for_probe keeps them)."""
+        key = (i, prev, cur, stage_from, stage_to)
+        found = self._links.get(key)
+        if found is None:
+            parts = self.parts(i, prev, cur, stage_from != stage_to)
+            routes = tuple(self.part_route(part, stage_from, stage_to) for part in parts)
+            priced = (prev.cost.key, parts, routes)
+            found = self._priced.get(priced)
+            if found is None:
+                found = self._priced[priced] = self._link_values(prev, parts, routes)
+            self._links[key] = found
+        return found
+
+    def parts(self, i: int, prev: Node, cur: Node, crosses: bool) -> tuple:
+        """The boundary parts between node i-1 and node i (explorer.cost.plan.boundary_parts)."""
+        key = (i == 1, prev, cur, crosses)
+        found = self._parts.get(key)
+        if found is None:
+            found = self._parts[key] = boundary_parts(
+                prev.cost.layout_out, cur.cost.layout_in, cur.cost.returned_grad, prev.split.degree,
+                cur.split.degree, same_split(prev.split, cur.split), not (i == 1 and self.data_without_grad), crosses, self.probe.tp,
+                self.probe.scatter_gather)
+        return found
+
+    def part_route(self, part, stage_from: int, stage_to: int) -> tuple:
+        """The route of a boundary part's group (explorer.cost.plan.part_route), memoised."""
+        if part.side == "pair":
+            key = ("pair", stage_from, stage_to)
+            if key not in self._levels:
+                self._levels[key] = part_route(part, stage_from, stage_to, self.probe, self.cluster)
+            return self._levels[key]
+        return self.route(stage_to if part.side == "to" else stage_from, part.n)
+
+    def _link_values(self, prev, parts: tuple, routes: tuple) -> np.ndarray:
+        """The parts in numbers: each moves its fraction of the producer's output array (of the local
+        s/cp tokens), at its group's route."""
         out = np.zeros((6, self.b.size))
-        sizes = size_function(tuple(c.size for c in boundary.collectives))(*self.nums.size_args()) \
-            if boundary.collectives else ()
-        for c, route, size in zip(boundary.collectives, boundary.routes, sizes):
-            n = int(c.n)
-            sent = coll.bytes_per_device(c.kind, np.asarray(size, dtype=float), n)
-            secs = self.nums.collective_seconds(sent, float(coll.latency_steps(c.kind, n)), c.kind, route)
-            forward = c.phase == "fwd"
-            by_sender = c.kind == "p2p"
+        if not parts:
+            return out
+        args = self.nums.size_args()
+        size = np.asarray(prev.cost.out_elements(*args)[0], dtype=float) * args[-1] / self.probe.cp
+        for part, route in zip(parts, routes):
+            sent = coll.bytes_per_device(part.kind, size * float(part.fraction), part.n)
+            secs = self.nums.collective_seconds(sent, float(coll.latency_steps(part.kind, part.n)), part.kind, route)
+            forward = part.phase == "fwd"
+            by_sender = part.kind == "p2p"
             row = (F_FROM if by_sender else F_TO) if forward else (B_TO if by_sender else B_FROM)
             out[row] += secs
-            if by_sender and c.category == "pp_comm":
+            if by_sender and part.category == "pp_comm":
                 out[S_FROM if forward else S_TO] += secs
         return out
 
