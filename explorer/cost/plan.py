@@ -142,6 +142,10 @@ class BoundaryPart:
     n: int
     side: str
 
+    def stage(self, stage_from: int, stage_to: int) -> int:
+        """The stage of its tensor-parallel group ('from' or 'to' side)."""
+        return stage_to if self.side == "to" else stage_from
+
 
 def boundary_parts(src: str, dst: str, grad: str, n_prev: int, n_cur: int, same_split: bool,
                    needs_grad: bool, crosses: bool, tp: int, scatter_gather: bool) -> tuple:
@@ -190,7 +194,7 @@ def part_route(part: BoundaryPart, stage_from: int, stage_to: int, strategy: Str
     """The route of a boundary part's group (explorer.strategy.mesh)."""
     if part.side == "pair":
         return pair_route(cluster, strategy.mesh, "pp", stage_from, stage_to)
-    return group_route(cluster, strategy.mesh, "tp", part.n, pp=stage_to if part.side == "to" else stage_from)
+    return group_route(cluster, strategy.mesh, "tp", part.n, pp=part.stage(stage_from, stage_to))
 
 
 def boundary(prev: PlacedBlock, cur: PlacedBlock, index: int, strategy: Strategy, cluster: Cluster) -> Boundary:

@@ -59,7 +59,12 @@ the first broken rule of the level either way."""
 
 def _broken(level: int, v, model):
     """The reason of the first rule of this level `v` breaks, or None."""
-    for rule in AT_LEVEL[level]:
+    return _first_broken(AT_LEVEL[level], v, model)
+
+
+def _first_broken(rules, v, model):
+    """The reason of the first of `rules` that `v` breaks, or None."""
+    for rule in rules:
         if rule.broken(v, model):
             return rule.reason
     return None
@@ -201,7 +206,7 @@ def _add_families(space, model, tp, pp, dp, global_batch, batches, schedules, in
         # the schedule's rules that do not read the micro-batch come first in the table (SCHEDULE_FIRST):
         # asked once per schedule, they prune its every micro-batch at once
         v = R.view(tp=tp, pp=pp, dp=dp, global_batch=global_batch, schedule=schedule, chunks=chunks)
-        reason = next((rule.reason for rule in SCHEDULE_FIRST if rule.broken(v, model)), None)
+        reason = _first_broken(SCHEDULE_FIRST, v, model)
         if reason:
             space.pruned[reason] += len(ok_b) * inner
             continue
@@ -209,7 +214,7 @@ def _add_families(space, model, tp, pp, dp, global_batch, batches, schedules, in
         for b in ok_b:
             v = R.view(tp=tp, pp=pp, micro_batch=b, dp=dp, global_batch=global_batch, schedule=schedule,
                        chunks=chunks)
-            reason = next((rule.reason for rule in SCHEDULE_THEN if rule.broken(v, model)), None)
+            reason = _first_broken(SCHEDULE_THEN, v, model)
             if reason:
                 space.pruned[reason] += inner
             else:

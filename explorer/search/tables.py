@@ -200,8 +200,8 @@ class Chain:
         if found is None:
             found = self._parts[key] = boundary_parts(
                 prev.cost.layout_out, cur.cost.layout_in, cur.cost.returned_grad, prev.split.degree,
-                cur.split.degree, same_split(prev.split, cur.split), not (i == 1 and self.data_without_grad), crosses, self.probe.tp,
-                self.probe.scatter_gather)
+                cur.split.degree, same_split(prev.split, cur.split), not (i == 1 and self.data_without_grad),
+                crosses, self.probe.tp, self.probe.scatter_gather)
         return found
 
     def part_route(self, part, stage_from: int, stage_to: int) -> tuple:
@@ -211,7 +211,7 @@ class Chain:
             if key not in self._levels:
                 self._levels[key] = part_route(part, stage_from, stage_to, self.probe, self.cluster)
             return self._levels[key]
-        return self.route(stage_to if part.side == "to" else stage_from, part.n)
+        return self.route(part.stage(stage_from, stage_to), part.n)
 
     def _link_values(self, prev, parts: tuple, routes: tuple) -> np.ndarray:
         """The parts in numbers: each moves its fraction of the producer's output array (of the local
@@ -220,7 +220,8 @@ class Chain:
         if not parts:
             return out
         args = self.nums.size_args()
-        size = np.asarray(prev.cost.out_elements(*args)[0], dtype=float) * args[-1] / self.probe.cp
+        beta = args[-1]             # bytes per element: SIZE_ARGS (explorer.cost.tree) end with it
+        size = np.asarray(prev.cost.out_elements(*args)[0], dtype=float) * beta / self.probe.cp
         for part, route in zip(parts, routes):
             sent = coll.bytes_per_device(part.kind, size * float(part.fraction), part.n)
             secs = self.nums.collective_seconds(sent, float(coll.latency_steps(part.kind, part.n)), part.kind, route)
