@@ -1,6 +1,7 @@
-"""A block summary (explorer.cost.summary) says what its BlockCost says, from memory or from disk, and a
-search whose summaries are on disk builds no BlockCost (issue 14: no sympy expressions inside the search
-loop) and finds the same strategies."""
+"""A block summary (explorer.cost.summary) says what its BlockCost says, and a block outline
+(explorer.model.outline) what its Block says, from memory or from disk; a search whose outlines and
+summaries are on disk builds no Block and no BlockCost (issue 14: no sympy expressions in the search)
+and finds the same strategies."""
 import numpy as np
 import pytest
 
@@ -11,6 +12,7 @@ from explorer.cost.numbers import Numbers
 from explorer.cost.plan import returned_grad
 from explorer.cost.tree import SIZE_ARGS
 from explorer.cost.compile import lambdify
+from explorer.model import outline
 from explorer.model.graph import build_blocks
 from explorer.search import search
 from explorer.search.space import layer_options
@@ -24,6 +26,8 @@ def _forget():
     summary._SUMMARIES.clear()
     block_module._COSTS.clear()
     comp._COMPILED.clear()
+    outline._OUTLINES.clear()
+    outline._BLOCKS.clear()
 
 
 @pytest.fixture
@@ -105,5 +109,25 @@ def test_a_search_with_its_summaries_on_disk_builds_no_block_cost(disk, monkeypa
     first = search(model, cluster, 8, 32)
     _forget()
     monkeypatch.setattr(block_module, "_block_cost", lambda *a, **k: pytest.fail("a BlockCost was built"))
+    monkeypatch.setattr(outline, "model_blocks", lambda *a, **k: pytest.fail("the blocks were built"))
     again = search(model, cluster, 8, 32)
     assert _top(again) == _top(first)
+
+
+@pytest.mark.parametrize("name", ["gpt3-175b", "llama3-8b", "mixtral-8x7b", "resnet-50", "bert-large", "tiny-mlp"])
+def test_an_outline_says_what_its_blocks_say_from_memory_and_from_disk(disk, name):
+    model = load_model(name)
+    blocks = build_blocks(model)
+    for outlines in (outline.block_outlines(model), (_forget(), outline.block_outlines(model))[1]):
+        assert len(outlines) == len(blocks)
+        for o, b in zip(outlines, blocks):
+            assert (o.name, o.kind, o.layer, o.key, o.routed, o.without_params) == \
+                (b.name, b.kind, b.layer, b.key, b.routed, b.params == 0)
+            assert o.block().key == b.key and o.block().name == b.name
+
+
+def test_a_damaged_outline_is_rebuilt(disk):
+    from explorer.cost import cache
+    model = load_model("tiny-gpt")
+    cache.store("outline", repr(model), [["layer0", "layer", "zero", ["gpt-layer"], False, False]])
+    assert [o.name for o in outline.block_outlines(model)] == [b.name for b in build_blocks(model)]

@@ -16,6 +16,7 @@ import sympy as sp
 from explorer.cost import collectives as coll
 from explorer.cost import layouts as lay
 from explorer.cost.compile import BoundedCache
+from explorer.cost.summary import cost_key  # the key of a BlockCost and of its summary
 from explorer.model.ops import Block, Operator
 from explorer.symbols import QuickMax
 from explorer.cost import context_parallel as cpx
@@ -161,21 +162,6 @@ def block_cost(block: Block, preset: str, overrides: tuple, sequence_parallel: b
     return _COSTS.get(key, lambda: _block_cost(key, block, preset, dict(overrides), sequence_parallel,
                                                recompute, incoming, cp, cp_algo, overlap_tp, load,
                                                experts_by_seq))
-
-
-def cost_key(block: Block, preset: str, overrides: tuple, sequence_parallel: bool, recompute: str,
-             incoming: str, cp: int = 1, cp_algo: str = "ring", overlap_tp: bool = False, load: float = 1.0,
-             experts_by_seq: bool = False) -> tuple:
-    """The key block_cost() keeps one BlockCost under: the block's structure and every argument its
-    expressions depend on (plain values: the disk cache finds its compiled functions by it)."""
-    key = (block.key, block.kind, preset, overrides, sequence_parallel, recompute, incoming)
-    if cp > 1:
-        key += (cp, cp_algo)
-    if overlap_tp:
-        key += ("overlap_tp",)
-    if any(op.expert or op.routes for op in block.ops):
-        key += ((float(load), experts_by_seq),)
-    return key
 
 
 def _routed_a2a(op: Operator, needed: str, load, cps=1) -> tuple:

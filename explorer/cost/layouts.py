@@ -12,7 +12,10 @@ from fractions import Fraction
 from functools import lru_cache
 
 from explorer.errors import ExplorerError
-from explorer.model.ops import Operator
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:       # annotations only: the search reads layouts without the operators' sympy
+    from explorer.model.ops import Operator
 
 R, P = "R", "P"
 FEAT, SEQ, BATCH = "S:feat", "S:seq", "S:batch"

@@ -46,6 +46,21 @@ forward and backward pass (B includes recomputation); W is the weight-gradient p
 t_<kind> is the exposed time of its collectives of that kind, h_<kind> the part hidden under
 computation, b_<kind> their bytes."""
 Q = {name: i for i, name in enumerate(BLOCK_Q)}
+BLOCK_ARG_NAMES = ("b", "s", "h", "a", "a_{kv}", "f", "V", "t", "g_t", "L_t", "F", "eta", "phi", "W_{hbm}",
+                   "tau_k", "beta", "g_c", "L_c", "F_a", "eta_a")
+"""Names of explorer.cost.tree.BLOCK_ARGS, in order (tree checks it): the compiled block functions'
+arguments, which the disk cache keys them by."""
+TIED_FAMILIES = ("gpt", "bert")
+"""Families whose output layer reuses the word embedding (Megatron-LM's GPT and BERT)."""
+
+
+def tied_place(model, strategy, cluster):
+    """(last stage, route of the (stage 0, last stage) pair) of a tied embedding's copy, or None when
+    there is none (one stage, or an untied family): explorer.cost.tree.TiedCopy places it here."""
+    if strategy.pp < 2 or model.family not in TIED_FAMILIES:
+        return None
+    last = strategy.pp - 1
+    return last, pair_route(cluster, strategy.mesh, "pp", 0, last)
 
 
 def optimizer_update_bytes(dtype_bytes: int) -> int:

@@ -16,8 +16,11 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from explorer.cost import cache
+from explorer.cost.compile import compile_exprs
 from explorer.cost.generated import function_of, plain_key, source_of
+from explorer.cost.numeric import BLOCK_ARG_NAMES
 from explorer.errors import ExplorerError
+from explorer.model.outline import BlockOutline
 
 LAYOUT_FIELDS = ("layout_in", "layout_out", "returned_grad")
 
@@ -37,11 +40,25 @@ class BlockSummary:
 _SUMMARIES = cache.BoundedCache(1024)
 
 
+def cost_key(block, preset: str, overrides: tuple, sequence_parallel: bool, recompute: str,
+             incoming: str, cp: int = 1, cp_algo: str = "ring", overlap_tp: bool = False, load: float = 1.0,
+             experts_by_seq: bool = False) -> tuple:
+    """The key block_cost() keeps one BlockCost under: the block's structure and every argument its
+    expressions depend on (plain values: the disk cache finds its compiled functions by it)."""
+    key = (block.key, block.kind, preset, overrides, sequence_parallel, recompute, incoming)
+    if cp > 1:
+        key += (cp, cp_algo)
+    if overlap_tp:
+        key += ("overlap_tp",)
+    if block.routed:
+        key += ((float(load), experts_by_seq),)
+    return key
+
+
 def block_summary(block, preset: str, overrides: tuple, sequence_parallel: bool, recompute: str, incoming: str,
                   cp: int = 1, cp_algo: str = "ring", overlap_tp: bool = False) -> BlockSummary:
-    """The summary of block_cost(block, ...) (a dense block: no expert arguments); ExplorerError where
-    block_cost refuses the split, with its message."""
-    from explorer.cost.block import cost_key
+    """The summary of block_cost(block, ...) (a dense block: no expert arguments; `block` a Block or its
+    outline, explorer.model.outline); ExplorerError where block_cost refuses the split, with its message."""
     args = (block, preset, overrides, sequence_parallel, recompute, incoming, cp, cp_algo, overlap_tp)
     key = cost_key(*args)
     found = _SUMMARIES.get(key, lambda: _summary(key, args))
@@ -50,9 +67,30 @@ def block_summary(block, preset: str, overrides: tuple, sequence_parallel: bool,
     return found
 
 
+def block_function(cost):
+    """BLOCK_ARGS -> BLOCK_Q values of a block (a BlockCost, or its summary), lambdified once per block
+    structure: from memory, from the disk cache by the cost's key, or -- only then with sympy -- from
+    explorer.cost.tree.block_exprs."""
+    def exprs():
+        from explorer.cost.tree import block_exprs
+        return block_exprs(cost.full() if isinstance(cost, BlockSummary) else cost)
+
+    def args():
+        from explorer.cost.tree import BLOCK_ARGS
+        return BLOCK_ARGS
+    return compile_exprs(("block", cost.key), args, exprs, names=BLOCK_ARG_NAMES)
+
+
+def _real(block):
+    """The Block of a block or of its outline."""
+    return block.block() if isinstance(block, BlockOutline) else block
+
+
 def _full(args):
-    from explorer.cost.block import block_cost
-    return lambda: block_cost(*args)
+    def build():
+        from explorer.cost.block import block_cost
+        return block_cost(_real(args[0]), *args[1:])
+    return build
 
 
 def _summary(key: tuple, args: tuple):
@@ -68,7 +106,7 @@ def _summary(key: tuple, args: tuple):
         if text:
             cache.store("summary", text, {"error": str(error)})
         return error
-    made = summarise(args[0], cost)
+    made = summarise(_real(args[0]), cost)
     source = source_of(made.out_elements)
     if text and source:
         cache.store("summary", text, {"layouts": [getattr(made, name) for name in LAYOUT_FIELDS],

@@ -18,19 +18,21 @@ import sympy as sp
 
 from explorer.cost import collectives as coll
 from explorer.cost.block import BlockCost
-from explorer.cost.summary import BlockSummary
+from explorer.cost.summary import block_function  # noqa: F401 (BLOCK_ARGS -> BLOCK_Q, compiled once)
 from explorer.cost.compile import BoundedCache, compile_exprs
 from explorer.cost.experts import expert_collectives
 from explorer.cost.plan import ExecutionPlan, plan
 from explorer.cost.numeric import COMM_KINDS, block_values, boundary_values, stage_values, structure_key
+from explorer.cost.numeric import BLOCK_ARG_NAMES, tied_place
 from explorer.cost.numeric import tied_values as numeric_tied_values
 from explorer.cost.superstep import COMM_CATEGORIES, STAGE_INPUTS
-from explorer.strategy.mesh import pair_route, top_level
+from explorer.strategy.mesh import top_level
 from explorer.symbols import (F, F_a, L_c, L_t, V, W_hbm, a, a_kv, b, beta, eta, eta_a, f, g_c, g_t, h, phi, s,
                               t, t_launch)
 
 BLOCK_ARGS = (b, s, h, a, a_kv, f, V, t, g_t, L_t, F, eta, phi, W_hbm, t_launch, beta, g_c, L_c, F_a, eta_a)
 SIZE_ARGS = (b, s, h, a, a_kv, f, V, beta)
+assert tuple(map(str, BLOCK_ARGS)) == BLOCK_ARG_NAMES
 
 
 def block_exprs(cost: BlockCost, g=g_t, L=L_t) -> tuple:
@@ -52,13 +54,6 @@ def block_exprs(cost: BlockCost, g=g_t, L=L_t) -> tuple:
             cost.cp_total_s) + tuple(per_kind_t[k] for k in COMM_KINDS) + \
         tuple(per_kind_b[k] for k in COMM_KINDS) + tuple(per_kind_h[k] for k in COMM_KINDS) + \
         (cost.expert_params_dev,)
-
-
-def block_function(cost):
-    """BLOCK_ARGS -> BLOCK_Q values of a block (a BlockCost, or its summary: explorer.cost.summary),
-    lambdified once per block structure."""
-    return compile_exprs(("block", cost.key), BLOCK_ARGS,
-                         lambda: block_exprs(cost.full() if isinstance(cost, BlockSummary) else cost))
 
 
 def out_elements_function(cost: BlockCost):
@@ -118,8 +113,6 @@ class BoundaryGroup:
     count: int
 
 
-TIED_FAMILIES = ("gpt", "bert")
-"""Families whose output layer reuses the word embedding (explorer.model.graph.transformer.head)."""
 
 
 @dataclass(frozen=True)
@@ -136,10 +129,8 @@ class TiedCopy:
 
 
 def tied_copy(model, strategy, cluster) -> TiedCopy | None:
-    if strategy.pp < 2 or model.family not in TIED_FAMILIES:
-        return None
-    last = strategy.pp - 1
-    return TiedCopy(V * h / t, last, pair_route(cluster, strategy.mesh, "pp", 0, last))
+    place = tied_place(model, strategy, cluster)
+    return None if place is None else TiedCopy(V * h / t, *place)
 
 
 @dataclass(frozen=True)

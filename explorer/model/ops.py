@@ -98,6 +98,11 @@ class Block:
         return sp.Add(*[op.params for op in self.ops])
 
     @property
+    def routed(self) -> bool:
+        """Does it hold routed experts or route tokens (an MoE layer)?"""
+        return any(op.expert or op.routes for op in self.ops)
+
+    @property
     def flops_fwd(self) -> sp.Expr:
         return sp.Add(*[op.flops_fwd for op in self.ops])
 

@@ -17,16 +17,13 @@ import numpy as np
 
 from explorer.cost import collectives as coll
 from explorer.cost import layouts as lay
-from explorer.cost.block import block_cost
-from explorer.cost.experts import a2a_seconds
 from explorer.cost.numbers import Numbers
-from explorer.cost.plan import (block_splits, boundary_parts, cp_group_route, ep_group_route, expert_options,
-                                part_route, same_split)
-from explorer.cost.summary import block_summary, summarise
-from explorer.cost.numeric import Q
+from explorer.cost.boundary import boundary_parts, part_route, same_split
+from explorer.cost.numeric import Q, cp_group_route, ep_group_route, tied_place, tied_values
+from explorer.cost.placement import block_splits, block_stages, expert_options
+from explorer.cost.summary import block_function, block_summary, summarise
 from explorer.errors import ExplorerError
-from explorer.cost.tree import block_function, tied_copy, tied_values
-from explorer.model.graph import build_blocks
+from explorer.model.outline import block_outlines
 from explorer.strategy.mesh import group_route
 
 F, B, PSI, A, GS, W = range(6)
@@ -65,9 +62,9 @@ class Chain:
 
     def __init__(self, model, cluster, probe, b):
         self.model, self.cluster, self.probe = model, cluster, probe
-        self.blocks = build_blocks(model)
+        self.blocks = block_outlines(model)     # the blocks' names, kinds and keys (no sympy from a warm cache)
         self.fixed = block_splits(model, probe, self.blocks)   # embedding / head: tp, megatron
-        self.data_without_grad = self.blocks[0].params == 0    # no gradient goes back into the input data
+        self.data_without_grad = self.blocks[0].without_params  # no gradient goes back into the input data
         self.b = np.atleast_1d(np.asarray(b, dtype=float))
         self.nums = Numbers.of(model, self.b, cluster, probe.dtype)
         self.hw = self.nums.hw
@@ -88,7 +85,7 @@ class Chain:
         if key not in self._links:
             probe = self.probe if self.probe.pp == pp else None
             self._links[key] = {} if probe is None else tied_values(
-                tied_copy(self.model, probe, self.cluster), probe.tp, pp, self.nums)
+                tied_place(self.model, probe, self.cluster), probe.tp, pp, self.nums)
         return self._links[key]
 
     @property
@@ -139,9 +136,11 @@ class Chain:
         if key not in self._nodes:
             args = (block, split.effective_preset, split.overrides, self.probe.sequence_parallel,
                     self.probe.recompute, incoming, self.probe.cp, self.probe.cp_algo, self.probe.overlap_tp)
-            if moe:     # the experts' load and all-to-alls: the BlockCost itself
-                full = block_cost(*args, **expert_options(self.model, self.probe))
-                cost = summarise(block, full)
+            if moe:     # the experts' load and all-to-alls: the BlockCost itself (sympy)
+                from explorer.cost.block import block_cost
+                from explorer.cost.experts import a2a_seconds
+                full = block_cost(block.block(), *args[1:], **expert_options(self.model, self.probe))
+                cost = summarise(block.block(), full)
             else:       # a dense block: its summary, from the disk cache without sympy where it is there
                 cost = block_summary(*args)
             values = self._values(cost, split.degree, route, cp_route)
@@ -275,6 +274,5 @@ def stage_sums(chain: Chain, nodes, stages, pp: int) -> np.ndarray:
 
 def node_stages(model, strategy) -> tuple:
     """Stage of every block (embedding, layers, head), as the plan places them."""
-    from explorer.cost.plan import block_stages
     layers = tuple(stage for stage, _ in block_stages(model, strategy))
     return (0,) + layers + (layers[-1],)

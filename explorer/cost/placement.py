@@ -1,0 +1,35 @@
+"""Where the plan puts each block (sympy-free: the search reads it too): each block's split, each layer's
+pipeline stage and model chunk, and an MoE block's expert arguments. explorer.cost.plan places the blocks
+with these; explorer.search.tables prices the same placement in numbers."""
+from __future__ import annotations
+
+from explorer.model.spec import ModelSpec
+from explorer.schedules import chunked
+from explorer.strategy.strategy import LayerSplit, Strategy
+
+
+def block_splits(model: ModelSpec, strategy: Strategy, blocks) -> list:
+    """Each block's split: layers from the strategy; embedding and head use tp (Megatron)."""
+    outer = LayerSplit(degree=strategy.tp, preset="megatron")
+    return [strategy.split_of(b.layer) if b.kind == "layer" else outer for b in blocks]
+
+
+def block_stages(model: ModelSpec, strategy: Strategy) -> tuple:
+    """(stage, chunk) of every layer; interleaving deals chunks round-robin (Narayanan Sec 2.2.2)."""
+    layers = model.layers
+    if not chunked(strategy.schedule):
+        return tuple((stage, 0) for stage in strategy.stages(layers))
+    chunks = strategy.pp * strategy.chunks
+    base, extra = divmod(layers, chunks)
+    out = []
+    for c in range(chunks):
+        out += [(c % strategy.pp, c // strategy.pp)] * (base + (1 if c < extra else 0))
+    return tuple(out)
+
+
+def expert_options(model: ModelSpec, strategy: Strategy) -> dict:
+    """block_cost's expert arguments for `strategy` (none for a dense model)."""
+    if not model.is_moe:
+        return {}
+    from explorer.cost.experts import expert_load      # sympy: MoE models only
+    return {"load": expert_load(model, strategy.ep), "experts_by_seq": strategy.etp != strategy.tp}
