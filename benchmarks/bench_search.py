@@ -25,9 +25,10 @@ Measured 2026-12-01, Calculon caa4b11f8fe1 (github.com/calculon-ai/calculon, 202
 with other jobs: the explorer's search 5.3 s CPU (8 GPUs) and 5.4 s (16 GPUs); Calculon's, both sizes run
 at once with the command above, had used 971 s and 553 s CPU after 33 min wall without finishing and were
 stopped (>= 183x and >= 102x); its best strategies were not obtained. README (the search paragraph) has them.
-Measured 2026-12-02 (third session; the machine ~1.8x slower than in the second): cold search 4.38 s CPU
-(median of 5, 4.03-4.98 s), warm 3.37 s; megatron-22b 1.49 s (8 GPUs) and 2.23 s (16 GPUs). Paired with the
-previous commit 854c7e4 (alternate fresh processes, 5 each): search() 3.75 -> 3.05 s CPU, imports 0.6 s both.
+Measured 2026-12-02 (third session, after the block outlines and summaries: no sympy in a search with the
+disk cache warm): cold search 2.90 s CPU (median of 5, 2.82-3.31 s), warm 2.95 s, first ever 6.25 s;
+megatron-22b 0.99 s (8 GPUs) and 1.33 s (16 GPUs). Paired with the previous commit 854c7e4 (alternate fresh
+processes, 5 each): imports 0.57 -> 0.20 s, search() 3.34 -> 2.96 s CPU.
 
     python benchmarks/bench_search.py                  # Calculon paired when found, else "not timed"
     CALCULON=/tmp/calc-venv/bin/calculon python benchmarks/bench_search.py --calculon-gpus 8,16
