@@ -8,6 +8,9 @@ Figures, each the median of several runs, CPU time (user + system) unless said:
   * the first evaluation in a fresh process after the imports (disk cache warm, and empty);
   * a warm evaluation (the same process, again);
   * whole process `python -m explorer validate`, disk cache warm and empty;
+  * whole process `python -m explorer timeline ... --json` (TIMELINE: the super-step events of the
+    README's timeline example, 3,558 events), disk cache warm and empty, paired with --prev; and its
+    micro-step level (`--level micro`, one layer), disk cache warm;
   * llm-analysis's whole process on the same configuration, paired, when --llm-analysis names a Python
     that has it (it is on PyPI: `python -m venv /tmp/llm-venv; /tmp/llm-venv/bin/pip install llm-analysis`);
   * Calculon's whole process `calculon llm models/gpt3-175B.json EXE systems/a100_80g.json out.json` on the
@@ -50,6 +53,9 @@ LLM_ANALYSIS = ["-m", "llm_analysis.analysis", "train", "--model_name", "megatro
 # the same strategy in the explorer's field names, for Calculon's execution file (benchmarks/calculon_peer.py)
 CALCULON_STRATEGY = dict(gpus=1024, tp=8, pp=8, micro_batch=1, global_batch=1536, recompute="selective",
                          sequence_parallel=True)
+# the README's timeline example: gpt3-175b on 64 A100s, t=8, p=8, m=64 micro-batches, 1F1B
+TIMELINE = ["timeline", "--model", "gpt3-175b", "--cluster", "dgx-a100-80gb", "--gpus", "64", "--tp", "8",
+            "--pp", "8", "--micro-batch", "1", "--global-batch", "64", "--schedule", "1f1b", "--json"]
 FIRST = """
 import io, contextlib, sys, time
 from explorer.cli.main import main
@@ -156,6 +162,26 @@ def main() -> None:
     print("whole process `python -m explorer validate` (every bundled published case), CPU s, median:")
     for label, runs in validate.items():
         print(f"  {label:<28} {statistics.median(runs):6.3f} s   (min {min(runs):.3f}, max {max(runs):.3f})")
+    timeline = {"disk cache warm": [], "disk cache empty": []}
+    if a.prev:
+        timeline["previous release"] = []
+    child_cpu([python, "-m", "explorer"] + TIMELINE, ROOT, env)
+    child_cpu([python, "-m", "explorer"] + TIMELINE + ["--level", "micro"], ROOT, env)
+    if a.prev:
+        child_cpu([python, "-m", "explorer"] + TIMELINE, a.prev, env)
+    micro = []
+    for i in range(a.runs):
+        timeline["disk cache warm"].append(child_cpu([python, "-m", "explorer"] + TIMELINE, ROOT, env))
+        empty = dict(os.environ, BRIDGING_DL_CACHE=str(tmp / f"timeline{i}"))
+        timeline["disk cache empty"].append(child_cpu([python, "-m", "explorer"] + TIMELINE, ROOT, empty))
+        if a.prev:
+            timeline["previous release"].append(child_cpu([python, "-m", "explorer"] + TIMELINE, a.prev, env))
+        micro.append(child_cpu([python, "-m", "explorer"] + TIMELINE + ["--level", "micro"], ROOT, env))
+    print(f"whole process `python -m explorer timeline ... --json` (super-steps), CPU s, median of {a.runs} paired:")
+    for label, runs in timeline.items():
+        print(f"  {label:<28} {statistics.median(runs):6.3f} s   (min {min(runs):.3f}, max {max(runs):.3f})")
+    print(f"  micro-steps (--level micro), disk cache warm {statistics.median(micro):6.3f} s "
+          f"(min {min(micro):.3f}, max {max(micro):.3f})")
     out = subprocess.run([python, "-c", WARM], cwd=ROOT, env=env, check=True, capture_output=True,
                          text=True).stdout.split()
     print(f"evaluate() alone: first in the process {1e3 * float(out[0]):.1f} ms CPU (disk cache warm); "

@@ -30,18 +30,19 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from explorer.timeline import compare, export, microstep_events, summary_lines, superstep_events
+    from explorer.timeline import compare, export, summary_lines, superstep_table
     model, cluster, strategy, gpus = resolve(args)
     if args.level == "super" and (args.op is not None or args.layer is not None):
         raise ExplorerError("--op and --layer choose micro-steps: add --level micro")
     if args.level == "micro":
+        from explorer.timeline import microstep_events    # the plan's operators (sympy)
         events = microstep_events(model, strategy, cluster, gpus, layer=args.layer, op=args.op)
         lines = [f"micro-steps of {'operator ' + args.op if args.op else 'layer'} "
                  f"on {events['row'].nunique()} devices: {events['end_s'].max():.6g} s"]
     else:
         result = evaluate(model, strategy, cluster, gpus)
         schedule = args.draw or strategy.schedule
-        events = superstep_events(model, strategy, cluster, gpus, schedule=schedule, result=result)
+        events = superstep_table(model, strategy, cluster, gpus, schedule=schedule, result=result)
         lines = summary_lines(compare(events, result, schedule, strategy.schedule))
     text = export(events, "json" if args.json else args.format)   # --json (shared flag) means --format json
     if args.out:

@@ -20,7 +20,8 @@ import numpy as np
 
 from explorer.cost import cache
 from explorer.cost.generated import function_of, source_of
-from explorer.cost.numeric import OUTPUTS, block_values, boundary_values, structure_key
+from explorer.cost.numeric import (OUTPUTS, block_values, boundary_bytes, boundary_levels, boundary_values,
+                                   structure_key)
 
 
 @dataclass(frozen=True)
@@ -29,6 +30,7 @@ class NumericKind:
     route: tuple        # fan-in per machine level of the block's operator group
     fn: object          # BLOCK_ARGS -> BLOCK_Q values (explorer.cost.tree.block_function)
     cp_route: tuple = ()  # its context-parallel group's route (() without cp)
+    collective_kinds: tuple = ()  # the kinds of its operators' collectives, each once (the timeline's levels)
 
 
 @dataclass(frozen=True, eq=False)
@@ -49,6 +51,12 @@ class NumericTree:
 
     def boundary_values(self, nums, C: int):
         return boundary_values(self.stages, self.arrays, self.size_fn, self.n_sizes, nums, C)
+
+    def boundary_bytes(self, nums, C: int = 1) -> np.ndarray:
+        return boundary_bytes(self.stages, self.arrays, self.size_fn, self.n_sizes, nums, C)
+
+    def boundary_levels(self, levels: int) -> np.ndarray:
+        return boundary_levels(self.stages, self.arrays, levels)
 
 
 _TREES = cache.BoundedCache(64)
@@ -123,7 +131,10 @@ def _tree(text: str, model, strategy, cluster) -> NumericTree:
     full = cost_tree(model, strategy, cluster)
     groups = bool(full.groups)
     tied = None if full.tied is None else (full.tied.last, full.tied.route)
-    tree = NumericTree(full.plan.stages, tuple(NumericKind(k.degree, k.route, k.fn, k.cp_route) for k in full.kinds),
+    kinds = tuple(NumericKind(k.degree, k.route, k.fn, k.cp_route,
+                              tuple(dict.fromkeys(c.kind for step in k.cost.steps for c in step.collectives)))
+                  for k in full.kinds)
+    tree = NumericTree(full.plan.stages, kinds,
                        full.counts, full.arrays if groups else None, full.size_fn if groups else None,
                        len(full.sizes), strategy.cp_algo, tied)
     entry = _tree_entry(tree)
@@ -140,7 +151,8 @@ def _tree_entry(tree: NumericTree):
     numbers = tree.counts.size + sum(x.size for x in (tree.arrays or {}).values() if isinstance(x, np.ndarray))
     if numbers > MAX_STORED_NUMBERS:
         return None
-    kinds = [[k.degree, list(k.route), source_of(k.fn), list(k.cp_route)] for k in tree.kinds]
+    kinds = [[k.degree, list(k.route), source_of(k.fn), list(k.cp_route), list(k.collective_kinds)]
+             for k in tree.kinds]
     size = source_of(tree.size_fn) if tree.size_fn is not None else None
     if any(k[2] is None for k in kinds) or (tree.size_fn is not None and size is None):
         return None
@@ -164,11 +176,13 @@ def _decode(d: dict) -> np.ndarray:
 
 def _tree_from(stored: dict) -> NumericTree:
     kinds = []
-    for degree, route, source, cp_route in stored["kinds"]:
+    for degree, route, source, cp_route, collective_kinds in stored["kinds"]:
         fn = function_of(source)
         if fn is None:
             raise ValueError("block function")
-        kinds.append(NumericKind(int(degree), _route(route), fn, _route(cp_route)))
+        if not all(isinstance(k, str) for k in collective_kinds):
+            raise ValueError("collective kinds")
+        kinds.append(NumericKind(int(degree), _route(route), fn, _route(cp_route), tuple(collective_kinds)))
     arrays, size_fn = None, None
     if stored["arrays"] is not None:
         arrays = {name: _decode(x) if isinstance(x, dict) else [tuple(item) for item in x]

@@ -40,11 +40,13 @@ BLOCK_Q = ("F", "B", "W", "fwd_compute", "bwd_compute", "bwd_weight", "fwd_comm"
            "act", "params_dev", "params", "flops_fwd", "flops_bwd", "recompute_flops", "comm_bytes",
            "grad_sync", "grad_sync_bytes", "hidden_comm", "cp_fwd", "cp_bwd", "cp_bytes", "cp_total") + \
     tuple(f"t_{k}" for k in COMM_KINDS) + tuple(f"b_{k}" for k in COMM_KINDS) + tuple(f"h_{k}" for k in COMM_KINDS) + \
-    ("expert_params_dev",)
+    ("expert_params_dev", "fwd_comm_bytes", "bwd_comm_bytes", "cp_fwd_bytes", "cp_bwd_bytes")
 """A block's named quantities for one micro-batch on one device. F and B are the block's
 forward and backward pass (B includes recomputation); W is the weight-gradient part of B.
 t_<kind> is the exposed time of its collectives of that kind, h_<kind> the part hidden under
-computation, b_<kind> their bytes."""
+computation, b_<kind> their bytes; fwd/bwd_comm_bytes the bytes of its forward and backward
+collectives (the replayed forward's not counted again), cp_fwd/bwd_bytes its context-parallel
+exchange's, by phase (what the super-step timeline draws on each pass, explorer.timeline.layout)."""
 Q = {name: i for i, name in enumerate(BLOCK_Q)}
 BLOCK_ARG_NAMES = ("b", "s", "h", "a", "a_{kv}", "f", "V", "t", "g_t", "L_t", "F", "eta", "phi", "W_{hbm}",
                    "tau_k", "beta", "g_c", "L_c", "F_a", "eta_a")
@@ -147,10 +149,7 @@ def boundary_values(stages: int, arr: dict, size_fn, n_sizes: int, nums, C: int)
     if arr is None:
         zeros = {c: np.zeros((stages, C)) for c in COMM_CATEGORIES}
         return zeros, dict(zeros), dict(zeros), {}, (np.zeros((stages, C)), np.zeros((stages, C)))
-    sizes = np.empty((n_sizes, C))
-    for i, x in enumerate(size_fn(*nums.size_args())[:n_sizes]):
-        sizes[i] = x
-    sent = arr["factor"][:, None] * sizes[arr["size"]]                        # groups x C
+    sent = _sent(arr, size_fn, n_sizes, nums, C)                              # groups x C
     busy = arr["shares"] * np.asarray(nums.hw["g"])[None, :]                 # groups x levels
     g_eff, L_top = busy.max(axis=1), np.asarray(nums.hw["L"])[arr["top"]]
     secs = sent * g_eff[:, None] + (arr["steps"] * L_top)[:, None]
@@ -172,6 +171,32 @@ def boundary_values(stages: int, arr: dict, size_fn, n_sizes: int, nums, C: int)
             by_kind[(category, kind, level)] = np.stack([kind_secs[i], kind_sent[i]])
     sends = (_sends_selector(arr, stages) @ secs).reshape(2, stages, C)
     return fwd, bwd, nbytes, by_kind, (sends[0], sends[1])
+
+
+def _sent(arr: dict, size_fn, n_sizes: int, nums, C: int) -> np.ndarray:
+    """groups x candidates: the bytes each device of a boundary group sends, once."""
+    sizes = np.empty((n_sizes, C))
+    for i, x in enumerate(size_fn(*nums.size_args())[:n_sizes]):
+        sizes[i] = x
+    return arr["factor"][:, None] * sizes[arr["size"]]
+
+
+def boundary_bytes(stages: int, arr: dict, size_fn, n_sizes: int, nums, C: int = 1) -> np.ndarray:
+    """2 (fwd, bwd) x COMM_CATEGORIES x stages x candidates: the bytes per device the boundary groups
+    each stage pays send in each phase (the same groups and sizes as boundary_values)."""
+    if arr is None:
+        return np.zeros((2, len(COMM_CATEGORIES), stages, C))
+    sent = _sent(arr, size_fn, n_sizes, nums, C) * arr["count"][:, None]
+    return (arr["phase_sel"] @ sent).reshape(2, len(COMM_CATEGORIES), stages, C)
+
+
+def boundary_levels(stages: int, arr: dict, levels: int) -> np.ndarray:
+    """COMM_CATEGORIES x stages x machine levels: True where a boundary group of that category paid by
+    that stage carries bytes over that level (explorer.cost.collectives.level_shares)."""
+    if arr is None:
+        return np.zeros((len(COMM_CATEGORIES), stages, levels), dtype=bool)
+    crossing = (arr["cat_sel"] @ (arr["shares"] > 0).astype(float)) > 0
+    return crossing.reshape(len(COMM_CATEGORIES), stages, -1)
 
 
 def _sends_selector(arr: dict, stages: int) -> np.ndarray:

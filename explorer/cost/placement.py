@@ -27,6 +27,14 @@ def block_stages(model: ModelSpec, strategy: Strategy) -> tuple:
     return tuple(out)
 
 
+def block_place(kind: str, layer: int, layer_places: tuple) -> tuple:
+    """(stage, chunk) of a block: a layer's from block_stages (`layer_places`); the embedding on stage 0's
+    first chunk, the head with the last layer."""
+    if kind == "layer":
+        return layer_places[layer]
+    return (0, 0) if kind == "embedding" else layer_places[-1]
+
+
 def expert_options(model: ModelSpec, strategy: Strategy) -> dict:
     """block_cost's expert arguments for `strategy` (none for a dense model)."""
     if not model.is_moe:

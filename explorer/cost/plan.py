@@ -23,7 +23,7 @@ from explorer.model.ops import Block
 from explorer.cost.numeric import (cp_group_route, ep_group_route,  # noqa: F401 (the one place each is chosen)
                                    expert_dp_route)
 from explorer.cost.boundary import boundary_parts, part_route, same_split
-from explorer.cost.placement import block_splits, block_stages, expert_options  # noqa: F401
+from explorer.cost.placement import block_place, block_splits, block_stages, expert_options  # noqa: F401
 from explorer.strategy.mesh import group_route
 from explorer.strategy.strategy import LayerSplit, Strategy
 from explorer.symbols import beta
@@ -73,12 +73,10 @@ def plan(model: ModelSpec, strategy: Strategy, cluster: Cluster) -> ExecutionPla
     blocks = build_blocks(model)
     splits = block_splits(model, strategy, blocks)
     layer_places = block_stages(model, strategy)
-    last_stage = layer_places[-1][0]
     placed, incoming = [], lay.R
     for block, split in zip(blocks, splits):
         _check_overrides(block, split)
-        stage, chunk = layer_places[block.layer] if block.kind == "layer" else \
-            ((0, 0) if block.kind == "embedding" else (last_stage, layer_places[-1][1]))
+        stage, chunk = block_place(block.kind, block.layer, layer_places)
         experts = expert_options(model, strategy)
         cost = block_cost(block, split.effective_preset, split.overrides, strategy.sequence_parallel,
                           strategy.recompute, incoming, strategy.cp, strategy.cp_algo, strategy.overlap_tp,

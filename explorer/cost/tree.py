@@ -53,7 +53,16 @@ def block_exprs(cost: BlockCost, g=g_t, L=L_t) -> tuple:
             cost.grad_sync_bytes, cost.hidden_comm_s, cost.cp_fwd_s, cost.cp_bwd_s, cost.cp_bytes,
             cost.cp_total_s) + tuple(per_kind_t[k] for k in COMM_KINDS) + \
         tuple(per_kind_b[k] for k in COMM_KINDS) + tuple(per_kind_h[k] for k in COMM_KINDS) + \
-        (cost.expert_params_dev,)
+        (cost.expert_params_dev,) + _phase_bytes(cost)
+
+
+def _phase_bytes(cost: BlockCost) -> tuple:
+    """fwd_comm_bytes, bwd_comm_bytes, cp_fwd_bytes, cp_bwd_bytes: each operator's collectives by
+    their phase and its context-parallel exchange by direction, once each (as the micro-steps draw them)."""
+    fwd = sp.Add(*[c.bytes() for step in cost.steps for c in step.collectives if c.phase == "fwd"])
+    bwd = sp.Add(*[c.bytes() for step in cost.steps for c in step.collectives if c.phase != "fwd"])
+    return (fwd, bwd, sp.Add(*[step.cp.fwd_bytes for step in cost.steps]),
+            sp.Add(*[step.cp.bwd_bytes for step in cost.steps]))
 
 
 def out_elements_function(cost: BlockCost):

@@ -8,18 +8,32 @@ total the model gives for that strategy.
 """
 from __future__ import annotations
 
-import pandas as pd
+import numpy as np
 
-from explorer.timeline.events import PIPELINE_KINDS, idle_time, makespan
-
-
-def pipeline_end(events: pd.DataFrame) -> float:
-    """End of the pipeline part: the last forward, backward, weight pass or send."""
-    mask = events["kind"].isin(PIPELINE_KINDS) & ~events["hidden"]
-    return float(events.loc[mask, "end_s"].max()) if mask.any() else 0.0
+from explorer.timeline.events import PIPELINE_KINDS, columns_of, makespan
 
 
-def idle_fraction(events: pd.DataFrame) -> float:
+def pipeline_end(events) -> float:
+    """End of the pipeline part: the last forward, backward, weight pass or send (an EventTable or a
+    DataFrame)."""
+    ev = columns_of(events)
+    mask = np.isin(ev["kind"], PIPELINE_KINDS) & ~ev["hidden"]
+    return float(ev["end_s"][mask].max()) if mask.any() else 0.0
+
+
+def _idle_seconds(ev: dict, until: float) -> np.ndarray:
+    """Seconds each row with a non-hidden event is idle in [0, until] (explorer.timeline.events.idle_time
+    without pandas: from the busy intervals, which never overlap on a row unless hidden)."""
+    shown = ~ev["hidden"]
+    rows, index = np.unique(ev["row"][shown].astype(str), return_inverse=True)
+    busy = shown.copy()
+    busy[shown] = (ev["kind"][shown] != "idle") & (ev["start_s"][shown] < until)
+    inside = busy[shown]
+    clipped = np.minimum(ev["end_s"][shown][inside], until) - ev["start_s"][shown][inside]
+    return until - np.bincount(index[inside], weights=clipped, minlength=len(rows))
+
+
+def idle_fraction(events) -> float:
     """Idle share of all stages' time in the pipeline part, [0, pipeline_end].
 
     Equal stages without communication: (p-1)/(m+p-1) for GPipe and 1F1B, that is a
@@ -31,20 +45,21 @@ def idle_fraction(events: pd.DataFrame) -> float:
     0.272727
     """
     end = pipeline_end(events)
-    idle = idle_time(events[~events["hidden"]], until=end)
+    idle = _idle_seconds(columns_of(events), end)
     # rounding leaves a back-to-back pipeline a few 1e-16 below zero (shown as "-0.0 %" in a browser walk)
     return max(0.0, float(idle.sum() / (len(idle) * end))) if end > 0 else 0.0
 
 
-def compare(events: pd.DataFrame, result, schedule: str, model_schedule: str | None = None) -> dict:
+def compare(events, result, schedule: str, model_schedule: str | None = None) -> dict:
     """Timeline makespan vs the cost model's iteration time, and the bubble on the critical stage: as
     the model counts it, the makespan less that stage's passes and the finishing stage's step."""
-    timeline, model = makespan(events), float(result.iteration_time_s)
+    ev = columns_of(events)
+    timeline, model = makespan(ev), float(result.iteration_time_s)
     after = sum(result.breakdown_s[c] for c in ("dp_comm", "zero_comm", "optimizer"))
-    shown = events[~events["hidden"]]
-    passes = shown["phase"].isin(("fwd", "bwd")) & (shown["kind"] != "idle")
-    busy = shown[(shown["stage"] == result.critical_stage) & passes]["duration_s"].sum()
-    step = shown[(shown["stage"] == result.extra["sync_stage"]) & (shown["phase"] == "step")]["duration_s"].sum()
+    shown = ~ev["hidden"]
+    passes = shown & np.isin(ev["phase"], ("fwd", "bwd")) & (ev["kind"] != "idle")
+    busy = ev["duration_s"][passes & (ev["stage"] == result.critical_stage)].sum()
+    step = ev["duration_s"][shown & (ev["stage"] == result.extra["sync_stage"]) & (ev["phase"] == "step")].sum()
     end = pipeline_end(events)
     model_schedule = model_schedule or schedule
     note = (f"drawn as {schedule} from a {model_schedule} strategy: model_s is the {model_schedule} iteration "

@@ -6,8 +6,9 @@ start of the iteration (super-step) or of the layer's forward (micro-step).
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
-import pandas as pd
 
 COLUMNS = {
     "row": "Gantt row label: 'stage i' (super-step), 'gpu r' (micro-step); "
@@ -35,52 +36,95 @@ DEFAULTS = {"row": "", "stage": -1, "device": "", "kind": "", "phase": "", "cate
 PIPELINE_KINDS = ("forward", "backward", "weight", "send", "zero_gather")
 
 
-def frame(columns: dict) -> pd.DataFrame:
-    """A DataFrame with COLUMNS in order; missing columns take DEFAULTS, scalars broadcast.
+TYPES = {"stage": np.int64, "micro_batch": np.int64, "chunk": np.int64, "bytes": np.float64, "hidden": np.bool_,
+         "start_s": np.float64, "end_s": np.float64, "duration_s": np.float64}
+"""Column dtypes (the others hold str objects)."""
 
-    >>> frame({"start_s": [0.0, 1.0], "end_s": [1.0, 3.0], "kind": "forward"}).duration_s.tolist()
+
+@dataclass(frozen=True, eq=False)
+class EventTable:
+    """Events as numpy columns, COLUMNS in order: what the timelines compute and the exports write,
+    without pandas. `to_frame()` gives the DataFrame the charts and pages read (the same columns)."""
+
+    columns: dict
+
+    def __len__(self) -> int:
+        return len(self.columns["start_s"])
+
+    def __getitem__(self, key):
+        """A column by name, or the rows where a boolean array is True (a new table)."""
+        if isinstance(key, str):
+            return self.columns[key]
+        return EventTable({name: col[key] for name, col in self.columns.items()})
+
+    def to_frame(self):
+        import pandas as pd
+        return pd.DataFrame(self.columns, columns=list(COLUMNS))
+
+
+def table(columns: dict) -> EventTable:
+    """An EventTable with COLUMNS in order; missing columns take DEFAULTS, scalars broadcast.
+
+    >>> table({"start_s": [0.0, 1.0], "end_s": [1.0, 3.0], "kind": "forward"})["duration_s"].tolist()
     [1.0, 2.0]
     """
     n = len(np.atleast_1d(columns["start_s"]))
     data = {}
     for name in COLUMNS:
         if name == "duration_s":
-            data[name] = np.asarray(data["end_s"], dtype=float) - np.asarray(data["start_s"], dtype=float)
+            data[name] = data["end_s"] - data["start_s"]
             continue
         value = columns.get(name, DEFAULTS.get(name))
-        data[name] = np.asarray(value) if np.ndim(value) else np.full(n, value, dtype=object
-                                                                       if isinstance(value, str) else None)
-    df = pd.DataFrame(data, columns=list(COLUMNS))
-    return df.astype({"stage": int, "micro_batch": int, "chunk": int, "bytes": float, "hidden": bool,
-                      "start_s": float, "end_s": float})
+        kind = TYPES.get(name, object)
+        data[name] = np.asarray(value, dtype=kind) if np.ndim(value) else np.full(n, value, dtype=kind)
+    return EventTable(data)
 
 
-def concat(frames) -> pd.DataFrame:
-    """Tables in the given order, sorted by row then start (stable)."""
-    frames = [f for f in frames if len(f)]
-    if not frames:
-        return frame({"start_s": np.zeros(0), "end_s": np.zeros(0)})
-    df = pd.concat(frames, ignore_index=True)
-    return df.sort_values(["stage", "row", "start_s"], kind="stable").reset_index(drop=True)
+def frame(columns: dict):
+    """table(columns) as a pandas DataFrame.
+
+    >>> frame({"start_s": [0.0, 1.0], "end_s": [1.0, 3.0], "kind": "forward"}).duration_s.tolist()
+    [1.0, 2.0]
+    """
+    return table(columns).to_frame()
 
 
-def makespan(events: pd.DataFrame) -> float:
-    """Time at which the last event ends."""
-    return float(events["end_s"].max()) if len(events) else 0.0
+def concat(tables) -> EventTable:
+    """Tables in the given order, sorted by stage, row, then start (stable)."""
+    tables = [t for t in tables if len(t)]
+    if not tables:
+        return table({"start_s": np.zeros(0), "end_s": np.zeros(0)})
+    data = {name: np.concatenate([t.columns[name] for t in tables]) for name in COLUMNS}
+    order = np.lexsort((data["start_s"], data["row"].astype(str), data["stage"]))
+    return EventTable({name: col[order] for name, col in data.items()})
 
 
-def busy_time(events: pd.DataFrame) -> pd.Series:
+def columns_of(events) -> dict:
+    """The columns of an EventTable or of its DataFrame, as numpy arrays."""
+    if isinstance(events, EventTable):
+        return events.columns
+    return {name: events[name].to_numpy() for name in COLUMNS}
+
+
+def makespan(events) -> float:
+    """Time at which the last event ends (an EventTable or a DataFrame)."""
+    end = events["end_s"]
+    return float(np.max(end)) if len(end) else 0.0
+
+
+def busy_time(events):
     """Seconds each row spends on non-idle, non-hidden events."""
     busy = events[(events["kind"] != "idle") & ~events["hidden"]]
     return busy.groupby("row", sort=False)["duration_s"].sum()
 
 
-def idle_time(events: pd.DataFrame, until: float | None = None) -> pd.Series:
+def idle_time(events, until: float | None = None):
     """Seconds each row is idle in [0, until] (default: the makespan).
 
     Computed from the busy intervals (events on a row never overlap unless
     hidden), so it holds with or without explicit 'idle' events.
     """
+    import pandas as pd
     until = makespan(events) if until is None else until
     rows = events.loc[~events["hidden"], "row"].unique()
     inside = events[(events["kind"] != "idle") & ~events["hidden"] & (events["start_s"] < until)]

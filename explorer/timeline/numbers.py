@@ -15,6 +15,7 @@ from explorer.cost import collectives as coll
 from explorer.cost.numbers import Numbers
 from explorer.cost.tree import size_function, steps_function
 from explorer.strategy.mesh import top_level
+from explorer.timeline.layout import context  # noqa: F401 (re-exported: the micro-steps read it here)
 
 
 @dataclass(frozen=True)
@@ -54,11 +55,6 @@ class StepNumbers:
     cp_bwd_bytes: float = 0.0
     cp_fwd_total_s: float = 0.0  # the whole transfer, the part hidden under the attention included
     cp_bwd_total_s: float = 0.0
-
-
-def context(model, strategy, cluster) -> Numbers:
-    """The numeric context of one strategy (explorer.cost.numbers.Numbers)."""
-    return Numbers.of(model, strategy.micro_batch, cluster, strategy.dtype)
 
 
 def _coll(c, route: tuple, nbytes: float, steps: float, nums: Numbers, kind: str | None = None,

@@ -13,24 +13,27 @@ model's max over stages of stage end + synchronisation.
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 
 from explorer.errors import ExplorerError
 from explorer.cost.evaluate import evaluate
 from explorer.limits import check_timeline, check_timeline_passes
-from explorer.cost.tree import cost_tree
 from explorer.timeline.costs import PART_CATEGORIES, PART_KINDS, SEND_PART, PassCosts, from_result
-from explorer.timeline.events import concat, frame
+from explorer.timeline.layout import context, pass_layout
+from explorer.timeline.events import EventTable, concat, table
 from explorer.schedules import get
-from explorer.timeline.numbers import context
 from explorer.timeline.schedules import B, F, W, order_for
 from explorer.timeline.simulate import simulate
 
 CATEGORY_OF_PART = np.array(PART_CATEGORIES, dtype=object)
 
 
-def superstep_events(model, strategy, cluster, gpus=None, schedule: str | None = None,
-                     result=None) -> pd.DataFrame:
+def superstep_events(model, strategy, cluster, gpus=None, schedule: str | None = None, result=None):
+    """superstep_table as a pandas DataFrame (what the charts and pages read)."""
+    return superstep_table(model, strategy, cluster, gpus, schedule, result).to_frame()
+
+
+def superstep_table(model, strategy, cluster, gpus=None, schedule: str | None = None,
+                    result=None) -> EventTable:
     """Events of one iteration; schedule defaults to the strategy's. A 1f1b strategy may also be
     drawn as 'zb-h1' (the same costs with the weight gradient moved to W passes)."""
     schedule = schedule or strategy.schedule
@@ -40,18 +43,24 @@ def superstep_events(model, strategy, cluster, gpus=None, schedule: str | None =
         raise ExplorerError(f"schedule {schedule!r} differs from the strategy's {strategy.schedule!r}")
     check_timeline_passes(strategy)      # before any cost is built (limits.py)
     result = result or evaluate(model, strategy, cluster, gpus)
-    the_plan = cost_tree(model, strategy, cluster).plan
-    costs = from_result(result, the_plan, context(model, strategy, cluster), get(schedule).splits_weight)
-    return pipeline_events(costs, strategy.micro_batches, schedule, overlap_dp=strategy.overlap_dp)
+    nums = context(model, strategy, cluster)
+    costs = from_result(result, strategy, pass_layout(model, strategy, cluster, nums), nums.level_names,
+                        get(schedule).splits_weight)
+    return pipeline_table(costs, strategy.micro_batches, schedule, overlap_dp=strategy.overlap_dp)
 
 
-def pipeline_events(costs: PassCosts, micro_batches: int, schedule: str, overlap_dp: bool = False) -> pd.DataFrame:
-    """Events of `schedule` over `costs` (e.g. PassCosts.simple(F, B) for hand-made stages).
+def pipeline_events(costs: PassCosts, micro_batches: int, schedule: str, overlap_dp: bool = False):
+    """pipeline_table as a pandas DataFrame.
 
     >>> ev = pipeline_events(PassCosts.simple([1.0, 1.0], [2.0, 2.0]), 4, "1f1b")
     >>> float(ev.end_s.max())  # (m + p - 1)(F + B)
     15.0
     """
+    return pipeline_table(costs, micro_batches, schedule, overlap_dp).to_frame()
+
+
+def pipeline_table(costs: PassCosts, micro_batches: int, schedule: str, overlap_dp: bool = False) -> EventTable:
+    """Events of `schedule` over `costs` (e.g. PassCosts.simple(F, B) for hand-made stages)."""
     check_timeline(costs.seconds, micro_batches, costs.chunks)   # refuse before building (limits.py)
     orders = order_for(schedule, costs.stages, micro_batches, costs.chunks)
     sim = simulate(orders, costs.pass_seconds(), costs.chunks, micro_batches, costs.sends)
@@ -67,7 +76,7 @@ def pipeline_events(costs: PassCosts, micro_batches: int, schedule: str, overlap
     return concat(frames)
 
 
-def _parts(sim: dict, costs: PassCosts, rows, devices) -> pd.DataFrame:
+def _parts(sim: dict, costs: PassCosts, rows, devices) -> EventTable:
     """Each pass cut into its non-empty parts, vectorised over passes."""
     stage, kind = sim["stage"], sim["pass"]
     sec = costs.seconds[stage, kind]                       # passes x parts
@@ -75,14 +84,14 @@ def _parts(sim: dict, costs: PassCosts, rows, devices) -> pd.DataFrame:
     pi, part = np.nonzero(sec > 0)
     st = stage[pi]
     phase = np.where(kind[pi] == F, "fwd", "bwd").astype(object)
-    return frame({"row": rows[st], "stage": st, "device": devices[st], "start_s": starts[pi, part],
+    return table({"row": rows[st], "stage": st, "device": devices[st], "start_s": starts[pi, part],
                   "end_s": starts[pi, part] + sec[pi, part], "kind": PART_KINDS[kind[pi], part],
                   "phase": phase, "category": CATEGORY_OF_PART[part], "micro_batch": sim["micro_batch"][pi],
                   "chunk": sim["chunk"][pi], "operator": costs.operators[st, sim["chunk"][pi]],
                   "level": costs.levels[st, part], "bytes": costs.bytes[st, kind[pi], part]})
 
 
-def _sends(sim: dict, costs: PassCosts, rows, devices) -> pd.DataFrame:
+def _sends(sim: dict, costs: PassCosts, rows, devices) -> EventTable:
     """Overlapped point-to-point sends (hidden=True, row 'stage i · pp'): each forward pass's output
     to the next stage (the last stage's last chunk sends none) and each backward's gradient to the
     previous one (the first stage's first chunk sends none), from the pass's end."""
@@ -93,7 +102,7 @@ def _sends(sim: dict, costs: PassCosts, rows, devices) -> pd.DataFrame:
     keep = sends & (secs > 0)
     st = stage[keep]
     part = SEND_PART
-    return frame({"row": rows[st] + " · pp", "stage": st, "device": devices[st], "start_s": sim["end_s"][keep],
+    return table({"row": rows[st] + " · pp", "stage": st, "device": devices[st], "start_s": sim["end_s"][keep],
                   "end_s": sim["end_s"][keep] + secs[keep], "kind": "send",
                   "phase": np.where(kind[keep] == F, "fwd", "bwd").astype(object), "category": "pp_comm",
                   "micro_batch": sim["micro_batch"][keep], "chunk": chunk[keep],
@@ -101,7 +110,7 @@ def _sends(sim: dict, costs: PassCosts, rows, devices) -> pd.DataFrame:
                   "bytes": costs.bytes[st, kind[keep], part], "hidden": True})
 
 
-def _idle(sim: dict, ends: np.ndarray, rows, devices) -> pd.DataFrame:
+def _idle(sim: dict, ends: np.ndarray, rows, devices) -> EventTable:
     """Gaps on each stage between 0 and its passes, up to its last pass (`ends`, per stage)."""
     order = np.lexsort((sim["start_s"], sim["stage"]))
     stage, start, end = sim["stage"][order], sim["start_s"][order], sim["end_s"][order]
@@ -110,7 +119,7 @@ def _idle(sim: dict, ends: np.ndarray, rows, devices) -> pd.DataFrame:
     gap_to, gap_stage = start, stage
     keep = gap_to - gap_from > 1e-12 * max(float(ends.max(initial=0.0)), 1e-300)
     st = gap_stage[keep]
-    return frame({"row": rows[st], "stage": st, "device": devices[st], "start_s": gap_from[keep],
+    return table({"row": rows[st], "stage": st, "device": devices[st], "start_s": gap_from[keep],
                   "end_s": gap_to[keep], "kind": "idle", "category": "bubble"})
 
 
@@ -125,7 +134,7 @@ def _after(sim: dict, costs: PassCosts, ends: np.ndarray, rows, devices, overlap
              ("optimizer", "optimizer", after["optimizer_s"], np.zeros(p), ""))
     cols, clock = [], ends.astype(float)
     for kind, category, secs, nbytes, level in parts:
-        cols.append(frame({"row": rows, "stage": np.arange(p), "device": devices, "start_s": clock,
+        cols.append(table({"row": rows, "stage": np.arange(p), "device": devices, "start_s": clock,
                            "end_s": clock + secs, "kind": kind, "phase": "step", "category": category,
                            "bytes": nbytes, "level": level if secs.any() else ""}))
         clock = clock + secs
@@ -141,7 +150,7 @@ def _after(sim: dict, costs: PassCosts, ends: np.ndarray, rows, devices, overlap
             bwd = np.isin(sim["pass"], (B, W))
             last_end = np.full(p, -np.inf)
             np.maximum.at(last_end, sim["stage"][bwd], sim["end_s"][bwd])
-            out.append(frame({"row": rows + " · dp", "stage": np.arange(p), "device": devices,
+            out.append(table({"row": rows + " · dp", "stage": np.arange(p), "device": devices,
                               "start_s": last_end - hidden, "end_s": last_end, "kind": "dp_sync", "phase": "bwd",
                               "category": "dp_comm", "bytes": share * hidden, "level": after["dp_level"],
                               "hidden": True}))
@@ -177,7 +186,7 @@ def _chunk_syncs(sim: dict, sync, hidden, share, rows, devices, level, chunks: i
             cols["row"].append(rows[r] + " · dp"); cols["stage"].append(r); cols["device"].append(devices[r])
             cols["start_s"].append(stop - secs); cols["end_s"].append(stop); cols["bytes"].append(share[r] * secs)
             left -= secs
-    return frame(dict(cols, kind="dp_sync", phase="bwd", category="dp_comm", level=level, hidden=True))
+    return table(dict(cols, kind="dp_sync", phase="bwd", category="dp_comm", level=level, hidden=True))
 
 
 def _per_backward_syncs(sim: dict, hidden, share, rows, devices, level):
@@ -187,6 +196,6 @@ def _per_backward_syncs(sim: dict, hidden, share, rows, devices, level):
     stage, start = sim["stage"][bwd], sim["start_s"][bwd]
     count = np.bincount(stage, minlength=len(hidden))
     each = hidden[stage] / count[stage]
-    return frame({"row": rows[stage] + " · dp", "stage": stage, "device": np.asarray(devices, dtype=object)[stage],
+    return table({"row": rows[stage] + " · dp", "stage": stage, "device": np.asarray(devices, dtype=object)[stage],
                   "start_s": start, "end_s": start + each, "kind": "dp_sync", "phase": "bwd",
                   "category": "dp_comm", "bytes": share[stage] * each, "level": level, "hidden": True})
