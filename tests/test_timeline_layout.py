@@ -168,3 +168,13 @@ def test_timeline_json_with_a_warm_cache_imports_no_sympy_nor_pandas(tmp_path):
     assert json.loads(again) == json.loads(to_json(superstep_events(model, strategy, cluster)))
     assert f"cost model iteration time (interleaved): {evaluate(model, strategy, cluster).iteration_time_s:.6g} s" \
         in lines
+
+
+def test_the_micro_steps_are_a_table_too():
+    from explorer.timeline import microstep_events, microstep_table
+    model, strategy, cluster = _case(CASES[2])
+    events = microstep_table(model, strategy, cluster, layer=1)
+    frame = microstep_events(model, strategy, cluster, layer=1)
+    assert isinstance(events, EventTable) and len(events) == len(frame) > 0
+    assert to_csv(events) == frame.to_csv(index=False)
+    assert set(events["category"].tolist()) >= {"compute", "op_comm", "cp_comm"}

@@ -35,10 +35,11 @@ def run(args) -> int:
     if args.level == "super" and (args.op is not None or args.layer is not None):
         raise ExplorerError("--op and --layer choose micro-steps: add --level micro")
     if args.level == "micro":
-        from explorer.timeline import microstep_events    # the plan's operators (sympy)
-        events = microstep_events(model, strategy, cluster, gpus, layer=args.layer, op=args.op)
+        from explorer.timeline import microstep_table    # the plan's operators (sympy)
+        events = microstep_table(model, strategy, cluster, gpus, layer=args.layer, op=args.op)
+        end = f"{events['end_s'].max():.6g}" if len(events) else "0"
         lines = [f"micro-steps of {'operator ' + args.op if args.op else 'layer'} "
-                 f"on {events['row'].nunique()} devices: {events['end_s'].max():.6g} s"]
+                 f"on {len(set(events['row'].tolist()))} devices: {end} s"]
     else:
         result = evaluate(model, strategy, cluster, gpus)
         schedule = args.draw or strategy.schedule

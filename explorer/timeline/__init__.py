@@ -26,7 +26,7 @@ from explorer.timeline.export import FORMATS, export, to_chrome_trace, to_csv, t
 from explorer.timeline.schedules import SCHEDULES, order_for
 from explorer.timeline.superstep import pipeline_events, pipeline_table, superstep_events, superstep_table
 
-MICROSTEP_NAMES = ("block_segments", "find_block", "microstep_events")
+MICROSTEP_NAMES = ("block_segments", "find_block", "microstep_events", "microstep_table")
 
 
 def __getattr__(name: str):
@@ -36,7 +36,7 @@ def __getattr__(name: str):
         return getattr(microstep, name)
     raise AttributeError(f"module 'explorer.timeline' has no attribute {name!r}")
 
-__all__ = ["COLUMNS", "EventTable", "FORMATS", "PassCosts", "SCHEDULES", "block_segments", "busy_time", "compare", "export",
-           "find_block", "idle_fraction", "idle_time", "makespan", "microstep_events", "order_for",
-           "pipeline_end", "pipeline_events", "pipeline_table", "summary_lines", "superstep_events", "superstep_table", "to_chrome_trace",
-           "to_csv", "to_json", "trace_events"]
+__all__ = ["COLUMNS", "EventTable", "FORMATS", "PassCosts", "SCHEDULES", "block_segments", "busy_time", "compare",
+           "export", "find_block", "idle_fraction", "idle_time", "makespan", "microstep_events", "microstep_table",
+           "order_for", "pipeline_end", "pipeline_events", "pipeline_table", "summary_lines", "superstep_events",
+           "superstep_table", "to_chrome_trace", "to_csv", "to_json", "trace_events"]

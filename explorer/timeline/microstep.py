@@ -13,12 +13,11 @@ so the micro-steps of all blocks of a stage add up to its fwd_s and bwd_s.
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 
 from explorer.errors import ExplorerError
 from explorer.cost.tree import cost_tree, payer  # payer: the cost model's own rule for boundary collectives
 from explorer.cost import collectives as coll
-from explorer.timeline.events import frame
+from explorer.timeline.events import EventTable, table
 from explorer.cost.collectives import cp_kind
 from explorer.cost.numbers import Numbers
 from explorer.timeline.numbers import block_numbers, boundary_numbers, context
@@ -158,8 +157,13 @@ def block_segments(the_plan, k: int, ctx: Numbers) -> list:
     return [s for s in fwd + bwd if s[4] > 0]
 
 
-def microstep_events(model, strategy, cluster, gpus=None, layer: int | None = None,
-                     op: str | None = None) -> pd.DataFrame:
+def microstep_events(model, strategy, cluster, gpus=None, layer: int | None = None, op: str | None = None):
+    """microstep_table as a pandas DataFrame (what the charts and pages read)."""
+    return microstep_table(model, strategy, cluster, gpus, layer, op).to_frame()
+
+
+def microstep_table(model, strategy, cluster, gpus=None, layer: int | None = None,
+                    op: str | None = None) -> EventTable:
     """Events of one layer's forward and backward (or one operator's) on the devices of its
     operator-parallel group, one micro-batch, from time 0."""
     the_plan = cost_tree(model, strategy, cluster).plan
@@ -167,10 +171,10 @@ def microstep_events(model, strategy, cluster, gpus=None, layer: int | None = No
     segments = block_segments(the_plan, k, context(model, strategy, cluster))
     if op is not None:
         segments = [s for s in segments if s[3] == op]
-    return segments_frame(segments, the_plan.blocks[k], strategy)
+    return segments_table(segments, the_plan.blocks[k], strategy)
 
 
-def segments_frame(segments: list, placed, strategy) -> pd.DataFrame:
+def segments_table(segments: list, placed, strategy) -> EventTable:
     """Segments laid end to end from 0, repeated on each device of the block's group; a hidden
     segment (8th field HIDDEN) starts with the segment before it, on the row 'gpu N · cp', and
     takes no time of the device's own row."""
@@ -191,7 +195,7 @@ def segments_frame(segments: list, placed, strategy) -> pd.DataFrame:
     rank = np.repeat(ranks, n)
     tile = lambda a: np.tile(a, r)
     rows = np.array([f"gpu {x}" + (" · cp" if hide else "") for x, hide in zip(rank, tile(hidden))], dtype=object)
-    return frame({"row": rows, "stage": placed.stage, "hidden": tile(hidden),
+    return table({"row": rows, "stage": placed.stage, "hidden": tile(hidden),
                   "device": rank.astype(str).astype(object), "start_s": tile(start), "end_s": tile(end),
                   "kind": tile(kind), "phase": tile(phase), "category": tile(category), "micro_batch": 0,
                   "chunk": placed.chunk, "operator": tile(operator), "level": tile(level),
