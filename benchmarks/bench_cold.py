@@ -22,7 +22,8 @@ Figures, each the median of several runs, CPU time (user + system) unless said:
     configuration at 20.85 s / 20.89 s per iteration.
 Measured 2026-12-02, fourth session (`--runs 3 --prev` 565318b): evaluate whole process 0.36 s warm (565318b
 0.39 s), 2.12 s with the cache empty; first evaluation after the imports 47 ms CPU; warm 0.69 ms; timeline
---json 0.34 s warm (565318b 1.26 s), 1.19 s empty; --level micro 1.21 s warm.
+--json 0.34 s warm (565318b 1.26 s), 1.19 s empty; --level micro 1.21 s warm (before microstep_table; 0.85 s after,
+565318b 1.38 s, 5 alternating runs).
 Targets (issue 14): whole process <= 1.0 s CPU (Calculon's `llm` measured 0.77-0.93 s on a 2-core
 machine), first evaluation <= 50 ms after imports, warm evaluation <= 1 ms.
 
