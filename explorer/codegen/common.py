@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from explorer.errors import ExplorerError
+from explorer.io.quoting import comment_text
 from explorer.schedules import chunked
 from explorer.strategy.mesh import DEFAULT_ORDER
 from explorer.strategy.strategy import LayerSplit
@@ -61,7 +62,10 @@ def layers_per_model_chunk(model, strategy) -> int | None:
 
 
 def title(model, strategy) -> str:
+    """One printable line naming the model and the strategy, for a comment: the model's name comes from
+    links and uploads, so it is quoted for a comment (explorer.io.quoting) and can never end the comment."""
     s = strategy
-    return (f"{model.name}: d={s.dp} t={s.tp} p={s.pp} b={s.micro_batch} B={s.global_batch} {s.schedule}"
+    text = (f"{model.name}: d={s.dp} t={s.tp} p={s.pp} b={s.micro_batch} B={s.global_batch} {s.schedule}"
             + (f" v={s.chunks}" if chunked(s.schedule) else "")
             + f" ZeRO-{s.zero} recompute={s.recompute}{' SP' if s.sequence_parallel else ''} {s.dtype}")
+    return comment_text(text)

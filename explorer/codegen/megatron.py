@@ -104,7 +104,7 @@ def megatron_args(model, strategy) -> str:
     if model.attention == "flash":      # FlashAttention (Megatron-LM --use-flash-attn)
         out.append(("--use-flash-attn",))
     out += moe_flags(model, s)                       # experts, head size, latent attention (issue 11)
-    lines = [" ".join(str(x) for x in item) for item in out]
+    lines = [" ".join(shlex.quote(str(x)) for x in item) for item in out]   # every word quoted for the shell
     head = [f"# Megatron-LM arguments for {title(model, s)}",
             f"{WORLD} {s.devices} (= d {s.dp} x t {s.tp}{f' x cp {s.cp}' if s.cp > 1 else ''} x p {s.pp}; "
             "torchrun --nnodes x --nproc-per-node)"]

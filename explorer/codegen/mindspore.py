@@ -27,6 +27,7 @@ batch dimension). With n the layer's split degree:
 from __future__ import annotations
 
 from explorer.codegen.common import check_rank_order, refuse, title
+from explorer.io.quoting import comment_text, python_string
 from explorer.schedules import chunked
 
 NAME = "MindSpore"
@@ -121,7 +122,9 @@ def mindspore_script(model, strategy, cluster) -> str:
         table = tuple(_block_table(block, model.family, s.dp))
         label = block.block.kind if block.block.kind != "layer" else block.block.layer
         groups.setdefault(table, []).append(label)
-    lines = [f"# MindSpore semi-auto-parallel configuration for {title(model, s)}",
+    # line 1 declares the encoding, so that no text on line 2 can (PEP 263 reads the first two lines)
+    lines = ["# -*- coding: utf-8 -*-",
+             f"# MindSpore semi-auto-parallel configuration for {title(model, s)}",
              "# Primitive.shard(in_strategy): one tuple per input, one cut per dimension; activations' first",
              f"# dimension also carries the data-parallel degree d={s.dp}.",
              "import mindspore as ms", "",
@@ -151,9 +154,9 @@ def mindspore_script(model, strategy, cluster) -> str:
         names = [x for x in labels if not isinstance(x, int)]
         if layers:
             names.append(f"layer{'s' if len(layers) > 1 else ''} {_ranges(layers)}")
-        lines.append(f'    "{" + ".join(names)}": {{')
+        lines.append(f'    {python_string(" + ".join(names))}: {{')
         for op, split, prim, strat in table:
-            lines.append(f'        "{op}": {strat},  # {prim}, {split}')
+            lines.append(f'        {python_string(op)}: {strat},  # {comment_text(f"{prim}, {split}")}')
         lines.append("    },")
     lines.append("}")
     return "\n".join(lines) + "\n"

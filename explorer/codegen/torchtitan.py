@@ -19,6 +19,7 @@ The model itself is chosen by [model] name/flavor; this file sets how it is para
 from __future__ import annotations
 
 from explorer.codegen.common import check_rank_order, check_uniform_split, layers_per_model_chunk, refuse, title
+from explorer.io.quoting import toml_string
 
 NAME = "torchtitan"
 SCHEDULE_NAMES = {"1f1b": "1F1B", "gpipe": "GPipe", "interleaved": "Interleaved1F1B",
@@ -82,5 +83,5 @@ def _toml(value) -> str:
         return "true" if value else "false"
     if isinstance(value, list):
         return "[" + ", ".join(_toml(x) for x in value) + "]"
-    return f'"{value}"' if isinstance(value, str) else str(value)
+    return toml_string(value) if isinstance(value, str) else str(value)
 

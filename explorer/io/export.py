@@ -17,6 +17,7 @@ import os
 import pandas as pd
 
 from explorer.strategy.strategy import Strategy
+from explorer.io.quoting import latex_text
 from explorer.io.strategies import strategy_to_dict
 
 CHROMIUM = "/usr/bin/chromium"
@@ -72,7 +73,7 @@ def formulas_latex(symbolic, seconds: dict, title: str = "") -> str:
     lines = [r"\documentclass{article}", r"\usepackage{amsmath}",
              r"\usepackage[margin=1.5cm,landscape]{geometry}", r"\begin{document}"]
     if title:
-        lines.append(rf"\section*{{{_escape(title)}}}")
+        lines.append(rf"\section*{{{latex_text(title)}}}")   # a name from a link: no TeX command gets through
     for category, latex in symbolic.latex().items():
         name = category.replace("_", r"\_")
         lines += [r"\begin{multline*}", rf"T_{{\mathrm{{{name}}}}} = {latex} \\",
@@ -83,9 +84,3 @@ def formulas_latex(symbolic, seconds: dict, title: str = "") -> str:
     lines += [r"\begin{multline*}", symbolic.total_latex() + r" \\",
               rf"= {total:.6g}\,\mathrm{{s}}", r"\end{multline*}", r"\end{document}", ""]
     return "\n".join(lines)
-
-
-def _escape(text: str) -> str:
-    for char in "&%$#_{}":
-        text = text.replace(char, "\\" + char)
-    return text

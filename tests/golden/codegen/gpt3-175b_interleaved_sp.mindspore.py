@@ -1,3 +1,4 @@
+# -*- coding: utf-8 -*-
 # MindSpore semi-auto-parallel configuration for gpt3-175b: d=8 t=8 p=16 b=1 B=1536 interleaved v=2 ZeRO-1 recompute=selective SP bf16
 # Primitive.shard(in_strategy): one tuple per input, one cut per dimension; activations' first
 # dimension also carries the data-parallel degree d=8.

@@ -1,3 +1,4 @@
+# -*- coding: utf-8 -*-
 # MindSpore semi-auto-parallel configuration for llama2-7b: d=8 t=2 p=1 b=1 B=64 1f1b ZeRO-3 recompute=full SP bf16
 # Primitive.shard(in_strategy): one tuple per input, one cut per dimension; activations' first
 # dimension also carries the data-parallel degree d=8.

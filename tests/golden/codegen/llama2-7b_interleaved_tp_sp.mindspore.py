@@ -1,3 +1,4 @@
+# -*- coding: utf-8 -*-
 # MindSpore semi-auto-parallel configuration for llama2-7b: d=4 t=2 p=4 b=1 B=64 interleaved v=2 ZeRO-0 recompute=selective SP bf16
 # Primitive.shard(in_strategy): one tuple per input, one cut per dimension; activations' first
 # dimension also carries the data-parallel degree d=4.

@@ -1,3 +1,4 @@
+# -*- coding: utf-8 -*-
 # MindSpore semi-auto-parallel configuration for llama2-7b: d=8 t=1 p=4 b=1 B=64 1f1b ZeRO-1 recompute=full bf16
 # Primitive.shard(in_strategy): one tuple per input, one cut per dimension; activations' first
 # dimension also carries the data-parallel degree d=8.

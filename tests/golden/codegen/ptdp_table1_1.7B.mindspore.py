@@ -1,3 +1,4 @@
+# -*- coding: utf-8 -*-
 # MindSpore semi-auto-parallel configuration for gpt-1.7b: d=32 t=1 p=1 b=16 B=512 1f1b ZeRO-0 recompute=full fp16
 # Primitive.shard(in_strategy): one tuple per input, one cut per dimension; activations' first
 # dimension also carries the data-parallel degree d=32.

@@ -1,3 +1,4 @@
+# -*- coding: utf-8 -*-
 # MindSpore semi-auto-parallel configuration for gpt-145.6b: d=24 t=8 p=8 b=2 B=2304 interleaved v=2 ZeRO-0 recompute=full fp16
 # Primitive.shard(in_strategy): one tuple per input, one cut per dimension; activations' first
 # dimension also carries the data-parallel degree d=24.

@@ -1,3 +1,4 @@
+# -*- coding: utf-8 -*-
 # MindSpore semi-auto-parallel configuration for gpt-310.1b: d=15 t=8 p=16 b=1 B=2160 interleaved v=2 ZeRO-0 recompute=full fp16
 # Primitive.shard(in_strategy): one tuple per input, one cut per dimension; activations' first
 # dimension also carries the data-parallel degree d=15.

@@ -1,3 +1,4 @@
+# -*- coding: utf-8 -*-
 # MindSpore semi-auto-parallel configuration for gpt-529.6b: d=9 t=8 p=35 b=1 B=2520 interleaved v=3 ZeRO-0 recompute=full fp16
 # Primitive.shard(in_strategy): one tuple per input, one cut per dimension; activations' first
 # dimension also carries the data-parallel degree d=9.

@@ -1,3 +1,4 @@
+# -*- coding: utf-8 -*-
 # MindSpore semi-auto-parallel configuration for gpt-76.1b: d=32 t=8 p=4 b=2 B=1792 interleaved v=3 ZeRO-0 recompute=full fp16
 # Primitive.shard(in_strategy): one tuple per input, one cut per dimension; activations' first
 # dimension also carries the data-parallel degree d=32.

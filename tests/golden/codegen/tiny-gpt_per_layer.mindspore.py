@@ -1,3 +1,4 @@
+# -*- coding: utf-8 -*-
 # MindSpore semi-auto-parallel configuration for tiny-gpt: d=2 t=2 p=2 b=2 B=8 1f1b ZeRO-0 recompute=none bf16
 # Primitive.shard(in_strategy): one tuple per input, one cut per dimension; activations' first
 # dimension also carries the data-parallel degree d=2.
