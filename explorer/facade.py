@@ -21,7 +21,7 @@ from explorer.cost.explain import explain, symbol_values
 from explorer.model.graph import build_blocks
 from explorer.io.models import list_models, load_model
 from explorer.model.spec import ModelSpec
-from explorer.strategy.presets import (DEFAULT_CLUSTER, DEFAULT_MODEL, DEFAULT_STRATEGY, fallback_strategy, strategy_presets)
+from explorer.io.presets import (DEFAULT_CLUSTER, DEFAULT_MODEL, DEFAULT_STRATEGY, fallback_strategy, strategy_presets)
 from explorer.cost.superstep import CATEGORIES
 from explorer.cost.tree import cost_tree
 from explorer.search import search
@@ -53,7 +53,7 @@ __all__ = [name for name in dir() if not name.startswith("_")]
 # ---- limits and checked evaluation (issue 15): every Result the app shows is finite ----------
 from explorer import limits as _limits                                   # noqa: E402
 from explorer.limits import MODEL_LIMITS as _MODEL_LIMITS, check_result   # noqa: E402
-from explorer.limits import evaluate_checked as evaluate                  # noqa: E402,F811
+from explorer.cost.checked import evaluate_checked as evaluate             # noqa: E402,F811
 
 MODEL_DIM_MAX = {name: getattr(_limits, limit) for name, limit in _MODEL_LIMITS.items()}
 """Largest value of each model dimension (explorer/limits.py): the Model page's input maxima."""

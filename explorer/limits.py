@@ -20,6 +20,7 @@ import math
 from dataclasses import fields, is_dataclass
 
 from explorer.errors import ExplorerError
+from explorer.hardware.units import GB, GIB, TERA, US_PER_S
 
 # ---- model dimensions (why: the largest real value known, then headroom) -----------------
 MAX_LAYERS = 2048          # DeepNet trained 1,000 layers, llama3.1-405b has 126; evaluation work grows with layers
@@ -143,7 +144,6 @@ def check_cluster(cluster) -> None:
     """check_cluster_size, and every number within CLUSTER_BOUNDS (in the file's units, named in the
     message). Called where a cluster is read from a file, an upload or a link; clusters built in code
     (e.g. an idealised infinitely fast network in a test) are only size-checked by evaluate()."""
-    from explorer.io.clusters import GB, GIB, TERA, US_PER_S
     check_cluster_size(cluster)
     dev, eff = cluster.device, cluster.efficiency
     for dtype, flops in dev.peak_flops.items():
@@ -275,11 +275,3 @@ def guarded(fn, *args, what: str = "the evaluation", **kwargs):
     except (ArithmeticError, RecursionError, MemoryError) as err:
         raise ExplorerError(f"{what} failed ({type(err).__name__}: {' '.join(str(err).split())[:100]}); "
                             "an input is too extreme") from None
-
-
-def evaluate_checked(model, strategy, cluster, gpus=None):
-    """evaluate() with the limits, arithmetic errors as ExplorerError, and a finite Result (or ExplorerError)."""
-    from explorer.cost.evaluate import evaluate
-    result = guarded(evaluate, model, strategy, cluster, gpus,
-                     what=f"evaluating {getattr(model, 'name', 'the model')[:40]!r}")
-    return check_result(result, model, cluster)

@@ -188,5 +188,3 @@ class StageEndInterleavedSends(_StageEnd):
 
     title = "interleaved, sends overlapped"
 
-
-from explorer.cost.reductions import STAGE_FUNCTIONS  # noqa: E402,F401 (numpy meanings, sympy-free)

@@ -4,7 +4,7 @@ from urllib.parse import parse_qsl, urlparse
 from app_util import errors, metric, open_page
 
 from explorer.io.export import strategy_json
-from explorer.strategy.presets import DEFAULT_STRATEGY
+from explorer.io.presets import DEFAULT_STRATEGY
 from explorer.io.share import decode
 
 

@@ -1,5 +1,5 @@
 """A block summary (explorer.cost.summary) says what its BlockCost says, and a block outline
-(explorer.model.outline) what its Block says, from memory or from disk; a search whose outlines and
+(explorer.cost.outline) what its Block says, from memory or from disk; a search whose outlines and
 summaries are on disk builds no Block and no BlockCost (issue 14: no sympy expressions in the search)
 and finds the same strategies."""
 import numpy as np
@@ -12,7 +12,7 @@ from explorer.cost.numbers import Numbers
 from explorer.cost.plan import returned_grad
 from explorer.cost.tree import SIZE_ARGS
 from explorer.cost.compile import lambdify
-from explorer.model import outline
+from explorer.cost import outline
 from explorer.model.graph import build_blocks
 from explorer.search import search
 from explorer.search.space import layer_options

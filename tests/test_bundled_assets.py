@@ -15,7 +15,7 @@ from explorer.io.clusters import load_cluster
 from explorer.cost.explain import explain
 from explorer.io.models import load_model
 from explorer.io.glossary import FIELDS, glossary
-from explorer.strategy.presets import DEFAULT_STRATEGY
+from explorer.io.presets import DEFAULT_STRATEGY
 from explorer.strategy import Strategy
 from tests.conftest import BUNDLED_PUBLISHED, ROOT, SHARED_PUBLISHED
 

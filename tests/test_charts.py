@@ -7,7 +7,7 @@ from explorer.charts.breakdown import breakdown_bar, comm_figure, memory_figure
 from explorer.charts.graph_figure import contracted_graph, graph_figure
 from explorer.cost.explain import symbol_values
 from explorer.model.graph import build_graph
-from explorer.strategy.presets import DEFAULT_STRATEGY
+from explorer.io.presets import DEFAULT_STRATEGY
 from explorer.cost.tree import cost_tree
 from explorer.cost.superstep import CATEGORIES
 

@@ -10,6 +10,7 @@ from explorer import limits
 from explorer.cli import main as cli_main
 from explorer.io.clusters import cluster_from_dict, cluster_to_dict, load_cluster
 from explorer.errors import ExplorerError
+from explorer.cost.checked import evaluate_checked
 from explorer.cost.evaluate import evaluate
 from explorer.io.models import load_model
 from explorer.io.share import decode
@@ -58,7 +59,7 @@ def test_a_cluster_built_in_code_gives_a_finite_result_or_a_clean_error(peak):
     cluster = load_cluster("classroom")
     device = dataclasses.replace(cluster.device, peak_flops={"bf16": peak})
     try:                       # finite (if absurd) numbers, or a clean refusal; never NaN, inf or a crash
-        result = limits.evaluate_checked(load_model("tiny-gpt"), Strategy(), dataclasses.replace(cluster, device=device))
+        result = evaluate_checked(load_model("tiny-gpt"), Strategy(), dataclasses.replace(cluster, device=device))
     except ExplorerError as err:
         assert "not a finite" in str(err) or "too extreme" in str(err)
     else:

@@ -9,7 +9,7 @@ import pytest
 from explorer import evaluate, load_cluster, load_model
 from explorer.cost.explain import explain
 from explorer.io.export import figure_html, figure_image, formulas_latex, strategy_json, table_csv
-from explorer.strategy.presets import DEFAULT_STRATEGY
+from explorer.io.presets import DEFAULT_STRATEGY
 from explorer.io.strategies import strategy_from_dict
 
 FIG = go.Figure(go.Bar(x=["a", "b"], y=[1, 2]))

@@ -26,7 +26,8 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from explorer.cli.main import main as cli_main
 from explorer.io.clusters import cluster_to_dict, load_cluster
 from explorer.errors import ExplorerError
-from explorer.limits import check_result, evaluate_checked
+from explorer.cost.checked import evaluate_checked
+from explorer.limits import check_result
 from explorer.io.models import load_model
 from explorer.model.spec import FAMILIES
 from explorer.io.share import decode

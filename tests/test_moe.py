@@ -319,7 +319,7 @@ def test_megatron_export_writes_the_moe_flags_and_reads_them_back():
         assert back == s
         again = ModelSpec(name=m.name, vocab=m.vocab, **fields)
         assert parameter_counts(again) == parameter_counts(m)
-    assert '--moe-layer-freq "([0]*3+[1]*58)"' in export("megatron", load_model("deepseek-v3"),
+    assert "--moe-layer-freq '([0]*3+[1]*58)'" in export("megatron", load_model("deepseek-v3"),
                                                           Strategy(dp=8, ep=8, global_batch=8), H100)
     for framework in ("deepspeed", "torchtitan", "mindspore"):
         with pytest.raises(ExplorerError, match="has experts; only the Megatron-LM exporter"):

@@ -1,6 +1,6 @@
-"""Named strategy presets (explorer.presets_strategy): each runs, or says why not."""
+"""Named strategy presets (explorer.io.presets): each runs, or says why not."""
 from explorer import evaluate, load_cluster, load_model
-from explorer.strategy.presets import DEFAULT_STRATEGY, fallback_strategy, strategy_presets
+from explorer.io.presets import DEFAULT_STRATEGY, fallback_strategy, strategy_presets
 
 import pytest
 from explorer import ExplorerError, Strategy
@@ -50,7 +50,7 @@ def test_moe_default_strategy_fits_memory(name, cluster, gpus):
     """Issue 11: the default for an MoE preset spreads the experts (ep > 1, carved out of dp, dividing
     the experts) and fits the device; before, DeepSeek-V3 on 1024 H100s defaulted to t=8 p=8 ep=1
     at 187 GiB per 80 GiB device."""
-    from explorer.strategy.presets import fallback_strategy
+    from explorer.io.presets import fallback_strategy
     model, hw = load_model(name), load_cluster(cluster)
     s = fallback_strategy(model, hw, gpus)
     assert s.ep > 1 and model.experts % s.ep == 0 and s.dp % s.ep == 0

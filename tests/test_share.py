@@ -5,7 +5,7 @@ import json
 import pytest
 
 from explorer import LayerSplit, load_cluster, load_model
-from explorer.strategy.presets import DEFAULT_STRATEGY
+from explorer.io.presets import DEFAULT_STRATEGY
 from explorer.io.share import decode, encode
 
 GPT3, A100 = load_model("gpt3-175b"), load_cluster("dgx-a100-80gb")

@@ -10,8 +10,8 @@ from __future__ import annotations
 import pandas as pd
 
 from explorer.cost.superstep import CATEGORIES
+from explorer.hardware.units import GIB
 
-GIB = 2 ** 30
 CATEGORY_LABELS = {"compute": "compute", "recompute": "recompute", "op_comm": "TP / operator comm",
                    "ep_comm": "EP all-to-all",
                    "redistribution": "redistribution", "pp_comm": "PP point-to-point", "bubble": "bubble",

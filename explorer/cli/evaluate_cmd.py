@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 from explorer.cli.output import dumps
-from explorer.cost.cold import explained_latex
-from explorer.limits import evaluate_checked as evaluate
+from explorer.cost.explained import explained_latex
+from explorer.cost.checked import evaluate_checked as evaluate
 from explorer.io.report import result_dict, result_table
 from explorer.cli.args import add_strategy_flags, resolve
 
@@ -35,8 +35,8 @@ def run(args) -> int:
 
 def fitting_hint(model, strategy, cluster, gpus, result) -> str:
     """When the strategy does not fit the device, the flags of the app's default for this model and
-    GPU count (explorer.strategy.presets.fallback_strategy) if that one fits; '' otherwise."""
-    from explorer.strategy.presets import fallback_strategy
+    GPU count (explorer.io.presets.fallback_strategy) if that one fits; '' otherwise."""
+    from explorer.io.presets import fallback_strategy
     if result.memory_bytes_per_device["total"] <= cluster.device.memory_bytes:
         return ""
     s = fallback_strategy(model, cluster, gpus)

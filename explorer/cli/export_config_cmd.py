@@ -7,7 +7,7 @@ from explorer.cli.args import model_and_cluster
 from explorer.codegen import FRAMEWORKS, export
 from explorer.errors import ExplorerError
 from explorer.io.strategies import load_strategy
-from explorer.strategy.presets import DEFAULT_CLUSTER
+from explorer.io.presets import DEFAULT_CLUSTER
 
 
 def register(sub) -> None:

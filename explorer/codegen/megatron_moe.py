@@ -33,7 +33,7 @@ def layer_pattern(model) -> str:
         else:
             runs.append([x, 1])
     out = "+".join(f"[{x}]*{n}" for x, n in runs)
-    return f'"({out})"'
+    return f"({out})"    # shell quoting: megatron_args quotes every word
 
 
 def moe_flags(model, strategy) -> list:

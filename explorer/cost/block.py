@@ -16,7 +16,7 @@ import sympy as sp
 from explorer.cost import collectives as coll
 from explorer.cost import layouts as lay
 from explorer.cost.compile import BoundedCache
-from explorer.cost.summary import cost_key  # the key of a BlockCost and of its summary
+from explorer.cost.keys import cost_key  # the key of a BlockCost and of its summary
 from explorer.model.ops import Block, Operator
 from explorer.symbols import QuickMax
 from explorer.cost import context_parallel as cpx

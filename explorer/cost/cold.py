@@ -10,7 +10,7 @@ looked up in memory, then on disk (explorer.cost.cache: private, HMAC-checked,
 bounded); only on a miss is the tree built with sympy -- and its functions'
 source, exactly what lambdify generated for the same expressions, is stored so
 the next process executes that source again: one composition, cached.
-`explained_latex` does the same for the LaTeX of `evaluate --json`.
+`explorer.cost.explained.explained_latex` does the same for the LaTeX of `evaluate --json`.
 """
 from __future__ import annotations
 
@@ -61,12 +61,11 @@ class NumericTree:
 
 _TREES = cache.BoundedCache(64)
 _VARIANTS = cache.BoundedCache(64)
-_LATEX = cache.BoundedCache(64)
 
 
 def clear_memory() -> None:
     """Forget what this process loaded or built (the disk cache stays): for tests and benchmarks."""
-    for store in (_TREES, _VARIANTS, _LATEX):
+    for store in (_TREES, _VARIANTS):
         store.clear()
 
 
@@ -82,28 +81,6 @@ def superstep_function(schedule: str, zero: int, overlap: bool, k_states: int, m
     key = (schedule, int(zero), bool(overlap), int(k_states), bool(moe), grad_bytes, OUTPUTS) + \
         tuple(sorted((k, True) for k, on in options.items() if on))
     return _VARIANTS.get(key, lambda: _variant(key))
-
-
-def explained_latex(model, strategy, cluster, gpus, result) -> tuple:
-    """(total, terms, definitions) LaTeX of explain() for this evaluation."""
-    key = repr((model, strategy, cluster, gpus))
-
-    def make():
-        stored = cache.load("latex", key)
-        if _is_latex(stored):
-            return stored[0], stored[1], stored[2]
-        from explorer.cost.explain import explain
-        sym = explain(model, strategy, cluster, gpus, result)
-        value = (sym.total_latex(), sym.latex(), sym.definitions_latex())
-        cache.store("latex", key, list(value))
-        return value
-    return _LATEX.get(key, make)
-
-
-def _is_latex(stored) -> bool:
-    return isinstance(stored, list) and len(stored) == 3 and isinstance(stored[0], str) and \
-        all(isinstance(x, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in x.items())
-            for x in stored[1:])
 
 
 def _variant(key: tuple):

@@ -11,10 +11,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-import numpy as np
 import sympy as sp
 
-from explorer.cost import collectives as coll
 from explorer.symbols import t
 
 
@@ -55,26 +53,6 @@ def expert_collectives(the_plan, block_index: int | None = None):
             yield c, placed.ep_route, placed.stage
             if replay and c.phase == "fwd" and placed.block.kind == "layer":
                 yield replace(c, phase="bwd", op=c.op + " (recomputed)"), placed.ep_route, placed.stage
-
-
-def a2a_seconds(cost, degree: int, route: tuple, nums, recompute: str, ep: int) -> tuple:
-    """(forward, backward) seconds of one block's all-to-alls for one micro-batch (arrays over the
-    micro-batch sizes of `nums`), priced as the tree prices them (Numbers.collective_seconds): for
-    the search's chain of nodes, which adds them to the block's F and B."""
-    from explorer.cost.tree import size_function       # (the tree imports this module)
-    colls = [replace(c, size=c.size.subs(t, degree), n=sp.Integer(ep)) for c in cost.ep_collectives]
-    if not colls or ep <= 1:
-        return 0.0, 0.0
-    sizes = size_function(tuple(c.size for c in colls))(*nums.size_args())
-    out = {"fwd": 0.0, "bwd": 0.0}
-    for c, size in zip(colls, sizes):
-        n = int(c.n)
-        sent = coll.bytes_per_device(c.kind, np.asarray(size, dtype=float), n)
-        secs = nums.collective_seconds(sent, float(coll.latency_steps(c.kind, n)), c.kind, route)
-        out[c.phase] = out[c.phase] + secs
-        if recompute == "full" and c.phase == "fwd":     # replayed in the backward (expert_collectives)
-            out["bwd"] = out["bwd"] + secs
-    return out["fwd"], out["bwd"]
 
 
 def shard_experts(psi_e, ep):

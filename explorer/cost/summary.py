@@ -18,9 +18,10 @@ from typing import Callable
 from explorer.cost import cache
 from explorer.cost.compile import compile_exprs
 from explorer.cost.generated import function_of, plain_key, source_of
+from explorer.cost.keys import cost_key
 from explorer.cost.numeric import BLOCK_ARG_NAMES
 from explorer.errors import ExplorerError
-from explorer.model.outline import BlockOutline
+from explorer.cost.outline import BlockOutline
 
 LAYOUT_FIELDS = ("layout_in", "layout_out", "returned_grad")
 
@@ -40,25 +41,10 @@ class BlockSummary:
 _SUMMARIES = cache.BoundedCache(1024)
 
 
-def cost_key(block, preset: str, overrides: tuple, sequence_parallel: bool, recompute: str,
-             incoming: str, cp: int = 1, cp_algo: str = "ring", overlap_tp: bool = False, load: float = 1.0,
-             experts_by_seq: bool = False) -> tuple:
-    """The key block_cost() keeps one BlockCost under: the block's structure and every argument its
-    expressions depend on (plain values: the disk cache finds its compiled functions by it)."""
-    key = (block.key, block.kind, preset, overrides, sequence_parallel, recompute, incoming)
-    if cp > 1:
-        key += (cp, cp_algo)
-    if overlap_tp:
-        key += ("overlap_tp",)
-    if block.routed:
-        key += ((float(load), experts_by_seq),)
-    return key
-
-
 def block_summary(block, preset: str, overrides: tuple, sequence_parallel: bool, recompute: str, incoming: str,
                   cp: int = 1, cp_algo: str = "ring", overlap_tp: bool = False) -> BlockSummary:
     """The summary of block_cost(block, ...) (a dense block: no expert arguments; `block` a Block or its
-    outline, explorer.model.outline); ExplorerError where block_cost refuses the split, with its message."""
+    outline, explorer.cost.outline); ExplorerError where block_cost refuses the split, with its message."""
     args = (block, preset, overrides, sequence_parallel, recompute, incoming, cp, cp_algo, overlap_tp)
     key = cost_key(*args)
     found = _SUMMARIES.get(key, lambda: _summary(key, args))

@@ -22,10 +22,11 @@ from explorer.cost.compile import lambdify
 from explorer.cost.numeric import (CATEGORIES, COMM_CATEGORIES, MEMORY_PARTS, OUTPUTS,  # noqa: F401 (re-exported)
                                    SCALAR_INPUT_NAMES, STAGE_INPUT_NAMES, optimizer_state_bytes,
                                    optimizer_update_bytes)
+from explorer.cost.reductions import STAGE_FUNCTIONS
 from explorer.schedules import get as schedule_of
 from explorer.schedules.base import AGGREGATES
 from explorer.symbols import (A_r, AtStage, B_r, C_r, F_r, GS_r, K_opt, L_r, O_r, P_r, Psi_r, QuickMax, R_r,
-                              S_b_r, S_f_r, STAGE_FUNCTIONS, StageArgMax, StageEndInterleaved,
+                              S_b_r, S_f_r, StageArgMax, StageEndInterleaved,
                               StageEndInterleavedSends, StageMax, W_hbm, W_r, X_r, beta, d, g_r, m, p, r, v)
 
 GSB_r = sp.Symbol("GSB_r", nonnegative=True)   # bytes of GS_r per device

@@ -18,7 +18,6 @@ import sympy as sp
 
 from explorer.cost import collectives as coll
 from explorer.cost.block import BlockCost
-from explorer.cost.summary import block_function  # noqa: F401 (BLOCK_ARGS -> BLOCK_Q, compiled once)
 from explorer.cost.compile import BoundedCache, compile_exprs
 from explorer.cost.experts import expert_collectives
 from explorer.cost.plan import ExecutionPlan, plan
@@ -33,6 +32,13 @@ from explorer.symbols import (F, F_a, L_c, L_t, V, W_hbm, a, a_kv, b, beta, eta,
 BLOCK_ARGS = (b, s, h, a, a_kv, f, V, t, g_t, L_t, F, eta, phi, W_hbm, t_launch, beta, g_c, L_c, F_a, eta_a)
 SIZE_ARGS = (b, s, h, a, a_kv, f, V, beta)
 assert tuple(map(str, BLOCK_ARGS)) == BLOCK_ARG_NAMES
+
+
+def block_function(cost: BlockCost):
+    """BLOCK_ARGS -> BLOCK_Q values of a block, lambdified once per block structure: from memory, from the disk
+    cache by the cost's key, or from block_exprs (explorer.cost.summary.block_function finds the same compiled
+    function by the same key without sympy)."""
+    return compile_exprs(("block", cost.key), lambda: BLOCK_ARGS, lambda: block_exprs(cost), names=BLOCK_ARG_NAMES)
 
 
 def block_exprs(cost: BlockCost, g=g_t, L=L_t) -> tuple:

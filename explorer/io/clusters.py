@@ -14,19 +14,17 @@ Files use the units spec sheets use; the Cluster dataclasses hold SI base units:
 """
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from explorer.hardware.cluster import Cluster, Device, Efficiency, Level
+from explorer.hardware.units import GB, GIB, TERA, US_PER_S
 from explorer.errors import ExplorerError
 from explorer.limits import check_cluster
-from explorer.io.models import check_keys, field, load_file, resolve
+from explorer.io.models import check_keys, field, load_file, resolve, short_repr
 
 PRESET_DIR = Path(__file__).resolve().parents[2] / "assets" / "clusters"
 
-TERA = 1e12       # TFLOP/s -> FLOP/s
-GIB = 2 ** 30     # GiB -> bytes (HBM capacity is binary)
-GB = 1e9          # GB/s -> bytes/s (link and HBM bandwidths are rated in decimal units)
-US_PER_S = 1e6    # microseconds per second
 
 CLUSTER_KEYS = ("name", "source", "device", "levels", "efficiency")
 DEVICE_KEYS = ("name", "peak_tflops", "memory_gib", "hbm_bandwidth_gbps", "source")
@@ -52,12 +50,24 @@ def _level(d, where: str) -> Level:
     if not isinstance(d, dict):
         raise ExplorerError(f"{where}must be a mapping, got {type(d).__name__}")
     check_keys(d, LEVEL_KEYS, where)
-    return Level(name=field(d, "name", "text", where),
+    return Level(name=_level_name(field(d, "name", "text", where), where),
                  fanout=field(d, "fanout", "count", where),
                  bandwidth_bytes_per_s=field(d, "bandwidth_gbps", "positive", where) * GB,
                  latency_s=field(d, "latency_us", "non-negative", where) / US_PER_S,
                  bandwidth_efficiency=field(d, "bandwidth_efficiency", "positive", where, default=1.0),
                  source=field(d, "source", "text", where, default=""))
+
+
+LEVEL_NAME = re.compile(r"[^\W_][\w .+-]*")   # letters and digits first, then also space _ . + -
+
+
+def _level_name(name: str, where: str) -> str:
+    """A level's name becomes a symbol of the formulas (g_node, L_node: LaTeX on the Cost and Export pages,
+    where a `$`, brace or backslash would end or change the formula): letters, digits, space _ . + - only."""
+    if not LEVEL_NAME.fullmatch(name):
+        raise ExplorerError(f"{where}field 'name' must be letters and digits (then also space _ . + -), as it "
+                            f"names the level's symbols g and L in the formulas; got {short_repr(name)}")
+    return name
 
 
 def _efficiency(d, where: str = "efficiency: ") -> Efficiency:

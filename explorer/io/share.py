@@ -13,7 +13,7 @@ layers Megatron x8 then 48 column x4) and `stages` (layers per pipeline stage:
 "12,12,..."). A strategy with per-operator overrides travels as `strategy_spec`.
 
 >>> from explorer import load_model, load_cluster
->>> from explorer.strategy.presets import DEFAULT_STRATEGY
+>>> from explorer.io.presets import DEFAULT_STRATEGY
 >>> m, c = load_model("gpt3-175b"), load_cluster("dgx-a100-80gb")
 >>> decode(encode(m, c, DEFAULT_STRATEGY)).strategy == DEFAULT_STRATEGY
 True
@@ -33,8 +33,8 @@ from explorer.errors import ExplorerError
 from explorer.limits import MAX_LAYERS
 from explorer.io.safe_load import json_depth_ok
 from explorer.io.models import PRESET_DIR as MODEL_DIR, load_model, model_from_dict
-from explorer.limits import evaluate_checked
-from explorer.strategy.presets import DEFAULT_CLUSTER, DEFAULT_MODEL, fallback_strategy
+from explorer.cost.checked import evaluate_checked
+from explorer.io.presets import DEFAULT_CLUSTER, DEFAULT_MODEL, fallback_strategy
 from explorer.strategy.strategy import CP_ALGOS, DTYPES, GRAD_DTYPES, RECOMPUTE, SCHEDULES, LayerSplit, Strategy
 from explorer.io.strategies import strategy_from_dict, strategy_to_dict
 

@@ -8,8 +8,8 @@ from explorer.search import search
 from explorer.search.figure import pareto_figure
 from explorer.search.report import label
 from explorer.lessons.base import Control, Lesson, Reveal, Setup, cluster, fmt_seconds, model
+from explorer.hardware.units import GIB
 
-GIB = 2 ** 30
 REFINE_TOP = 1              # per-layer dynamic programming on the fastest global choice (live: <= 0.3 s a setting)
 
 

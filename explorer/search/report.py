@@ -4,8 +4,7 @@ from __future__ import annotations
 from explorer.cost.numeric import CATEGORIES
 from explorer.schedules import chunked
 from explorer.io.strategies import strategy_to_dict
-
-GIB = 2 ** 30
+from explorer.hardware.units import GIB
 
 
 def label(strategy) -> str:

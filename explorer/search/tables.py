@@ -23,7 +23,7 @@ from explorer.cost.numeric import Q, cp_group_route, ep_group_route, tied_place,
 from explorer.cost.placement import block_splits, block_stages, expert_options
 from explorer.cost.summary import block_function, block_summary, summarise
 from explorer.errors import ExplorerError
-from explorer.model.outline import block_outlines
+from explorer.cost.outline import block_outlines
 from explorer.strategy.mesh import group_route
 
 F, B, PSI, A, GS, W = range(6)
@@ -138,7 +138,7 @@ class Chain:
                     self.probe.recompute, incoming, self.probe.cp, self.probe.cp_algo, self.probe.overlap_tp)
             if moe:     # the experts' load and all-to-alls: the BlockCost itself (sympy)
                 from explorer.cost.block import block_cost
-                from explorer.cost.experts import a2a_seconds
+                from explorer.search.expert_a2a import a2a_seconds
                 full = block_cost(block.block(), *args[1:], **expert_options(self.model, self.probe))
                 cost = summarise(block.block(), full)
             else:       # a dense block: its summary, from the disk cache without sympy where it is there

@@ -20,7 +20,7 @@ from explorer.cost.collectives import cp_kind
 from explorer.cost.numbers import Numbers
 from explorer.cost.numeric import COMM_CATEGORIES, Q
 from explorer.cost.placement import block_place, block_stages
-from explorer.model.outline import block_outlines
+from explorer.cost.outline import block_outlines
 from explorer.timeline.parts import CP_PART, OP_PART, PART_CATEGORIES
 from explorer.timeline.schedules import B, F
 
