@@ -87,7 +87,8 @@ def symbolic(model, strategy, cluster):
 @st.cache_resource(max_entries=16, show_spinner=False)
 def graph(model, strategy, cluster, expanded, colour_by: str):
     the_plan = plan_of(model, strategy, cluster)
-    return graph_figure(the_plan, symbol_values(model, strategy, cluster), expanded, colour_by)
+    fig = graph_figure(the_plan, symbol_values(model, strategy, cluster), expanded, colour_by)
+    return fig.update_layout(title_text=plain_html(fig.layout.title.text or "", limit=400))   # names the model
 
 
 @st.cache_resource(max_entries=32, show_spinner=False)

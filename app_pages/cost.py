@@ -42,7 +42,7 @@ st.caption(f"Terms of the most loaded stage (stage {sym.stage}); every symbol is
            "(g and L are seconds per byte and latency of each machine level).")
 with st.expander("What the symbols mean", expanded=S.classroom()):
     st.markdown("\n".join(["| symbol | meaning |", "| --- | --- |"] +
-                           [f"| ${tex}$ | {meaning} |" for tex, meaning in symbol_legend(sym)]))
+                           [f"| ${tex}$ | {plain(meaning)} |" for tex, meaning in symbol_legend(sym)]))
 latex = sym.latex()
 for category in CATEGORIES:
     seconds = r.breakdown_s[category]

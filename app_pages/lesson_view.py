@@ -2,6 +2,8 @@
 picture, a "predict, then reveal" question, and "Open in the explorer". Page files name their lesson."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 import streamlit as st
 
 from explorer.facade import ExplorerError, animated_gantt, classroom_figure, lessons
@@ -9,9 +11,16 @@ from explorer.facade import lesson_deck, slide_image
 from app_pages import compute as C
 from app_pages import share_link
 from app_pages import state as S
+from app_pages.text import plain
 
 GANTT_LESSONS = ("double-level", "pipeline")      # their picture is a Gantt: it can be played
 MEMORY_LESSONS = ("zero", "activations")          # their picture's 'optimizer' is the optimizer state
+CLASSROOM_PALETTE = "okabe-ito"                   # classroom_figure's palette: the captions name its colours
+
+
+def palette() -> str:
+    """The palette the lesson's picture is drawn in, which its caption's colour words follow."""
+    return CLASSROOM_PALETTE if S.classroom() else "default"
 
 
 @st.cache_resource(max_entries=64, show_spinner=False)
@@ -20,6 +29,13 @@ def computed(slug: str, items: tuple) -> tuple:
     lesson, values = lessons.by_slug(slug), dict(items)
     setup = lesson.setup(values)
     return setup, lesson.picture(setup, values), lesson.question(values)
+
+
+@st.cache_resource(max_entries=64, show_spinner=False)
+def caption_of(slug: str, items: tuple, palette_name: str) -> str:
+    """The caption of a lesson's picture for one setting, its colours named in `palette_name`."""
+    lesson = lessons.by_slug(slug)
+    return lesson.caption(computed(slug, items)[0], dict(items), palette_name)
 
 
 @st.cache_resource(max_entries=16, show_spinner=False)
@@ -47,9 +63,16 @@ def _slides(lesson, values: dict, setup, reveal, items: tuple) -> None:
                             help="rendered by kaleido with the system Chromium (a few seconds)")
     cols[1].download_button("Slide SVG", lambda: slide_image(fig, caption, "svg"), f"{stem}.svg", "image/svg+xml",
                             key=f"lesson_svg_{lesson.slug}")
-    cols[2].download_button("HTML deck (offline)", lambda: lesson_deck(lesson, values, fig, reveal, setting),
+    cols[2].download_button("HTML deck (offline)", lambda: classroom_deck(lesson, values, fig, reveal, setting),
                             f"{stem}_deck.html", "text/html", key=f"lesson_deck_{lesson.slug}",
                             help="title, idea, formula, the live figure and the question; opens without a network")
+
+
+def classroom_deck(lesson, values: dict, fig, reveal, setting: str) -> str:
+    """The lesson's offline deck around its classroom figure, the caption naming that figure's colours."""
+    deck_lesson = replace(lesson, caption=lambda setup_, values_, palette_=CLASSROOM_PALETTE:
+                          lesson.caption(setup_, values_, palette_))
+    return lesson_deck(deck_lesson, values, fig, reveal, setting)
 
 
 def _controls(lesson) -> dict:
@@ -105,7 +128,7 @@ def render(slug: str) -> None:
         with st.spinner("Computing this setting…"):    # shows only when not cached (lesson 8's search: ~1 s)
             setup, _, reveal = computed(slug, items)
     except ExplorerError as err:
-        st.error(f"**This setting cannot run:** {err}")
+        st.error(f"**This setting cannot run:** {plain(err)}")
         return
     notes = st.container()      # above the picture; in classroom mode below it (the picture first)
     animated = False
@@ -113,7 +136,7 @@ def render(slug: str) -> None:
         animated = st.toggle("Play it step by step", key=f"{S.W_LESSON_ANIMATE}_{slug}",
                              help="▶ plays the schedule; the slider goes to any moment.")
     st.plotly_chart(shown_figure(slug, items, S.classroom(), animated), key=f"lesson_{slug}_chart")
-    st.caption(lesson.caption(setup, values))
+    st.caption(caption_of(slug, items, palette()))
     with st.container() if S.classroom() else notes:
         if setup.note:
             st.info(setup.note)

@@ -65,22 +65,24 @@ if st.session_state.get(S.MEASURED_MESSAGE):
 run = st.session_state.get(S.MEASURED_RUN)
 if run:
     s, times = run["strategy"], run["iteration_time_s"]
-    st.subheader(f"{run['model']}: d={s['dp']} t={s['tp']} p={s['pp']}, b={s['micro_batch']} "
-                 f"B={s['global_batch']} {s['schedule']}, {run['procs']} processes")
+    st.subheader(f"{plain(run['model'])}: d={s['dp']} t={s['tp']} p={s['pp']}, b={s['micro_batch']} "
+                 f"B={s['global_batch']} {plain(s['schedule'])}, {run['procs']} processes")
     cols = st.columns(3)
     cols[0].metric("Iteration, measured", f"{times['measured'] * 1e3:.1f} ms")
     cols[1].metric("Iteration, predicted", f"{times['predicted'] * 1e3:.1f} ms",
-                   help=f"cluster: {run['cluster_file']['name']}")
+                   help=f"cluster: {plain(run['cluster_file']['name'])}")
     cols[2].metric("Largest loss difference", f"{run.get('loss_max_relative_difference', 0):.1e}",
                    help="relative, parallel run vs one process, same model, seed and batches")
     cluster = run["cluster_file"]
-    st.caption(f"The prediction uses the cluster **{cluster['name']}** ({cluster.get('source', 'no source given')}). "
+    st.caption(f"The prediction uses the cluster **{plain(cluster['name'])}** "
+               f"({plain(cluster.get('source') or 'no source given')}). "
                "A calibration of the machine that ran it (`python -m explorer calibrate`) predicts its time; "
                "another cluster only compares shapes, as the % toggle below does.")
     st.markdown("**Bytes sent per device per iteration**, by cost category")
     st.dataframe(run_bytes_table(run), hide_index=True)
     for call in run.get("unmodelled_calls", []):
-        st.caption(f"Not in the model: {call['op']} ({call['kind']}, {call['category']}) — {call['note']}")
+        st.caption(f"Not in the model: {plain(call['op'])} ({plain(call['kind'])}, {plain(call['category'])}) — "
+                   f"{plain(call['note'])}")
     st.dataframe(run_loss_table(run), hide_index=True)
     st.markdown("**Time per category in one iteration** (model vs one rank of its critical stage)")
     st.dataframe(run_time_table(run), hide_index=True)

@@ -106,7 +106,7 @@ with st.expander(f"Cluster {plain(cluster.name)}: {plain(cluster.device.name)}, 
     st.dataframe(pd.DataFrame([{"level": lv.name, "fanout": lv.fanout, "GB/s per device": lv.bandwidth_bytes_per_s / 1e9,
                                 "latency µs": lv.latency_s * 1e6, "efficiency": lv.bandwidth_efficiency}
                                for lv in cluster.levels]), hide_index=True)
-    st.write(f"Peak {', '.join(f'{k} {v / 1e12:.0f} TFLOP/s' for k, v in cluster.device.peak_flops.items())}; "
+    st.write(f"Peak {', '.join(f'{plain(k)} {v / 1e12:.0f} TFLOP/s' for k, v in cluster.device.peak_flops.items())}; "
              f"memory {cluster.device.memory_bytes / 2**30:.0f} GiB.")
 
 st.subheader("Operator graph")

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from explorer.facade import CP_ALGOS, DTYPES, GRAD_DTYPES, RECOMPUTE, SCHEDULES, schedule_is_chunked
+from explorer.facade import (CP_ALGOS, DTYPES, GRAD_DTYPES, RECOMPUTE, schedule_is_chunked, schedule_names,
+                             schedule_overlaps_sends)
 
 from app_pages import state as S
 from app_pages.text import plain
@@ -87,7 +88,7 @@ def draw() -> None:
     bar.number_input("B — global batch (sequences)", min_value=1, max_value=S.WIDGET_MAX[S.W_BATCH], step=1,
                      key=S.W_BATCH)
     left, right = bar.columns(2)
-    left.selectbox("Schedule", SCHEDULES, key=S.W_SCHEDULE)
+    left.selectbox("Schedule", schedule_names(), key=S.W_SCHEDULE)
     right.number_input("v — chunks", min_value=1, max_value=S.WIDGET_MAX[S.W_CHUNKS], step=1, key=S.W_CHUNKS,
                        disabled=not schedule_is_chunked(ss[S.W_SCHEDULE]),
                        help="model chunks per stage (interleaved schedule only)")
@@ -101,7 +102,7 @@ def draw() -> None:
     bar.toggle("Overlap TP comm with GEMMs", key=S.W_OVERLAP_TP, disabled=not ss[S.W_SP],
                help="Megatron-LM --tp-comm-overlap (needs sequence parallelism): the all-gathers and reduce-scatters "
                     "run under the GEMMs next to them; the Cost page shows what stays exposed and what is hidden")
-    bar.toggle("Overlap pipeline sends", key=S.W_OVERLAP_P2P, disabled=not schedule_is_chunked(ss[S.W_SCHEDULE]),
+    bar.toggle("Overlap pipeline sends", key=S.W_OVERLAP_P2P, disabled=not schedule_overlaps_sends(ss[S.W_SCHEDULE]),
                help="Megatron-LM --overlap-p2p-communication (interleaved schedule only): the point-to-point sends "
                     "between stages run under computation and a stage waits only for the input it needs; the Cost "
                     "page shows what stays exposed and what is hidden")
@@ -117,7 +118,7 @@ def draw() -> None:
 def draw_summary() -> None:
     """On the Start and Learn pages: what the explorer holds (its controls come back on its pages)."""
     ss = st.session_state
-    st.sidebar.caption(f"The lessons use their own example. The explorer keeps **{ss[S.MODEL].name}** on "
-                       f"**{ss[S.CLUSTER].name}**, d·t·p = {ss[S.W_DP]}·{ss[S.W_TP]}·{ss[S.W_PP]}"
+    st.sidebar.caption(f"The lessons use their own example. The explorer keeps **{plain(ss[S.MODEL].name)}** on "
+                       f"**{plain(ss[S.CLUSTER].name)}**, d·t·p = {ss[S.W_DP]}·{ss[S.W_TP]}·{ss[S.W_PP]}"
                        + (f" (cp {ss[S.W_CP]})" if ss[S.W_CP] > 1 else "") + "; its "
                        "controls are on the Explore pages.")

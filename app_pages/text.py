@@ -1,4 +1,4 @@
-"""User-derived text shown by Streamlit's markdown elements, made inert.
+"""User-derived text shown by Streamlit's markdown elements, made inert: the app's one escaping module.
 
 Model and cluster names, sources, notices and error messages can come from a
 share link or an uploaded file. `st.info`, `st.error`, `st.caption`,
@@ -8,9 +8,14 @@ text goes through `plain()` first: one line, with a backslash before every
 character that starts markup (CommonMark shows a backslash-escaped ASCII
 punctuation character as itself): brackets, parentheses and `!` (links,
 images, `:red[...]` colours), `<` `>` (tags, autolinks), `*` `_` `~` `` ` ``
-(emphasis, code), `$` (LaTeX), `#`, `@` (e-mail autolinks), a leading list
-marker, and the `//` of `scheme://` and the `.` of `www.` (GFM autolinks).
-Ordinary punctuation (`-`, `.`, `:`, `'`, `/`) stays as typed.
+(emphasis, code), `$` (LaTeX), `#`, `@` (e-mail autolinks), `|` (table cells), `&`
+(entities), a leading list marker, and the `//` of `scheme://` and the `.` of `www.`
+(GFM autolinks).
+Ordinary punctuation (`-`, `.`, `:`, `'`, `/`) stays as typed. Plotly titles, legends
+and hovers render a few HTML tags instead: `plain_html()` escapes for them.
+Every page passes names and messages (model, cluster, device, pin labels, fields of an
+uploaded saved run, the library's error messages) through one of the two;
+tests/test_app_injection.py walks every page with hostile names.
 
 >>> print(plain("[Log in](http://evil/)"))
 \\[Log in\\]\\(http:\\/\\/evil/\\)
@@ -22,7 +27,7 @@ from __future__ import annotations
 import html
 import re
 
-_SPECIAL = re.compile(r"([\\`*_\[\]()#!<>~$@])")
+_SPECIAL = re.compile(r"([\\`*_\[\]()#!<>~$@|&])")
 _LEADING = re.compile(r"^([-+]|[0-9]+\.)(?=\s|$)")
 MAX_SHOWN = 600     # characters of one message shown (a message naming a huge value stays short)
 

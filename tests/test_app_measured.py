@@ -55,3 +55,16 @@ def test_running_from_the_page_shows_bytes_losses_and_the_gantt():
     assert len(losses) == 2
     assert max(abs(losses["loss, parallel run"] - losses["loss, one process"]) / losses["loss, one process"]) < 1e-5
     assert chart_specs(at)
+
+
+def test_bad_saved_runs_show_one_error_and_no_exception():
+    """The issue's four files (issue 31): each is refused with a message, never an exception box."""
+    from app_pages.text import plain
+    from tests.test_saved_run import ISSUE
+    at = open_page("measured")
+    for name in ("deep nesting", "strategy 5", "measured time 'x'", "NaN loss", "markup drawn in a chart"):
+        data, named = ISSUE[name]
+        at.file_uploader(key="w_run_file").upload("run.json", data, "application/json").run()
+        assert not at.exception, (name, at.exception)
+        shown = errors(at)
+        assert len(shown) == 1 and plain(named) in shown[0], (name, shown)      # shown as literal text

@@ -1,12 +1,11 @@
 """python -m explorer lesson [SLUG|N] [--set NAME=VALUE ...] [--json]: a lesson's question answered.
 
-Without SLUG: the eight lessons. With it: the setting, the question, the model's answer and the
+Without SLUG: the eight lessons (with --json, one JSON object {"lessons": [...]}). With it: the setting, the question, the model's answer and the
 formula with its source, so a lecturer can prepare the numbers of a class ahead of time.
 """
 from __future__ import annotations
 
-import json
-
+from explorer.cli.output import dumps
 from explorer.errors import ExplorerError
 
 
@@ -43,22 +42,39 @@ def _values(lesson, pairs: list) -> dict:
     return lesson.values(values)
 
 
-def run(args) -> int:
+def _listing(as_json: bool) -> int:
+    """The eight lessons with their controls: text, or (--json) one JSON object {"lessons": [...]}."""
     from explorer.lessons import LESSONS   # pandas and plotly load only when run
-    if not args.lesson:
-        for lesson in LESSONS:
-            controls = ", ".join(f"{c.name} ∈ {{{', '.join(map(str, c.options))}}}" for c in lesson.controls)
-            print(f"{lesson.number}. {lesson.slug:<16} {lesson.title}\n   controls: {controls}")
+    if as_json:
+        print(dumps({"lessons": [{"number": lesson.number, "slug": lesson.slug, "title": lesson.title,
+                                  "controls": [{"name": c.name, "options": [_plain(o) for o in c.options],
+                                                "default": _plain(c.default)} for c in lesson.controls]}
+                                 for lesson in LESSONS]}))
         return 0
+    for lesson in LESSONS:
+        controls = ", ".join(f"{c.name} ∈ {{{', '.join(map(str, c.options))}}}" for c in lesson.controls)
+        print(f"{lesson.number}. {lesson.slug:<16} {lesson.title}\n   controls: {controls}")
+    return 0
+
+
+def _plain(option):
+    """A control's option as JSON has it (numbers, text, true/false, null kept; anything else as text)."""
+    return option if option is None or isinstance(option, (bool, int, float, str)) else str(option)
+
+
+def run(args) -> int:
+    if args.set and not args.lesson:
+        raise ExplorerError("--set needs a lesson (slug or number); without one the lessons are listed")
+    if not args.lesson:
+        return _listing(args.json)
     lesson = _lesson(args.lesson)
     values = _values(lesson, args.set)
     reveal = lesson.reveal(values)
     if args.json:
-        print(json.dumps({"lesson": lesson.slug, "values": {k: v for k, v in values.items()},
-                          "question": reveal.question, "answer": reveal.answer, "unit": reveal.unit,
-                          "answer_text": reveal.answer_text, "compared_with": reveal.now,
-                          "explanation": reveal.explanation, "formula": lesson.formula_text,
-                          "source": lesson.source}, indent=1))
+        print(dumps({"lesson": lesson.slug, "values": dict(values), "question": reveal.question,
+                     "answer": reveal.answer, "unit": reveal.unit, "answer_text": reveal.answer_text,
+                     "compared_with": reveal.now, "explanation": reveal.explanation,
+                     "formula": lesson.formula_text, "source": lesson.source}))
         return 0
     print(f"Lesson {lesson.number}: {lesson.title}")
     print("setting: " + ", ".join(f"{c.name} = {c.text(values[c.name])}" for c in lesson.controls))

@@ -1,11 +1,12 @@
 """python -m explorer search --model M --cluster C --gpus N --global-batch B [--max-memory-gib X] [--top K] [--json]"""
 from __future__ import annotations
 
+import math
 import sys
 import time
 
 from explorer.errors import ExplorerError
-from explorer.limits import check_count
+from explorer.limits import CLUSTER_BOUNDS, check_count
 from explorer.cli.args import add_long_context_flags, model_and_cluster
 from explorer.strategy.strategy import DTYPES
 from explorer.cli.output import dumps
@@ -45,19 +46,27 @@ class StderrProgress:
             self.last = now
 
 
+def memory_cap(gib) -> float | None:
+    """--max-memory-gib in bytes (None: the device's), refused up front unless a finite positive number
+    within a device's memory bounds (limits.CLUSTER_BOUNDS['memory_gib']): inf or nan would run the
+    whole search before its result could be refused."""
+    if gib is None:
+        return None
+    top = CLUSTER_BOUNDS["memory_gib"][1]
+    if not (math.isfinite(gib) and 0 < gib <= top):
+        raise ExplorerError(f"--max-memory-gib must be a positive number of at most {top:g} GiB, got {gib}")
+    return gib * 2 ** 30
+
+
 def run(args) -> int:
     from explorer.search import search                               # (sympy: only when run)
     from explorer.search.report import search_dict, search_text
-    model, cluster = model_and_cluster(args)
-    cap = None
-    if args.max_memory_gib is not None:
-        if not args.max_memory_gib > 0:
-            raise ExplorerError(f"--max-memory-gib must be positive, got {args.max_memory_gib}")
-        cap = args.max_memory_gib * 2 ** 30
+    cap = memory_cap(args.max_memory_gib)            # every flag checked before any work
     check_count("--gpus", args.gpus, "MAX_DEVICES")
     check_count("--global-batch", args.global_batch, "MAX_GLOBAL_BATCH")
     if args.cp is not None and args.cp < 1:
         raise ExplorerError(f"--cp must be a positive integer, got {args.cp}")
+    model, cluster = model_and_cluster(args)
     result = search(model, cluster, args.gpus, args.global_batch, cap, args.top, progress=StderrProgress(),
                     framework=args.framework, dtype=args.dtype, cp=args.cp, cp_algo=args.cp_algo or "ring",
                     ep=args.ep)

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from explorer.errors import ExplorerError
+from explorer.io.safe_load import shown_path
 from explorer.cost.evaluate import evaluate
 from explorer.cli.args import add_strategy_flags, resolve
 
@@ -47,7 +48,11 @@ def run(args) -> int:
         lines = summary_lines(compare(events, result, schedule, strategy.schedule))
     text = export(events, "json" if args.json else args.format)   # --json (shared flag) means --format json
     if args.out:
-        Path(args.out).write_text(text)
+        try:
+            Path(args.out).write_text(text, encoding="utf-8")
+        except (OSError, ValueError) as err:        # as export-config and run say it
+            raise ExplorerError(f"cannot write {shown_path(args.out)}: {getattr(err, 'strerror', None) or err}") \
+                from None
         print("\n".join([f"{len(events)} events written to {args.out}"] + lines))
     else:
         sys.stdout.write(text if text.endswith("\n") else text + "\n")

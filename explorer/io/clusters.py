@@ -65,8 +65,8 @@ def _level_name(name: str, where: str) -> str:
     """A level's name becomes a symbol of the formulas (g_node, L_node: LaTeX on the Cost and Export pages,
     where a `$`, brace or backslash would end or change the formula): letters, digits, space _ . + - only."""
     if not LEVEL_NAME.fullmatch(name):
-        raise ExplorerError(f"{where}field 'name' must be letters and digits (then also space _ . + -), as it "
-                            f"names the level's symbols g and L in the formulas; got {short_repr(name)}")
+        raise ExplorerError(f"{where}level {short_repr(name)}: field 'name' must be letters and digits (then also "
+                            "space _ . + -), as it names the level's symbols g and L in the formulas")
     return name
 
 

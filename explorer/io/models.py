@@ -21,6 +21,7 @@ from pathlib import Path
 from explorer.errors import ExplorerError
 from explorer.model.spec import FAMILIES, MOE_FLOAT_FIELDS, ModelSpec
 from explorer.io.safe_load import parse_text, read_text_capped, short_repr  # noqa: F401 (re-exported)
+from explorer.io.safe_load import MAX_PATH_CHARS, is_regular_file, path_exists, shown_path
 
 PRESET_DIR = Path(__file__).resolve().parents[2] / "assets" / "models"
 SUFFIXES = (".json", ".yaml", ".yml")
@@ -117,12 +118,13 @@ def check_keys(d: dict, known, where: str) -> None:
 def read_mapping(path: Path) -> dict:
     """The top-level mapping of a .json, .yaml or .yml file."""
     path = Path(path)
-    if not path.is_file():
-        raise ExplorerError(f"{path}: {'not a regular file' if path.exists() else 'no such file'}")
+    if not is_regular_file(path):
+        raise ExplorerError(f"{shown_path(path)}: {'not a regular file' if path_exists(path) else 'no such file'}")
     suffix = path.suffix.lower()
     if suffix not in SUFFIXES:
-        raise ExplorerError(f"{path}: unsupported file type {suffix or '(none)'!r}; use .json, .yaml or .yml")
-    return parse_mapping(read_text_capped(path), suffix, str(path))
+        raise ExplorerError(f"{shown_path(path)}: unsupported file type {short_repr(suffix or '(none)')}; "
+                            "use .json, .yaml or .yml")
+    return parse_mapping(read_text_capped(path), suffix, shown_path(path))
 
 
 def parse_mapping(text: str, suffix: str, where: str) -> dict:
@@ -134,18 +136,22 @@ def parse_mapping(text: str, suffix: str, where: str) -> dict:
 
 
 def resolve(name_or_path, preset_dir: Path, kind: str) -> Path:
-    """The preset file for a name, or the path given; an unknown name lists the presets."""
+    """The preset file for a name, or the path given; an unknown name lists the presets. A name longer
+    than a path may be is refused first (the system's OSError would name the install folder)."""
     text = str(name_or_path)
+    if len(text) > MAX_PATH_CHARS:
+        raise ExplorerError(f"the {kind} name or path has {len(text):,} characters, more than the "
+                            f"{MAX_PATH_CHARS:,} a file path may have")
     preset = preset_dir / f"{text}.json"
-    if text and "/" not in text and "\\" not in text and preset.is_file():
+    if text and "/" not in text and "\\" not in text and is_regular_file(preset):
         return preset
     path = Path(text).expanduser()
-    if text and (path.suffix.lower() in SUFFIXES or path.exists() or "/" in text or "\\" in text):
+    if text and (path.suffix.lower() in SUFFIXES or path_exists(path) or "/" in text or "\\" in text):
         return path
     known = sorted(p.stem for p in preset_dir.glob("*.json"))
     close = difflib.get_close_matches(text, known, n=3, cutoff=0.5)
     hint = f" (did you mean {', '.join(close)}?)" if close else ""
-    raise ExplorerError(f"unknown {kind} preset {text!r}{hint}; known presets: {', '.join(known)}")
+    raise ExplorerError(f"unknown {kind} preset {short_repr(text, 80)}{hint}; known presets: {', '.join(known)}")
 
 
 def load_file(path: Path, build, *args):
@@ -154,7 +160,7 @@ def load_file(path: Path, build, *args):
     try:
         return build(data, *args)
     except ExplorerError as e:
-        raise ExplorerError(f"{path}: {e}") from None
+        raise ExplorerError(f"{shown_path(path)}: {e}") from None
 
 
 # ---- models ---------------------------------------------------------------------------

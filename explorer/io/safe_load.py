@@ -8,7 +8,10 @@ depth and the size of the value once every alias is expanded, and refuses the fi
 with a message naming the budget it exceeded. JSON has no aliases; its nesting depth
 is checked after parsing (iteratively, no recursion) and a RecursionError of the
 parser is reported as nesting. Files are read with a cap: at most MAX_FILE_BYTES + 1
-bytes are ever read, so /dev/zero or a 5 GB file is refused without reading it.
+bytes are ever read, so a 5 GB file is refused without reading it; and only regular files
+are read: a named pipe (whose opening waits for a writer, forever), a device such as
+/dev/zero or a directory is refused before a byte is read. A path the system refuses
+(too long, a NUL byte) is one ExplorerError naming it, shortened, never an OSError.
 
 >>> parse_text("a: &x [1, 2]\\nb: *x\\n", ".yaml", "f.yaml")
 {'a': [1, 2], 'b': [1, 2]}
@@ -21,7 +24,8 @@ import contextlib
 import gc
 import itertools
 import json
-from pathlib import Path
+import os
+import stat
 
 import yaml
 from yaml.events import AliasEvent, CollectionEndEvent, CollectionStartEvent, NodeEvent
@@ -34,6 +38,8 @@ MAX_NODES = 20_000             # values in the file once every alias is expanded
 #                                and PyYAML composes ~30,000 values a second, so a refusal comes within ~1 s
 MAX_JSON_VALUES = 100_000      # JSON (no aliases): a strategy of 2,048 layers with per-operator overrides has ~30,000
 MAX_DEPTH = 32                 # nesting of mappings/lists: our schemas nest 3 deep, HF configs 4-5
+MAX_PATH_CHARS = 4096          # a file name or path: Linux's PATH_MAX
+SHOWN_PATH_CHARS = 200         # a path named in a message: longer ones are shortened
 
 
 class BudgetLoader(yaml.SafeLoader):
@@ -119,8 +125,8 @@ def _yaml(text: str, where: str):
         loader.dispose()
 
 
-def json_depth_ok(data, where: str) -> None:
-    """Refuse data nested deeper than MAX_DEPTH or holding more than MAX_JSON_VALUES values
+def json_depth_ok(data, where: str, max_values: int = MAX_JSON_VALUES) -> None:
+    """Refuse data nested deeper than MAX_DEPTH or holding more than `max_values` values
     (iterative walk; a container's children are counted before they are visited)."""
     stack, seen = [(data, 1)], 1
     while stack:
@@ -129,8 +135,8 @@ def json_depth_ok(data, where: str) -> None:
             raise ExplorerError(f"{where}: nested more than {MAX_DEPTH} levels deep")
         if isinstance(value, (dict, list)):
             seen += len(value)
-            if seen > MAX_JSON_VALUES:
-                raise ExplorerError(f"{where}: more than {MAX_JSON_VALUES:,} values, more than a model, cluster "
+            if seen > max_values:
+                raise ExplorerError(f"{where}: more than {max_values:,} values, more than a model, cluster "
                                     "or strategy file holds")
             stack.extend((v, depth + 1) for v in (value.values() if isinstance(value, dict) else value))
 
@@ -150,11 +156,13 @@ def _gc_paused():
             gc.enable()
 
 
-def parse_text(text: str, suffix: str, where: str):
-    """JSON (suffix .json) or YAML text within the budgets above; ExplorerError naming the cause."""
+def parse_text(text: str, suffix: str, where: str, max_chars: int = MAX_FILE_BYTES,
+               max_values: int = MAX_JSON_VALUES):
+    """JSON (suffix .json) or YAML text within the budgets above; ExplorerError naming the cause.
+    `max_chars` and `max_values` (JSON) are larger for a saved reference run (explorer/runtime/saved.py)."""
     kind = "JSON" if suffix == ".json" else "YAML"
-    if len(text) > MAX_FILE_BYTES:
-        raise ExplorerError(f"{where}: more than {MAX_FILE_BYTES:,} characters, the most a file may have")
+    if len(text) > max_chars:
+        raise ExplorerError(f"{where}: more than {max_chars:,} characters, the most a file may have")
     try:
         with _gc_paused():
             data = json.loads(text) if suffix == ".json" else _yaml(text, where)
@@ -167,20 +175,58 @@ def parse_text(text: str, suffix: str, where: str):
             raise
         raise ExplorerError(f"{where}: malformed {kind}: {' '.join(str(e).split())[:200]}") from None
     with _gc_paused():
-        json_depth_ok(data, where)
+        json_depth_ok(data, where, max_values)
     return data
 
 
-def read_capped(path, limit: int = MAX_FILE_BYTES) -> bytes:
-    """At most `limit` bytes of a file; a longer file (or an endless device) is refused unread."""
-    path = Path(path)
+def shown_path(path) -> str:
+    """A path for a message: as given, or its start and its length when longer than SHOWN_PATH_CHARS."""
+    text = str(path)
+    return text if len(text) <= SHOWN_PATH_CHARS else f"{text[:SHOWN_PATH_CHARS - 40]}… ({len(text):,} characters)"
+
+
+def _cannot(path, err: Exception) -> ExplorerError:
+    why = getattr(err, "strerror", None) or ("a NUL character in the name" if isinstance(err, ValueError)
+                                             else type(err).__name__)
+    return ExplorerError(f"{shown_path(path)}: cannot be read ({why})")
+
+
+def is_regular_file(path) -> bool:
+    """Whether `path` names a regular file: False for a named pipe, a device, a directory, a missing
+    file, or a name the system refuses (too long, a NUL byte), never an OSError."""
     try:
-        with open(path, "rb") as f:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except (OSError, ValueError):
+        return False
+
+
+def path_exists(path) -> bool:
+    """os.path.exists that is False, not an OSError, for a name the system refuses."""
+    try:
+        os.stat(path)
+    except (OSError, ValueError):
+        return False
+    return True
+
+
+def read_capped(path, limit: int = MAX_FILE_BYTES) -> bytes:
+    """At most `limit` bytes of a regular file; a longer file is refused unread, and anything else
+    (a named pipe, /dev/zero, a directory) before a byte is read: it is opened without waiting
+    (O_NONBLOCK: opening a named pipe otherwise waits for a writer) and checked on the open file."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except (OSError, ValueError) as e:
+        raise _cannot(path, e) from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise ExplorerError(f"{shown_path(path)}: not a regular file (a pipe, device or directory is not read)")
+    with os.fdopen(fd, "rb") as f:
+        try:
             data = f.read(limit + 1)
-    except OSError as e:
-        raise ExplorerError(f"{path}: cannot be read ({e.strerror or type(e).__name__})") from None
+        except OSError as e:
+            raise _cannot(path, e) from None
     if len(data) > limit:
-        raise ExplorerError(f"{path}: more than {limit:,} bytes, the most a file may have")
+        raise ExplorerError(f"{shown_path(path)}: more than {limit:,} bytes, the most a file may have")
     return data
 
 
@@ -189,7 +235,7 @@ def read_text_capped(path, limit: int = MAX_FILE_BYTES) -> str:
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError:
-        raise ExplorerError(f"{path}: not UTF-8 text") from None
+        raise ExplorerError(f"{shown_path(path)}: not UTF-8 text") from None
 
 
 # ---- short reprs with bounded work -------------------------------------------------------

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from explorer.errors import ExplorerError
 from explorer.model.spec import ModelSpec
-from explorer.io.safe_load import parse_text, read_text_capped, short_repr
+from explorer.io.safe_load import is_regular_file, parse_text, path_exists, read_text_capped, short_repr, shown_path
 from explorer.strategy.strategy import Strategy
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -41,9 +41,10 @@ def default_cases_path() -> Path:
 
 def load_cases(path: str | Path | None = None) -> list:
     path = Path(path) if path else default_cases_path()
-    if not path.exists():
-        raise ExplorerError(f"cannot read cases file {path}: no such file")
-    entries = parse_text(read_text_capped(path), ".json", f"cases file {path}")   # size and depth capped
+    if not is_regular_file(path):         # a named pipe would block the read; a directory is not a file
+        why = "not a regular file" if path_exists(path) else "no such file"
+        raise ExplorerError(f"cannot read cases file {shown_path(path)}: {why}")
+    entries = parse_text(read_text_capped(path), ".json", f"cases file {shown_path(path)}")   # size, depth capped
     if not isinstance(entries, list):
         raise ExplorerError(f"cases file {path} must hold a JSON list of entries")
     cases = []
