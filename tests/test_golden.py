@@ -22,6 +22,13 @@ link with the prefetched gathers (tests/test_sharded_grad_sync.py): 3 cases move
 +0.1 %), and no golden case runs fp8 on dgx-h100 (whose gemm_max_fp8 was refitted the same day);
 then for causal FlashAttention's block skipping (FlashAttention-2 Sec 3.1.1: 1/2 + 64/s of the FLOPs;
 tests/test_flash_attention.py): the 36 LLaMA cases (FlashAttention by default) moved, -7.7 % to -2.8 %.
+Rewritten on 2026-12-03 for the BF16 GEMM efficiency fitted on published BF16 runs (issue 26 item 1;
+tests/test_bf16_efficiency.py): dgx-h100's gemm_max 0.75 -> 0.479 (fitted on Megatron-LM's H100 weak-scaling
+rows) and h200's with it (the same GPU); gemm_max also prices fp16 and fp32 GEMMs, so all 118 dgx-h100 and h200
+cases (bf16 55, fp16 31, fp32 32; none runs fp8) moved, iteration time +0.1 % to +56.1 % (median +35.2 %;
+0.75 / 0.479 = 1.566 where compute is everything), and no dgx-a100-80gb or classroom case moved (their entries
+are byte for byte the same). Only the file's existing keys were rewritten; the Megatron-count numbers added to
+`evaluate --json` at the same time (megatron_*, flops_conventions) are checked in tests/test_megatron_flops.py.
 """
 import json
 import math

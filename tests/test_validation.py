@@ -64,15 +64,16 @@ def test_validate_command_json():
 
 
 def test_validate_command_every_group_by_default():
-    """Without --group: the A100 groups and the Megatron-Bridge group, one summary per system, with the
-    fitted / held-out split and the rows skipped (issue 11)."""
+    """Without --group: the A100 groups, the Megatron-Bridge group, one summary per system, with the
+    fitted / held-out split and the rows skipped (issue 11), and the BF16 H100 rows (issue 26)."""
     out = subprocess.run([sys.executable, "-m", "explorer", "validate", "--json"], cwd=ROOT,
                          capture_output=True, text=True, check=True)
     data = json.loads(out.stdout)
     assert set(data["summary"]) == {"megatron_table1", "korthikanti_table4", "megatron_bridge_h100",
                                     "megatron_bridge_b200", "megatron_bridge_gb200", "megatron_bridge_moe_h100",
-                                    "megatron_bridge_moe_b200", "megatron_bridge_moe_gb200"}
+                                    "megatron_bridge_moe_b200", "megatron_bridge_moe_gb200", "bf16_h100"}
     assert {"fitted", "held out"} <= set(data["summary"]["megatron_bridge_gb200"])
+    assert {"fitted", "held out"} <= set(data["summary"]["bf16_h100"])
     assert any("uneven interleaved" in s["reason"] for s in data["skipped"])
 
 

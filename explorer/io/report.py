@@ -2,10 +2,20 @@
 from __future__ import annotations
 
 from explorer.cost.evaluate import Result
+from explorer.cost.megatron_flops import CONVENTION as MEGATRON_CONVENTION
+from explorer.cost.megatron_flops import EQ3_CONVENTION
 from explorer.cost.numeric import CATEGORIES
 from explorer.io.strategies import strategy_to_dict
 
 MEMORY_KEYS = ("params", "grads", "optimizer", "activations", "total")
+_HARDWARE = EQ3_CONVENTION + ", plus the recomputed FLOPs"
+_MEGATRON = MEGATRON_CONVENTION + " (null for a model that is not a causal decoder)"
+FLOPS_CONVENTIONS = {"model_flops_per_iteration": EQ3_CONVENTION, "tflops_per_gpu": EQ3_CONVENTION,
+                     "mfu": EQ3_CONVENTION, "hardware_flops_per_iteration": _HARDWARE,
+                     "hardware_tflops_per_gpu": _HARDWARE,
+                     "megatron_model_flops_per_iteration": _MEGATRON, "megatron_tflops_per_gpu": _MEGATRON,
+                     "megatron_mfu": _MEGATRON}
+"""Which FLOPs count each throughput number of result_dict uses (issue 26, item 4)."""
 
 
 def result_dict(result: Result, formula_latex: str = "", terms_latex: dict | None = None,
@@ -33,6 +43,10 @@ def result_dict(result: Result, formula_latex: str = "", terms_latex: dict | Non
         "tflops_per_gpu": result.tflops_per_gpu,
         "hardware_tflops_per_gpu": result.hardware_tflops_per_gpu,
         "mfu": result.mfu,
+        "megatron_model_flops_per_iteration": result.megatron_model_flops_per_iteration,
+        "megatron_tflops_per_gpu": result.megatron_tflops_per_gpu,
+        "megatron_mfu": result.megatron_mfu,
+        "flops_conventions": FLOPS_CONVENTIONS,
         "gpus": result.gpus,
         "micro_batches": result.micro_batches,
         "formula_latex": formula_latex,
@@ -63,6 +77,10 @@ def result_table(result: Result, title: str) -> str:
     lines += ["", f"parameters          {result.params / 1e9:12.3f} B",
               f"model FLOPs/iter    {result.model_flops_per_iteration:12.4e}",
               f"hardware FLOPs/iter {result.hardware_flops_per_iteration:12.4e}",
-              f"TFLOP/s per GPU     {result.tflops_per_gpu:12.1f}  (model FLOPs)",
-              f"MFU                 {100 * result.mfu:12.1f} %"]
+              f"TFLOP/s per GPU     {result.tflops_per_gpu:12.1f}  (model FLOPs, Eq. 3: full attention)",
+              f"MFU                 {100 * result.mfu:12.1f} %  (Eq. 3)"]
+    if result.megatron_tflops_per_gpu is not None:
+        lines += [f"TFLOP/s per GPU     {result.megatron_tflops_per_gpu:12.1f}  (Megatron-LM count: causal attention "
+                  "at half)",
+                  f"MFU                 {100 * result.megatron_mfu:12.1f} %  (Megatron-LM count)"]
     return "\n".join(lines)

@@ -1,17 +1,22 @@
 """Predict published training runs and compare (python -m explorer validate)."""
+from explorer.validation.bf16 import load_bf16_cases
 from explorer.validation.cases import Case, load_cases
 from explorer.validation.megatron_bridge import load_megatron_bridge
 from explorer.validation.run import TARGETS, ValidationRow, summarize, validate
 
-GROUPS = ("megatron_table1", "korthikanti_table4", "megatron_bridge")
-"""Selectable validation groups: the A100 groups of published.json, and the Megatron-Bridge
+GROUPS = ("megatron_table1", "korthikanti_table4", "megatron_bridge", "bf16_h100")
+"""Selectable validation groups: the A100 groups of published.json, the Megatron-Bridge
 2025-26 group (one summary per system: megatron_bridge_h100, _b200, _gb200; its MoE rows in
-megatron_bridge_moe_h100, _b200, _gb200)."""
+megatron_bridge_moe_h100, _b200, _gb200), and the dense BF16 H100 runs the BF16 GEMM efficiency is
+fitted on (bf16_h100, explorer/validation/bf16.py)."""
+DEFAULT_GROUPS = GROUPS[:3]
+"""What load_all_cases() loads when asked for nothing (the Validation page's sections); the command line
+asks for every group (explorer/cli/validate_cmd.py)."""
 
 
 def load_all_cases(groups=None) -> list:
-    """The cases of the named GROUPS (all by default), each with its own cluster where it names one."""
-    groups = tuple(groups or GROUPS)
+    """The cases of the named GROUPS (DEFAULT_GROUPS by default), each with its own cluster where it names one."""
+    groups = tuple(groups or DEFAULT_GROUPS)
     unknown = [g for g in groups if g not in GROUPS]
     if unknown:
         from explorer.errors import ExplorerError
@@ -19,8 +24,10 @@ def load_all_cases(groups=None) -> list:
     cases = [c for c in load_cases() if c.group in groups] if set(groups) & set(GROUPS[:2]) else []
     if "megatron_bridge" in groups:
         cases += load_megatron_bridge()[0]
+    if "bf16_h100" in groups:
+        cases += load_bf16_cases()
     return cases
 
 
-__all__ = ["Case", "GROUPS", "TARGETS", "ValidationRow", "load_all_cases", "load_cases", "load_megatron_bridge",
-           "summarize", "validate"]
+__all__ = ["Case", "DEFAULT_GROUPS", "GROUPS", "TARGETS", "ValidationRow", "load_all_cases", "load_bf16_cases",
+           "load_cases", "load_megatron_bridge", "summarize", "validate"]
