@@ -156,3 +156,28 @@ def test_a_strategy_over_memory_is_flagged_on_every_explorer_page():
         at.switch_page(f"app_pages/{page}.py").run()
         assert not at.exception, (page, at.exception)
         assert any("Does not fit in memory" in w.value for w in at.warning), page
+
+
+@pytest.mark.parametrize("classroom", [False, True])
+def test_the_caption_names_the_colours_the_picture_is_drawn_in(classroom):
+    """Issue 30: lesson 6's caption said 'red' for the pink bars of classroom mode, lesson 2's 'green'."""
+    import json
+    from explorer.charts.lesson_figures import colour_word
+    for page, trace, phrase in (("learn_6_activations", "activations", "{W}: activations"),
+                                ("learn_2_data_parallel", "DP gradient sync", "the {w} part")):
+        at = open_page(page, query={"classroom": "1"} if classroom else None)
+        spec = json.loads(at.get("plotly_chart")[0].proto.spec)
+        word = colour_word(next(t["marker"]["color"] for t in spec["data"] if t.get("name") == trace))
+        expected = phrase.format(W=word.capitalize(), w=word)
+        assert any(expected in c.value for c in at.caption), (page, expected, [c.value for c in at.caption])
+
+
+def test_the_offline_deck_names_the_classroom_colours():
+    from app_pages.lesson_view import classroom_deck
+    from explorer.charts.classroom import classroom_figure
+    from explorer.charts.lesson_figures import colour_word
+    lesson = next(lesson for lesson in LESSONS if lesson.slug == "activations")
+    fig = classroom_figure(lesson.figure(), memory=True)
+    deck = classroom_deck(lesson, lesson.values(), fig, lesson.reveal(), "")
+    shown = colour_word(next(t.marker.color for t in fig.data if t.name == "activations"))
+    assert shown == "pink" and "Pink: activations" in deck and "Red: activations" not in deck

@@ -1,8 +1,11 @@
 """Lesson 6: activation memory: recomputation and sequence parallelism (Korthikanti et al. 2022)."""
 from __future__ import annotations
 
-from explorer.charts.lesson_figures import memory_bars
+from explorer.charts.lesson_figures import capacity_in_view, colour_of_part, memory_bars
 from explorer.cost.evaluate import evaluate
+from explorer.cost.numbers import Numbers
+from explorer.cost.numeric import Q
+from explorer.cost.tree import cost_tree
 from explorer.lessons.base import Control, Lesson, Reveal, Setup, cluster, fmt_bytes, model, strategy
 
 RECOMPUTE = ("none", "selective", "full")
@@ -41,18 +44,45 @@ def textbook_bytes(values: dict) -> float:
     return spec.layers * per_layer
 
 
+def layer_bytes(values: dict) -> float:
+    """The model's activation bytes kept by the transformer layers alone (the embedding and the output
+    head with its loss left out) for one micro-batch; p = 1 here, so stage 0 holds every layer."""
+    setup = build(values)
+    tree = cost_tree(setup.model, setup.strategy, setup.cluster)
+    nums = Numbers.of(setup.model, setup.strategy.micro_batch, setup.cluster, setup.strategy.dtype)
+    per_kind = tree.block_values(nums)[:, Q["act"]]
+    layers = [i for i, kind in enumerate(tree.kinds)
+              if any(pb.cost is kind.cost and pb.block.kind == "layer" for pb in tree.plan.blocks)]
+    return float(sum(tree.counts[0, i] * float(per_kind[i].flat[0]) for i in layers))
+
+
 def question(values: dict) -> Reveal:
     t, sp = values["tp"], values["sequence_parallel"]
     other = {**values, "sequence_parallel": not sp} if t > 1 else {**values, "tp": 2, "sequence_parallel": True}
     change = ("switch sequence parallelism " + ("off" if sp else "on")) if t > 1 else "use t = 2 with SP"
     then, now = result(other), result(values)
     act_then, act_now = then.memory_bytes_per_device["activations"], now.memory_bytes_per_device["activations"]
+    layers, textbook = layer_bytes(other), textbook_bytes(other)
+    agree = "and so do the model's layers" if abs(layers / textbook - 1) < 0.01 else "the model's layers keep"
     return Reveal(
         question=f"Predict: how much activation memory does each GPU keep if we {change}?",
         answer=act_then, unit="bytes", answer_text=fmt_bytes(act_then), now=act_now, now_text=fmt_bytes(act_now),
-        explanation=f"Korthikanti's formula gives {fmt_bytes(textbook_bytes(other))} for the {model().layers} "
-                    "layers (the model also counts the embedding, the loss and the pipeline's in-flight "
-                    "micro-batches).")
+        explanation=f"Korthikanti's formula gives {fmt_bytes(textbook)} for the {model().layers} "
+                    f"layers, {agree} ({fmt_bytes(layers)}); it adds "
+                    f"{fmt_bytes(act_then - layers)} for the embedding and the output head with its loss. One "
+                    "micro-batch is in flight at a time (no pipeline here).")
+
+
+def caption(setup, values: dict, palette: str = "default") -> str:
+    spec = model()
+    ratio = 5 * spec.heads * spec.seq_len / spec.hidden
+    scores = (f"5as/h = {ratio:.3g} > 34, so the attention scores dominate unless recomputed" if ratio > 34 else
+              f"5as/h = {ratio:.3g} ≤ 34, so the attention scores are the smaller part")
+    cap = cluster().device.memory_bytes
+    totals = [result({**values, "recompute": rc}).memory_bytes_per_device["total"] for rc in RECOMPUTE]
+    axis = "" if capacity_in_view(cap, totals) else f" The GPU's {fmt_bytes(cap, 2)} is above the axis."
+    return (f"{colour_of_part('activations', palette).capitalize()}: activations. s = {spec.seq_len}, "
+            f"h = {spec.hidden}, a = {spec.heads}: {scores}.{axis}")
 
 
 LESSON = Lesson(
@@ -72,6 +102,4 @@ LESSON = Lesson(
     controls=(Control("recompute", "Recomputation", RECOMPUTE, "none"),
               Control("sequence_parallel", "Sequence parallelism", (False, True), False),
               Control("tp", "t — GPUs per layer", (1, 2, 4), 4)),
-    build=build, picture=picture, question=question,
-    caption=lambda setup, values: "Red: activations. s = 2048, h = 2048, a = 16: 5as/h = 80 > 34, so the "
-                                  "attention scores dominate unless recomputed.")
+    build=build, picture=picture, question=question, caption=caption)

@@ -98,7 +98,8 @@ class Lesson:
     build: Callable            # values -> Setup (ExplorerError with a one-line message if impossible)
     picture: Callable          # (Setup, values) -> plotly Figure
     question: Callable         # values -> Reveal
-    caption: Callable = field(default=lambda setup, values: "")   # one line under the picture
+    caption: Callable = field(default=lambda setup, values, palette="default": "")
+    # (Setup or None, values, palette) -> one line under the picture; its colour words are the palette's
 
     def __post_init__(self):
         if len(self.controls) > MAX_CONTROLS:
@@ -133,6 +134,11 @@ class Lesson:
     def words(self) -> int:
         return len(self.text.split())
 
+    def caption_text(self, given: dict | None = None, palette: str = "default") -> str:
+        """The caption for a setting, its colours named in `palette` ('okabe-ito' in classroom mode)."""
+        values = self.values(given)
+        return self.caption(self.build(values), values, palette)
+
 
 def fmt_seconds(seconds: float, digits: int = 3) -> str:
     """Seconds with a unit a student reads at once: 12.3 ms, 1.25 s, 840 µs."""
@@ -144,6 +150,38 @@ def fmt_seconds(seconds: float, digits: int = 3) -> str:
 def fmt_bytes(nbytes: float, digits: int = 3) -> str:
     """Bytes in GiB or MiB (powers of two, as memory is counted)."""
     return f"{nbytes / 2 ** 30:.{digits}g} GiB" if abs(nbytes) >= 2 ** 30 else f"{nbytes / 2 ** 20:.{digits}g} MiB"
+
+
+def gbps(level) -> str:
+    """A machine level's achieved bandwidth in words: '100 GB/s'."""
+    return f"{level.bandwidth_bytes_per_s * level.bandwidth_efficiency / 1e9:.3g} GB/s"
+
+
+def per_node(cluster) -> int:
+    """GPUs in one unit of the innermost level (a node)."""
+    return cluster.levels[0].fanout
+
+
+def links(cluster) -> str:
+    """'100 GB/s inside a node, 10 GB/s between nodes': the classroom cluster's two levels."""
+    inner = cluster.levels[0]
+    if len(cluster.levels) < 2:
+        return f"{gbps(inner)} inside a {inner.name}"
+    return f"{gbps(inner)} inside a {inner.name}, {gbps(cluster.levels[1])} between {inner.name}s"
+
+
+def ratio_words(new: float, old: float, more: str = "grows", less: str = "shrinks", same: str = "stays",
+                tolerance: float = 0.05) -> str:
+    """'grows 1.8×', 'shrinks 2×' or 'stays about the same': how `old` became `new`, in words that
+    cannot point the wrong way."""
+    if old == new or (old and abs(new / old - 1) <= tolerance):
+        return f"{same} about the same"
+    if old == 0:
+        return f"{more} from nothing"
+    if new == 0:
+        return f"{less} to nothing"
+    factor = new / old if new > old else old / new
+    return f"{more if new > old else less} {factor:.2g}×"
 
 
 def strategy(gpus: int = CLASSROOM_GPUS, tp: int = 1, pp: int = 1, micro_batches: int = 8, micro_batch: int = 1,

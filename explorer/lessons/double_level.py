@@ -2,8 +2,10 @@
 from __future__ import annotations
 
 from explorer.charts.gantt import microstep_figure
+from explorer.charts.lesson_figures import colour_of_part
 from explorer.timeline import microstep_events
-from explorer.lessons.base import Control, Lesson, Reveal, Setup, cluster, fmt_seconds, model, strategy
+from explorer.lessons.base import (Control, Lesson, Reveal, Setup, cluster, fmt_seconds, links, model, per_node,
+                                   ratio_words, strategy)
 
 OPERATORS = (None, "qkv", "proj", "fc1", "fc2")
 
@@ -28,6 +30,35 @@ def picture(setup: Setup, values: dict):
     return microstep_figure(_events(values), f"Micro-steps of {what}, one micro-batch, t = {values['tp']}")
 
 
+def parts(values: dict) -> tuple:
+    """(computation, communication + barriers) seconds of GPU 0's drawn micro-steps."""
+    events = _events(values)
+    mine = events[events["device"] == events["device"].iloc[0]]
+    busy = mine["end_s"] - mine["start_s"]
+    compute = float(busy[mine["category"] == "compute"].sum())
+    return compute, float(busy.sum()) - compute
+
+
+def explanation(values: dict, other: int) -> str:
+    """How the micro-steps change from t to `other`, every direction word read off the model's numbers."""
+    t = values["tp"]
+    (c_now, x_now), (c_then, x_then) = parts(values), parts({**values, "tp": other})
+    node = per_node(cluster())
+    text = (f"From t = {t} to t = {other}, each GPU's computation {ratio_words(c_then, c_now)} "
+            f"({fmt_seconds(c_now)} → {fmt_seconds(c_then)}): it does 1/t of the work. ")
+    if x_now == x_then == 0:
+        return text + "It runs no collective of its own at either t."
+    text += (f"Its all-reduces and barriers {ratio_words(x_then, x_now, 'grow', 'shrink', 'stay')} "
+             f"({fmt_seconds(x_now)} → {fmt_seconds(x_then)})")
+    if min(t, other) == 1:
+        text += ": t = 1 needs none"
+    if max(t, other) > node >= min(t, other):
+        inside, across = sorted((t, other))
+        text += (f"; t = {across} spans {-(-across // node)} nodes, t = {inside} stays in one ({links(cluster())}), "
+                 f"so the all-reduces of t = {across} pay the slower link")
+    return text + "."
+
+
 def question(values: dict) -> Reveal:
     t = values["tp"]
     other = t * 2 if t < 8 else t // 2
@@ -38,9 +69,16 @@ def question(values: dict) -> Reveal:
         question=f"Predict: how long do {what} micro-steps (forward + backward) take with t = {other} "
                  f"instead of {t}?",
         answer=then, unit="s", answer_text=fmt_seconds(then), now=now, now_text=fmt_seconds(now),
-        explanation=f"Computation shrinks about {other / t:g}×, but each all-reduce and barrier stays or grows"
-                    + (" and t = 8 crosses the node boundary (10 GB/s instead of 100 GB/s)." if other == 8 or t == 8
-                       else "."))
+        explanation=explanation(values, other))
+
+
+def caption(setup, values: dict, palette: str = "default") -> str:
+    rows = f"Rows: the GPUs of one operator-parallel group. {colour_of_part('compute', palette).capitalize()}: compute"
+    if not parts(values)[1]:
+        return rows + (" (at t = 1 nothing is communicated)." if values["tp"] == 1 else
+                       " (this operator runs no collective of its own).")
+    return (f"{rows}; {colour_of_part('op_comm', palette)}: communication (each all-reduce and the barrier after "
+            "it). Hover a bar for its bytes and level.")
 
 
 LESSON = Lesson(
@@ -61,6 +99,4 @@ LESSON = Lesson(
                               "fc2 (row split)")),
               Control("tp", "t — GPUs per operator", (1, 2, 4, 8), 4),
               Control("micro_batch", "b — micro-batch", (1, 2, 4), 1)),
-    build=build, picture=picture, question=question,
-    caption=lambda setup, values: "Rows: the GPUs of one operator-parallel group. Colours: compute, "
-                                  "communication (all-reduce), barrier. Hover a bar for its bytes and level.")
+    build=build, picture=picture, question=question, caption=caption)

@@ -2,13 +2,23 @@
 from __future__ import annotations
 
 from explorer.charts.breakdown import breakdown_bar
+from explorer.charts.lesson_figures import colour_of_part
+from explorer.cost import collectives as coll
+from explorer.cost import layouts as lay
 from explorer.cost.evaluate import evaluate
+from explorer.cost.numbers import Numbers
+from explorer.cost.plan import returned_grad
+from explorer.cost.tree import cost_tree, size_function
 from explorer.strategy.strategy import LayerSplit
-from explorer.lessons.base import Control, Lesson, Reveal, Setup, cluster, fmt_seconds, model, strategy
+from explorer.lessons.base import Control, Lesson, Reveal, Setup, cluster, fmt_bytes, fmt_seconds, model, strategy
 
 TP = 4                      # one node's GPUs per layer group
 SPLITS = ("megatron", "batch", "replicated")
 SPLIT_LABELS = ("Megatron column→row ×4", "batch split ×4", "replicated (no split)")
+LAYOUT_WORDS = {lay.R: "whole on every GPU", lay.P: "as partial sums", lay.BATCH: "split by sample",
+                lay.FEAT: "split along the hidden dimension", lay.SEQ: "split along the sequence"}
+KIND_WORDS = {"all_gather": "an all-gather", "all_reduce": "an all-reduce", "reduce_scatter": "a reduce-scatter",
+              "all_to_all": "an all-to-all", "reshard": "a reshard"}
 
 
 def layer_split(name: str) -> LayerSplit:
@@ -37,21 +47,116 @@ def picture(setup: Setup, values: dict):
                                   f"d = {setup.strategy.dp}")
 
 
+def middle() -> int:
+    """The first layer of the second half: the question's boundary is between layer middle-1 and middle."""
+    return model().layers // 2
+
+
+def boundaries(values: dict) -> list:
+    """Per boundary between consecutive blocks that redistributes: (producer, consumer, seconds, bytes per
+    GPU) per iteration -- every micro-batch's forward and backward redistribution collectives there, each
+    priced like the cost model prices them (bytes x the group's seconds per byte + latency steps)."""
+    setup = build(values)
+    s = setup.strategy
+    tree = cost_tree(setup.model, s, setup.cluster)
+    nums = Numbers.of(setup.model, s.micro_batch, setup.cluster, s.dtype)
+    per_replica = micro_batches(values)
+    out = []
+    for bound in tree.plan.boundaries:
+        secs = sent = 0.0
+        for c, route in zip(bound.collectives, bound.routes):
+            if c.category != "redistribution":
+                continue
+            size = float(size_function((c.size,))(*nums.size_args())[0])
+            nbytes = float(coll.bytes_per_device(c.kind, size, int(c.n)))
+            secs += float(nums.collective_seconds(nbytes, coll.latency_steps(c.kind, int(c.n)), c.kind, route))
+            sent += nbytes
+        if sent:
+            out.append((_name(tree.plan.blocks[bound.index - 1].block), _name(tree.plan.blocks[bound.index].block),
+                        per_replica * secs, per_replica * sent))
+    return out
+
+
+def _name(block) -> str:
+    """'layer 3', 'embedding', 'head'."""
+    return f"layer {block.layer}" if block.kind == "layer" else block.name
+
+
+def asked(values: dict) -> tuple:
+    """(seconds, bytes per GPU) per iteration of the one boundary the question asks about."""
+    names = (f"layer {middle() - 1}", f"layer {middle()}")
+    found = [(secs, sent) for a, b, secs, sent in boundaries(values) if (a, b) == names]
+    return found[0] if found else (0.0, 0.0)
+
+
+def _phase(values: dict, phase: str) -> str:
+    """What crosses the asked boundary in one phase, in words, from the plan's layouts and collectives."""
+    setup = build(values)
+    plan = cost_tree(setup.model, setup.strategy, setup.cluster).plan
+    i = next(k for k, pb in enumerate(plan.blocks) if pb.block.kind == "layer" and pb.block.layer == middle())
+    prev, cur = plan.blocks[i - 1], plan.blocks[i]
+    bound = next(bd for bd in plan.boundaries if bd.index == i)
+    kinds = [c.kind for c in bound.collectives if c.category == "redistribution" and c.phase == phase]
+    a, b = middle() - 1, middle()
+    if phase == "fwd":
+        have, need = prev.cost.layout_out, cur.cost.layout_in
+        text = (f"forward, layer {a} hands over its output {LAYOUT_WORDS[have]}"
+                + (" (the all-reduce closing Megatron's row split made it so)"
+                   if values["first"] == "megatron" and have == lay.R else "")
+                + f" and layer {b} needs it {LAYOUT_WORDS[need]}")
+    else:
+        have, need = returned_grad(cur.block, cur.cost), lay.needed_grad(prev.cost.layout_out)
+        text = (f"backward, layer {b} returns its input gradient {LAYOUT_WORDS[have]} and layer {a} needs it "
+                f"{LAYOUT_WORDS[need]}")
+    if kinds:
+        n = next(int(c.n) for c in bound.collectives if c.category == "redistribution" and c.phase == phase)
+        return text + f": {' and '.join(KIND_WORDS.get(k, k) for k in kinds)} over the {n} GPUs"
+    if have == need:
+        return text + ": nothing to send"
+    return text + ": each GPU keeps its own slice, nothing to send"
+
+
+def explanation(values: dict) -> str:
+    a, b = middle() - 1, middle()
+    now, uniform = result(values), result({**values, "second": values["first"]})
+    secs, sent = asked(values)
+    if values["first"] == values["second"]:
+        text = f"Layers {a} and {b} are split alike, so nothing is redistributed between them."
+    else:
+        text = f"In the {_phase(values, 'fwd')}; in the {_phase(values, 'bwd')}. "
+        text += (f"{fmt_bytes(sent)} per GPU per iteration ({sent / 2 ** 20 / micro_batches(values):.3g} MiB for "
+                 f"each of the m = {micro_batches(values)} micro-batches)." if sent else
+                 "So this boundary costs nothing.")
+    others = [(x, y, t) for x, y, t, _ in boundaries(values) if (x, y) != (f"layer {a}", f"layer {b}")]
+    if others:
+        text += (" The other boundaries that redistribute: " +
+                 ", ".join(f"{x} → {y} ({fmt_seconds(t)})" for x, y, t in others) +
+                 ", where a batch-split layer meets the embedding or the output head.")
+    return text + (f" The whole iteration: {fmt_seconds(now.iteration_time_s)} against "
+                   f"{fmt_seconds(uniform.iteration_time_s)} with the first half's split everywhere.")
+
+
+def micro_batches(values: dict) -> int:
+    """m: the micro-batches each replica runs per iteration."""
+    s = build(values).strategy
+    return s.global_batch // (s.micro_batch * s.dp)
+
+
 def question(values: dict) -> Reveal:
-    now = result(values)
-    same = result({**values, "second": values["first"]})
-    seconds = now.breakdown_s["redistribution"]
+    seconds = asked(values)[0]
+    every = sum(t for _, _, t, _ in boundaries(values))
     return Reveal(
-        question="Predict: how much time per iteration does this strategy spend redistributing activations "
-                 "between layer 3 and layer 4?",
+        question=f"Predict: how much time per iteration does this strategy spend redistributing activations "
+                 f"between layer {middle() - 1} and layer {middle()}?",
         answer=seconds, unit="s", answer_text=fmt_seconds(seconds),
-        now=same.breakdown_s["redistribution"], now_text=fmt_seconds(same.breakdown_s["redistribution"]),
-        now_label="both halves split alike",
-        explanation=f"{now.comm_bytes_per_device['redistribution'] / 2 ** 20:.3g} MiB per GPU per iteration "
-                    "(forward and backward, every micro-batch) to change the layout of the b·s·h activations; "
-                    "zero when both halves are split alike. The whole iteration: "
-                    f"{fmt_seconds(now.iteration_time_s)} against {fmt_seconds(same.iteration_time_s)} "
-                    "with the first half's split everywhere.")
+        now=every, now_text=fmt_seconds(every), now_label="every boundary together",
+        explanation=explanation(values))
+
+
+def caption(setup, values: dict, palette: str = "default") -> str:
+    where = "every boundary" if values["pp"] == 1 else "the slowest stage's boundaries"
+    return (f"Top bar: every layer split like layers 0–{middle() - 1}; bottom bar: this mix. "
+            f"{colour_of_part('redistribution', palette).capitalize()}: redistribution ({where}).")
 
 
 LESSON = Lesson(
@@ -71,6 +176,4 @@ LESSON = Lesson(
     controls=(Control("first", "Layers 0–3", SPLITS, "megatron", labels=SPLIT_LABELS),
               Control("second", "Layers 4–7", SPLITS, "batch", labels=SPLIT_LABELS),
               Control("pp", "p — pipeline stages", (1, 2), 1)),
-    build=build, picture=picture, question=question,
-    caption=lambda setup, values: "Top bar: every layer split like layers 0–3; bottom bar: this mix. Red: "
-                                  "redistribution.")
+    build=build, picture=picture, question=question, caption=caption)

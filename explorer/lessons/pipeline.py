@@ -4,10 +4,11 @@ from __future__ import annotations
 from functools import lru_cache
 
 from explorer.charts.gantt import superstep_figure
+from explorer.charts.lesson_figures import colour_of_part
 from explorer.errors import ExplorerError
 from explorer.cost.evaluate import evaluate
 from explorer.timeline import compare, superstep_events
-from explorer.lessons.base import Control, Lesson, Reveal, Setup, cluster, fmt_seconds, model, strategy
+from explorer.lessons.base import Control, Lesson, Reveal, Setup, cluster, fmt_seconds, model, ratio_words, strategy
 
 SCHEDULES = ("gpipe", "1f1b", "interleaved", "zb-h1")
 CHUNKS = 2                  # model chunks per stage of the interleaved schedule in this lesson
@@ -61,19 +62,48 @@ def textbook_fraction(values: dict) -> float:
     return (values["pp"] - 1) / (v * values["micro_batches"])
 
 
+def share(values: dict) -> float:
+    """The bubble's share of the iteration (critical stage), in the model."""
+    bubble, total, _ = _bubble(values["schedule"], values["pp"], values["micro_batches"])
+    return bubble / total
+
+
+def explanation(values: dict, doubled: dict) -> str:
+    """Why the bubble's seconds stay and its share falls, each claim read off the model's numbers."""
+    schedule, m = values["schedule"], values["micro_batches"]
+    then, now = bubble_seconds(doubled), bubble_seconds(values)
+    change = ratio_words(then, now, "grows", "shrinks", "stays")
+    others = "one forward+backward pass of each of the p − 1 other stages"
+    why = {"gpipe": f"it is {others}, whatever m", "1f1b": f"it is {others}, whatever m",
+           "interleaved": f"it is {others}, divided by the v = {CHUNKS} chunks of a stage, whatever m",
+           "zb-h1": "it is what the weight-gradient passes moved into the warm-up and cool-down leave idle, "
+                    "whatever m"}[schedule]
+    text = (f"The bubble {change} ({fmt_seconds(now)} → {fmt_seconds(then)}): {why}. "
+            f"Its share of the iteration falls from {100 * share(values):.2g} % at m = {m} to "
+            f"{100 * share(doubled):.2g} % at m = {2 * m}")
+    if schedule == "zb-h1":
+        ref = bubble_seconds({**values, "schedule": "1f1b"})
+        return text + (f". ZB-H1 shrinks the bubble but does not remove it: {fmt_seconds(now)} against 1F1B's "
+                       f"{fmt_seconds(ref)} at p = {values['pp']}, m = {m}.")
+    formula = "(p − 1)/(v m)" if schedule == "interleaved" else "(p − 1)/m"
+    return text + (f"; the textbook {formula} of the ideal time halves, {textbook_fraction(values):.3g} → "
+                   f"{textbook_fraction(doubled):.3g}.")
+
+
 def question(values: dict) -> Reveal:
     m = values["micro_batches"]
     doubled = {**values, "micro_batches": 2 * m}
     build(doubled)                      # same checks as the controls
     then, now = bubble_seconds(doubled), bubble_seconds(values)
-    total = _bubble(doubled["schedule"], doubled["pp"], 2 * m)[1]
     return Reveal(
         question=f"Predict: how long is the bubble if we double m from {m} to {2 * m}?",
         answer=then, unit="s", answer_text=fmt_seconds(then), now=now, now_text=fmt_seconds(now),
-        explanation=f"About the same seconds: the bubble is (p − 1) forward+backward passes, whatever m. "
-                    f"What halves is its share: (p − 1)/m goes from {textbook_fraction(values):.3g} to "
-                    f"{textbook_fraction(doubled):.3g} of the ideal time ({100 * then / total:.0f} % of the "
-                    f"iteration at m = {2 * m}).")
+        explanation=explanation(values, doubled))
+
+
+def caption(setup, values: dict, palette: str = "default") -> str:
+    return ("Rows: stages. F3 / B3 / W3: forward, backward, weight-gradient pass of micro-batch 3. "
+            f"{colour_of_part('bubble', palette).capitalize()}: the bubble (idle).")
 
 
 LESSON = Lesson(
@@ -84,7 +114,8 @@ LESSON = Lesson(
           "forwards, then all backwards (m micro-batches of activations kept). **1F1B** alternates one "
           "forward and one backward: same bubble, at most p micro-batches kept. **Interleaved** 1F1B gives "
           "each GPU v chunks of layers, dividing the bubble by v at the price of more messages. **Zero-bubble** "
-          "(ZB-H1) splits the backward into input and weight gradients and fills the bubble with the latter."),
+          "(ZB-H1) splits the backward into input- and weight-gradient passes and moves weight-gradient passes "
+          "into the idle slots: the bubble shrinks, it does not vanish."),
     formula_latex=r"\frac{T_{\text{bubble}}}{T_{\text{ideal}}} = \frac{p-1}{m}, \qquad \text{interleaved: } "
                   r"\frac{p-1}{v\,m}",
     formula_text="bubble / ideal time = (p − 1) / m   ((p − 1) / (v m) interleaved)",
@@ -94,6 +125,4 @@ LESSON = Lesson(
                       labels=("GPipe", "1F1B", "interleaved 1F1B (v = 2)", "zero-bubble ZB-H1")),
               Control("pp", "p — pipeline stages", (2, 4, 8), 4),
               Control("micro_batches", "m — micro-batches", (4, 8, 16, 32), 8)),
-    build=build, picture=picture, question=question,
-    caption=lambda setup, values: "Rows: stages. F3 / B3 / W3: forward, backward, weight-gradient pass of "
-                                  "micro-batch 3. Grey: the bubble (idle).")
+    build=build, picture=picture, question=question, caption=caption)

@@ -5,6 +5,7 @@ from functools import lru_cache
 
 from explorer.errors import ExplorerError
 from explorer.search import search
+from explorer.search.search import MEMORY_RULE
 from explorer.search.figure import pareto_figure
 from explorer.search.report import label
 from explorer.lessons.base import Control, Lesson, Reveal, Setup, cluster, fmt_seconds, model
@@ -13,7 +14,7 @@ from explorer.hardware.units import GIB
 REFINE_TOP = 1              # per-layer dynamic programming on the fastest global choice (live: <= 0.3 s a setting)
 
 
-@lru_cache(maxsize=16)
+@lru_cache(maxsize=32)        # every setting of the three controls (2 x 3 x 4 = 24)
 def run(gpus: int, global_batch: int, cap_gib: int):
     return search(model(), cluster(), gpus, global_batch, max_memory_bytes=cap_gib * GIB, top=5,
                   refine_top=REFINE_TOP)
@@ -35,21 +36,39 @@ def picture(setup: Setup, values: dict):
     return pareto_figure(_run(values), f"{values['gpus']} GPUs, B = {values['global_batch']}: time vs memory")
 
 
+def counts(found) -> dict:
+    """The search's funnel, each stage a subset of the one before: total = ruled out + evaluated,
+    evaluated = over the cap + within it (explorer.search.search.SearchResult)."""
+    over = found.pruned.get(MEMORY_RULE, 0)
+    return {"total": found.total, "ruled_out": sum(found.pruned.values()) - over, "evaluated": found.evaluated,
+            "over_cap": over, "within_cap": found.kept, "refined": found.refined}
+
+
+def explanation(values: dict, found) -> str:
+    best, n = found.top[0], counts(found)
+    refined = "the fastest one" if n["refined"] == 1 else f"the {n['refined']:,} fastest"
+    cap = f"{values['cap_gib']} GiB per GPU"
+    fit = (f"all of which fit in {cap}" if not n["over_cap"] else
+           f"of which {n['over_cap']:,} need more than {cap} and {n['within_cap']:,} fit")
+    return (f"Fastest: {label(best.strategy)}, {fmt_seconds(best.iteration_time_s)} per iteration. The search "
+            f"looked at {n['total']:,} combinations: its rules ruled out {n['ruled_out']:,} that cannot run "
+            f"(divisibility, schedule constraints) and it evaluated the other {n['evaluated']:,} in bulk, {fit}; "
+            f"it then refined the per-layer splits of {refined}.")
+
+
 def question(values: dict) -> Reveal:
     found = _run(values)
     best = found.top[0] if found.top else None
     if best is None:
         return Reveal("Predict: which strategy is fastest?", float("nan"), "s", "none fits",
                       f"No strategy fits in {values['cap_gib']} GiB per GPU.")
-    pruned = sum(found.pruned.values())
+    s = best.strategy
     return Reveal(
         question=f"Predict: which d, t, p is fastest on {values['gpus']} GPUs with B = {values['global_batch']} "
                  f"and at most {values['cap_gib']} GiB per GPU, and how long is its iteration?",
-        answer=best.iteration_time_s, unit="s", answer_text=f"{fmt_seconds(best.iteration_time_s)}: "
-                                                            f"{label(best.strategy)}",
-        explanation=f"The search looked at {found.total} combinations, pruned {pruned} by rules "
-                    f"(divisibility, schedule constraints, memory), evaluated {found.evaluated} in bulk and "
-                    f"refined the per-layer splits of the {found.refined} fastest.")
+        answer=best.iteration_time_s, unit="s", answer_text=fmt_seconds(best.iteration_time_s),
+        now_text=f"{s.dp} · {s.tp} · {s.pp}", now_label="fastest d · t · p",
+        explanation=explanation(values, found))
 
 
 LESSON = Lesson(
@@ -69,5 +88,5 @@ LESSON = Lesson(
               Control("global_batch", "B — global batch", (8, 16, 32), 16),
               Control("cap_gib", "Memory cap per GPU (GiB)", (4, 8, 16, 64), 64)),
     build=build, picture=picture, question=question,
-    caption=lambda setup, values: "Line: the Pareto front (fastest first); diamonds: the five fastest. "
-                                  "Log scale in time.")
+    caption=lambda setup, values, palette="default": "Line: the Pareto front (fastest first); diamonds: the "
+                                                     "five fastest. Log scale in time.")

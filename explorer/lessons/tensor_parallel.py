@@ -2,9 +2,11 @@
 from __future__ import annotations
 
 from explorer.charts.breakdown import comm_figure
+from explorer.charts.lesson_figures import colour_of_part
 from explorer.charts.tables import comm_table
 from explorer.cost.evaluate import evaluate
-from explorer.lessons.base import Control, Lesson, Reveal, Setup, cluster, fmt_seconds, model, strategy
+from explorer.lessons.base import (Control, Lesson, Reveal, Setup, cluster, fmt_seconds, links, model, per_node,
+                                   ratio_words, strategy)
 
 DEGREES = (1, 2, 4, 8)
 
@@ -26,6 +28,26 @@ def picture(setup: Setup, values: dict):
                        f"Communication per GPU, t = {values['tp']}, d = {setup.strategy.dp}")
 
 
+def explanation(values: dict, other: int) -> str:
+    t = values["tp"]
+    then, now = result({**values, "tp": other}), result(values)
+    what = ("2 reduce-scatters and 2 all-gathers forward and as many backward (plus, for each linear's weight "
+            "gradient, an all-gather of its input, mostly under the backward's compute)" if values["sequence_parallel"]
+            else "2 all-reduces forward and 2 backward")      # at t = other > 1, where SP applies
+    text = f"Every layer pays {what} of its b·s·h activations, on the critical path. "
+    if t == 1:
+        text += "At t = 1 there is none. "
+    else:
+        a, b = now.breakdown_s["op_comm"], then.breakdown_s["op_comm"]
+        text += (f"From t = {t} to t = {other} the exposed TP time {ratio_words(b, a)} "
+                 f"({fmt_seconds(a)} → {fmt_seconds(b)}). ")
+    node, wide = per_node(cluster()), max(t, other)
+    if wide > node:
+        text += (f"At t = {wide} the group spans {-(-wide // node)} nodes, so its collectives cross the slower "
+                 f"link ({links(cluster())}): that is why TP stays inside a node.")
+    return text.strip()
+
+
 def question(values: dict) -> Reveal:
     t = values["tp"]
     other = 8 if t < 8 else 4
@@ -35,9 +57,15 @@ def question(values: dict) -> Reveal:
                  f"instead of {t}?",
         answer=then.breakdown_s["op_comm"], unit="s", answer_text=fmt_seconds(then.breakdown_s["op_comm"]),
         now=now.breakdown_s["op_comm"], now_text=fmt_seconds(now.breakdown_s["op_comm"]),
-        explanation="Every layer pays 2 all-reduces forward and 2 backward of b·s·h activations, on the "
-                    "critical path. At t = 8 the group spans two nodes, so they run at the inter-node "
-                    "bandwidth (10 GB/s instead of 100 GB/s): that is why TP stays inside a node.")
+        explanation=explanation(values, other))
+
+
+def caption(setup, values: dict, palette: str = "default") -> str:
+    inside, across = (colour_of_part(scope, palette) for scope in ("intra-node", "inter-node"))
+    light_in, light_across = (colour_of_part(f"{scope} hidden", palette) for scope in ("intra-node", "inter-node"))
+    return (f"Left: bytes sent per GPU per iteration; right: seconds. {inside.capitalize()}: inside a node, "
+            f"{across}: between nodes ({light_in} and {light_across}: hidden under computation); "
+            f"d = 8 / t copies.")
 
 
 LESSON = Lesson(
@@ -56,6 +84,4 @@ LESSON = Lesson(
            "Narayanan et al., SC'21, Sec. 3.2 (tensor parallelism within a node)",
     controls=(Control("tp", "t — GPUs per layer", DEGREES, 4),
               Control("sequence_parallel", "Sequence parallelism", (False, True), False)),
-    build=build, picture=picture, question=question,
-    caption=lambda setup, values: "Left: bytes sent per GPU per iteration; right: seconds. Orange: inside a "
-                                  "node, blue: between nodes (d = 8 / t copies).")
+    build=build, picture=picture, question=question, caption=caption)
