@@ -87,7 +87,11 @@ def test_parse_needs_the_world_size():
 
 REFUSALS = [
     ("megatron", "tiny-gpt", make.PER_LAYER, "layer 1 is split column over 2 device"),
-    ("megatron", "tiny-gpt", Strategy(dp=2, zero=3, global_batch=2), "ZeRO-3"),
+    ("megatron", "tiny-gpt", Strategy(dp=2, zero=3, global_batch=2), "ZeRO-3 without overlapped gradient"),
+    ("megatron", "tiny-gpt", Strategy(dp=2, zero=1, global_batch=2, overlap_param_gather=True),
+     "Must use --overlap-param-gather with --overlap-grad-reduce"),
+    ("megatron", "tiny-gpt", Strategy(dp=1, pp=2, global_batch=4, schedule="interleaved", chunks=2),
+     "with p > 2 only"),
     ("megatron", "tiny-gpt", Strategy(dp=1, pp=2, global_batch=4, schedule="zb-h1"), "zb-h1 schedule"),
     ("megatron", "tiny-gpt", Strategy(dp=1, pp=2, global_batch=4, schedule="gpipe"), "gpipe schedule"),
     ("megatron", "tiny-mlp", Strategy(), "tiny-mlp is a mlp model"),
@@ -96,15 +100,23 @@ REFUSALS = [
     ("deepspeed", "gpt-7.5b", Strategy(dp=2, tp=4, global_batch=2), "tensor parallelism t=4"),
     ("deepspeed", "tiny-gpt", Strategy(dp=1, pp=2, global_batch=4, schedule="gpipe"), "gpipe schedule"),
     ("deepspeed", "tiny-gpt", Strategy(recompute="selective"), "selective recomputation"),
-    ("torchtitan", "tiny-gpt", Strategy(dp=2, zero=1, global_batch=2), "ZeRO-1"),
-    ("torchtitan", "tiny-gpt", Strategy(dp=2, zero=2, global_batch=2), "ZeRO-2"),
-    ("torchtitan", "tiny-gpt", Strategy(dtype="fp16"), "fp16"),
-    ("torchtitan", "tiny-gpt", Strategy(tp=2), "without sequence parallelism"),
-    ("torchtitan", "gpt3-175b", Strategy(pp=5, global_batch=5), "uneven stages"),
+    ("torchtitan", "tiny-gpt", Strategy(), "its models are Llama-style"),
+    ("torchtitan", "llama2-7b", Strategy(dp=2, zero=1, global_batch=2), "ZeRO-1"),
+    ("torchtitan", "llama2-7b", Strategy(dp=2, zero=2, global_batch=2), "ZeRO-2"),
+    ("torchtitan", "llama2-7b", Strategy(dtype="fp16"), "fp16"),
+    ("torchtitan", "llama2-7b", Strategy(tp=2, dtype="fp32"), "without sequence parallelism"),
+    ("torchtitan", "llama2-7b", Strategy(dp=2, tp=2, sequence_parallel=True, global_batch=2, grad_dtype="fp32"),
+     "DDP has not supported > 1D parallelism"),
+    ("torchtitan", "llama2-7b", Strategy(pp=5, global_batch=5, dtype="fp32"), "uneven stages"),
+    ("torchtitan", "llama2-7b", Strategy(dp=2, zero=3, global_batch=2, grad_dtype="fp32", recompute="selective"),
+     "selective recomputation"),
+    ("mindspore", "llama2-7b", Strategy(dtype="fp8"), "fp8"),
+    ("deepspeed", "llama2-7b", Strategy(dp=2, global_batch=2, grad_dtype="fp32"), "unsupported mix"),
     ("mindspore", "tiny-gpt", Strategy(pp=2, global_batch=4, schedule="zb-h1"), "zb-h1 schedule"),
     ("mindspore", "resnet-50", Strategy(), "conv"),
     ("megatron", "tiny-gpt", Strategy(rank_order="dp-tp-cp-ep-pp"), "ranks are ordered"),
 ]
+"""The refusals of issue 29 (a)-(g) are checked against the frameworks' own rules in test_codegen_frameworks.py."""
 
 
 @pytest.mark.parametrize("framework,model,strategy,words", REFUSALS,

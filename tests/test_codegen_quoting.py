@@ -30,7 +30,7 @@ LLAMA = load_model("llama2-7b")
 # one strategy each framework writes (the golden cases of tests/golden/make_codegen_golden.py)
 PP_ZERO1 = Strategy(dp=8, tp=1, pp=4, micro_batch=1, global_batch=64, zero=1, recompute="full", dtype="bf16")
 FSDP_TP = Strategy(dp=8, tp=2, pp=1, micro_batch=1, global_batch=64, zero=3, recompute="full",
-                   sequence_parallel=True, dtype="bf16")
+                   sequence_parallel=True, dtype="bf16", grad_dtype="fp32", overlap_dp=True)
 TARGETS = {"megatron": (LLAMA, PP_ZERO1), "deepspeed": (LLAMA, PP_ZERO1), "mindspore": (LLAMA, PP_ZERO1),
            "torchtitan": (LLAMA, FSDP_TP), "megatron-moe": (load_model("mixtral-8x7b"),
                                                           Strategy(dp=4, tp=2, pp=2, ep=4, micro_batch=1,

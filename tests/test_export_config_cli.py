@@ -73,7 +73,7 @@ def test_bad_input_and_refusals_are_one_line_exit_2(files, args, words):
 
 def test_torchtitan_golden_from_the_command_line(files):
     strategy = Strategy(dp=8, tp=2, micro_batch=1, global_batch=64, zero=3, recompute="full",
-                        sequence_parallel=True, dtype="bf16")
+                        sequence_parallel=True, dtype="bf16", grad_dtype="fp32", overlap_dp=True)   # = the golden's
     save_strategy(strategy, files / "llama.json")
     run = cli("--model", "llama2-7b", "--strategy", files / "llama.json", "--framework", "torchtitan")
     assert run.returncode == 0, run.stderr

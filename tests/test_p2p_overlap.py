@@ -115,8 +115,9 @@ def test_overlapped_sends_need_the_interleaved_schedule():
 
 
 def test_the_cli_flag_and_the_exporters():
-    """--overlap-p2p on the command line; Megatron-LM's --overlap-p2p-communication written and read
-    back; MindSpore's exporter (no such switch) refuses it, torchtitan's writes the strategy as is."""
+    """--overlap-p2p on the command line; Megatron-LM overlaps a virtual pipeline's sends by default (it has only
+    --no-overlap-p2p-communication, megatron/training/arguments.py), so nothing is written and the default is
+    read back; MindSpore's exporter (no such switch) refuses it, torchtitan's writes the strategy as is."""
     out = subprocess.run([sys.executable, "-m", "explorer", "evaluate", "--model", "gpt-1.7b", "--cluster",
                           "dgx-a100-80gb", "--tp", "1", "--pp", "8", "--dp", "2", "--micro-batch", "2",
                           "--global-batch", "64", "--schedule", "interleaved", "--chunks", "3", "--overlap-p2p",
@@ -125,15 +126,19 @@ def test_the_cli_flag_and_the_exporters():
     assert data["strategy"]["overlap_p2p"] is True
     assert data["iteration_time_s"] == pytest.approx(evaluate(GPT, INTERLEAVED, A100).iteration_time_s, rel=1e-12)
     text = export("megatron", GPT, INTERLEAVED, A100)
-    assert "--overlap-p2p-communication" in text
+    assert "overlap-p2p-communication" not in text
     assert parse_megatron_args(text)[1] == INTERLEAVED
-    with pytest.raises(ExplorerError, match="virtual pipeline"):
-        parse_megatron_args("--num-layers 24 --hidden-size 2304 --num-attention-heads 24 --seq-length 2048 "
-                            "--micro-batch-size 1 --global-batch-size 8 --pipeline-model-parallel-size 2 "
-                            "--overlap-p2p-communication", world_size=2)
+    off = export("megatron", GPT, INTERLEAVED.with_(overlap_p2p=False), A100)
+    assert "--no-overlap-p2p-communication" in off and not parse_megatron_args(off)[1].overlap_p2p
+    _, plain = parse_megatron_args("--num-layers 24 --hidden-size 2304 --num-attention-heads 24 --seq-length 2048 "
+                                   "--micro-batch-size 1 --global-batch-size 8 --pipeline-model-parallel-size 2",
+                                   world_size=2)
+    assert not plain.overlap_p2p          # no virtual pipeline: Megatron turns the overlap off
     with pytest.raises(ExplorerError, match="overlapped pipeline sends"):
         export("mindspore", GPT, INTERLEAVED, A100)
-    export("torchtitan", GPT, INTERLEAVED, A100)   # torch.distributed.pipelining sends asynchronously anyway
+    llama = Strategy(pp=4, micro_batch=1, global_batch=8, schedule="interleaved", chunks=2, overlap_p2p=True,
+                     dtype="fp32")
+    export("torchtitan", load_model("llama2-7b"), llama, A100)   # torch.distributed.pipelining sends asynchronously
 
 
 def test_a_share_link_keeps_the_overlap():

@@ -4,6 +4,8 @@
 Trains the model for K iterations on N processes with torch.distributed under
 the strategy (explorer/runtime) and sets measured bytes, losses and times next to
 the model's. Needs PyTorch; without it, one line says how to install it (exit 2).
+The run trains in fp32: a strategy file that names another dtype is refused in one line (a strategy built
+from the flags alone is fp32).
 """
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ from pathlib import Path
 from explorer.cli.output import dumps
 from explorer.errors import ExplorerError
 from explorer.io.clusters import cluster_from_dict, load_cluster
-from explorer.io.models import load_model
+from explorer.io.models import load_file, load_model
 from explorer.io.strategies import load_strategy
 from explorer.runtime import INSTALL_HINT, torch_available
 from explorer.strategy.strategy import Strategy
@@ -50,6 +52,10 @@ def strategy_of(args) -> Strategy:
     fields = {}
     if args.strategy:
         loaded = load_strategy(args.strategy)
+        named = load_file(Path(args.strategy), lambda d: d.get("dtype") if isinstance(d, dict) else None)
+        if named is not None and named != "fp32":   # the reference run trains in fp32 only (issue 29 h)
+            raise ExplorerError(f"the reference run trains in fp32 only, and {Path(args.strategy).name} names dtype "
+                                f"{str(named)[:20]!r}; set \"dtype\": \"fp32\" to compare it with the model")
         fields = {name: getattr(loaded, name) for name in Strategy.__dataclass_fields__}
     for flag in ("dp", "tp", "pp", "micro_batch", "global_batch", "schedule", "zero", "sequence_parallel"):
         value = getattr(args, flag)

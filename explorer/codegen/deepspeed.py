@@ -14,6 +14,14 @@ deepspeed/runtime/utils.py partition_uniform, equal layer counts with the remain
 as the explorer's even split (over the PipelineModule's layer list: keep the embedding and head out of the
 count, or use "type:<transformer layer class>").
 
+Gradient reduction dtype: DeepSpeed reduces in "communication_data_type" (deepspeed/runtime/engine.py
+communication_data_type: the key's value, else fp16 with fp16 on, bf16 with bf16 on, else fp32) and
+accumulates in "data_types": {"grad_accum_dtype"} (default: the model dtype, engine.get_data_types). Both are
+written, so that DeepSpeed reduces in strategy.grad_dtype; fp32 gradients of a half-precision model need ZeRO
+(without it engine._do_optimizer_sanity_check raises "unsupported mix of model_dtype and grad_accum_dtype"),
+and are refused otherwise. Every key is one of tests/data/frameworks/deepspeed_keys.json (read from the
+source at edaa7221).
+
 What it cannot say: DeepSpeed's core configuration has no tensor-parallel key (tensor parallelism comes from
 a model-parallel unit, `mpu`, that the training script passes to deepspeed.initialize, e.g. Megatron-DeepSpeed's);
 its PipelineEngine asserts "ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism"
@@ -47,6 +55,11 @@ def deepspeed_config(model, strategy) -> dict:
         raise refuse(NAME, "fp8: its configuration has no FP8 training switch (Transformer Engine FP8 is set in "
                            "the model code)")
     check_rank_order(NAME, s)
+    reduce = "fp32" if s.grad_dtype == "fp32" else s.dtype
+    if reduce != s.dtype and s.zero == 0:
+        raise refuse(NAME, f"fp32 gradients of a {s.dtype} model without ZeRO: DeepSpeed accumulates them in the "
+                           "model dtype (its optimizer check raises 'unsupported mix of model_dtype and "
+                           "grad_accum_dtype' otherwise); use ZeRO-1 or grad_dtype model")
     config = {
         "train_batch_size": s.global_batch,
         "train_micro_batch_size_per_gpu": s.micro_batch,
@@ -54,6 +67,8 @@ def deepspeed_config(model, strategy) -> dict:
         "zero_optimization": {"stage": s.zero, "overlap_comm": s.overlap_dp},
         "bf16": {"enabled": s.dtype == "bf16"},
         "fp16": {"enabled": s.dtype == "fp16"},
+        "communication_data_type": reduce,
+        "data_types": {"grad_accum_dtype": reduce},
     }
     if s.zero == 3 and not s.zero_prefetch:   # DeepSpeed prefetches by default; a bucket of 0 turns it off
         config["zero_optimization"]["stage3_prefetch_bucket_size"] = 0

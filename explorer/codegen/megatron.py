@@ -1,18 +1,36 @@
 """Megatron-LM command-line arguments for a (model, strategy), and the parser back.
 
 Every flag is one of Megatron-LM's own (NVIDIA/Megatron-LM, megatron/training/arguments.py at commit
-d98e8a64, 2026-08): --tensor/--pipeline/--context/--expert-model-parallel-size, --sequence-parallel,
---num-layers-per-virtual-pipeline-stage (the interleaved schedule: Megatron asserts layers % p == 0 and
-(l/p) % that == 0), --decoder-first/--decoder-last-pipeline-num-layers ("Default None is even split of
-transformer layers across all pipeline stages"; the layers left over are split evenly over the middle
-stages), --recompute-granularity/--recompute-method/--recompute-num-layers, --use-distributed-optimizer
-(ZeRO-1: the optimizer state sharded over the data-parallel group), --overlap-grad-reduce, --micro-batch-size,
---global-batch-size, --bf16/--fp16 and the model shape (--num-layers --hidden-size --num-attention-heads
---ffn-hidden-size --seq-length --max-position-embeddings, --group-query-attention --num-query-groups,
---swiglu --normalization RMSNorm for Llama).
+d98e8a64, 2026-08; tests/data/frameworks/megatron_arguments.json is its parser's table, and
+tests/data/frameworks/rules.json the validate_args rules relied on): --tensor/--pipeline/--context/
+--expert-model-parallel-size, --sequence-parallel, --num-layers-per-virtual-pipeline-stage (the
+interleaved schedule: Megatron asserts layers % p == 0 and (l/p) % that == 0), --decoder-first/
+--decoder-last-pipeline-num-layers ("Default None is even split of transformer layers across all
+pipeline stages"; the layers left over are split evenly over the middle stages),
+--recompute-granularity/--recompute-method/--recompute-num-layers, --micro-batch-size,
+--global-batch-size, --bf16/--fp16/--fp8-format and the model shape (--num-layers --hidden-size
+--num-attention-heads --ffn-hidden-size --seq-length --max-position-embeddings, --group-query-attention
+--num-query-groups; for Llama-style models --swiglu --normalization RMSNorm --position-embedding-type rope
+--untie-embeddings-and-output-weights --disable-bias-linear and no dropout, as the explorer builds them:
+Megatron's defaults are learned absolute positions, tied embeddings, biases and dropout 0.1).
+
+What validate_args and Megatron-Core do with them, and so what is written:
+* Overlapped pipeline sends are on by default with a virtual pipeline; the only flag is
+  --no-overlap-p2p-communication, which validate_args allows with p > 2 only (a virtual pipeline on two
+  stages without overlap is refused here).
+* --overlap-param-gather needs --overlap-grad-reduce and the distributed optimizer or Megatron-FSDP.
+* ZeRO-1 is --use-distributed-optimizer; ZeRO-2/3 are Megatron-FSDP (--use-megatron-fsdp
+  --data-parallel-sharding-strategy optim_grads / optim_grads_params, --ckpt-format fsdp_dtensor, which
+  validate_args requires). Megatron-FSDP always overlaps the gradient reduce-scatter of sharded gradients
+  and, fully sharded, the parameter all-gather (megatron_fsdp.py), so a strategy without them is refused.
+* Gradients: with --bf16 Megatron accumulates and reduces them in fp32 unless --grad-reduce-in-bf16; with
+  --fp16 in fp16 unless --accumulate-allreduce-grads-in-fp32; Megatron-FSDP in
+  --megatron-fsdp-main-grads-dtype / --megatron-fsdp-grad-comm-dtype ('auto': the parameters' dtype).
+  Each is written so that Megatron reduces in strategy.grad_dtype.
 
 Megatron-LM has no data-parallel flag: d = world size / (t p), the world size coming from the launcher
-(torchrun --nnodes x --nproc-per-node). The text states it in a '# world size: N' line that the parser reads.
+(torchrun --nnodes x --nproc-per-node). The text states it in a '# world size: N' line that the parser reads,
+and the CUDA_DEVICE_MAX_CONNECTIONS setting validate_args asserts in an '# environment:' line.
 Nor is the explorer's `scatter_gather` (SC'21 Sec 4.1's scatter/gather of pipeline sends) a flag any more
 (Megatron-LM commit 10e7b745 removed the unused --no-scatter-gather-tensors-in-pipeline): it is not written,
 and the parser returns the explorer's default.
@@ -39,21 +57,68 @@ def _check(model, strategy) -> None:
     if not model.is_transformer:
         raise refuse(NAME, f"it trains transformers (GPT, BERT, Llama); {model.name} is a {model.family} model")
     check_uniform_split(NAME, model, s)
-    if s.zero >= 2:
-        raise refuse(NAME, f"ZeRO-{s.zero}: its distributed optimizer (--use-distributed-optimizer) shards "
-                           "the optimizer state only (ZeRO-1)")
-    if s.pp > 1 and s.schedule in ("gpipe", "zb-h1"):
+    if s.zero >= 2 and not s.overlap_dp:
+        raise refuse(NAME, f"ZeRO-{s.zero} without overlapped gradient reduction: Megatron-FSDP "
+                           f"(--data-parallel-sharding-strategy {FSDP_SHARDING[s.zero]}) always overlaps the "
+                           "reduce-scatter of sharded gradients with the backward (megatron_fsdp.py)")
+    if s.zero == 3 and not s.zero_prefetch:
+        raise refuse(NAME, "ZeRO-3 without prefetching: Megatron-FSDP fully sharded always gathers the next "
+                           "parameters under the current compute (optim_grads_params sets overlap_param_gather)")
+    if s.overlap_param_gather and s.zero in (1, 2) and not s.overlap_dp:
+        raise refuse(NAME, "overlapped parameter gather without overlapped gradient reduction: validate_args "
+                           "asserts 'Must use --overlap-param-gather with --overlap-grad-reduce'")
+    if s.pp > 1 and s.schedule not in ("1f1b", "interleaved"):
         raise refuse(NAME, f"the {s.schedule} schedule: its pipeline schedules are 1F1B and interleaved 1F1B "
                            "(megatron/core/pipeline_parallel/schedules.py has no GPipe or zero-bubble flag)")
     check_rank_order(NAME, s)
     if chunked(s.schedule) and layers_per_model_chunk(model, s) is None:
         raise refuse(NAME, f"interleaving needs the {model.layers} layers to split into p x v = "
                            f"{s.pp * s.chunks} equal model chunks")
+    if _virtual(s) and not s.overlap_p2p and s.pp <= 2:
+        raise refuse(NAME, f"the interleaved schedule on p={s.pp} stages without overlapped sends: Megatron "
+                           "overlaps them by default, and validate_args allows --no-overlap-p2p-communication "
+                           "with p > 2 only")
+    if s.overlap_p2p and not _virtual(s):
+        raise refuse(NAME, "overlapped pipeline sends with one model chunk per stage: validate_args turns "
+                           "them off without a virtual pipeline")
     counts = stage_counts(model, s)
     if s.pp > 2 and len(set(counts)) > 1 and len(set(counts[1:-1])) > 1:
         raise refuse(NAME, f"the stage map puts {', '.join(map(str, counts))} layers on the stages; only the "
                            "first and last stage may differ (--decoder-first/--decoder-last-pipeline-num-layers), "
                            "the middle stages share the rest evenly")
+
+
+FSDP_SHARDING = {2: "optim_grads", 3: "optim_grads_params"}
+"""ZeRO stage -> Megatron-FSDP's --data-parallel-sharding-strategy."""
+FSDP_DTYPE = {"bf16": "bf16", "fp8": "bf16", "fp16": "fp16", "fp32": "fp32"}
+"""Training dtype -> the parameters' (and so 'auto' gradients') dtype; FP8 trains on bf16 parameters."""
+
+
+def _virtual(s) -> bool:
+    """A virtual pipeline (v > 1 model chunks per stage): the only case Megatron overlaps sends."""
+    return chunked(s.schedule) and s.chunks > 1 and s.pp > 1
+
+
+def llama_style(model) -> bool:
+    """Built LLaMA-style by the explorer (explorer/model/graph: the llama family, and every model with
+    experts, a head size of its own or latent attention): RMSNorm, SwiGLU, rotary positions, no biases,
+    no dropout, an untied output layer."""
+    return model.family == "llama" or getattr(model, "uses_moe_graph", False)
+
+
+def grad_flags(s) -> list:
+    """The flags that make Megatron reduce gradients in strategy.grad_dtype (rules.json megatron.grad_reduce_dtype
+    and megatron_fsdp_grad_dtype): Megatron-FSDP has dtypes of its own ('auto' = the parameters'), and the
+    DDP flags are written with them too, so that validate_args' accumulate_allreduce_grads_in_fp32 agrees."""
+    out = []
+    if s.zero >= 2 and not (s.grad_dtype == "model" and s.dtype == "fp32"):
+        dtype = "fp32" if s.grad_dtype == "fp32" else FSDP_DTYPE[s.dtype]
+        out += [("--megatron-fsdp-main-grads-dtype", dtype), ("--megatron-fsdp-grad-comm-dtype", dtype)]
+    if s.grad_dtype == "fp32":
+        out.append(("--accumulate-allreduce-grads-in-fp32",))
+    elif s.dtype in ("bf16", "fp8"):    # otherwise validate_args turns fp32 accumulation on for --bf16
+        out.append(("--grad-reduce-in-bf16",))
+    return out
 
 
 def megatron_args(model, strategy) -> str:
@@ -77,30 +142,34 @@ def megatron_args(model, strategy) -> str:
     elif s.recompute == "full":
         out += [("--recompute-granularity", "full"), ("--recompute-method", "uniform"),
                 ("--recompute-num-layers", 1)]
-    if s.zero == 1:
+    if s.zero >= 1:          # Megatron-FSDP (v1) runs on the distributed optimizer too
         out.append(("--use-distributed-optimizer",))
+    if s.zero >= 2:
+        out += [("--use-megatron-fsdp",), ("--data-parallel-sharding-strategy", FSDP_SHARDING[s.zero]),
+                ("--ckpt-format", "fsdp_dtensor")]
     if s.overlap_dp:
         out.append(("--overlap-grad-reduce",))
-    if s.overlap_param_gather and s.zero == 1:      # needs the distributed optimizer
+    if s.overlap_param_gather and s.zero in (1, 2):   # needs --overlap-grad-reduce (checked above)
         out.append(("--overlap-param-gather",))
     if s.overlap_tp:
         out.append(("--tp-comm-overlap",))
-    if s.overlap_p2p:                  # Megatron-Core allows it with a virtual pipeline only (as the rules)
-        out.append(("--overlap-p2p-communication",))
+    if _virtual(s) and not s.overlap_p2p:   # overlap is Megatron's default with a virtual pipeline
+        out.append(("--no-overlap-p2p-communication",))
     out += [("--micro-batch-size", s.micro_batch), ("--global-batch-size", s.global_batch)]
     if s.dtype == "fp8":              # Transformer Engine FP8 on top of bf16 (Megatron-LM --fp8-format)
         out += [("--bf16",), ("--fp8-format", "hybrid")]
     elif s.dtype != "fp32":
         out.append((f"--{s.dtype}",))
-    if s.grad_dtype == "fp32":
-        out.append(("--accumulate-allreduce-grads-in-fp32",))
+    out += grad_flags(s)
     out += [("--num-layers", model.layers), ("--hidden-size", model.hidden),
             ("--num-attention-heads", model.heads), ("--ffn-hidden-size", model.ffn_hidden),
             ("--seq-length", model.seq_len), ("--max-position-embeddings", model.seq_len)]
     if model.kv_heads != model.heads:
         out += [("--group-query-attention",), ("--num-query-groups", model.kv_heads)]
-    if model.family == "llama":
-        out += [("--swiglu",), ("--normalization", "RMSNorm")]
+    if llama_style(model):
+        out += [("--swiglu",), ("--normalization", "RMSNorm"), ("--position-embedding-type", "rope"),
+                ("--untie-embeddings-and-output-weights",), ("--disable-bias-linear",),
+                ("--attention-dropout", 0.0), ("--hidden-dropout", 0.0)]
     if model.attention == "flash":      # FlashAttention (Megatron-LM --use-flash-attn)
         out.append(("--use-flash-attn",))
     out += moe_flags(model, s)                       # experts, head size, latent attention (issue 11)
@@ -108,6 +177,12 @@ def megatron_args(model, strategy) -> str:
     head = [f"# Megatron-LM arguments for {title(model, s)}",
             f"{WORLD} {s.devices} (= d {s.dp} x t {s.tp}{f' x cp {s.cp}' if s.cp > 1 else ''} x p {s.pp}; "
             "torchrun --nnodes x --nproc-per-node)"]
+    if s.zero >= 2:
+        head.append("# environment: CUDA_DEVICE_MAX_CONNECTIONS unset or > 1 (validate_args asserts it for "
+                    "Megatron-FSDP)")
+    elif s.tp > 1 or s.cp > 1:
+        head.append("# environment: CUDA_DEVICE_MAX_CONNECTIONS=1 (validate_args asserts it with t > 1 or "
+                    "cp > 1 before Blackwell)")
     return "\n".join(head + [line + " \\" for line in lines[:-1]] + lines[-1:]) + "\n"
 
 
@@ -126,12 +201,16 @@ def _parser() -> _Parser:
                  "--max-position-embeddings", "--num-query-groups"):
         p.add_argument(flag, type=int)
     for flag in ("--recompute-granularity", "--recompute-method", "--normalization", "--fp8-format",
-                 "--cp-comm-type"):
+                 "--cp-comm-type", "--data-parallel-sharding-strategy", "--position-embedding-type"):
         p.add_argument(flag)
+    for flag in ("--megatron-fsdp-main-grads-dtype", "--megatron-fsdp-grad-comm-dtype"):
+        p.add_argument(flag, default="auto")
     for flag in ("--sequence-parallel", "--use-distributed-optimizer", "--overlap-grad-reduce", "--bf16",
                  "--fp16", "--group-query-attention", "--swiglu", "--accumulate-allreduce-grads-in-fp32",
-                 "--use-flash-attn", "--tp-comm-overlap", "--overlap-param-gather", "--overlap-p2p-communication"):
+                 "--use-flash-attn", "--tp-comm-overlap", "--overlap-param-gather", "--grad-reduce-in-bf16",
+                 "--use-megatron-fsdp"):
         p.add_argument(flag, action="store_true")
+    p.add_argument("--no-overlap-p2p-communication", action="store_false", dest="overlap_p2p_comm")
     add_moe_arguments(p)
     return p
 
@@ -172,14 +251,15 @@ def parse_megatron_args(text: str, world_size: int | None = None) -> tuple:
              "family": "llama" if args.swiglu else "gpt", **moe_model_fields(args)}
     if args.use_flash_attn:      # otherwise the family's default attention (ModelSpec.DEFAULT_ATTENTION)
         model["attention"] = "flash"
+    zero = _zero(args)
+    dtype = "fp8" if args.fp8_format else ("bf16" if args.bf16 else ("fp16" if args.fp16 else "fp32"))
     fields = {"dp": world_size // (tp * cp * pp), "tp": tp, "pp": pp, "cp": cp, "cp_algo": algo,
               "micro_batch": args.micro_batch_size,
               "global_batch": args.global_batch_size, "sequence_parallel": args.sequence_parallel,
-              "zero": 1 if args.use_distributed_optimizer else 0, "overlap_dp": args.overlap_grad_reduce,
+              "zero": zero, "overlap_dp": args.overlap_grad_reduce or zero >= 2,
               "overlap_tp": args.tp_comm_overlap,
-              "overlap_param_gather": args.overlap_param_gather and args.use_distributed_optimizer,
-              "dtype": "fp8" if args.fp8_format else ("bf16" if args.bf16 else ("fp16" if args.fp16 else "fp32")),
-              "grad_dtype": "fp32" if args.accumulate_allreduce_grads_in_fp32 else "model",
+              "overlap_param_gather": args.overlap_param_gather and zero in (1, 2),
+              "dtype": dtype, "grad_dtype": _grad_dtype(args, dtype, zero),
               "recompute": args.recompute_granularity or "none", "ep": args.expert_model_parallel_size or 1}
     if args.expert_tensor_parallel_size not in (None, tp):
         fields["expert_tp"] = args.expert_tensor_parallel_size
@@ -188,13 +268,9 @@ def parse_megatron_args(text: str, world_size: int | None = None) -> tuple:
         chunks, left = divmod(per_stage, args.num_layers_per_virtual_pipeline_stage)
         if rest or left:
             raise ExplorerError("--num-layers-per-virtual-pipeline-stage does not divide the layers of a stage")
-        if chunks > 1:
-            fields.update(schedule="interleaved", chunks=chunks)
-    if args.overlap_p2p_communication:   # Megatron-Core refuses it without a virtual pipeline
-        if fields.get("schedule") != "interleaved":
-            raise ExplorerError("--overlap-p2p-communication needs a virtual pipeline (interleaved schedule): "
-                                "Megatron-Core refuses it otherwise")
-        fields["overlap_p2p"] = True
+        if chunks > 1 and pp > 1:
+            # a virtual pipeline overlaps its sends unless --no-overlap-p2p-communication (validate_args)
+            fields.update(schedule="interleaved", chunks=chunks, overlap_p2p=args.overlap_p2p_comm)
     first, last = args.decoder_first_pipeline_num_layers, args.decoder_last_pipeline_num_layers
     if pp > 1 and (first is not None or last is not None):
         fields["stage_map"] = _stage_map(args.num_layers, pp, first, last)
@@ -202,6 +278,28 @@ def parse_megatron_args(text: str, world_size: int | None = None) -> tuple:
     if strategy.stage_map and strategy.stage_map == strategy.with_(stage_map=()).stages(args.num_layers):
         strategy = strategy.with_(stage_map=())      # the even split, written out: keep the default
     return model, strategy
+
+
+def _zero(args) -> int:
+    """ZeRO stage: Megatron-FSDP's sharding strategy, else 1 with the distributed optimizer."""
+    if args.use_megatron_fsdp:
+        stage = {"optim_grads": 2, "optim_grads_params": 3, None: 3}.get(args.data_parallel_sharding_strategy)
+        if stage is None:
+            raise ExplorerError(f"--data-parallel-sharding-strategy {str(args.data_parallel_sharding_strategy)[:40]!r}:"
+                                " the explorer reads optim_grads (ZeRO-2) and optim_grads_params (ZeRO-3)")
+        return stage
+    return 1 if args.use_distributed_optimizer else 0
+
+
+def _grad_dtype(args, dtype: str, zero: int) -> str:
+    """The dtype Megatron reduces gradients in, as a Strategy.grad_dtype ("model" or "fp32")."""
+    if zero >= 2:            # Megatron-FSDP: grad comm dtype, else main grads dtype, else the parameters'
+        comm = args.megatron_fsdp_grad_comm_dtype
+        reduced = comm if comm != "auto" else args.megatron_fsdp_main_grads_dtype
+        return "fp32" if reduced == "fp32" else "model"
+    if dtype in ("bf16", "fp8"):  # validate_args: fp32 unless --grad-reduce-in-bf16
+        return "model" if args.grad_reduce_in_bf16 else "fp32"
+    return "fp32" if args.accumulate_allreduce_grads_in_fp32 else "model"
 
 
 def _stage_map(layers: int, pp: int, first, last) -> tuple:

@@ -12,6 +12,16 @@ mindspore.set_auto_parallel_context.html; pipeline_config={"pipeline_interleave"
 "1f1b"} as MindSpore's own parallel tests set it; micro-batches through nn.PipelineCell(net, micro_size) and
 each layer Cell's `pipeline_stage` attribute.
 
+What the context says (MindSpore 2.10; tests/data/frameworks/mindspore_api.json is read from its wheel):
+ZeRO-1/2/3 are enable_parallel_optimizer with parallel_optimizer_config {"optimizer_level": "level1" |
+"level2" | "level3"} (mindspore/parallel/_auto_parallel_context.py set_parallel_optimizer_config; the
+AutoParallel.hsdp docstring: level1 splits weights and optimizer state, level2 also the gradients, level3
+also gathers the weights again before the backward, "the memory optimization effect is the same" as
+Megatron's); gradient_fp32_sync (default True: gradients all-reduced in fp32) is written as the strategy's
+gradient dtype; the training dtype is COMPUTE_DTYPE for ms.amp.auto_mixed_precision(net, "O3", dtype=...)
+(amp_level O3: every cell in the low precision, as the explorer's activations; float16 or bfloat16 only,
+so fp8 is refused).
+
 Every layer's split comes from the explorer's plan (explorer.cost.plan: each operator's split and the
 layout it needs for its input), so per-layer splits map one-to-one to shard tuples. The first dimension of
 activations also carries the data-parallel degree d (MindSpore expresses data parallelism as a cut of the
@@ -22,7 +32,10 @@ batch dimension). With n the layer's split degree:
   FlashAttentionScore (FlashAttention, layout BNSD) on query, key, value: the same cut for each;
   Gather (embedding) table(V, h), ids(b, s): vocabulary rows ((n, 1), (d, 1));
   Softmax, Dropout, GeLU, Add, LayerNorm/RmsNorm, SoftmaxCrossEntropyWithLogits: the input's layout
-  (replicated, or cut by batch, sequence or feature/head) as one cut dimension.
+  (replicated, or cut by batch, sequence or feature/head) as one cut dimension;
+  SwiGLU: two primitives, SiLU on the gate and Mul of it with the up projection, each with the layout of
+  the output (MindSpore's fused Swiglu primitive splits its input in halves along the dimension the
+  feature cut runs along, and its parallel implementation, SwigluInfo, is Softmax's: no cut there).
 """
 from __future__ import annotations
 
@@ -31,6 +44,8 @@ from explorer.io.quoting import comment_text, python_string
 from explorer.schedules import chunked
 
 NAME = "MindSpore"
+OPTIMIZER_LEVEL = {1: "level1", 2: "level2", 3: "level3"}
+COMPUTE_DTYPE = {"bf16": "ms.bfloat16", "fp16": "ms.float16", "fp32": "ms.float32"}
 BATCH, SEQ, FEAT, R, P = "S:batch", "S:seq", "S:feat", "R", "P"
 AXIS = {2: {BATCH: 0, SEQ: 1}, 3: {BATCH: 0, SEQ: 1, FEAT: 2}, 4: {BATCH: 0, FEAT: 1, SEQ: 2}}
 """Which dimension a layout cuts, by tensor rank: (b, s) ids; (b, s, h) activations; (b, heads, s, s) scores."""
@@ -83,7 +98,10 @@ def op_strategy(step, op, family: str, d: int, n: int) -> tuple:
         x = _act(len(op.in_shape), layout, d, n, step.op)
         if step.op.startswith("add"):
             return "Add", (x, x)                 # the residual sum: two inputs of one layout
-        return {"gelu": "GeLU", "relu": "ReLU", "swiglu": "SiLU·Mul"}.get(step.op, "Dropout"), (x,)
+        if step.op == "swiglu":                  # SiLU(gate) * up, on the output's (b, s, f) layout
+            y = _act(len(op.out_shape), layout, d, n, step.op)
+            return "SiLU+Mul", ((y,), (y, y))
+        return {"gelu": "GeLU", "relu": "ReLU"}.get(step.op, "Dropout"), (x,)
     if kind == "loss":
         x = {R: (d, 1), FEAT: (d, n), BATCH: (d * n, 1), SEQ: (d * n, 1)}[layout]
         return "SoftmaxCrossEntropyWithLogits", (x, x)
@@ -93,7 +111,14 @@ def op_strategy(step, op, family: str, d: int, n: int) -> tuple:
 def _block_table(placed, family: str, d: int) -> list:
     ops = {op.name: op for op in placed.block.ops}
     n = placed.split.degree
-    return [(step.op, step.split) + op_strategy(step, ops[step.op], family, d, n) for step in placed.cost.steps]
+    out = []
+    for step in placed.cost.steps:
+        prim, strat = op_strategy(step, ops[step.op], family, d, n)
+        if prim == "SiLU+Mul":                   # one explorer operator, two MindSpore primitives
+            out += [(f"{step.op}.silu", step.split, "SiLU", strat[0]), (f"{step.op}.mul", step.split, "Mul", strat[1])]
+        else:
+            out.append((step.op, step.split, prim, strat))
+    return out
 
 
 def _ranges(indices: list) -> str:
@@ -114,7 +139,10 @@ def mindspore_script(model, strategy, cluster) -> str:
                            "scheduler (pipeline_config pipeline_scheduler \"1f1b\", interleaved or not) only")
     if s.overlap_p2p:
         raise refuse(NAME, "overlapped pipeline sends: its pipeline_config has no switch for them "
-                           "(Megatron-LM --overlap-p2p-communication)")
+                           "(Megatron-LM overlaps them by default with a virtual pipeline)")
+    if s.dtype not in COMPUTE_DTYPE:
+        raise refuse(NAME, f"{s.dtype}: its mixed precision (ms.amp.auto_mixed_precision) takes float16 or "
+                           "bfloat16 only")
     from explorer.cost.plan import plan      # (sympy and the model graph: only when exporting)
     placed = plan(model, s, cluster).blocks
     groups = {}                                   # shard table -> block labels (layers grouped)
@@ -134,10 +162,18 @@ def mindspore_script(model, strategy, cluster) -> str:
              f"    pipeline_stages={s.pp},"]
     if chunked(s.schedule):
         lines.append('    pipeline_config={"pipeline_interleave": True, "pipeline_scheduler": "1f1b"},')
-    lines += [
-             f"    enable_parallel_optimizer={s.zero >= 1},"
-             + (f"  # ZeRO-{s.zero}: optimizer parallelism over d" if s.zero else ""),
-             ")"]
+    if s.zero:
+        lines += ["    enable_parallel_optimizer=True,",
+                  f'    parallel_optimizer_config={{"optimizer_level": "{OPTIMIZER_LEVEL[s.zero]}"}},'
+                  f"  # ZeRO-{s.zero} over d"]
+    else:
+        lines.append("    enable_parallel_optimizer=False,")
+    fp32_grads = s.grad_dtype == "fp32" or s.dtype == "fp32"
+    lines += [f"    gradient_fp32_sync={fp32_grads},  # gradients reduced in "
+              f"{'fp32' if fp32_grads else s.dtype}", ")",
+              "", f"COMPUTE_DTYPE = {COMPUTE_DTYPE[s.dtype]}  # "
+              + ("net = ms.amp.auto_mixed_precision(net, \"O3\", dtype=COMPUTE_DTYPE)" if s.dtype != "fp32"
+                 else "no mixed precision (amp_level \"O0\")")]
     if s.pp > 1:
         layers = [b for b in placed if b.block.kind == "layer"]
         lines += ["", f"MICRO_BATCHES = {s.micro_batches}  # net = nn.PipelineCell(net, micro_size=MICRO_BATCHES)",

@@ -1,25 +1,43 @@
-"""torchtitan job configuration (TOML: [parallelism], [training], [activation_checkpoint]).
+"""torchtitan job configuration (TOML: [model], [parallelism], [training], [activation_checkpoint]).
 
-Keys and their meaning from torchtitan's torchtitan/config/job_config.py (pytorch/torchtitan at commit
-238fa995, the last with TOML job files, 2026-02): data_parallel_replicate_degree (DDP; "1 means disabled"),
-data_parallel_shard_degree (FSDP, i.e. ZeRO-3; HSDP when both exceed 1), tensor_parallel_degree,
-pipeline_parallel_degree, context_parallel_degree, pipeline_parallel_schedule (a name from
-torch.distributed.pipelining's get_schedule_class: "1F1B", "GPipe", "Interleaved1F1B",
-"InterleavedZeroBubble", "ZBVZeroBubble", ...), pipeline_parallel_microbatch_size (microbatches =
+Written for torchtitan 0.2.2 (pytorch/torchtitan tag v0.2.2, commit 73a0e697, 2026-02-20), the last release
+whose ConfigManager reads TOML job files (`--job.config_file`, torchtitan/config/manager.py); later releases
+read Python configs instead. Every section and key is one of its JobConfig
+(tests/data/frameworks/torchtitan_config.json is read from torchtitan/config/job_config.py at that tag):
+data_parallel_replicate_degree (DDP; "1 means disabled"), data_parallel_shard_degree (FSDP, i.e. ZeRO-3;
+HSDP when both exceed 1), tensor_parallel_degree, pipeline_parallel_degree, context_parallel_degree,
+pipeline_parallel_schedule (a name from torch.distributed.pipelining's get_schedule_class: "1F1B", "GPipe",
+"Interleaved1F1B", "InterleavedZeroBubble", ...), pipeline_parallel_microbatch_size (microbatches =
 local_batch_size / it), pipeline_parallel_layers_per_stage with pipeline_parallel_first/last_stage_less_layers
-= 0 (the embedding and the
-output then weigh nothing in torchtitan's split, torchtitan/distributed/pipeline_parallel.py, so every stage holds
-l / (p v) layers, as in the explorer); [training] local_batch_size ("per-device batch
-size"), global_batch_size (more than local x data-parallel degree means gradient accumulation), seq_len,
-mixed_precision_param ("bfloat16" or "float32"); [activation_checkpoint] mode ("selective", "full", "none")
-with selective_ac_option ("op": per-operator selective recomputation).
+= 0 (the embedding and the output then weigh nothing in torchtitan's split,
+torchtitan/distributed/pipeline_parallel.py, so every stage holds l / (p v) layers, as in the explorer);
+[training] local_batch_size ("per-device batch size"), global_batch_size (more than local x data-parallel
+degree means gradient accumulation), seq_len, mixed_precision_param ("bfloat16" or "float32");
+[activation_checkpoint] mode ("full", "none"); [model] name and flavor.
 
-The model itself is chosen by [model] name/flavor; this file sets how it is parallelised and batched.
+What torchtitan does, and so what is refused (tests/data/frameworks/rules.json cites each):
+* Its models are Llama-style (llama3: RMSNorm, SwiGLU, rotary positions, SDPA attention, untied output);
+  a GPT or BERT model, or a Llama with the standard (unfused) attention, would be another model.
+  [model] names the llama3 flavor of the same shape, or a flavor to register (its TransformerModelArgs
+  are written in a comment).
+* Data parallelism by replication only (DDP) with TP or PP raises "DDP has not supported > 1D parallelism"
+  (torchtitan/models/llama3/infra/parallelize.py); ZeRO-1/2 have no counterpart (FSDP keeps parameters
+  sharded).
+* Mixed precision: FSDP's MixedPrecisionPolicy when data_parallel_shard_degree > 1, torch.autocast under DDP
+  or on one device, and none at all with TP or PP without FSDP ("Mixed precision training with TP or PP is
+  only supported when FSDP/HSDP/CP is enabled", torchtitan/distributed/utils.py maybe_enable_amp): a bf16
+  strategy there would train in fp32. Gradients are reduced in float32 in every case (mixed_precision_reduce
+  accepts only "float32"; DDP's gradients are fp32), so a bf16 strategy must cost fp32 gradients
+  (grad_dtype fp32).
+* Its selective activation checkpointing is per layer ("2": every second layer) or per operator ("op": keep
+  the outputs of matmuls, SDPA and reduce-scatters except every second matmul,
+  torchtitan/distributed/activation_checkpoint.py), not the attention-core recomputation the explorer costs
+  (Korthikanti et al.): refused.
 """
 from __future__ import annotations
 
 from explorer.codegen.common import check_rank_order, check_uniform_split, layers_per_model_chunk, refuse, title
-from explorer.io.quoting import toml_string
+from explorer.io.quoting import comment_text, toml_string
 
 NAME = "torchtitan"
 SCHEDULE_NAMES = {"1f1b": "1F1B", "gpipe": "GPipe", "interleaved": "Interleaved1F1B",
@@ -27,12 +45,63 @@ SCHEDULE_NAMES = {"1f1b": "1F1B", "gpipe": "GPipe", "interleaved": "Interleaved1
 """Our schedule -> torch.distributed.pipelining's name. ZB-H1 (Qi et al., ICLR 2024) with one stage per rank
 is torch's InterleavedZeroBubble schedule (ZB-H1 ideas over looped stages) run with one stage per rank."""
 MIXED = {"bf16": "bfloat16", "fp32": "float32"}
+VERSION = "0.2.2"
+LLAMA3_FLAVORS = {
+    "8B": dict(dim=4096, n_layers=32, n_heads=32, n_kv_heads=8, ffn_dim_multiplier=1.3, multiple_of=1024),
+    "70B": dict(dim=8192, n_layers=80, n_heads=64, n_kv_heads=8, ffn_dim_multiplier=1.3, multiple_of=4096),
+    "405B": dict(dim=16384, n_layers=126, n_heads=128, n_kv_heads=8, ffn_dim_multiplier=1.2, multiple_of=4096),
+}
+"""torchtitan 0.2.2's llama3 flavors (torchtitan/models/llama3/__init__.py llama3_args; vocab_size 128256,
+the TransformerModelArgs default); tests/test_codegen_frameworks.py checks them against the source's table."""
+LLAMA3_VOCAB = 128256
+
+
+def ffn_dim(dim: int, multiple_of: int, ffn_dim_multiplier) -> int:
+    """torchtitan's FeedForward hidden size (torchtitan/models/llama3/model/model.py FeedForward)."""
+    hidden = int(2 * (4 * dim) / 3)
+    if ffn_dim_multiplier is not None:
+        hidden = int(ffn_dim_multiplier * hidden)
+    return multiple_of * ((hidden + multiple_of - 1) // multiple_of)
+
+
+def model_args(model) -> dict:
+    """TransformerModelArgs of the same shape as `model`: dim, layers, heads, kv heads, FFN, vocabulary."""
+    out = dict(dim=model.hidden, n_layers=model.layers, n_heads=model.heads, n_kv_heads=model.kv_heads)
+    base = int(2 * (4 * model.hidden) / 3)
+    if ffn_dim(model.hidden, 256, None) == model.ffn_hidden:
+        out.update(ffn_dim_multiplier=None, multiple_of=256)
+    elif base <= model.ffn_hidden:
+        out.update(ffn_dim_multiplier=None, multiple_of=model.ffn_hidden)
+    else:
+        out.update(ffn_dim_multiplier=model.ffn_hidden / base, multiple_of=model.ffn_hidden)
+    out["vocab_size"] = model.vocab
+    return out
+
+
+def custom_flavor(model) -> str:
+    """A flavor name for a shape none of llama3's has, from the shape alone (never from the model's name)."""
+    return (f"h{model.hidden}-l{model.layers}-a{model.heads}-kv{model.kv_heads}-f{model.ffn_hidden}"
+            f"-v{model.vocab}")
+
+
+def flavor_of(model):
+    """The llama3 flavor of the same shape as `model`, or None."""
+    for name, args in LLAMA3_FLAVORS.items():
+        if (args["dim"], args["n_layers"], args["n_heads"], args["n_kv_heads"], LLAMA3_VOCAB) == \
+                (model.hidden, model.layers, model.heads, model.kv_heads, model.vocab) and \
+                ffn_dim(args["dim"], args["multiple_of"], args["ffn_dim_multiplier"]) == model.ffn_hidden:
+            return name
+    return None
 
 
 def torchtitan_toml(model, strategy) -> str:
     s = strategy
-    if not model.is_transformer:
-        raise refuse(NAME, f"it trains transformer language models; {model.name} is a {model.family} model")
+    if model.family != "llama":
+        raise refuse(NAME, f"its models are Llama-style (llama3: RMSNorm, SwiGLU, rotary positions, untied "
+                           f"output; torchtitan/models); {model.name} is a {model.family} model")
+    if model.attention != "flash":
+        raise refuse(NAME, "the standard (unfused) attention: its llama3 attends with SDPA (fused, no s x s "
+                           "scores kept)")
     check_uniform_split(NAME, model, s)
     if s.zero in (1, 2):
         raise refuse(NAME, f"ZeRO-{s.zero}: FSDP (data_parallel_shard_degree) keeps parameters sharded between "
@@ -40,6 +109,21 @@ def torchtitan_toml(model, strategy) -> str:
                            "its backward); it has no optimizer-only or optimizer-and-gradient sharding")
     if s.dtype not in MIXED:
         raise refuse(NAME, f"{s.dtype}: its mixed_precision_param is bfloat16 or float32")
+    fsdp = s.zero == 3 and s.dp > 1
+    if s.zero == 0 and s.dp > 1 and (s.tp > 1 or s.pp > 1):
+        raise refuse(NAME, f"data parallelism by replication (ZeRO-0, d={s.dp}) with tensor or pipeline "
+                           "parallelism: it raises 'DDP has not supported > 1D parallelism' (use ZeRO-3: FSDP)")
+    if s.dtype == "bf16" and not fsdp and (s.tp > 1 or s.pp > 1):
+        raise refuse(NAME, "bf16 with tensor or pipeline parallelism but no FSDP: it then trains in fp32 "
+                           "('Mixed precision training with TP or PP is only supported when FSDP/HSDP/CP is "
+                           "enabled')")
+    if s.dtype == "bf16" and s.grad_dtype != "fp32":
+        raise refuse(NAME, "bf16 gradient reduction: it reduces gradients in float32 (mixed_precision_reduce "
+                           "accepts only 'float32'; under DDP they are fp32); cost it with grad_dtype fp32")
+    if s.recompute == "selective":
+        raise refuse(NAME, "selective recomputation: its selective activation checkpointing keeps every "
+                           "second layer or, per operator, the matmul and SDPA outputs (recomputing every "
+                           "second matmul), not the attention-core recomputation the explorer costs")
     if s.tp > 1 and not s.sequence_parallel:
         raise refuse(NAME, f"t={s.tp} without sequence parallelism: its tensor parallelism always shards "
                            "the norms by sequence (SequenceParallel, torchtitan/models/llama3/infra/parallelize.py)")
@@ -68,9 +152,19 @@ def torchtitan_toml(model, strategy) -> str:
     local = s.micro_batch * s.micro_batches if s.pp > 1 else s.micro_batch
     train = [("local_batch_size", local), ("global_batch_size", s.global_batch), ("seq_len", model.seq_len),
              ("mixed_precision_param", MIXED[s.dtype])]
-    act = [("mode", s.recompute)] + ([("selective_ac_option", "op")] if s.recompute == "selective" else [])
-    lines = [f"# torchtitan job config for {title(model, s)}"]
-    sections = [("parallelism", par), ("training", train), ("activation_checkpoint", act)]
+    act = [("mode", s.recompute)]
+    flavor = flavor_of(model)
+    lines = [f"# torchtitan job config for {title(model, s)}",
+             f"# torchtitan {VERSION} (pytorch/torchtitan v{VERSION}, the last release that reads TOML job files): "
+             "torchrun ... -m torchtitan.train --job.config_file <this file>"]
+    if flavor is None:
+        flavor = custom_flavor(model)
+        args = ", ".join(f"{k}={v!r}" for k, v in model_args(model).items())
+        lines.append(comment_text(f"# {model.name} is none of llama3's flavors: register {flavor!r} in "
+                                  f"torchtitan/models/llama3/__init__.py llama3_args as TransformerModelArgs("
+                                  f"{args})", limit=1000))
+    sections = [("model", [("name", "llama3"), ("flavor", flavor)]), ("parallelism", par),
+                ("training", train), ("activation_checkpoint", act)]
     if s.overlap_tp:
         sections.append(("compile", [("enable", True), ("components", ["model"])]))
     for section, items in sections:

@@ -36,8 +36,9 @@ PER_LAYER = Strategy(dp=2, tp=2, pp=2, micro_batch=2, global_batch=8, layer_spli
     LayerSplit(2, "megatron"), LayerSplit(2, "column"), LayerSplit(1, "replicated"), LayerSplit(2, "batch")))
 """tiny-gpt's four layers split four ways: Megatron's pairing, all-column, replicated, batch (degrees 2, 2, 1, 2)."""
 LLAMA_FSDP_TP = Strategy(dp=8, tp=2, pp=1, micro_batch=1, global_batch=64, zero=3, recompute="full",
-                         sequence_parallel=True, dtype="bf16")
-"""Llama 2 7B, torchtitan-style: FSDP (ZeRO-3) over d=8, TP+SP 2, no pipeline (the rules refuse ZeRO-3 with pp)."""
+                         sequence_parallel=True, dtype="bf16", grad_dtype="fp32", overlap_dp=True)
+"""Llama 2 7B, torchtitan-style: FSDP (ZeRO-3) over d=8, TP+SP 2, no pipeline (the rules refuse ZeRO-3 with pp),
+gradients reduced in fp32 (torchtitan's FSDP reduces in float32) and under the backward (as FSDP does)."""
 LLAMA_PP_ZERO1 = Strategy(dp=8, tp=1, pp=4, micro_batch=1, global_batch=64, zero=1, recompute="full", dtype="bf16")
 """Llama 2 7B, DeepSpeed-style: four pipeline stages, ZeRO-1 over d=8, no tensor parallelism."""
 

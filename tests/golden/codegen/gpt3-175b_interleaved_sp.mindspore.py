@@ -9,8 +9,12 @@ ms.set_auto_parallel_context(
     device_num=1024,
     pipeline_stages=16,
     pipeline_config={"pipeline_interleave": True, "pipeline_scheduler": "1f1b"},
-    enable_parallel_optimizer=True,  # ZeRO-1: optimizer parallelism over d
+    enable_parallel_optimizer=True,
+    parallel_optimizer_config={"optimizer_level": "level1"},  # ZeRO-1 over d
+    gradient_fp32_sync=False,  # gradients reduced in bf16
 )
+
+COMPUTE_DTYPE = ms.bfloat16  # net = ms.amp.auto_mixed_precision(net, "O3", dtype=COMPUTE_DTYPE)
 
 MICRO_BATCHES = 192  # net = nn.PipelineCell(net, micro_size=MICRO_BATCHES)
 STAGE_OF_LAYER = (0, 0, 0, 1, 1, 1, 2, 2, 2, 3, 3, 3, 4, 4, 4, 5, 5, 5, 6, 6, 6, 7, 7, 7, 8, 8, 8, 9, 9, 9, 10, 10, 10, 11, 11, 11, 12, 12, 12, 13, 13, 13, 14, 14, 14, 15, 15, 15, 0, 0, 0, 1, 1, 1, 2, 2, 2, 3, 3, 3, 4, 4, 4, 5, 5, 5, 6, 6, 6, 7, 7, 7, 8, 8, 8, 9, 9, 9, 10, 10, 10, 11, 11, 11, 12, 12, 12, 13, 13, 13, 14, 14, 14, 15, 15, 15)  # layer i: cell.pipeline_stage

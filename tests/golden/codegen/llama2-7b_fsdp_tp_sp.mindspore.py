@@ -8,8 +8,12 @@ ms.set_auto_parallel_context(
     parallel_mode="semi_auto_parallel",
     device_num=16,
     pipeline_stages=1,
-    enable_parallel_optimizer=True,  # ZeRO-3: optimizer parallelism over d
+    enable_parallel_optimizer=True,
+    parallel_optimizer_config={"optimizer_level": "level3"},  # ZeRO-3 over d
+    gradient_fp32_sync=True,  # gradients reduced in fp32
 )
+
+COMPUTE_DTYPE = ms.bfloat16  # net = ms.amp.auto_mixed_precision(net, "O3", dtype=COMPUTE_DTYPE)
 
 # full recomputation: layer_cell.recompute() on every transformer layer
 
@@ -25,7 +29,8 @@ SHARD = {
         "add1": ((8, 2, 1), (8, 2, 1)),  # Add, seq
         "rms2": ((8, 2, 1), (1,)),  # RmsNorm, seq
         "fc1": ((8, 1), (1, 2)),  # MatMul, column
-        "swiglu": ((8, 1, 2),),  # SiLU·Mul, follow
+        "swiglu.silu": ((8, 1, 2),),  # SiLU, follow
+        "swiglu.mul": ((8, 1, 2), (8, 1, 2)),  # Mul, follow
         "fc2": ((8, 2), (2, 1)),  # MatMul, row
         "add2": ((8, 2, 1), (8, 2, 1)),  # Add, seq
     },

@@ -10,7 +10,10 @@ ms.set_auto_parallel_context(
     pipeline_stages=4,
     pipeline_config={"pipeline_interleave": True, "pipeline_scheduler": "1f1b"},
     enable_parallel_optimizer=False,
+    gradient_fp32_sync=False,  # gradients reduced in bf16
 )
+
+COMPUTE_DTYPE = ms.bfloat16  # net = ms.amp.auto_mixed_precision(net, "O3", dtype=COMPUTE_DTYPE)
 
 MICRO_BATCHES = 16  # net = nn.PipelineCell(net, micro_size=MICRO_BATCHES)
 STAGE_OF_LAYER = (0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3, 0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3)  # layer i: cell.pipeline_stage
@@ -30,7 +33,8 @@ SHARD = {
         "add1": ((4, 2, 1), (4, 2, 1)),  # Add, seq
         "rms2": ((4, 2, 1), (1,)),  # RmsNorm, seq
         "fc1": ((4, 1), (1, 2)),  # MatMul, column
-        "swiglu": ((4, 1, 2),),  # SiLU·Mul, follow
+        "swiglu.silu": ((4, 1, 2),),  # SiLU, follow
+        "swiglu.mul": ((4, 1, 2), (4, 1, 2)),  # Mul, follow
         "fc2": ((4, 2), (2, 1)),  # MatMul, row
         "add2": ((4, 2, 1), (4, 2, 1)),  # Add, seq
     },

@@ -11,6 +11,7 @@
 --micro-batch-size 1 \
 --global-batch-size 64 \
 --bf16 \
+--grad-reduce-in-bf16 \
 --num-layers 32 \
 --hidden-size 4096 \
 --num-attention-heads 32 \
@@ -19,4 +20,9 @@
 --max-position-embeddings 4096 \
 --swiglu \
 --normalization RMSNorm \
+--position-embedding-type rope \
+--untie-embeddings-and-output-weights \
+--disable-bias-linear \
+--attention-dropout 0.0 \
+--hidden-dropout 0.0 \
 --use-flash-attn

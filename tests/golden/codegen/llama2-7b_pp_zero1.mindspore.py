@@ -8,8 +8,12 @@ ms.set_auto_parallel_context(
     parallel_mode="semi_auto_parallel",
     device_num=32,
     pipeline_stages=4,
-    enable_parallel_optimizer=True,  # ZeRO-1: optimizer parallelism over d
+    enable_parallel_optimizer=True,
+    parallel_optimizer_config={"optimizer_level": "level1"},  # ZeRO-1 over d
+    gradient_fp32_sync=False,  # gradients reduced in bf16
 )
+
+COMPUTE_DTYPE = ms.bfloat16  # net = ms.amp.auto_mixed_precision(net, "O3", dtype=COMPUTE_DTYPE)
 
 MICRO_BATCHES = 8  # net = nn.PipelineCell(net, micro_size=MICRO_BATCHES)
 STAGE_OF_LAYER = (0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3)  # layer i: cell.pipeline_stage
@@ -28,7 +32,8 @@ SHARD = {
         "add1": ((8, 1, 1), (8, 1, 1)),  # Add, replicated
         "rms2": ((8, 1, 1), (1,)),  # RmsNorm, replicated
         "fc1": ((8, 1), (1, 1)),  # MatMul, replicated
-        "swiglu": ((8, 1, 1),),  # SiLU·Mul, replicated
+        "swiglu.silu": ((8, 1, 1),),  # SiLU, replicated
+        "swiglu.mul": ((8, 1, 1), (8, 1, 1)),  # Mul, replicated
         "fc2": ((8, 1), (1, 1)),  # MatMul, replicated
         "add2": ((8, 1, 1), (8, 1, 1)),  # Add, replicated
     },

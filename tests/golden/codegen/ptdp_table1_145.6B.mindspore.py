@@ -10,7 +10,10 @@ ms.set_auto_parallel_context(
     pipeline_stages=8,
     pipeline_config={"pipeline_interleave": True, "pipeline_scheduler": "1f1b"},
     enable_parallel_optimizer=False,
+    gradient_fp32_sync=False,  # gradients reduced in fp16
 )
+
+COMPUTE_DTYPE = ms.float16  # net = ms.amp.auto_mixed_precision(net, "O3", dtype=COMPUTE_DTYPE)
 
 MICRO_BATCHES = 48  # net = nn.PipelineCell(net, micro_size=MICRO_BATCHES)
 STAGE_OF_LAYER = (0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 4, 4, 4, 4, 4, 5, 5, 5, 5, 5, 6, 6, 6, 6, 6, 7, 7, 7, 7, 7, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 4, 4, 4, 4, 4, 5, 5, 5, 5, 5, 6, 6, 6, 6, 6, 7, 7, 7, 7, 7)  # layer i: cell.pipeline_stage

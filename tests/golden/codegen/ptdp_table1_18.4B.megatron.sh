@@ -1,5 +1,6 @@
 # Megatron-LM arguments for gpt-18.4b: d=32 t=8 p=1 b=8 B=1024 1f1b ZeRO-0 recompute=full fp16
 # world size: 256 (= d 32 x t 8 x p 1; torchrun --nnodes x --nproc-per-node)
+# environment: CUDA_DEVICE_MAX_CONNECTIONS=1 (validate_args asserts it with t > 1 or cp > 1 before Blackwell)
 --tensor-model-parallel-size 8 \
 --pipeline-model-parallel-size 1 \
 --context-parallel-size 1 \

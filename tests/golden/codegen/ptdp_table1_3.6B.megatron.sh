@@ -1,5 +1,6 @@
 # Megatron-LM arguments for gpt-3.6b: d=32 t=2 p=1 b=16 B=512 1f1b ZeRO-0 recompute=full fp16
 # world size: 64 (= d 32 x t 2 x p 1; torchrun --nnodes x --nproc-per-node)
+# environment: CUDA_DEVICE_MAX_CONNECTIONS=1 (validate_args asserts it with t > 1 or cp > 1 before Blackwell)
 --tensor-model-parallel-size 2 \
 --pipeline-model-parallel-size 1 \
 --context-parallel-size 1 \

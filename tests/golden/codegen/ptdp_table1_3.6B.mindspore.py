@@ -9,7 +9,10 @@ ms.set_auto_parallel_context(
     device_num=64,
     pipeline_stages=1,
     enable_parallel_optimizer=False,
+    gradient_fp32_sync=False,  # gradients reduced in fp16
 )
+
+COMPUTE_DTYPE = ms.float16  # net = ms.amp.auto_mixed_precision(net, "O3", dtype=COMPUTE_DTYPE)
 
 # full recomputation: layer_cell.recompute() on every transformer layer
 

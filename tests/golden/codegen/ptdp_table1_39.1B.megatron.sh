@@ -1,5 +1,6 @@
 # Megatron-LM arguments for gpt-39.1b: d=32 t=8 p=2 b=4 B=1536 1f1b ZeRO-0 recompute=full fp16
 # world size: 512 (= d 32 x t 8 x p 2; torchrun --nnodes x --nproc-per-node)
+# environment: CUDA_DEVICE_MAX_CONNECTIONS=1 (validate_args asserts it with t > 1 or cp > 1 before Blackwell)
 --tensor-model-parallel-size 8 \
 --pipeline-model-parallel-size 2 \
 --context-parallel-size 1 \

@@ -10,7 +10,10 @@ ms.set_auto_parallel_context(
     pipeline_stages=4,
     pipeline_config={"pipeline_interleave": True, "pipeline_scheduler": "1f1b"},
     enable_parallel_optimizer=False,
+    gradient_fp32_sync=False,  # gradients reduced in fp16
 )
+
+COMPUTE_DTYPE = ms.float16  # net = ms.amp.auto_mixed_precision(net, "O3", dtype=COMPUTE_DTYPE)
 
 MICRO_BATCHES = 28  # net = nn.PipelineCell(net, micro_size=MICRO_BATCHES)
 STAGE_OF_LAYER = (0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3)  # layer i: cell.pipeline_stage

@@ -9,7 +9,10 @@ ms.set_auto_parallel_context(
     device_num=8,
     pipeline_stages=2,
     enable_parallel_optimizer=False,
+    gradient_fp32_sync=False,  # gradients reduced in bf16
 )
+
+COMPUTE_DTYPE = ms.bfloat16  # net = ms.amp.auto_mixed_precision(net, "O3", dtype=COMPUTE_DTYPE)
 
 MICRO_BATCHES = 2  # net = nn.PipelineCell(net, micro_size=MICRO_BATCHES)
 STAGE_OF_LAYER = (0, 0, 1, 1)  # layer i: cell.pipeline_stage

@@ -1,0 +1,36 @@
+# Megatron-LM arguments for llama2-7b: d=8 t=2 p=1 b=1 B=64 1f1b ZeRO-3 recompute=full SP bf16
+# world size: 16 (= d 8 x t 2 x p 1; torchrun --nnodes x --nproc-per-node)
+# environment: CUDA_DEVICE_MAX_CONNECTIONS unset or > 1 (validate_args asserts it for Megatron-FSDP)
+--tensor-model-parallel-size 2 \
+--pipeline-model-parallel-size 1 \
+--context-parallel-size 1 \
+--expert-model-parallel-size 1 \
+--sequence-parallel \
+--recompute-granularity full \
+--recompute-method uniform \
+--recompute-num-layers 1 \
+--use-distributed-optimizer \
+--use-megatron-fsdp \
+--data-parallel-sharding-strategy optim_grads_params \
+--ckpt-format fsdp_dtensor \
+--overlap-grad-reduce \
+--micro-batch-size 1 \
+--global-batch-size 64 \
+--bf16 \
+--megatron-fsdp-main-grads-dtype fp32 \
+--megatron-fsdp-grad-comm-dtype fp32 \
+--accumulate-allreduce-grads-in-fp32 \
+--num-layers 32 \
+--hidden-size 4096 \
+--num-attention-heads 32 \
+--ffn-hidden-size 11008 \
+--seq-length 4096 \
+--max-position-embeddings 4096 \
+--swiglu \
+--normalization RMSNorm \
+--position-embedding-type rope \
+--untie-embeddings-and-output-weights \
+--disable-bias-linear \
+--attention-dropout 0.0 \
+--hidden-dropout 0.0 \
+--use-flash-attn
