@@ -10,6 +10,7 @@ from __future__ import annotations
 import streamlit as st
 
 from explorer.facade import ExplorerError, Strategy, evaluate, load_cluster, load_model, schedule_is_chunked
+from explorer.facade import schedule_chunks, schedule_overlaps_sends
 from explorer.facade import DEFAULT_CLUSTER, DEFAULT_MODEL, DEFAULT_STRATEGY
 
 MODEL = "model"                  # ModelSpec in use
@@ -125,6 +126,8 @@ def candidate() -> Strategy:
     fields["global_batch"] = int(fields["global_batch"])
     if not schedule_is_chunked(fields["schedule"]):
         fields["chunks"] = 1
+    fields["chunks"] = schedule_chunks(fields["schedule"]) or fields["chunks"]    # DualPipeV: always 2
+    if not schedule_overlaps_sends(fields["schedule"]):
         fields["overlap_p2p"] = False          # interleaved only: the toggle keeps its state for when it is back
     moe = ss[MODEL].is_moe                                     # expert parallelism: MoE models only
     fields["ep"] = ss.get(W_EP, 1) if moe else 1

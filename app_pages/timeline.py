@@ -1,7 +1,7 @@
 """Timelines: the super-step Gantt (one iteration) and the micro-step Gantt (one layer or operator)."""
 import streamlit as st
 
-from explorer.facade import animated_gantt, layer_ops
+from explorer.facade import animated_gantt, layer_ops, schedule_drawn_as
 from app_pages import compute as C
 from app_pages import state as S
 from app_pages.text import plain
@@ -15,10 +15,10 @@ st.title("Timelines")
 st.caption(f"{plain(view.model.name)} on {plain(view.cluster.name)} · {C.strategy_label(view.strategy)}")
 
 st.subheader("Super-step: micro-batches through the pipeline stages")
-schedules = [view.strategy.schedule] + (["zb-h1"] if view.strategy.schedule == "1f1b" else [])
+schedules = schedule_drawn_as(view.strategy.schedule)
 schedule = st.radio("Schedule drawn", schedules, horizontal=True, key=S.W_TIMELINE_SCHEDULE,
-                    help="ZB-H1 (zero-bubble) splits the backward into input- and weight-gradient passes; "
-                         "it is drawn from the 1F1B strategy's own costs.")
+                    help="A schedule may be drawn as another on its own costs (a what-if): ZB-H1 (zero-bubble) "
+                         "splits 1F1B's backward into input- and weight-gradient passes.")
 sup, refusal = C.superstep_or_refusal(view.model, view.strategy, view.cluster, schedule)
 play = False
 if sup is None:

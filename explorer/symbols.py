@@ -181,6 +181,20 @@ class StageEndZBH1(_StageEnd):
     title = "ZB-H1"
 
 
+def stage_end_class(name: str, title: str):
+    """The _StageEnd function named `name` (a schedule's stage ends: explorer.schedules.base.Schedule.
+    stage_end_function): the one above of that name, else one made once, so that a schedule defined
+    anywhere (a test's, say) has its own."""
+    existing = _STAGE_ENDS.get(name) or globals().get(name)
+    if isinstance(existing, type) and issubclass(existing, _StageEnd):
+        return existing
+    made = _STAGE_ENDS[name] = type(name, (_StageEnd,), {"title": title, "__module__": __name__})
+    return made
+
+
+_STAGE_ENDS: dict = {}
+
+
 class StageEndInterleavedSends(_StageEnd):
     """The interleaved schedule's stage ends with its point-to-point sends overlapped (Megatron-LM
     --overlap-p2p-communication): args F_r, B_r without the sends, W_r, m, v, then the sends S^f_r,

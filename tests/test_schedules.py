@@ -34,6 +34,8 @@ def test_equal_stages_the_formula_is_the_simulated_makespan(name, stages, extra,
         stages = sched.min_stages
     chunks = 2 if sched.chunked else 1
     micro = stages * (1 + extra) if sched.micro_batches_multiple_of_stages else stages + extra
+    micro = max(micro, sched.min_micro_batches(stages))
+    chunks = sched.chunks or chunks
     W = share * bwd if sched.splits_weight else 0.0
     F, B, Wv = [fwd] * stages, [bwd] * stages, [W] * stages
     events = pipeline_events(PassCosts.simple(F, B, Wv if sched.splits_weight else None, chunks), micro, name)

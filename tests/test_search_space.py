@@ -33,7 +33,7 @@ def test_every_kept_choice_is_a_valid_strategy():
 
 def test_tensor_degree_must_divide_the_heads():
     space = enumerate_space(TINY, 8, 8)
-    n_sched = 3 + (TINY.layers - 1)            # gpipe, 1f1b, zb-h1, interleaved v = 2..l
+    n_sched = 4 + (TINY.layers - 1)            # gpipe, 1f1b, zb-h1, dualpipev (v = 2), interleaved v = 2..l
     per_point = 4 * 3 * 2 * 2                  # zero x recompute x sp x overlap
     # t = 8 does not divide 4 heads: its only p is 1, with every b dividing B = 8
     assert space.pruned[HEADS] == len(divisors(8)) * n_sched * per_point
@@ -52,11 +52,14 @@ def test_pipeline_rules():
 
 def test_gpt3_space_size():
     """The issue's problem: 1024 GPUs, B = 1536 -- 39,552 global choices survived the rules with
-    gpipe, 1f1b and interleaved; ZB-H1 adds the 1f1b families with at least p micro-batches."""
+    gpipe, 1f1b and interleaved; ZB-H1 adds the 1f1b families with at least p micro-batches, DualPipeV
+    (two chunks) those with at least 2p micro-batches and 2p chunks that divide the layers."""
     space = enumerate_space(GPT3, 1024, 1536)
     zb = sum(f.size for f in space.families if f.schedule == "zb-h1")
-    assert space.kept - zb == 39552
+    dv = sum(f.size for f in space.families if f.schedule == "dualpipev")
+    assert space.kept - zb - dv == 39552
     assert 0 < zb <= sum(f.size for f in space.families if f.schedule == "1f1b")
+    assert 0 < dv <= zb
     assert space.kept + sum(space.pruned.values()) == space.total
 
 

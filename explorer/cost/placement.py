@@ -4,7 +4,7 @@ with these; explorer.search.tables prices the same placement in numbers."""
 from __future__ import annotations
 
 from explorer.model.spec import ModelSpec
-from explorer.schedules import chunked
+from explorer.schedules import chunked, get as schedule_of
 from explorer.strategy.strategy import LayerSplit, Strategy
 
 
@@ -15,15 +15,16 @@ def block_splits(model: ModelSpec, strategy: Strategy, blocks) -> list:
 
 
 def block_stages(model: ModelSpec, strategy: Strategy) -> tuple:
-    """(stage, chunk) of every layer; interleaving deals chunks round-robin (Narayanan Sec 2.2.2)."""
+    """(stage, chunk) of every layer; the schedule places the model chunks (Schedule.place: interleaving
+    deals them round-robin, Narayanan Sec 2.2.2; DualPipeV in a V)."""
     layers = model.layers
     if not chunked(strategy.schedule):
         return tuple((stage, 0) for stage in strategy.stages(layers))
     chunks = strategy.pp * strategy.chunks
     base, extra = divmod(layers, chunks)
-    out = []
+    out, place = [], schedule_of(strategy.schedule).place
     for c in range(chunks):
-        out += [(c % strategy.pp, c // strategy.pp)] * (base + (1 if c < extra else 0))
+        out += [place(c, strategy.pp, strategy.chunks)] * (base + (1 if c < extra else 0))
     return tuple(out)
 
 

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from explorer.schedules.critical_path import stage_ends
+from explorer.schedules.registry import SCHEDULES, on_register
+
 
 def _numpy_stage_functions() -> dict:
     def at_stage(x, k):
@@ -24,21 +27,33 @@ def _numpy_stage_functions() -> dict:
         return run
 
     def stage_end(schedule):
-        from explorer.schedules.critical_path import stage_ends
         return lambda fwd, bwd, weight, m, v: stage_ends(schedule, fwd, bwd, weight, m, v)
 
     def stage_end_sends(schedule):
-        from explorer.schedules.critical_path import stage_ends
         return lambda fwd, bwd, weight, m, v, send_f, send_b: stage_ends(schedule, fwd, bwd, weight, m, v,
                                                                           sends=(send_f, send_b))
 
     return {"StageSum": lambda x: np.sum(x, axis=0), "StageMax": lambda x: np.max(x, axis=0),
             "StageArgMax": lambda x: np.argmax(x, axis=0), "AtStage": at_stage,
             "StageSuffixSum": suffix(np.cumsum), "StageSuffixMax": suffix(np.maximum.accumulate),
-            "StageEnd1F1B": stage_end("1f1b"), "StageEndInterleaved": stage_end("interleaved"),
-            "StageEndZBH1": stage_end("zb-h1"), "StageEndInterleavedSends": stage_end_sends("interleaved")}
+            "StageEndInterleavedSends": stage_end_sends("interleaved")}
+
+
+def _add_schedule(schedule) -> None:
+    """The numpy meaning of `schedule`'s stage-end function (Schedule.function_name): its critical path."""
+    name = schedule.name
+    STAGE_FUNCTIONS[schedule.function_name] = lambda fwd, bwd, weight, m, v: stage_ends(name, fwd, bwd, weight, m, v)
 
 
 STAGE_FUNCTIONS = _numpy_stage_functions()
-"""numpy meanings of the stage reductions (explorer.symbols StageSum, StageMax, StageArgMax, AtStage),
-for lambdify(modules=[STAGE_FUNCTIONS, 'numpy'])."""
+"""numpy meanings of the stage reductions (explorer.symbols StageSum, StageMax, StageArgMax, AtStage,
+each registered schedule's stage ends), for lambdify(modules=[STAGE_FUNCTIONS, 'numpy'])."""
+
+
+def _schedules() -> None:
+    for schedule in SCHEDULES.values():
+        _add_schedule(schedule)
+    on_register(_add_schedule)          # and every schedule registered later (a test's)
+
+
+_schedules()

@@ -26,8 +26,7 @@ from explorer.cost.reductions import STAGE_FUNCTIONS
 from explorer.schedules import get as schedule_of
 from explorer.schedules.base import AGGREGATES
 from explorer.symbols import (A_r, AtStage, B_r, C_r, F_r, GS_r, K_opt, L_r, O_r, P_r, Psi_r, QuickMax, R_r,
-                              S_b_r, S_f_r, StageArgMax, StageEndInterleaved,
-                              StageEndInterleavedSends, StageMax, W_hbm, W_r, X_r, beta, d, g_r, m, p, r, v)
+                              S_b_r, S_f_r, StageArgMax, StageMax, W_hbm, W_r, X_r, beta, d, g_r, m, p, r, v)
 
 GSB_r = sp.Symbol("GSB_r", nonnegative=True)   # bytes of GS_r per device
 CP_r = sp.Symbol("CP_r", nonnegative=True)     # exposed context-parallel exchange (cp_comm) of stage r
@@ -217,15 +216,15 @@ def bubble_term(ends, after, busy=F_r + B_r, waiting=0) -> sp.Expr:
 def overlapped_sends(schedule: str, after):
     """(stage ends, the stage's busy time per micro-batch, exposed wait, sends) with the pipeline's
     point-to-point sends overlapped with computation (Megatron-LM --overlap-p2p-communication, which
-    Megatron-Core allows for the interleaved schedule only; strategy/rules.py refuses it otherwise). The
+    Megatron-Core allows for the interleaved schedule only: Schedule.overlaps_sends; strategy/rules.py refuses
+    it otherwise). The
     sends S^f_r, S^b_r leave the sender's passes; a pass on the receiving stage waits for its input's
     end plus the send (explorer.schedules.critical_path, sends). What they still add to the
     iteration -- the iteration less the same schedule with instant sends -- is their exposed part."""
-    if schedule != "interleaved":
-        raise ValueError(f"overlapped point-to-point sends need the interleaved schedule, not {schedule!r}")
+    sched = schedule_of(schedule)
     fwd, bwd = F_r - S_f_r, B_r - S_b_r
-    ends = StageEndInterleavedSends(fwd, bwd, W_r, m, v, S_f_r, S_b_r)
-    instant = StageEndInterleaved(fwd, bwd, W_r, m, v)
+    ends = sched.stage_end_with(fwd, bwd, (S_f_r, S_b_r))      # ValueError unless sched.overlaps_sends
+    instant = sched.stage_end_with(fwd, bwd)
     exposed = QuickMax(0, StageMax(ends + after) - StageMax(instant + after))   # edges only lengthen paths
     return ends, fwd + bwd, exposed, S_f_r + S_b_r
 

@@ -1,7 +1,8 @@
 """When each pipeline stage runs its last pass: the longest path through a schedule's dependency graph.
 
 A stage runs its passes one at a time in the schedule's order, and a pass waits for its input
-(explorer.schedules.base.input_of, the rule the timeline's simulation follows too): the forward of (stage i, chunk c, micro-batch j)
+(the schedule's own rule, Schedule.input_of, which the timeline's simulation follows too; by default
+explorer.schedules.base.input_of): the forward of (stage i, chunk c, micro-batch j)
 for the forward of (i-1, c, j), or of (p-1, c-1, j) on the first stage; the backward for (i+1, c, j),
 or (0, c+1, j) on the last stage, whose last chunk waits for its own forward. Each pass's end is
 then its duration plus the later of its stage's previous pass and its input: a max-plus recursion,
@@ -12,7 +13,7 @@ forms ((m+p-1)(F+B) for 1F1B); with unequal stages no closed form in the stage s
 and 1F1B runs ahead of it when the heavy stages come first.
 
 Two exact ways to compute it, both vectorised over candidates (any axes after the stage axis):
-* `ends_1f1b`, for 1F1B with m >= p: step s of stage i is its forward of micro-batch p-1-i+s followed
+* `ends_1f1b` (explorer.schedules.one_f_one_b: Schedule.fast_ends), for 1F1B with m >= p: step s of stage i is its forward of micro-batch p-1-i+s followed
   by its backward of micro-batch s, so the ends of step s follow from those of step s-1 by
   X_s = F + max(Y_{s-1}, X_{s-1} shifted a stage down), Y_s = B + max(X_s, Y_s shifted a stage up)
   (a reversed cumulative max). In the steady part every stage repeats the same recursion, and once
@@ -36,6 +37,9 @@ from functools import lru_cache
 import numpy as np
 
 from explorer.schedules.base import B, F
+from explorer.schedules.base import PERIODIC_RTOL, inputs_of  # noqa: F401 (the default dependency rule over arrays)
+from explorer.schedules.one_f_one_b import ends_1f1b  # noqa: F401 (1F1B's fast walk, Schedule.fast_ends)
+from explorer.schedules.registry import get
 
 PASSES_PER_DEPTH = 30
 """A graph is walked pass by pass in Python while its passes times the candidates stay under this
@@ -46,8 +50,6 @@ MAX_GRAPH_PASSES = 150_000
 and more, interleaved) takes the schedule's closed form instead (_ends_closed_form: exact for equal
 stages, an approximation otherwise), so that a 2,048-layer model's presets stay within the inputs'
 work bound (tests/test_fuzz_inputs.py)."""
-PERIODIC_RTOL = 1e-13
-"""Two steps count as adding the same amount when they differ by at most this fraction of the ends."""
 
 
 def stage_ends(schedule: str, fwd, bwd, weight, m, v=1, sends=None) -> np.ndarray:
@@ -98,10 +100,11 @@ def stage_end_lower_bounds(schedule: str, fwd, bwd, weight, m, v=1) -> np.ndarra
     w_r forwards run before it (_warmup) and itself still to run. tests/test_critical_path.py
     checks these facts on the registered orders and the bound against the simulation; for equal
     stages and no W pass the bound is the closed form, exact."""
+    sched = get(schedule)
     fwd, bwd, weight = (np.asarray(x, dtype=float) for x in (fwd, bwd, weight))
-    fwd, bwd, weight = np.broadcast_arrays(fwd, bwd, weight if schedule == "zb-h1" else np.zeros(()))
+    fwd, bwd, weight = np.broadcast_arrays(fwd, bwd, weight if sched.splits_weight else np.zeros(()))
     m = np.asarray(m, dtype=float)
-    v = float(v if schedule == "interleaved" else 1)
+    v = float(sched.chunk_count(v))
     arrive = (np.cumsum(fwd, axis=0) - fwd) / v                      # Σ_{l<r} F_l / v
     climb = (bwd - weight) / v
     suffix = np.cumsum(climb[::-1], axis=0)[::-1]                     # Σ_{l>=r} (B_l - W_l)/v
@@ -110,6 +113,8 @@ def stage_end_lower_bounds(schedule: str, fwd, bwd, weight, m, v=1) -> np.ndarra
     warm = np.minimum(np.asarray(_warmup(schedule, fwd.shape[0], int(v)), dtype=float).reshape(
         (-1,) + (1,) * (fwd.ndim - 1)), m * v)                       # forwards before the first backward
     first_b = fwd.sum(axis=0) + suffix + m * (fwd + bwd) - warm * fwd / v - climb
+    if not sched.first_backward_climbs:     # a V: the first backward climbs from stage 0 (not bounded here)
+        first_b = arrive
     return np.maximum.reduce([arrive + m * (fwd + bwd), last_b + weight / v, first_b])
 
 
@@ -120,7 +125,6 @@ def _warmup(schedule: str, p: int, v: int) -> tuple:
     (v-1)p + 1 interleaved, every one (inf) under GPipe -- each schedule's own `warmup`
     (tests/test_critical_path.py checks it against its order), else read off the order for (v+2)p
     micro-batches."""
-    from explorer.schedules.registry import get
     rule = get(schedule).warmup
     if rule is not None:
         return tuple(float(rule(p, r, v)) for r in range(p))
@@ -135,19 +139,17 @@ def _warmup(schedule: str, p: int, v: int) -> tuple:
 def _group(schedule: str, ms: np.ndarray, p: int, v: int) -> np.ndarray:
     """Columns computed together: those of one m, or of one short pipeline a long one extends
     (_ends_periodic's m_1, as -m_1 to keep the two apart)."""
-    if schedule == "1f1b":
+    sched = get(schedule)
+    if sched.fast_ends is not None:
         return ms
-    k = _block(schedule, p)
-    return np.where(ms >= _base(p, k, ms), -_base(p, k, ms), ms)
+    k = sched.block(p)
+    return np.where(ms >= _base(sched, p, k, ms), -_base(sched, p, k, ms), ms)
 
 
-def _base(p: int, k: int, ms):
-    """m_1 of _ends_periodic: p plus m's remainder modulo the block."""
-    return ms % k + p
-
-
-def _block(schedule: str, p: int) -> int:
-    return p if schedule == "interleaved" else 1            # interleaving runs whole groups of p micro-batches
+def _base(sched, p: int, k: int, ms):
+    """m_1 of _ends_periodic: p (or the fewest micro-batches the order takes) plus m's remainder modulo
+    the block."""
+    return ms % k + sched.base_micro_batches(p)
 
 
 def _rest(x: np.ndarray) -> tuple:
@@ -158,39 +160,39 @@ def _ends(schedule: str, fwd, bwd, weight, ms: np.ndarray, v: int, sent=None) ->
     """Stage ends of columns sharing one _group key; `ms` their micro-batch counts; `sent` the
     overlapped sends (stages x (F, B, W) x columns) or None."""
     p, m = fwd.shape[0], int(ms[0])
-    if schedule == "1f1b" and m >= p:
+    sched = get(schedule)
+    if sched.fast_ends is not None and m >= p:
         if sent is None:
-            return ends_1f1b(fwd, bwd, m)
+            return sched.fast_ends(fwd, bwd, m)
         return ends_graph(schedule, np.stack([fwd, bwd, np.zeros_like(fwd)], axis=1), m, 1, sent)
-    if schedule == "zb-h1":
+    if sched.splits_weight:
         durations = np.stack([fwd / v, (bwd - weight) / v, weight / v], axis=1)
     else:
         durations = np.stack([fwd / v, bwd / v, np.zeros_like(fwd)], axis=1)
-    v = v if schedule == "interleaved" else 1
-    block = _block(schedule, p)
-    if _passes_in(schedule, p, min(m, 3 * _base(p, block, m) + 2 * block), v) > MAX_GRAPH_PASSES:
+    v = sched.chunk_count(v)
+    block = sched.block(p)
+    if _passes_in(schedule, p, min(m, 3 * _base(sched, p, block, m) + 2 * block), v) > MAX_GRAPH_PASSES:
         if sent is not None:         # the sends as part of their passes: what overlapping can only shorten
             fwd, bwd = fwd + sent[:, F], bwd + sent[:, B]
         return _ends_closed_form(schedule, fwd, bwd, weight, m, v)
-    if m >= _base(p, block, m):
+    if m >= _base(sched, p, block, m):
         return _ends_periodic(schedule, durations, ms, v, block, sent=sent)
     return ends_graph(schedule, durations, m, v, sent)
 
 
 def _passes_in(schedule: str, p: int, m: int, v: int) -> int:
     """Passes of one graph: F and B (and W) of every micro-batch and chunk on every stage."""
-    return (3 if schedule == "zb-h1" else 2) * p * m * v
+    return get(schedule).pass_kinds * p * m * v
 
 
 def _ends_closed_form(schedule: str, fwd, bwd, weight, m: int, v: int) -> np.ndarray:
-    """Beyond MAX_GRAPH_PASSES: the schedule's closed-form makespan (explorer.schedules, exact for equal
-    stages) for stage 0, each later stage ending its last micro-batch's backward that much earlier."""
-    climb = np.concatenate([np.zeros_like(bwd[:1]), np.cumsum(bwd - (weight if schedule == "zb-h1" else 0), axis=0)[:-1]])
-    if schedule == "zb-h1":
-        x = np.maximum.reduce([fwd, bwd - weight, fwd + bwd - 2 * weight])
-        makespan = m * (fwd.max(axis=0) + bwd.max(axis=0)) + x.sum(axis=0) - x.max(axis=0)
-    else:
-        makespan = ((fwd + bwd).sum(axis=0) + (m * v - 1) * (fwd.max(axis=0) + bwd.max(axis=0))) / v
+    """Beyond MAX_GRAPH_PASSES: the schedule's closed-form makespan (its sympy `makespan`, lambdified once:
+    Schedule.numeric_makespan; exact for equal stages) for stage 0, each later stage ending its last
+    micro-batch's backward that much earlier."""
+    sched = get(schedule)
+    climb = np.concatenate([np.zeros_like(bwd[:1]),
+                            np.cumsum(bwd - (weight if sched.splits_weight else 0), axis=0)[:-1]])
+    makespan = sched.numeric_makespan(fwd, bwd, weight if sched.splits_weight else 0 * fwd, m, v)
     return makespan - climb / v
 
 
@@ -206,7 +208,7 @@ def _ends_periodic(schedule: str, durations: np.ndarray, ms: np.ndarray, v: int,
     then try again from four times m_1, and are computed in full once that would reach m. (With
     overlapped sends the pace may exceed T_*: such candidates are computed in full.)"""
     p = durations.shape[0]
-    m1 = int(_base(p, k, int(ms[0]))) if m1 is None else m1    # the same for every column here
+    m1 = int(_base(get(schedule), p, k, int(ms[0]))) if m1 is None else m1    # the same for every column here
     if int(ms.max()) < m1 + 2 * k:       # every column is one of the short ones: only those are walked
         counts = tuple(sorted({int(x) for x in ms}))
         ends = dict(zip(counts, ends_graphs(schedule, durations, counts, v, sent)))
@@ -225,86 +227,6 @@ def _ends_periodic(schedule: str, durations: np.ndarray, ms: np.ndarray, v: int,
         out[:, c] = (_ends_periodic(schedule, one, ms[c:c + 1], v, k, later, one_sent) if later + 2 * k < ms[c]
                      else ends_graph(schedule, one, int(ms[c]), v, one_sent))[:, 0]
     return out
-
-
-def ends_1f1b(fwd: np.ndarray, bwd: np.ndarray, m: int) -> np.ndarray:
-    """Stages x candidates: end of each stage's last backward under 1F1B with m >= p micro-batches
-    (the step recursion of the module docstring)."""
-    if fwd.shape[1] == 1:           # one candidate (evaluate()): the same recursion on Python floats
-        return np.array(_ends_1f1b_one(fwd[:, 0].tolist(), bwd[:, 0].tolist(), m))[:, None]
-    p = fwd.shape[0]
-    suffix = np.cumsum(bwd[::-1], axis=0)[::-1]                 # Σ_{l >= i} B_l
-    after = np.concatenate([suffix[1:], np.zeros_like(suffix[:1])])   # Σ_{l > i} B_l
-
-    def up(z):
-        """Y_i = B_i + max(z_i, Y_{i+1}): the longest climb from any stage j >= i to i."""
-        return suffix + np.maximum.accumulate((z - after)[::-1], axis=0)[::-1]
-
-    def down(x):
-        """X_{s-1} one stage down: stage i's forward input is stage i-1's forward of the step before."""
-        return np.concatenate([np.zeros_like(x[:1]), x[:-1]])
-
-    stage = np.arange(p)[:, None]
-    x = np.full_like(fwd, -np.inf)
-    for s in range(-(p - 1), 1):                                # warm-up forwards, then step 0's
-        new = fwd + np.maximum(np.where(np.isfinite(x), x, 0.0), down(x))
-        x = np.where(stage <= p - 1 + s, new, -np.inf)
-    y = up(x)
-    s, steady_end = 1, m - p                                    # steps 0 .. m-p: every stage steady
-    while s <= steady_end:
-        x_new = fwd + np.maximum(y, down(x))
-        y_new = up(x_new)
-        dx, dy = x_new - x, y_new - y
-        step = dy[:1]
-        tol = PERIODIC_RTOL * np.maximum(np.abs(y_new).max(axis=0, keepdims=True), 1e-300)
-        x, y = x_new, y_new
-        if s >= 2 and np.all(np.abs(dx - step) <= tol) and np.all(np.abs(dy - step) <= tol):
-            x, y = x + (steady_end - s) * step, y + (steady_end - s) * step
-            s = steady_end
-        s += 1
-    for q in range(1, p):                                       # drain: stages i < q have no forward left
-        steady = stage >= q
-        x_new = np.where(steady, fwd + np.maximum(y, down(x)), -np.inf)
-        y = up(np.where(steady, x_new, y))
-        x = x_new
-    return y
-
-
-def _ends_1f1b_one(f: list, b: list, m: int) -> list:
-    """ends_1f1b for one candidate: numpy's per-call overhead dominates arrays of p numbers."""
-    p = len(f)
-    inf = float("-inf")
-
-    def up(z):
-        y, nxt = [0.0] * p, inf
-        for i in range(p - 1, -1, -1):
-            nxt = b[i] + (z[i] if z[i] > nxt else nxt)
-            y[i] = nxt
-        return y
-
-    x = [inf] * p
-    for s in range(-(p - 1), 1):                                # warm-up forwards, then step 0's
-        x = [f[i] + max(x[i] if x[i] != inf else 0.0, x[i - 1] if i else 0.0) if i <= p - 1 + s else inf
-             for i in range(p)]
-    y = up(x)
-    s, steady_end = 1, m - p
-    while s <= steady_end:
-        x_new = [f[i] + max(y[i], x[i - 1] if i else 0.0) for i in range(p)]
-        y_new = up(x_new)
-        step = y_new[0] - y[0]
-        tol = PERIODIC_RTOL * max(max(abs(e) for e in y_new), 1e-300)
-        periodic = s >= 2 and all(abs(a - c - step) <= tol for a, c in zip(x_new, x)) and \
-            all(abs(a - c - step) <= tol for a, c in zip(y_new, y))
-        x, y = x_new, y_new
-        if periodic:
-            x, y = [e + (steady_end - s) * step for e in x], [e + (steady_end - s) * step for e in y]
-            s = steady_end
-        s += 1
-    for q in range(1, p):                                       # drain: stages i < q have no forward left
-        x_new = [f[i] + max(y[i], x[i - 1] if i else 0.0) if i >= q else inf for i in range(p)]
-        y = up([x_new[i] if i >= q else y[i] for i in range(p)])
-        x = x_new
-    return y
 
 
 def ends_graph(schedule: str, durations: np.ndarray, m: int, v: int, sent=None) -> np.ndarray:
@@ -396,8 +318,8 @@ def _passes(schedule: str, p: int, m: int, v: int) -> dict:
     """One graph as lists: each pass's stage, kind, predecessors (len = none) and depth; each stage's
     last pass. The inputs by `inputs_of` (numpy), the depths -- 1 + the larger of the two predecessors'
     -- with each stage running ahead in turn while its passes' inputs are known."""
-    from explorer.schedules.registry import get
-    orders = get(schedule).order(p, m, v)
+    sched = get(schedule)
+    orders = sched.order(p, m, v)
     lengths = [len(order) for order in orders]
     table = np.array([step for order in orders for step in order], dtype=np.int64).reshape(-1, 3)
     stage = np.repeat(np.arange(p), lengths)
@@ -408,7 +330,7 @@ def _passes(schedule: str, p: int, m: int, v: int) -> dict:
     starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
     first = np.arange(none, dtype=np.int64) - 1
     first[starts] = none
-    second = inputs_of(kind, stage, chunk, mb, p, v, where, none).tolist()
+    second = sched.inputs_of(kind, stage, chunk, mb, p, v, where, none).tolist()
     depth, known = [0] * (none + 1), [False] * none + [True]
     ptr, ends, begin = starts.tolist(), (starts + np.array(lengths)).tolist(), starts.tolist()
     left = none
@@ -428,25 +350,6 @@ def _passes(schedule: str, p: int, m: int, v: int) -> dict:
     last = [e - 1 for e in ends]
     return {"stage": stage.tolist(), "kind": kind.tolist(), "first": first.tolist(), "second": second,
             "depth": depth[:none], "last": last}
-
-
-def inputs_of(kind, stage, chunk, mb, p: int, v: int, where: np.ndarray, none: int) -> np.ndarray:
-    """schedules.base.input_of for arrays of passes: the index (in `where`, stage x kind x chunk x
-    micro-batch) of the pass each waits for, or `none` (tests/test_critical_path.py checks the two
-    agree on every pass of every schedule)."""
-    out = np.full(len(stage), none, dtype=np.int64)
-    fwd, bwd = kind == F, kind == B
-    sel = fwd & (stage > 0)
-    out[sel] = where[stage[sel] - 1, F, chunk[sel], mb[sel]]
-    sel = fwd & (stage == 0) & (chunk > 0)
-    out[sel] = where[p - 1, F, chunk[sel] - 1, mb[sel]]
-    sel = bwd & (stage < p - 1)
-    out[sel] = where[stage[sel] + 1, B, chunk[sel], mb[sel]]
-    sel = bwd & (stage == p - 1) & (chunk < v - 1)
-    out[sel] = where[0, B, chunk[sel] + 1, mb[sel]]
-    sel = bwd & (stage == p - 1) & (chunk == v - 1)
-    out[sel] = where[stage[sel], F, chunk[sel], mb[sel]]
-    return out
 
 
 __all__ = ["stage_ends", "stage_end_lower_bounds", "ends_1f1b", "ends_graph", "ends_graphs"]

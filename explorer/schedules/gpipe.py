@@ -35,6 +35,6 @@ def formulas() -> dict:
 GPIPE = Schedule(
     name="gpipe", title="GPipe",
     source="Huang et al. NeurIPS'19; makespan as the flow-shop bound, Narayanan et al. SC'21 Sec 2.2.1",
-    order=order, formulas=formulas, warmup=warmup,
+    order=order, formulas=formulas, warmup=warmup, closed_form_exact=True,
 )
 

@@ -58,7 +58,8 @@ def sync_exposed(rest):
 def formulas() -> dict:
     import sympy as sp
 
-    from explorer.symbols import B_max, B_r, F_max, F_r, S_T, StageEndInterleaved, T_star, W_r, m, p, r, v
+    from explorer.symbols import (B_max, B_r, F_max, F_r, S_T, StageEndInterleaved, StageEndInterleavedSends, T_star,
+                                  W_r, m, p, r, v)
     return dict(
         # A chunk is 1/v of its stage: m(F+B) + (p-1)(F+B)/v for equal stages, i.e. the bubble
         # divided by v; in general (Σ_r (F_r+B_r) + (mv-1)(max F + max B)) / v.
@@ -71,6 +72,10 @@ def formulas() -> dict:
         overlap_window=B_r / v,            # the last backward pass is one chunk's
         sync_exposed=sync_exposed,         # each chunk's sync from its own last backward (Megatron-Core)
         stage_end=StageEndInterleaved(F_r, B_r, W_r, m, v),   # exact (critical_path.py); makespan bounds it
+        # with Megatron-LM --overlap-p2p-communication: a pass on another stage waits for its input's end
+        # plus the send (critical_path.stage_ends(sends=...))
+        stage_end_with=lambda fwd, bwd, sends=None: StageEndInterleaved(fwd, bwd, W_r, m, v) if sends is None
+        else StageEndInterleavedSends(fwd, bwd, W_r, m, v, *sends),
     )
 
 
@@ -78,5 +83,6 @@ INTERLEAVED = Schedule(
     name="interleaved", title="interleaved 1F1B",
     source="Narayanan et al. SC'21 Sec 2.2.2 (published.json ptdp_bubble_interleaved)",
     order=order, formulas=formulas, warmup=warmup,
-    chunked=True, min_stages=2, micro_batches_multiple_of_stages=True,
+    chunked=True, min_stages=2, micro_batches_multiple_of_stages=True, overlaps_sends=True,
+    stage_end_name="StageEndInterleaved",
 )

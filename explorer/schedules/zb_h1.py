@@ -60,5 +60,6 @@ ZB_H1 = Schedule(
     name="zb-h1", title="ZB-H1 (zero bubble)",
     source="Qi et al., 'Zero Bubble Pipeline Parallelism', ICLR'24, Sec 3.1",
     order=order, formulas=formulas, warmup=warmup,
-    splits_weight=True, micro_batches_at_least_stages=True,
+    splits_weight=True, micro_batches_per_stage=1, stage_end_name="StageEndZBH1",
+    micro_batches_reason="its warm-up fills p-1 slots (Qi et al. ICLR'24 Sec 3.1)",
 )

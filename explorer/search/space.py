@@ -132,13 +132,11 @@ class Space:
 
 
 def _schedules(layers: int):
-    """(schedule, chunks) of every registered schedule; chunked ones with v = 2..layers."""
-    for name, sched in SCHEDULES.items():
-        if sched.chunked:
-            for v in range(2, layers + 1):
-                yield name, v
-        else:
-            yield name, 1
+    """(schedule, chunks) of every registered schedule; chunked ones with the chunk counts they take
+    (Schedule.chunk_choices: v = 2..layers, or their one v)."""
+    for name, sched in list(SCHEDULES.items()):
+        for v in sched.chunk_choices(layers):
+            yield name, v
 
 
 CP_FROM_SEQ_LEN = 8192

@@ -103,15 +103,24 @@ def _micro_multiple(v, model):
 
 
 def _micro_at_least(v, model):
-    if schedule_of(v.schedule).micro_batches_at_least_stages and micro_batches(v) < v.pp:
-        return (f"the {v.schedule} schedule needs at least as many micro-batches per iteration as stages "
-                f"({micro_batches(v)} < pp={v.pp}): its warm-up fills p-1 slots (Qi et al. ICLR'24 Sec 3.1)")
+    sched = schedule_of(v.schedule)
+    if micro_batches(v) < sched.min_micro_batches(v.pp):
+        times = "as many" if sched.micro_batches_per_stage == 1 else f"{sched.micro_batches_per_stage} times as many"
+        return (f"the {v.schedule} schedule needs at least {times} micro-batches per iteration as stages "
+                f"({micro_batches(v)} < {sched.min_micro_batches(v.pp)}): {sched.micro_batches_reason}")
+    return None
+
+
+def _chunks_fixed(v, model):
+    sched = schedule_of(v.schedule)
+    if sched.chunks and v.chunks != sched.chunks:
+        return f"the {v.schedule} schedule places exactly {sched.chunks} model chunks per stage, not chunks={v.chunks}"
     return None
 
 
 def _chunks_need_schedule(v, model):
     if not schedule_of(v.schedule).chunked and v.chunks != 1:
-        return f"chunks={v.chunks} needs the 'interleaved' schedule (got {v.schedule!r})"
+        return f"chunks={v.chunks} needs a chunked schedule such as 'interleaved' (got {v.schedule!r})"
     return None
 
 
@@ -193,7 +202,7 @@ def _overlap_tp(v):
 
 
 def _overlap_p2p(v):
-    if getattr(v, "overlap_p2p", False) and v.schedule != "interleaved":
+    if getattr(v, "overlap_p2p", False) and not schedule_of(v.schedule).overlaps_sends:
         return (f"overlapping the pipeline's point-to-point sends with computation needs the interleaved schedule, "
                 f"not {v.schedule!r} (Megatron-Core refuses --overlap-p2p-communication without a virtual "
                 "pipeline: 'Non-interleaved pipeline parallelism does not support overlapping p2p communication')")
@@ -282,6 +291,7 @@ RULES = (
     Rule(CP_ALGO, "model", ("cp", "cp_algo", "tp"), _cp_algo),
     # structural rules the search never breaks (it builds maps and splits that obey them)
     Rule("chunks without a chunked schedule", "strategy", ("schedule", "chunks"), _chunks_need_schedule, False),
+    Rule("chunks other than the schedule's", "strategy", ("schedule", "chunks"), _chunks_fixed, False),
     Rule("TP overlap without sequence parallelism", "strategy", ("overlap_tp", "sequence_parallel", "tp"),
          lambda v, m: _overlap_tp(v), False),
     Rule("p2p overlap without the interleaved schedule", "strategy", ("overlap_p2p", "schedule"),

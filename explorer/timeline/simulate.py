@@ -6,7 +6,8 @@ is free and its input is there:
   backward (i, c, j) needs backward (i+1, c, j), or (0, c+1, j) when i = p-1, and
   the last chunk's backward on the last stage needs its own forward;
   W needs only its own backward, which the order puts earlier on the same stage
-(explorer.schedules.base.input_of, the rule the cost model's critical path uses too).
+(explorer.schedules.base.input_of; a schedule may have its own, Schedule.input_of, which the cost
+model's critical path uses too).
 Point-to-point sends are blocking and part of the sender's pass, so a receiver
 may start as soon as the sender's pass ends (the cost model's convention) -- unless
 they are overlapped with computation (Megatron-LM --overlap-p2p-communication):
@@ -19,11 +20,13 @@ import numpy as np
 
 from explorer.errors import ExplorerError
 from explorer.schedules.base import input_of
-from explorer.timeline.schedules import B, F
 
 
-def simulate(orders: list, durations: np.ndarray, chunks: int, micro_batches: int, sends=None) -> dict:
-    """Run `orders` (schedules.py) with `durations[stage, pass]` seconds per pass.
+def simulate(orders: list, durations: np.ndarray, chunks: int, micro_batches: int, sends=None,
+             rule=input_of) -> dict:
+    """Run `orders` (schedules.py) with `durations[stage, pass]` seconds per pass; `rule` the schedule's
+    dependency rule (Schedule.input_of: (kind, stage, chunk, micro_batch, p, v) -> the pass it waits
+    for, or None), by default explorer.schedules.base.input_of.
 
     Returns numpy arrays stage, pass, chunk, micro_batch, start_s, end_s (one entry
     per pass, in execution order of each stage). Each pass is visited once: O(passes).
@@ -33,11 +36,11 @@ def simulate(orders: list, durations: np.ndarray, chunks: int, micro_batches: in
     >>> float(out["end_s"].max())  # (m + p - 1)(F + B)
     9.0
     """
-    p, v, m = len(orders), chunks, micro_batches
+    p, v = len(orders), chunks
     dur = durations.tolist()
     sent = None if sends is None else np.asarray(sends, dtype=float).tolist()
-    fwd_end = [None] * (p * v * m)
-    bwd_end = [None] * (p * v * m)
+    ends = {}                        # (stage, kind, chunk, micro_batch) -> end of that pass
+    waiting = {}                     # a pass not yet run -> the stage blocked on it
     ptr, free = [0] * p, [0.0] * p
     rows = []
     work, queued = list(range(p - 1, -1, -1)), [True] * p
@@ -47,15 +50,24 @@ def simulate(orders: list, durations: np.ndarray, chunks: int, micro_batches: in
         order, n = orders[i], len(orders[i])
         while ptr[i] < n:
             kind, c, j = order[ptr[i]]
-            ready = _ready(kind, i, c, j, p, v, m, fwd_end, bwd_end, sent)
-            if ready is None:
-                break
+            dep = rule(kind, i, c, j, p, v)
+            if dep is None:
+                ready = 0.0
+            else:
+                ready = ends.get(dep)
+                if ready is None:
+                    waiting[dep] = i
+                    break
+                if sent is not None and dep[0] != i:      # an input from another stage: its send
+                    ready += sent[dep[0]][dep[1]]
             start = free[i] if free[i] > ready else ready
             end = start + dur[i][kind]
             free[i] = end
             rows.append((i, kind, c, j, start, end))
             ptr[i] += 1
-            nxt = _notify(kind, i, c, j, p, v, m, end, fwd_end, bwd_end)
+            key = (i, kind, c, j)
+            ends[key] = end
+            nxt = waiting.pop(key, None)
             if nxt is not None and not queued[nxt]:
                 work.append(nxt)
                 queued[nxt] = True
@@ -66,31 +78,3 @@ def simulate(orders: list, durations: np.ndarray, chunks: int, micro_batches: in
     ints = arr[:, :4].astype(int)
     return {"stage": ints[:, 0], "pass": ints[:, 1], "chunk": ints[:, 2], "micro_batch": ints[:, 3],
             "start_s": arr[:, 4], "end_s": arr[:, 5]}
-
-
-def _ready(kind, i, c, j, p, v, m, fwd_end, bwd_end, sent=None):
-    """Time the input of pass (kind, i, c, j) is there (schedules.base.input_of), or None when not yet
-    computed; with overlapped sends, an input from another stage arrives its send later."""
-    dep = input_of(kind, i, c, j, p, v)
-    if dep is None:
-        return 0.0
-    stage, dep_kind, chunk, mb = dep
-    end = (fwd_end if dep_kind == F else bwd_end)[(stage * v + chunk) * m + mb]
-    if end is None or sent is None or stage == i:
-        return end
-    return end + sent[stage][dep_kind]
-
-
-def _notify(kind, i, c, j, p, v, m, end, fwd_end, bwd_end):
-    """Record the end of a pass; the stage whose next pass may wait on it (or None)."""
-    if kind == F:
-        fwd_end[(i * v + c) * m + j] = end
-        if i < p - 1:
-            return i + 1
-        return 0 if c < v - 1 else i
-    if kind == B:
-        bwd_end[(i * v + c) * m + j] = end
-        if i > 0:
-            return i - 1
-        return p - 1 if c > 0 else None
-    return None

@@ -20,7 +20,7 @@ from explorer.limits import check_timeline, check_timeline_passes
 from explorer.timeline.costs import PART_CATEGORIES, PART_KINDS, SEND_PART, PassCosts, from_result
 from explorer.timeline.layout import context, pass_layout
 from explorer.timeline.events import EventTable, concat, table
-from explorer.schedules import get
+from explorer.schedules import SCHEDULES, get
 from explorer.timeline.schedules import B, F, W, order_for
 from explorer.timeline.simulate import simulate
 
@@ -34,12 +34,15 @@ def superstep_events(model, strategy, cluster, gpus=None, schedule: str | None =
 
 def superstep_table(model, strategy, cluster, gpus=None, schedule: str | None = None,
                     result=None) -> EventTable:
-    """Events of one iteration; schedule defaults to the strategy's. A 1f1b strategy may also be
-    drawn as 'zb-h1' (the same costs with the weight gradient moved to W passes)."""
+    """Events of one iteration; schedule defaults to the strategy's, or one it may be drawn as
+    (Schedule.drawn_as: a 1f1b strategy as 'zb-h1', the same costs with the weight gradient moved to W
+    passes)."""
     schedule = schedule or strategy.schedule
-    if schedule != strategy.schedule and not (schedule == "zb-h1" and strategy.schedule == "1f1b"):
-        if schedule == "zb-h1":
-            raise ExplorerError(f"zb-h1 is drawn from a 1f1b strategy, got schedule {strategy.schedule!r}")
+    if schedule != strategy.schedule and schedule not in get(strategy.schedule).drawn_as:
+        origins = [name for name, s in SCHEDULES.items() if schedule in s.drawn_as]
+        if origins:
+            raise ExplorerError(f"{schedule} is drawn from a {' or '.join(origins)} strategy, "
+                                f"got schedule {strategy.schedule!r}")
         raise ExplorerError(f"schedule {schedule!r} differs from the strategy's {strategy.schedule!r}")
     check_timeline_passes(strategy)      # before any cost is built (limits.py)
     result = result or evaluate(model, strategy, cluster, gpus)
@@ -63,7 +66,7 @@ def pipeline_table(costs: PassCosts, micro_batches: int, schedule: str, overlap_
     """Events of `schedule` over `costs` (e.g. PassCosts.simple(F, B) for hand-made stages)."""
     check_timeline(costs.seconds, micro_batches, costs.chunks)   # refuse before building (limits.py)
     orders = order_for(schedule, costs.stages, micro_batches, costs.chunks)
-    sim = simulate(orders, costs.pass_seconds(), costs.chunks, micro_batches, costs.sends)
+    sim = simulate(orders, costs.pass_seconds(), costs.chunks, micro_batches, costs.sends, get(schedule).input_of)
     ends = np.zeros(costs.stages)
     np.maximum.at(ends, sim["stage"], sim["end_s"])          # each stage's last pass
     rows = np.array([f"stage {i}" for i in range(costs.stages)], dtype=object)
