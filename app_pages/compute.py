@@ -18,6 +18,7 @@ from explorer.facade import graph_figure
 from explorer.facade import explain, symbol_values
 from explorer.facade import fallback_strategy, strategy_presets
 from explorer.facade import plan_of, schedule_is_chunked
+from explorer.facade import band_text, evidence  # noqa: F401  (pages read band_text here too)
 from explorer.facade import MAX_MICRO_BATCHES, classroom_figure, time_unit, zoom_micro_batches
 
 from app_pages import state as S
@@ -217,3 +218,9 @@ def memory_problem(result, cluster) -> str:
 @st.cache_resource(max_entries=32, show_spinner=False)
 def result_of(model, strategy, cluster):
     return evaluate(model, strategy, cluster)
+
+
+@st.cache_resource(max_entries=256, show_spinner=False)
+def evidence_of(model, strategy, cluster) -> dict:
+    """The validated runs nearest to this configuration and their errors (explorer.validation.evidence)."""
+    return evidence(model, strategy, cluster)

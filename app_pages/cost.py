@@ -32,6 +32,10 @@ cols[2].metric("TFLOP/s per GPU", f"{r.tflops_per_gpu:.1f}")
 cols[3].metric(f"Peak memory (of {capacity / GIB:.0f} GiB)", f"{peak / GIB:.1f} GiB",
                help=f"{100 * peak / capacity:.0f} % of the device's memory (stage {r.extra['peak_memory_stage']})")
 cols[4].metric("Micro-batches m", f"{r.micro_batches}")
+ev = C.evidence_of(view.model, view.strategy, view.cluster)      # how far the numbers can be trusted (issue 28)
+near = ", ".join(f"{row['id']} ({100 * row['error']:+.0f} %)" for row in ev["nearest_rows"])
+(st.warning if ev["extrapolating"] else st.caption)(
+    f"**Evidence:** {plain(C.band_text(ev))}. Nearest validated runs: {plain(near)} (Validation page).")
 
 figs = C.breakdown_figures(view.model, view.strategy, view.cluster)
 st.plotly_chart(C.shown(figs["breakdown"]), key="cost_breakdown_chart")

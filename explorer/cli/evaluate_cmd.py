@@ -6,6 +6,7 @@ from explorer.cost.explained import explained_latex
 from explorer.cost.checked import evaluate_checked as evaluate
 from explorer.io.report import result_dict, result_table
 from explorer.cli.args import add_strategy_flags, resolve
+from explorer.validation.evidence import band_text, evidence
 
 
 def register(sub) -> None:
@@ -19,7 +20,9 @@ def run(args) -> int:
     result = evaluate(model, strategy, cluster, gpus)
     if args.json:
         total, terms, definitions = explained_latex(model, strategy, cluster, gpus, result)   # cached on disk
-        print(dumps(result_dict(result, total, terms, definitions, strategy)))
+        out = result_dict(result, total, terms, definitions, strategy)
+        out["evidence"] = evidence(model, strategy, cluster)     # how far it can be trusted (issue 28)
+        print(dumps(out))
     else:
         title = (f"{model.name} on {gpus} x {cluster.device.name} ({cluster.name}): "
                  f"d={strategy.dp} t={strategy.tp} p={strategy.pp}{f' e={strategy.ep}' if strategy.ep > 1 else ''}"
@@ -27,6 +30,7 @@ def run(args) -> int:
                  f"b={strategy.micro_batch} "
                  f"B={strategy.global_batch} {strategy.schedule}")
         print(result_table(result, title))
+        print(f"\nevidence: {band_text(evidence(model, strategy, cluster))}")
         hint = fitting_hint(model, strategy, cluster, gpus, result)
         if hint:
             print(hint)

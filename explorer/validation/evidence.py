@@ -1,0 +1,159 @@
+"""How far a prediction can be trusted: the validated runs nearest to it and their errors (issue 28).
+
+Every validation case (explorer.validation: published A100 tables, the Megatron-Bridge H100/B200/GB200
+rows, dense and MoE, and the BF16 H100 runs) is predicted once and its residual kept in
+assets/validation/residuals.json (`python -m explorer.validation.evidence` writes it;
+tests/test_evidence.py checks it against a fresh validation). For a strategy the evidence is:
+
+* its **regime**: accelerator x precision class x dense/MoE (the axes the residuals depend on most: one
+  GEMM efficiency per accelerator and precision, and MoE's own costs);
+* the regime's validated rows and their mean and max absolute relative error (the band shown with a
+  number);
+* the three **nearest rows** by `distance` (below), with their errors;
+* **extrapolating** when no validated row is within EXTRAPOLATING_BEYOND of it, with the reason: the
+  first thing the nearest row differs in.
+
+The distance adds, for each feature that differs: accelerator 2 (a different chip: peaks and fitted
+efficiencies differ), precision 1 within 16-bit formats and 2 across (FP8 vs BF16: another peak and
+efficiency), dense vs MoE 3 (MoE adds dispatch, expert GEMMs and host costs), context and expert
+parallelism 1 each, and for scale |log2| of the GPU count ratio x 0.25 (8x more GPUs: 0.75) and of the
+sequence length ratio x 0.5 (4x longer: 1). A row of the same regime at most 8x away in scale and 4x
+in sequence is within 1.75.
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+RESIDUALS = Path(__file__).resolve().parents[2] / "assets" / "validation" / "residuals.json"
+EXTRAPOLATING_BEYOND = 2.0
+"""A prediction whose nearest validated row is farther than this is extrapolating (see the distance)."""
+NEAREST = 3
+DEFAULT_CLUSTER = "dgx-a100-80gb"   # the cluster of the cases that name none (the A100 tables), as `validate` runs them
+SIXTEEN_BIT = ("bf16", "fp16")
+
+
+@dataclass(frozen=True)
+class Features:
+    """What the distance compares of a prediction or a validated row."""
+
+    accelerator: str        # the cluster's device name
+    precision: str          # the strategy's dtype
+    moe: bool
+    gpus: int
+    seq_len: int
+    cp: bool                # context parallelism (cp > 1)
+    ep: bool                # expert parallelism (ep > 1)
+
+    @property
+    def regime(self) -> str:
+        precision = "16-bit" if self.precision in SIXTEEN_BIT else self.precision
+        return f"{self.accelerator} · {precision} · {'MoE' if self.moe else 'dense'}"
+
+
+def features_of(model, strategy, cluster) -> Features:
+    return Features(cluster.device.name, strategy.dtype, bool(model.is_moe), int(strategy.devices),
+                    int(model.seq_len), strategy.cp > 1, strategy.ep > 1)
+
+
+def _precision_distance(a: str, b: str) -> float:
+    if a == b:
+        return 0.0
+    return 1.0 if a in SIXTEEN_BIT and b in SIXTEEN_BIT else 2.0
+
+
+def distance(a: Features, b: Features) -> float:
+    """The module docstring's distance between two predictions' features."""
+    return ((a.accelerator != b.accelerator) * 2.0 + _precision_distance(a.precision, b.precision)
+            + (a.moe != b.moe) * 3.0 + (a.cp != b.cp) * 1.0 + (a.ep != b.ep) * 1.0
+            + abs(math.log2(max(a.gpus, 1) / max(b.gpus, 1))) * 0.25
+            + abs(math.log2(max(a.seq_len, 1) / max(b.seq_len, 1))) * 0.5)
+
+
+def _differs(a: Features, b: Features) -> str:
+    """In words, the largest difference of `a` (the prediction) from `b` (a validated row)."""
+    if a.accelerator != b.accelerator:
+        return f"no validated run on {a.accelerator}"
+    if a.moe != b.moe:
+        return f"no validated {'MoE' if a.moe else 'dense'} run on {a.accelerator}"
+    if a.precision != b.precision:
+        return f"no validated {a.precision} run of this kind on {a.accelerator}"
+    if a.cp != b.cp or a.ep != b.ep:
+        return "no validated run with this context/expert parallelism"
+    return (f"no validated run near {a.gpus:,} GPUs and {a.seq_len:,}-token sequences "
+            f"(nearest: {b.gpus:,} GPUs, {b.seq_len:,} tokens)")
+
+
+@lru_cache(maxsize=1)
+def residuals(path: str = str(RESIDUALS)) -> tuple:
+    """(id, group, source, Features, relative error, subset) of every bundled validated row."""
+    rows = json.loads(Path(path).read_text(encoding="utf-8"))["rows"]
+    return tuple((r["id"], r["group"], r["source"], Features(**r["features"]), float(r["relative_error"]),
+                  r.get("subset", "")) for r in rows)
+
+
+def evidence(model, strategy, cluster) -> dict:
+    """The evidence of the module docstring, as plain JSON values."""
+    mine = features_of(model, strategy, cluster)
+    rows = residuals()
+    ranked = sorted(rows, key=lambda r: (distance(mine, r[3]), r[0]))
+    nearest = [{"id": r[0], "error": r[4], "distance": round(distance(mine, r[3]), 3), "source": r[2]}
+               for r in ranked[:NEAREST]]
+    regime_rows = [r for r in rows if r[3].regime == mine.regime]
+    held_out = [r for r in regime_rows if r[5] != "fitted"] or regime_rows
+    errors = [abs(r[4]) for r in held_out]
+    far = not ranked or distance(mine, ranked[0][3]) > EXTRAPOLATING_BEYOND
+    reason = ""
+    if far:
+        reason = _differs(mine, ranked[0][3]) if ranked else "no validated runs are bundled"
+    elif not regime_rows:
+        reason = f"no validated run in the regime {mine.regime}"
+    return {"regime": mine.regime, "validated_rows": len(held_out),
+            "mean_abs_error": float(sum(errors) / len(errors)) if errors else None,
+            "max_abs_error": float(max(errors)) if errors else None,
+            "nearest_rows": nearest, "extrapolating": bool(far or not regime_rows), "reason": reason}
+
+
+def band_text(ev: dict) -> str:
+    """One line for a page or the CLI: the regime's validated error, or why there is none."""
+    if ev["extrapolating"]:
+        return f"extrapolating: {ev['reason']}"
+    return (f"±{100 * ev['mean_abs_error']:.0f} % typical, ±{100 * ev['max_abs_error']:.0f} % worst on "
+            f"{ev['validated_rows']} validated runs ({ev['regime']})")
+
+
+def residual_rows(cases, validation_rows) -> list:
+    """The JSON rows of residuals.json for `cases` and their ValidationRow predictions."""
+    from explorer.io.clusters import load_cluster
+    out = []
+    for case, row in zip(cases, validation_rows):
+        cluster = load_cluster(case.cluster or DEFAULT_CLUSTER)
+        f = features_of(case.model, case.strategy, cluster)
+        out.append({"id": row.id, "group": row.group, "source": row.source[:200],
+                    "features": {"accelerator": f.accelerator, "precision": f.precision, "moe": f.moe,
+                                 "gpus": f.gpus, "seq_len": f.seq_len, "cp": f.cp, "ep": f.ep},
+                    "relative_error": row.relative_error, "subset": row.subset})
+    return out
+
+
+def fresh_rows() -> list:
+    """Every validation group predicted now (what residuals.json must hold)."""
+    from explorer.io.clusters import load_cluster
+    from explorer.validation import GROUPS, load_all_cases, validate
+    cases = load_all_cases(GROUPS)
+    return residual_rows(cases, validate(cases, load_cluster(DEFAULT_CLUSTER)))
+
+
+def main() -> None:
+    rows = fresh_rows()
+    RESIDUALS.write_text(json.dumps({"about": "residuals of every validation case (explorer.validation); "
+                                              "written by python -m explorer.validation.evidence",
+                                     "rows": rows}, indent=1) + "\n", encoding="utf-8")
+    print(f"wrote {len(rows)} rows to {RESIDUALS}")
+
+
+if __name__ == "__main__":
+    main()
