@@ -2,59 +2,71 @@
 import streamlit as st
 
 from explorer.facade import lessons
-from app_pages import classroom, share_link, sidebar
+from explorer.facade import ExplorerError, WorkCancelled, work_budget
+from app_pages import budget, classroom, share_link, sidebar
 from app_pages import state as S
+from app_pages.text import plain
 
 st.set_page_config(page_title="Bridging DL Explorer", layout="wide")
 S.init()
-classroom.read_param_once()     # ?classroom=1
-share_link.read_once()          # a shared link sets the widgets before they are drawn
-classroom.inject_css()
+# The whole run's library work under a budget (explorer.limits.work_budget): a session that leaves, or asks for
+# a newer run, stops its work within one loop step (a link's first evaluation included); an action that needs
+# more than the budget says so.
+with work_budget("this page", should_stop=budget.stop_requested) as run_budget:
+    classroom.read_param_once()     # ?classroom=1
+    share_link.read_once()          # a shared link sets the widgets before they are drawn
+    classroom.inject_css()
 
-# A first-time visitor lands on Start here; a shared configuration without a page (older links) on Cost
-# (switched to below: every page keeps its own address, so a link to /cost always finds it).
-START = [st.Page("app_pages/start.py", title="Start here", url_path="start", default=True)]
-LEARN = [st.Page(f"app_pages/learn_{lesson.number}_{lesson.slug.replace('-', '_')}.py",
-                 title=f"{lesson.number}. {lesson.title.split(':')[0]}", url_path=f"learn-{lesson.slug}")
-         for lesson in lessons.LESSONS]
-EXPLORE = [
-    st.Page("app_pages/model.py", title="Model & cluster", url_path="model"),
-    st.Page("app_pages/strategy.py", title="Strategy", url_path="strategy"),
-    st.Page("app_pages/cost.py", title="Cost breakdown", url_path="cost"),
-    st.Page("app_pages/timeline.py", title="Timelines", url_path="timeline"),
-    st.Page("app_pages/compare.py", title="Compare", url_path="compare"),
-    st.Page("app_pages/export.py", title="Export & share", url_path="export"),
-]
-# Pages live in app_pages/, not pages/: a directory named pages/ next to app.py makes Streamlit
-# run a process's first script run (and every AppTest run) in its old multipage mode, where a
-# page URL runs the page file without app.py and widget ids change on the next run.
-CHECK = [
-    st.Page("app_pages/validation.py", title="Validation", url_path="validation"),
-    st.Page("app_pages/search.py", title="Search", url_path="search"),
-    st.Page("app_pages/measured.py", title="Measured", url_path="measured"),
-]
+    # A first-time visitor lands on Start here; a shared configuration without a page (older links) on Cost
+    # (switched to below: every page keeps its own address, so a link to /cost always finds it).
+    START = [st.Page("app_pages/start.py", title="Start here", url_path="start", default=True)]
+    LEARN = [st.Page(f"app_pages/learn_{lesson.number}_{lesson.slug.replace('-', '_')}.py",
+                     title=f"{lesson.number}. {lesson.title.split(':')[0]}", url_path=f"learn-{lesson.slug}")
+             for lesson in lessons.LESSONS]
+    EXPLORE = [
+        st.Page("app_pages/model.py", title="Model & cluster", url_path="model"),
+        st.Page("app_pages/strategy.py", title="Strategy", url_path="strategy"),
+        st.Page("app_pages/cost.py", title="Cost breakdown", url_path="cost"),
+        st.Page("app_pages/timeline.py", title="Timelines", url_path="timeline"),
+        st.Page("app_pages/compare.py", title="Compare", url_path="compare"),
+        st.Page("app_pages/export.py", title="Export & share", url_path="export"),
+    ]
+    # Pages live in app_pages/, not pages/: a directory named pages/ next to app.py makes Streamlit
+    # run a process's first script run (and every AppTest run) in its old multipage mode, where a
+    # page URL runs the page file without app.py and widget ids change on the next run.
+    CHECK = [
+        st.Page("app_pages/validation.py", title="Validation", url_path="validation"),
+        st.Page("app_pages/search.py", title="Search", url_path="search"),
+        st.Page("app_pages/measured.py", title="Measured", url_path="measured"),
+    ]
 
-# classroom mode: the menu goes to the top bar, so the sidebar holds only the lesson's controls
-page = st.navigation({"Start": START, "Learn": LEARN, "Explore": EXPLORE, "Check": CHECK},
-                     position="top" if S.classroom() else "sidebar")
-if st.session_state.pop(S.OPENED_LINK, False) and page is START[0]:
-    st.switch_page(EXPLORE[2])          # a shared configuration opened at the root address: its cost
-teaching = any(page is p for p in START + LEARN)
-# Explore pages evaluate the sidebar's strategy and show it or the last valid one (LAST_VALID, written
-# after the page ran). Check pages evaluate nothing: their address bar names the sidebar's configuration,
-# written before the page runs (the Search page may st.stop(); its loads happen in callbacks, before).
-checking = page.url_path in {p.url_path for p in CHECK}
-classroom.draw_toggle()
-if teaching:                    # lessons bring their own example; the explorer's strategy is kept
-    S.keep_strategy_widgets()
-    if not S.classroom():
-        sidebar.draw_summary()
-else:
-    sidebar.draw()
-if checking:
-    share_link.write(st.session_state[S.LAST_VALID], evaluated=False)
-page.run()
-if teaching:
-    classroom.sync_param()
-elif not checking:
-    share_link.write(st.session_state[S.LAST_VALID])
+    # classroom mode: the menu goes to the top bar, so the sidebar holds only the lesson's controls
+    page = st.navigation({"Start": START, "Learn": LEARN, "Explore": EXPLORE, "Check": CHECK},
+                         position="top" if S.classroom() else "sidebar")
+    if st.session_state.pop(S.OPENED_LINK, False) and page is START[0]:
+        st.switch_page(EXPLORE[2])          # a shared configuration opened at the root address: its cost
+    teaching = any(page is p for p in START + LEARN)
+    # Explore pages evaluate the sidebar's strategy and show it or the last valid one (LAST_VALID, written
+    # after the page ran). Check pages evaluate nothing: their address bar names the sidebar's configuration,
+    # written before the page runs (the Search page may st.stop(); its loads happen in callbacks, before).
+    checking = page.url_path in {p.url_path for p in CHECK}
+    classroom.draw_toggle()
+    if teaching:                    # lessons bring their own example; the explorer's strategy is kept
+        S.keep_strategy_widgets()
+        if not S.classroom():
+            sidebar.draw_summary()
+    else:
+        sidebar.draw()
+    if checking:
+        share_link.write(st.session_state[S.LAST_VALID], evaluated=False)
+    run_budget.what = f"the {page.title} page"
+    try:
+        page.run()
+    except WorkCancelled:
+        st.stop()                   # nobody is waiting for this run: Streamlit handles the pending request
+    except ExplorerError as err:    # a page that did not catch a refusal: the message, never a traceback
+        st.error(plain(str(err)))
+    if teaching:
+        classroom.sync_param()
+    elif not checking:
+        share_link.write(st.session_state[S.LAST_VALID])

@@ -31,6 +31,24 @@ from explorer.search.report import rows as search_rows
 from explorer.io.share import decode as decode_link
 from explorer.io.share import encode as encode_link
 from explorer.schedules import chunked as schedule_is_chunked
+from explorer.schedules import get as _schedule
+from explorer.schedules.registry import names as schedule_names
+
+
+def schedule_drawn_as(name: str) -> list:
+    """The schedules a strategy of schedule `name` may be drawn as in the Timelines page: its own, then its
+    what-ifs (Schedule.drawn_as)."""
+    return [name, *_schedule(name).drawn_as]
+
+
+def schedule_overlaps_sends(name: str) -> bool:
+    """May schedule `name` overlap its point-to-point sends with computation (Schedule.overlaps_sends)?"""
+    return _schedule(name).overlaps_sends
+
+
+def schedule_chunks(name: str) -> int:
+    """The one chunk count schedule `name` takes (0: any v >= 2, or an unchunked schedule)."""
+    return _schedule(name).chunks
 from explorer.strategy.strategy import RECOMPUTE, SCHEDULES, LayerSplit, Strategy
 from explorer.io.uploads import cluster_from_upload, model_from_upload, strategy_from_upload
 from explorer.validation import TARGETS as VALIDATION_TARGETS
@@ -85,8 +103,10 @@ from explorer.codegen import export as framework_config                         
 
 __all__ += ["CONFIG_SUFFIX", "CONFIG_FRAMEWORKS", "CONFIG_TITLES", "framework_config"]
 from explorer.limits import MAX_DEVICES                                                  # noqa: E402
+from explorer.limits import MAX_ACTION_CPU_S, WorkCancelled, work_budget                 # noqa: E402
+from explorer.validation.evidence import band_text, evidence                          # noqa: E402
 
-__all__ += ["MAX_DEVICES"]
+__all__ += ["MAX_DEVICES", "MAX_ACTION_CPU_S", "WorkCancelled", "work_budget", "band_text", "evidence"]
 # ---- FP8, fp32 gradients, validation groups (issue 11 / issue 10 E7) -------------------------
 from explorer.strategy.strategy import DTYPES, GRAD_DTYPES                              # noqa: E402
 from explorer.validation import GROUPS as VALIDATION_GROUPS                             # noqa: E402

@@ -17,7 +17,11 @@ explorer.errors.ExplorerError: layers = 1000000 is more than the 2,048 this expl
 from __future__ import annotations
 
 import math
-from dataclasses import fields, is_dataclass
+import time
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, fields, is_dataclass
+from typing import Callable
 
 from explorer.errors import ExplorerError
 from explorer.hardware.units import GB, GIB, TERA, US_PER_S
@@ -275,3 +279,58 @@ def guarded(fn, *args, what: str = "the evaluation", **kwargs):
     except (ArithmeticError, RecursionError, MemoryError) as err:
         raise ExplorerError(f"{what} failed ({type(err).__name__}: {' '.join(str(err).split())[:100]}); "
                             "an input is too extreme") from None
+
+
+# ---- a work budget per action, and cancellation (issue 31) -------------------------------------
+MAX_ACTION_CPU_S = 30.0
+"""CPU seconds one action (a page's run, a CLI command) may spend in the library: no input holds a core
+longer without the action stopping with a message that names what it was doing. 3x the longest legitimate
+action measured: the README's search of GPT-3 175B on 1,024 GPUs takes 3 s of CPU on a quiet 2-core
+machine and 8-10 s while seven other processes compete for it (CPU time grows under contention)."""
+
+
+class WorkCancelled(ExplorerError):
+    """The action's caller asked it to stop (its session went away, or asked for a newer run)."""
+
+
+@dataclass
+class WorkBudget:
+    what: str                                    # the action, for the message
+    cpu_s: float                                 # CPU seconds it may spend
+    should_stop: Callable[[], bool] | None       # True: the caller no longer wants the result
+    clock: Callable[[], float]                   # CPU seconds of this thread (a fake one in tests)
+    start_s: float
+    checks: int = 0                              # spend() calls so far (tests count them)
+
+
+_BUDGET: ContextVar[WorkBudget | None] = ContextVar("explorer_work_budget", default=None)
+
+
+@contextmanager
+def work_budget(what: str, cpu_s: float = MAX_ACTION_CPU_S, should_stop: Callable[[], bool] | None = None,
+                clock: Callable[[], float] = time.thread_time):
+    """Run the block's library work under a budget: `spend()` in the library's long loops raises
+    ExplorerError past `cpu_s` seconds of this thread's CPU, and WorkCancelled once `should_stop()` says
+    so. A context variable carries it, so each Streamlit session's script thread has its own."""
+    budget = WorkBudget(what, float(cpu_s), should_stop, clock, clock())
+    token = _BUDGET.set(budget)
+    try:
+        yield budget
+    finally:
+        _BUDGET.reset(token)
+
+
+def spend(doing: str) -> None:
+    """A point where long library work may stop (explanation, compiles, search, figures): no-op without a
+    budget; WorkCancelled if the caller asked to stop; ExplorerError naming `doing` past the budget."""
+    budget = _BUDGET.get()
+    if budget is None:
+        return
+    budget.checks += 1
+    if budget.should_stop is not None and budget.should_stop():
+        raise WorkCancelled(f"{budget.what} was cancelled while {doing}")
+    used = budget.clock() - budget.start_s
+    if used > budget.cpu_s:
+        raise ExplorerError(f"{budget.what} needs more than the {budget.cpu_s:g} s of computation one action "
+                            f"may take (stopped while {doing}); ask for less: fewer stages, layers or "
+                            "candidates")

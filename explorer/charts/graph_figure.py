@@ -12,6 +12,7 @@ import networkx as nx
 import plotly.graph_objects as go
 import sympy as sp
 
+from explorer.limits import spend
 from explorer.model.graph import build_graph
 
 COLOUR_BY = ("stage", "degree")
@@ -69,6 +70,7 @@ def _positions(the_plan, groups: dict, wrap: int) -> dict:
 
 
 def _hover(node, members, graph, placed, values, cache) -> str:
+    spend(f"describing operator {node!s:.40} of the graph")
     first = graph.nodes[members[0]]
     total = lambda key: sum(_number(graph.nodes[m][key], values, cache) for m in members)
     head = f"<b>{node}</b>" + ("" if len(members) == 1 else f" ({len(members)} operators)")

@@ -17,6 +17,7 @@ from explorer.cost import collectives as coll
 from explorer.cost import layouts as lay
 from explorer.cost.compile import BoundedCache
 from explorer.cost.keys import cost_key  # the key of a BlockCost and of its summary
+from explorer.limits import spend
 from explorer.model.ops import Block, Operator
 from explorer.symbols import QuickMax
 from explorer.cost import context_parallel as cpx
@@ -159,9 +160,11 @@ def block_cost(block: Block, preset: str, overrides: tuple, sequence_parallel: b
     """
     key = cost_key(block, preset, overrides, sequence_parallel, recompute, incoming, cp, cp_algo, overlap_tp,
                    load, experts_by_seq)
-    return _COSTS.get(key, lambda: _block_cost(key, block, preset, dict(overrides), sequence_parallel,
-                                               recompute, incoming, cp, cp_algo, overlap_tp, load,
-                                               experts_by_seq))
+    def build():
+        spend(f"building the cost of block {block.name!s:.40}")
+        return _block_cost(key, block, preset, dict(overrides), sequence_parallel, recompute, incoming, cp,
+                           cp_algo, overlap_tp, load, experts_by_seq)
+    return _COSTS.get(key, build)
 
 
 def _routed_a2a(op: Operator, needed: str, load, cps=1) -> tuple:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from explorer.cost import cache
+from explorer.limits import spend
 from explorer.cost.generated import function_of, source_of
 from explorer.cost.numeric import (OUTPUTS, block_values, boundary_bytes, boundary_levels, boundary_values,
                                    structure_key)
@@ -105,6 +106,7 @@ def _tree(text: str, model, strategy, cluster) -> NumericTree:
         except (KeyError, TypeError, ValueError, IndexError):
             pass
     from explorer.cost.tree import cost_tree
+    spend(f"building the cost tree of {model.name!s:.40} (a structure not seen before)")
     full = cost_tree(model, strategy, cluster)
     groups = bool(full.groups)
     tied = None if full.tied is None else (full.tied.last, full.tied.route)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from explorer.cost import generated
 from explorer.cost.cache import BoundedCache  # noqa: F401 (re-exported)
+from explorer.limits import spend
 
 _COMPILED = BoundedCache(512)
 
@@ -14,6 +15,7 @@ def lambdify(args, exprs, modules="numpy", cse: bool = True):
     for __doc__: ~0.3 s of a cold validate), no search for implemented_function (use_imps: none is
     used; the walk over every node cost ~0.6 s of a cold search)."""
     import sympy as sp
+    spend("compiling the cost formulas")
     return sp.lambdify(args, exprs, modules=modules, cse=cse, docstring_limit=0, use_imps=False)
 
 

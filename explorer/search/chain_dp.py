@@ -28,6 +28,7 @@ import numpy as np
 
 from explorer.cost import layouts as lay
 from explorer.errors import ExplorerError
+from explorer.limits import spend
 from explorer.schedules import get as schedule_of
 from explorer.search.bounds import LowerBound
 from explorer.search.labels import Bucket, Label
@@ -158,6 +159,7 @@ class ChainDP:
         """The states after block i: every label of every state extended by every node block i can
         take next, in one array pass per pair of stages (from, to), inserted in the order a label at
         a time would insert them (so ties keep the same label)."""
+        spend(f"placing block {i} of {self.chain.n} (dynamic programming, {len(states):,} states)")
         pairs = {}                                       # (from stage, to stage) -> (parents, nodes, order)
         order = 0
         for (prev, s), bucket in states.items():

@@ -14,6 +14,7 @@ with explorer.evaluate(); every number reported is evaluate()'s.
 """
 from __future__ import annotations
 
+import math
 import time
 from collections import Counter
 from dataclasses import dataclass, replace
@@ -21,7 +22,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from explorer.errors import ExplorerError
-from explorer.limits import check_count
+from explorer.limits import check_count, spend
 from explorer.schedules import get as schedule_of
 from explorer.cost.evaluate import Result, evaluate
 from explorer.strategy.strategy import Strategy
@@ -76,12 +77,19 @@ class SearchResult:
     elapsed_s: float
 
 
+def _positive_finite(value) -> bool:
+    try:
+        return value > 0 and math.isfinite(value)
+    except (TypeError, OverflowError):          # not a number, or an integer beyond a float
+        return False
+
+
 def _check(model, cluster, gpus, global_batch, max_memory_bytes, top):
     for name, value in (("gpus", gpus), ("global batch", global_batch), ("top", top)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ExplorerError(f"{name} must be a positive integer, got {value!r}")
-    if max_memory_bytes is not None and not max_memory_bytes > 0:
-        raise ExplorerError(f"the memory cap must be positive, got {max_memory_bytes!r}")
+    if max_memory_bytes is not None and not _positive_finite(max_memory_bytes):
+        raise ExplorerError(f"the memory cap must be a positive finite number, got {max_memory_bytes!r}")
     check_count("GPUs N", gpus, "MAX_DEVICES")            # the cluster grows with the run; the limits bound it
 
 
@@ -154,6 +162,7 @@ def search(model, cluster, gpus: int, global_batch: int, max_memory_bytes: float
     chains = {}
     bar = _top_bar(points, fits, top) if keep is None else np.inf
     for n, k in enumerate(order):
+        spend(f"refining candidate {n + 1} of {len(order)} by dynamic programming")
         report(0.7 + 0.2 * n / max(1, len(order)), f"dynamic programming {n + 1}/{len(order)}")
         found = refine(model, cluster, pool.strategy(k), min(float(points.time_s[k]), bar), cap, chains)
         if found is not None:
@@ -225,7 +234,8 @@ def expressible(framework: str, model, cluster):
     cache = {}
 
     def keep(strategy) -> bool:
-        key = strategy.with_(micro_batch=1, global_batch=strategy.dp * strategy.pp)
+        key = strategy.with_(micro_batch=1, global_batch=strategy.dp *
+                             schedule_of(strategy.schedule).base_micro_batches(strategy.pp))
         if key not in cache:
             try:
                 export(framework, model, strategy, cluster)

@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from explorer.hardware.cluster import BYTES_PER_ELEMENT
+from explorer.limits import spend
+from explorer.schedules import get as schedule_of
 from explorer.schedules.critical_path import stage_end_lower_bounds
 from explorer.strategy.strategy import LayerSplit, Strategy
 from explorer.search.objective import Objective
@@ -59,7 +61,8 @@ class _Pending:
 def probe(family, global_batch: int, dtype: str = "bf16") -> Strategy:
     """A strategy with the family's structure (micro-batch 1); stands in for the whole family."""
     return Strategy(dp=family.dp, tp=family.tp, pp=family.pp, micro_batch=1,
-                    global_batch=family.dp * family.pp, schedule=family.schedule, chunks=family.chunks,
+                    global_batch=family.dp * schedule_of(family.schedule).base_micro_batches(family.pp),
+                    schedule=family.schedule, chunks=family.chunks,
                     recompute=family.recompute, sequence_parallel=family.sequence_parallel, dtype=dtype,
                     cp=family.cp, cp_algo=family.cp_algo, ep=family.ep, expert_tp=family.expert_tp,
                     overlap_tp=tp_overlap(family), overlap_p2p=p2p_overlap(family))
@@ -70,7 +73,7 @@ def p2p_overlap(family, allowed: bool = True) -> bool:
     --overlap-p2p-communication, which Megatron-Core allows with a virtual pipeline only): never
     slower in the model (an edge's send replaces the same send inside its pass), so not a choice --
     unless the search is `allowed` none (a framework filter whose exporter cannot write it)."""
-    return allowed and family.schedule == "interleaved" and family.pp > 1
+    return allowed and schedule_of(family.schedule).overlaps_sends and family.pp > 1
 
 
 SENDS_OVERLAPPED_BY = (None, "megatron", "torchtitan")
@@ -100,6 +103,7 @@ def sweep(model, cluster, families, global_batch: int, dtype: str = "bf16", prog
         groups[(fam.tp, fam.recompute, fam.sequence_parallel, fam.cp, fam.cp_algo, fam.ep, fam.expert_tp)].append(index)
     rows, pending, done = [], {}, 0
     for (tp, *_), members in groups.items():
+        spend(f"searching (t={tp}: {len(members)} of {len(families)} families)")
         _sweep_group(model, cluster, families, members, global_batch, dtype, options(tp), rows, pending,
                      overlap_sends)
         done += len(members)
@@ -134,7 +138,7 @@ def _sweep_group(model, cluster, families, members, global_batch, dtype, options
                                               for o in options]).transpose(0, 1, 3, 2)   # (options, ROWS, b, pp)
             pick = np.searchsorted(sizes, fam.micro_batches)
             picked.append((i, fam, by_stages[stages][:, :, pick], sizes[pick]))
-        exact = [k for k, (_, fam, _, _) in enumerate(picked) if fam.schedule in CLOSED_FORM_EXACT]
+        exact = [k for k, (_, fam, _, _) in enumerate(picked) if schedule_of(fam.schedule).closed_form_exact]
         ends = dict(zip(exact, _stage_ends([picked[k] for k in exact], objective, global_batch)))
         for k, (i, fam, sums, b) in enumerate(picked):
             if k not in ends:
@@ -190,9 +194,9 @@ def _evaluate_family(index, fam, sums, b, ends, degree, objective, global_batch,
                          np.full(count, exact)))
 
 
-CLOSED_FORM_EXACT = frozenset({"gpipe"})
-"""Schedules whose stage ends are a closed form (exact for any stages: explorer.schedules.gpipe)
-evaluated for every point at once; the others' critical paths are walked only where settle() asks."""
+# Schedules whose stage ends are a closed form (Schedule.closed_form_exact: exact for any stages,
+# explorer.schedules.gpipe) are evaluated for every point at once; the others' critical paths are walked
+# only where settle() asks.
 
 
 def settle(points: Points, indices) -> None:
@@ -206,6 +210,7 @@ def settle(points: Points, indices) -> None:
         pend = points.pending[int(points.family[k])]
         groups[(id(pend.objective), pend.family.schedule, pend.family.chunks)].append(k)
     for ks in groups.values():
+        spend(f"walking the critical paths of {len(indices):,} candidates")
         pends = [points.pending[int(points.family[k])] for k in ks]
         objective, fam = pends[0].objective, pends[0].family
         at = [int(np.searchsorted(pend.micro_batches, points.micro_batch[k])) for pend, k in zip(pends, ks)]
