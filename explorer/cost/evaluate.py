@@ -10,12 +10,13 @@ then built with sympy).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
 import numpy as np
 
 from explorer.cost import collectives as coll
+from explorer.cost.megatron_flops import megatron_model_flops
 from explorer.cost.numbers import Numbers
 from explorer.cost.rows import comm_rows, stage_rows
 from explorer.cost.cold import NumericTree, numeric_tree, superstep_function
@@ -54,6 +55,12 @@ class Result:
     gpus: int
     micro_batches: int
     extra: dict = field(default_factory=dict)
+    # The same throughput in Megatron-LM's FLOPs count (explorer.cost.megatron_flops: causal attention core at
+    # half, padded vocabulary), what Megatron-LM's and Megatron-Bridge's logs print; model_flops_per_iteration,
+    # tflops_per_gpu and mfu above count Narayanan et al. 2021 Eq. 3 (full attention). None for non-causal models.
+    megatron_model_flops_per_iteration: float | None = None
+    megatron_tflops_per_gpu: float | None = None
+    megatron_mfu: float | None = None
 
 
 @dataclass(frozen=True)
@@ -71,7 +78,18 @@ def evaluate(model: ModelSpec, strategy: Strategy, cluster: Cluster, gpus: int |
     check_work(model, strategy, cluster)     # sizes and magnitudes within explorer/limits.py
     rules.check(model, strategy, gpus, cluster)
     tree = numeric_tree(model, strategy, cluster)
-    return _result(tree, strategy, cluster, _core(tree, model, [strategy], cluster))
+    return _with_megatron_flops(_result(tree, strategy, cluster, _core(tree, model, [strategy], cluster)), model,
+                                strategy, cluster)
+
+
+def _with_megatron_flops(result: Result, model: ModelSpec, strategy: Strategy, cluster: Cluster) -> Result:
+    """The Result with its throughput also in Megatron-LM's FLOPs count (explorer.cost.megatron_flops)."""
+    flops = megatron_model_flops(model, strategy.global_batch, strategy.tp)
+    if flops is None:
+        return result
+    seconds = result.iteration_time_s * result.gpus
+    return replace(result, megatron_model_flops_per_iteration=flops, megatron_tflops_per_gpu=flops / seconds / 1e12,
+                   megatron_mfu=flops / (seconds * cluster.device.flops(strategy.dtype)))
 
 
 def evaluate_batch(model: ModelSpec, strategies, cluster: Cluster, gpus: int | None = None) -> BatchResult:
