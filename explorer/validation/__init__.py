@@ -2,7 +2,17 @@
 from explorer.validation.bf16 import load_bf16_cases
 from explorer.validation.cases import Case, load_cases
 from explorer.validation.megatron_bridge import load_megatron_bridge
-from explorer.validation.run import TARGETS, ValidationRow, summarize, validate
+
+_RUN_NAMES = ("TARGETS", "ValidationRow", "summarize", "validate")
+
+
+def __getattr__(name: str):
+    """PEP 562: the prediction side (explorer.validation.run, which builds cost trees with sympy) loads on
+    first use, so that reading the bundled evidence (explorer.validation.evidence) imports no sympy."""
+    if name in _RUN_NAMES:
+        from explorer.validation import run
+        return getattr(run, name)
+    raise AttributeError(f"module 'explorer.validation' has no attribute {name!r}")
 
 GROUPS = ("megatron_table1", "korthikanti_table4", "megatron_bridge", "bf16_h100")
 """Selectable validation groups: the A100 groups of published.json, the Megatron-Bridge
