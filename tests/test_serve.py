@@ -4,6 +4,7 @@ Drives the served app over its websocket as browsers do (benchmarks/bench_load.p
 every session completes, both processes do work, and a browser's cookie keeps it on one process.
 """
 import asyncio
+import os
 import shutil
 import subprocess
 import sys
@@ -23,7 +24,8 @@ PORT, BASE = 8690, 8691
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
     run = tmp_path_factory.mktemp("serve")
-    env = {"RUN": str(run), "BASE": str(BASE), "PATH": "/usr/sbin:/usr/bin:/bin:" + str(Path(sys.executable).parent)}
+    env = {"RUN": str(run), "BASE": str(BASE), "PATH": "/usr/sbin:/usr/bin:/bin:" + str(Path(sys.executable).parent),
+           "BRIDGING_DL_CACHE": os.environ["BRIDGING_DL_CACHE"]}     # the session's cache (tests/conftest.py)
     subprocess.run(["bash", "serve/serve.sh", "2", str(PORT)], cwd=ROOT, env=env, check=True, timeout=180)
     yield run
     subprocess.run(["bash", "serve/serve.sh", "stop"], cwd=ROOT, env=env, timeout=60)
