@@ -20,6 +20,7 @@ import numpy as np
 
 from explorer.cost import cache
 from explorer.limits import spend
+from explorer.cost.compile import compile_cache
 from explorer.cost.generated import function_of, source_of
 from explorer.cost.numeric import (OUTPUTS, block_values, boundary_bytes, boundary_levels, boundary_values,
                                    structure_key)
@@ -65,8 +66,9 @@ _VARIANTS = cache.BoundedCache(64)
 
 
 def clear_memory() -> None:
-    """Forget what this process loaded or built (the disk cache stays): for tests and benchmarks."""
-    for store in (_TREES, _VARIANTS):
+    """Forget what this process loaded or built (the disk cache stays), compiled functions included, so that
+    the next evaluation is as cold as a fresh process's: for tests and benchmarks."""
+    for store in (_TREES, _VARIANTS, compile_cache()):
         store.clear()
 
 

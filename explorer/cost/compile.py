@@ -9,6 +9,11 @@ from explorer.limits import spend
 _COMPILED = BoundedCache(512)
 
 
+def compile_cache() -> BoundedCache:
+    """The functions compiled in this process, by key (explorer.cost.cold.clear_memory empties it)."""
+    return _COMPILED
+
+
 def lambdify(args, exprs, modules="numpy", cse: bool = True):
     """sympy.lambdify as every cost function is compiled: common subexpressions shared (cse), no
     docstring (lambdify would print every expression a second time, with sympy's term ordering, only
