@@ -30,9 +30,9 @@ from explorer.cost.tree import cost_tree, stage_inputs, tied_terms
 from explorer.schedules import get as schedule_of
 from explorer.schedules.base import AGGREGATES
 from explorer.symbols import (B_r, F_r, S_b_r, S_f_r)
-from explorer.symbols import (F, F_a, K_opt, L_c, L_r, L_t, Psi_r, V, W_hbm, AtStage, StageMax, StageSum,
-                              StageSuffixMax, StageSuffixSum, _StageEnd, a, a_kv, b, beta, d, eta, eta_a, f, g_c,
-                              g_r, g_t, h, l, m, p, phi, r, s, t, t_launch, v)
+from explorer.symbols import (F, F_a, K_opt, L_c, L_r, L_t, Psi_r, V, W_hbm, AtStage, QuickMax, StageMax,
+                              StageSum, StageSuffixMax, StageSuffixSum, _StageEnd, a, a_kv, b, beta, d, eta, eta_a,
+                              f, g_c, g_r, g_t, h, l, m, p, phi, r, s, t, t_launch, v)
 
 PSI = sp.Symbol("Psi", nonnegative=True)   # parameters per device on the synchronising stage
 END_r = sp.Symbol("T^{end}_r", nonnegative=True)    # stage r's last pass ends (the schedule's critical path)
@@ -140,36 +140,56 @@ def _stage_tables(tree, strategy, g, L):
     return per_stage, fwd, bwd, sends
 
 
-def _expand(expr, stage: dict, at: dict, stages: int, ends: tuple = ()):
+def _expand(expr, stage: dict, at: dict, stages: int, ends: tuple = (), constants: dict | None = None):
     """expr with AtStage(x, index) at the stage `at[index]`, and stage sums and maxima written out;
     a schedule's stage end at stage i is the symbol ends[i] (its value: the critical path's number,
     a longest path that no closed form in the stage symbols gives), its suffix sums and maxima
-    (GPipe's) are written out over the stages from i on."""
-    def one(x, i):
-        if x.has(_StageEnd, StageSuffixSum, StageSuffixMax, StageSum, StageMax):
-            x = x.replace(lambda e: isinstance(e, _StageEnd), lambda e: ends[i])
-            x = x.replace(lambda e: isinstance(e, StageSum),       # nested reductions: over every stage
-                          lambda e: sp.Add(*[one(e.args[0], k) for k in range(stages)]))
-            x = x.replace(lambda e: isinstance(e, StageMax),
-                          lambda e: sp.Max(*[one(e.args[0], k) for k in range(stages)], evaluate=False))
-            x = x.replace(lambda e: isinstance(e, StageSuffixSum),
-                          lambda e: sp.Add(*[one(e.args[0], k) for k in range(i, stages)]))
-            x = x.replace(lambda e: isinstance(e, StageSuffixMax),
-                          lambda e: sp.Max(*[one(e.args[0], k) for k in range(i, stages)], evaluate=False))
-        return x.xreplace({sym: vals[i] for sym, vals in stage.items()})
+    (GPipe's) are written out over the stages from i on; `constants` replaced everywhere.
 
-    def walk(e):
-        if isinstance(e, AtStage):
-            return one(e.args[0], at[e.args[1]])
-        if isinstance(e, StageSum):
-            return sp.Add(*[one(e.args[0], i) for i in range(stages)])
-        if isinstance(e, StageMax):
-            return sp.Max(*[one(e.args[0], i) for i in range(stages)], evaluate=False)
-        if e.args:
-            return e.func(*[walk(x) for x in e.args], evaluate=False) if isinstance(e, (sp.Max, sp.Min)) \
-                else e.func(*[walk(x) for x in e.args])
-        return e
-    return walk(expr)
+    One pass from the leaves up, each (subexpression, stage) built once: a stage's symbols become
+    that stage's expressions (inserted whole, never rebuilt), and a maximum is a QuickMax, which
+    drops only equal arguments -- sympy's Max would try to prove an order between every pair of
+    its arguments (factor_terms of their difference), quadratic in the stages and slow on each pair
+    (issue 31). Linear in the stages: p copies of a stage's expression per stage reduction."""
+    constants = constants or {}
+    tables = [{**{sym: vals[i] for sym, vals in stage.items()}, **constants} for i in range(stages)]
+    built: dict = {}
+
+    def over(x, stage_range, combine):
+        return combine(*[at_stage(x.args[0], k) for k in stage_range])
+
+    def at_stage(x, i):
+        """x at stage i (None: outside any stage, where only AtStage and the reductions pick one)."""
+        key = (x, None if isinstance(x, (StageSum, StageMax)) else i)   # the same at every stage
+        done = built.get(key)
+        if done is None:
+            done = built[key] = _build(x, i)
+        return done
+
+    def _build(x, i):
+        table = constants if i is None else tables[i]
+        if x in table:
+            return table[x]
+        if not x.args:
+            return x
+        if isinstance(x, AtStage):
+            return at_stage(x.args[0], at[x.args[1]])
+        if isinstance(x, StageSum):
+            return over(x, range(stages), sp.Add)
+        if isinstance(x, StageMax):
+            return over(x, range(stages), QuickMax)
+        if i is not None:
+            if isinstance(x, _StageEnd):
+                return ends[i]
+            if isinstance(x, StageSuffixSum):
+                return over(x, range(i, stages), sp.Add)
+            if isinstance(x, StageSuffixMax):
+                return over(x, range(i, stages), QuickMax)
+        args = [at_stage(y, i) for y in x.args]
+        if all(y is z for y, z in zip(args, x.args)):
+            return x
+        return QuickMax(*args) if isinstance(x, sp.Max) else x.func(*args)
+    return at_stage(expr, None)
 
 
 def _tied(tree, strategy, g, L) -> dict:
@@ -223,7 +243,7 @@ def explain(model, strategy, cluster, gpus=None, result: Result | None = None) -
                 else bubble_term(END_r, SYNC_r)
         else:
             compact[c] = term
-        terms[c] = _expand(term.xreplace(dict(AGGREGATES)), shown, at, strategy.pp, ends).xreplace(constants)
+        terms[c] = _expand(term.xreplace(dict(AGGREGATES)), shown, at, strategy.pp, ends, constants)
     values = dict(symbol_values(model, strategy, cluster))
     for i, row in enumerate(result.stage_times_s):
         values[ends[i]] = sp.Float(row["end_s"], 17)
