@@ -197,7 +197,7 @@ _STAGE_ENDS: dict = {}
 
 class StageEndInterleavedSends(_StageEnd):
     """The interleaved schedule's stage ends with its point-to-point sends overlapped (Megatron-LM
-    --overlap-p2p-communication): args F_r, B_r without the sends, W_r, m, v, then the sends S^f_r,
+    overlap_p2p_comm): args F_r, B_r without the sends, W_r, m, v, then the sends S^f_r,
     S^b_r, which a pass on the receiving stage waits for after its input's end."""
 
     title = "interleaved, sends overlapped"

@@ -74,7 +74,7 @@ CASES = {
                                recompute="full")),
     "cp-ulysses": ("tiny-gpt", "classroom",
                    Strategy(dp=1, tp=2, cp=2, cp_algo="ulysses", pp=2, micro_batch=2, global_batch=8)),
-    # the pipeline's sends overlapped with computation (issue 10, Megatron-LM --overlap-p2p-communication)
+    # the pipeline's sends overlapped with computation (issue 10, Megatron-LM overlap_p2p_comm)
     "p2p-overlap": ("gpt-1.7b", "dgx-a100-80gb",
                     Strategy(dp=2, tp=1, pp=8, micro_batch=2, global_batch=64, schedule="interleaved", chunks=3,
                              overlap_p2p=True, overlap_dp=True)),

@@ -1,5 +1,5 @@
 """The pipeline's point-to-point sends overlapped with computation (issue 10, "Overlaps, each shown as
-exposed vs hidden": PP p2p overlap; Megatron-LM --overlap-p2p-communication, which Megatron-Core
+exposed vs hidden": PP p2p overlap; Megatron-LM overlap_p2p_comm, which Megatron-Core
 allows with a virtual pipeline only). A send leaves its sender's pass; the pass on the receiving stage
 waits for its input's end plus the send. The exposed part is what the sends still add to the
 iteration; hidden + exposed = the critical stage's sends."""

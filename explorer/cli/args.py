@@ -49,7 +49,7 @@ def add_strategy_flags(cmd: argparse.ArgumentParser, extra_schedules: tuple = ()
                           "(Megatron-LM --overlap-param-gather with the distributed optimizer; off by default)")
     cmd.add_argument("--overlap-p2p", action="store_true", default=None,
                      help="interleaved schedule: run the pipeline's point-to-point sends under computation; a "
-                          "receiving pass waits for its input's send (Megatron-LM --overlap-p2p-communication)")
+                          "receiving pass waits for its input's send (Megatron-LM's overlap_p2p_comm)")
     cmd.add_argument("--zero-prefetch", action=argparse.BooleanOptionalAction, default=None,
                      help="ZeRO-3: gather the next layer's parameters under the current layer's compute "
                           "(DeepSpeed stage3_prefetch_bucket_size, FSDP forward/backward_prefetch; on by default, "

@@ -26,7 +26,7 @@ Two exact ways to compute it, both vectorised over candidates (any axes after th
   end, so does every later block; where the three have not settled, the whole graph is walked.
 For one candidate (evaluate()) both run on Python floats: numpy's per-call overhead dominates arrays
 of p numbers. tests/test_critical_path.py checks every path against the timeline's simulation.
-With the sends overlapped (Megatron-LM --overlap-p2p-communication) an edge between stages carries
+With the sends overlapped (Megatron-LM overlap_p2p_comm) an edge between stages carries
 its send: end = duration + max(previous pass on the stage, input + send), walked on the graph
 (tests/test_p2p_overlap.py).
 """
@@ -59,7 +59,7 @@ def stage_ends(schedule: str, fwd, bwd, weight, m, v=1, sends=None) -> np.ndarra
     1/v of its stage's. Any further axes (candidates) broadcast, m among them.
 
     `sends` (send_fwd, send_bwd), per stage like `fwd`: point-to-point sends overlapped with
-    computation (Megatron-LM --overlap-p2p-communication): not part of the sender's passes, a pass
+    computation (Megatron-LM overlap_p2p_comm): not part of the sender's passes, a pass
     on another stage waits for its input's end plus the send of the stage that ran it (1/v of it per
     chunk, as the passes). Without them sends are part of the sender's pass (in `fwd`, `bwd`)."""
     fwd, bwd, weight = (np.asarray(x, dtype=float) for x in (fwd, bwd, weight))

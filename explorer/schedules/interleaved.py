@@ -72,7 +72,7 @@ def formulas() -> dict:
         overlap_window=B_r / v,            # the last backward pass is one chunk's
         sync_exposed=sync_exposed,         # each chunk's sync from its own last backward (Megatron-Core)
         stage_end=StageEndInterleaved(F_r, B_r, W_r, m, v),   # exact (critical_path.py); makespan bounds it
-        # with Megatron-LM --overlap-p2p-communication: a pass on another stage waits for its input's end
+        # with Megatron-LM overlap_p2p_comm: a pass on another stage waits for its input's end
         # plus the send (critical_path.stage_ends(sends=...))
         stage_end_with=lambda fwd, bwd, sends=None: StageEndInterleaved(fwd, bwd, W_r, m, v) if sends is None
         else StageEndInterleavedSends(fwd, bwd, W_r, m, v, *sends),

@@ -70,7 +70,7 @@ def probe(family, global_batch: int, dtype: str = "bf16") -> Strategy:
 
 def p2p_overlap(family, allowed: bool = True) -> bool:
     """The interleaved schedule's point-to-point sends run under computation (Megatron-LM
-    --overlap-p2p-communication, which Megatron-Core allows with a virtual pipeline only): never
+    overlap_p2p_comm, which Megatron-Core allows with a virtual pipeline only): never
     slower in the model (an edge's send replaces the same send inside its pass), so not a choice --
     unless the search is `allowed` none (a framework filter whose exporter cannot write it)."""
     return allowed and schedule_of(family.schedule).overlaps_sends and family.pp > 1
@@ -78,7 +78,7 @@ def p2p_overlap(family, allowed: bool = True) -> bool:
 
 SENDS_OVERLAPPED_BY = (None, "megatron", "torchtitan")
 """Framework filters under which the search overlaps the interleaved schedule's sends: none, Megatron-LM
-(--overlap-p2p-communication) and torchtitan (torch.distributed.pipelining issues its sends
+(overlap_p2p_comm) and torchtitan (torch.distributed.pipelining issues its sends
 asynchronously and waits on them later, 'Delay send waits' in its schedules)."""
 
 

@@ -204,7 +204,7 @@ def _overlap_tp(v):
 def _overlap_p2p(v):
     if getattr(v, "overlap_p2p", False) and not schedule_of(v.schedule).overlaps_sends:
         return (f"overlapping the pipeline's point-to-point sends with computation needs the interleaved schedule, "
-                f"not {v.schedule!r} (Megatron-Core refuses --overlap-p2p-communication without a virtual "
+                f"not {v.schedule!r} (Megatron-Core refuses overlap_p2p_comm without a virtual "
                 "pipeline: 'Non-interleaved pipeline parallelism does not support overlapping p2p communication')")
     return None
 

@@ -101,7 +101,7 @@ class Strategy:
     zero_prefetch: bool = True       # ZeRO-3 gathers under the previous layer's compute (DeepSpeed prefetch, on by default)
     ep: int = 1                      # e: expert-parallel degree, carved out of dp (MoE models only)
     expert_tp: int = 0               # expert tensor-parallel degree: 0 = tp (Megatron's default) or 1
-    overlap_p2p: bool = False        # pipeline sends under computation (Megatron --overlap-p2p-communication; interleaved)
+    overlap_p2p: bool = False        # pipeline sends under computation (Megatron overlap_p2p_comm; interleaved)
 
     def __post_init__(self):
         for name in ("dp", "tp", "pp", "micro_batch", "global_batch", "chunks", "cp", "ep"):

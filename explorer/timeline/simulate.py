@@ -10,7 +10,7 @@ is free and its input is there:
 model's critical path uses too).
 Point-to-point sends are blocking and part of the sender's pass, so a receiver
 may start as soon as the sender's pass ends (the cost model's convention) -- unless
-they are overlapped with computation (Megatron-LM --overlap-p2p-communication):
+they are overlapped with computation (Megatron-LM overlap_p2p_comm):
 then `sends[stage, pass]` seconds are not in the pass, and a pass whose input ran
 on another stage waits for that input's end plus its send.
 """
