@@ -115,10 +115,12 @@ def button_state(session: Session, label: str):
 
 
 def diverse_query(index: int) -> str:
-    """Session `index`'s own link: a preset model made unseen (each head 8 (index + 1) wider), sent as an uploaded model travels (model_spec), and a strategy of its own (d, t)."""
+    """Session `index`'s own link: a preset model made unseen (each head 8 (index + 1) wider), sent as an
+    uploaded model travels (model_spec), and a strategy of its own (d, t)."""
     import dataclasses
     from urllib.parse import urlencode
-    sys.path.insert(0, str(ROOT))
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
     from explorer.io.clusters import load_cluster
     from explorer.io.models import load_model
     from explorer.io.share import encode
