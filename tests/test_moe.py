@@ -330,9 +330,9 @@ def test_megatron_export_writes_the_moe_flags_and_reads_them_back():
                                 dict(tp=2, dp=4, ep=8, expert_tp=1, sequence_parallel=True)])
 def test_search_chain_prices_moe_stages_as_evaluate_does(kw):
     """The search's chain (tables.Chain) adds the all-to-alls and shards the experts as the plan does:
-    per-stage forward and backward equal evaluate()'s; the sweep's memory, which synchronises and
-    shards the expert weights over d rather than d/ep, is an approximation the re-evaluation replaces."""
-    from explorer.search.tables import B, F, PSI, Chain, node_stages, stage_sums
+    per-stage forward and backward equal evaluate()'s, and its dense (PSI) and expert (PE) weights per
+    device add up to evaluate()'s (tests/test_search_moe.py: the search's times and memory equal it)."""
+    from explorer.search.tables import B, F, PE, PSI, Chain, node_stages, stage_sums
     s = moe_strategy(**kw)
     r = evaluate(TINY_MOE, s, H100)
     chain = Chain(TINY_MOE, H100, s, [s.micro_batch])
@@ -342,7 +342,7 @@ def test_search_chain_prices_moe_stages_as_evaluate_does(kw):
     assert sums[F] == pytest.approx([row["fwd_s"] for row in r.stage_times_s], rel=1e-12)
     assert sums[B] == pytest.approx([row["bwd_s"] for row in r.stage_times_s], rel=1e-12)
     params = [row["params"] / 2 for row in r.memory_by_stage]      # bf16: 2 bytes a parameter
-    assert sums[PSI] == pytest.approx(params, rel=1e-12)
+    assert sums[PSI] + sums[PE] == pytest.approx(params, rel=1e-12)
 
 
 def test_evaluate_batch_equals_evaluate_for_moe_strategies():

@@ -63,6 +63,17 @@ def boundary_parts(src: str, dst: str, grad: str, n_prev: int, n_cur: int, same_
     return tuple(parts)
 
 
+def payer_side(kind: str, phase: str) -> str:
+    """Which side of a boundary pays a collective's time: the sender pays a point-to-point send (the
+    producer forward, the consumer backward); a conversion is paid by the side that needs it (the
+    consumer forward, the producer backward). 'from' or 'to'; the cost tree (tree.payer) and the
+    search's links (tables.Chain.link) both read it."""
+    sender = kind == "p2p"
+    if phase == "fwd":
+        return "from" if sender else "to"
+    return "to" if sender else "from"
+
+
 def same_split(a: LayerSplit, b: LayerSplit) -> bool:
     """Do two neighbouring blocks take the same split (their conversions are then op_comm)?"""
     return (a.effective_preset, a.overrides, a.degree) == (b.effective_preset, b.overrides, b.degree)

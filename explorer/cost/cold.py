@@ -51,6 +51,12 @@ class NumericTree:
     def block_values(self, nums) -> np.ndarray:
         return block_values(self.kinds, nums, self.cp_algo)
 
+    def stage_quantities(self, values: np.ndarray) -> np.ndarray:
+        """stages x BLOCK_Q x candidates: each stage's blocks' quantities summed (`values`, kinds x BLOCK_Q x
+        candidates, from block_values) -- the one sum of blocks into stages that evaluate() and the
+        timeline read (stage_values then adds the boundaries)."""
+        return np.einsum("sk,kqc->sqc", self.counts, values)
+
     def boundary_values(self, nums, C: int):
         return boundary_values(self.stages, self.arrays, self.size_fn, self.n_sizes, nums, C)
 

@@ -50,9 +50,16 @@ def latency_steps(kind: str, n):
     return n - 1
 
 
+def bsp_seconds(bytes_sent, g, steps, L):
+    """The BSP cost h g + L of a communication step (Valiant's BSP; DESIGN.md): `bytes_sent` per device
+    at g seconds per byte, plus `steps` latencies L -- the one spelling of it, for sympy expressions
+    (time), numbers (Numbers.collective_seconds) and arrays of groups (numeric.boundary_values) alike."""
+    return bytes_sent * g + steps * L
+
+
 def time(kind: str, size, n, g, L):
     """BSP cost h*g + L of one collective (DESIGN.md)."""
-    return bytes_per_device(kind, size, n) * g + latency_steps(kind, n) * L
+    return bsp_seconds(bytes_per_device(kind, size, n), g, latency_steps(kind, n), L)
 
 
 RING_KINDS = ("all_reduce", "all_gather", "reduce_scatter")

@@ -11,23 +11,22 @@ then built with sympy).
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from functools import lru_cache
 
 import numpy as np
 
-from explorer.cost import collectives as coll
 from explorer.cost.megatron_flops import megatron_model_flops
 from explorer.cost.numbers import Numbers
 from explorer.cost.rows import comm_rows, stage_rows
 from explorer.cost.cold import NumericTree, numeric_tree, superstep_function
 from explorer.cost.numeric import (CATEGORIES, MEMORY_PARTS, OUTPUTS, SCALAR_INPUT_NAMES, STAGE_INPUT_NAMES, Q,
-                                   expert_dp_route, optimizer_state_bytes, optimizer_update_bytes, stage_values,
-                                   structure_key, tied_values)
+                                   expert_dp_ratio, optimizer_state_bytes, optimizer_update_bytes,
+                                   sharded_expert_params, stage_dp_g_L, stage_dp_routes, stage_expert_dp_g_L,
+                                   stage_values, structure_key, tied_values)
 from explorer.hardware.cluster import Cluster
 from explorer.limits import check_work
 from explorer.model.spec import ModelSpec
 from explorer.strategy import rules
-from explorer.strategy.mesh import joint_route, top_level
+from explorer.strategy.mesh import top_level
 from explorer.strategy.strategy import Strategy
 from explorer.strategy.strategy import GRAD_BYTES, options_of  # noqa: F401
 
@@ -117,34 +116,18 @@ def evaluate_batch(model: ModelSpec, strategies, cluster: Cluster, gpus: int | N
     return BatchResult(out["time"], out["cat"], out["mem"], out["mfu"])
 
 
-@lru_cache(maxsize=4096)
-def stage_dp_routes(cluster, mesh, stages: int) -> tuple:
-    """Each stage's gradient-reducing groups' route through the machine levels: the data-parallel
-    groups, with context parallelism the dp x cp groups (mesh.joint_route)."""
-    return tuple(joint_route(cluster, mesh, ("cp", "dp"), pp=stage) for stage in range(stages))
-
-
-@lru_cache(maxsize=4096)
-def _stage_dp_g_L(cluster, mesh, stages: int) -> tuple:
-    g, L = [lv.seconds_per_byte for lv in cluster.levels], [lv.latency_s for lv in cluster.levels]
-    pairs = [coll.route_g_L("all_reduce", route, g, L) for route in stage_dp_routes(cluster, mesh, stages)]
-    return tuple(x for x, _ in pairs), tuple(y for _, y in pairs)
-
-
 def _dp_g_L(cluster, strategies, stages: int) -> tuple:
     """stages x candidates: the seconds per byte and latency of each stage's data-parallel groups
-    (their levels at once, explorer.cost.collectives.route_g_L)."""
-    pairs = [_stage_dp_g_L(cluster, s.mesh, stages) for s in strategies]
+    (explorer.cost.numeric.stage_dp_g_L)."""
+    pairs = [stage_dp_g_L(cluster, s.mesh, stages) for s in strategies]
     return np.array([gs for gs, _ in pairs]).T, np.array([ls for _, ls in pairs]).T
 
 
 def _expert_dp_g_L(cluster, strategies, stages: int) -> tuple:
     """stages x candidates: seconds per byte and latency of each stage's expert-data-parallel groups
-    (MoE), their levels at once (explorer.cost.collectives.route_g_L)."""
-    g, L = [lv.seconds_per_byte for lv in cluster.levels], [lv.latency_s for lv in cluster.levels]
-    pairs = [[coll.route_g_L("all_reduce", expert_dp_route(cluster, s, stage), g, L)
-              for stage in range(stages)] for s in strategies]
-    return (np.array([[x for x, _ in row] for row in pairs]).T, np.array([[y for _, y in row] for row in pairs]).T)
+    (MoE; explorer.cost.numeric.stage_expert_dp_g_L)."""
+    pairs = [stage_expert_dp_g_L(cluster, s, stages) for s in strategies]
+    return np.array([gs for gs, _ in pairs]).T, np.array([ls for _, ls in pairs]).T
 
 
 def _core(tree: NumericTree, model: ModelSpec, strategies: list, cluster: Cluster) -> dict:
@@ -156,7 +139,7 @@ def _core(tree: NumericTree, model: ModelSpec, strategies: list, cluster: Cluste
     nums = Numbers.of(model, micro, cluster, first.dtype)
     hw = nums.hw
     values = tree.block_values(nums)                                      # kinds x Q x C
-    per_stage = np.einsum("sk,kqc->sqc", tree.counts, values)             # stages x Q x C
+    per_stage = tree.stage_quantities(values)                              # stages x Q x C
     fwd_b, bwd_b, bytes_b, by_kind, sends = tree.boundary_values(nums, C)
     stage = stage_values(per_stage, fwd_b, bwd_b, tied_values(tree.tied, first.tp, tree.stages, nums), sends)
     stage["g_r"], stage["L_r"] = _dp_g_L(cluster, strategies, tree.stages)
@@ -167,8 +150,8 @@ def _core(tree: NumericTree, model: ModelSpec, strategies: list, cluster: Cluste
                "beta": hw["beta"], "W_{hbm}": hw["W"], "K_{opt}": optimizer_update_bytes(hw["beta"])}
     if model.is_moe:     # the expert weights' own data-parallel group: d / e replicas
         stage["g^e_r"], stage["L^e_r"] = _expert_dp_g_L(cluster, strategies, tree.stages)
-        scalars["e"] = np.array([s.ep * s.etp / s.tp for s in strategies], dtype=float)   # d / e: expert-DP size
-        stage["Psi^e_r"] = stage["Psi^e_r"] / np.array([s.ep for s in strategies], dtype=float)  # experts.shard_experts
+        scalars["e"] = np.array([expert_dp_ratio(s) for s in strategies], dtype=float)   # d / e: expert-DP size
+        stage["Psi^e_r"] = sharded_expert_params(stage["Psi^e_r"], np.array([s.ep for s in strategies], dtype=float))
     fn = superstep_function(first.schedule, first.zero, first.overlap_dp, optimizer_state_bytes(hw["beta"]),
                             model.is_moe, **options_of(first))
     sup = dict(zip(OUTPUTS, fn(*[stage.get(name, 0.0) for name in STAGE_INPUT_NAMES],

@@ -54,7 +54,3 @@ def expert_collectives(the_plan, block_index: int | None = None):
             if replay and c.phase == "fwd" and placed.block.kind == "layer":
                 yield replace(c, phase="bwd", op=c.op + " (recomputed)"), placed.ep_route, placed.stage
 
-
-def shard_experts(psi_e, ep):
-    """Expert parameters per device after the ep sharding: E/ep experts each (Megatron-Core)."""
-    return psi_e / ep

@@ -17,7 +17,7 @@ import numpy as np
 import sympy as sp
 
 from explorer.cost import collectives as coll
-from explorer.cost.evaluate import Result, evaluate, stage_dp_routes
+from explorer.cost.evaluate import Result, evaluate
 from explorer.cost.collectives import cp_kind
 from explorer.cost.numbers import hardware_numbers
 from explorer.strategy.strategy import GRAD_BYTES, options_of  # noqa: F401
@@ -25,7 +25,7 @@ from explorer.cost.plan import expert_dp_route
 from explorer.cost.superstep import (CATEGORIES, SENDS_EXPOSED, L_e_r, Psi_e_r, bubble_term, g_e_r,
                                      optimizer_state_bytes, optimizer_update_bytes, variant)
 from explorer.cost.superstep import e as ep_symbol
-from explorer.cost.numeric import Q
+from explorer.cost.numeric import Q, sharded_expert_params, stage_dp_routes
 from explorer.cost.tree import cost_tree, stage_inputs, tied_terms
 from explorer.schedules import get as schedule_of
 from explorer.schedules.base import AGGREGATES
@@ -222,7 +222,7 @@ def explain(model, strategy, cluster, gpus=None, result: Result | None = None) -
     var = variant(strategy.schedule, strategy.zero, strategy.overlap_dp, optimizer_state_bytes(dtype_bytes),
                   model.is_moe, **options_of(strategy))
     if model.is_moe:    # the expert weights' data-parallel groups (explorer.cost.superstep.EXPERT_GROUP)
-        stage[Psi_e_r] = np.array([x / strategy.ep for x in stage[Psi_e_r]], dtype=object)
+        stage[Psi_e_r] = np.array([sharded_expert_params(x, strategy.ep) for x in stage[Psi_e_r]], dtype=object)
         shown[Psi_e_r] = stage[Psi_e_r]
         pairs = [coll.route_g_L("all_reduce", expert_dp_route(cluster, strategy, i), g, L) for i in range(strategy.pp)]
         stage[g_e_r] = np.array([x for x, _ in pairs], dtype=object)

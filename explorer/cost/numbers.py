@@ -68,7 +68,7 @@ class Numbers:
         """BSP cost h g + L of a collective (DESIGN.md): bytes sent per device at the group's
         seconds per byte, plus its latency steps (explorer.cost.collectives)."""
         g, L = self.route_g_L(kind, route)
-        return bytes_sent * g + steps * L
+        return coll.bsp_seconds(bytes_sent, g, steps, L)
 
     def level_seconds(self, bytes_sent, kind: str, route: tuple) -> list:
         """Seconds each machine level is busy sending its share of `bytes_sent` (the levels work

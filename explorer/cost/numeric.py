@@ -16,7 +16,7 @@ import numpy as np
 
 from explorer.cost import collectives as coll
 from explorer.cost.reductions import STAGE_FUNCTIONS  # noqa: F401 (re-exported)
-from explorer.strategy.mesh import group_route, pair_route
+from explorer.strategy.mesh import group_route, joint_route, pair_route
 
 CATEGORIES = ("compute", "recompute", "op_comm", "ep_comm", "redistribution", "pp_comm", "bubble",
               "dp_comm", "zero_comm", "optimizer", "cp_comm")
@@ -102,6 +102,46 @@ def expert_dp_route(cluster, strategy, stage: int) -> tuple:
 
 
 @lru_cache(maxsize=4096)
+def stage_dp_routes(cluster, mesh, stages: int) -> tuple:
+    """Each stage's gradient-reducing groups' route through the machine levels: the data-parallel
+    groups, with context parallelism the dp x cp groups (mesh.joint_route)."""
+    return tuple(joint_route(cluster, mesh, ("cp", "dp"), pp=stage) for stage in range(stages))
+
+
+def _g_L(cluster, routes) -> tuple:
+    """((g per route), (L per route)): each route's all-reduce seconds per byte and latency, its levels
+    at once (explorer.cost.collectives.route_g_L)."""
+    g, L = [lv.seconds_per_byte for lv in cluster.levels], [lv.latency_s for lv in cluster.levels]
+    pairs = [coll.route_g_L("all_reduce", route, g, L) for route in routes]
+    return tuple(x for x, _ in pairs), tuple(y for _, y in pairs)
+
+
+@lru_cache(maxsize=4096)
+def stage_dp_g_L(cluster, mesh, stages: int) -> tuple:
+    """((g_r), (L_r)) of each stage's data-parallel (x cp) groups: the super-step's g_r and L_r, read
+    by evaluate() and the search's objective alike."""
+    return _g_L(cluster, stage_dp_routes(cluster, mesh, stages))
+
+
+@lru_cache(maxsize=4096)
+def stage_expert_dp_g_L(cluster, strategy, stages: int) -> tuple:
+    """((g^e_r), (L^e_r)) of each stage's expert-data-parallel groups (MoE): read by evaluate() and
+    the search's objective alike."""
+    return _g_L(cluster, [expert_dp_route(cluster, strategy, stage) for stage in range(stages)])
+
+
+def expert_dp_ratio(strategy) -> float:
+    """e = d / (the expert weights' data-parallel replicas) = ep etp / t (Strategy.expert_mesh)."""
+    return strategy.ep * strategy.etp / strategy.tp
+
+
+def sharded_expert_params(expert_params_dev, ep: int):
+    """Expert parameters per device after the ep sharding: E/ep experts each (Megatron-Core), from the
+    block quantity expert_params_dev (before the sharding)."""
+    return expert_params_dev / ep
+
+
+@lru_cache(maxsize=4096)
 def levels_signature(cluster, strategy) -> tuple:
     """Everything about machine levels a tree bakes in: each stage's group routes for every
     degree its layers use, the point-to-point routes between neighbouring stages (and between the
@@ -152,7 +192,7 @@ def boundary_values(stages: int, arr: dict, size_fn, n_sizes: int, nums, C: int)
     sent = _sent(arr, size_fn, n_sizes, nums, C)                              # groups x C
     busy = arr["shares"] * np.asarray(nums.hw["g"])[None, :]                 # groups x levels
     g_eff, L_top = busy.max(axis=1), np.asarray(nums.hw["L"])[arr["top"]]
-    secs = sent * g_eff[:, None] + (arr["steps"] * L_top)[:, None]
+    secs = coll.bsp_seconds(sent, g_eff[:, None], arr["steps"][:, None], L_top[:, None])
     secs, sent = secs * arr["count"][:, None], sent * arr["count"][:, None]
     timed = (arr["phase_sel"] @ secs).reshape(2, len(COMM_CATEGORIES), stages, C)
     moved = (arr["cat_sel"] @ sent).reshape(len(COMM_CATEGORIES), stages, C)

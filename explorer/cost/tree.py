@@ -17,6 +17,7 @@ import numpy as np
 import sympy as sp
 
 from explorer.cost import collectives as coll
+from explorer.cost.boundary import payer_side
 from explorer.cost.block import BlockCost
 from explorer.cost.compile import BoundedCache, compile_exprs
 from explorer.cost.experts import expert_collectives
@@ -265,11 +266,8 @@ def _block_exprs(cost) -> tuple:
 
 
 def payer(boundary, c) -> int:
-    """Sender pays a p2p; the consumer converts forward, the producer backward."""
-    forward = c.phase == "fwd"
-    if c.kind == "p2p":
-        return boundary.stage_from if forward else boundary.stage_to
-    return boundary.stage_to if forward else boundary.stage_from
+    """The stage that pays collective `c` of `boundary` (explorer.cost.boundary.payer_side)."""
+    return boundary.stage_from if payer_side(c.kind, c.phase) == "from" else boundary.stage_to
 
 
 def _boundary_groups(the_plan: ExecutionPlan) -> tuple:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from explorer.schedules import get as schedule_of
-from explorer.search.tables import A, B, F, GS, PSI, W
+from explorer.search.tables import A, B, F, GS, PE, PSI, W
 
 
 EXACT_BOUND_MICRO_BATCHES = 4
@@ -30,10 +30,10 @@ class LowerBound:
         least = lambda nodes, f: min(float(f(nd.values[:, 0])) for nd in nodes)
         low = np.array([[least(nodes, lambda x: x[F]), least(nodes, lambda x: x[B]),
                          least(nodes, lambda x: x[F] + x[B]), least(nodes, lambda x: x[PSI]),
-                         least(nodes, lambda x: x[GS])] for nodes in reach])
-        high = np.array([[max(float(nd.values[k, 0]) for nd in nodes) for k in (PSI, A)] for nodes in reach])
-        self.rest, self.rest_stage = self._rest(low, stages)     # columns F, B, F+B, PSI, GS (least)
-        self.most, self.most_stage = self._rest(high, stages)    # columns PSI, A (largest)
+                         least(nodes, lambda x: x[GS]), least(nodes, lambda x: x[PE])] for nodes in reach])
+        high = np.array([[max(float(nd.values[k, 0]) for nd in nodes) for k in (PSI, A, PE)] for nodes in reach])
+        self.rest, self.rest_stage = self._rest(low, stages)     # columns F, B, F+B, PSI, GS, PE (least)
+        self.most, self.most_stage = self._rest(high, stages)    # columns PSI, A, PE (largest)
 
     def _open(self, closed: int) -> np.ndarray:
         """Mask of the stages not yet closed (bit k of `closed`), one array per distinct mask."""
@@ -58,11 +58,11 @@ class LowerBound:
         st = self.set
         if self.fixed is not None:
             ranks = np.flatnonzero(self._open(closed))
-            psi, act = (open_[:, [PSI, A]] + self.most_stage[i])[:, :, ranks].transpose(1, 0, 2)
+            psi, act, psi_e = (open_[:, [PSI, A, PE]] + self.most_stage[i])[:, :, ranks].transpose(1, 0, 2)
         else:
             ranks = s
-            psi, act = (open_[:, [PSI, A], s] + self.most[i]).T
-        used = self.obj.memory(psi, act, st.m, st.chunks, st.zero, st.schedule, ranks=ranks)
+            psi, act, psi_e = (open_[:, [PSI, A, PE], s] + self.most[i]).T
+        used = self.obj.memory(psi, act, st.m, st.chunks, st.zero, st.schedule, ranks=ranks, psi_e=psi_e)
         return np.all(np.reshape(used, (open_.shape[0], -1)) <= st.cap_bytes, axis=1)
 
     def _peaks(self, summary, open_, i, s):
@@ -101,11 +101,11 @@ class LowerBound:
         is_open = self._open(closed)
         ranks = np.flatnonzero(is_open)
         if ranks.size:
-            psi, split = (open_[:, [PSI, GS]] + self.rest_stage[i, 3:5])[:, :, is_open].transpose(1, 0, 2)
+            psi, split, psi_e = (open_[:, [PSI, GS, PE]] + self.rest_stage[i, 3:6])[:, :, is_open].transpose(1, 0, 2)
             hides = st.zero == 3 or st.gather_hidden or st.overlap
             bwd = np.full(psi.shape, 1e300) if hides else open_[:, B][:, is_open]
             y = self.obj.sync(psi, bwd, split, m, v, st.zero, st.overlap, ranks, st.schedule,
-                              fwd=1e300 if hides else 0.0, param_gather=st.gather_hidden)
+                              fwd=1e300 if hides else 0.0, param_gather=st.gather_hidden, psi_e=psi_e)
             bound = np.maximum(bound, (ahead[:, is_open] + m * fb_st[:, is_open] + y).max(-1))
         if not self.split_weight:
             # then the last micro-batch's backward climbs from stage r's last pass to stage 0, which

@@ -33,7 +33,7 @@ from explorer.schedules import get as schedule_of
 from explorer.search.bounds import LowerBound
 from explorer.search.labels import Bucket, Label
 from explorer.search.objective import param_gather_with
-from explorer.search.tables import A, B, B_FROM, B_TO, F, F_FROM, F_TO, GS, PSI, ROWS, W, stage_sums
+from explorer.search.tables import A, B, B_FROM, B_TO, F, F_FROM, F_TO, GS, PE, PSI, ROWS, W, stage_sums
 
 
 BY_SUMS_MICRO_BATCHES = 16
@@ -113,7 +113,7 @@ class ChainDP:
         st = self.set
         o = open_[..., s]
         return self.obj.sync(o[..., PSI], o[..., B], o[..., GS], st.m, st.chunks, st.zero, st.overlap,
-                             s, st.schedule, fwd=o[..., F], param_gather=st.gather_hidden)
+                             s, st.schedule, fwd=o[..., F], param_gather=st.gather_hidden, psi_e=o[..., PE])
 
     def _extend(self, parents: list, nodes: list, i: int, prev_s: int, s: int, limit: float) -> list:
         """Block i as nodes[k] on stage s after parents[k] (labels on stage prev_s), every pair at once
@@ -141,7 +141,8 @@ class ChainDP:
         open_[:, F, s] += link[:, F_TO]
         open_[:, B, s] += link[:, B_TO]
         st = self.set
-        used = self.obj.memory(open_[:, PSI, s], open_[:, A, s], st.m, st.chunks, st.zero, st.schedule, ranks=s)
+        used = self.obj.memory(open_[:, PSI, s], open_[:, A, s], st.m, st.chunks, st.zero, st.schedule, ranks=s,
+                               psi_e=open_[:, PE, s])
         fits = np.flatnonzero(np.broadcast_to(used, (count,)) <= st.cap_bytes)
         if not fits.size:
             return []
@@ -260,7 +261,7 @@ class ChainDP:
         sums = stage_sums(self.chain, nodes, stages, self.pp)[:, :, 0]
         st = self.set
         time = float(self.obj.time(sums[F], sums[B], sums[PSI], sums[GS], st.m, st.chunks, st.zero, st.overlap,
-                                   st.schedule, sums[W], param_gather=st.gather_hidden))
-        memory = float(self.obj.peak_memory(sums[PSI], sums[A], st.m, st.chunks, st.zero, st.schedule))
+                                   st.schedule, sums[W], param_gather=st.gather_hidden, psi_e=sums[PE]))
+        memory = float(self.obj.peak_memory(sums[PSI], sums[A], st.m, st.chunks, st.zero, st.schedule, sums[PE]))
         splits = tuple(nd.split for i, nd in enumerate(nodes) if self.chain.is_layer(i))
         return Solution(splits, stages, time, memory, exact)

@@ -5,7 +5,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from explorer.search.tables import A, B, F, GS, PSI, W
+from explorer.search.tables import A, B, F, GS, PE, PSI, W
 
 
 @dataclass(frozen=True, eq=False)
@@ -24,7 +24,7 @@ class Label:
 class Bucket:
     """One state's labels, none dominated by another; their keys kept as arrays.
 
-    a dominates b when its closed stages' F, B and Y and its open stages' F, B, PSI and GS sums
+    a dominates b when its closed stages' F, B and Y and its open stages' F, B, PSI, GS and PE sums
     are no larger, stage by stage (B - W and W apart for a zero-bubble schedule, whose W passes
     run on their own), and its activations are no larger -- unless a is
     safe, when activations cannot matter. Stage by stage, because the iteration time follows the
@@ -43,11 +43,12 @@ class Bucket:
     def insert(self, label: Label) -> None:
         o, done = label.open, label.done
         if self.by_sums:
-            core = np.concatenate([label.summary, o[F], o[B]] + ([o[W]] if self.split_weight else []) + [o[PSI], o[GS]])
+            core = np.concatenate([label.summary, o[F], o[B]] + ([o[W]] if self.split_weight else []) +
+                                  [o[PSI], o[GS], o[PE]])
         elif self.split_weight:
-            core = np.concatenate([done.ravel(), o[F], o[B] - o[W], o[W], o[PSI], o[GS]])
+            core = np.concatenate([done.ravel(), o[F], o[B] - o[W], o[W], o[PSI], o[GS], o[PE]])
         else:
-            core = np.concatenate([done[0], done[1] + done[2], done[3], o[F], o[B], o[PSI], o[GS]])
+            core = np.concatenate([done[0], done[1] + done[2], done[3], o[F], o[B], o[PSI], o[GS], o[PE]])
         act = label.open[A]
         if self.labels:
             beaten = (self._core <= core).all(1) & (self._safe | (self._act <= act).all(1))

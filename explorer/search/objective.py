@@ -11,10 +11,10 @@ from __future__ import annotations
 import numpy as np
 
 from explorer.cost import cache
-from explorer.cost import collectives as coll
 from explorer.cost.generated import function_of, plain_key, source_of
-from explorer.cost.numeric import STAGE_INPUT_NAMES, optimizer_state_bytes, optimizer_update_bytes
-from explorer.strategy.mesh import Mesh, joint_route
+from explorer.cost.numeric import (STAGE_INPUT_NAMES, expert_dp_ratio, optimizer_state_bytes, optimizer_update_bytes,
+                                   stage_dp_g_L, stage_expert_dp_g_L)
+from explorer.strategy.mesh import Mesh
 
 _LEAN: dict = {}
 
@@ -27,14 +27,15 @@ def param_gather_with(zero: int, overlap: bool, param_gather: bool | None = None
 
 
 def lean_term(schedule: str, zero: int, overlap: bool, k_states: int, name: str,
-              param_gather: bool | None = None, sends: bool = False) -> tuple:
+              param_gather: bool | None = None, sends: bool = False, moe: bool = False) -> tuple:
     """(function, argument names) of one super-step term compiled over the symbols it uses
     (superstep.Variant.lean) -- from memory, from the disk cache (explorer.cost.cache: the source
     lambdify wrote, as for evaluate()'s functions), or built with sympy and stored. `sends`: the
-    variant with the pipeline's sends overlapped (superstep.overlapped_sends)."""
+    variant with the pipeline's sends overlapped (superstep.overlapped_sends); `moe`: the variant
+    whose expert weights synchronise, shard and update over their own group (superstep.EXPERT_GROUP)."""
     key = ("lean", schedule, int(zero), bool(overlap), int(k_states), name) + \
         (("param_gather_overlap",) if param_gather_with(zero, overlap, param_gather) else ()) + \
-        (("p2p_overlap",) if sends else ())
+        (("p2p_overlap",) if sends else ()) + (("moe",) if moe else ())
     if key not in _LEAN:
         _LEAN[key] = _stored(key) or _built(key)
     return _LEAN[key]
@@ -56,7 +57,7 @@ def _built(key: tuple) -> tuple:
     # ZeRO-1/2 candidates that overlap the gradient reduce-scatter also overlap the parameter
     # all-gather with the next forward (Megatron-LM --overlap-grad-reduce --overlap-param-gather
     # with the distributed optimizer, explorer.search.search.point_strategy: never slower)
-    fn, args = variant(schedule, zero, overlap, k_states, zero_prefetch=zero == 3,
+    fn, args = variant(schedule, zero, overlap, k_states, "moe" in key[6:], zero_prefetch=zero == 3,
                        param_gather_overlap="param_gather_overlap" in key[6:],
                        p2p_overlap="p2p_overlap" in key[6:]).lean((name,))
     names = tuple(a.name for a in args)
@@ -81,15 +82,20 @@ def _first(x):
 
 
 class Objective:
-    """Time and memory of candidates sharing a cluster, dtype, d, t and p."""
+    """Time and memory of candidates sharing a cluster, dtype, d, t and p (and, for a model with
+    experts, `experts`: a strategy with their ep and expert t, whose expert-data-parallel groups the
+    expert weights synchronise over -- the super-step's moe variant, as evaluate() prices it)."""
 
-    def __init__(self, cluster, dtype_bytes: int, hw: dict, dp: int, tp: int, pp: int, cp: int = 1):
+    def __init__(self, cluster, dtype_bytes: int, hw: dict, dp: int, tp: int, pp: int, cp: int = 1,
+                 experts=None):
         # with context parallelism the gradients are reduced (and ZeRO shards) over dp x cp (evaluate.py)
         self.hw, self.dp, self.pp, self.beta = hw, dp * cp, pp, dtype_bytes
-        mesh = Mesh.of(tp=tp, dp=dp, pp=pp, cp=cp)
-        pairs = [coll.route_g_L("all_reduce", joint_route(cluster, mesh, ("cp", "dp"), pp=stage), hw["g"], hw["L"])
-                 for stage in range(pp)]                                    # each stage's dp x cp groups
-        self.g, self.L = np.array([x for x, _ in pairs]), np.array([y for _, y in pairs])
+        g, L = stage_dp_g_L(cluster, Mesh.of(tp=tp, dp=dp, pp=pp, cp=cp), pp)    # each stage's dp x cp groups
+        self.g, self.L = np.array(g), np.array(L)
+        self.moe = experts is not None
+        if self.moe:       # the super-step's g^e_r, L^e_r and e (evaluate._core)
+            g, L = stage_expert_dp_g_L(cluster, experts, pp)
+            self.g_e, self.L_e, self.e = np.array(g), np.array(L), expert_dp_ratio(experts)
         self.ranks = np.arange(pp)
         self.k_states = optimizer_state_bytes(dtype_bytes)
         self.k_update = optimizer_update_bytes(dtype_bytes)
@@ -102,8 +108,18 @@ class Objective:
         symbols' names (looked up by name: hashing sympy symbols in the search's loops is slow)."""
         key = (schedule, zero, bool(overlap), name, param_gather, sends)
         if key not in self._lean_fns:
-            self._lean_fns[key] = lean_term(schedule, zero, overlap, self.k_states, name, param_gather, sends)
+            self._lean_fns[key] = lean_term(schedule, zero, overlap, self.k_states, name, param_gather, sends,
+                                            self.moe)
         return self._lean_fns[key]
+
+    def _experts(self, values: dict, psi_e, ranks) -> dict:
+        """`values` with the expert weights' inputs (Psi^e_r and their group's g^e_r, L^e_r, e)."""
+        if self.moe:
+            values["Psi^e_r"] = 0.0 if psi_e is None else psi_e
+            values["g^e_r"], values["L^e_r"] = (self.g_e, self.L_e) if ranks is None else \
+                (self.g_e[ranks], self.L_e[ranks])
+            values["e"] = self.e
+        return values
 
     def stage_ends(self, F, B, m, v, schedule: str = "1f1b", W=None, sends=None):
         """Per stage (last axis), when its last pass ends: the schedule's critical path (the super-step's
@@ -122,42 +138,44 @@ class Objective:
         return self.stage_ends(F, B, m, v, schedule, W).max(-1)
 
     def sync(self, psi, bwd, split_sync, m, v, zero: int, overlap: bool, ranks=None, schedule: str = "1f1b",
-             fwd=0.0, param_gather: bool | None = None):
+             fwd=0.0, param_gather: bool | None = None, psi_e=None):
         """Per stage (`ranks`, default all on the last axis), what follows the pipeline: dp sync
         (exposed under the schedule's overlap window), ZeRO gathers (ZeRO-3: exposed under the passes
         `fwd` and `bwd`; fwd 0 = no window, never less than the truth), optimizer. Arrays carry the
         stage on their last axis, so the term is evaluated with the stage last (it is elementwise
         over stages: no reduction). param_gather: the parameter all-gather overlapped with the next
-        forward (None: as the search assumes, see param_gather_with)."""
+        forward (None: as the search assumes, see param_gather_with); psi_e the expert weights per
+        device (Psi^e_r, a model with experts)."""
         fn, args = self._lean(schedule, zero, overlap, "after", param_gather)
         g, L = (self.g, self.L) if ranks is None else (self.g[ranks], self.L[ranks])
-        values = {"Psi_r": psi, "B_r": bwd, "F_r": fwd, "GS_r": split_sync, "g_r": g, "L_r": L, "m": m, "v": v,
-                  "p": self.pp, "r": self.ranks if ranks is None else ranks,
-                  "d": self.dp, "beta": self.beta, "W_{hbm}": self.hw["W"], "K_{opt}": self.k_update}
+        values = self._experts({"Psi_r": psi, "B_r": bwd, "F_r": fwd, "GS_r": split_sync, "g_r": g, "L_r": L,
+                                "m": m, "v": v, "p": self.pp, "r": self.ranks if ranks is None else ranks,
+                                "d": self.dp, "beta": self.beta, "W_{hbm}": self.hw["W"], "K_{opt}": self.k_update},
+                               psi_e, ranks)
         out = fn(*[values[a] for a in args])
-        return _broadcast(out, np.shape(psi), np.shape(bwd), np.shape(split_sync), np.shape(fwd))
+        return _broadcast(out, np.shape(psi), np.shape(bwd), np.shape(split_sync), np.shape(fwd), np.shape(psi_e))
 
     def time(self, F, B, psi, split_sync, m, v, zero: int, overlap: bool, schedule: str = "1f1b", W=None,
-             param_gather: bool | None = None):
+             param_gather: bool | None = None, psi_e=None):
         """Iteration time: the latest of each stage's end plus its synchronisation and optimizer (E9)."""
         m_stage = np.asarray(m)[..., None] if np.ndim(m) else m
         return (self.stage_ends(F, B, m, v, schedule, W) +
                 self.sync(psi, B, split_sync, m_stage, v, zero, overlap, schedule=schedule, fwd=F,
-                          param_gather=param_gather)).max(-1)
+                          param_gather=param_gather, psi_e=psi_e)).max(-1)
 
-    def memory(self, psi, act, m, v, zero: int, schedule: str, ranks=None):
+    def memory(self, psi, act, m, v, zero: int, schedule: str, ranks=None, psi_e=None):
         """Per stage bytes per device (model states + activations in flight); `ranks` default all
         stages. Elementwise over stages, evaluated with the stage on the last axis."""
         fn, args = self._lean(schedule, zero, False, "memory_total")
         m_stage = np.asarray(m)[..., None] if np.ndim(m) else m
-        ranks = self.ranks if ranks is None else ranks
-        values = {"Psi_r": psi, "A_r": act, "r": ranks, "m": m_stage, "v": v, "p": self.pp, "d": self.dp,
-                  "beta": self.beta, "W_{hbm}": self.hw["W"], "K_{opt}": self.k_update}
+        values = self._experts({"Psi_r": psi, "A_r": act, "r": self.ranks if ranks is None else ranks,
+                                "m": m_stage, "v": v, "p": self.pp, "d": self.dp, "beta": self.beta,
+                                "W_{hbm}": self.hw["W"], "K_{opt}": self.k_update}, psi_e, ranks)
         out = fn(*[values[a] for a in args])
-        return _broadcast(out, np.shape(psi), np.shape(act))
+        return _broadcast(out, np.shape(psi), np.shape(act), np.shape(psi_e))
 
-    def peak_memory(self, psi, act, m, v, zero: int, schedule: str):
-        return self.memory(psi, act, m, v, zero, schedule).max(-1)
+    def peak_memory(self, psi, act, m, v, zero: int, schedule: str, psi_e=None):
+        return self.memory(psi, act, m, v, zero, schedule, psi_e=psi_e).max(-1)
 
 
 __all__ = ["Objective"]

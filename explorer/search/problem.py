@@ -47,13 +47,14 @@ def problem_for(model, cluster, strategy: Strategy, cap_bytes: float | None = No
     """The DP problem of `strategy`'s global choices; `chains` caches chains between problems."""
     rules.check(model, strategy)
     key = (strategy.tp, strategy.dp * strategy.tp, strategy.recompute, strategy.sequence_parallel,
-           strategy.scatter_gather, strategy.dtype, strategy.micro_batch, strategy.cp, strategy.cp_algo)
+           strategy.scatter_gather, strategy.dtype, strategy.micro_batch, strategy.cp, strategy.cp_algo, strategy.ep,
+           strategy.etp)
     chains = {} if chains is None else chains
     if key not in chains:
         chains[key] = Chain(model, cluster, strategy.with_(layer_splits=(), stage_map=()), [strategy.micro_batch])
     chain = chains[key]
     objective = Objective(cluster, BYTES_PER_ELEMENT[strategy.dtype], chain.hw, strategy.dp, strategy.tp,
-                          strategy.pp, strategy.cp)
+                          strategy.pp, strategy.cp, strategy if model.is_moe else None)
     cap = cluster.device.memory_bytes if cap_bytes is None else cap_bytes
     setting = Setting(strategy.micro_batches, strategy.chunks, strategy.zero, strategy.overlap_dp,
                       strategy.schedule, cap, param_gather=strategy.overlap_param_gather)

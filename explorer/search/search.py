@@ -48,6 +48,8 @@ class Candidate:
     mfu: float
     result: Result
     equivalent: tuple = ()    # strategies within EQUIVALENT of this one in both time and memory
+    searched_s: float | None = None   # the search's own price of it (sweep or DP): evaluate()'s time to rounding
+    searched_bytes: float | None = None   # and its peak memory
 
 
 SWEEP_AGREES = 1e-6
@@ -284,7 +286,8 @@ class _Pool:
     def _candidate(self, i: int) -> Candidate:
         strategy = self._strategy_of(i)
         if strategy not in self._done:
-            self._done[strategy] = candidate(self.model, self.cluster, strategy, self.gpus)
+            self._done[strategy] = replace(candidate(self.model, self.cluster, strategy, self.gpus),
+                                           searched_s=float(self.time[i]), searched_bytes=float(self.memory[i]))
         return self._done[strategy]
 
     def _unique(self, indices, limit=None) -> list:

@@ -25,7 +25,7 @@ from explorer.schedules import get as schedule_of
 from explorer.schedules.critical_path import stage_end_lower_bounds
 from explorer.strategy.strategy import LayerSplit, Strategy
 from explorer.search.objective import Objective
-from explorer.search.tables import A, B, F, GS, PSI, SB, SF, W, Chain, node_stages, stage_sums
+from explorer.search.tables import A, B, F, GS, PE, PSI, SB, SF, W, Chain, node_stages, stage_sums
 
 
 @dataclass
@@ -126,7 +126,8 @@ def _sweep_group(model, cluster, families, members, global_batch, dtype, options
     for pp, fams in by_pp.items():
         chain = base.for_probe(probe(families[fams[0]], global_batch, dtype))
         fam0 = families[fams[0]]
-        objective = Objective(cluster, BYTES_PER_ELEMENT[dtype], chain.hw, fam0.dp, fam0.tp, pp, fam0.cp)
+        objective = Objective(cluster, BYTES_PER_ELEMENT[dtype], chain.hw, fam0.dp, fam0.tp, pp, fam0.cp,
+                              chain.probe if model.is_moe else None)
         objective.sends_allowed = overlap_sends
         by_stages = {}                 # schedules placing the blocks alike share their stage sums
         picked = []
@@ -175,7 +176,7 @@ def _stage_ends(picked: list, objective, global_batch: int) -> list:
 def _evaluate_family(index, fam, sums, b, ends, degree, objective, global_batch, rows):
     """The family's rows; `ends` its stage ends (options, b, pp), or None: their lower bounds."""
     m = global_batch / (b * fam.dp)                                   # micro-batches, per b
-    Fs, Bs, psi, act, split, Ws = (sums[:, k] for k in (F, B, PSI, A, GS, W))  # each (options, b, pp)
+    Fs, Bs, psi, act, split, Ws, psi_e = (sums[:, k] for k in (F, B, PSI, A, GS, W, PE))  # each (options, b, pp)
     exact = ends is not None
     if not exact:       # (overlapped sends: the passes without them, which the edges only lengthen)
         busy = (Fs - sums[:, SF], Bs - sums[:, SB]) if p2p_overlap(fam, objective.sends_allowed) else (Fs, Bs)
@@ -184,10 +185,10 @@ def _evaluate_family(index, fam, sums, b, ends, degree, objective, global_batch,
     valid = (b[None, :] % degree[:, None]) == 0                        # 'batch' needs b % degree == 0
     opt_idx, b_idx = np.nonzero(valid)
     for zero in fam.zeros:
-        memory = objective.peak_memory(psi, act, m, fam.chunks, zero, fam.schedule)
+        memory = objective.peak_memory(psi, act, m, fam.chunks, zero, fam.schedule, psi_e)
         for overlap in fam.overlaps:
             time = (ends + objective.sync(psi, Bs, split, m[:, None], fam.chunks, zero, overlap,
-                                          schedule=fam.schedule, fwd=Fs)).max(-1)
+                                          schedule=fam.schedule, fwd=Fs, psi_e=psi_e)).max(-1)
             count = opt_idx.size
             rows.append((np.full(count, index), opt_idx, b[b_idx], np.full(count, zero),
                          np.full(count, overlap), time[opt_idx, b_idx], memory[opt_idx, b_idx],
@@ -234,7 +235,7 @@ def settle(points: Points, indices) -> None:
             rows = np.asarray(rows)
             part = sums[rows]
             after = objective.sync(part[:, PSI], part[:, B], part[:, GS], m[rows, None], fam.chunks, zero, overlap,
-                                   schedule=fam.schedule, fwd=part[:, F])
+                                   schedule=fam.schedule, fwd=part[:, F], psi_e=part[:, PE])
             points.time_s[ks[rows]] = (ends[rows] + after).max(-1)
             points.exact[ks[rows]] = True
 

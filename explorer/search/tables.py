@@ -18,30 +18,32 @@ import numpy as np
 from explorer.cost import collectives as coll
 from explorer.cost import layouts as lay
 from explorer.cost.numbers import Numbers
-from explorer.cost.boundary import boundary_parts, part_route, same_split
-from explorer.cost.numeric import Q, cp_group_route, ep_group_route, tied_place, tied_values
+from explorer.cost.boundary import boundary_parts, part_route, payer_side, same_split
+from explorer.cost.numeric import Q, cp_group_route, ep_group_route, sharded_expert_params, tied_place, tied_values
 from explorer.cost.placement import block_splits, block_stages, expert_options
 from explorer.cost.summary import block_function, block_summary, summarise
 from explorer.errors import ExplorerError
 from explorer.cost.outline import block_outlines
 from explorer.strategy.mesh import group_route
 
-F, B, PSI, A, GS, W = range(6)
-ROWS = 6
+F, B, PSI, A, GS, W, PE = range(7)
+ROWS = 7
 """Rows of a node's values: forward and backward seconds of one micro-batch
-(backward includes recomputation), parameters held per device, activation bytes
-kept, the once-per-iteration gradient all-reduce of batch-split weights (s), and
-the weight-gradient part of the backward (zero-bubble schedules)."""
+(backward includes recomputation), the dense parameters held per device (Psi_r), activation bytes
+kept, the once-per-iteration gradient all-reduce of batch-split weights (s), the weight-gradient
+part of the backward (zero-bubble schedules), and the expert parameters per device after the ep
+sharding (Psi^e_r: they synchronise over their own expert-data-parallel group; 0 without experts)
+-- the super-step's stage inputs of the same names (explorer.cost.numeric.stage_values)."""
 F_FROM, F_TO, B_FROM, B_TO = range(4)
 """Rows of a link's values: forward / backward seconds paid by the producer's
-and the consumer's stage (a p2p is paid by its sender, a conversion by the
-side that needs it: the consumer forward, the producer backward; see program._payer)."""
+and the consumer's stage (who pays: explorer.cost.boundary.payer_side, as the cost tree reads it)."""
+PAID_BY = {("fwd", "from"): F_FROM, ("fwd", "to"): F_TO, ("bwd", "from"): B_FROM, ("bwd", "to"): B_TO}
 S_FROM, S_TO = 4, 5
 """Further rows of a link: the point-to-point sends within F_FROM (the producer's forward send) and
 B_TO (the consumer's backward send), which overlapped sends take out of the passes."""
-SF, SB = 6, 7
+SF, SB = 7, 8
 """Further rows of stage_sums: each stage's forward and backward point-to-point sends (within F, B)."""
-STAGE_ROWS = 8
+STAGE_ROWS = 9
 
 
 @dataclass(frozen=True, eq=False)
@@ -49,7 +51,7 @@ class Node:
     cost: object          # BlockSummary (explorer.cost.summary) of its BlockCost
     split: object         # LayerSplit
     route: tuple          # the split's group's fan-in per machine level
-    values: np.ndarray    # (5, micro-batch sizes): F, B, PSI, A, GS
+    values: np.ndarray    # (ROWS, micro-batch sizes): F, B, PSI, A, GS, W, PE
 
 
 class Chain:
@@ -144,20 +146,22 @@ class Chain:
             else:       # a dense block: its summary, from the disk cache without sympy where it is there
                 cost = block_summary(*args)
             values = self._values(cost, split.degree, route, cp_route)
-            if moe:     # the experts sharded over ep; the all-to-alls over the ep group's route
+            if moe:     # the all-to-alls over the ep group's route
                 fwd, bwd = a2a_seconds(full, split.degree, key[-1], self.nums, self.probe.recompute, self.probe.ep)
-                q = block_function(full)(*self.nums.block_args(split.degree, route, cp_route, self.probe.cp_algo))
                 values = values.copy()
                 values[F] = values[F] + fwd
                 values[B] = values[B] + bwd
-                values[PSI] = values[PSI] - (1 - 1 / self.probe.ep) * float(q[Q["expert_params_dev"]])
             self._nodes[key] = Node(cost, split, route, values)
         return self._nodes[key]
 
     def _values(self, cost, degree: int, route: tuple, cp_route: tuple = ()) -> np.ndarray:
+        """The block's rows as the super-step reads them: Psi_r the dense weights, Psi^e_r the expert
+        weights after the ep sharding (explorer.cost.numeric.stage_values, sharded_expert_params)."""
         q = block_function(cost)(*self.nums.block_args(degree, route, cp_route, self.probe.cp_algo))
         col = lambda name: np.broadcast_to(np.asarray(q[Q[name]], dtype=float), self.b.shape)
-        return np.vstack([col("F"), col("B"), col("params_dev"), col("act"), col("grad_sync"), col("bwd_weight")])
+        experts = col("expert_params_dev")
+        return np.vstack([col("F"), col("B"), col("params_dev") - experts, col("act"), col("grad_sync"),
+                          col("bwd_weight"), sharded_expert_params(experts, self.probe.ep)])
 
     def chain(self, splits, stages) -> list:
         """Nodes of the whole chain with `splits` (one LayerSplit per layer) on `stages` (per block)."""
@@ -224,17 +228,15 @@ class Chain:
         for part, route in zip(parts, routes):
             sent = coll.bytes_per_device(part.kind, size * float(part.fraction), part.n)
             secs = self.nums.collective_seconds(sent, float(coll.latency_steps(part.kind, part.n)), part.kind, route)
-            forward = part.phase == "fwd"
-            by_sender = part.kind == "p2p"
-            row = (F_FROM if by_sender else F_TO) if forward else (B_TO if by_sender else B_FROM)
+            row = PAID_BY[(part.phase, payer_side(part.kind, part.phase))]
             out[row] += secs
-            if by_sender and part.category == "pp_comm":
-                out[S_FROM if forward else S_TO] += secs
+            if part.kind == "p2p" and part.category == "pp_comm":
+                out[S_FROM if part.phase == "fwd" else S_TO] += secs
         return out
 
 
 def stage_sums(chain: Chain, nodes, stages, pp: int) -> np.ndarray:
-    """(STAGE_ROWS, pp, micro-batch sizes): each stage's F, B, PSI, A, GS, W for nodes placed on `stages`
+    """(STAGE_ROWS, pp, micro-batch sizes): each stage's F, B, PSI, A, GS, W, PE for nodes placed on `stages`
     (with a tied embedding's copy and gradient all-reduce, explorer.cost.tree.tied_values), and the
     point-to-point sends SF, SB within its F and B."""
     out = np.zeros((STAGE_ROWS, pp, chain.b.size))

@@ -44,8 +44,9 @@ def pass_layout(model, strategy, cluster, nums: Numbers) -> PassLayout:
     """The PassLayout of `strategy` (nums: its numeric context, `context`)."""
     tree = numeric_tree(model, strategy, cluster)
     p, n_levels = tree.stages, len(nums.level_names)
-    values = tree.block_values(nums)[:, :, 0]                     # kinds x BLOCK_Q, one micro-batch
-    per_stage = tree.counts @ values                              # stages x BLOCK_Q
+    full = tree.block_values(nums)
+    values = full[:, :, 0]                                        # kinds x BLOCK_Q, one micro-batch
+    per_stage = tree.stage_quantities(full)[:, :, 0]              # stages x BLOCK_Q
     nbytes = np.zeros((p, 3, len(PART_CATEGORIES)))
     nbytes[:, F, OP_PART], nbytes[:, B, OP_PART] = per_stage[:, Q["fwd_comm_bytes"]], per_stage[:, Q["bwd_comm_bytes"]]
     nbytes[:, F, CP_PART], nbytes[:, B, CP_PART] = per_stage[:, Q["cp_fwd_bytes"]], per_stage[:, Q["cp_bwd_bytes"]]
