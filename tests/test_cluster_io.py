@@ -182,3 +182,35 @@ def test_file_dict_round_trips(tflops, gib, hbm, fanout, gbps, latency_us):
                      "bandwidth_efficiency": 0.5, "source": ""}],
          "efficiency": {"gemm_max": 1.0, "gemm_half_flops": 0, "hbm": 1.0, "kernel_launch_s": 0, "source": ""}}
     assert cluster_to_dict(cluster_from_dict(d)) == d
+
+
+# ---- the allocation a job gets of a level (issue 26 item 6) ------------------------------------
+
+def test_gb200_jobs_get_64_of_the_72_gpus_of_a_rack():
+    """NVIDIA's recommended segment for large jobs on GB200 NVL72 is 16 of the 18 compute trays (the
+    preset's source cites it): ranks 0-63 share a rack's NVLink, rank 64 starts the next rack."""
+    cluster = load_cluster("gb200-nvl72")
+    level = cluster.levels[0]
+    assert (level.fanout, level.allocated, level.job_fanout) == (72, 64, 64)
+    assert "16 of the rack's 18 compute trays" in level.source
+    assert cluster.devices_per_node == 64
+    assert span_level(cluster, 0, 63) == 0 and span_level(cluster, 63, 64) == 1
+    assert cluster_to_dict(cluster)["levels"][0]["allocated"] == 64
+
+
+def test_the_allocation_moves_a_published_run_to_within_its_band():
+    """Qwen3-235B-A22B on 256 GB200 (t1 p8 e32, Megatron-Bridge 26.02.01): with 72 GPUs a rack its ep groups
+    of 32 straddled two racks and the model said -53 %; placed 64 a rack, +11 %."""
+    from explorer.validation import load_megatron_bridge, validate
+    cases = [c for c in load_megatron_bridge()[0] if c.id == "mb_260201_pretrain_qwen3-235b-a22b_gb200_mxfp8"]
+    assert len(cases) == 1
+    (row,) = validate(cases, load_cluster("gb200-nvl72"))
+    assert abs(row.relative_error) < 0.15
+
+
+@pytest.mark.parametrize("allocated,message", [(73, "from 1 to its fanout 72"), (-1, "must be"), (True, "must be")])
+def test_an_allocation_beyond_the_fanout_is_refused(tmp_path, allocated, message):
+    data = json.loads((PRESET_DIR / "gb200-nvl72.json").read_text())
+    data["levels"][0]["allocated"] = allocated
+    with pytest.raises(ExplorerError, match=message):
+        load_cluster(str(write(tmp_path / "c.json", data)))

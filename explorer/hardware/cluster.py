@@ -48,15 +48,27 @@ class Level:
     latency_s: float                 # per message hop (alpha)
     bandwidth_efficiency: float = 1.0  # fraction of the rated bandwidth collectives achieve
     source: str = ""
+    allocated: int = 0               # units of the fanout one job is given (a scheduler's block); 0 = all
 
     def __post_init__(self):
         owner = f"level {self.name!r}"
         if isinstance(self.fanout, bool) or not isinstance(self.fanout, int) or self.fanout < 1:
             raise ExplorerError(f"{owner} field 'fanout' must be a positive integer, got {self.fanout!r}")
+        if isinstance(self.allocated, bool) or not isinstance(self.allocated, int) or \
+                not 0 <= self.allocated <= self.fanout:
+            raise ExplorerError(f"{owner} field 'allocated' must be a whole number from 1 to its fanout "
+                                f"{self.fanout} (or 0: all of it), got {self.allocated!r}")
         _positive(owner, "bandwidth_bytes_per_s", self.bandwidth_bytes_per_s)
         if isinstance(self.latency_s, bool) or not isinstance(self.latency_s, (int, float)) or self.latency_s < 0:
             raise ExplorerError(f"{owner} field 'latency_s' must be a non-negative number, got {self.latency_s!r}")
         _fraction(owner, "bandwidth_efficiency", self.bandwidth_efficiency)
+
+    @property
+    def job_fanout(self) -> int:
+        """Units of the level below that one job holds in one unit of this level: the allocation where
+        the scheduler gives jobs less than the whole unit (GB200 NVL72: 16 of the 18 compute trays of a
+        rack, 64 of its 72 GPUs), else the fanout. The mesh places ranks by it."""
+        return self.allocated or self.fanout
 
     @property
     def seconds_per_byte(self) -> float:
@@ -144,7 +156,7 @@ class Cluster:
 
     @property
     def devices_per_node(self) -> int:
-        return self.levels[0].fanout
+        return self.levels[0].job_fanout
 
     @property
     def max_devices(self) -> int:
@@ -153,5 +165,5 @@ class Cluster:
         the number of nodes follows the GPUs asked for, explorer.strategy.mesh.span_level)."""
         n = 1
         for level in self.levels:
-            n *= level.fanout
+            n *= level.job_fanout
         return n

@@ -28,7 +28,7 @@ PRESET_DIR = Path(__file__).resolve().parents[2] / "assets" / "clusters"
 
 CLUSTER_KEYS = ("name", "source", "device", "levels", "efficiency")
 DEVICE_KEYS = ("name", "peak_tflops", "memory_gib", "hbm_bandwidth_gbps", "source")
-LEVEL_KEYS = ("name", "fanout", "bandwidth_gbps", "latency_us", "bandwidth_efficiency", "source")
+LEVEL_KEYS = ("name", "fanout", "allocated", "bandwidth_gbps", "latency_us", "bandwidth_efficiency", "source")
 EFFICIENCY_KEYS = ("gemm_max", "gemm_half_flops", "hbm", "kernel_launch_s", "gemm_max_fp8", "source")
 
 
@@ -55,7 +55,8 @@ def _level(d, where: str) -> Level:
                  bandwidth_bytes_per_s=field(d, "bandwidth_gbps", "positive", where) * GB,
                  latency_s=field(d, "latency_us", "non-negative", where) / US_PER_S,
                  bandwidth_efficiency=field(d, "bandwidth_efficiency", "positive", where, default=1.0),
-                 source=field(d, "source", "text", where, default=""))
+                 source=field(d, "source", "text", where, default=""),
+                 allocated=field(d, "allocated", "count", where, default=0))
 
 
 LEVEL_NAME = re.compile(r"[^\W_][\w .+-]*")   # letters and digits first, then also space _ . + -
@@ -114,7 +115,7 @@ def cluster_to_dict(cluster: Cluster) -> dict:
                    "memory_gib": _num(dev.memory_bytes / GIB),
                    "hbm_bandwidth_gbps": _num(dev.hbm_bandwidth_bytes_per_s / GB),
                    "source": dev.source},
-        "levels": [{"name": lv.name, "fanout": lv.fanout,
+        "levels": [{"name": lv.name, "fanout": lv.fanout, **({"allocated": lv.allocated} if lv.allocated else {}),
                     "bandwidth_gbps": _num(lv.bandwidth_bytes_per_s / GB),
                     "latency_us": _num(lv.latency_s * US_PER_S),
                     "bandwidth_efficiency": _num(lv.bandwidth_efficiency),

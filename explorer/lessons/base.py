@@ -159,7 +159,7 @@ def gbps(level) -> str:
 
 def per_node(cluster) -> int:
     """GPUs in one unit of the innermost level (a node)."""
-    return cluster.levels[0].fanout
+    return cluster.levels[0].job_fanout
 
 
 def links(cluster) -> str:

@@ -69,7 +69,7 @@ def span_level(cluster, low: int, high: int) -> int:
     levels' fanouts sit on more units of the outermost level (the network grows with the run)."""
     unit = 1
     for i, level in enumerate(cluster.levels):
-        unit *= level.fanout
+        unit *= level.job_fanout
         if low // unit == high // unit:
             return i
     return len(cluster.levels) - 1
@@ -111,7 +111,7 @@ def _route_of(cluster, ranks: list) -> tuple:
     outermost level holds the whole run (it grows with the run), so its fan-in is what is left."""
     counts, unit = [len(ranks)], 1
     for level in cluster.levels[:-1]:
-        unit *= level.fanout
+        unit *= level.job_fanout
         counts.append(len({rank // unit for rank in ranks}))
     counts.append(1)
     return tuple(counts[i] / counts[i + 1] if counts[i] % counts[i + 1] else counts[i] // counts[i + 1]
