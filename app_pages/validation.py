@@ -3,7 +3,7 @@ import pandas as pd
 import streamlit as st
 
 from explorer.facade import ExplorerError, load_cluster
-from explorer.facade import parity_figure
+from explorer.facade import band_of, parity_figure, residual_heatmap, validated_regimes
 from explorer.facade import VALIDATION_TARGETS as TARGETS
 from explorer.facade import load_all_cases, load_megatron_bridge, summarize, validate
 from app_pages.text import plain
@@ -49,7 +49,7 @@ st.caption("Every measured run in assets/validation/published.json (with its cit
            "constants for the hardware (assets/clusters/dgx-a100-80gb.json).")
 old = [r for r in rows if r.group in A100_GROUPS]
 _metrics(summary, A100_GROUPS)
-st.plotly_chart(parity_figure(old), key="validation_parity")
+st.plotly_chart(parity_figure(old, band_of(old)), key="validation_parity")
 
 st.subheader("Megatron-Bridge 2025–26: DGX H100, DGX B200, GB200 NVL72")
 st.caption("NVIDIA's published pre-training throughput (NVIDIA-NeMo/Megatron-Bridge docs/performance-summary*.md, "
@@ -61,7 +61,7 @@ st.caption("NVIDIA's published pre-training throughput (NVIDIA-NeMo/Megatron-Bri
 new = [r for r in rows if r.group not in A100_GROUPS and r.metric != "tokens_per_sec_per_gpu"]
 if new:
     _metrics(summary, sorted({r.group for r in new}))
-    st.plotly_chart(parity_figure(new), key="validation_parity_bridge")
+    st.plotly_chart(parity_figure(new, band_of(new)), key="validation_parity_bridge")
 
 moe = [r for r in rows if r.metric == "tokens_per_sec_per_gpu"]
 if moe:
@@ -72,7 +72,14 @@ if moe:
                "(dropless dispatch's host sync, CPU-bound launches) is not modelled, and identical runs were published "
                "up to 2x apart across containers -- see each case's assumptions.")
     _metrics(summary, sorted({r.group for r in moe}))
-    st.plotly_chart(parity_figure(moe), key="validation_parity_bridge_moe")
+    st.plotly_chart(parity_figure(moe, band_of(moe)), key="validation_parity_bridge_moe")
+
+st.subheader("Residuals by regime: the error bar beside every number")
+st.caption("Each cell is a regime (accelerator × precision × dense/MoE): the mean and worst |error| of its validated "
+           "runs that no constant was fitted on, from assets/validation/residuals.json. The Cost page shows the "
+           "regime's band beside the iteration time; a strategy in an empty cell is extrapolating (no validated run "
+           "there), and the Cost page says so.")
+st.plotly_chart(residual_heatmap(validated_regimes()), key="validation_regimes")
 
 st.subheader("Every case")
 table = _table(rows)

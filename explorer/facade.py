@@ -11,7 +11,8 @@ from explorer import timeline
 from explorer.charts.breakdown import breakdown_bar, comm_figure, memory_figure
 from explorer.charts.gantt import microstep_figure, superstep_figure
 from explorer.charts.graph_figure import graph_figure
-from explorer.charts.parity import parity_figure
+from explorer.charts.parity import band_of, parity_figure
+from explorer.charts.residual_heatmap import residual_heatmap
 from explorer.charts.tables import (CATEGORY_LABELS, GIB, breakdown_table, comm_table, memory_table, readable_columns,
                                     summary_table)
 from explorer.io.clusters import list_clusters, load_cluster
@@ -111,8 +112,10 @@ __all__ += ["MAX_DEVICES", "MAX_ACTION_CPU_S", "WorkCancelled", "work_budget", "
 from explorer.strategy.strategy import DTYPES, GRAD_DTYPES                              # noqa: E402
 from explorer.validation import GROUPS as VALIDATION_GROUPS                             # noqa: E402
 from explorer.validation import load_all_cases, load_megatron_bridge                    # noqa: E402
+from explorer.validation.regimes import regimes as validated_regimes                    # noqa: E402
 
-__all__ += ["DTYPES", "GRAD_DTYPES", "VALIDATION_GROUPS", "load_all_cases", "load_megatron_bridge"]
+__all__ += ["DTYPES", "GRAD_DTYPES", "VALIDATION_GROUPS", "load_all_cases", "load_megatron_bridge",
+            "validated_regimes"]
 # ---- long context (issue 10): context parallelism and FlashAttention ---------------------------
 from explorer.strategy.strategy import CP_ALGOS                                          # noqa: E402
 from explorer.model.spec import ATTENTION                                                # noqa: E402

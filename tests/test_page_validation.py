@@ -32,3 +32,19 @@ def test_validation_page_shows_cases_and_parity_plot():
     moe_spec = json.loads(charts[2].proto.spec)                      # MoE rows: tokens/s, a chart of their own
     assert "tokens/s" in moe_spec["layout"]["xaxis"]["title"]["text"]
     assert {"megatron_bridge_moe_h100", "megatron_bridge_moe_gb200"} <= {t.get("name") for t in moe_spec["data"]}
+
+
+def test_validation_page_draws_the_residuals_by_regime_and_the_bands():
+    """Issue 28 item 4: a heatmap of the validated error per regime (the bands the Cost page shows), and each
+    parity plot shaded with its rows' held-out mean |error|."""
+    from explorer.validation.regimes import regimes
+    at = AppTest.from_file(str(ROOT / "app_pages" / "validation.py"), default_timeout=120).run()
+    assert not at.exception
+    charts = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    heat = next(spec for spec in charts if spec["data"][0].get("type") == "heatmap")
+    cells = {(y, x): z for y, row in zip(heat["data"][0]["y"], heat["data"][0]["z"])
+             for x, z in zip(heat["data"][0]["x"], row) if z is not None}
+    for r in regimes():
+        assert cells[(r.accelerator, f"{r.precision} · {r.kind}")] == 100 * r.mean_abs_error
+    bands = [t["name"] for spec in charts for t in spec["data"] if "mean |error| of the held-out rows" in t.get("name", "")]
+    assert len(bands) == 3, "every parity plot has its band"

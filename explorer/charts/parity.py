@@ -4,8 +4,17 @@ from __future__ import annotations
 import plotly.graph_objects as go
 
 
-def parity_figure(rows) -> go.Figure:
-    """rows: explorer.validation.ValidationRow; axes in the rows' own units (log scale)."""
+def band_of(rows) -> float | None:
+    """The rows' validated band: the mean |relative error| of those no constant was fitted on (all of them
+    when every row was fitted), as explorer.validation.evidence bands a prediction; None without rows."""
+    held = [r for r in rows if r.subset != "fitted"] or list(rows)
+    return sum(abs(r.relative_error) for r in held) / len(held) if held else None
+
+
+def parity_figure(rows, band: float | None = None) -> go.Figure:
+    """rows: explorer.validation.ValidationRow; axes in the rows' own units (log scale). `band`: a fraction
+    drawn as the shaded band predicted = published x (1 ± band) (the rows' validated error, band_of);
+    None: the ±10 % guides."""
     fig = go.Figure()
     groups = sorted({r.group for r in rows})
     for group in groups:
@@ -19,9 +28,17 @@ def parity_figure(rows) -> go.Figure:
     low, high = min(values) / 1.3, max(values) * 1.3
     fig.add_trace(go.Scatter(x=[low, high], y=[low, high], mode="lines", name="predicted = published",
                              line=dict(dash="dash", color="gray")))
-    for factor, label in ((1.1, "+10%"), (0.9, "-10%")):
-        fig.add_trace(go.Scatter(x=[low, high], y=[low * factor, high * factor], mode="lines", name=label,
-                                 line=dict(dash="dot", color="lightgray"), showlegend=False))
+    if band is None:
+        for factor, label in ((1.1, "+10%"), (0.9, "-10%")):
+            fig.add_trace(go.Scatter(x=[low, high], y=[low * factor, high * factor], mode="lines", name=label,
+                                     line=dict(dash="dot", color="lightgray"), showlegend=False))
+    else:           # the validated band: lower edge, then the upper edge filled down to it
+        lower = max(1e-3, 1 - band)
+        fig.add_trace(go.Scatter(x=[low, high], y=[low * lower, high * lower], mode="lines", showlegend=False,
+                                 line=dict(width=0), hoverinfo="skip", name="band low"))
+        fig.add_trace(go.Scatter(x=[low, high], y=[low * (1 + band), high * (1 + band)], mode="lines",
+                                 fill="tonexty", fillcolor="rgba(128,128,128,0.15)", line=dict(width=0),
+                                 hoverinfo="skip", name=f"±{100 * band:.0f} % (mean |error| of the held-out rows)"))
     units = {"model_tflops_per_gpu": "model TFLOP/s per GPU", "tokens_per_sec_per_gpu": "tokens/s per GPU"}
     metrics = {r.metric for r in rows}
     unit = units.get(next(iter(metrics)), "s") if len(metrics) == 1 else "s"

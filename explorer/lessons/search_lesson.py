@@ -10,6 +10,7 @@ from explorer.search.figure import pareto_figure
 from explorer.search.report import label
 from explorer.lessons.base import Control, Lesson, Reveal, Setup, cluster, fmt_seconds, model
 from explorer.hardware.units import GIB
+from explorer.validation.regimes import regimes
 
 REFINE_TOP = 1              # per-layer dynamic programming on the fastest global choice (live: <= 0.3 s a setting)
 
@@ -71,6 +72,19 @@ def question(values: dict) -> Reveal:
         explanation=explanation(values, found))
 
 
+def error_bar_text() -> str:
+    """Why a model's number has an error bar (issue 28 item 4), with the validated bands of the bundled residuals
+    (explorer.validation.regimes): the best and the worst regime by mean |error|."""
+    known = sorted(regimes(), key=lambda r: r.mean_abs_error)
+    if not known:
+        return ""
+    best, worst = known[0], known[-1]
+    band = lambda r: f"{r.name} ±{100 * r.mean_abs_error:.0f} %"
+    return (" **Every number has an error bar**: its regime's typical error on published runs (Validation page), "
+            f"from {band(best)} to {band(worst)}. Strategies of one regime share most of it, so their ranking is "
+            "surer than either number. This lesson's cluster is made up: no run backs it.")
+
+
 LESSON = Lesson(
     number=8, slug="search", title="Searching systematically: space, pruning, Pareto front",
     text=("With d·t·p = N fixed, the choices multiply: the factorisations of N, the micro-batch, the schedule "
@@ -78,7 +92,8 @@ LESSON = Lesson(
           "and stage boundaries. A **systematic search** enumerates the global choices, **prunes** those that "
           "cannot run (divisibility, a schedule's rules, memory above the cap), evaluates the rest in bulk "
           "with the cost model, and refines the best by dynamic programming over the layers. No strategy is "
-          "best in both time and memory: the **Pareto front** keeps each strategy that no other beats on both."),
+          "best in both time and memory: the **Pareto front** keeps each strategy that no other beats on both."
+          + error_bar_text()),
     formula_latex=r"\min_{d\,t\,p\,=\,N,\ \ldots} T_{\text{iter}} \quad \text{s.t.} \quad M_{\text{peak}} "
                   r"\le M_{\text{cap}}",
     formula_text="minimise T_iter over d·t·p = N and the other choices, subject to M_peak ≤ M_cap",

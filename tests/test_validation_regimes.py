@@ -1,0 +1,67 @@
+"""The validated residuals by regime (explorer.validation.regimes) agree with the evidence a prediction carries
+(explorer.validation.evidence), and the parity plot's band is its rows' held-out mean |error|."""
+import pytest
+
+from explorer import Strategy, load_cluster, load_model
+from explorer.charts.parity import band_of, parity_figure
+from explorer.charts.residual_heatmap import residual_heatmap
+from explorer.validation.evidence import Features, evidence
+from explorer.validation.regimes import regimes
+
+
+def test_each_regime_is_the_band_evidence_gives_a_prediction_in_it():
+    by_name = {r.name: r for r in regimes()}
+    ev = evidence(load_model("gpt3-175b"), Strategy(dp=16, tp=8, pp=8, micro_batch=1, global_batch=1536,
+                                                    sequence_parallel=True, recompute="selective"),
+                  load_cluster("dgx-a100-80gb"))
+    r = by_name[ev["regime"]]
+    assert (r.rows, r.mean_abs_error, r.max_abs_error) == (ev["validated_rows"], ev["mean_abs_error"],
+                                                           ev["max_abs_error"])
+
+
+def test_fitted_rows_are_left_out_unless_every_row_was_fitted():
+    f = lambda accelerator, precision="bf16": Features(accelerator, precision, False, 64, 4096, False, False)
+    rows = [("a", "g", "s", f("X"), 0.10, "fitted"), ("b", "g", "s", f("X"), -0.30, "held out"),
+            ("c", "g", "s", f("X"), 0.20, ""), ("d", "g", "s", f("Y", "fp8"), 0.05, "fitted")]
+    x, y = regimes(rows)
+    assert (x.name, x.rows, x.fitted) == ("X · 16-bit · dense", 2, 1)
+    assert x.mean_abs_error == pytest.approx(0.25) and x.max_abs_error == pytest.approx(0.30)
+    assert x.mean_error == pytest.approx(-0.05)
+    assert (y.name, y.rows, y.fitted, y.mean_abs_error) == ("Y · fp8 · dense", 1, 1, 0.05)
+
+
+def test_the_heatmap_writes_each_regime_in_its_cell():
+    fig = residual_heatmap(regimes())
+    heat = fig.data[0]
+    for r in regimes():
+        i, j = list(heat.y).index(r.accelerator), list(heat.x).index(f"{r.precision} · {r.kind}")
+        assert heat.z[i][j] == 100 * r.mean_abs_error
+        assert f"{r.rows} runs" in heat.text[i][j]
+
+
+class Row:
+    def __init__(self, error, subset):
+        self.relative_error, self.subset = error, subset
+        self.expected, self.predicted = 100.0, 100.0 * (1 + error)
+        self.group, self.id, self.metric = "g", "r", "model_tflops_per_gpu"
+
+
+def test_the_parity_band_is_the_held_out_rows_mean_error():
+    rows = [Row(0.5, "fitted"), Row(0.1, "held out"), Row(-0.3, "")]
+    assert band_of(rows) == pytest.approx(0.2)
+    fig = parity_figure(rows, band_of(rows))
+    upper = next(t for t in fig.data if "mean |error|" in (t.name or ""))
+    assert upper.name.startswith("±20 %") and upper.y[0] == pytest.approx(upper.x[0] * 1.2)
+    assert not [t for t in parity_figure(rows).data if "mean |error|" in (t.name or "")]
+
+
+def test_lesson_8_explains_the_error_bar_with_the_validated_bands():
+    from explorer.lessons.base import cluster
+    from explorer.lessons.search_lesson import LESSON
+    known = sorted(regimes(), key=lambda r: r.mean_abs_error)
+    best, worst = known[0], known[-1]
+    assert (f"from {best.name} ±{100 * best.mean_abs_error:.0f} % to {worst.name} ±{100 * worst.mean_abs_error:.0f} %"
+            in LESSON.text)
+    assert "Every number has an error bar" in LESSON.text
+    assert cluster().name == "classroom" and "made up" in LESSON.text    # no published run on the classroom preset
+    assert evidence(load_model("classroom-gpt"), Strategy(dp=8, global_batch=8), cluster())["extrapolating"]
