@@ -60,11 +60,13 @@ def test_presets_round_trip_and_network_per_gpu():
         assert c.levels[-1].bandwidth_bytes_per_s == 400e9 / 8 * 1
 
 
-def test_gb200_nvl72_is_one_nvlink_domain_of_72():
+def test_gb200_nvl72_is_one_nvlink_domain_of_72_of_which_a_job_gets_64():
     c = load_cluster("gb200-nvl72")
-    assert c.devices_per_node == 72 and c.levels[0].bandwidth_bytes_per_s == 900e9
+    assert c.levels[0].fanout == 72 and c.levels[0].bandwidth_bytes_per_s == 900e9
+    assert c.devices_per_node == 64                                  # 16 of 18 trays (issue 26 item 6)
     s = Strategy(dp=1, tp=64, pp=1)
     assert group_level(c, s.mesh, "tp") == 0                         # a TP group of 64 stays on NVLink
+    assert group_level(c, Strategy(dp=2, tp=64, pp=1).mesh, "dp") == 1   # the next 64 are another rack
     assert group_level(load_cluster("dgx-b200"), s.mesh, "tp") == 1  # on 8-GPU nodes it does not
 
 
