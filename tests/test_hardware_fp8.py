@@ -66,7 +66,7 @@ def test_gb200_nvl72_is_one_nvlink_domain_of_72_of_which_a_job_gets_64():
     assert c.devices_per_node == 64                                  # 16 of 18 trays (issue 26 item 6)
     s = Strategy(dp=1, tp=64, pp=1)
     assert group_level(c, s.mesh, "tp") == 0                         # a TP group of 64 stays on NVLink
-    assert group_level(c, Strategy(dp=2, tp=64, pp=1).mesh, "dp") == 1   # the next 64 are another rack
+    assert group_level(c, Strategy(dp=2, tp=64, pp=1, global_batch=2).mesh, "dp") == 1   # the next 64: another rack
     assert group_level(load_cluster("dgx-b200"), s.mesh, "tp") == 1  # on 8-GPU nodes it does not
 
 
