@@ -1,0 +1,62 @@
+"""The attention kernel's efficiency curve of a cluster: fraction of peak against tokens per kernel call.
+
+Drawn from explorer/hardware/attention.py (the same constants the cost tree prices with) for the
+model's head dimension and mask, forward and backward, with the published benchmark points of the
+kernel (assets/attention_kernels.json) and a marker at the strategy's tokens per call (s, or s/cp
+for a ring step under context parallelism). The Cost page shows it with its source as the caption.
+"""
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+
+from explorer.charts.palette import DEFAULT
+from explorer.cost.numbers import hardware_numbers
+from explorer.hardware import attention as att
+
+TOKENS = np.geomspace(256, 262144, 120)
+
+
+def kernel_head_dim(model) -> float:
+    """The fused kernel's head dimension as the cost tree takes it (explorer/model/graph: head_dim,
+    h/a, or the mean of latent attention's query/key and value sizes)."""
+    if model.kv_lora_rank:
+        return (model.qk_nope_head_dim + model.qk_rope_head_dim + model.v_head_dim) / 2
+    return float(model.head_dim or model.hidden / model.heads)
+
+
+def attention_curve_figure(model, strategy, cluster) -> tuple:
+    """(figure, caption): the efficiency of the cluster's attention kernel by tokens per call."""
+    hw = hardware_numbers(cluster, strategy.dtype)
+    p, d = hw["attention"], kernel_head_dim(model)
+    causal = model.family != "bert"
+    attn = "bf16" if strategy.dtype == "fp8" else strategy.dtype
+    found = att.kernel_for(cluster.device.name, attn)
+    fig = go.Figure()
+    for backward, name, colour in ((False, "forward", DEFAULT["compute"]), (True, "backward", DEFAULT["recompute"])):
+        fig.add_trace(go.Scatter(x=TOKENS, y=att.efficiency(p, TOKENS, d, causal, backward), mode="lines",
+                                 name=f"{name} ({'causal' if causal else 'no mask'}, head dim {d:g})",
+                                 line=dict(color=colour)))
+    if found:
+        data = att.kernels()
+        for direction, mask, head_dim, n, eta in att.published_points(found[1], data["seq_lens"]):
+            fig.add_trace(go.Scatter(x=[n], y=[eta], mode="markers", showlegend=False,
+                                     marker=dict(symbol="circle-open", color="gray"),
+                                     hovertemplate=f"published {direction}, {'causal' if mask else 'no mask'}, head dim "
+                                                   f"{head_dim}: %{{y:.3f}} at %{{x}} tokens<extra></extra>"))
+    n = att.call_tokens(model.seq_len, strategy.cp, strategy.cp_algo)
+    fig.add_vline(x=n, line=dict(dash="dot", color="gray"),
+                  annotation_text=f"this strategy: {n:,.0f} tokens per call")
+    fig.update_layout(xaxis=dict(type="log", title="tokens per kernel call"),
+                      yaxis=dict(title="fraction of the 16-bit peak", rangemode="tozero"),
+                      height=320, margin=dict(l=40, r=20, t=30, b=40))
+    if found:
+        name, entry = found
+        caption = (f"{entry['kernel']} on {cluster.device.name} (kernel {name}): curve fitted to the published points "
+                   f"(circles; mean error {100 * entry['fit']['error']['mean']:.1f} %, max "
+                   f"{100 * entry['fit']['error']['max']:.1f} %). Source: {entry['source']}")
+    else:
+        caption = (f"No published attention-kernel benchmark is bundled for {cluster.device.name} in {attn}: the "
+                   f"kernel is priced like a GEMM, at {p['eta_f']:.3g} of peak for every size "
+                   "(assets/attention_kernels.json lists the kernels).")
+    return fig, caption
