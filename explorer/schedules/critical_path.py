@@ -36,6 +36,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from explorer.errors import ExplorerError
 from explorer.schedules.base import B, F
 from explorer.schedules.base import PERIODIC_RTOL, inputs_of  # noqa: F401 (the default dependency rule over arrays)
 from explorer.schedules.one_f_one_b import ends_1f1b  # noqa: F401 (1F1B's fast walk, Schedule.fast_ends)
@@ -352,4 +353,55 @@ def _passes(schedule: str, p: int, m: int, v: int) -> dict:
             "depth": depth[:none], "last": last}
 
 
-__all__ = ["stage_ends", "stage_end_lower_bounds", "ends_1f1b", "ends_graph", "ends_graphs"]
+__all__ = ["stage_ends", "stage_end_lower_bounds", "ends_1f1b", "ends_graph", "ends_graphs", "path_weights"]
+
+
+def path_weights(schedule: str, fwd, bwd, weight, m: int, v: int = 1, sends=None) -> tuple:
+    """The longest path to each stage's last pass, as weights: (ends, weights), weights[i, r, j] the
+    coefficient of stage r's argument j (0 `fwd`, 1 `bwd`, 2 `weight`, 3 and 4 the overlapped sends
+    forward and backward) in stage i's end, so that ends[i] = sum over r, j of weights[i, r, j] times
+    argument j of stage r (per-stage 1-D arrays: one candidate). A longest path is a maximum of sums;
+    its derivative is that of the path that attains it (the first of equals), so these weights are
+    the stage end's derivative with respect to each stage's pass times: what the symbolic
+    sensitivities chain with the stages' own derivatives (explorer.cost.elasticity). The walk is
+    ends_graph's, pass by pass, remembering which predecessor each pass waited for."""
+    sched = get(schedule)
+    fwd, bwd, weight = (np.asarray(x, dtype=float).reshape(-1) for x in (fwd, bwd, weight))
+    p, m = len(fwd), int(round(float(m)))
+    split = sched.splits_weight
+    durations = np.stack([fwd / v, (bwd - weight) / v if split else bwd / v,
+                          weight / v if split else np.zeros_like(fwd)], axis=1)
+    chunks = sched.chunk_count(v)
+    if _passes_in(schedule, p, m, chunks) > MAX_GRAPH_PASSES:
+        raise ExplorerError(f"a pipeline of more than {MAX_GRAPH_PASSES:,} passes has no exact path weights (its "
+                            "time is the schedule's closed form there): no sensitivity for it")
+    graph = _graph(schedule, p, (m,), chunks)
+    stage, kind = graph["stage"].tolist(), graph["kind"].tolist()
+    none = len(stage)
+    dur = durations[graph["stage"], graph["kind"]].tolist()
+    sent = None if sends is None else [np.asarray(x, dtype=float).reshape(-1) for x in sends]
+    end, took_input = [0.0] * (none + 1), [False] * none
+    for n, a, b in _topological(graph):
+        wait = 0.0
+        if sent is not None and b != none and stage[b] != stage[n] and kind[b] < 2:
+            wait = sent[kind[b]][stage[b]] / v
+        x, y = end[a], end[b] + wait
+        took_input[n] = not x > y
+        end[n] = dur[n] + (x if x > y else y)
+    first, second = graph["first"].tolist(), graph["second"].tolist()
+    weights = np.zeros((p, p, 5))
+    for i, n in enumerate(graph["last"][0].tolist()):
+        while n != none:
+            r, k = stage[n], kind[n]
+            if k == 2:
+                weights[i, r, 2] += 1 / v
+            else:
+                weights[i, r, k] += 1 / v
+                if k == 1 and split:
+                    weights[i, r, 2] -= 1 / v
+            nxt = second[n] if took_input[n] else first[n]
+            if took_input[n] and sent is not None and nxt != none and stage[nxt] != r and kind[nxt] < 2:
+                weights[i, stage[nxt], 3 + kind[nxt]] += 1 / v
+            n = nxt
+    ends = np.array([end[n] for n in graph["last"][0].tolist()])
+    return ends, weights
