@@ -18,4 +18,7 @@ def stop_requested() -> bool:
     pending. Reads ScriptRequests' state without consuming it (Streamlit handles it at its next yield)."""
     requests = getattr(get_script_run_ctx(), "script_requests", None)
     state = getattr(requests, "_state", None)          # streamlit 1.67: ScriptRequests._state
+    if getattr(state, "name", "") == "RERUN" and getattr(getattr(requests, "_rerun_data", None),
+                                                          "fragment_id_queue", None):
+        return False        # only a fragment's rerun (a worker job's progress poll, app_pages/jobs.py) waits
     return getattr(state, "name", "") in PREEMPTING

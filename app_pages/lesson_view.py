@@ -7,8 +7,9 @@ from dataclasses import replace
 import streamlit as st
 
 from explorer.facade import ExplorerError, animated_gantt, classroom_figure, lessons
-from explorer.facade import lesson_deck, slide_image
+from explorer.facade import lesson_deck, slide_request
 from app_pages import compute as C
+from app_pages import jobs as J
 from app_pages import share_link
 from app_pages import state as S
 from app_pages.text import plain
@@ -58,10 +59,12 @@ def _slides(lesson, values: dict, setup, reveal, items: tuple) -> None:
     caption = f"Lesson {lesson.number} · {setting}"
     stem = f"lesson{lesson.number}_{lesson.slug}"
     cols = st.columns(3)
-    cols[0].download_button("Slide PNG (1920×1080)", lambda: slide_image(fig, caption, "png"), f"{stem}.png",
+    png, svg = (J.deferred("slide", lambda fmt=fmt: slide_request(fig, caption, fmt), f"slide_{fmt}")
+                for fmt in ("png", "svg"))
+    cols[0].download_button("Slide PNG (1920×1080)", png, f"{stem}.png",
                             "image/png", key=f"lesson_png_{lesson.slug}",
                             help="rendered by kaleido with the system Chromium (a few seconds)")
-    cols[1].download_button("Slide SVG", lambda: slide_image(fig, caption, "svg"), f"{stem}.svg", "image/svg+xml",
+    cols[1].download_button("Slide SVG", svg, f"{stem}.svg", "image/svg+xml",
                             key=f"lesson_svg_{lesson.slug}")
     cols[2].download_button("HTML deck (offline)", lambda: classroom_deck(lesson, values, fig, reveal, setting),
                             f"{stem}_deck.html", "text/html", key=f"lesson_deck_{lesson.slug}",

@@ -2,10 +2,13 @@
 import streamlit as st
 
 from explorer.facade import (ExplorerError, RUN_INSTALL_HINT, Strategy, list_clusters, load_cluster, load_model,
-                             load_run, reference_run, run_bytes_table, run_gantt, run_loss_table, run_microstep,
+                             load_run, reference_run_request, run_bytes_table, run_gantt, run_loss_table, run_microstep,
                              run_time_table, runnable_models, torch_available)
+from app_pages import jobs as J
 from app_pages import state as S
 from app_pages.text import plain
+
+RUN_JOB = "reference_run"        # the kind of this page's job in the worker pool
 
 
 def start_run() -> None:
@@ -16,12 +19,25 @@ def start_run() -> None:
         strategy = Strategy(dp=dp, tp=tp, pp=pp, micro_batch=ss[S.W_RUN_MICRO], global_batch=ss[S.W_RUN_BATCH],
                             schedule=ss[S.W_RUN_SCHEDULE], dtype="fp32")
         cluster = None if ss[S.W_RUN_CLUSTER] == S.RUN_THIS_MACHINE else load_cluster(ss[S.W_RUN_CLUSTER])
-        with st.spinner(f"Training on {dp * tp * pp} processes…"):
-            ss[S.MEASURED_RUN] = reference_run(load_model(ss[S.W_RUN_MODEL]), strategy, dp * tp * pp, cluster,
-                                               ss[S.W_RUN_ITERATIONS])
+        # in the worker pool (app_pages/jobs.py): the page shows its progress and a Cancel button meanwhile
+        J.start(RUN_JOB, "reference_run", reference_run_request(load_model(ss[S.W_RUN_MODEL]), strategy,
+                                                                dp * tp * pp, cluster, ss[S.W_RUN_ITERATIONS]))
         ss[S.MEASURED_MESSAGE] = ""
     except ExplorerError as err:
         ss[S.MEASURED_MESSAGE] = plain(err)
+
+
+def collect_run() -> None:
+    """The reference run once its worker has finished: the page's run, or why it did not finish."""
+    job = J.take(RUN_JOB)
+    if job is None:
+        return
+    if job.state == "done":
+        ss = st.session_state
+        ss[S.MEASURED_RUN], ss[S.MEASURED_MESSAGE] = job.result, ""
+    else:
+        st.session_state[S.MEASURED_MESSAGE] = "The run was cancelled." if job.state == "cancelled" else \
+            plain(job.error)
 
 
 def open_file() -> None:
@@ -60,6 +76,9 @@ else:
             "run.json`) can still be opened below.")
 st.file_uploader("Open a saved run (JSON from `python -m explorer run --out FILE`)", type=["json"],
                  key=S.W_RUN_FILE, on_change=open_file)
+collect_run()
+if J.running(RUN_JOB):
+    J.progress(RUN_JOB, "Training")
 if st.session_state.get(S.MEASURED_MESSAGE):
     st.error(st.session_state[S.MEASURED_MESSAGE])
 run = st.session_state.get(S.MEASURED_RUN)

@@ -12,7 +12,15 @@ the first script_finished that is not FINISHED_EARLY_FOR_RERUN. Asserts nothing.
 
 --diverse: each session opens its own link: its own model (a preset with a hidden size no other session
 has, sent as an uploaded model travels, base64 JSON in `model_spec`: a structure nobody compiled yet) and
-its own strategy; after the seven actions it opens Search and runs a search of that model.
+its own strategy; after the seven actions it opens Search and runs a search of that model. The search runs in
+the server's worker pool (issue 31 item 4): "search" is the time from the click until the page shows the
+result, "search click" the click's own page run, "poll" each rerun of the progress fragment that the session
+sends every 0.5 s meanwhile (as a browser does for st.fragment(run_every=...)). With BRIDGING_DL_WORKERS=0 in
+the server's environment the search runs in the page's own run (as before the pool).
+
+--busy: three sessions only, as the issue's check: one uploads a big model (llama3.1-405b, as a link's
+model_spec), one runs a large search (gpt3-175b on 1,024 GPUs), and the third reruns pages meanwhile; the
+third's reruns are reported as "rerun (busy)".
 
     python benchmarks/bench_load.py --sessions 30                # starts `streamlit run app.py` itself
     python benchmarks/bench_load.py --sessions 30 --diverse      # every session its own model and a search
@@ -37,7 +45,9 @@ from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 
 ROOT = Path(__file__).resolve().parents[1]
 ACTIONS = ("load", "open cost", "change d", "open strategy", "drag", "open timelines", "change t")
-DIVERSE_ACTIONS = ACTIONS + ("open search", "search")
+DIVERSE_ACTIONS = ACTIONS + ("open search", "search click", "poll", "search")
+BUSY_ACTIONS = ("rerun (busy)", "big upload", "large search")
+RESULT_MARKS = ("raw choices", "cancelled", "No strategy fits", "error: ")   # the Search page's outcomes
 DIVERSE_MODELS = ("gpt-1.7b", "llama2-7b", "gpt-7.5b", "llama3-8b", "classroom-gpt", "megatron-22b", "tiny-gpt",
                   "gpt-3.6b")
 EARLY = "FINISHED_EARLY_FOR_RERUN"
@@ -48,6 +58,15 @@ class Session:
 
     def __init__(self, ws):
         self.ws, self.widgets, self.pages, self.page = ws, {}, {}, ""
+        self.fragment, self.alerts = "", []      # the running job's polling fragment; alert texts seen
+
+    async def poll(self, timeout: float = 120.0) -> float:
+        """One auto-rerun of the progress fragment, as the browser sends it every run_every seconds."""
+        msg = BackMsg()
+        msg.rerun_script.page_script_hash = self.page
+        msg.rerun_script.fragment_id = self.fragment
+        msg.rerun_script.is_auto_rerun = True
+        return await self._send(msg, timeout)
 
     async def rerun(self, changed=None, page: str | None = None, timeout: float = 120.0, query: str = "") -> float:
         msg = BackMsg()
@@ -57,6 +76,9 @@ class Session:
         msg.rerun_script.page_script_hash = self.page
         for state in changed or []:
             msg.rerun_script.widget_states.widgets.append(state)
+        return await self._send(msg, timeout)
+
+    async def _send(self, msg, timeout: float) -> float:
         start = time.perf_counter()
         await self.ws.send(msg.SerializeToString())
         while True:
@@ -73,6 +95,11 @@ class Session:
                     self.widgets[ident.rsplit("-", 1)[-1] if "-w_" in ident else ident] = (ident, inner)
                 if which == "exception":
                     raise RuntimeError(f"exception element: {inner.message}")
+                if which == "alert":
+                    error = inner.format == type(inner).ERROR
+                    self.alerts.append(("error: " if error else "") + inner.body)
+            elif kind == "auto_rerun":
+                self.fragment = fm.auto_rerun.fragment_id
             elif kind == "navigation":
                 self.pages = {p.url_pathname or "default": p.page_script_hash for p in fm.navigation.app_pages}
             elif kind == "script_finished" and ForwardMsg.ScriptFinishedStatus.Name(fm.script_finished) != EARLY:
@@ -148,12 +175,91 @@ async def student(url: str, delay: float, think: float, results: dict, failures:
                      ("change t", lambda: s.rerun([slider_state(s, "w_tp", lambda o: o.index("4"))]))]
             if diverse:
                 steps += [("open search", lambda: s.rerun(page="search")),
-                          ("search", lambda: s.rerun([button_state(s, "Search")], timeout=600))]
+                          ("search", lambda: search(s, results))]
             for name, step in steps:
-                results[name].append(await step())
+                took = await step()
+                if took is not None:
+                    results[name].append(took)
                 await asyncio.sleep(think * random.uniform(0.5, 1.5))
     except Exception as err:                       # a failed session is counted, not fatal
         failures.append(f"{type(err).__name__}: {err}"[:200])
+
+
+async def search(s: Session, results: dict, timeout: float = 900.0):
+    """Click Search, then poll the progress fragment every 0.5 s until the page shows the outcome; records
+    "search click" and each "poll", returns the whole wait."""
+    start = time.perf_counter()
+    s.alerts, s.fragment = [], ""
+    results["search click"].append(await s.rerun([button_state(s, "Search")], timeout=600))
+    while not any(mark in alert for alert in s.alerts for mark in RESULT_MARKS):
+        if time.perf_counter() - start > timeout:
+            raise TimeoutError("the search never finished")
+        await asyncio.sleep(0.5)
+        if s.fragment:
+            results["poll"].append(await s.poll())
+        else:                               # no fragment: rerun the page as a browser would on a rerun
+            await s.rerun()
+    return time.perf_counter() - start
+
+
+def busy_query(model: str, tp: int, pp: int, gpus: int, global_batch: int) -> str:
+    """A link to `model` (made unseen: renamed, each head 8 wider) on dgx-a100-80gb with its own strategy."""
+    import dataclasses
+    from urllib.parse import urlencode
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    from explorer.io.clusters import load_cluster
+    from explorer.io.models import load_model
+    from explorer.io.share import encode
+    from explorer.strategy.strategy import Strategy
+    base = load_model(model)
+    spec = dataclasses.replace(base, name=f"busy-{model}", hidden=base.hidden + 8 * base.heads)
+    strategy = Strategy(dp=gpus // (tp * pp), tp=tp, pp=pp, micro_batch=1, global_batch=global_batch)
+    return urlencode({k: v for k, v in encode(spec, load_cluster("dgx-a100-80gb"), strategy).items() if v})
+
+
+async def busy(url: str, results: dict, failures: list, think: float):
+    """One session uploads a big model and opens its cost, one searches gpt3-175b on 1,024 GPUs, and a third
+    reruns pages meanwhile (its reruns: "rerun (busy)")."""
+    searching = asyncio.Event()
+
+    async def upload():
+        async with websockets.connect(f"{url}/_stcore/stream", max_size=None, open_timeout=120) as ws:
+            s = Session(ws)
+            await asyncio.wait_for(searching.wait(), 300)
+            results["big upload"].append(await s.rerun(query=busy_query("llama3.1-405b", 8, 16, 1024, 1024),
+                                                        timeout=600))
+            results["big upload"].append(await s.rerun(page="cost", timeout=600))
+
+    async def large_search():
+        try:
+            async with websockets.connect(f"{url}/_stcore/stream", max_size=None, open_timeout=120) as ws:
+                s = Session(ws)
+                await s.rerun(query=busy_query("gpt3-175b", 8, 8, 1024, 1536))
+                await s.rerun(page="search")
+                searching.set()
+                results["large search"].append(await search(s, results, timeout=300))
+                print("  large search:", next((a for a in s.alerts if any(m in a for m in RESULT_MARKS)), "")[:160])
+        finally:
+            searching.set()            # never leave the others waiting
+            searching.clear()
+
+    async def third():
+        async with websockets.connect(f"{url}/_stcore/stream", max_size=None, open_timeout=120) as ws:
+            s = Session(ws)
+            await s.rerun()
+            await s.rerun(page="cost")
+            await asyncio.wait_for(searching.wait(), 300)
+            d = 0
+            while searching.is_set():
+                d = 1 - d
+                results["rerun (busy)"].append(await s.rerun([slider_state(s, "w_dp", lambda o, d=d: o.index(
+                    ("8", "16")[d]))]))
+                await asyncio.sleep(think * random.uniform(0.5, 1.5))
+
+    for outcome in await asyncio.gather(upload(), large_search(), third(), return_exceptions=True):
+        if isinstance(outcome, Exception):
+            failures.append(f"{type(outcome).__name__}: {outcome}"[:200])
 
 
 def cpu_rss(pids) -> tuple:
@@ -198,40 +304,56 @@ def server_pids(started=None) -> list:
 
 
 async def main_async(args):
-    actions = DIVERSE_ACTIONS if args.diverse else ACTIONS
-    results = {name: [] for name in actions}
+    actions = BUSY_ACTIONS + ("search click", "poll") if args.busy else DIVERSE_ACTIONS if args.diverse else ACTIONS
+    results = {name: [] for name in set(actions) | set(DIVERSE_ACTIONS)}
     failures = []
     pids = args.server_pids or server_pids(args.started)
     cpu0, _ = cpu_rss(pids)
     wall0 = time.perf_counter()
-    rss_peak = 0
+    rss_peak, seen = 0, {}           # pid -> its CPU seconds when last seen (worker processes come and go)
+
+    def sample():
+        current = args.server_pids or server_pids(args.started)
+        rss = 0
+        for pid in current:
+            cpu, mem = cpu_rss([pid])
+            seen[pid] = max(seen.get(pid, 0.0), cpu)
+            rss += mem
+        return rss
 
     async def watch():
         nonlocal rss_peak
         while True:
-            rss_peak = max(rss_peak, cpu_rss(pids)[1])
+            rss_peak = max(rss_peak, sample())
             await asyncio.sleep(0.5)
     watcher = asyncio.create_task(watch())
-    await asyncio.gather(*(student(args.url, args.ramp * i / max(1, args.sessions - 1), args.think, results,
-                                   failures, diverse_query(i) if args.diverse else "", args.diverse)
-                           for i in range(args.sessions)))
+    if args.busy:
+        await busy(args.url, results, failures, args.think)
+    else:
+        await asyncio.gather(*(student(args.url, args.ramp * i / max(1, args.sessions - 1), args.think, results,
+                                       failures, diverse_query(i) if args.diverse else "", args.diverse)
+                               for i in range(args.sessions)))
     watcher.cancel()
     wall = time.perf_counter() - wall0
-    cpu1, _ = cpu_rss(pids)
-    print(f"{args.sessions} {'diverse ' if args.diverse else ''}sessions against {args.url} "
+    sample()
+    cpu1 = sum(seen.values())       # the server and every worker it started (a new one from 0 s)
+    pids = sorted(seen)
+    mode = "busy " if args.busy else "diverse " if args.diverse else ""
+    print(f"{3 if args.busy else args.sessions} {mode}sessions against {args.url} "
           f"({len(pids)} server processes): {len(failures)} failed, {wall:.1f} s wall, "
           f"server CPU {100 * (cpu1 - cpu0) / wall:.0f} % of one core, peak RSS {rss_peak / 2**20:.0f} MiB")
     everything = []
     for name in actions:
         xs = sorted(results[name])
-        everything += xs
+        if name not in ("search", "large search", "big upload", "poll"):  # page actions: no whole search, no poll
+            everything += xs
         if xs:
             p95 = xs[min(len(xs) - 1, int(0.95 * len(xs)))]
             print(f"  {name:<16} n={len(xs):<4} p50 {statistics.median(xs):6.2f} s   p95 {p95:6.2f} s   "
                   f"max {xs[-1]:6.2f} s")
     if everything:
         everything.sort()
-        print(f"  {'every action':<16} n={len(everything):<4} p50 {statistics.median(everything):6.2f} s   "
+        print(f"  {'page actions':<16} n={len(everything):<4} p50 {statistics.median(everything):6.2f} s   "
               f"p95 {everything[int(0.95 * (len(everything) - 1))]:6.2f} s")
     for f in failures[:5]:
         print("  failure:", f)
@@ -247,6 +369,8 @@ def main():
                         help="sessions run one by one before measuring (each server process's first run is cold)")
     parser.add_argument("--diverse", action="store_true",
                         help="each session its own (unseen) model and strategy, then a search")
+    parser.add_argument("--busy", action="store_true",
+                        help="three sessions: a big upload, a large search, and a third one's reruns meanwhile")
     parser.add_argument("--server-pids", type=lambda text: [int(x) for x in text.split(",")],
                         help="comma-separated pids to count as the server (default: see the module docstring)")
     args = parser.parse_args()

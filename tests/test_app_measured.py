@@ -49,6 +49,11 @@ def test_running_from_the_page_shows_bytes_losses_and_the_gantt():
     at.number_input(key="w_run_iterations").set_value(2)
     next(b for b in at.button if b.label == "Run").click().run(timeout=240)
     assert not at.exception and not errors(at)
+    job = at.session_state["worker_jobs"].get("reference_run")   # the run goes to a worker (app_pages/jobs.py)
+    if job is not None:
+        assert job.wait(240), job
+        at.run()                   # what the page's progress fragment does once the job has finished
+    assert not at.exception and not errors(at)
     table = at.dataframe[0].value
     assert list(table["measured - not modelled = model"]) == [True] * 5
     losses = at.dataframe[1].value
