@@ -3,14 +3,17 @@ import streamlit as st
 
 from explorer.facade import ExplorerError
 from explorer.facade import export as X
-from explorer.facade import CONFIG_FRAMEWORKS, CONFIG_SUFFIX, CONFIG_TITLES, framework_config
-from explorer.facade import classroom_figure, slide_image, strategy_from_upload
+from explorer.facade import CONFIG_FRAMEWORKS, CONFIG_LANGUAGE, CONFIG_SUFFIX, CONFIG_TITLES, framework_config
+from explorer.facade import framework_notes, strategy_from_framework_config
+from explorer.facade import classroom_figure, image_request, slide_request, strategy_from_upload
 from app_pages import compute as C
+from app_pages import jobs as J
 from app_pages import share_link
 from app_pages import state as S
 from app_pages.text import plain
 
 ss = st.session_state
+W_CONFIG_FILE = "w_framework_config_file"
 
 
 def _import_strategy():
@@ -26,6 +29,22 @@ def _import_strategy():
         return
     ss[S.MODEL_MESSAGE] = ""
     S.notify(f"Loaded the strategy from {upload.name}.")
+
+
+def _import_framework_config():
+    """A Megatron-LM, Megatron-Bridge, DeepSpeed or torchtitan config back into the strategy (parsed, never run)."""
+    upload = ss.get(W_CONFIG_FILE)
+    if upload is None:
+        return
+    try:
+        imported = strategy_from_framework_config(upload.getvalue(), name=upload.name)
+        C.ensure_fits(imported.strategy)
+        S.apply_strategy(imported.strategy)
+    except ExplorerError as err:
+        ss[S.MODEL_MESSAGE] = f"Framework config refused: {err}"
+        return
+    ss[S.MODEL_MESSAGE] = ""
+    S.notify(f"Loaded the strategy of the {imported.framework} config {upload.name} (the model is kept).")
 
 
 view, error = C.current()
@@ -55,17 +74,19 @@ fig, stem = charts[chart], f"{name}_{chart.split(' (')[0].replace(' ', '_')}"
 cols = st.columns(3)
 # Downloads never rerun the page (on_click="ignore"): a rerun gives every deferred (callable) download
 # a new id, and a second click that still holds the old id fails. Images stay deferred (kaleido takes
-# seconds); everything small is passed as bytes.
-cols[0].download_button("PNG", lambda: X.figure_image(fig, "png"), f"{stem}.png", "image/png",
+# seconds, in a worker process: app_pages/jobs.py); everything small is passed as bytes.
+png, svg = (J.deferred("image", lambda fmt=fmt: image_request(fig, fmt), fmt) for fmt in ("png", "svg"))
+cols[0].download_button("PNG", png, f"{stem}.png", "image/png",
                         help="rendered by kaleido with the system Chromium (a few seconds)", on_click="ignore",
                         key="export_png")
-cols[1].download_button("SVG", lambda: X.figure_image(fig, "svg"), f"{stem}.svg", "image/svg+xml",
+cols[1].download_button("SVG", svg, f"{stem}.svg", "image/svg+xml",
                         on_click="ignore", key="export_svg")
 cols[2].download_button("HTML (works offline)", lambda: X.figure_html(fig), f"{stem}.html", "text/html",
                         on_click="ignore", key="export_html")
 slide_caption = f"{m.name} on {c.name} · {C.strategy_label(s)}"
 st.download_button("Slide PNG (1920×1080, caption, classroom colours)",
-                   lambda: slide_image(classroom_figure(fig, memory=chart.startswith("memory")), slide_caption, "png"),
+                   J.deferred("slide", lambda: slide_request(classroom_figure(fig, memory=chart.startswith("memory")),
+                                                      slide_caption, "png")),
                    f"{stem}_slide.png", "image/png", key="export_slide_png", on_click="ignore",
                    help="16:9 at slide resolution, text ≥ 24 px (a few seconds)")
 
@@ -99,6 +120,13 @@ try:
 except ExplorerError as err:
     st.warning(plain(str(err)))
 else:
-    st.code(config, language={"megatron": "bash", "deepspeed": "json", "torchtitan": "toml"}.get(framework, "python"))
+    st.code(config, language=CONFIG_LANGUAGE[framework])
     st.download_button(f"{framework} config", config.encode(), f"{name}_{framework}{CONFIG_SUFFIX[framework]}",
                        "text/plain", on_click="ignore", key="export_framework_config")
+    notes = framework_notes(framework, m, s)       # from the exporter itself
+    st.markdown(f"**What it expresses:** {plain(notes['expresses'])}")
+    st.markdown("**What the framework would do on its own, and how the file pins it to what was costed:**\n"
+                + "\n".join(f"- {plain(note)}" for note in notes["differences"]))
+st.file_uploader("Load a framework config (Megatron-LM .sh, Megatron-Bridge .py, DeepSpeed .json, torchtitan "
+                 ".toml): its strategy replaces this one", type=["sh", "txt", "py", "json", "toml"],
+                 key=W_CONFIG_FILE, on_change=_import_framework_config)

@@ -95,3 +95,32 @@ def test_framework_config_panel_shows_configs_and_refusals():
     assert "DeepSpeed cannot express this strategy" in warnings and "tensor parallelism" in warnings
     assert "\\(" in warnings                          # escaped by plain(): no markdown from the message
     assert not any('"train_batch_size"' in c.value for c in at.code)
+
+
+def test_framework_panel_shows_notes_from_the_exporter_and_megatron_bridge():
+    at = open_page("export")
+    text = " ".join(md.value for md in at.markdown)
+    assert "What it expresses" in text and "Megatron" in text
+    at.selectbox(key="w_export_framework").set_value("megatron-bridge").run()
+    assert not at.exception
+    assert any("def explorer_pretrain_config()" in c.value for c in at.code)
+    text = " ".join(md.value for md in at.markdown)
+    assert "CommOverlapConfig" in text or "grad\\_reduce\\_in\\_fp32" in text or "WORLD\\_SIZE" in text
+    assert "megatron-bridge config" in {b.label for b in at.get("download_button")}
+
+
+def test_uploaded_framework_config_sets_the_strategy_and_a_bad_one_is_refused():
+    from explorer.codegen import export
+    from explorer.io.clusters import load_cluster
+    at = open_page("export")
+    model = at.session_state["model"]
+    good = DEFAULT_STRATEGY.with_(dp=8, global_batch=1024)
+    recipe = export("megatron-bridge", model, good, load_cluster("dgx-a100-80gb"))
+    at.file_uploader(key="w_framework_config_file").set_value(("r.py", recipe.encode(), "text/x-python"))
+    at.run()
+    assert not at.exception and at.session_state["last_valid"].strategy == good
+    at.file_uploader(key="w_framework_config_file").set_value(("d.json", b"{oops", "application/json"))
+    at.run()
+    assert not at.exception
+    assert any("Framework config refused" in e and "malformed JSON" in e for e in errors(at))
+    assert at.session_state["last_valid"].strategy == good

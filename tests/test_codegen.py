@@ -172,7 +172,7 @@ def test_unknown_framework():
 
 
 def test_every_framework_has_a_suffix():
-    assert set(FILE_SUFFIX) == set(FRAMEWORKS) == {"megatron", "deepspeed", "torchtitan", "mindspore"}
+    assert set(FILE_SUFFIX) == set(FRAMEWORKS) == {"megatron", "megatron-bridge", "deepspeed", "torchtitan", "mindspore"}
 
 
 def test_per_layer_default_split_is_megatron_uniform():

@@ -401,7 +401,7 @@ def test_e_torchtitan_model_section_names_a_flavor_of_the_same_shape():
     assert {k: v for k, v in TORCHTITAN["llama3_flavors"].items() if k in tt.LLAMA3_FLAVORS} == \
         {k: {**v, "rope_theta": 500000} for k, v in tt.LLAMA3_FLAVORS.items()}
     assert TORCHTITAN["llama3_model_args_defaults"]["vocab_size"] == tt.LLAMA3_VOCAB
-    s = Strategy(dp=8, global_batch=8, zero=3, grad_dtype="fp32")
+    s = Strategy(dp=8, global_batch=8, zero=3, grad_dtype="fp32", overlap_dp=True)
     assert 'flavor = "8B"' in export("torchtitan", load_model(LLAMA3), s, CLUSTER)
     text = export("torchtitan", load_model(LLAMA), s, CLUSTER)
     assert 'flavor = "h4096-l32-a32-kv32-f11008-v32000"' in text

@@ -1,7 +1,8 @@
 """No export runs code injected through a name (issue 31, item 1).
 
 A model name arrives from a share link or an upload. Each exporter writes it into a comment (Megatron-LM's
-shell arguments, MindSpore's Python, torchtitan's TOML) or a LaTeX title. For names built from every control,
+shell arguments, MindSpore's Python, torchtitan's TOML), a Python string (Megatron-Bridge's MODEL_NAME, which
+must read back as the very name) or a LaTeX title. For names built from every control,
 line-break, quoting and escape character, the target's own parser must read the same program as for a plain
 name: bash -n and shlex for the shell, the AST of the bytes (so an encoding cookie would count) for Python,
 tomllib for TOML, json for JSON, and for LaTeX a tokenizer rule (no control sequence, comment, group or
@@ -32,6 +33,7 @@ PP_ZERO1 = Strategy(dp=8, tp=1, pp=4, micro_batch=1, global_batch=64, zero=1, re
 FSDP_TP = Strategy(dp=8, tp=2, pp=1, micro_batch=1, global_batch=64, zero=3, recompute="full",
                    sequence_parallel=True, dtype="bf16", grad_dtype="fp32", overlap_dp=True)
 TARGETS = {"megatron": (LLAMA, PP_ZERO1), "deepspeed": (LLAMA, PP_ZERO1), "mindspore": (LLAMA, PP_ZERO1),
+           "megatron_bridge": (LLAMA, PP_ZERO1),
            "torchtitan": (LLAMA, FSDP_TP), "megatron-moe": (load_model("mixtral-8x7b"),
                                                           Strategy(dp=4, tp=2, pp=2, ep=4, micro_batch=1,
                                                                    global_batch=64, zero=1, sequence_parallel=True,
@@ -53,15 +55,27 @@ HOSTILE = st.text(alphabet=st.one_of(
     st.characters(blacklist_categories=("Cs",))), min_size=1, max_size=60)
 
 
+def _framework(target: str) -> str:
+    """The exporter of a target: 'megatron-moe' is Megatron-LM on a MoE model, 'megatron_bridge' Megatron-Bridge."""
+    return target.split("-")[0].replace("_", "-")
+
+
 def _export(framework: str, name: str) -> str:
     model, strategy = TARGETS[framework]
-    return export(framework.split("-")[0], dataclasses.replace(model, name=name), strategy, CLUSTER)
+    return export(_framework(framework), dataclasses.replace(model, name=name), strategy, CLUSTER)
 
 
 def _same_program(framework: str, hostile: str, plain: str) -> None:
-    """The target's parser reads the hostile file as the plain one: only comments may differ."""
-    suffix = FILE_SUFFIX[framework.split("-")[0]]
-    if suffix == ".py":
+    """The target's parser reads the hostile file as the plain one: only comments (and, in Megatron-Bridge's
+    recipe, the MODEL_NAME string, which must read back as the name) may differ."""
+    suffix = FILE_SUFFIX[_framework(framework)]
+    if framework == "megatron_bridge":
+        hostile_tree, plain_tree = ast.parse(hostile.encode("utf-8")), ast.parse(plain.encode("utf-8"))
+        names = [n for n in hostile_tree.body if isinstance(n, ast.Assign) and n.targets[0].id == "MODEL_NAME"]
+        assert len(names) == 1 and isinstance(names[0].value, ast.Constant)
+        names[0].value.value = "plain"
+        assert ast.dump(hostile_tree) == ast.dump(plain_tree)
+    elif suffix == ".py":
         assert ast.dump(ast.parse(hostile.encode("utf-8"))) == ast.dump(ast.parse(plain.encode("utf-8")))
     elif suffix == ".toml":
         assert tomllib.loads(hostile) == tomllib.loads(plain)
@@ -81,7 +95,7 @@ def _same_program(framework: str, hostile: str, plain: str) -> None:
 def test_known_attacks_stay_in_their_comment(framework, name, tmp_path):
     text = _export(framework, name)
     _same_program(framework, text, _export(framework, "plain"))
-    if FILE_SUFFIX[framework.split("-")[0]] == ".sh":     # bash's own parser agrees
+    if FILE_SUFFIX[_framework(framework)] == ".sh":     # bash's own parser agrees
         path = tmp_path / "args.sh"
         path.write_text(text, encoding="utf-8")
         assert subprocess.run(["bash", "-n", str(path)], capture_output=True).returncode == 0
@@ -90,7 +104,7 @@ def test_known_attacks_stay_in_their_comment(framework, name, tmp_path):
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(name=HOSTILE)
 def test_generated_names_never_change_the_program(name):
-    for framework in ("megatron", "mindspore", "torchtitan", "deepspeed"):
+    for framework in ("megatron", "mindspore", "torchtitan", "deepspeed", "megatron_bridge"):
         _same_program(framework, _export(framework, name), _export(framework, "plain"))
 
 
@@ -155,3 +169,11 @@ def test_safe_names_are_kept_as_they_are():
         assert comment_text(name) == name
         assert tomllib.loads(f"k = {toml_string(name)}")["k"] == name
     assert latex_text("gpt3-175b d=8") == "gpt3-175b d=8"
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(name=HOSTILE)
+def test_megatron_bridge_model_name_reads_back_as_itself(name):
+    """MODEL_NAME is a Python string literal (python_string): the recipe reader gives back the very name."""
+    from explorer.codegen.imports import import_config
+    assert import_config(_export("megatron_bridge", name), "megatron-bridge").model["name"] == name

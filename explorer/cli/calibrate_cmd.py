@@ -2,10 +2,8 @@
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
-from explorer.cli.output import dumps
-from explorer.errors import ExplorerError
+from explorer.cli.output import dumps, write_or_print
 from explorer.io.clusters import cluster_from_dict
 from explorer.runtime import INSTALL_HINT, torch_available
 
@@ -29,11 +27,5 @@ def run(args) -> int:
     data = calibrate(args.name, args.procs)
     cluster_from_dict(data)                      # the file must load with the cluster loader
     text = dumps(data) + "\n"
-    if args.out:
-        try:
-            Path(args.out).write_text(text, encoding="utf-8")
-        except OSError as err:
-            raise ExplorerError(f"cannot write {args.out}: {err.strerror or err}") from None
-    else:
-        print(text, end="")
+    write_or_print(text, args.out)
     return 0

@@ -1,18 +1,17 @@
 """python -m explorer export-config --model M --strategy S.json --framework F [--out FILE]"""
 from __future__ import annotations
 
-from pathlib import Path
 
+from explorer.cli.output import write_or_print
 from explorer.cli.args import model_and_cluster
 from explorer.codegen import FRAMEWORKS, export
-from explorer.errors import ExplorerError
 from explorer.io.strategies import load_strategy
 from explorer.io.presets import DEFAULT_CLUSTER
 
 
 def register(sub) -> None:
-    cmd = sub.add_parser("export-config", help="a framework's configuration (Megatron-LM, DeepSpeed, torchtitan, "
-                                               "MindSpore) for a strategy")
+    cmd = sub.add_parser("export-config", help="a framework's configuration (Megatron-LM, Megatron-Bridge, DeepSpeed, "
+                                               "torchtitan, MindSpore) for a strategy")
     cmd.add_argument("--model", required=True, help="preset name or model file (JSON/YAML/config.json)")
     cmd.add_argument("--strategy", required=True, help="strategy JSON/YAML file")
     cmd.add_argument("--framework", required=True, choices=FRAMEWORKS)
@@ -26,11 +25,5 @@ def register(sub) -> None:
 def run(args) -> int:
     model, cluster = model_and_cluster(args)
     text = export(args.framework, model, load_strategy(args.strategy), cluster)
-    if args.out:
-        try:
-            Path(args.out).write_text(text, encoding="utf-8")
-        except OSError as err:
-            raise ExplorerError(f"cannot write {args.out}: {err.strerror or err}") from None
-    else:
-        print(text, end="")
+    write_or_print(text, args.out)
     return 0

@@ -6,12 +6,12 @@ import sys
 from explorer.errors import ExplorerError
 from explorer.cli import evaluate_cmd, export_config_cmd, lesson_cmd, presets_cmd, search_cmd, timeline_cmd, validate_cmd
 from explorer.cli.args import Parser
-from explorer.cli import calibrate_cmd, run_cmd
+from explorer.cli import calibrate_cmd, import_config_cmd, run_cmd
 from explorer.io.quoting import comment_text
 from explorer.limits import MAX_ACTION_CPU_S, work_budget
 
 COMMANDS = (presets_cmd, evaluate_cmd, validate_cmd, timeline_cmd, search_cmd, lesson_cmd, export_config_cmd,
-            run_cmd, calibrate_cmd)
+            import_config_cmd, run_cmd, calibrate_cmd)
 
 
 def _cpu_seconds(text: str) -> float:

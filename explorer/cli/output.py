@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from explorer.errors import ExplorerError
 
@@ -13,3 +14,14 @@ def dumps(data) -> str:
     except ValueError:
         raise ExplorerError("the output holds a number that is not finite (NaN or infinity); "
                             "an input is too extreme") from None
+
+
+def write_or_print(text: str, out: str | None) -> None:
+    """`text` into the file `out` (one clean error if it cannot be written), or onto stdout, ending in a newline."""
+    if out:
+        try:
+            Path(out).write_text(text, encoding="utf-8")
+        except OSError as err:
+            raise ExplorerError(f"cannot write {out}: {err.strerror or err}") from None
+    else:
+        print(text, end="" if text.endswith("\n") else "\n")

@@ -44,6 +44,18 @@ def check_rank_order(framework: str, strategy) -> None:
                                 f"not {strategy.rank_order}")
 
 
+def check_host_options(framework: str, strategy) -> None:
+    """CUDA graphs and the fused MoE dispatchers change what was costed (the host's issue time, the dispatch's
+    syncs: explorer/model/kernels.py); no exporter writes them yet, so a strategy with them is refused rather
+    than exported to run otherwise (issue 29 item 1's rule)."""
+    if strategy.cuda_graphs != "none":
+        raise refuse(framework, f"CUDA graphs ({strategy.cuda_graphs}): this exporter does not write them yet, and "
+                                "the framework would run the layers eagerly, as the cost model did not")
+    if strategy.moe_dispatcher != "alltoall":
+        raise refuse(framework, f"the {strategy.moe_dispatcher} dispatcher: this exporter does not write it yet, and "
+                                "the framework would dispatch by all-to-all, as the cost model did not")
+
+
 def stage_counts(model, strategy) -> tuple:
     """Layers on each pipeline stage (whole stage, all model chunks together)."""
     if chunked(strategy.schedule):

@@ -32,7 +32,7 @@ and activation checkpointing is whole-layer (no selective, attention-only recomp
 """
 from __future__ import annotations
 
-from explorer.codegen.common import check_rank_order, check_uniform_split, refuse, stage_counts
+from explorer.codegen.common import check_host_options, check_rank_order, check_uniform_split, refuse, stage_counts
 
 NAME = "DeepSpeed"
 
@@ -55,6 +55,10 @@ def deepspeed_config(model, strategy) -> dict:
         raise refuse(NAME, "fp8: its configuration has no FP8 training switch (Transformer Engine FP8 is set in "
                            "the model code)")
     check_rank_order(NAME, s)
+    check_host_options(NAME, s)
+    if s.overlap_param_gather and s.zero in (1, 2):
+        raise refuse(NAME, f"an overlapped parameter gather with ZeRO-{s.zero}: it all-gathers the updated "
+                           "parameters inside the optimizer step (stage_1_and_2.py), not under the next forward")
     reduce = "fp32" if s.grad_dtype == "fp32" else s.dtype
     if reduce != s.dtype and s.zero == 0:
         raise refuse(NAME, f"fp32 gradients of a {s.dtype} model without ZeRO: DeepSpeed accumulates them in the "
@@ -80,3 +84,19 @@ def deepspeed_config(model, strategy) -> dict:
         config["pipeline"] = {"stages": s.pp, "partition": "uniform",
                               "activation_checkpoint_interval": 1 if s.recompute == "full" else 0}
     return config
+
+
+def notes(model, strategy) -> list:
+    """What DeepSpeed would do differently from what was costed, and how the config pins it."""
+    s = strategy
+    out = [f"DeepSpeed reduces gradients in the model dtype by default: communication_data_type is written "
+           f"({'fp32' if s.grad_dtype == 'fp32' else s.dtype}), as costed.",
+           "The data-parallel degree is train_batch_size / (micro-batch x gradient_accumulation_steps); "
+           f"launch on {s.devices} GPUs."]
+    if s.pp > 1:
+        out.append("The PipelineEngine reads the stages from the PipelineModule the script builds: build it with "
+                   f"num_stages={s.pp} and partition_method='uniform' (the embedding and head kept out of the count).")
+    if s.zero in (1, 2):
+        out.append("After the optimizer step ZeRO-1/2 all-gather the updated parameters inside the step (not under "
+                   "the next forward), as costed.")
+    return out

@@ -40,7 +40,7 @@ from __future__ import annotations
 import argparse
 import shlex
 
-from explorer.codegen.common import (check_rank_order, check_uniform_split, layers_per_model_chunk, refuse,
+from explorer.codegen.common import (check_host_options, check_rank_order, check_uniform_split, layers_per_model_chunk, refuse,
                                      stage_counts, title)
 from explorer.errors import ExplorerError
 from explorer.codegen.megatron_moe import add_arguments as add_moe_arguments, moe_flags
@@ -52,38 +52,40 @@ NAME = "Megatron-LM"
 WORLD = "# world size:"
 
 
-def _check(model, strategy) -> None:
+def _check(model, strategy, name: str = NAME) -> None:
+    """The refusals of Megatron-Core (shared with Megatron-Bridge, which trains with it): `name` says whose."""
     s = strategy
     if not model.is_transformer:
-        raise refuse(NAME, f"it trains transformers (GPT, BERT, Llama); {model.name} is a {model.family} model")
-    check_uniform_split(NAME, model, s)
+        raise refuse(name, f"it trains transformers (GPT, BERT, Llama); {model.name} is a {model.family} model")
+    check_uniform_split(name, model, s)
     if s.zero >= 2 and not s.overlap_dp:
-        raise refuse(NAME, f"ZeRO-{s.zero} without overlapped gradient reduction: Megatron-FSDP "
+        raise refuse(name, f"ZeRO-{s.zero} without overlapped gradient reduction: Megatron-FSDP "
                            f"(--data-parallel-sharding-strategy {FSDP_SHARDING[s.zero]}) always overlaps the "
                            "reduce-scatter of sharded gradients with the backward (megatron_fsdp.py)")
     if s.zero == 3 and not s.zero_prefetch:
-        raise refuse(NAME, "ZeRO-3 without prefetching: Megatron-FSDP fully sharded always gathers the next "
+        raise refuse(name, "ZeRO-3 without prefetching: Megatron-FSDP fully sharded always gathers the next "
                            "parameters under the current compute (optim_grads_params sets overlap_param_gather)")
     if s.overlap_param_gather and s.zero in (1, 2) and not s.overlap_dp:
-        raise refuse(NAME, "overlapped parameter gather without overlapped gradient reduction: validate_args "
+        raise refuse(name, "overlapped parameter gather without overlapped gradient reduction: validate_args "
                            "asserts 'Must use --overlap-param-gather with --overlap-grad-reduce'")
     if s.pp > 1 and s.schedule not in ("1f1b", "interleaved"):
-        raise refuse(NAME, f"the {s.schedule} schedule: its pipeline schedules are 1F1B and interleaved 1F1B "
+        raise refuse(name, f"the {s.schedule} schedule: its pipeline schedules are 1F1B and interleaved 1F1B "
                            "(megatron/core/pipeline_parallel/schedules.py has no GPipe or zero-bubble flag)")
-    check_rank_order(NAME, s)
+    check_rank_order(name, s)
+    check_host_options(name, s)
     if chunked(s.schedule) and layers_per_model_chunk(model, s) is None:
-        raise refuse(NAME, f"interleaving needs the {model.layers} layers to split into p x v = "
+        raise refuse(name, f"interleaving needs the {model.layers} layers to split into p x v = "
                            f"{s.pp * s.chunks} equal model chunks")
     if _virtual(s) and not s.overlap_p2p and s.pp <= 2:
-        raise refuse(NAME, f"the interleaved schedule on p={s.pp} stages without overlapped sends: Megatron "
+        raise refuse(name, f"the interleaved schedule on p={s.pp} stages without overlapped sends: Megatron "
                            "overlaps them by default, and validate_args allows --no-overlap-p2p-communication "
-                           "with p > 2 only")
+                           "with p > 2 only (batched sends would pair the same 2 ranks twice)")
     if s.overlap_p2p and not _virtual(s):
-        raise refuse(NAME, "overlapped pipeline sends with one model chunk per stage: validate_args turns "
+        raise refuse(name, "overlapped pipeline sends with one model chunk per stage: validate_args turns "
                            "them off without a virtual pipeline")
     counts = stage_counts(model, s)
     if s.pp > 2 and len(set(counts)) > 1 and len(set(counts[1:-1])) > 1:
-        raise refuse(NAME, f"the stage map puts {', '.join(map(str, counts))} layers on the stages; only the "
+        raise refuse(name, f"the stage map puts {', '.join(map(str, counts))} layers on the stages; only the "
                            "first and last stage may differ (--decoder-first/--decoder-last-pipeline-num-layers), "
                            "the middle stages share the rest evenly")
 
@@ -315,3 +317,24 @@ def _stage_map(layers: int, pp: int, first, last) -> tuple:
     if last is not None:
         counts[-1] = last
     return tuple(stage for stage, count in enumerate(counts) for _ in range(count))
+
+
+def notes(model, strategy) -> list:
+    """What Megatron-LM would do differently from what was costed, and how the arguments pin it."""
+    s = strategy
+    out = [f"Megatron-LM has no data-parallel flag: d = world size / (t cp p); launch on {s.devices} GPUs."]
+    if s.dtype in ("bf16", "fp8") and s.zero < 2:
+        out.append("Megatron reduces gradients in fp32 with --bf16 unless --grad-reduce-in-bf16: written "
+                   + ("--accumulate-allreduce-grads-in-fp32" if s.grad_dtype == "fp32" else "--grad-reduce-in-bf16")
+                   + f", costed in {'fp32' if s.grad_dtype == 'fp32' else 'bf16'}.")
+    if s.zero >= 2:
+        out.append("Megatron-FSDP always overlaps the gradient reduce-scatter (and, fully sharded, the parameter "
+                   "gathers); its gradient dtypes are written as costed.")
+    if _virtual(s):
+        out.append("A virtual pipeline overlaps its sends by default"
+                   + ("." if s.overlap_p2p else ": written --no-overlap-p2p-communication, as costed."))
+    if llama_style(model):
+        out.append("Megatron's defaults are learned positions, tied embeddings, biases and dropout 0.1: the "
+                   "Llama-style flags are written so that it builds the model that was costed.")
+    out.append(f"Megatron pads the vocabulary to a multiple of 128 x t; the explorer costs V = {model.vocab}.")
+    return out

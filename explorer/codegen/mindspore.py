@@ -39,7 +39,7 @@ batch dimension). With n the layer's split degree:
 """
 from __future__ import annotations
 
-from explorer.codegen.common import check_rank_order, refuse, title
+from explorer.codegen.common import check_host_options, check_rank_order, refuse, title
 from explorer.io.quoting import comment_text, python_string
 from explorer.schedules import chunked
 
@@ -134,6 +134,7 @@ def mindspore_script(model, strategy, cluster) -> str:
     """Python text: the parallel context, the pipeline layout and one shard table per distinct layer split."""
     s = strategy
     check_rank_order(NAME, s)
+    check_host_options(NAME, s)
     if s.pp > 1 and s.schedule not in ("1f1b", "interleaved"):
         raise refuse(NAME, f"the {s.schedule} schedule: this exporter writes MindSpore's 1F1B pipeline "
                            "scheduler (pipeline_config pipeline_scheduler \"1f1b\", interleaved or not) only")
@@ -196,3 +197,15 @@ def mindspore_script(model, strategy, cluster) -> str:
         lines.append("    },")
     lines.append("}")
     return "\n".join(lines) + "\n"
+
+
+def notes(model, strategy) -> list:
+    """What MindSpore would do differently from what was costed, and how the script pins it."""
+    s = strategy
+    out = ["MindSpore all-reduces gradients in fp32 by default (gradient_fp32_sync=True): written "
+           f"{s.grad_dtype == 'fp32' or s.dtype == 'fp32'}, as costed.",
+           "Data parallelism is a cut of every activation's batch dimension in the shard() tuples (d first)."]
+    if getattr(model, "family", "") == "llama":
+        out.append("SwiGLU is written as SiLU then Mul (the fused Swiglu primitive does not split its feature "
+                   "dimension).")
+    return out

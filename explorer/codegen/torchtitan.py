@@ -36,7 +36,7 @@ What torchtitan does, and so what is refused (tests/data/frameworks/rules.json c
 """
 from __future__ import annotations
 
-from explorer.codegen.common import check_rank_order, check_uniform_split, layers_per_model_chunk, refuse, title
+from explorer.codegen.common import check_host_options, check_rank_order, check_uniform_split, layers_per_model_chunk, refuse, title
 from explorer.io.quoting import comment_text, toml_string
 
 NAME = "torchtitan"
@@ -128,6 +128,16 @@ def torchtitan_toml(model, strategy) -> str:
         raise refuse(NAME, f"t={s.tp} without sequence parallelism: its tensor parallelism always shards "
                            "the norms by sequence (SequenceParallel, torchtitan/models/llama3/infra/parallelize.py)")
     check_rank_order(NAME, s)
+    check_host_options(NAME, s)
+    if s.dp > 1 and not s.overlap_dp:
+        raise refuse(NAME, f"d={s.dp} without overlapped gradient reduction: FSDP2 and DDP always reduce "
+                           "gradients under the backward")
+    if s.zero == 3 and not s.zero_prefetch:
+        raise refuse(NAME, "ZeRO-3 without prefetching: FSDP2 always gathers the next layer's parameters under "
+                           "the current compute")
+    if s.pp > 1 and s.schedule == "interleaved" and not s.overlap_p2p:
+        raise refuse(NAME, "the interleaved schedule without overlapped sends: torch.distributed.pipelining "
+                           "issues every send asynchronously and waits for it later (schedules.py)")
     per_chunk = layers_per_model_chunk(model, s)
     if s.pp > 1 and per_chunk is None:
         raise refuse(NAME, f"uneven stages: pipeline_parallel_layers_per_stage gives every stage the same "
@@ -179,3 +189,21 @@ def _toml(value) -> str:
         return "[" + ", ".join(_toml(x) for x in value) + "]"
     return toml_string(value) if isinstance(value, str) else str(value)
 
+
+
+def notes(model, strategy) -> list:
+    """What torchtitan would do differently from what was costed, and how the file pins it."""
+    s = strategy
+    out = ["torchtitan reduces gradients in float32 in every case (FSDP's mixed_precision_reduce, DDP's fp32 "
+           "gradients): costed with fp32 gradients.",
+           f"This file is read by torchtitan {VERSION}; later releases read Python configs instead."]
+    if s.dp > 1:
+        out.append("FSDP2 and DDP always reduce gradients under the backward (costed overlapped)"
+                   + ("; FSDP2 prefetches the next layer's parameters (costed prefetched)." if s.zero == 3 else "."))
+    if s.pp > 1 and s.schedule == "interleaved":
+        out.append("torch.distributed.pipelining sends asynchronously and waits later: the sends are costed "
+                   "overlapped.")
+    if flavor_of(model) is None:
+        out.append(f"{custom_flavor(model)} is not one of llama3's flavors: register it (its TransformerModelArgs "
+                   "are in the file's comment).")
+    return out

@@ -11,14 +11,12 @@ True
 """
 from __future__ import annotations
 
-import json
 import os
 
 import pandas as pd
 
-from explorer.strategy.strategy import Strategy
 from explorer.io.quoting import latex_text
-from explorer.io.strategies import strategy_to_dict
+from explorer.io.strategies import strategy_json  # noqa: F401 (re-exported: the pages' strategy download)
 
 CHROMIUM = "/usr/bin/chromium"
 IMAGE_FORMATS = ("png", "svg")
@@ -61,11 +59,6 @@ def figure_html(fig) -> str:
 
 def table_csv(table: pd.DataFrame) -> bytes:
     return table.to_csv(index=False).encode("utf-8")
-
-
-def strategy_json(strategy: Strategy) -> str:
-    """Versioned strategy JSON (explorer.strategy_io), loadable with --strategy FILE."""
-    return json.dumps(strategy_to_dict(strategy), indent=2) + "\n"
 
 
 def formulas_latex(symbolic, seconds: dict, title: str = "") -> str:

@@ -43,6 +43,11 @@ def strategy_to_dict(strategy: Strategy) -> dict:
     return out
 
 
+def strategy_json(strategy: Strategy) -> str:
+    """Versioned strategy JSON (strategy_to_dict), loadable with --strategy FILE."""
+    return json.dumps(strategy_to_dict(strategy), indent=2) + "\n"
+
+
 def _layer_split(d, where: str) -> LayerSplit:
     if not isinstance(d, dict):
         raise ExplorerError(f"{where}must be a mapping, got {short_repr(d)}")
