@@ -56,8 +56,10 @@ st.plotly_chart(breakdown_bar({plain_html(label): r for label, r in results.item
 for i, pin in enumerate(pins):
     cols = st.columns([4, 1, 1], vertical_alignment="center")
     over = C.memory_problem(pin.result, pin.cluster)
+    band = C.band_text(C.evidence_of(pin.model, pin.strategy, pin.cluster))      # the regime's validated error
     cols[0].markdown(f"**{plain(pin.label)}** — {plain(pin.model.name)} on {plain(pin.cluster.name)}, {pin.result.gpus} GPUs: "
-                     f"{pin.result.iteration_time_s:.4g} s" + (f"  \n:warning: does not fit: {over}" if over else ""))
+                     f"{pin.result.iteration_time_s:.4g} s ({plain(band)})" +
+                     (f"  \n:warning: does not fit: {over}" if over else ""))
     cols[1].button("Load", key=f"compare_load_{i}", on_click=_load, args=(pin,))
     cols[2].button("Unpin", key=f"compare_unpin_{i}", on_click=_unpin, args=(i,))
 

@@ -98,6 +98,9 @@ with top:
     cols[1].metric("MFU", f"{100 * r.mfu:.1f} %")
     cols[2].metric("Bubble", f"{r.breakdown_s['bubble']:.4g} s")
     cols[3].metric("Critical stage", f"{r.critical_stage}")
+    optimistic = C.mfu_warning(C.evidence_of(view.model, view.strategy, view.cluster), r)
+    if optimistic:                  # above what every published run of the regime reached (issue 30 item 6)
+        st.warning(plain(optimistic))
     figs = C.breakdown_figures(view.model, view.strategy, view.cluster)
     st.plotly_chart(C.shown(figs["breakdown"]), key="strategy_breakdown_chart")
 # The sidebar stays on screen while the drag columns below are scrolled to: the numbers they change too.

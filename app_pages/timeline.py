@@ -35,12 +35,14 @@ else:
                         key="timeline_superstep_chart")
     agree = sup["agreement"]
     cols = st.columns(4)
-    cols[0].metric("Timeline makespan", f"{agree['timeline_s']:.6g} s")
+    band = C.band_text(C.evidence_of(view.model, view.strategy, view.cluster))   # the regime's validated error
+    cols[0].metric("Timeline makespan", f"{agree['timeline_s']:.6g} s", help=f"Evidence: {band}")
     cols[1].metric(f"Cost model ({agree['model_schedule']})", f"{agree['model_s']:.6g} s")
     agreeing = abs(agree["relative_difference"]) < 1e-9      # floating-point rounding, not a difference
     cols[2].metric("Difference", "none" if agreeing else f"{100 * agree['relative_difference']:+.2f} %",
                    help=f"timeline − model = {agree['difference_s']:+.3g} s")
     cols[3].metric("Idle fraction of the pipeline", f"{100 * agree['idle_fraction']:.1f} %")
+    st.caption(f"**Evidence:** {plain(band)} (the makespan is the model's; Validation page).")
     if agree["note"]:
         st.caption(plain(agree["note"]))
     elif not agreeing:

@@ -65,8 +65,25 @@ def test_text_output(capsys):
 
 @pytest.mark.parametrize("extra", [["--gpus", "0"], ["--max-memory-gib", "-1"], ["--top", "0"],
                                    ["--model", "no-such-model"], ["--global-batch", "x"], ["--seq-len", "0"],
-                                   ["--gpus", str(2 ** 21)]])   # beyond explorer.limits.MAX_DEVICES
+                                   ["--gpus", str(2 ** 21)],    # beyond explorer.limits.MAX_DEVICES
+                                   ["--memory-headroom", "1"], ["--memory-headroom", "-0.1"],
+                                   ["--memory-headroom", "nan"]])
 def test_bad_input_is_one_line_and_exit_2(extra, capsys):
     assert main(ARGS + extra) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: ")
+
+
+def test_the_memory_headroom_leaves_part_of_the_device_free(capsys):
+    """Issue 30 item 5: without a cap the search plans on the device's memory less a headroom (5 % by default,
+    --memory-headroom sets it); a cap given is taken as it is."""
+    from explorer.cli.search_cmd import HEADROOM_DEFAULT
+    from explorer.search.search import MEMORY_HEADROOM
+    assert float(HEADROOM_DEFAULT) == MEMORY_HEADROOM
+    device = load_cluster("classroom").device.memory_bytes
+    for extra, cap in (([], device * (1 - MEMORY_HEADROOM)), (["--memory-headroom", "0.2"], device * 0.8),
+                       (["--memory-headroom", "0.2", "--max-memory-gib", "1"], 2 ** 30)):
+        assert main(ARGS + ["--top", "1", "--json"] + extra) == 0
+        data = json.loads(capsys.readouterr().out)
+        assert data["memory_cap_bytes"] == pytest.approx(cap)
+        assert all(row["peak_memory_bytes"] <= cap for row in data["top"] + data["pareto"])

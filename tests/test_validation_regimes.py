@@ -65,3 +65,29 @@ def test_lesson_8_explains_the_error_bar_with_the_validated_bands():
     assert "Every number has an error bar" in LESSON.text
     assert cluster().name == "classroom" and "made up" in LESSON.text    # no published run on the classroom preset
     assert evidence(load_model("classroom-gpt"), Strategy(dp=8, global_batch=8), cluster())["extrapolating"]
+
+
+# ---- the MFU warning (issue 30 item 6) ---------------------------------------------------------------------
+
+def test_published_utilisation_scales_the_prediction_by_published_over_predicted_speed():
+    from explorer.validation.evidence import published_utilisation
+    assert published_utilisation(0.5, "model_tflops_per_gpu", 0.25) == pytest.approx(0.4)   # 25 % too fast
+    assert published_utilisation(0.5, "tokens_per_sec_per_gpu", -0.5) == pytest.approx(1.0)
+    assert published_utilisation(0.5, "iteration_time_s", -0.2) == pytest.approx(0.4)        # time 20 % short
+    assert published_utilisation(0.5, "layer_fwd_s", 0.1) is None
+
+
+def test_the_warning_fires_only_above_every_published_run_of_the_regime():
+    from explorer.cost.evaluate import evaluate
+    from explorer.validation.evidence import hfu_of, mfu_warning, published_hfus
+    model, cluster = load_model("gpt3-175b"), load_cluster("dgx-a100-80gb")
+    s = Strategy(dp=16, tp=8, pp=8, micro_batch=1, global_batch=1536, sequence_parallel=True, recompute="selective")
+    r, ev = evaluate(model, s, cluster), evidence(model, s, cluster)
+    # Narayanan et al.'s best A100 run kept the GPUs 52 % busy, recomputation counted (their 52 % of peak)
+    assert ev["published_hfu_max"] == max(published_hfus()[row] for row in published_hfus() if row.startswith("ptdp"))
+    assert 0.50 < ev["published_hfu_max"] < 0.54 and ev["published_hfu_row"].startswith("ptdp_table1")
+    assert hfu_of(r) < ev["published_hfu_max"] and mfu_warning(ev, r) == ""
+    lower = {**ev, "published_hfu_max": 0.4}
+    text = mfu_warning(lower, r)
+    assert f"{100 * hfu_of(r):.0f} %" in text and "40 %" in text and ev["published_hfu_row"] in text
+    assert mfu_warning({**ev, "published_hfu_max": None}, r) == ""

@@ -28,6 +28,8 @@ def candidate_dict(c, rank: int | None = None) -> dict:
            "iteration_time_s": c.iteration_time_s,
            "peak_memory_bytes": c.peak_memory_bytes, "mfu": c.mfu,
            "breakdown_s": {k: c.breakdown_s[k] for k in CATEGORIES}}
+    if c.searched_s is not None:      # the search's own price: evaluate()'s to rounding (tests/test_search_moe.py)
+        out["searched_s"] = c.searched_s
     return out if rank is None else {"rank": rank, **out}
 
 

@@ -28,6 +28,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+from explorer.cost.evaluate import evaluate
+
 RESIDUALS = Path(__file__).resolve().parents[2] / "assets" / "validation" / "residuals.json"
 EXTRAPOLATING_BEYOND = 2.0
 """A prediction whose nearest validated row is farther than this is extrapolating (see the distance)."""
@@ -88,6 +90,21 @@ def _differs(a: Features, b: Features) -> str:
 
 
 @lru_cache(maxsize=1)
+def published_hfus(path: str = str(RESIDUALS)) -> dict:
+    """id -> the hardware FLOP utilisation the published run reached (recomputation counted, in this model's
+    FLOPs count: hfu_of), for the whole-iteration rows (residual_rows: published_hfu)."""
+    rows = json.loads(Path(path).read_text(encoding="utf-8"))["rows"]
+    return {r["id"]: float(r["published_hfu"]) for r in rows if r.get("published_hfu") is not None}
+
+
+def hfu_of(result) -> float:
+    """A Result's hardware FLOP utilisation: its MFU with the recomputed FLOPs counted too (what the hardware
+    did, whatever the recomputation chosen: the fair ceiling to compare runs of one regime by)."""
+    return result.mfu * result.hardware_flops_per_iteration / result.model_flops_per_iteration \
+        if result.model_flops_per_iteration else 0.0
+
+
+@lru_cache(maxsize=1)
 def residuals(path: str = str(RESIDUALS)) -> tuple:
     """(id, group, source, Features, relative error, subset) of every bundled validated row."""
     rows = json.loads(Path(path).read_text(encoding="utf-8"))["rows"]
@@ -111,10 +128,27 @@ def evidence(model, strategy, cluster) -> dict:
         reason = _differs(mine, ranked[0][3]) if ranked else "no validated runs are bundled"
     elif not regime_rows:
         reason = f"no validated run in the regime {mine.regime}"
+    hfus = published_hfus()
+    reached = sorted((hfus[r[0]], r[0]) for r in regime_rows if r[0] in hfus)
     return {"regime": mine.regime, "validated_rows": len(held_out),
             "mean_abs_error": float(sum(errors) / len(errors)) if errors else None,
             "max_abs_error": float(max(errors)) if errors else None,
-            "nearest_rows": nearest, "extrapolating": bool(far or not regime_rows), "reason": reason}
+            "nearest_rows": nearest, "extrapolating": bool(far or not regime_rows), "reason": reason,
+            "published_hfu_max": reached[-1][0] if reached else None,
+            "published_hfu_row": reached[-1][1] if reached else None, "published_hfu_runs": len(reached)}
+
+
+def mfu_warning(ev: dict, result) -> str:
+    """A warning when a prediction uses the hardware more than every published run of its regime did (issue 30
+    item 6: hardware FLOP utilisation, hfu_of, so that recomputation does not hide it), '' otherwise (or where the
+    regime has no whole-iteration run)."""
+    top, hfu = ev.get("published_hfu_max"), hfu_of(result)
+    if top is None or hfu <= top:
+        return ""
+    return (f"Optimistic? This strategy keeps the GPUs {100 * hfu:.0f} % busy with FLOPs (MFU {100 * result.mfu:.0f} %, "
+            f"recomputation counted: {100 * hfu:.0f} %), more than any of the {ev['published_hfu_runs']} published runs "
+            f"of this regime reached ({100 * top:.0f} %, {ev['published_hfu_row']}): see the evidence and the "
+            "Validation page.")
 
 
 def band_text(ev: dict) -> str:
@@ -125,6 +159,20 @@ def band_text(ev: dict) -> str:
             f"{ev['validated_rows']} validated runs ({ev['regime']})")
 
 
+THROUGHPUT_METRICS = ("model_tflops_per_gpu", "tokens_per_sec_per_gpu")
+
+
+def published_utilisation(predicted: float, metric: str, relative_error: float) -> float | None:
+    """The utilisation a published run reached, in this model's FLOPs count: the predicted one scaled by published
+    over predicted speed (relative_error = predicted / published - 1; a throughput grows with speed, a time
+    shrinks); None for per-layer rows (no whole iteration)."""
+    if metric in THROUGHPUT_METRICS:
+        return predicted / (1 + relative_error)
+    if metric == "iteration_time_s":
+        return predicted * (1 + relative_error)
+    return None
+
+
 def residual_rows(cases, validation_rows) -> list:
     """The JSON rows of residuals.json for `cases` and their ValidationRow predictions."""
     from explorer.io.clusters import load_cluster
@@ -132,10 +180,13 @@ def residual_rows(cases, validation_rows) -> list:
     for case, row in zip(cases, validation_rows):
         cluster = load_cluster(case.cluster or DEFAULT_CLUSTER)
         f = features_of(case.model, case.strategy, cluster)
+        hfu = published_utilisation(hfu_of(evaluate(case.model, case.strategy, cluster)), row.metric,
+                                    row.relative_error)
         out.append({"id": row.id, "group": row.group, "source": row.source[:200],
                     "features": {"accelerator": f.accelerator, "precision": f.precision, "moe": f.moe,
                                  "gpus": f.gpus, "seq_len": f.seq_len, "cp": f.cp, "ep": f.ep},
-                    "relative_error": row.relative_error, "subset": row.subset})
+                    "relative_error": row.relative_error, "subset": row.subset,
+                    "published_hfu": None if hfu is None else round(hfu, 6)})
     return out
 
 
