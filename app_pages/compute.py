@@ -18,7 +18,8 @@ from explorer.facade import graph_figure
 from explorer.facade import explain, symbol_values
 from explorer.facade import fallback_strategy, strategy_presets
 from explorer.facade import plan_of, schedule_is_chunked
-from explorer.facade import band_text, evidence  # noqa: F401  (pages read band_text here too)
+from explorer.facade import band_text, evidence, mfu_warning  # noqa: F401  (pages read band_text here too)
+from explorer.facade import sensitivity_or_reason
 from explorer.facade import MAX_MICRO_BATCHES, classroom_figure, time_unit, zoom_micro_batches
 
 from app_pages import state as S
@@ -224,3 +225,9 @@ def result_of(model, strategy, cluster):
 def evidence_of(model, strategy, cluster) -> dict:
     """The validated runs nearest to this configuration and their errors (explorer.validation.evidence)."""
     return evidence(model, strategy, cluster)
+
+
+@st.cache_resource(max_entries=64, show_spinner=False)
+def sensitivity_of(model, strategy, cluster) -> dict:
+    """The iteration time's elasticity to each constant of the cluster file (explorer.validation.sensitivity)."""
+    return sensitivity_or_reason(model, strategy, cluster, result_of(model, strategy, cluster))

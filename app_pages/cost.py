@@ -6,6 +6,8 @@ from explorer.facade import CATEGORY_LABELS, GIB
 from explorer.facade import CATEGORIES
 from explorer.facade import TEXTBOOK_FORMULAS, glossary, symbol_legend
 from app_pages import compute as C
+from app_pages import attention_curve
+from app_pages import sensitivity_view
 from app_pages import state as S
 from app_pages.text import plain
 
@@ -36,9 +38,12 @@ ev = C.evidence_of(view.model, view.strategy, view.cluster)      # how far the n
 near = ", ".join(f"{row['id']} ({100 * row['error']:+.0f} %)" for row in ev["nearest_rows"])
 (st.warning if ev["extrapolating"] else st.caption)(
     f"**Evidence:** {plain(C.band_text(ev))}. Nearest validated runs: {plain(near)} (Validation page).")
+if C.mfu_warning(ev, r):            # above what every published run of the regime reached (issue 30 item 6)
+    st.warning(plain(C.mfu_warning(ev, r)))
 
 figs = C.breakdown_figures(view.model, view.strategy, view.cluster)
 st.plotly_chart(C.shown(figs["breakdown"]), key="cost_breakdown_chart")
+sensitivity_view.show(view)     # the tornado chart: what the iteration time depends on (issue 28)
 
 st.subheader("Symbolic cost, term by term")
 sym = C.symbolic(view.model, view.strategy, view.cluster)
@@ -69,6 +74,7 @@ with st.expander("Total: the whole formula"):
     st.caption(SCROLL_HINT)
 with st.expander("Glossary: the symbols"):
     st.dataframe(pd.DataFrame(glossary()).drop(columns="latex"), hide_index=True)
+attention_curve.show(view)      # the attention kernel's efficiency curve, with its source
 
 st.subheader("Communication by type")
 st.plotly_chart(C.shown(figs["comm"]), key="cost_comm_chart")

@@ -8,9 +8,11 @@ import streamlit as st
 
 from explorer.facade import CONFIG_FRAMEWORKS, CONFIG_TITLES, MAX_DEVICES, ExplorerError
 from explorer.facade import breakdown_bar
-from explorer.facade import search
+from explorer.facade import search_request, search_result_from_dict
 from explorer.facade import pareto_figure
+from explorer.facade import MEMORY_HEADROOM, evidence, holds_words, robustness
 from explorer.facade import GIB, search_label as label, search_rows as rows
+from app_pages import jobs as J
 from app_pages import state as S
 from app_pages.text import plain
 from app_pages.compute import show_errors
@@ -19,7 +21,10 @@ SEARCH_SELECTED_STRATEGY = "search_selected_strategy"  # the Strategy last loade
 SEARCH_RESULT = "search_result"          # dict(model, cluster, gpus, global_batch, result) of the last search
 W_GPUS, W_BATCH, W_CAP, W_TOP = "w_search_gpus", "w_search_batch", "w_search_cap_gib", "w_search_top"
 W_FRAMEWORK = "w_search_framework"       # None, or a framework whose exporter must express the strategies
+W_HEADROOM = "w_search_headroom_pct"     # per cent of the device's memory left free when no cap is given
+SEARCH_ROBUSTNESS = "search_robustness"  # (the result it was computed for, explorer.validation.robust's dict)
 PARETO_CHART, TOP_TABLE = "search_pareto_chart", "search_top_table"
+SEARCH_JOB = "search"                    # the kind of this page's job in the worker pool (app_pages/jobs.py)
 
 ss = st.session_state
 
@@ -46,19 +51,30 @@ def _on_table_select() -> None:
         load(ss[SEARCH_RESULT]["result"].top[picked[0]].strategy)
 
 
-def _run(model, cluster) -> None:
-    bar = st.progress(0.0, text="Searching…")
+def _start(model, cluster) -> None:
+    """Queue the search in the worker pool (it replaces this session's previous search)."""
     cap = ss[W_CAP] * GIB if ss[W_CAP] else None
+    meta = dict(model=model, cluster=cluster, gpus=int(ss[W_GPUS]), global_batch=int(ss[W_BATCH]))
     try:
-        result = search(model, cluster, int(ss[W_GPUS]), int(ss[W_BATCH]), cap, int(ss[W_TOP]),
-                        progress=lambda fraction, message: bar.progress(min(1.0, fraction), text=message),
-                        framework=ss[W_FRAMEWORK], dtype=ss.get(S.W_DTYPE, "bf16"))
+        J.start(SEARCH_JOB, "search", search_request(model, cluster, int(ss[W_GPUS]), int(ss[W_BATCH]), cap,
+                                                     int(ss[W_TOP]), ss[W_FRAMEWORK], ss.get(S.W_DTYPE, "bf16"),
+                                                     ss[W_HEADROOM] / 100),
+                meta=meta)
     except ExplorerError as err:
-        bar.empty()
         st.error(plain(err))
+
+
+def _collect() -> None:
+    """A finished search: its result becomes the page's, or its message is shown (once)."""
+    job = J.take(SEARCH_JOB)
+    if job is None:
         return
-    ss[SEARCH_RESULT] = dict(model=model, cluster=cluster, gpus=int(ss[W_GPUS]), global_batch=int(ss[W_BATCH]),
-                             result=result)
+    if job.state == "done":
+        ss[SEARCH_RESULT] = dict(job.meta, result=search_result_from_dict(job.result))
+    elif job.state == "cancelled":
+        st.info("The search was cancelled.")
+    else:
+        st.error(plain(job.error))
 
 
 model, cluster = ss[S.MODEL], ss[S.CLUSTER]
@@ -66,7 +82,9 @@ ss.setdefault(SEARCH_RESULT, None)
 ss.setdefault(SEARCH_SELECTED_STRATEGY, None)
 S.seed(W_GPUS, ss[S.W_DP] * ss[S.W_TP] * ss[S.W_PP] * ss[S.W_CP])
 S.seed(W_BATCH, int(ss[S.W_BATCH]))
-S.seed(W_CAP, round(cluster.device.memory_bytes / GIB, 1))
+S.seed(W_CAP, 0.0)
+S.seed(W_HEADROOM, 100 * MEMORY_HEADROOM)
+ss.setdefault(SEARCH_ROBUSTNESS, None)
 S.seed(W_TOP, 10)
 S.seed(W_FRAMEWORK, None)
 show_errors(None, flag_memory=False)  # one-off notices (e.g. a lesson's example just loaded)
@@ -75,17 +93,23 @@ st.caption(f"{plain(model.name)} on {plain(cluster.name)}: every global choice (
            "sequence parallelism, overlap) evaluated in bulk; the fastest refined by dynamic programming "
            f"over per-layer splits and the layer→stage partition. Precision: {ss.get(S.W_DTYPE, 'bf16')} "
            "(the sidebar's).")
-cols = st.columns(4)
+cols = st.columns(5)
 cols[0].number_input("GPUs N", min_value=1, max_value=MAX_DEVICES, step=1, key=W_GPUS)
 cols[1].number_input("Global batch B", min_value=1, max_value=10 ** 6, step=1, key=W_BATCH)
 cols[2].number_input("Memory cap per device (GiB)", min_value=0.0, step=1.0, key=W_CAP,
-                     help="0 = the device's memory")
-cols[3].number_input("Top k", min_value=1, max_value=100, step=1, key=W_TOP)
+                     help=f"0 = the device's {cluster.device.memory_bytes / GIB:.0f} GiB less the headroom")
+cols[3].number_input("Headroom (%)", min_value=0.0, max_value=50.0, step=1.0, key=W_HEADROOM,
+                     help="of the device's memory left free when no cap is given: the CUDA context, NCCL's buffers "
+                          "and fragmentation, which the model does not count")
+cols[4].number_input("Top k", min_value=1, max_value=100, step=1, key=W_TOP)
 st.selectbox("Only strategies this framework can run", [None] + list(CONFIG_FRAMEWORKS), key=W_FRAMEWORK,
              format_func=lambda f: "any (the cost model's whole space)" if f is None else CONFIG_TITLES[f],
              help="its config exporter decides (Export page): e.g. DeepSpeed has no tensor parallelism")
 if st.button("Search", type="primary"):
-    _run(model, cluster)
+    _start(model, cluster)
+_collect()
+if J.running(SEARCH_JOB):     # in a worker process: this page (and every other session) stays responsive
+    J.progress(SEARCH_JOB, "Searching")
 
 found = ss[SEARCH_RESULT]
 if found is None:
@@ -101,14 +125,36 @@ st.success(f"{plain(found['model'].name)}, {found['gpus']} GPUs, B = {found['glo
 if not result.top:
     st.warning("No strategy fits within the memory cap.")
     st.stop()
-st.plotly_chart(pareto_figure(result), key=PARETO_CHART, on_select=_on_chart_select,
+ev = evidence(found["model"], result.top[0].strategy, found["cluster"])
+band = None if ev["extrapolating"] else ev["mean_abs_error"]
+st.plotly_chart(pareto_figure(result, band=band), key=PARETO_CHART, on_select=_on_chart_select,
                 selection_mode="points")
-st.caption("Select a point to load its strategy into the editor and every page.")
+st.caption("Select a point to load its strategy into the editor and every page. "
+           + (f"Error bars: ±{100 * band:.0f} %, the validated error of {plain(ev['regime'])}."
+              if band else f"No error bars: extrapolating ({plain(ev['reason'])})."))
 st.subheader(f"The {len(result.top)} fastest")
 st.dataframe(pd.DataFrame(rows(result.top)), hide_index=True, key=TOP_TABLE, on_select=_on_table_select,
              selection_mode="single-row")
 st.plotly_chart(breakdown_bar({f"#{i + 1} {label(c.strategy)}": c.result for i, c in enumerate(result.top)}),
                 key="search_breakdown_chart")
+with st.expander("How sure is this ranking?"):
+    st.caption("As the fitted efficiencies and latencies vary across the validated error, how often does each "
+               "strategy stay faster than the next? (First-order, from each strategy's sensitivities; the "
+               "Cost page shows them.)")
+    done = ss[SEARCH_ROBUSTNESS]
+    if done is None or done[0] is not result:
+        if st.button("Compute (a sensitivity per listed strategy)", key="search_robustness_button"):
+            try:
+                ss[SEARCH_ROBUSTNESS] = done = (result, robustness(found["model"], found["cluster"], result.top))
+            except ExplorerError as err:
+                st.error(plain(err))
+    if done is not None and done[0] is result:
+        rob = done[1]
+        if "unavailable" in rob:
+            st.info(plain(rob["unavailable"]))
+        else:
+            st.dataframe(pd.DataFrame([{"faster": f"#{p['faster']}", "than": f"#{p['slower']}",
+                                        "holds": holds_words(p["holds"])} for p in rob["pairs"]]), hide_index=True)
 with st.expander("Pruned choices, by reason"):
     st.dataframe(pd.DataFrame([{"reason": r, "raw choices": n} for r, n in
                                sorted(result.pruned.items(), key=lambda kv: -kv[1])]), hide_index=True)

@@ -67,10 +67,10 @@ moe = [r for r in rows if r.metric == "tokens_per_sec_per_gpu"]
 if moe:
     st.subheader("Megatron-Bridge 2025–26, Mixture-of-Experts rows")
     st.caption("DeepSeek-V3, Qwen3-30B-A3B, Qwen3-235B-A22B and GPT-OSS-120B rows, compared on the published "
-               "tokens/s per GPU (no FLOPs convention involved) with the same constants, nothing fitted on them "
-               "(all held out). Mostly the model is faster than these runs: a fixed cost per MoE layer and micro-batch "
-               "(dropless dispatch's host sync, CPU-bound launches) is not modelled, and identical runs were published "
-               "up to 2x apart across containers -- see each case's assumptions.")
+               "tokens/s per GPU (no FLOPs convention involved) with the same constants, each with what its container's "
+               "recipes ran (CUDA graph scope, token dispatcher, token-drop), and the host's issue time per kernel "
+               "(one constant, fitted on the NeMo 26.02 DGX-B200 rows; every other row held out). What is still "
+               "missing is in each case's assumptions and docs/validation.md.")
     _metrics(summary, sorted({r.group for r in moe}))
     st.plotly_chart(parity_figure(moe, band_of(moe)), key="validation_parity_bridge_moe")
 

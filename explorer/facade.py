@@ -8,6 +8,7 @@ from __future__ import annotations
 from explorer.io import export
 from explorer.strategy import layer_choices
 from explorer import timeline
+from explorer.charts.attention_curve import attention_curve_figure
 from explorer.charts.breakdown import breakdown_bar, comm_figure, memory_figure
 from explorer.charts.gantt import microstep_figure, superstep_figure
 from explorer.charts.graph_figure import graph_figure
@@ -103,11 +104,16 @@ from explorer.codegen import TITLES as CONFIG_TITLES                            
 from explorer.codegen import export as framework_config                             # noqa: E402
 
 __all__ += ["CONFIG_SUFFIX", "CONFIG_FRAMEWORKS", "CONFIG_TITLES", "framework_config"]
+from explorer.codegen import LANGUAGE as CONFIG_LANGUAGE                            # noqa: E402
+from explorer.codegen import framework_notes                                        # noqa: E402
+from explorer.codegen.imports import import_config as strategy_from_framework_config  # noqa: E402
+
+__all__ += ["CONFIG_LANGUAGE", "framework_notes", "strategy_from_framework_config"]
 from explorer.limits import MAX_DEVICES                                                  # noqa: E402
 from explorer.limits import MAX_ACTION_CPU_S, WorkCancelled, work_budget                 # noqa: E402
-from explorer.validation.evidence import band_text, evidence                          # noqa: E402
+from explorer.validation.evidence import band_text, evidence, mfu_warning             # noqa: E402
 
-__all__ += ["MAX_DEVICES", "MAX_ACTION_CPU_S", "WorkCancelled", "work_budget", "band_text", "evidence"]
+__all__ += ["MAX_DEVICES", "MAX_ACTION_CPU_S", "WorkCancelled", "work_budget", "band_text", "evidence", "mfu_warning"]
 # ---- FP8, fp32 gradients, validation groups (issue 11 / issue 10 E7) -------------------------
 from explorer.strategy.strategy import DTYPES, GRAD_DTYPES                              # noqa: E402
 from explorer.validation import GROUPS as VALIDATION_GROUPS                             # noqa: E402
@@ -163,3 +169,20 @@ def run_microstep(run: dict, layer: int, normalise: bool = False):
 
 __all__ += ["run_time_table", "run_microstep", "runnable_models", "RUN_INSTALL_HINT", "torch_available", "load_run", "run_bytes_table", "run_loss_table", "reference_run",
             "run_gantt"]
+# ---- heavy work off the serving interpreter: a bounded pool of worker processes (issue 31 item 4) ----
+from explorer.runtime.workers import WORKERS_ENV, Job, WorkerPool                    # noqa: E402
+from explorer.runtime.workers import image_request, reference_run_request, search_request  # noqa: E402
+from explorer.runtime.workers import search_result_from_dict, slide_request             # noqa: E402
+
+__all__ += ["WORKERS_ENV", "Job", "WorkerPool", "image_request", "reference_run_request", "search_request",
+            "search_result_from_dict", "slide_request"]
+# ---- what a prediction depends on (issue 28 item 2): elasticities to the cluster's constants ----
+from explorer.charts.sensitivity import tornado_figure                                # noqa: E402
+from explorer.validation.sensitivity import sensitivity, sensitivity_or_reason, sensitivity_text  # noqa: E402
+
+__all__ += ["tornado_figure", "sensitivity", "sensitivity_or_reason", "sensitivity_text"]
+# ---- how sure a search's ranking is; the search's memory headroom (issues 28 item 3, 30 item 5) ---------------
+from explorer.search.search import MEMORY_HEADROOM                                      # noqa: E402
+from explorer.validation.robust import holds_words, robustness                          # noqa: E402
+
+__all__ += ["MEMORY_HEADROOM", "holds_words", "robustness"]

@@ -57,6 +57,8 @@ CLUSTER_BOUNDS = {  # field -> (low, high, why)
     "bandwidth_gbps": (1e-6, 1e7, "NVLink 5 is 900 GB/s per direction"),
     "latency_us": (0.0, 1e6, "links are 1-10 microseconds"),
     "kernel_launch_s": (0.0, 1.0, "a kernel launch is a few microseconds"),
+    "host_launch_s": (0.0, 1e-2, "a framework issues a kernel in 5-50 microseconds of host time"),
+    "host_sync_s": (0.0, 1.0, "a device-to-host synchronisation stalls tens of microseconds"),
     "gemm_half_flops": (0.0, 1e18, "A100 reaches half its GEMM peak near 1e9-1e11 FLOPs"),
     "gemm_max": (1e-3, 1.0, "real GEMMs reach 0.5-0.9 of peak"),
     "hbm": (1e-3, 1.0, "real kernels reach 0.6-0.9 of the HBM bandwidth"),
@@ -159,6 +161,8 @@ def check_cluster(cluster) -> None:
                "bandwidth_gbps")
         _bound(f"levels[{i}]: latency_us", level.latency_s * US_PER_S, "latency_us")
     _bound("efficiency: kernel_launch_s", eff.kernel_launch_s, "kernel_launch_s")
+    _bound("efficiency: host_launch_s", eff.host_launch_s, "host_launch_s")
+    _bound("efficiency: host_sync_s", eff.host_sync_s, "host_sync_s")
     _bound("efficiency: gemm_half_flops", eff.gemm_half_flops, "gemm_half_flops")
     _bound("efficiency: gemm_max", eff.gemm_max, "gemm_max")
     if eff.gemm_max_fp8:

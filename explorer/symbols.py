@@ -30,10 +30,27 @@ m = sp.Symbol("m", **_pos)          # micro-batches per iteration, B/(b d)
 F = sp.Symbol("F", **_pos)          # device peak FLOP/s for the dtype
 eta = sp.Symbol("eta", **_pos)      # achieved fraction of F on GEMMs
 F_a = sp.Symbol("F_a", **_pos)     # peak FLOP/s of the attention core's kernels (bf16 under TE's FP8)
-eta_a = sp.Symbol("eta_a", **_pos)  # achieved fraction of F_a
+eta_a = sp.Symbol("eta_a", **_pos)  # achieved fraction of F_a on the unfused attention core's GEMMs
+# the fused attention kernel's efficiency curve (explorer/hardware/attention.py, explorer/cost/attention_kernel.py):
+# saturated fraction of F_a at head dim 128, tokens per call at half of it, the head dimension's constant,
+# forward (f) and backward (b); the causal factor
+eta_af = sp.Symbol("eta_af", **_pos)
+eta_ab = sp.Symbol("eta_ab", **_pos)
+n_af = sp.Symbol("n_af", nonnegative=True)
+n_ab = sp.Symbol("n_ab", nonnegative=True)
+d_af = sp.Symbol("d_af", nonnegative=True)
+d_ab = sp.Symbol("d_ab", nonnegative=True)
+kappa_a = sp.Symbol("kappa_a", **_pos)
+ATTENTION_KERNEL = (eta_af, eta_ab, n_af, n_ab, d_af, d_ab, kappa_a)
+"""The curve's constants in the order of explorer.hardware.attention.PARAMS."""
 W_hbm = sp.Symbol("W_{hbm}", **_pos)  # HBM bytes/s actually achieved
 beta = sp.Symbol("beta", **_pos)    # bytes per element of the training dtype
 t_launch = sp.Symbol("tau_k", nonnegative=True)  # kernel launch overhead, s
+# the host side of a pass (explorer/model/kernels.py, explorer/cost/block.py host terms): seconds the host CPU
+# spends issuing one kernel (framework + library + launch path, not the GPU-side tau_k), and the stall of one
+# device-to-host synchronisation (the dropless dispatcher's token counts)
+tau_h = sp.Symbol("tau_h", nonnegative=True)
+tau_s = sp.Symbol("tau_s", nonnegative=True)
 
 # communication: seconds per byte and latency of each mesh axis's groups -- a group over several machine
 # levels uses them at once: g = max over levels of share x g_level, L of the outermost level

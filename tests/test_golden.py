@@ -29,6 +29,17 @@ cases (bf16 55, fp16 31, fp32 32; none runs fp8) moved, iteration time +0.1 % to
 0.75 / 0.479 = 1.566 where compute is everything), and no dgx-a100-80gb or classroom case moved (their entries
 are byte for byte the same). Only the file's existing keys were rewritten; the Megatron-count numbers added to
 `evaluate --json` at the same time (megatron_*, flops_conventions) are checked in tests/test_megatron_flops.py.
+Rewritten on 2026-12-03 for the attention kernel's own efficiency curve (issue 26 item 2; tests/test_attention_kernel.py)
+and the refit it brought (dgx-h100/h200 gemm_max 0.479 -> 0.481): all 118 dgx-h100 and h200 cases moved, the 104 without
+FlashAttention by -0.41 % to -0.00 % (the refit alone), the 14 with it by -0.41 % to +0.06 %; the 10 dgx-a100-80gb LLaMA
+(FlashAttention) cases +0.88 % to +2.33 % (FlashAttention-2's curve sits below gemm_max 0.73 at their lengths); no other
+dgx-a100-80gb and no classroom case moved (no published kernel: the flat curve at gemm_max, as before). Existing keys only.
+Rewritten on 2026-12-03 for the host side of a pass (issue 27; tests/test_host_cost.py): a block's pass is max(GPU time,
+host issue time) + sync stalls, with tau_h = 45 us per eager kernel on dgx-h100 and h200 (dgx-a100-80gb and classroom leave
+it 0): 84 of the 118 dgx-h100 and h200 cases moved, 40 by less than 0.1 % (the embedding and output blocks, whose few GPU
+microseconds the host's issue time exceeds), 44 by +0.2 % to +1118 % (bert-large 13, resnet-50 12, tiny-gpt 10, tiny-mlp 5,
+gpt-1.7b 4: small layers, whose passes the host's issue time binds), none down; no dgx-a100-80gb or classroom case moved.
+Existing keys only (the new `host_s` is not stored).
 """
 import json
 import math

@@ -166,10 +166,16 @@ def test_moe_prediction_is_tokens_over_our_iteration_time(bridge):
 
 
 def test_the_fit_never_sees_the_moe_rows(bridge):
+    """The FP8 GEMM fit never sees an MoE row; the host's issue time per kernel (issue 27) is fitted on one
+    container's rows of one system (NeMo 26.02, DGX-B200) and every other MoE row is held out."""
+    from explorer.validation.megatron_bridge import HOST_FIT
     fit = fit_system("dgx-h100", bridge[0])
     moe_ids = {c.id for c in bridge[0] if c.group in MOE_GROUPS}
     assert not moe_ids & {i for i, _, _ in fit.fitted + fit.held_out}
-    assert all(c.subset == "held out" for c in bridge[0] if c.group in MOE_GROUPS)
+    fitted = [c for c in bridge[0] if c.group in MOE_GROUPS and c.subset == "fitted"]
+    assert len(fitted) == 3 and all(c.assumptions.startswith("NeMo 26.02, DGX-B200") for c in fitted)
+    assert HOST_FIT == ("NeMo 26.02", "DGX-B200")
+    assert "NeMo 26.02 DGX-B200" in load_cluster("dgx-b200").efficiency.source
 
 
 @pytest.fixture(scope="module")
@@ -180,37 +186,83 @@ def moe_summary(bridge):
 def test_moe_rows_evaluate_and_their_errors_are_reported(moe_summary):
     for group in MOE_GROUPS:
         st = moe_summary[group]
-        assert st["cases"] >= 10 and st["held out"]["cases"] == st["cases"]
+        assert st["cases"] >= 10 and st["held out"]["cases"] >= st["cases"] - 3
         assert 0 < st["mean_abs_error"] <= st["max_abs_error"] < 10
 
 
 @pytest.mark.xfail(strict=False, reason=(
-    "Expected miss (issue 11, MoE rows, nothing fitted on them): the model predicts the MoE runs faster than "
-    "published. Same layout, different speed: Qwen3-30B-A3B on 16 H100s, t=1 p=2 v=24 b=2 B=512: 25.09 "
-    "'tokendrop' 10494 vs 25.11 5275 tokens/s; on 8 B200s the 26.02 b=1 row runs 9691 and 26.02.01 b=4 26695 "
-    "(model: 31609 vs 33235) -- a fixed cost per MoE layer and micro-batch (dropless dispatch's host sync of "
-    "the tokens per expert, CPU-bound launches that the recipes' CUDA graphs of router/preprocess remove) "
-    "that the model does not have; see explorer/validation/megatron_bridge.py"))
+    "Expected miss (issue 27 targets: held-out mean <= 15 %, max <= 30 % per system). With the host side "
+    "(explorer/model/kernels.py) and the rows keyed by what was run, 2026-12-03: H100 mean 28 % (max 112 %: "
+    "25.11 Qwen3-30B-A3B 5275 tokens/s, half of 25.09's 10494 on the same layout), B200 25 % (max 92 %: "
+    "GPT-OSS 120B, BF16 GEMM efficiency and its attention not calibrated), GB200 24 % (max 71 %: GPT-OSS "
+    "MXFP8 26.06.01, 1.58x apart from the same run in 26.06 and 26.08); the EP all-to-all overlap "
+    "(moe_a2a_overlap) and the fused dispatchers' own bandwidths are not modelled"))
 def test_megatron_bridge_moe_targets_per_system(moe_summary):
     for group in MOE_GROUPS:
-        assert moe_summary[group]["mean_abs_error"] <= 0.10, (group, moe_summary[group])
-        assert moe_summary[group]["max_abs_error"] <= 0.20, (group, moe_summary[group])
+        held = moe_summary[group]["held out"]
+        assert held["mean_abs_error"] <= 0.15, (group, held)
+        assert held["max_abs_error"] <= 0.30, (group, held)
 
 
-def test_identical_moe_runs_spread_beyond_what_the_max_target_allows(bridge):
-    """Why the MoE target is an expected miss, from the data alone: in every MoE group, runs with the
-    same system, model, dtype, layout and batch, published in different containers, differ by more
-    than 1.2 / 0.8 = 1.5x in tokens/s, so no prediction from the row's inputs can be within 20 % of all
-    of them (e.g. Qwen3-30B-A3B on 16 H100s, t=1 p=2 v=24 b=2 B=512: 25.09 10494, 25.11 5275)."""
+def test_identical_moe_runs_keyed_by_what_was_run_agree_but_one(bridge):
+    """Keyed by what was run -- drop policy, FP8 recipe, CUDA graph scope and dispatcher from each
+    container's Megatron-Bridge recipes (RUN_KEYS), as well as system, model, layout and batch -- the runs
+    published in several containers agree within 6 % on H100 and B200 (the 1.99x and 1.94x pairs of issue 11
+    compared token-drop with dropless runs; the 1.77x H100 pair deepep with hybridep). On GB200 one
+    configuration stays 1.58x apart (GPT-OSS 120B MXFP8: 26.06 28947, 26.06.01 18304, 26.08 28672 tokens/s
+    with the same recipe): no prediction from the inputs can be within 20 % of all three."""
     from collections import defaultdict
     runs = defaultdict(list)
     for c in bridge[0]:
         if c.group in MOE_GROUPS:
             s = c.strategy
-            runs[(c.group, c.model.name, c.model.seq_len, s.dtype, s.tp, s.pp, s.chunks, s.ep, s.micro_batch,
-                  s.global_batch, c.gpus)].append(c.expected)
-    worst = {g: max(max(v) / min(v) for k, v in runs.items() if k[0] == g) for g in MOE_GROUPS}
-    assert all(spread > 1.2 / 0.8 for spread in worst.values()), worst
+            recipe = c.assumptions.split(f"{s.dtype} (")[1].split(")")[0]
+            runs[(c.group, c.model.name, c.model.seq_len, c.model.moe_capacity_factor, s.dtype, recipe, s.tp,
+                  s.pp, s.chunks, s.ep, s.micro_batch, s.global_batch, c.gpus, s.cuda_graphs,
+                  s.moe_dispatcher)].append((c.expected, c.id))
+    worst = {g: max((max(v)[0] / min(v)[0], sorted(i for _, i in v)) for k, v in runs.items() if k[0] == g)
+             for g in MOE_GROUPS}
+    assert worst["megatron_bridge_moe_h100"][0] < 1.06 and worst["megatron_bridge_moe_b200"][0] < 1.06
+    spread, ids = worst["megatron_bridge_moe_gb200"]
+    assert spread == pytest.approx(28947 / 18304) and all("gpt-oss-120b_gb200_mxfp8" in i for i in ids)
+
+
+def test_run_keys_come_from_the_recipes(bridge):
+    """The keys of a few rows, from Megatron-Bridge's performance recipes (RECIPE_TAGS: tag and commit): 25.09
+    Qwen3 rows token-drop with whole-layer graphs off H100; 26.02 Qwen3-30B-A3B on B200 router graphs with the
+    all-to-all; 26.06 on GB200 full-iteration graphs with HybridEP; GPT-OSS never graphed."""
+    from explorer.validation.megatron_bridge import RECIPE_TAGS
+    by_id = {c.id: c for c in bridge[0]}
+    key = lambda rid: (by_id[rid].strategy.cuda_graphs, by_id[rid].strategy.moe_dispatcher,
+                       by_id[rid].model.moe_capacity_factor)
+    assert key("mb_2509_pretrain_qwen3-30b-a3b_b200_fp8") == ("layer", "alltoall", 1.0)
+    assert key("mb_2509_pretrain_qwen3-30b-a3b_h100_fp8") == ("none", "alltoall", 1.0)
+    assert key("mb_2602_pretrain_qwen3-30b-a3b_b200_mxfp8") == ("router", "alltoall", 0.0)
+    assert key("mb_2606_pretrain_qwen3-30b-a3b_gb200_mxfp8") == ("full", "hybridep", 0.0)
+    assert key("mb_2604_pretrain_gpt-oss-120b_b200_bf16") == ("none", "alltoall", 0.0)
+    assert all(len(commit) == 40 for _, commit, _ in RECIPE_TAGS.values())
+    assert "21b02e0cf" in by_id["mb_2602_pretrain_qwen3-30b-a3b_b200_mxfp8"].assumptions
+
+
+def test_the_issue_27_rows(moe_summary, bridge):
+    """Issue 27's three rows (model was 32,545 / 6,069 / 24,098 tokens/s/GPU against 9,691 / 3,776 / 13,568):
+    the two Qwen3 rows now within 20 % (the first is a fitted row of host_launch_s, the second held out)."""
+    rows = {r.id: r for r in validate([c for c in bridge[0] if c.id in THREE], None)}
+    for rid in THREE[:2]:
+        assert abs(rows[rid].relative_error) <= 0.20, (rid, rows[rid].predicted)
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "GPT-OSS 120B on 64 B200 (26.04.01, BF16, e8, b=4) is GPU-bound in the model and +40 % fast: it rests on the "
+    "BF16 GEMM efficiency derived from H100's (not calibrated on B200) and full causal attention on every layer; "
+    "the host side does not bind at b = 4"))
+def test_the_issue_27_gpt_oss_row(bridge):
+    row = validate([c for c in bridge[0] if c.id == THREE[2]], None)[0]
+    assert abs(row.relative_error) <= 0.20
+
+
+THREE = ("mb_2602_pretrain_qwen3-30b-a3b_b200_mxfp8", "mb_260401_pretrain_qwen3-235b-a22b_b200_mxfp8",
+         "mb_260401_pretrain_gpt-oss-120b_b200_bf16")
 
 
 def test_moe_rows_of_one_configuration_in_several_containers_are_kept_and_say_their_spread(bridge):

@@ -197,7 +197,10 @@ def test_load_imbalance_what_if_slows_the_experts():
     assert expert_load(skewed, 1) == pytest.approx(1.0)
     base, slow = (evaluate(m, moe_strategy(), H100) for m in (TINY_MOE, skewed))
     assert slow.comm_bytes_per_device["ep_comm"] == pytest.approx(1.6 * base.comm_bytes_per_device["ep_comm"])
-    assert slow.breakdown_s["compute"] > base.breakdown_s["compute"]
+    # the GPU's part of compute (this tiny MoE on H100 is host-bound: the host's issue time, explorer/model/kernels.py,
+    # hides the slower experts in `compute` itself)
+    gpu = lambda r: r.breakdown_s["compute"] - r.extra["host_exposed_s"]
+    assert gpu(slow) > gpu(base)
     assert slow.model_flops_per_iteration == base.model_flops_per_iteration
 
 

@@ -8,6 +8,7 @@ from explorer import load_cluster, load_model
 
 SELECTED = "search_selected_strategy"     # app_pages/search.py SEARCH_SELECTED_STRATEGY
 CHART = "search_pareto_chart"
+JOB_WAIT_S = 120
 
 
 def searched():
@@ -19,6 +20,16 @@ def searched():
     at.switch_page("app_pages/search.py").run()
     assert not at.exception, at.exception
     at.button[0].click().run()
+    return finished(at)
+
+
+def finished(at):
+    """The page once its search, which runs in a worker process, has finished (app_pages/jobs.py)."""
+    assert not at.exception and not errors(at), (at.exception, errors(at))
+    job = at.session_state["worker_jobs"].get("search")
+    if job is not None:
+        assert job.wait(JOB_WAIT_S), job
+        at.run()                 # what the page's progress fragment does once the job has finished
     assert not at.exception and not errors(at), (at.exception, errors(at))
     return at
 
@@ -77,7 +88,31 @@ def test_a_framework_filter_on_the_page():
     at.session_state["w_search_batch"] = 16
     at.switch_page("app_pages/search.py").run()
     at.selectbox(key="w_search_framework").set_value("deepspeed").run()
-    at.button[0].click().run()
-    assert not at.exception and not errors(at)
+    finished(at.button[0].click().run())
     result = at.session_state["search_result"]["result"]
     assert result.top and all(c.strategy.tp == 1 for c in result.top + result.pareto)
+
+
+def test_the_search_leaves_the_headroom_free_and_says_how_sure_its_ranking_is():
+    """Issue 30 item 5 (a memory headroom, 5 % by default, on the page) and issue 28 item 3 (the ranking's
+    robustness on demand; the Pareto plot's error bars where the regime is validated)."""
+    at = open_page()
+    at.session_state["model"] = load_model("tiny-gpt")
+    at.session_state["cluster"] = load_cluster("dgx-a100-80gb")
+    at.session_state["w_search_gpus"] = 8
+    at.session_state["w_search_batch"] = 16
+    at.session_state["w_search_top"] = 3
+    at.switch_page("app_pages/search.py").run()
+    assert at.session_state["w_search_headroom_pct"] == 5.0
+    at.session_state["w_search_headroom_pct"] = 20.0
+    at.button[0].click().run()
+    at = finished(at)
+    result = at.session_state["search_result"]["result"]
+    assert result.memory_cap_bytes == load_cluster("dgx-a100-80gb").device.memory_bytes * 0.8
+    pareto = next(spec for spec in chart_specs(at) if "peak memory" in spec["layout"]["title"]["text"])
+    assert all(trace.get("error_y", {}).get("array") for trace in pareto["data"] if trace.get("y"))
+    button = next(b for b in at.button if b.key == "search_robustness_button")
+    button.click().run()
+    assert not at.exception and not errors(at)
+    rob = at.session_state["search_robustness"][1]
+    assert rob["pairs"] and rob["sigma"] > 0

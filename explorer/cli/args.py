@@ -9,6 +9,7 @@ from explorer.errors import ExplorerError
 from explorer.io.models import load_model
 from explorer.model.spec import ATTENTION
 from explorer.strategy.strategy import CP_ALGOS, DTYPES, GRAD_DTYPES, RECOMPUTE, SCHEDULES, Strategy
+from explorer.strategy.strategy import CUDA_GRAPHS, MOE_DISPATCHERS
 from explorer.io.strategies import load_strategy
 from explorer.schedules import chunked
 
@@ -54,6 +55,15 @@ def add_strategy_flags(cmd: argparse.ArgumentParser, extra_schedules: tuple = ()
                      help="ZeRO-3: gather the next layer's parameters under the current layer's compute "
                           "(DeepSpeed stage3_prefetch_bucket_size, FSDP forward/backward_prefetch; on by default, "
                           "as in DeepSpeed)")
+    cmd.add_argument("--cuda-graphs", choices=CUDA_GRAPHS,
+                     help="what the host issues as CUDA graphs: none (eager, default), router (Megatron-LM "
+                          "--cuda-graph-scope moe_router moe_preprocess), layer (attn mlp moe_router moe_preprocess, "
+                          "--cuda-graph-impl transformer_engine), full (--cuda-graph-impl full_iteration); "
+                          "explorer/model/kernels.py")
+    cmd.add_argument("--moe-dispatcher", choices=MOE_DISPATCHERS,
+                     help="MoE token dispatcher: alltoall (default), deepep or hybridep (Megatron-LM "
+                          "--moe-flex-dispatcher-backend); the first two synchronise with the host once per "
+                          "dropless MoE forward")
     cmd.add_argument("--seq-len", type=int, help="override the model's sequence length")
     add_long_context_flags(cmd)
     cmd.add_argument("--expert-load-share", type=float,
@@ -83,7 +93,8 @@ FLAG_FIELDS = {"tp": "tp", "pp": "pp", "dp": "dp", "micro_batch": "micro_batch",
                "overlap_dp": "overlap_dp", "overlap_tp": "overlap_tp",
                "overlap_param_gather": "overlap_param_gather", "zero_prefetch": "zero_prefetch",
                "overlap_p2p": "overlap_p2p", "dtype": "dtype", "grad_dtype": "grad_dtype",
-               "cp": "cp", "cp_algo": "cp_algo", "ep": "ep", "expert_tp": "expert_tp"}
+               "cp": "cp", "cp_algo": "cp_algo", "ep": "ep", "expert_tp": "expert_tp", "cuda_graphs": "cuda_graphs",
+               "moe_dispatcher": "moe_dispatcher"}
 
 
 def model_and_cluster(args) -> tuple:

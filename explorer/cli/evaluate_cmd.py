@@ -7,6 +7,7 @@ from explorer.cost.checked import evaluate_checked as evaluate
 from explorer.io.report import result_dict, result_table
 from explorer.cli.args import add_strategy_flags, resolve
 from explorer.validation.evidence import band_text, evidence
+from explorer.validation.sensitivity import sensitivity_or_reason, sensitivity_text
 
 
 def register(sub) -> None:
@@ -22,6 +23,7 @@ def run(args) -> int:
         total, terms, definitions = explained_latex(model, strategy, cluster, gpus, result)   # cached on disk
         out = result_dict(result, total, terms, definitions, strategy)
         out["evidence"] = evidence(model, strategy, cluster)     # how far it can be trusted (issue 28)
+        out["sensitivity"] = sensitivity_or_reason(model, strategy, cluster, result)   # what it depends on (issue 28)
         print(dumps(out))
     else:
         title = (f"{model.name} on {gpus} x {cluster.device.name} ({cluster.name}): "
@@ -31,6 +33,7 @@ def run(args) -> int:
                  f"B={strategy.global_batch} {strategy.schedule}")
         print(result_table(result, title))
         print(f"\nevidence: {band_text(evidence(model, strategy, cluster))}")
+        print("\n" + sensitivity_text(sensitivity_or_reason(model, strategy, cluster, result)))
         hint = fitting_hint(model, strategy, cluster, gpus, result)
         if hint:
             print(hint)

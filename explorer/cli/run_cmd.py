@@ -10,6 +10,7 @@ from the flags alone is fp32).
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -73,7 +74,6 @@ def strategy_of(args) -> Strategy:
 def cluster_of(args, procs: int):
     if args.cluster:
         return load_cluster(args.cluster)
-    import os
     from explorer.runtime.calibrate import calibrate
     return cluster_from_dict(calibrate(procs=min(procs, os.cpu_count() or 1)))
 

@@ -8,8 +8,10 @@ import time
 from explorer.errors import ExplorerError
 from explorer.limits import CLUSTER_BOUNDS, check_count
 from explorer.cli.args import add_long_context_flags, model_and_cluster
-from explorer.strategy.strategy import DTYPES
+from explorer.strategy.strategy import CUDA_GRAPHS, DTYPES, MOE_DISPATCHERS
+from explorer.codegen import FRAMEWORKS
 from explorer.cli.output import dumps
+from explorer.validation.robust import robustness, robustness_text
 
 
 def register(sub) -> None:
@@ -18,15 +20,27 @@ def register(sub) -> None:
     cmd.add_argument("--cluster", required=True, help="preset name or cluster file")
     cmd.add_argument("--gpus", type=int, required=True, help="number of devices N = d*t*p")
     cmd.add_argument("--global-batch", type=int, required=True, help="global batch size B (sequences)")
-    cmd.add_argument("--max-memory-gib", type=float, help="memory cap per device in GiB (default: the device's)")
+    cmd.add_argument("--max-memory-gib", type=float, help="memory cap per device in GiB (default: the device's, "
+                     "less the headroom)")
+    cmd.add_argument("--robust", action="store_true",
+                     help="say how often each ranking holds as the fitted constants vary across the validated "
+                          "error (explorer.validation.robust; a sensitivity per listed strategy)")
+    cmd.add_argument("--memory-headroom", type=float,
+                     help="fraction of the device's memory left free when no cap is given (CUDA context, NCCL "
+                          f"buffers, fragmentation; default {HEADROOM_DEFAULT}, explorer.search.search.MEMORY_HEADROOM)")
     cmd.add_argument("--top", type=int, default=10, help="how many of the fastest to list (default 10)")
     cmd.add_argument("--seq-len", type=int, help="override the model's sequence length")
     add_long_context_flags(cmd)      # --cp N: search only that degree; --cp-algo; --attention
     cmd.add_argument("--ep", type=int, help="search only this expert-parallel degree (MoE models; default: all)")
-    cmd.add_argument("--framework", choices=("megatron", "deepspeed", "torchtitan", "mindspore"),
+    cmd.add_argument("--framework", choices=FRAMEWORKS,
                      help="keep only strategies this framework can express (its config exporter's rules)")
     cmd.add_argument("--dtype", choices=DTYPES, default="bf16",
                      help="training dtype (default bf16); fp8 = Transformer Engine FP8 GEMMs")
+    cmd.add_argument("--cuda-graphs", choices=CUDA_GRAPHS, default="none",
+                     help="the host side every candidate runs with: none (eager, default), router, layer or full "
+                          "CUDA graphs (evaluate --help; explorer/model/kernels.py)")
+    cmd.add_argument("--moe-dispatcher", choices=MOE_DISPATCHERS, default="alltoall",
+                     help="MoE token dispatcher of every candidate: alltoall (default), deepep or hybridep")
     cmd.add_argument("--json", action="store_true", help="print one JSON object")
     cmd.set_defaults(run=run)
 
@@ -46,6 +60,11 @@ class StderrProgress:
             self.last = now
 
 
+HEADROOM_DEFAULT = "0.05"
+"""The search's MEMORY_HEADROOM as --help says it (tests/test_search_cli.py checks they agree; the search module
+is imported only when a search runs)."""
+
+
 def memory_cap(gib) -> float | None:
     """--max-memory-gib in bytes (None: the device's), refused up front unless a finite positive number
     within a device's memory bounds (limits.CLUSTER_BOUNDS['memory_gib']): inf or nan would run the
@@ -62,6 +81,9 @@ def run(args) -> int:
     from explorer.search import search                               # (sympy: only when run)
     from explorer.search.report import search_dict, search_text
     cap = memory_cap(args.max_memory_gib)            # every flag checked before any work
+    headroom = {} if args.memory_headroom is None else {"memory_headroom": args.memory_headroom}
+    if headroom and not (math.isfinite(args.memory_headroom) and 0 <= args.memory_headroom < 1):
+        raise ExplorerError(f"--memory-headroom must be a fraction from 0 to below 1, got {args.memory_headroom}")
     check_count("--gpus", args.gpus, "MAX_DEVICES")
     check_count("--global-batch", args.global_batch, "MAX_GLOBAL_BATCH")
     if args.cp is not None and args.cp < 1:
@@ -69,10 +91,14 @@ def run(args) -> int:
     model, cluster = model_and_cluster(args)
     result = search(model, cluster, args.gpus, args.global_batch, cap, args.top, progress=StderrProgress(),
                     framework=args.framework, dtype=args.dtype, cp=args.cp, cp_algo=args.cp_algo or "ring",
-                    ep=args.ep)
+                    ep=args.ep, cuda_graphs=args.cuda_graphs, moe_dispatcher=args.moe_dispatcher, **headroom)
+    rob = robustness(model, cluster, result.top) if args.robust else None
     if args.json:
-        print(dumps(search_dict(result, model, cluster, args.gpus, args.global_batch)))
+        data = search_dict(result, model, cluster, args.gpus, args.global_batch)
+        print(dumps(data if rob is None else {**data, "robustness": rob}))
     else:
         print(search_text(result, f"{model.name} on {args.gpus} x {cluster.device.name} ({cluster.name}), "
                                   f"global batch {args.global_batch}"))
+        if rob is not None:
+            print(robustness_text(rob))
     return 0

@@ -18,10 +18,12 @@ from explorer.cost import layouts as lay
 from explorer.cost.compile import BoundedCache
 from explorer.cost.keys import cost_key  # the key of a BlockCost and of its summary
 from explorer.limits import spend
+from explorer.model import kernels as kn
 from explorer.model.ops import Block, Operator
 from explorer.symbols import QuickMax
+from explorer.cost import attention_kernel as ak
 from explorer.cost import context_parallel as cpx
-from explorer.symbols import F, F_a, L_t, W_hbm, beta, eta, eta_a, g_t, phi, t, t_launch
+from explorer.symbols import F, F_a, L_t, W_hbm, beta, eta, eta_a, g_t, phi, t, t_launch, tau_h, tau_s
 
 GEMM_KINDS = ("matmul", "conv", "attention")
 BWD_BYTES = sp.Rational(3, 2)
@@ -44,6 +46,8 @@ class OpStep:
     collectives: tuple      # Collective, ...
     recompute_s: sp.Expr = ZERO   # forward work the backward redoes inside the kernel (FlashAttention)
     cp: cpx.CPExchange = cpx.NONE  # context-parallel exchange of this operator (context_parallel.py)
+    launches: tuple = (0, 0)       # (fwd, bwd) kernels the host issues one by one (explorer/model/kernels.py)
+    syncs: int = 0                 # device-to-host synchronisations per forward (dropless dispatcher)
 
 
 @dataclass(frozen=True, eq=False)
@@ -76,6 +80,10 @@ class BlockCost:
     cp_total_s: sp.Expr = ZERO   # the exchange's whole time, hidden part included
     ep_collectives: tuple = ()   # the expert layer's all-to-alls (category ep_comm; group size set by the plan)
     expert_params_dev: sp.Expr = ZERO  # the part of params_dev that is expert weights (before the ep sharding)
+    host_fwd_s: sp.Expr = ZERO   # the host's issue time of the forward: tau_h x its eager launches (kernels.py)
+    host_bwd_s: sp.Expr = ZERO   # ... of the backward (a full recomputation's replayed forward included)
+    sync_fwd_s: sp.Expr = ZERO   # stalls of the forward's device-to-host synchronisations: tau_s + tau_h each
+    sync_bwd_s: sp.Expr = ZERO   # ... of the replayed forward's (full recomputation)
 
     @property
     def grad_sync_s(self) -> sp.Expr:
@@ -94,7 +102,7 @@ def _roofline(compute, memory):
     return QuickMax(compute, memory)
 
 
-def compute_time(op: Operator, divisor) -> tuple:
+def compute_time(op: Operator, divisor, cp: int = 1, cp_algo: str = "ring") -> tuple:
     """(forward, backward) seconds of one operator on one device.
 
     GEMMs: the roofline max of compute and memory time (Williams et al., CACM
@@ -106,8 +114,14 @@ def compute_time(op: Operator, divisor) -> tuple:
     al. SC'21 Appendix. Memory-bound operators: bytes / achieved HBM bandwidth;
     the forward reads x and writes y (2 tensors), the backward reads the saved
     tensor and dy and writes dx (3 tensors): BWD_BYTES = 3/2 of the forward bytes.
-    Every kernel pays a launch overhead tau.
+    Every kernel pays a launch overhead tau. A fused attention kernel (FlashAttention) runs at its own
+    efficiency curve by tokens per call, head dimension, mask and direction (attention_kernel.py; `cp`,
+    `cp_algo`: the tokens of a ring step's call).
     """
+    if ak.is_fused(op) and op.flops_fwd != 0:
+        x = op.flops_fwd * op.executed / divisor
+        fwd = (x + phi) / (F_a * ak.efficiency(op, cp, cp_algo, False))
+        return fwd + t_launch, 2 * (x + phi) / (F_a * ak.efficiency(op, cp, cp_algo, True)) + 2 * t_launch
     if op.kind in GEMM_KINDS and op.flops_fwd != 0:
         x = op.flops_fwd * op.executed / divisor
         rate = F_a * eta_a if op.kind == "attention" else F * eta     # the attention core's own dtype
@@ -146,7 +160,8 @@ _COSTS = BoundedCache(512)
 
 def block_cost(block: Block, preset: str, overrides: tuple, sequence_parallel: bool,
                recompute: str, incoming: str, cp: int = 1, cp_algo: str = "ring",
-               overlap_tp: bool = False, load: float = 1.0, experts_by_seq: bool = False) -> BlockCost:
+               overlap_tp: bool = False, load: float = 1.0, experts_by_seq: bool = False,
+               host: tuple = ()) -> BlockCost:
     """Cost of `block` split by `preset` over t devices, after a producer giving `incoming`;
     with context parallelism, the sequence is split over `cp` more devices (context_parallel.py);
     `overlap_tp`: the tensor-parallel collectives run under the GEMMs next to them.
@@ -157,13 +172,16 @@ def block_cost(block: Block, preset: str, overrides: tuple, sequence_parallel: b
     (expert_tp = 1) and each device runs its own tokens' share (split 'seq'). The expert-parallel
     degree is not part of the block: the plan divides expert_params_dev by it and sets the
     all-to-alls' group size (explorer.cost.experts), so every ep shares one compiled block.
+    `host`: the host side's recipe (explorer/model/kernels.py Recipe as a tuple: CUDA graphs, FP8, local
+    experts, dropless, a synchronising dispatcher, a fused one; explorer.cost.placement.host_options); () = eager
+    bf16, dropless and synchronising where the block has experts.
     """
     key = cost_key(block, preset, overrides, sequence_parallel, recompute, incoming, cp, cp_algo, overlap_tp,
-                   load, experts_by_seq)
+                   load, experts_by_seq, host)
     def build():
         spend(f"building the cost of block {block.name!s:.40}")
         return _block_cost(key, block, preset, dict(overrides), sequence_parallel, recompute, incoming, cp,
-                           cp_algo, overlap_tp, load, experts_by_seq)
+                           cp_algo, overlap_tp, load, experts_by_seq, host)
     return _COSTS.get(key, build)
 
 
@@ -185,7 +203,7 @@ def _routed_a2a(op: Operator, needed: str, load, cps=1) -> tuple:
 
 
 def _block_cost(key, block, preset, over, sequence_parallel, recompute, incoming, cp=1, cp_algo="ring",
-                overlap_tp=False, load=1.0, experts_by_seq=False) -> BlockCost:
+                overlap_tp=False, load=1.0, experts_by_seq=False, host=()) -> BlockCost:
     """overlap_tp (Megatron-LM --tp-comm-overlap, Transformer Engine's userbuffers; it needs sequence
     parallelism): a GEMM's input all-gather runs under that GEMM, the reduce-scatter of a row-parallel
     output under the GEMM that made it, the reduce-scatter of an input gradient under the weight-gradient
@@ -193,6 +211,7 @@ def _block_cost(key, block, preset, over, sequence_parallel, recompute, incoming
     (Wang et al., 'Overlap communication with dependent computation via decomposition', ASPLOS'23;
     Megatron-LM megatron/core/model_parallel_config.py tp_comm_overlap_*). Exposed: max(0, comm - GEMM)."""
     cps = sp.Integer(cp)   # every operator works on s/cp tokens of the sequence (context_parallel.py)
+    recipe = kn.Recipe.of(host)
     cur, cur_elements = incoming, None
     steps, act, params_dev, grad_sync = [], ZERO, ZERO, []
     ep_colls, expert_dev = [], ZERO
@@ -206,10 +225,15 @@ def _block_cost(key, block, preset, over, sequence_parallel, recompute, incoming
         needed, out, grad = lay.layouts(op, split, cur)
         layout_first = layout_first or needed
         divisor = (t if lay.is_sharded(out) else 1) * cps
-        fwd, bwd = compute_time(op, divisor)
+        fwd, bwd = compute_time(op, divisor, cp, cp_algo)
         dW = weight_grad_time(op, divisor)
         if op.expert:                        # the busiest device computes `load` x the average tokens
             fwd, bwd, dW = load * fwd, load * bwd, load * dW
+        if op.expert or op.routes or op.name == "router":
+            # an MoE operator is many kernels (explorer/model/kernels.py): each pays the GPU-side launch tau_k
+            # (a dense operator keeps one per forward, two per backward, as compute_time charges)
+            n_fwd, n_bwd = kn.launches(op, recipe)
+            fwd, bwd = fwd + (n_fwd - 1) * t_launch, bwd + (n_bwd - 2) * t_launch
         gemm = overlap_tp and op.kind in GEMM_KINDS and op.flops_fwd != 0
         colls = []
         if cur_elements is not None:  # conversions between operators of this block
@@ -254,10 +278,10 @@ def _block_cost(key, block, preset, over, sequence_parallel, recompute, incoming
             expert_dev += own
         if op.routes:
             ep_colls += _routed_a2a(op, needed, load, cps)
-        redo = kernel_recompute_time(op, divisor)
+        redo = kernel_recompute_time(op, divisor, cp, cp_algo)
         exchange = cpx.exchange(op, block.ops, lay.is_sharded(needed), cp, cp_algo, fwd, bwd + redo)
         steps.append(OpStep(op.name, op.kind, split, needed, out, fwd, bwd, dW, op.flops_fwd, tuple(colls), redo,
-                            exchange))
+                            exchange, kn.eager(op, block.kind, recipe), kn.syncs(op, recipe)))
         cur, cur_elements = out, op.out_elements
     if cur == lay.P:  # partial sums leave the block reduced (Megatron's g operator)
         target = lay.SEQ if sequence_parallel else lay.R
@@ -269,15 +293,31 @@ def _block_cost(key, block, preset, over, sequence_parallel, recompute, incoming
         steps[-1] = replace(last, layout_out=target, collectives=last.collectives + tuple(extra))
         cur = target
     cost = _total(key, block, steps, act, params_dev, recompute, layout_first, cur, cps)
-    return replace(cost, grad_sync=tuple(grad_sync), ep_collectives=tuple(ep_colls), expert_params_dev=expert_dev)
+    return replace(cost, grad_sync=tuple(grad_sync), ep_collectives=tuple(ep_colls), expert_params_dev=expert_dev,
+                   **host_terms(block, steps, recompute))
 
 
-def kernel_recompute_time(op: Operator, divisor) -> sp.Expr:
+def host_terms(block, steps, recompute: str) -> dict:
+    """The host side of the block's passes (explorer/model/kernels.py): tau_h per kernel the host issues
+    one by one, forward and backward; each device-to-host synchronisation stalls the GPU for the copy's
+    round trip tau_s and the issue of the kernel after it, tau_h (the host has no lead left); a full
+    recomputation replays the forward (its launches and synchronisations) inside the backward."""
+    fwd = sum(s.launches[0] for s in steps)
+    bwd = sum(s.launches[1] for s in steps)
+    n_sync = sum(s.syncs for s in steps)
+    replay = block.kind == "layer" and recompute == "full"
+    return {"host_fwd_s": tau_h * fwd, "host_bwd_s": tau_h * (bwd + (fwd if replay else 0)),
+            "sync_fwd_s": (tau_s + tau_h) * n_sync, "sync_bwd_s": (tau_s + tau_h) * n_sync if replay else ZERO}
+
+
+def kernel_recompute_time(op: Operator, divisor, cp: int = 1, cp_algo: str = "ring") -> sp.Expr:
     """Seconds the backward kernel spends redoing forward work (FlashAttention recomputes S = QK^T,
-    Dao 2023 Sec 4.1): the recomputed FLOPs at the GEMM efficiency curve of compute_time."""
+    Dao 2023 Sec 4.1): the recomputed FLOPs at the backward kernel's efficiency (attention_kernel.py;
+    the published backward TFLOP/s count these FLOPs too: 2.5 x the forward's)."""
     if op.bwd_recompute_flops == 0:
         return ZERO
-    return (op.bwd_recompute_flops * op.executed / divisor + phi) / (F_a * eta_a)
+    rate = F_a * (ak.efficiency(op, cp, cp_algo, True) if ak.is_fused(op) else eta_a)
+    return (op.bwd_recompute_flops * op.executed / divisor + phi) / rate
 
 
 def _total(key, block, steps, act, params_dev, recompute, layout_first, layout_out, cps=1) -> BlockCost:

@@ -230,4 +230,8 @@ def _result(tree: NumericTree, strategy: Strategy, cluster: Cluster, core: dict)
         tflops_per_gpu=model_flops / (total * N) / 1e12, hardware_tflops_per_gpu=hardware_flops / (total * N) / 1e12,
         mfu=model_flops / (total * N * hw["F"]), gpus=N, micro_batches=M,
         extra={"peak_memory_stage": peak, "device_memory_bytes": cluster.device.memory_bytes,
-               "sync_stage": j, "dp_level": dp_level, "dp_route": dp_route, "pp_sends_exposed_s": sends_exposed})
+               "sync_stage": j, "dp_level": dp_level, "dp_route": dp_route, "pp_sends_exposed_s": sends_exposed,
+               # the host side (explorer/model/kernels.py), part of `compute`: what the host's issue time and the
+               # synchronisation stalls add on the critical stage's m micro-batches, and its whole issue time
+               "host_exposed_s": M * float(per_stage[k, Q["host_fwd_exposed"]] + per_stage[k, Q["host_bwd_exposed"]]),
+               "host_issue_s": M * float(per_stage[k, Q["host_fwd"]] + per_stage[k, Q["host_bwd"]])})

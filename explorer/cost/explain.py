@@ -29,7 +29,8 @@ from explorer.cost.numeric import Q, sharded_expert_params, stage_dp_routes
 from explorer.cost.tree import cost_tree, stage_inputs, tied_terms
 from explorer.schedules import get as schedule_of
 from explorer.schedules.base import AGGREGATES
-from explorer.symbols import (B_r, F_r, S_b_r, S_f_r)
+from explorer.hardware.attention import PARAMS as ATTENTION_PARAMS
+from explorer.symbols import (ATTENTION_KERNEL, B_r, F_r, S_b_r, S_f_r, tau_h, tau_s)
 from explorer.symbols import (F, F_a, K_opt, L_c, L_r, L_t, Psi_r, V, W_hbm, AtStage, QuickMax, StageMax,
                               StageSum, StageSuffixMax, StageSuffixSum, _StageEnd, a, a_kv, b, beta, d, eta, eta_a,
                               f, g_c, g_r, g_t, h, l, m, p, phi, r, s, t, t_launch, v)
@@ -99,7 +100,9 @@ def symbol_values(model, strategy, cluster) -> dict:
             a_kv: model.kv_heads, f: model.ffn_hidden, V: model.vocab, l: model.layers,
             t: strategy.tp, d: strategy.dp * strategy.cp, p: strategy.pp, v: strategy.chunks,
             m: strategy.micro_batches, F: hw["F"], eta: hw["eta"], phi: hw["phi"],
-            W_hbm: hw["W"], t_launch: hw["tau"], beta: hw["beta"], F_a: hw["F_a"], eta_a: hw["eta_a"]}
+            W_hbm: hw["W"], t_launch: hw["tau"], beta: hw["beta"], F_a: hw["F_a"], eta_a: hw["eta_a"],
+            **dict(zip(ATTENTION_KERNEL, (hw["attention"][k] for k in ATTENTION_PARAMS))),
+            tau_h: hw["tau_h"], tau_s: hw["tau_s"]}
 
 
 def _stage_tables(tree, strategy, g, L):

@@ -13,6 +13,7 @@ import numpy as np
 
 from explorer.cost import collectives as coll
 from explorer.cost.collectives import cp_kind
+from explorer.hardware import attention as attention_kernel
 from explorer.hardware.cluster import BYTES_PER_ELEMENT
 
 
@@ -23,7 +24,10 @@ def hardware_numbers(cluster, dtype: str) -> dict:
     attn = "bf16" if dtype == "fp8" else dtype
     return {"F": cluster.device.flops(dtype), "eta": eff.gemm_max_for(dtype), "phi": eff.gemm_half_flops,
             "F_a": cluster.device.flops(attn), "eta_a": eff.gemm_max_for(attn),
+            # the fused kernel's curve (explorer/hardware/attention.py): a published kernel's, else flat at eta_a
+            "attention": attention_kernel.params(cluster.device.name, attn, eff.gemm_max_for(attn)),
             "W": cluster.device.hbm_bandwidth_bytes_per_s * eff.hbm, "tau": eff.kernel_launch_s,
+            "tau_h": eff.host_launch_s, "tau_s": eff.host_sync_s,     # the host side of a pass (model/kernels.py)
             "beta": BYTES_PER_ELEMENT[dtype],
             "g": [lv.seconds_per_byte for lv in cluster.levels],
             "L": [lv.latency_s for lv in cluster.levels]}
@@ -58,7 +62,8 @@ class Numbers:
         g, L = self.route_g_L("all_reduce", route)
         g_c, L_c = self.route_g_L(cp_kind(cp_algo), cp_route) if cp_route else (hw["g"][0], hw["L"][0])
         return self.dims + (degree, g, L, hw["F"], hw["eta"], hw["phi"], hw["W"], hw["tau"], hw["beta"], g_c, L_c,
-                            hw["F_a"], hw["eta_a"])
+                            hw["F_a"], hw["eta_a"]) + tuple(hw["attention"][k] for k in attention_kernel.PARAMS) + \
+            (hw["tau_h"], hw["tau_s"])
 
     def size_args(self) -> tuple:
         """Arguments of a compiled array-size function (explorer.cost.program.SIZE_ARGS)."""

@@ -40,16 +40,21 @@ BLOCK_Q = ("F", "B", "W", "fwd_compute", "bwd_compute", "bwd_weight", "fwd_comm"
            "act", "params_dev", "params", "flops_fwd", "flops_bwd", "recompute_flops", "comm_bytes",
            "grad_sync", "grad_sync_bytes", "hidden_comm", "cp_fwd", "cp_bwd", "cp_bytes", "cp_total") + \
     tuple(f"t_{k}" for k in COMM_KINDS) + tuple(f"b_{k}" for k in COMM_KINDS) + tuple(f"h_{k}" for k in COMM_KINDS) + \
-    ("expert_params_dev", "fwd_comm_bytes", "bwd_comm_bytes", "cp_fwd_bytes", "cp_bwd_bytes")
+    ("expert_params_dev", "fwd_comm_bytes", "bwd_comm_bytes", "cp_fwd_bytes", "cp_bwd_bytes", "host_fwd", "host_bwd",
+     "host_fwd_exposed", "host_bwd_exposed")
 """A block's named quantities for one micro-batch on one device. F and B are the block's
 forward and backward pass (B includes recomputation); W is the weight-gradient part of B.
 t_<kind> is the exposed time of its collectives of that kind, h_<kind> the part hidden under
 computation, b_<kind> their bytes; fwd/bwd_comm_bytes the bytes of its forward and backward
 collectives (the replayed forward's not counted again), cp_fwd/bwd_bytes its context-parallel
-exchange's, by phase (what the super-step timeline draws on each pass, explorer.timeline.layout)."""
+exchange's, by phase (what the super-step timeline draws on each pass, explorer.timeline.layout); host_fwd/bwd
+the host's issue time of each pass (tau_h per eager kernel, explorer/model/kernels.py) and host_fwd/bwd_exposed
+what the host adds to F and B: max(GPU, host) - GPU plus the synchronisation stalls (explorer.cost.tree.host_bound),
+a named part of the compute category (C_r)."""
 Q = {name: i for i, name in enumerate(BLOCK_Q)}
 BLOCK_ARG_NAMES = ("b", "s", "h", "a", "a_{kv}", "f", "V", "t", "g_t", "L_t", "F", "eta", "phi", "W_{hbm}",
-                   "tau_k", "beta", "g_c", "L_c", "F_a", "eta_a")
+                   "tau_k", "beta", "g_c", "L_c", "F_a", "eta_a", "eta_af", "eta_ab", "n_af", "n_ab", "d_af",
+                   "d_ab", "kappa_a", "tau_h", "tau_s")
 """Names of explorer.cost.tree.BLOCK_ARGS, in order (tree checks it): the compiled block functions'
 arguments, which the disk cache keys them by."""
 TIED_FAMILIES = ("gpt", "bert")
@@ -81,7 +86,7 @@ def optimizer_state_bytes(dtype_bytes: int) -> int:
 
 STRUCTURE_FIELDS = ("tp", "pp", "schedule", "chunks", "recompute", "sequence_parallel", "scatter_gather",
                     "dtype", "layer_splits", "stage_map", "rank_order", "cp", "cp_algo", "overlap_tp", "ep",
-                    "expert_tp")
+                    "expert_tp", "cuda_graphs", "moe_dispatcher")
 
 
 def cp_group_route(cluster, strategy, stage: int) -> tuple:
@@ -261,7 +266,8 @@ def stage_values(per_stage, fwd_b: dict, bwd_b: dict, tied: dict | None = None, 
     q = lambda name: per_stage[:, Q[name]]
     both = lambda c: fwd_b[c] + bwd_b[c]
     out = {"F_r": q("F") + sum(fwd_b.values()), "B_r": q("B") + sum(bwd_b.values()), "W_r": q("bwd_weight"),
-           "C_r": q("fwd_compute") + q("bwd_compute"), "R_r": q("recompute"),
+           "C_r": q("fwd_compute") + q("bwd_compute") + q("host_fwd_exposed") + q("host_bwd_exposed"),
+           "R_r": q("recompute"),
            "O_r": q("fwd_comm") + q("bwd_comm") + both("op_comm"), "X_r": both("redistribution"),
            "CP_r": q("cp_fwd") + q("cp_bwd"),
            "P_r": both("pp_comm"), "Psi_r": q("params_dev") - q("expert_params_dev"), "A_r": q("act"),

@@ -36,6 +36,20 @@ def block_place(kind: str, layer: int, layer_places: tuple) -> tuple:
     return (0, 0) if kind == "embedding" else layer_places[-1]
 
 
+def host_options(model: ModelSpec, strategy: Strategy) -> dict:
+    """block_cost's host-side recipe for `strategy` (explorer/model/kernels.py Recipe, as a plain tuple):
+    CUDA graphs, FP8 (quantisation kernels), the local experts per device and the drop policy; none for
+    the eager bf16 default of a dense model."""
+    fp8 = strategy.dtype == "fp8"
+    graphs = getattr(strategy, "cuda_graphs", "none")
+    if not model.is_moe:
+        return {"host": (graphs, fp8)} if (fp8 or graphs != "none") else {}
+    dropless = not model.moe_capacity_factor
+    dispatcher = getattr(strategy, "moe_dispatcher", "alltoall")
+    syncs = dropless and dispatcher != "hybridep"
+    return {"host": (graphs, fp8, model.experts // strategy.ep, dropless, syncs, dispatcher != "alltoall")}
+
+
 def expert_options(model: ModelSpec, strategy: Strategy) -> dict:
     """block_cost's expert arguments for `strategy` (none for a dense model)."""
     if not model.is_moe:

@@ -24,6 +24,7 @@ from explorer.cost.numeric import (cp_group_route, ep_group_route,  # noqa: F401
                                    expert_dp_route)
 from explorer.cost.boundary import boundary_parts, part_route, same_split
 from explorer.cost.placement import block_place, block_splits, block_stages, expert_options  # noqa: F401
+from explorer.cost.placement import host_options
 from explorer.strategy.mesh import group_route
 from explorer.strategy.strategy import LayerSplit, Strategy
 from explorer.symbols import beta
@@ -77,7 +78,7 @@ def plan(model: ModelSpec, strategy: Strategy, cluster: Cluster) -> ExecutionPla
     for block, split in zip(blocks, splits):
         _check_overrides(block, split)
         stage, chunk = block_place(block.kind, block.layer, layer_places)
-        experts = expert_options(model, strategy)
+        experts = {**expert_options(model, strategy), **host_options(model, strategy)}
         cost = block_cost(block, split.effective_preset, split.overrides, strategy.sequence_parallel,
                           strategy.recompute, incoming, strategy.cp, strategy.cp_algo, strategy.overlap_tp,
                           **experts)

@@ -83,6 +83,7 @@ def stage_rows(per_stage, fwd_b, bwd_b, stage, sync, sync_bytes, sends=None) -> 
         rows.append({
             "stage": i, "fwd_s": float(stage["F_r"][i]), "bwd_s": float(stage["B_r"][i]), "end_s": float(ends[i]),
             "fwd_compute_s": q("fwd_compute"), "bwd_compute_s": q("bwd_compute"),
+            "fwd_host_s": q("host_fwd_exposed"), "bwd_host_s": q("host_bwd_exposed"),   # parts of compute
             "bwd_weight_s": q("bwd_weight"), "recompute_s": q("recompute"),
             "fwd_op_comm_s": q("fwd_comm") + float(fwd_b["op_comm"][i]),
             "bwd_op_comm_s": q("bwd_comm") + float(bwd_b["op_comm"][i]),

@@ -42,10 +42,12 @@ _SUMMARIES = cache.BoundedCache(1024)
 
 
 def block_summary(block, preset: str, overrides: tuple, sequence_parallel: bool, recompute: str, incoming: str,
-                  cp: int = 1, cp_algo: str = "ring", overlap_tp: bool = False) -> BlockSummary:
+                  cp: int = 1, cp_algo: str = "ring", overlap_tp: bool = False, host: tuple = ()) -> BlockSummary:
     """The summary of block_cost(block, ...) (a dense block: no expert arguments; `block` a Block or its
-    outline, explorer.cost.outline); ExplorerError where block_cost refuses the split, with its message."""
-    args = (block, preset, overrides, sequence_parallel, recompute, incoming, cp, cp_algo, overlap_tp)
+    outline, explorer.cost.outline; `host` the host side's recipe, explorer.cost.placement.host_options);
+    ExplorerError where block_cost refuses the split, with its message."""
+    args = (block, preset, overrides, sequence_parallel, recompute, incoming, cp, cp_algo, overlap_tp, 1.0, False,
+            host)
     key = cost_key(*args)
     found = _SUMMARIES.get(key, lambda: _summary(key, args))
     if isinstance(found, ExplorerError):

@@ -27,10 +27,12 @@ from explorer.cost.numeric import BLOCK_ARG_NAMES, tied_place
 from explorer.cost.numeric import tied_values as numeric_tied_values
 from explorer.cost.superstep import COMM_CATEGORIES, STAGE_INPUTS
 from explorer.strategy.mesh import top_level
-from explorer.symbols import (F, F_a, L_c, L_t, V, W_hbm, a, a_kv, b, beta, eta, eta_a, f, g_c, g_t, h, phi, s,
-                              t, t_launch)
+from explorer.symbols import QuickMax
+from explorer.symbols import (ATTENTION_KERNEL, F, F_a, L_c, L_t, V, W_hbm, a, a_kv, b, beta, eta, eta_a, f, g_c,
+                              g_t, h, phi, s, t, t_launch, tau_h, tau_s)
 
-BLOCK_ARGS = (b, s, h, a, a_kv, f, V, t, g_t, L_t, F, eta, phi, W_hbm, t_launch, beta, g_c, L_c, F_a, eta_a)
+BLOCK_ARGS = (b, s, h, a, a_kv, f, V, t, g_t, L_t, F, eta, phi, W_hbm, t_launch, beta, g_c, L_c, F_a, eta_a) + \
+    ATTENTION_KERNEL + (tau_h, tau_s)
 SIZE_ARGS = (b, s, h, a, a_kv, f, V, beta)
 assert tuple(map(str, BLOCK_ARGS)) == BLOCK_ARG_NAMES
 
@@ -52,15 +54,28 @@ def block_exprs(cost: BlockCost, g=g_t, L=L_t) -> tuple:
             per_kind_t[c.kind] += c.exposed(g, L)
             per_kind_h[c.kind] += c.hidden(g, L)
             per_kind_b[c.kind] += c.bytes()
-    forward = cost.fwd_compute_s + cost.fwd_comm_s + cost.cp_fwd_s
-    backward = cost.bwd_compute_s + cost.bwd_comm_s + cost.recompute_s + cost.cp_bwd_s
+    forward, backward, host_exposed = host_bound(cost)
     return (forward, backward, cost.bwd_weight_s, cost.fwd_compute_s, cost.bwd_compute_s, cost.bwd_weight_s,
             cost.fwd_comm_s, cost.bwd_comm_s, cost.recompute_s, cost.act_bytes, cost.params_dev, cost.params,
             cost.flops_fwd, cost.flops_bwd, cost.recompute_flops, cost.comm_bytes, cost.grad_sync_s,
             cost.grad_sync_bytes, cost.hidden_comm_s, cost.cp_fwd_s, cost.cp_bwd_s, cost.cp_bytes,
             cost.cp_total_s) + tuple(per_kind_t[k] for k in COMM_KINDS) + \
         tuple(per_kind_b[k] for k in COMM_KINDS) + tuple(per_kind_h[k] for k in COMM_KINDS) + \
-        (cost.expert_params_dev,) + _phase_bytes(cost)
+        (cost.expert_params_dev,) + _phase_bytes(cost) + (cost.host_fwd_s, cost.host_bwd_s) + host_exposed
+
+
+def host_bound(cost: BlockCost) -> tuple:
+    """(F, B, (what the host adds to F, to B)) of one block: a pass costs max(GPU time, host issue time)
+    plus its synchronisation stalls (DESIGN.md "Device and host"; explorer/model/kernels.py). The GPU
+    time is the pass's compute, exposed collectives and context-parallel exchange; the host's is tau_h
+    per kernel it issues one by one (CUDA graphs remove the captured ones); each device-to-host
+    synchronisation stalls the GPU tau_s and keeps the host from running ahead into the next layer, so
+    the max is taken per block, not per pass."""
+    gpu_fwd = cost.fwd_compute_s + cost.fwd_comm_s + cost.cp_fwd_s
+    gpu_bwd = cost.bwd_compute_s + cost.bwd_comm_s + cost.recompute_s + cost.cp_bwd_s
+    forward = (QuickMax(gpu_fwd, cost.host_fwd_s) if cost.host_fwd_s != 0 else gpu_fwd) + cost.sync_fwd_s
+    backward = (QuickMax(gpu_bwd, cost.host_bwd_s) if cost.host_bwd_s != 0 else gpu_bwd) + cost.sync_bwd_s
+    return forward, backward, (forward - gpu_fwd, backward - gpu_bwd)
 
 
 def _phase_bytes(cost: BlockCost) -> tuple:

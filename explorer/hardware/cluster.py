@@ -119,13 +119,16 @@ class Efficiency:
     kernel_launch_s: float = 0.0     # fixed overhead per kernel
     source: str = ""
     gemm_max_fp8: float = 0.0        # eta for FP8 GEMMs (dtype 'fp8'); 0 = the same as gemm_max
+    host_launch_s: float = 0.0       # tau_h: host CPU seconds to issue one kernel (framework + library + launch
+    #                                  path; the host side of a pass, explorer/model/kernels.py); 0 = not priced
+    host_sync_s: float = 0.0         # tau_s: stall of one device-to-host synchronisation (dropless dispatcher)
 
     def __post_init__(self):
         _fraction("efficiency", "gemm_max", self.gemm_max)
         if self.gemm_max_fp8 != 0:
             _fraction("efficiency", "gemm_max_fp8", self.gemm_max_fp8)
         _fraction("efficiency", "hbm", self.hbm)
-        for name in ("gemm_half_flops", "kernel_launch_s"):
+        for name in ("gemm_half_flops", "kernel_launch_s", "host_launch_s", "host_sync_s"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
                 raise ExplorerError(f"efficiency field '{name}' must be a non-negative number, got {value!r}")

@@ -29,7 +29,8 @@ PRESET_DIR = Path(__file__).resolve().parents[2] / "assets" / "clusters"
 CLUSTER_KEYS = ("name", "source", "device", "levels", "efficiency")
 DEVICE_KEYS = ("name", "peak_tflops", "memory_gib", "hbm_bandwidth_gbps", "source")
 LEVEL_KEYS = ("name", "fanout", "allocated", "bandwidth_gbps", "latency_us", "bandwidth_efficiency", "source")
-EFFICIENCY_KEYS = ("gemm_max", "gemm_half_flops", "hbm", "kernel_launch_s", "gemm_max_fp8", "source")
+EFFICIENCY_KEYS = ("gemm_max", "gemm_half_flops", "hbm", "kernel_launch_s", "gemm_max_fp8", "host_launch_s",
+                   "host_sync_s", "source")
 
 
 def _device(d, where: str = "device: ") -> Device:
@@ -123,6 +124,8 @@ def cluster_to_dict(cluster: Cluster) -> dict:
         "efficiency": {"gemm_max": _num(eff.gemm_max), "gemm_half_flops": _num(eff.gemm_half_flops),
                        "hbm": _num(eff.hbm), "kernel_launch_s": _num(eff.kernel_launch_s),
                        **({"gemm_max_fp8": _num(eff.gemm_max_fp8)} if eff.gemm_max_fp8 else {}),
+                       **({"host_launch_s": _num(eff.host_launch_s)} if eff.host_launch_s else {}),
+                       **({"host_sync_s": _num(eff.host_sync_s)} if eff.host_sync_s else {}),
                        "source": eff.source},
     }
 

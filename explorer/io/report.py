@@ -49,6 +49,7 @@ def result_dict(result: Result, formula_latex: str = "", terms_latex: dict | Non
         "flops_conventions": FLOPS_CONVENTIONS,
         "gpus": result.gpus,
         "micro_batches": result.micro_batches,
+        "host_s": {"exposed": result.extra.get("host_exposed_s", 0.0), "issue": result.extra.get("host_issue_s", 0.0)},
         "formula_latex": formula_latex,
         "terms_latex": terms_latex or {},
         "definitions_latex": definitions_latex or {},
@@ -65,6 +66,10 @@ def result_table(result: Result, title: str) -> str:
     for c in CATEGORIES:
         secs = result.breakdown_s[c]
         lines.append(f"  {c:<16}{secs:12.4f} s  {100 * secs / total:5.1f} %")
+        if c == "compute" and result.extra.get("host_exposed_s"):
+            host = result.extra["host_exposed_s"]
+            lines.append(f"    of which host  {host:10.4f} s  {100 * host / total:5.1f} %   (issue time over the GPU's, "
+                         "and syncs)")
     lines += ["", "communication per device"]
     for c, nbytes in result.comm_bytes_per_device.items():
         lines.append(f"  {c:<16}{nbytes / 1e9:12.3f} GB")

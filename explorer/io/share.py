@@ -36,6 +36,7 @@ from explorer.io.models import PRESET_DIR as MODEL_DIR, load_model, model_from_d
 from explorer.cost.checked import evaluate_checked
 from explorer.io.presets import DEFAULT_CLUSTER, DEFAULT_MODEL, fallback_strategy
 from explorer.strategy.strategy import CP_ALGOS, DTYPES, GRAD_DTYPES, RECOMPUTE, SCHEDULES, LayerSplit, Strategy
+from explorer.strategy.strategy import CUDA_GRAPHS, MOE_DISPATCHERS
 from explorer.io.strategies import strategy_from_dict, strategy_to_dict
 
 MAX_SPEC_CHARS = 8192            # a base64 spec longer than this is refused unread
@@ -49,7 +50,8 @@ INTS = {"dp": "dp", "tp": "tp", "pp": "pp", "b": "micro_batch", "B": "global_bat
 CHOICES = {"sched": ("schedule", SCHEDULES), "rc": ("recompute", RECOMPUTE), "dtype": ("dtype", DTYPES)}
 BOOLS = {"sp": "sequence_parallel", "ov": "overlap_dp", "sg": "scatter_gather"}
 OPTIONAL_BOOLS = {"otp": "overlap_tp", "op2p": "overlap_p2p"}    # written only when on (links made before them stay the same)
-OPTIONAL_CHOICES = {"gd": ("grad_dtype", GRAD_DTYPES)}
+OPTIONAL_CHOICES = {"gd": ("grad_dtype", GRAD_DTYPES), "cg": ("cuda_graphs", CUDA_GRAPHS),
+                    "disp": ("moe_dispatcher", MOE_DISPATCHERS)}
 """Choices written only when they differ from the Strategy default (links made before them stay the same)."""
 LONG_CONTEXT = {"cp": "cp", "cpa": "cp_algo"}    # context parallelism: in a link only when cp > 1
 EXPERT_INTS = {"ep": "ep", "etp": "expert_tp"}   # written only when not the default: dense links stay as they were

@@ -53,6 +53,8 @@ class Operator:
     bwd_recompute_flops: sp.Expr = ZERO  # FLOPs the backward redoes of the forward (FlashAttention's QK^T)
     executed: sp.Expr = sp.Integer(1)   # fraction of its FLOPs the kernel runs (causal FlashAttention skips
     #                                     the masked blocks); model FLOPs count them all (Narayanan Eq. 3)
+    causal: bool = False            # a fused attention kernel under the causal mask (its efficiency curve)
+    head_dim: sp.Expr = ZERO        # a fused attention kernel's head dimension (its efficiency curve)
     expert: bool = False            # weights of the E routed experts: sharded over ep, time x the load factor
     routes: bool = False            # token dispatch/combine: an all-to-all over the ep group
 

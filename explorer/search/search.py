@@ -26,6 +26,7 @@ from explorer.limits import check_count, spend
 from explorer.schedules import get as schedule_of
 from explorer.cost.evaluate import Result, evaluate
 from explorer.strategy.strategy import Strategy
+from explorer.strategy.rules import graphs_refusal
 from explorer.search.pareto import dominated, pareto_front
 from explorer.search.report import label
 from explorer.search.refine import refine
@@ -61,6 +62,12 @@ BEST_SCAN = 20
 """The top list of k rows is made from the scan x k fastest candidates (_Pool.best), and the sweep
 settles (computes exactly) at least that many of its fastest points."""
 
+MEMORY_HEADROOM = 0.05
+"""Fraction of the device's memory the search leaves free when no cap is given (issue 30 item 5): what the
+model does not count -- the CUDA context, NCCL's buffers, the caching allocator's fragmentation -- takes a few
+GiB of an 80 GiB device in practice, so a strategy at 99 % of the modelled memory is not one to plan on. A
+policy, not a fitted constant: search(memory_headroom=...), `--memory-headroom` and the Search page set it."""
+
 EQUIVALENT = 1e-3
 """Relative time and memory within which two strategies are one row of the top list (the others are
 listed as its equivalent variants: GPipe = 1F1B when memory does not bind, ZeRO-0/1, ...)."""
@@ -86,12 +93,15 @@ def _positive_finite(value) -> bool:
         return False
 
 
-def _check(model, cluster, gpus, global_batch, max_memory_bytes, top):
+def _check(model, cluster, gpus, global_batch, max_memory_bytes, top, memory_headroom=0.0):
     for name, value in (("gpus", gpus), ("global batch", global_batch), ("top", top)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ExplorerError(f"{name} must be a positive integer, got {value!r}")
     if max_memory_bytes is not None and not _positive_finite(max_memory_bytes):
         raise ExplorerError(f"the memory cap must be a positive finite number, got {max_memory_bytes!r}")
+    if isinstance(memory_headroom, bool) or not isinstance(memory_headroom, (int, float)) or \
+            not 0 <= memory_headroom < 1:
+        raise ExplorerError(f"the memory headroom must be a fraction from 0 to below 1, got {memory_headroom!r}")
     check_count("GPUs N", gpus, "MAX_DEVICES")            # the cluster grows with the run; the limits bound it
 
 
@@ -114,7 +124,8 @@ def point_strategy(space, points: Points, k: int, global_batch: int, dtype: str 
                     sequence_parallel=fam.sequence_parallel, overlap_dp=bool(points.overlap[k]), dtype=dtype,
                     cp=fam.cp, cp_algo=fam.cp_algo, ep=fam.ep, expert_tp=fam.expert_tp,
                     overlap_tp=tp_overlap(fam), overlap_p2p=p2p_overlap(fam, overlap_sends),
-                    overlap_param_gather=param_gather_with(int(points.zero[k]), bool(points.overlap[k])))
+                    overlap_param_gather=param_gather_with(int(points.zero[k]), bool(points.overlap[k])),
+                    cuda_graphs=fam.cuda_graphs, moe_dispatcher=fam.moe_dispatcher)
 
 
 def candidate(model, cluster, strategy: Strategy, gpus: int) -> Candidate:
@@ -126,7 +137,8 @@ def candidate(model, cluster, strategy: Strategy, gpus: int) -> Candidate:
 def search(model, cluster, gpus: int, global_batch: int, max_memory_bytes: float | None = None,
            top: int = 10, progress=None, refine_top: int = 8, dtype: str = "bf16",
            framework: str | None = None, cp: int | None = None, cp_algo: str = "ring",
-           ep: int | None = None) -> SearchResult:
+           ep: int | None = None, memory_headroom: float = MEMORY_HEADROOM, cuda_graphs: str = "none",
+           moe_dispatcher: str = "alltoall") -> SearchResult:
     """Search the whole global space of `model` on `gpus` devices of `cluster` at `global_batch`.
 
     `progress(fraction, message)` is called as the search goes (fraction in [0, 1]). With
@@ -134,15 +146,21 @@ def search(model, cluster, gpus: int, global_batch: int, max_memory_bytes: float
     strategies that framework can express -- the exporters' own rules decide. Context parallelism is
     searched (ring) for sequences of 8k tokens and more; `cp` fixes its degree, `cp_algo` its algorithm.
     With `ep`, only that expert-parallel degree is searched (a model with experts; ep must divide them).
+    Without `max_memory_bytes` the cap is the device's memory less `memory_headroom` of it (MEMORY_HEADROOM);
+    a cap given is taken as it is. Every candidate runs with `cuda_graphs` and `moe_dispatcher` (the host
+    side, explorer/model/kernels.py): where the host's issue time binds, larger micro-batches win.
     """
     start = time.perf_counter()
-    _check(model, cluster, gpus, global_batch, max_memory_bytes, top)
+    _check(model, cluster, gpus, global_batch, max_memory_bytes, top, memory_headroom)
     report = progress or (lambda fraction, message: None)
-    cap = float(cluster.device.memory_bytes if max_memory_bytes is None else max_memory_bytes)
+    cap = float(cluster.device.memory_bytes * (1 - memory_headroom) if max_memory_bytes is None else max_memory_bytes)
     report(0.0, "enumerating the global choices")
     if ep is not None:
         _check_ep(model, ep)
-    space = enumerate_space(model, gpus, global_batch, cp, cp_algo, ep)
+    refused = graphs_refusal(Strategy(cuda_graphs=cuda_graphs, moe_dispatcher=moe_dispatcher), model)
+    if refused:
+        raise ExplorerError(refused)
+    space = enumerate_space(model, gpus, global_batch, cp, cp_algo, ep, cuda_graphs, moe_dispatcher)
     sends = framework in SENDS_OVERLAPPED_BY
     points = sweep(model, cluster, space.families, global_batch, dtype,
                    progress=lambda done, n: report(0.7 * done / n, f"evaluated {done}/{n} families"),

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import itertools
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from explorer.errors import ExplorerError
 from explorer.schedules import SCHEDULES
@@ -114,6 +114,8 @@ class Family:
     cp_algo: str = "ring"
     ep: int = 1            # expert-parallel degree (MoE models: divisors of dp that divide the experts)
     expert_tp: int = 0     # 0: the experts split over tp; 1: whole experts, ep over tp x dp (needs SP)
+    cuda_graphs: str = "none"   # the host side (explorer/model/kernels.py): fixed for a search (--cuda-graphs)
+    moe_dispatcher: str = "alltoall"
 
     @property
     def size(self) -> int:
@@ -153,10 +155,12 @@ def cp_degrees(model, devices: int) -> list:
 
 
 def enumerate_space(model, gpus: int, global_batch: int, cp: int | None = None, cp_algo: str = "ring",
-                    ep: int | None = None) -> Space:
+                    ep: int | None = None, cuda_graphs: str = "none", moe_dispatcher: str = "alltoall") -> Space:
     """Every global choice for `model` on `gpus` devices at global batch `global_batch` (with `cp`
     given, only that context-parallel degree; `cp_algo` the algorithm of cp > 1; with `ep`, only
-    that expert-parallel degree)."""
+    that expert-parallel degree). `cuda_graphs` and `moe_dispatcher` are the host side every family
+    runs with: the objective prices each micro-batch's max(GPU, host issue time), so the micro-batches
+    the search prefers grow exactly where the host binds (explorer/model/kernels.py)."""
     if gpus < 1 or global_batch < 1:
         raise ExplorerError(f"gpus and global batch must be positive, got {gpus} and {global_batch}")
     space = Space([])
@@ -180,6 +184,8 @@ def enumerate_space(model, gpus: int, global_batch: int, cp: int | None = None, 
         if dropped:
             space.pruned[OTHER_EP] += dropped
         space.families = [f for f in space.families if f.ep == ep]
+    if cuda_graphs != "none" or moe_dispatcher != "alltoall":
+        space.families = [replace(f, cuda_graphs=cuda_graphs, moe_dispatcher=moe_dispatcher) for f in space.families]
     return space
 
 

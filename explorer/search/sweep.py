@@ -65,7 +65,8 @@ def probe(family, global_batch: int, dtype: str = "bf16") -> Strategy:
                     schedule=family.schedule, chunks=family.chunks,
                     recompute=family.recompute, sequence_parallel=family.sequence_parallel, dtype=dtype,
                     cp=family.cp, cp_algo=family.cp_algo, ep=family.ep, expert_tp=family.expert_tp,
-                    overlap_tp=tp_overlap(family), overlap_p2p=p2p_overlap(family))
+                    overlap_tp=tp_overlap(family), overlap_p2p=p2p_overlap(family),
+                    cuda_graphs=family.cuda_graphs, moe_dispatcher=family.moe_dispatcher)
 
 
 def p2p_overlap(family, allowed: bool = True) -> bool:
@@ -76,9 +77,9 @@ def p2p_overlap(family, allowed: bool = True) -> bool:
     return allowed and schedule_of(family.schedule).overlaps_sends and family.pp > 1
 
 
-SENDS_OVERLAPPED_BY = (None, "megatron", "torchtitan")
+SENDS_OVERLAPPED_BY = (None, "megatron", "megatron-bridge", "torchtitan")
 """Framework filters under which the search overlaps the interleaved schedule's sends: none, Megatron-LM
-(overlap_p2p_comm) and torchtitan (torch.distributed.pipelining issues its sends
+and Megatron-Bridge (overlap_p2p_comm, which its recipe writes: explorer.codegen.megatron_bridge) and torchtitan (torch.distributed.pipelining issues its sends
 asynchronously and waits on them later, 'Delay send waits' in its schedules)."""
 
 

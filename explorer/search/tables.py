@@ -20,7 +20,7 @@ from explorer.cost import layouts as lay
 from explorer.cost.numbers import Numbers
 from explorer.cost.boundary import boundary_parts, part_route, payer_side, same_split
 from explorer.cost.numeric import Q, cp_group_route, ep_group_route, sharded_expert_params, tied_place, tied_values
-from explorer.cost.placement import block_splits, block_stages, expert_options
+from explorer.cost.placement import block_splits, block_stages, expert_options, host_options
 from explorer.cost.summary import block_function, block_summary, summarise
 from explorer.errors import ExplorerError
 from explorer.cost.outline import block_outlines
@@ -141,10 +141,11 @@ class Chain:
             if moe:     # the experts' load and all-to-alls: the BlockCost itself (sympy)
                 from explorer.cost.block import block_cost
                 from explorer.search.expert_a2a import a2a_seconds
-                full = block_cost(block.block(), *args[1:], **expert_options(self.model, self.probe))
+                full = block_cost(block.block(), *args[1:], **expert_options(self.model, self.probe),
+                                  **host_options(self.model, self.probe))
                 cost = summarise(block.block(), full)
             else:       # a dense block: its summary, from the disk cache without sympy where it is there
-                cost = block_summary(*args)
+                cost = block_summary(*args, **host_options(self.model, self.probe))
             values = self._values(cost, split.degree, route, cp_route)
             if moe:     # the all-to-alls over the ep group's route
                 fwd, bwd = a2a_seconds(full, split.degree, key[-1], self.nums, self.probe.recompute, self.probe.ep)

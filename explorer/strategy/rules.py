@@ -225,6 +225,17 @@ def _cp_algo(v, model):
     return None
 
 
+def graphs_refusal(v, model):
+    """Why CUDA graphs of `v`'s scope cannot capture `model`'s MoE layers (None when they can)."""
+    dispatcher = getattr(v, "moe_dispatcher", "alltoall")
+    if getattr(v, "cuda_graphs", "none") == "full" and getattr(model, "is_moe", False) and \
+            not getattr(model, "moe_capacity_factor", 0) and dispatcher != "hybridep":
+        return (f"full-iteration CUDA graphs cannot capture {model.name}'s dropless {dispatcher} dispatcher: it "
+                "synchronises with the host every MoE layer to size its all-to-all (use cuda_graphs 'layer', the "
+                "hybridep dispatcher, or token-drop with a capacity factor)")
+    return None
+
+
 def _ep_divides_dp(v, model=None):
     ep, cp = getattr(v, "ep", 1), getattr(v, "cp", 1)
     etp = getattr(v, "expert_tp", 0) or v.tp
@@ -310,6 +321,8 @@ RULES = (
     Rule("ep does not divide d", "strategy", ("ep", "dp", "tp", "expert_tp", "sequence_parallel"),
          _ep_divides_dp, False),
     Rule("ep does not divide the experts", "model", ("ep",), _ep_divides_experts, False),
+    Rule("full CUDA graphs with a dropless MoE dispatcher", "model", ("cuda_graphs", "moe_dispatcher"),
+         graphs_refusal, False),
 )
 REASONS = tuple(rule.reason for rule in RULES if rule.searched) + (MEMORY,)
 """The search's pruning reasons, in the order a raw choice is checked."""

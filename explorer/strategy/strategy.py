@@ -27,6 +27,15 @@ GRAD_BYTES = {"fp32": 4}             # grad_dtype -> bytes per reduced gradient 
 --bf16, megatron/training/arguments.py; 18 B/param with Adam: Megatron-LM
 docs/user-guide/features/dist_optimizer.md)."""
 CP_ALGOS = ("ring", "ulysses")   # explorer.cost.context_parallel
+CUDA_GRAPHS = ("none", "router", "layer", "full")
+"""CUDA graphs (explorer/model/kernels.py): none (eager); per-layer parts, Megatron-LM --cuda-graph-impl
+transformer_engine|local with --cuda-graph-scope moe_router moe_preprocess ("router") or attn mlp moe_router
+moe_preprocess (+ moe under token-drop with padding: "layer"); the full iteration ("full":
+--cuda-graph-impl full_iteration, or --cuda-graph-scope full_iteration; the older --enable-cuda-graph)."""
+MOE_DISPATCHERS = ("alltoall", "deepep", "hybridep")
+"""MoE token dispatchers (Megatron-Core --moe-token-dispatcher-type alltoall, or flex with
+--moe-flex-dispatcher-backend deepep|hybridep): the all-to-all and DeepEP synchronise with the host once
+per dropless MoE forward, HybridEP does not (explorer/model/kernels.py syncs)."""
 LAYER_PRESETS = ("megatron", "column", "row", "batch", "replicated")
 """Per-layer operator splits (see ops_split.py):
 megatron: Megatron-LM's column->row pairing (QKV/FC1 by column, proj/FC2 by row);
@@ -102,6 +111,8 @@ class Strategy:
     ep: int = 1                      # e: expert-parallel degree, carved out of dp (MoE models only)
     expert_tp: int = 0               # expert tensor-parallel degree: 0 = tp (Megatron's default) or 1
     overlap_p2p: bool = False        # pipeline sends under computation (Megatron overlap_p2p_comm; interleaved)
+    cuda_graphs: str = "none"        # CUDA_GRAPHS: what the host issues as graphs, not kernel by kernel
+    moe_dispatcher: str = "alltoall"  # MOE_DISPATCHERS (MoE models)
 
     def __post_init__(self):
         for name in ("dp", "tp", "pp", "micro_batch", "global_batch", "chunks", "cp", "ep"):
@@ -118,6 +129,11 @@ class Strategy:
                                 f"got {self.expert_tp!r}")
         if self.dtype not in DTYPES:
             raise ExplorerError(f"dtype {self.dtype!r} is unknown; use one of {', '.join(DTYPES)}")
+        if self.cuda_graphs not in CUDA_GRAPHS:
+            raise ExplorerError(f"cuda_graphs {self.cuda_graphs!r} is unknown; use one of {', '.join(CUDA_GRAPHS)}")
+        if self.moe_dispatcher not in MOE_DISPATCHERS:
+            raise ExplorerError(f"moe_dispatcher {self.moe_dispatcher!r} is unknown; use one of "
+                                f"{', '.join(MOE_DISPATCHERS)}")
         if self.grad_dtype not in GRAD_DTYPES:
             raise ExplorerError(f"grad_dtype {self.grad_dtype!r} is unknown; use one of {', '.join(GRAD_DTYPES)}")
         if isinstance(self.zero, bool) or not isinstance(self.zero, int) or self.zero not in (0, 1, 2, 3):

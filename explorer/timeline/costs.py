@@ -69,6 +69,9 @@ def from_result(result, strategy, layout: PassLayout, level_names: tuple, split_
     for i, row in enumerate(result.stage_times_s):
         sec[i, F] = [row[k] if k else 0.0 for k in _FWD_KEYS]
         sec[i, B] = [row[k] if k else 0.0 for k in _BWD_KEYS]
+        # what the host's issue time and synchronisations add (explorer/model/kernels.py): part of compute
+        sec[i, F, COMPUTE_PART] += row.get("fwd_host_s", 0.0)
+        sec[i, B, COMPUTE_PART] += row.get("bwd_host_s", 0.0)
         if split_weight:
             sec[i, W, COMPUTE_PART] = row["bwd_weight_s"]
             sec[i, B, COMPUTE_PART] -= row["bwd_weight_s"]

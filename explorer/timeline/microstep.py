@@ -15,7 +15,8 @@ from __future__ import annotations
 import numpy as np
 
 from explorer.errors import ExplorerError
-from explorer.cost.tree import cost_tree, payer  # payer: the cost model's own rule for boundary collectives
+from explorer.cost.tree import block_function, cost_tree, payer  # payer: the cost model's own rule for boundary collectives
+from explorer.cost.numeric import Q
 from explorer.cost import collectives as coll
 from explorer.timeline.events import EventTable, table
 from explorer.cost.collectives import cp_kind
@@ -66,6 +67,21 @@ def _cp(phase, category, sn, cp) -> list:
 
 
 HIDDEN = "hidden"   # an 8th field: the segment overlaps the compute before it (its own row, no time taken)
+HOST = "host"       # an 8th field: the host's issue time of the phase, on the row 'gpu N · host' from the phase's start
+
+
+def _host(placed, ctx: Numbers, cp_algo: str) -> tuple:
+    """(issue fwd, issue bwd, exposed fwd, exposed bwd) seconds of the block's host side (explorer/model/kernels.py,
+    explorer.cost.tree.host_bound): the same compiled block quantities evaluate() reads."""
+    v = block_function(placed.cost)(*ctx.block_args(placed.split.degree, placed.route, placed.cp_route, cp_algo))
+    return tuple(float(v[Q[name]]) for name in ("host_fwd", "host_bwd", "host_fwd_exposed", "host_bwd_exposed"))
+
+
+def _host_segments(phase: str, issue: float, exposed: float) -> list:
+    """The host row of a phase (its issue time, drawn from the phase's start) and what it adds to the GPU's row:
+    the wait for the host's kernels and the synchronisation stalls (category compute, explorer/model/kernels.py)."""
+    out = [(phase, "host_issue", "compute", "host", issue, 0.0, "", HOST)] if issue > 0 else []
+    return out + ([(phase, "host_wait", "compute", "host", exposed, 0.0, "")] if exposed > 0 else [])
 
 
 COMBINE_OPS = ("combine",)   # explorer/model/graph/moe.py: the operator that brings routed tokens home
@@ -143,8 +159,9 @@ def block_segments(the_plan, k: int, ctx: Numbers) -> list:
     ep = {}
     for cn, _ in expert_numbers(the_plan, ctx, k):
         ep.setdefault((cn.coll.op, cn.coll.phase), []).append(cn)
+    issue_f, issue_b, wait_f, wait_b = _host(placed, ctx, the_plan.strategy.cp_algo)
     fwd = _boundary(the_plan, k, ctx, "fwd", False) + _forward(steps, names, cp=cp, ep=ep) + \
-        _boundary(the_plan, k + 1, ctx, "fwd", True)
+        _host_segments("fwd", issue_f, wait_f) + _boundary(the_plan, k + 1, ctx, "fwd", True)
     redo = []
     if placed.block.kind == "layer" and recompute == "full":       # the whole forward again
         redo = _forward(steps, names, recompute=True, cp=cp, ep=ep)
@@ -153,7 +170,7 @@ def block_segments(the_plan, k: int, ctx: Numbers) -> list:
         redo = [seg for sn in steps if sn.step.op in core for seg in
                 [("bwd", "compute", "recompute", sn.step.op, sn.fwd_s, 0.0, "")] + _cp("bwd", "recompute", sn, cp)]
     bwd = _boundary(the_plan, k + 1, ctx, "bwd", False) + redo + _backward(steps, names, cp=cp, ep=ep) + \
-        _boundary(the_plan, k, ctx, "bwd", True)
+        _host_segments("bwd", issue_b, wait_b) + _boundary(the_plan, k, ctx, "bwd", True)
     return [s for s in fwd + bwd if s[4] > 0]
 
 
@@ -177,24 +194,33 @@ def microstep_table(model, strategy, cluster, gpus=None, layer: int | None = Non
 def segments_table(segments: list, placed, strategy) -> EventTable:
     """Segments laid end to end from 0, repeated on each device of the block's group; a hidden
     segment (8th field HIDDEN) starts with the segment before it, on the row 'gpu N · cp', and
-    takes no time of the device's own row."""
-    hidden = np.array([len(seg) > 7 and seg[7] == HIDDEN for seg in segments], dtype=bool)
+    takes no time of the device's own row; a host segment (8th field HOST) starts with its phase's first
+    segment, on the row 'gpu N · host' (the host issuing that phase's kernels), and takes none either."""
+    marker = [seg[7] if len(seg) > 7 else "" for seg in segments]
+    host = np.array([m == HOST for m in marker], dtype=bool)
+    hidden = np.array([m in (HIDDEN, HOST) for m in marker], dtype=bool)
     phase, kind, category, operator, secs, nbytes, level = (np.array(col, dtype=object) for col in
                                                             zip(*(seg[:7] for seg in segments))) \
         if segments else [np.zeros(0, dtype=object)] * 7
     secs = secs.astype(float)
+    n_all = len(secs)
     end = np.cumsum(np.where(hidden, 0.0, secs))
     start = end - np.where(hidden, 0.0, secs)
     if hidden.any():    # under the previous segment: it starts when that one starts
-        prev = np.maximum(np.flatnonzero(hidden) - 1, 0)
-        start[hidden] = start[prev]
+        under = hidden & ~host
+        prev = np.maximum(np.flatnonzero(under) - 1, 0)
+        start[under] = start[prev]
+        for i in np.flatnonzero(host):      # from the start of the phase's first segment on the device
+            first = next((j for j in range(n_all) if phase[j] == phase[i] and not hidden[j]), i)
+            start[i] = start[first]
         end[hidden] = start[hidden] + secs[hidden]
     base = placed.stage * strategy.dp * strategy.tp * strategy.cp
     ranks = np.arange(base, base + placed.split.degree)
     n, r = len(secs), len(ranks)
     rank = np.repeat(ranks, n)
     tile = lambda a: np.tile(a, r)
-    rows = np.array([f"gpu {x}" + (" · cp" if hide else "") for x, hide in zip(rank, tile(hidden))], dtype=object)
+    rows = np.array([f"gpu {x}" + ((" · host" if on_host else " · cp") if hide else "")
+                     for x, hide, on_host in zip(rank, tile(hidden), tile(host))], dtype=object)
     return table({"row": rows, "stage": placed.stage, "hidden": tile(hidden),
                   "device": rank.astype(str).astype(object), "start_s": tile(start), "end_s": tile(end),
                   "kind": tile(kind), "phase": tile(phase), "category": tile(category), "micro_batch": 0,

@@ -35,9 +35,10 @@ to fit the number):
 * No activation recomputation (the tables name none for these dense rows).
 
 MoE rows (DeepSeek-V3, Qwen3-30B-A3B, Qwen3-235B-A22B, GPT-OSS-120B) are cases of their own
-groups, megatron_bridge_moe_<system>, so that the dense groups' targets stay as they are. Nothing
-is fitted on them: they are predicted with the constants fitted on the dense 25.09 rows (all MoE
-rows are "held out"). Their metric is tokens/s per GPU (published verbatim beside the TFLOP/s),
+groups, megatron_bridge_moe_<system>, so that the dense groups' targets stay as they are. They are
+predicted with the constants fitted on the dense 25.09 rows and one constant of their own, the host's
+issue time per kernel (efficiency.host_launch_s, issue 27), fitted on the NeMo 26.02 DGX-B200 rows
+(HOST_FIT, "fitted"); every other MoE row is "held out". Their metric is tokens/s per GPU (published verbatim beside the TFLOP/s),
 which does not depend on a FLOPs convention (the README lists two convention changes in these
 rows: GPT-OSS's MLP and window counting, DeepSeek-V3's MTP layer). How a MoE row becomes a strategy:
 * ep from the row, expert tensor parallelism 1 (expert_tp=1): the performance recipes set
@@ -45,13 +46,15 @@ rows: GPT-OSS's MLP and window counting, DeepSeek-V3's MTP layer). How a MoE row
   BASE_QWEN3_*_CONFIG, deepseek/deepseek_workload_base_configs.py, gpt_oss/
   gpt_oss_workload_base_configs.py; README: expert_tensor_parallel_recipe); TP > 1 runs with
   sequence parallelism (Megatron-Core refuses MoE with TP and without it).
-* Dropless all-to-all dispatch with force-balanced routing (README "MoE conditions": the 26.x
-  footnote; recipes moe_router_force_load_balancing=True), so every expert gets its fair share.
-  The 25.09 "(tokendrop)" rows drop only tokens over an expert's capacity; with forced balance no
-  expert is over it, so they run as dropless (an assumption, labelled in the case).
-* The recipes' overlaps the model has no switch for (the EP all-to-all under the other micro-batch's
-  compute, moe_a2a_overlap; DeepEP/HybridEP flex dispatchers; CUDA graphs of the router and
-  attention, cuda_graph_scope) are not modelled: the all-to-alls are exposed (ep_comm).
+* Keyed by what was run (issue 27 item 5): the CUDA graph scope and the token dispatcher of each
+  (container, model, system) come from that container's Megatron-Bridge performance recipes (RUN_KEYS,
+  RECIPE_TAGS: tag, commit, file); the 25.09 "(tokendrop)" rows are token-drop with padding at capacity
+  factor 1.0 (Megatron-Bridge apply_moe_token_drop: no host synchronisation, whole-layer graphs), every
+  other row dropless; routing is force-balanced (README "MoE conditions": the 26.x footnote; recipes
+  moe_router_force_load_balancing=True), so every expert gets its fair share and nothing is dropped.
+* The recipes' overlap of the EP all-to-all under the other micro-batch's compute (moe_a2a_overlap)
+  is not modelled: the all-to-alls are exposed (ep_comm); DeepEP/HybridEP move the all-to-all's bytes
+  (their own bandwidths are not modelled), their kernels and synchronisations are theirs.
 * Not expressible, skipped with the reason: DeepSeek-V3 rows that ran a multi-token-prediction
   layer (every DeepSeek-V3 row except 25.11 "w/o MTP": README, implied FLOPs/token); rows whose
   layers do not split over pp x v chunks; rows without a published tokens/s.
@@ -77,7 +80,77 @@ MOE_GROUP = "megatron_bridge_moe_{}"
 FIT_CONTAINERS = ("NeMo 25.09",)
 """The rows the FP8 efficiencies were fitted on (benchmarks/fit_megatron_bridge.py); every
 other container's rows are held out."""
+HOST_FIT = ("NeMo 26.02", "DGX-B200")
+"""The MoE rows the host's issue time per kernel (efficiency.host_launch_s, explorer/model/kernels.py) was
+fitted on (issue 27: one container, one system; every other MoE row is held out)."""
 MAKE_VOCAB_DIVISIBLE_BY = 128   # Megatron default (README: V_pad = multiple of 128 x TP)
+
+RECIPE_TAGS = {
+    "NeMo 25.09": ("v0.1.0rc4", "6725f7049504c3bcf9a65c5aee40aa118bc7a869",
+                   "scripts/performance/configs/qwen3/qwen3_*_llm_pretrain.yaml (perf_matrix cuda_graphs), "
+                   "scripts/performance/run_script.py (qwen3: apply_moe_token_drop, capacity factor 1.0 with "
+                   "padding, src/megatron/bridge/training/utils/moe_token_drop.py)"),
+    "NeMo 25.11": ("v0.2.0", "7af9601c9da746d21481194356295bfe23df3737",
+                   "scripts/performance/configs/{qwen3,gpt_oss}/workload_base_configs.py"),
+    "NeMo 26.02": ("v0.3.0", "21b02e0cfb2f8ff907e0d8baee0c5205876c6812",
+                   "scripts/performance/configs/{qwen,gpt_oss}/*_workload_base_configs.py"),
+    "NeMo 26.02.01": ("v0.3.1", "9c9dd848966322fc3ed7706747ec13219ef49dda",
+                      "scripts/performance/configs/{qwen,gpt_oss}/*_workload_base_configs.py"),
+    "NeMo 26.04": ("v0.4.0", "0fbfe7d3e970fbd75c1281d71cee586ce1f3df5e",
+                   "scripts/performance/configs/{qwen,gpt_oss}/*_workload_base_configs.py"),
+    "NeMo 26.04.01": ("v0.4.1", "f9b6319e58494b9a655b4789724df715aebabaef",
+                      "scripts/performance/configs/{qwen,gpt_oss}/*_workload_base_configs.py"),
+    "NeMo 26.06": ("v0.5.0", "fcbb6031103d0ca845c1a54d4fee55ecfcca17b6",
+                   "scripts/performance/configs/{qwen,gpt_oss}/*_workload_base_configs.py"),
+    "NeMo 26.06.01": ("v0.5.1", "5cb3444c43f7499cf3872b2d46870cf8bc2e00ce",
+                      "scripts/performance/configs/{qwen,gpt_oss}/*_workload_base_configs.py"),
+    "NeMo 26.08": ("v0.6.0", "51885cf132b2814188b6855c25a8588254274c2a",
+                   "src/megatron/bridge/perf_recipes/{qwen,gpt_oss}/<system>/*.py"),
+}
+"""Each container's Megatron-Bridge release (NVIDIA-NeMo/Megatron-Bridge tag, commit, the performance
+recipes read): what RUN_KEYS was read from."""
+_CONTAINERS = tuple(RECIPE_TAGS)
+
+
+def _keys(graphs: dict, dispatchers: dict, containers) -> dict:
+    return {(c, m, sys): (graphs.get((m, sys), "none"), dispatchers.get((m, sys), "alltoall"))
+            for c in containers for m in ("qwen3-30b-a3b", "qwen3-235b-a22b", "gpt-oss-120b")
+            for sys in SYSTEMS}
+
+
+Q30, Q235 = "qwen3-30b-a3b", "qwen3-235b-a22b"
+H, B, GB = "DGX-H100", "DGX-B200", "DGX-GB200"
+RUN_KEYS = {
+    # 25.09 (v0.1.0rc4): perf_matrix cuda_graphs true = Megatron's per-layer graphs (enable_cuda_graph) of whole
+    # layers, token-drop with padding on every Qwen3 run: the whole layer is captured
+    **_keys({(Q30, B): "layer", (Q30, GB): "layer", (Q235, GB): "layer"}, {}, ("NeMo 25.09",)),
+    # 25.11 (v0.2.0) and 26.02 (v0.3.0): QWEN3_30B_A3B_*_FP8_* cuda_graph_scope [moe_router, moe_preprocess];
+    # GB200 hybridep (and attn in the 235B's scope); H100 26.02 deepep
+    **_keys({(Q30, B): "router", (Q30, GB): "router", (Q235, GB): "layer"},
+            {(Q30, GB): "hybridep", (Q235, GB): "hybridep"}, ("NeMo 25.11",)),
+    **_keys({(Q30, B): "router", (Q30, GB): "router", (Q235, GB): "layer"},
+            {(Q30, GB): "hybridep", (Q235, GB): "hybridep", (Q30, H): "deepep"}, ("NeMo 26.02",)),
+    # 26.02.01 (v0.3.1): Qwen3-30B B200 [attn, moe_router, moe_preprocess] with hybridep, H100 hybridep, the
+    # 235B on B200/H100 deepep
+    **_keys({(Q30, B): "layer", (Q30, GB): "router", (Q235, GB): "layer"},
+            {(Q30, B): "hybridep", (Q30, GB): "hybridep", (Q30, H): "hybridep", (Q235, GB): "hybridep",
+             (Q235, B): "deepep", (Q235, H): "deepep"}, ("NeMo 26.02.01",)),
+    # 26.04, 26.04.01 (v0.4.0, v0.4.1: the same files): the 235B back on the all-to-all off GB200
+    **_keys({(Q30, B): "layer", (Q30, GB): "router", (Q235, GB): "layer"},
+            {(Q30, B): "hybridep", (Q30, GB): "hybridep", (Q30, H): "hybridep", (Q235, GB): "hybridep"},
+            ("NeMo 26.04", "NeMo 26.04.01")),
+    # 26.06+ (v0.5.0, v0.5.1, v0.6.0 _enable_hybridep_full_iteration_mxfp8): GB200 MXFP8 full-iteration graphs
+    # with hybridep (the 235B's V2 config, vp 3)
+    **_keys({(Q30, B): "layer", (Q30, GB): "full", (Q235, GB): "full"},
+            {(Q30, B): "hybridep", (Q30, GB): "hybridep", (Q30, H): "hybridep", (Q235, GB): "hybridep"},
+            ("NeMo 26.06", "NeMo 26.06.01", "NeMo 26.08")),
+}
+"""(container, model, system) -> (cuda_graphs, moe_dispatcher) of the run, read from that container's
+Megatron-Bridge performance recipes (RECIPE_TAGS): Megatron-Bridge's cuda_graph_scope [moe_router,
+moe_preprocess] is our "router", [attn, moe_router, moe_preprocess] (or the 25.09 whole-layer graphs of a
+token-drop run) "layer", cuda_graph_impl full_iteration "full"; moe_flex_dispatcher_backend hybridep/deepep,
+else the all-to-all. GPT-OSS 120B has no CUDA graphs nor flex dispatcher in any of them. The recipes'
+EP/all-to-all overlap (moe_a2a_overlap) is not modelled."""
 
 
 def group_of(system: str, moe: bool = False) -> str:
@@ -154,25 +227,34 @@ def moe_case_of(entry: dict) -> Case:
     x = entry["inputs"]
     tp, pp, n, ep = x["tensor_parallel"], x["pipeline_parallel"], x["num_gpus"], x["expert_parallel"] or 1
     dp, vp = n // (tp * pp), x.get("virtual_pipeline") or 1
+    drop = x.get("label_annotation") or ""
     model = load_model(x["model"]).with_seq_len(int(x["seq_len"]))
+    if "tokendrop" in drop:     # Megatron-Bridge apply_moe_token_drop: capacity factor 1.0, padded (RECIPE_TAGS)
+        model = replace(model, moe_capacity_factor=1.0)
+    graphs, dispatcher = RUN_KEYS.get((x["container"], x["model"], x["system"]), ("none", "alltoall"))
     strategy = Strategy(dp=dp, tp=tp, pp=pp, micro_batch=x["micro_batch_size"], global_batch=x["global_batch_size"],
                         schedule="interleaved" if vp > 1 else "1f1b", chunks=vp, zero=1,
                         sequence_parallel=tp > 1, overlap_dp=True, dtype=x["dtype"], grad_dtype="model",
-                        ep=ep, expert_tp=1)
-    drop = x.get("label_annotation") or ""
+                        ep=ep, expert_tp=1, cuda_graphs=graphs, moe_dispatcher=dispatcher)
+    tag = RECIPE_TAGS.get(x["container"], ("?", "?", "?"))
     why = (f"{x['container']}, {x['system']} ({SYSTEMS[x['system']]}), held out (nothing fitted on MoE rows); "
            f"t={tp} p={pp} d={dp} e={ep} expert-t=1 (recipes: expert_tensor_parallel_size=1)"
            f"{' v=' + str(vp) if vp > 1 else ''}, b={x['micro_batch_size']} B={x['global_batch_size']}, "
            f"s={x['seq_len']}, ZeRO-1, bf16 gradient reduce, {x['dtype']} "
-           f"({x.get('fp8_recipe') or x['precision_verbatim']}); dropless force-balanced routing"
-           f"{' (row says tokendrop: with forced balance nothing is over capacity)' if 'tokendrop' in drop else ''}; "
-           "all-to-alls exposed (moe_a2a_overlap, flex dispatchers and CUDA graphs not modelled); "
+           f"({x.get('fp8_recipe') or x['precision_verbatim']}); "
+           + ("token-drop with padding, capacity factor 1.0 (row says tokendrop; forced balance: nothing dropped), "
+              if "tokendrop" in drop else "dropless force-balanced routing, ")
+           + f"CUDA graphs {graphs!r}, dispatcher {dispatcher} (Megatron-Bridge {tag[0]} {tag[1][:9]} {tag[2]}); "
+           "all-to-alls exposed (moe_a2a_overlap not modelled; HybridEP/DeepEP priced as the all-to-all's bytes); "
            + ("full causal attention on every layer (the 128-token sliding window of every other layer is not "
               "modelled); " if x["model"] == "gpt-oss-120b" else "")
            + "predicted = GBS x s / (our iteration time x GPUs)")
+    subset = "fitted" if (x["container"], x["system"]) == HOST_FIT else "held out"
     return Case(entry["id"], group_of(x["system"], moe=True), entry["source"], model, strategy, n,
-                "tokens_per_sec_per_gpu", float(entry["expected"]["tokens_per_sec_per_gpu"]), why,
-                cluster=SYSTEMS[x["system"]], subset="held out")
+                "tokens_per_sec_per_gpu", float(entry["expected"]["tokens_per_sec_per_gpu"]),
+                why.replace("held out (nothing fitted on MoE rows)", "fitted: host_launch_s (issue 27)"
+                            if subset == "fitted" else "held out (host_launch_s fitted on NeMo 26.02 DGX-B200)"),
+                cluster=SYSTEMS[x["system"]], subset=subset)
 
 
 def case_of(entry: dict) -> Case:

@@ -16,7 +16,8 @@ or a routed MoE:
 * dispatch / combine: permute each token to its k experts and back (Megatron-Core
   MoEAlltoAllTokenDispatcher); across the ep group each is an all-to-all (priced in
   explorer/cost/block.py, category ep_comm); on the device, memory-bound copies of the kb s h
-  routed elements.
+  routed elements: two permutes each way (issue 27: the expert-ordering sort of the received chunks,
+  sort_chunks_by_idxs, is the second pair), and the kernels of explorer/model/kernels.py.
 * experts: grouped GEMMs over the bsk routed token copies (Megatron-Core GroupedMLP):
   forward 2 bsk h (2 f_e) + 2 bsk f_e h FLOPs -- tokens x top_k x the expert FFN's
   6 h f_e per token (the model-FLOPs count of Megatron-Bridge's MoE rows, which counts k
@@ -63,10 +64,12 @@ def moe_ffn(spec) -> list:
     router = Operator("router", "matmul", "stream", BSH, (b, s, E), flops_fwd=2 * b * s * h * E,
                       flops_bwd=4 * b * s * h * E, params=h * E, act=(ActTerm(beta * b * s * h, "in"),),
                       gemm=(b * s, E, h))
+    # two permutes each way: the tokens to their experts' order, and after the all-to-all the received chunks
+    # sorted by local expert (Megatron-Core sort_chunks_by_idxs), each a read and a write of the routed copies
     dispatch = Operator("dispatch", "elementwise", "stream", BSH, (b, routed, h),
-                        mem_bytes_fwd=2 * beta * b * routed * h, routes=True)
+                        mem_bytes_fwd=4 * beta * b * routed * h, routes=True)
     combine = Operator("combine", "elementwise", "stream", (b, routed, h), BSH,
-                       mem_bytes_fwd=beta * b * (routed + s) * h, act=(ActTerm(beta * b * s * k, "out"),),
+                       mem_bytes_fwd=beta * b * (3 * routed + s) * h, act=(ActTerm(beta * b * s * k, "out"),),
                        routes=True)
     ops = [router, dispatch, *_gated("expert", _int(spec.moe_ffn_hidden), routed, True, E), combine]
     if spec.shared_ffn_hidden:
@@ -80,12 +83,14 @@ def flash_core(qk: sp.Expr, v: sp.Expr, kept_in: sp.Expr, causal: bool = True) -
     2bs^2 (a qk) and attention x V 2bs^2 (a v) FLOPs forward, twice that backward, plus the
     backward's recomputation of S = QK^T (hardware FLOPs only); no s x s tensor in HBM or kept.
     Kept: Q, K, V (`kept_in` elements per sequence) and the fp32 logsumexp of each query row. A causal
-    kernel runs causal_fraction() of the FLOPs (transformer.py)."""
+    kernel runs causal_fraction() of the FLOPs (transformer.py). The kernel's head dimension, for its
+    efficiency curve (explorer/cost/attention_kernel.py), is the mean of its two GEMMs' per head: (qk + v)/(2a)."""
     fwd = 2 * b * s * s * (qk + v)
     return [Operator("flash_attn", "attention", "heads", (b, s, kept_in), (b, s, v), flops_fwd=fwd,
                      flops_bwd=2 * fwd, act=(ActTerm(beta * b * s * kept_in, "in"), ActTerm(4 * b * a * s, "out")),
                      bwd_recompute_flops=2 * b * s * s * qk,
-                     executed=causal_fraction() if causal else sp.Integer(1))]
+                     executed=causal_fraction() if causal else sp.Integer(1), causal=causal,
+                     head_dim=(qk + v) / (2 * a))]
 
 
 def attention(spec) -> list:

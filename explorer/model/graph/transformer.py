@@ -92,12 +92,13 @@ def flash_attention_core(causal: bool = True):
     is the projection's input, counted there. Softmax output, dropout mask and dropout output --
     Korthikanti's 5as^2b -- are gone (the mask is regenerated from the RNG state). A causal model's
     kernel runs only causal_fraction() of those FLOPs (its time; model FLOPs keep Eq. 3's count);
-    BERT's bidirectional attention runs them all."""
+    BERT's bidirectional attention runs them all. Its time is priced on the kernel's efficiency curve
+    (tokens per call, head dimension h/a, the mask, the direction: explorer/cost/attention_kernel.py)."""
     return [Operator("flash_attn", "attention", "heads", (b, s, QKV_WIDTH), BSH,
                      flops_fwd=4 * b * s * s * h, flops_bwd=8 * b * s * s * h,
                      act=(ActTerm(beta * b * s * QKV_WIDTH, "in"), ActTerm(4 * b * a * s, "out")),
                      bwd_recompute_flops=2 * b * s * s * h,
-                     executed=causal_fraction() if causal else sp.Integer(1))]
+                     executed=causal_fraction() if causal else sp.Integer(1), causal=causal, head_dim=h / a)]
 
 
 def attention_ops(attention: str, dropout=True, causal=True):

@@ -1,0 +1,135 @@
+"""The kernels each operator launches, and which of them a CUDA graph captures: the host side of a pass.
+
+A training step is issued by the host CPU kernel by kernel: Python and PyTorch dispatch, the library
+(cuBLAS, cuDNN, Transformer Engine), then the launch path (TaxBreak, Vellaisamy et al., arXiv:2603.12465,
+decomposes this host time per kernel into framework, library and launch-path parts, measured on H100 and
+H200). The GPU cannot start a kernel before the host has issued it, so a pass takes at least the host's
+issue time: explorer/cost/block.py prices a block's pass as max(GPU time, tau_h x launches) plus tau_s per
+device-to-host synchronisation (symbols tau_h, tau_s; cluster fields efficiency.host_launch_s,
+host_sync_s). The GPU-side cost of a launch, tau_k (efficiency.kernel_launch_s), stays apart.
+
+Counts per operator of the graph (explorer/model/graph/*.py), for an eager Megatron-Core + Transformer
+Engine step -- the framework recipe of every published run we validate on (Megatron-Bridge) -- read off
+the modules that implement each operator (one count per CUDA kernel or NCCL call they issue):
+* a linear layer (TE Linear/LayerNormLinear, cuBLASLt): 1 GEMM forward; dgrad and wgrad GEMMs backward
+  (the wgrad accumulates into main_grad in its epilogue, gradient_accumulation_fusion). FP8 adds the
+  quantisation of its input forward and of the output gradient and the saved input's transpose backward
+  (TE cast/cast-transpose kernels; the weight's cast is cached across a step's micro-batches).
+* RMSNorm/LayerNorm (TE fused): 1 forward; the input gradient and the gamma-gradient reduction backward.
+* FlashAttention (TE fused attention) with rotary embeddings: the fused RoPE kernel on Q and on K and the
+  attention kernel, each forward and backward. The unfused core: one kernel per GEMM forward, two backward.
+* element-wise (residual add, SwiGLU/GeLU, dropout), softmax: 1 forward, 1 backward.
+* embedding: the gather forward; zero-fill, index-add and its sort backward (3). Cross-entropy over a
+  vocabulary split (Megatron vocab_parallel_cross_entropy): max, subtract, exp, sum, log, target gather,
+  masks (8) forward, 4 backward.
+* MoE (Megatron-Core MoELayer, TopKRouter, MoEAlltoAllTokenDispatcher, TEGroupedMLP):
+  - router: the gating GEMM and about 28 routing kernels (fp32 cast, softmax, top-k, the probability
+    gather and normalisation, the routing map's scatter, the load-balancing loss' sums and scaling, and
+    their backward): 15 forward, 15 backward (issue 27: "about 30 router kernels").
+  - dispatch: the preprocess (tokens per expert, their exchange, the copy to the host: 6 kernels, which
+    the moe_preprocess graph scope captures), the permute (5), the all-to-all (1) and the second permute
+    that sorts the received tokens by local expert (sort_chunks_by_idxs, 3): 15 forward; 7 backward.
+  - the experts' grouped GEMMs (TE GroupedLinear): one GEMM per local expert (E/ep of them) and the split
+    forward, two GEMMs per expert backward; FP8 quantises each grouped operand once (fused per group).
+  - combine: the inverse sort (3), the all-to-all (1), the unpermute with the routing weights (4): 8
+    forward; 10 backward (the weights' gradient too).
+  - the fused dispatchers (Megatron-Core MoEFlexTokenDispatcher with DeepEP or HybridEP: fused_dispatch /
+    fused_combine permute inside their communication kernels): dispatch 6 forward (the routing map's
+    conversion 4, the dispatch kernel, its completion event), 3 backward; combine 3 forward, 4 backward.
+  A Qwen3-30B-A3B layer with 16 local experts: 82 kernels forward, 110 backward (192, bf16; 204 under
+  FP8), against 30 for a dense Llama layer: the ~200-300 of an eager Megatron-Core MoE layer.
+
+CUDA graphs (Strategy.cuda_graphs): "none" (eager); "layer": each transformer layer's static-shape parts
+captured and replayed as one graph launch (Megatron-LM --cuda-graph-impl transformer_engine|local with
+--cuda-graph-scope attn mlp moe_router moe_preprocess; Megatron-Bridge's cuda_graph_scope): everything
+of a layer but, in a dropless MoE layer, what follows the dispatcher's synchronisation (the permutes,
+the all-to-alls and the experts, whose shapes change every step) -- under token-drop with padding
+(a capacity factor) the whole layer (scope "moe"); the embedding and the output layer stay eager.
+"full": the whole iteration (--cuda-graph-scope full_iteration with --cuda-graph-impl local; the older
+--enable-cuda-graph / --external-cuda-graph): no kernel is issued one by one; refused with a dropless
+MoE dispatcher, whose device-to-host synchronisation a graph cannot hold (explorer.strategy.rules).
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from explorer.strategy.strategy import CUDA_GRAPHS as GRAPHS  # noqa: F401 (eager, per layer, full iteration)
+
+ROUTER_KERNELS = (14, 13)     # routing kernels around the gating GEMM, forward and backward
+DISPATCH_KERNELS = (15, 7)    # preprocess 6 + permute 5 + all-to-all 1 + chunk sort 3; backward
+DISPATCH_PREPROCESS = 6       # of the forward's: the part the moe_preprocess graph scope captures
+COMBINE_KERNELS = (8, 10)
+FLEX_DISPATCH_KERNELS = (6, 3)   # DeepEP/HybridEP: preprocess 4, the fused dispatch-and-permute kernel, its event
+FLEX_COMBINE_KERNELS = (3, 4)    # the fused unpermute-and-combine kernel and the weights; backward a dispatch
+SYNCS_DROPLESS = 1            # device-to-host synchronisations per dropless MoE layer forward
+
+
+class Recipe(NamedTuple):
+    """What decides a block's launches: the CUDA graph scope, FP8, the local experts per device
+    (E / ep), whether its MoE routing is dropless (dynamic shapes) and whether its dispatcher
+    synchronises with the host (explorer.cost.placement.host_options)."""
+
+    graphs: str = "none"
+    fp8: bool = False
+    local_experts: int = 1
+    dropless: bool = True
+    syncs: bool = True
+    flex: bool = False      # a fused dispatcher (DeepEP, HybridEP): permutes inside its communication kernels
+
+    @classmethod
+    def of(cls, key: tuple) -> "Recipe":
+        return cls(*key)
+
+
+def launches(op, recipe: Recipe = Recipe()) -> tuple:
+    """(forward, backward) kernels operator `op` launches per micro-batch (module docstring)."""
+    fp8 = recipe.fp8 and op.kind in ("matmul", "conv") and op.name != "router"
+    if op.routes and recipe.flex:
+        return FLEX_DISPATCH_KERNELS if op.name == "dispatch" else FLEX_COMBINE_KERNELS
+    if op.routes:
+        return DISPATCH_KERNELS if op.name == "dispatch" else COMBINE_KERNELS
+    if op.name == "router":
+        return 1 + ROUTER_KERNELS[0], 2 + ROUTER_KERNELS[1]
+    if op.expert and op.kind == "matmul":
+        n = recipe.local_experts
+        return n + 1 + int(fp8), 2 * n + 2 * int(fp8)
+    if op.kind in ("matmul", "conv"):
+        return 1 + int(fp8), 2 + 2 * int(fp8)
+    if op.kind == "attention":
+        return (3, 3) if op.name == "flash_attn" else (1, 2)
+    if op.kind == "norm":
+        return 1, 2
+    if op.kind == "embedding":
+        return 1, 3
+    if op.kind == "loss":
+        return 8, 4
+    return 1, 1
+
+
+def eager(op, block_kind: str, recipe: Recipe = Recipe()) -> tuple:
+    """(forward, backward) kernels of `op` the host still issues one by one under the recipe's CUDA
+    graphs (module docstring): all of them eagerly, none under full-iteration graphs; per-layer graphs
+    leave the embedding and output layer, and a dropless MoE layer's part after the dispatcher's
+    preprocess; the router scope (moe_router + moe_preprocess) captures only the router and that preprocess."""
+    fwd, bwd = launches(op, recipe)
+    if recipe.graphs == "full":
+        return 0, 0
+    if recipe.graphs == "none" or block_kind != "layer":
+        return fwd, bwd
+    preprocess = (fwd - DISPATCH_PREPROCESS, bwd) if op.name == "dispatch" else None
+    if recipe.graphs == "router":
+        return (0, 0) if op.name == "router" else preprocess or (fwd, bwd)
+    if recipe.dropless and (op.routes or op.expert):
+        return preprocess or (fwd, bwd)
+    return 0, 0
+
+
+def syncs(op, recipe: Recipe = Recipe()) -> int:
+    """Device-to-host synchronisations of `op` per forward: the dropless all-to-all dispatcher copies
+    the tokens per expert to the host to size its all-to-all and grouped GEMMs (Megatron-Core
+    MoEAlltoAllTokenDispatcher preprocess; NVIDIA/Megatron-LM PR 3496: the AlltoAll dispatcher and
+    GroupedGEMM 'rely on CPU-resident tensors for token-expert assignments, which breaks CUDA graph capture
+    due to host synchronizations'), as DeepEP's normal kernels do (the host waits for the received counts);
+    token-drop with padding has static shapes, and HybridEP sizes its buffers for the worst case on the
+    device (Megatron-Bridge captures it in full-iteration graphs): none (explorer.cost.placement.host_options)."""
+    return SYNCS_DROPLESS if op.routes and op.name == "dispatch" and recipe.dropless and recipe.syncs else 0
