@@ -36,7 +36,7 @@ else:
     agree = sup["agreement"]
     cols = st.columns(4)
     band = C.band_text(C.evidence_of(view.model, view.strategy, view.cluster))   # the regime's validated error
-    cols[0].metric("Timeline makespan", f"{agree['timeline_s']:.6g} s", help=f"Evidence: {band}")
+    cols[0].metric("Timeline makespan", f"{agree['timeline_s']:.6g} s", help=f"Evidence: {plain(band)}")
     cols[1].metric(f"Cost model ({agree['model_schedule']})", f"{agree['model_s']:.6g} s")
     agreeing = abs(agree["relative_difference"]) < 1e-9      # floating-point rounding, not a difference
     cols[2].metric("Difference", "none" if agreeing else f"{100 * agree['relative_difference']:+.2f} %",

@@ -14,8 +14,8 @@ def test_the_timeline_page_shows_the_makespans_band():
     assert "**Evidence:**" in captions
     makespan = next(m for m in at.metric if m.label == "Timeline makespan")
     assert makespan.help.startswith("Evidence: ")
-    band = makespan.help[len("Evidence: "):]
-    assert plain(band) in captions and ("validated runs" in band or band.startswith("extrapolating"))
+    band = makespan.help[len("Evidence: "):]            # escaped as the caption is (app_pages/text.plain)
+    assert band in captions and ("validated runs" in band or band.startswith("extrapolating"))
 
 
 def test_each_pinned_strategy_carries_its_band():

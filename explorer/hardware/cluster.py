@@ -153,6 +153,13 @@ class Cluster:
             raise ExplorerError(f"cluster {self.name!r} needs at least one level")
         # hashed on every cached lookup of the cost model: computed once (the fields are frozen)
         object.__setattr__(self, "_hash", hash((self.name, self.device, self.levels, self.efficiency, self.source)))
+        units, unit = [], 1
+        for level in self.levels:
+            unit *= level.job_fanout
+            units.append(unit)
+        # the devices one unit of each level holds for a job (cumulative job fanouts): the mesh places ranks by
+        # them for every group of every candidate, so they are computed once here
+        object.__setattr__(self, "units", tuple(units))
 
     def __hash__(self):
         return self._hash

@@ -17,6 +17,8 @@ import itertools
 from dataclasses import dataclass
 from functools import lru_cache
 
+import numpy as np
+
 AXES = ("tp", "cp", "ep", "dp", "pp")
 DEFAULT_ORDER = "-".join(AXES)
 
@@ -57,19 +59,24 @@ class Mesh:
     def bases(self, axis: str, **fixed) -> list:
         """Rank of index 0 along `axis` for every combination of the other axes' coordinates
         (those named in `fixed` held at the given value)."""
-        others = [(name, [fixed[name]] if name in fixed else range(size))
-                  for name, size in self.axes if name != axis]
-        return [sum(c * self.stride(name) for (name, _), c in zip(others, combo))
-                for combo in itertools.product(*(values for _, values in others))]
+        return self.base_array(axis, **fixed).tolist()
+
+    def base_array(self, axis: str, **fixed) -> np.ndarray:
+        """bases() as an integer array, in the same order (the first other axis outermost), built by
+        broadcasting: a mesh of 10,000 replicas has 10,000 bases per group, priced for every candidate."""
+        out = np.zeros(1, dtype=np.int64)
+        for name, size in self.axes:
+            if name != axis:
+                values = np.array([fixed[name]] if name in fixed else range(size), dtype=np.int64)
+                out = (out[:, None] + values[None, :] * self.stride(name)).ravel()
+        return out
 
 
 @lru_cache(maxsize=4096)
 def span_level(cluster, low: int, high: int) -> int:
     """The innermost level one of whose units holds every rank from low to high; ranks beyond the
     levels' fanouts sit on more units of the outermost level (the network grows with the run)."""
-    unit = 1
-    for i, level in enumerate(cluster.levels):
-        unit *= level.job_fanout
+    for i, unit in enumerate(cluster.units):
         if low // unit == high // unit:
             return i
     return len(cluster.levels) - 1
@@ -85,8 +92,8 @@ def group_level(cluster, mesh: Mesh, axis: str, size: int | None = None, **fixed
     if size <= 1:
         return 0
     step = mesh.stride(axis)
-    return max(span_level(cluster, base + g * size * step, base + ((g + 1) * size - 1) * step)
-               for base in mesh.bases(axis, **fixed) for g in range(n // size))
+    starts = (mesh.base_array(axis, **fixed)[:, None] + np.arange(n // size)[None, :] * size * step).ravel()
+    return max_span_level(cluster, starts, starts + (size - 1) * step)
 
 
 @lru_cache(maxsize=8192)
@@ -95,7 +102,17 @@ def pair_level(cluster, mesh: Mesh, axis: str, i: int, j: int) -> int:
     (pipeline stages sending to each other), one pair per combination of the other axes."""
     low, high = sorted((i, j))
     step = mesh.stride(axis)
-    return max(span_level(cluster, base + low * step, base + high * step) for base in mesh.bases(axis))
+    bases = mesh.base_array(axis)
+    return max_span_level(cluster, bases + low * step, bases + high * step)
+
+
+def max_span_level(cluster, lows: np.ndarray, highs: np.ndarray) -> int:
+    """max over k of span_level(cluster, lows[k], highs[k]), at once: the innermost level one of whose units
+    holds each pair (span_level is monotone: a pair inside a unit of level i is inside one of every outer level)."""
+    for i, unit in enumerate(cluster.units):
+        if np.array_equal(lows // unit, highs // unit):
+            return i
+    return len(cluster.levels) - 1
 
 
 def top_level(route: tuple) -> int:
@@ -109,9 +126,8 @@ def top_level(route: tuple) -> int:
 def _route_of(cluster, ranks: list) -> tuple:
     """Fan-in per level of one group: ranks per innermost unit, units per next unit, ... The
     outermost level holds the whole run (it grows with the run), so its fan-in is what is left."""
-    counts, unit = [len(ranks)], 1
-    for level in cluster.levels[:-1]:
-        unit *= level.job_fanout
+    counts = [len(ranks)]
+    for unit in cluster.units[:-1]:
         counts.append(len({rank // unit for rank in ranks}))
     counts.append(1)
     return tuple(counts[i] / counts[i + 1] if counts[i] % counts[i + 1] else counts[i] // counts[i + 1]
