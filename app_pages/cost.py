@@ -38,8 +38,9 @@ ev = C.evidence_of(view.model, view.strategy, view.cluster)      # how far the n
 near = ", ".join(f"{row['id']} ({100 * row['error']:+.0f} %)" for row in ev["nearest_rows"])
 (st.warning if ev["extrapolating"] else st.caption)(
     f"**Evidence:** {plain(C.band_text(ev))}. Nearest validated runs: {plain(near)} (Validation page).")
-if C.mfu_warning(ev, r):            # above what every published run of the regime reached (issue 30 item 6)
-    st.warning(plain(C.mfu_warning(ev, r)))
+optimistic = C.mfu_warning(ev, r)   # above what every published run of the regime reached (issue 30 item 6)
+if optimistic:
+    st.warning(plain(optimistic))
 
 figs = C.breakdown_figures(view.model, view.strategy, view.cluster)
 st.plotly_chart(C.shown(figs["breakdown"]), key="cost_breakdown_chart")

@@ -10,12 +10,12 @@ from explorer.facade import CONFIG_FRAMEWORKS, CONFIG_TITLES, MAX_DEVICES, Explo
 from explorer.facade import breakdown_bar
 from explorer.facade import search_request, search_result_from_dict
 from explorer.facade import pareto_figure
-from explorer.facade import MEMORY_HEADROOM, evidence, holds_words, robustness
+from explorer.facade import MEMORY_HEADROOM, holds_words, robustness
 from explorer.facade import GIB, search_label as label, search_rows as rows
 from app_pages import jobs as J
 from app_pages import state as S
 from app_pages.text import plain
-from app_pages.compute import show_errors
+from app_pages.compute import evidence_of, show_errors
 
 SEARCH_SELECTED_STRATEGY = "search_selected_strategy"  # the Strategy last loaded from a search
 SEARCH_RESULT = "search_result"          # dict(model, cluster, gpus, global_batch, result) of the last search
@@ -125,7 +125,7 @@ st.success(f"{plain(found['model'].name)}, {found['gpus']} GPUs, B = {found['glo
 if not result.top:
     st.warning("No strategy fits within the memory cap.")
     st.stop()
-ev = evidence(found["model"], result.top[0].strategy, found["cluster"])
+ev = evidence_of(found["model"], result.top[0].strategy, found["cluster"])    # cached across sessions
 band = None if ev["extrapolating"] else ev["mean_abs_error"]
 st.plotly_chart(pareto_figure(result, band=band), key=PARETO_CHART, on_select=_on_chart_select,
                 selection_mode="points")

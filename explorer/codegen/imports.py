@@ -22,6 +22,7 @@ from explorer.codegen.megatron_bridge import RecipeError, read_recipe
 from explorer.codegen.torchtitan import LLAMA3_FLAVORS, LLAMA3_VOCAB, SCHEDULE_NAMES, ffn_dim
 from explorer.errors import ExplorerError
 from explorer.io.safe_load import MAX_FILE_BYTES
+from explorer.io.uploads import utf8_text
 from explorer.limits import check_count, check_strategy
 from explorer.strategy.strategy import Strategy
 
@@ -64,12 +65,7 @@ def import_config(text, framework: str | None = None, name: str = "", world_size
     """(framework, model fields, Strategy) from a framework config's text (str or UTF-8 bytes)."""
     where = name or "the file"
     if isinstance(text, bytes):
-        if len(text) > MAX_FILE_BYTES:
-            raise ExplorerError(f"{where}: {len(text):,} bytes is more than the {MAX_FILE_BYTES:,} a config may have")
-        try:
-            text = text.decode("utf-8")
-        except UnicodeDecodeError:
-            raise ExplorerError(f"{where}: not UTF-8 text") from None
+        text = utf8_text(text, where, MAX_FILE_BYTES, "a config")
     if not isinstance(text, str):
         raise ExplorerError(f"{where}: expected text, got {type(text).__name__}")
     if len(text) > MAX_FILE_BYTES:

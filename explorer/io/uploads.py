@@ -26,18 +26,22 @@ from explorer.io.strategies import strategy_from_dict
 MAX_UPLOAD_BYTES = MAX_FILE_BYTES       # the same cap as a file the CLI reads
 
 
+def utf8_text(data: bytes, where: str, limit: int, what: str = "an upload") -> str:
+    """`data` as text: refused in one line beyond `limit` bytes or when it is not UTF-8."""
+    if len(data) > limit:
+        raise ExplorerError(f"{where}: {len(data):,} bytes is more than the {limit:,} {what} may have")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ExplorerError(f"{where}: not UTF-8 text") from None
+
+
 def mapping_from_upload(name: str, data: bytes) -> dict:
     """The top-level mapping of an uploaded .json, .yaml or .yml file."""
     suffix = PurePath(name).suffix.lower()
     if suffix not in SUFFIXES:
         raise ExplorerError(f"{name}: unsupported file type {suffix or '(none)'!r}; use .json, .yaml or .yml")
-    if len(data) > MAX_UPLOAD_BYTES:
-        raise ExplorerError(f"{name}: {len(data):,} bytes is more than the {MAX_UPLOAD_BYTES:,} an upload may have")
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        raise ExplorerError(f"{name}: not UTF-8 text") from None
-    return parse_mapping(text, suffix, name)
+    return parse_mapping(utf8_text(data, name, MAX_UPLOAD_BYTES), suffix, name)
 
 
 def _build(name: str, data: bytes, build, *args):
