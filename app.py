@@ -3,7 +3,7 @@ import streamlit as st
 
 from explorer.facade import lessons
 from explorer.facade import ExplorerError, WorkCancelled, work_budget
-from app_pages import budget, classroom, share_link, sidebar
+from app_pages import budget, classroom, jobs, share_link, sidebar
 from app_pages import state as S
 from app_pages.text import plain
 
@@ -11,8 +11,9 @@ st.set_page_config(page_title="Bridging DL Explorer", layout="wide")
 S.init()
 # The whole run's library work under a budget (explorer.limits.work_budget): a session that leaves, or asks for
 # a newer run, stops its work within one loop step (a link's first evaluation included); an action that needs
-# more than the budget says so.
-with work_budget("this page", should_stop=budget.stop_requested) as run_budget:
+# more than the budget says so. The first compile of a new model structure runs in the worker pool
+# (app_pages/jobs.py: compiles_in_pool).
+with work_budget("this page", should_stop=budget.stop_requested) as run_budget, jobs.compiles_in_pool():
     classroom.read_param_once()     # ?classroom=1
     share_link.read_once()          # a shared link sets the widgets before they are drawn
     classroom.inject_css()

@@ -2,6 +2,7 @@
 import streamlit as st
 
 from explorer.facade import attention_curve_figure
+from app_pages.compute import shown
 
 
 def show(view) -> None:
@@ -10,5 +11,5 @@ def show(view) -> None:
         return
     fig, caption = attention_curve_figure(view.model, view.strategy, view.cluster)
     with st.expander("Attention kernel: efficiency by tokens per call"):
-        st.plotly_chart(fig, key="cost_attention_curve")
+        st.plotly_chart(shown(fig), key="cost_attention_curve")
         st.caption(caption)

@@ -5,7 +5,10 @@ import streamlit as st
 
 from app_pages import state as S
 
-# Always: metric values and long formulas wrap or scroll instead of being cut off at 1280x720.
+# Always: metric values and long formulas wrap or scroll instead of being cut off at 1280x720 (a display
+# formula wraps between KaTeX's .base boxes, at its + and = signs; one longer than a line scrolls sideways);
+# the metric bar (METRIC_BAR) sticks under the header while the page scrolls (its wrapper, Streamlit's
+# stLayoutWrapper, is the element as tall as the bar: sticky moves within its parent, the page's block).
 BASE_CSS = """<style>
 .katex-display {overflow-x: auto; overflow-y: hidden; padding: 4px 0 10px 0;
                 scrollbar-width: thin; scrollbar-color: #8a8a8a transparent;}
@@ -13,6 +16,11 @@ BASE_CSS = """<style>
 .katex-display::-webkit-scrollbar-thumb {background: #8a8a8a; border-radius: 4px;}
 [data-testid="stMetricValue"] > div {white-space: normal; overflow-wrap: anywhere; text-overflow: clip;}
 [data-testid="stMetricLabel"] p {white-space: normal;}
+.katex-display > .katex, .katex-display > .katex > .katex-html {white-space: normal;}
+.katex-display > .katex > .katex-html > .base {margin: 0.15em 0;}
+[data-testid="stLayoutWrapper"]:has(> .st-key-metric_bar) {position: sticky; top: 3.75rem; z-index: 990;}
+.st-key-metric_bar {background-color: rgb(255, 255, 255); border-bottom: 1px solid #ddd; padding-bottom: 0.25rem;}
+.st-key-metric_bar [data-testid="stMetricValue"] {font-size: 1.5rem;}
 </style>"""
 # Classroom mode: Streamlit sizes type in rem, so a larger root size enlarges everything at once;
 # 20 px body text is readable from the back of a room on a 1280x720 projector.
@@ -25,6 +33,13 @@ h1 {font-size: 1.8rem !important; padding-top: 0 !important;}
 .katex {font-size: 1.25em;}
 </style>"""
 PARAM = "classroom"
+METRIC_BAR = "metric_bar"      # the key of the sticky metric bar (Streamlit gives it the class st-key-metric_bar)
+
+
+def metric_bar():
+    """A container that stays at the top of the screen while the page scrolls (the Strategy page's drag
+    areas, the Cost page's formulas): the iteration time, memory, MFU and any refusal, beside the hands."""
+    return st.container(key=METRIC_BAR)
 
 
 def read_param_once() -> None:
@@ -34,11 +49,17 @@ def read_param_once() -> None:
         return
     ss[S.CLASSROOM_READ] = True
     if st.query_params.get(PARAM) == "1":
-        ss[S.W_CLASSROOM] = True
+        ss[S.CLASSROOM] = True
+
+
+def _toggled() -> None:
+    st.session_state[S.CLASSROOM] = bool(st.session_state[S.W_CLASSROOM])
 
 
 def draw_toggle() -> None:
-    st.sidebar.toggle("Classroom mode", key=S.W_CLASSROOM,
+    """The toggle shows the session's mode (written before it is drawn, on every page) and sets it."""
+    st.session_state[S.W_CLASSROOM] = S.classroom()
+    st.sidebar.toggle("Classroom mode", key=S.W_CLASSROOM, on_change=_toggled,
                       help="Large type, colour-blind-safe colours, fewer decimals, at most 32 micro-batches per "
                            "Gantt, and only the lesson's controls in the sidebar. Also ?classroom=1 in the address.")
 

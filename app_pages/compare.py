@@ -49,38 +49,38 @@ if not any((p.model, p.cluster, p.strategy) == (view.model, view.cluster, view.s
 if not pins:
     st.info("Pin strategies to compare them; the current one is shown for reference.")
 results = {label: p.result for label, p in shown.items()}
-st.dataframe(readable_columns(summary_table(results)), hide_index=True)
-st.plotly_chart(breakdown_bar({plain_html(label): r for label, r in results.items()}, "Iteration time by category"),
-                key="compare_breakdown_chart")
+st.dataframe(C.table(readable_columns(summary_table(results))), hide_index=True)
+bars = breakdown_bar({plain_html(label): r for label, r in results.items()}, "Iteration time by category")
+st.plotly_chart(C.shown(bars), key="compare_breakdown_chart")
 
 for i, pin in enumerate(pins):
     cols = st.columns([4, 1, 1], vertical_alignment="center")
     over = C.memory_problem(pin.result, pin.cluster)
     band = C.band_text(C.evidence_of(pin.model, pin.strategy, pin.cluster))      # the regime's validated error
     cols[0].markdown(f"**{plain(pin.label)}** — {plain(pin.model.name)} on {plain(pin.cluster.name)}, {pin.result.gpus} GPUs: "
-                     f"{pin.result.iteration_time_s:.4g} s ({plain(band)})" +
+                     f"{C.sig(pin.result.iteration_time_s)} s ({plain(band)})" +
                      (f"  \n:warning: does not fit: {over}" if over else ""))
     cols[1].button("Load", key=f"compare_load_{i}", on_click=_load, args=(pin,))
     cols[2].button("Unpin", key=f"compare_unpin_{i}", on_click=_unpin, args=(i,))
 
 st.subheader("Super-step timelines")
-grid = st.columns(2)
+grid = st.columns(1 if S.classroom() else 2)      # on a projector one per row: each as wide as its title
 drawn = [C.superstep_or_refusal(p.model, p.strategy, p.cluster, p.strategy.schedule)[0] for p in shown.values()]
 if S.classroom():      # at most MAX_MICRO_BATCHES micro-batches drawn at once, on one shared axis
     longest = max((micro_batches_end(sup["events"], MAX_MICRO_BATCHES) for sup in drawn if sup is not None),
                   default=0.0)
-    st.caption(f"Same time axis on every chart: 0 to {longest:.4g} s, the first {MAX_MICRO_BATCHES} micro-batches "
+    st.caption(f"Same time axis on every chart: 0 to {C.sig(longest)} s, the first {MAX_MICRO_BATCHES} micro-batches "
                "(pan for the rest).")
 else:
     longest = max((sup["agreement"]["timeline_s"] for sup in drawn if sup is not None), default=0.0)
-    st.caption(f"Same time axis on every chart: 0 to {longest:.4g} s (the longest iteration).")
+    st.caption(f"Same time axis on every chart: 0 to {C.sig(longest)} s (the longest iteration).")
 for i, (label, p) in enumerate(shown.items()):
     _, refusal = C.superstep_or_refusal(p.model, p.strategy, p.cluster, p.strategy.schedule)
     if refusal:
-        grid[i % 2].warning(f"{plain(label)}: no timeline, {plain(refusal)}")
+        grid[i % len(grid)].warning(f"{plain(label)}: no timeline, {plain(refusal)}")
         continue
     small = C.small_superstep(p.model, p.strategy, p.cluster, label, i == 0, longest)
     if small is None:
-        grid[i % 2].warning(f"{plain(label)}: the timeline has more bars than one chart draws")
+        grid[i % len(grid)].warning(f"{plain(label)}: the timeline has more bars than one chart draws")
         continue
-    grid[i % 2].plotly_chart(small, key=f"compare_gantt_{i}")
+    grid[i % len(grid)].plotly_chart(C.shown(small), key=f"compare_gantt_{i}")

@@ -21,6 +21,7 @@ from explorer.facade import plan_of, schedule_is_chunked
 from explorer.facade import band_text, evidence, mfu_warning  # noqa: F401  (pages read band_text here too)
 from explorer.facade import sensitivity_or_reason
 from explorer.facade import MAX_MICRO_BATCHES, classroom_figure, time_unit, zoom_micro_batches
+from explorer.facade import SIGNIFICANT, significant_table
 
 from app_pages import state as S
 from app_pages.state import candidate, ensure_fits  # noqa: F401  (pages read them here too)
@@ -64,13 +65,15 @@ def current() -> tuple:
     return view, None
 
 
-def show_errors(error, flag_memory: bool = True) -> None:
-    """The refusal, inline, above the last valid result; then one-off notices."""
+def show_errors(error, flag_memory: bool = True, refusal_box=None) -> None:
+    """The refusal, inline, above the last valid result (in `refusal_box`, e.g. the sticky metric bar,
+    when given); then one-off notices."""
     for message in st.session_state[S.NOTICES]:
         st.info(plain(message))
     st.session_state[S.NOTICES] = []
     if error:
-        st.error(f"**This combination cannot run:** {plain(error)}  \nShowing the last valid strategy below; "
+        box = refusal_box or st
+        box.error(f"**This combination cannot run:** {plain(error)}  \nShowing the last valid strategy below; "
                  "your settings are kept, change one to continue.")
     view = st.session_state[S.LAST_VALID] if flag_memory else None
     over = memory_problem(view.result, view.cluster) if view is not None else ""
@@ -205,6 +208,23 @@ def shown(fig, memory: bool = False, events=None):
     if events is not None:
         fig = zoom_micro_batches(fig, events, MAX_MICRO_BATCHES)
     return classroom_figure(fig, memory=memory)
+
+
+def digits() -> int:
+    """Significant digits of a number on a page: SIGNIFICANT (3) in classroom mode, else 4."""
+    return SIGNIFICANT if S.classroom() else 4
+
+
+def sig(value: float) -> str:
+    """A number as pages show it: digits() significant digits, in plain decimals up to 1e6 (no 1.7e+02)."""
+    text = f"{value:.{digits()}g}"
+    return f"{float(text):,.{max(0, digits() - len(str(int(abs(float(text))))))}f}" \
+        if "e+" in text and abs(value) < 1e6 else text
+
+
+def table(frame):
+    """A table as pages show it: in classroom mode its floats rounded to SIGNIFICANT digits."""
+    return significant_table(frame) if S.classroom() else frame
 
 
 def memory_problem(result, cluster) -> str:

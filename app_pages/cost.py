@@ -4,36 +4,45 @@ import streamlit as st
 
 from explorer.facade import CATEGORY_LABELS, GIB
 from explorer.facade import CATEGORIES
+from explorer.facade import EQ3_FLOPS_CONVENTION, MEGATRON_FLOPS_CONVENTION
 from explorer.facade import TEXTBOOK_FORMULAS, glossary, symbol_legend
+from explorer.facade import BUBBLE_MEANING, IDLE_TO_IDEAL
 from app_pages import compute as C
 from app_pages import attention_curve
 from app_pages import sensitivity_view
 from app_pages import state as S
+from app_pages.classroom import metric_bar
 from app_pages.text import plain
 
 # LaTeX longer than WIDE_FORMULA_CHARS may render wider than the formula column (measured in Chromium at
 # 1280 px: 138 characters of T_dp-comm drew 914 px in a 675 px column; 292 of T_recompute, mostly
-# fractions, fit in 600 px): such a formula gets SCROLL_HINT, worded to hold either way. (A comment, not
-# a string: Streamlit's magic writes a page script's bare strings onto the page.)
+# fractions, fit in 600 px; T_compute of GPT-3 drew 17,000 px): below 1400 px 8 of 11 needed sideways
+# scrolling (issue 30). Such a term shows its textbook form first, when it has one, and itself in an
+# expander with SCROLL_HINT (display formulas also wrap at their + and = signs: app_pages/classroom.py).
+# (A comment, not a string: Streamlit's magic writes a page script's bare strings onto the page.)
 WIDE_FORMULA_CHARS = 120
 SCROLL_HINT = "Long formula: where it runs past the edge, scroll it sideways (the bar under it) to read all of it."
 
 view, error = C.current()
-C.show_errors(error)
 r = view.result
 st.title("Cost of one training iteration")
 st.caption(f"{plain(view.model.name)} on {plain(view.cluster.name)} · {r.gpus} GPUs · {C.strategy_label(view.strategy)}")
+bar = metric_bar()              # sticky: the totals and any refusal stay on screen beside the formulas below
+C.show_errors(error, refusal_box=bar)
 
 capacity = view.cluster.device.memory_bytes
 peak = r.memory_bytes_per_device["total"]
-cols = st.columns(5)
-digits = 3 if S.classroom() else 4          # classroom mode: fewer decimals
-cols[0].metric("Iteration time", f"{r.iteration_time_s:.{digits}g} s")
-cols[1].metric("MFU", f"{100 * r.mfu:.1f} %")
-cols[2].metric("TFLOP/s per GPU", f"{r.tflops_per_gpu:.1f}")
+cols = bar.columns(5)
+cols[0].metric("Iteration time", f"{C.sig(r.iteration_time_s)} s")
+cols[1].metric("MFU (Eq. 3)", f"{100 * r.mfu:.1f} %", help=EQ3_FLOPS_CONVENTION)
+cols[2].metric("TFLOP/s per GPU (Eq. 3)", f"{r.tflops_per_gpu:.1f}", help=EQ3_FLOPS_CONVENTION)
 cols[3].metric(f"Peak memory (of {capacity / GIB:.0f} GiB)", f"{peak / GIB:.1f} GiB",
                help=f"{100 * peak / capacity:.0f} % of the device's memory (stage {r.extra['peak_memory_stage']})")
 cols[4].metric("Micro-batches m", f"{r.micro_batches}")
+if r.megatron_mfu is not None:      # what Megatron-LM's and Megatron-Bridge's logs print (issue 26 item 4)
+    st.caption(f"In Megatron-LM's count (what its training log prints): {r.megatron_tflops_per_gpu:.1f} TFLOP/s "
+               f"per GPU, MFU {100 * r.megatron_mfu:.1f} % -- {MEGATRON_FLOPS_CONVENTION}. The figures above: "
+               f"{EQ3_FLOPS_CONVENTION}.")
 ev = C.evidence_of(view.model, view.strategy, view.cluster)      # how far the numbers can be trusted (issue 28)
 near = ", ".join(f"{row['id']} ({100 * row['error']:+.0f} %)" for row in ev["nearest_rows"])
 (st.warning if ev["extrapolating"] else st.caption)(
@@ -58,20 +67,29 @@ for category in CATEGORIES:
     seconds = r.breakdown_s[category]
     if not seconds and latex[category] == "0":
         continue
-    left, right = st.columns([1, 5], vertical_alignment="center")
-    left.metric(CATEGORY_LABELS[category], f"{seconds:.{digits}g} s")
-    right.latex(rf"T_{{\mathrm{{{category.replace('_', '{-}')}}}}} = {latex[category]}")
-    if len(latex[category]) > WIDE_FORMULA_CHARS:
-        right.caption(SCROLL_HINT)
-    if category in TEXTBOOK_FORMULAS:
-        textbook, source = TEXTBOOK_FORMULAS[category]
-        right.caption(f"Textbook: ${textbook}$ ({source})" + (
-            f"; here (p − 1)/(v m) = {(view.strategy.pp - 1) / (view.strategy.chunks * r.micro_batches):.3g}"
-            if category == "bubble" else ""))
+    left, right = st.columns([3, 10], vertical_alignment="center")
+    left.metric(CATEGORY_LABELS[category], f"{C.sig(seconds)} s",
+                help=BUBBLE_MEANING.capitalize() if category == "bubble" else None)
+    term = rf"T_{{\mathrm{{{category.replace('_', '{-}')}}}}} = {latex[category]}"
+    textbook, source = TEXTBOOK_FORMULAS.get(category, ("", ""))
+    ratio = (f"; here the {IDLE_TO_IDEAL} (p − 1)/(v m) = "
+             f"{(view.strategy.pp - 1) / (view.strategy.chunks * r.micro_batches):.3g} (the bubble's share of "
+             f"the iteration: {100 * seconds / r.iteration_time_s:.3g} %)" if category == "bubble" else "")
+    if len(latex[category]) > WIDE_FORMULA_CHARS:     # the textbook form first; the long term on demand
+        if textbook:
+            right.latex(textbook)
+            right.caption(f"Textbook form ({source}){ratio}")
+        with right.expander(f"The model's term for {CATEGORY_LABELS[category]} ({len(latex[category])} characters)"):
+            st.latex(term)
+            st.caption(SCROLL_HINT)
+    else:
+        right.latex(term)
+        if textbook:
+            right.caption(f"Textbook: ${textbook}$ ({source}){ratio}")
 for symbol, definition in sym.definitions_latex().items():
     st.latex(rf"\text{{where }} {symbol} = {definition} \quad \text{{(parameters per device)}}")
 with st.expander("Total: the whole formula"):
-    st.latex(sym.total_latex() + rf" = {r.iteration_time_s:.6g}\,\mathrm{{s}}")
+    st.latex(sym.total_latex() + rf" = {C.sig(r.iteration_time_s)}\,\mathrm{{s}}")
     st.caption(SCROLL_HINT)
 with st.expander("Glossary: the symbols"):
     st.dataframe(pd.DataFrame(glossary()).drop(columns="latex"), hide_index=True)
@@ -80,10 +98,10 @@ attention_curve.show(view)      # the attention kernel's efficiency curve, with 
 st.subheader("Communication by type")
 st.plotly_chart(C.shown(figs["comm"]), key="cost_comm_chart")
 with st.expander("Communication table"):
-    st.dataframe(figs["comm_table"], hide_index=True)
+    st.dataframe(C.table(figs["comm_table"]), hide_index=True)
 
 st.subheader("Memory per device against capacity")
 st.plotly_chart(C.shown(figs["memory"], memory=True), key="cost_memory_chart")
 with st.expander("Tables: time by category, memory by stage"):
-    st.dataframe(figs["breakdown_table"], hide_index=True)
-    st.dataframe(figs["memory_table"], hide_index=True)
+    st.dataframe(C.table(figs["breakdown_table"]), hide_index=True)
+    st.dataframe(C.table(figs["memory_table"]), hide_index=True)

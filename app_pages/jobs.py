@@ -5,17 +5,19 @@ A session has at most one job of each kind (its handle: `st.session_state[S.WORK
 request replaces the previous one. While a job runs, `progress` draws a fragment that polls it every
 POLL_S seconds (a bar, its message and a Cancel button) and reruns the page once it has finished; the page
 reads the finished job with `take`. The pool cancels the jobs of a session whose tab was closed.
+`compiles_in_pool` (app.py, around each run) sends the first compile of a new model structure to the pool too.
 `BRIDGING_DL_WORKERS` sets the pool's size (docs/limits.md); 0 runs jobs in the page's own thread.
 """
 from __future__ import annotations
 
+from contextlib import nullcontext
 import os
 
 import streamlit as st
 from streamlit.runtime import Runtime
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
-from explorer.facade import WORKERS_ENV, ExplorerError, Job, WorkerPool
+from explorer.facade import WORKERS_ENV, ExplorerError, Job, WorkerPool, compile_elsewhere, compiles_in
 from app_pages import state as S
 from app_pages.text import plain
 
@@ -38,6 +40,19 @@ def _shared(setting: str) -> WorkerPool:
 def pool() -> WorkerPool:
     """The pool every session of this server process shares."""
     return _shared(os.environ.get(WORKERS_ENV, ""))
+
+
+def compiles_in_pool():
+    """A context for one page run: the first compile of a model structure nobody evaluated yet runs in the
+    pool (explorer/runtime/offload.py) while this run waits without holding the interpreter; with a
+    synchronous pool (BRIDGING_DL_WORKERS=0) it runs here, as before. The wait draws nothing: it may happen
+    inside a cached function (app_pages/compute.py), where an element drawn would break the cache's replay
+    (Streamlit's CacheReplayClosureError); the browser shows the run as running meanwhile. A bad
+    $BRIDGING_DL_WORKERS leaves the compiles here: the pages that start jobs say what is wrong with it."""
+    try:
+        return compile_elsewhere(compiles_in(pool()))
+    except ExplorerError:
+        return nullcontext()
 
 
 def owner() -> str:

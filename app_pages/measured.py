@@ -7,6 +7,7 @@ from explorer.facade import (ExplorerError, RUN_INSTALL_HINT, Strategy, list_clu
 from app_pages import jobs as J
 from app_pages import state as S
 from app_pages.text import plain
+from app_pages.compute import shown     # classroom mode: palette, large type, the projector's layout
 
 RUN_JOB = "reference_run"        # the kind of this page's job in the worker pool
 
@@ -107,9 +108,9 @@ if run:
     st.dataframe(run_time_table(run), hide_index=True)
     normalise = st.toggle("Times as % of each side's own iteration", key=S.W_RUN_NORMALISE)
     try:
-        st.plotly_chart(run_gantt(run, normalise), key="measured_gantt")
+        st.plotly_chart(shown(run_gantt(run, normalise)), key="measured_gantt")
         layer = st.selectbox("Micro-step of layer", range(run["model_spec"]["layers"]), key=S.W_RUN_LAYER)
-        st.plotly_chart(run_microstep(run, layer, normalise), key="measured_microstep")
+        st.plotly_chart(shown(run_microstep(run, layer, normalise)), key="measured_microstep")
         st.caption("Measured: each operator's forward and the collectives of the layer, micro-batch 0 of replica 0 "
                    "(backward spans are recorded per pass, not per operator).")
     except ExplorerError as err:

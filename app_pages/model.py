@@ -4,7 +4,7 @@ import streamlit as st
 
 from explorer.facade import (ATTENTION, ExplorerError, ModelSpec, list_clusters, list_models, load_cluster,
                              load_model)
-from explorer.facade import cluster_from_upload, model_from_upload
+from explorer.facade import cluster_from_upload, hf_sequence_suggestion, model_from_upload
 from explorer.facade import MODEL_DIM_MAX
 from app_pages import compute as C
 from app_pages import state as S
@@ -37,6 +37,49 @@ def _upload(key: str, parse, apply):
         apply(parse(upload.name, upload.getvalue()))
     except ExplorerError as err:
         st.session_state[S.MODEL_MESSAGE] = f"Upload refused: {err}"
+
+
+def _use_model(model) -> None:
+    """An uploaded model in use: the preset box says so (it showed the previous preset's name)."""
+    S.set_model(model)
+    st.session_state[S.W_MODEL_PRESET] = None
+    st.session_state.pop(S.PENDING_MODEL, None)
+
+
+def _use_cluster(cluster) -> None:
+    S.set_model(st.session_state[S.MODEL], cluster)
+    st.session_state[S.W_CLUSTER_PRESET] = None
+
+
+def _upload_model():
+    """Our schema is used as it is; a HuggingFace config waits for its training sequence length (the config
+    holds only the longest it supports, max_position_embeddings, offered as the suggestion)."""
+    ss = st.session_state
+    upload = ss[S.W_MODEL_FILE]
+    if upload is None:
+        return
+    try:
+        name, data = upload.name, upload.getvalue()
+        longest = hf_sequence_suggestion(name, data)
+        if longest is None:
+            _use_model(model_from_upload(name, data))
+            return
+        model_from_upload(name, data, seq_len=longest)          # refused now if it cannot be a model at all
+    except ExplorerError as err:
+        ss[S.MODEL_MESSAGE] = f"Upload refused: {err}"
+        return
+    ss[S.PENDING_MODEL] = (name, data, min(longest, MODEL_DIM_MAX["seq_len"]))
+    ss[S.W_UPLOAD_SEQ_LEN] = min(longest, MODEL_DIM_MAX["seq_len"])
+    ss[S.MODEL_MESSAGE] = ""
+
+
+def _use_pending_model():
+    ss = st.session_state
+    name, data, _ = ss[S.PENDING_MODEL]
+    try:
+        _use_model(model_from_upload(name, data, seq_len=int(ss[S.W_UPLOAD_SEQ_LEN])))
+    except ExplorerError as err:
+        ss[S.MODEL_MESSAGE] = f"Upload refused: {err}"
 
 
 def _dims(model) -> tuple:
@@ -76,14 +119,21 @@ S.seed(S.W_MODEL_PRESET, model.name if model.name in models else None)
 left.selectbox("Model preset", models, key=S.W_MODEL_PRESET, on_change=_pick_model,
                placeholder=f"custom: {model.name}")
 left.file_uploader("…or upload a model spec (our JSON/YAML schema or a HuggingFace config.json)",
-                   type=["json", "yaml", "yml"], key=S.W_MODEL_FILE,
-                   on_change=_upload, args=(S.W_MODEL_FILE, model_from_upload, S.set_model))
+                   type=["json", "yaml", "yml"], key=S.W_MODEL_FILE, on_change=_upload_model)
+if ss.get(S.PENDING_MODEL):
+    pending_name, _, longest = ss[S.PENDING_MODEL]
+    left.number_input(f"Training sequence length for {plain(pending_name)}", min_value=1,
+                      max_value=MODEL_DIM_MAX["seq_len"], step=1, key=S.W_UPLOAD_SEQ_LEN,
+                      help=f"A HuggingFace config holds the longest sequence the model supports "
+                           f"(max_position_embeddings = {longest}), not the one it trains with; that is the "
+                           "suggestion here.")
+    left.button("Use this model", on_click=_use_pending_model, type="primary", key="model_use_upload")
 S.seed(S.W_CLUSTER_PRESET, cluster.name if cluster.name in clusters else None)
 right.selectbox("Cluster preset", clusters, key=S.W_CLUSTER_PRESET, on_change=_pick_cluster,
                 placeholder=f"custom: {cluster.name}")
 right.file_uploader("…or upload a cluster spec (JSON/YAML)", type=["json", "yaml", "yml"], key=S.W_CLUSTER_FILE,
                     on_change=_upload,
-                    args=(S.W_CLUSTER_FILE, cluster_from_upload, lambda c: S.set_model(ss[S.MODEL], c)))
+                    args=(S.W_CLUSTER_FILE, cluster_from_upload, _use_cluster))
 
 st.subheader(f"Dimensions of {plain(model.name)} ({model.family})")
 dims = _dims(model)
@@ -117,4 +167,4 @@ expand_all = c2.toggle("Expand every layer", key=S.W_GRAPH_ALL)
 layers = c3.multiselect("Expand layers to operators", range(view.model.layers), key=S.W_GRAPH_LAYERS,
                         disabled=expand_all, format_func=lambda i: f"layer {i}")
 expanded = "all" if expand_all else tuple(sorted(i for i in layers if i < view.model.layers))
-st.plotly_chart(C.graph(view.model, view.strategy, view.cluster, expanded, colour), key="model_graph_chart")
+st.plotly_chart(C.shown(C.graph(view.model, view.strategy, view.cluster, expanded, colour)), key="model_graph_chart")

@@ -12,10 +12,12 @@ from explorer.facade import search_request, search_result_from_dict
 from explorer.facade import pareto_figure
 from explorer.facade import MEMORY_HEADROOM, holds_words, robustness
 from explorer.facade import GIB, search_label as label, search_rows as rows
+from explorer.facade import EQ3_FLOPS_CONVENTION, MEGATRON_FLOPS_CONVENTION, MEGATRON_MFU_COLUMN
 from app_pages import jobs as J
 from app_pages import state as S
 from app_pages.text import plain
 from app_pages.compute import evidence_of, show_errors
+from app_pages.compute import shown, table as shown_table     # classroom mode: palette, 3 significant digits
 
 SEARCH_SELECTED_STRATEGY = "search_selected_strategy"  # the Strategy last loaded from a search
 SEARCH_RESULT = "search_result"          # dict(model, cluster, gpus, global_batch, result) of the last search
@@ -58,7 +60,13 @@ def _start(model, cluster) -> None:
     try:
         J.start(SEARCH_JOB, "search", search_request(model, cluster, int(ss[W_GPUS]), int(ss[W_BATCH]), cap,
                                                      int(ss[W_TOP]), ss[W_FRAMEWORK], ss.get(S.W_DTYPE, "bf16"),
-                                                     ss[W_HEADROOM] / 100),
+                                                     ss[W_HEADROOM] / 100, ss.get(S.W_CUDA_GRAPHS, "none"),
+                                                     ss.get(S.W_MOE_DISPATCHER, "alltoall") if model.is_moe
+                                                     else "alltoall",
+                                                     # the sidebar's precision recipe (FP8 only where the dtype is)
+                                                     ss.get(S.W_FP8_RECIPE, "delayed") if ss.get(S.W_DTYPE) == "fp8"
+                                                     else "delayed", ss.get(S.W_ADAM_MOMENTS, "fp32"),
+                                                     ss.get(S.W_RECOMPUTE_MODULES, [])),
                 meta=meta)
     except ExplorerError as err:
         st.error(plain(err))
@@ -127,15 +135,17 @@ if not result.top:
     st.stop()
 ev = evidence_of(found["model"], result.top[0].strategy, found["cluster"])    # cached across sessions
 band = None if ev["extrapolating"] else ev["mean_abs_error"]
-st.plotly_chart(pareto_figure(result, band=band), key=PARETO_CHART, on_select=_on_chart_select,
+st.plotly_chart(shown(pareto_figure(result, band=band)), key=PARETO_CHART, on_select=_on_chart_select,
                 selection_mode="points")
 st.caption("Select a point to load its strategy into the editor and every page. "
            + (f"Error bars: ±{100 * band:.0f} %, the validated error of {plain(ev['regime'])}."
               if band else f"No error bars: extrapolating ({plain(ev['reason'])})."))
 st.subheader(f"The {len(result.top)} fastest")
-st.dataframe(pd.DataFrame(rows(result.top)), hide_index=True, key=TOP_TABLE, on_select=_on_table_select,
+st.dataframe(shown_table(pd.DataFrame(rows(result.top))), hide_index=True, key=TOP_TABLE, on_select=_on_table_select,
              selection_mode="single-row")
-st.plotly_chart(breakdown_bar({f"#{i + 1} {label(c.strategy)}": c.result for i, c in enumerate(result.top)}),
+st.caption(f"mfu_%: {EQ3_FLOPS_CONVENTION}. {MEGATRON_MFU_COLUMN}: {MEGATRON_FLOPS_CONVENTION} "
+           "(what Megatron-LM's training log prints; empty for a model that is not a causal decoder).")
+st.plotly_chart(shown(breakdown_bar({f"#{i + 1} {label(c.strategy)}": c.result for i, c in enumerate(result.top)})),
                 key="search_breakdown_chart")
 with st.expander("How sure is this ranking?"):
     st.caption("As the fitted efficiencies and latencies vary across the validated error, how often does each "

@@ -94,10 +94,12 @@ def write(view, evaluated: bool = True) -> None:
 
 def link(view) -> str:
     base = st.context.url or "http://localhost:8501/"
-    return f"{base.split('?')[0]}?{urlencode({**params(view), **pins_param()})}"
+    return f"{base.split('?')[0]}?{urlencode({**params(view), **pins_param(), **classroom_param()})}"
 
 
 def link_to(page: str, model, cluster, strategy) -> str:
-    """A share link that opens `page` (its url path) on this model, cluster and strategy."""
+    """A share link that opens `page` (its url path) on this model, cluster and strategy (in classroom
+    mode when the session is)."""
     parts = urlsplit(st.context.url or "http://localhost:8501/")
-    return f"{parts.scheme}://{parts.netloc}/{page}?{urlencode(encode(model, cluster, strategy))}"
+    query = urlencode({**encode(model, cluster, strategy), **classroom_param()})
+    return f"{parts.scheme}://{parts.netloc}/{page}?{query}"

@@ -3,8 +3,10 @@ from __future__ import annotations
 
 import streamlit as st
 
-from explorer.facade import (CP_ALGOS, DTYPES, GRAD_DTYPES, RECOMPUTE, schedule_is_chunked, schedule_names,
-                             schedule_overlaps_sends)
+from explorer.facade import FRAMEWORK_TITLES, GRAD_FROM_FRAMEWORK, STRATEGY_FRAMEWORKS
+from explorer.facade import FP8_RECIPES, MOMENT_DTYPES, RECOMPUTE_MODULES
+from explorer.facade import (CP_ALGOS, CUDA_GRAPHS, DTYPES, GRAD_DTYPES, MOE_DISPATCHERS, RECOMPUTE,
+                             schedule_is_chunked, schedule_names_for, schedule_overlaps_sends)
 
 from app_pages import state as S
 from app_pages.text import plain
@@ -63,6 +65,21 @@ def _ep_control(bar, experts: int, dp: int, tp: int) -> None:
                         "t ranks too; needs sequence parallelism")
 
 
+def _moe_host_controls(bar) -> None:
+    """The MoE layer's dispatcher and expert-parallel overlap (explorer/cost/moe_terms.py, explorer/model/kernels.py)."""
+    S.seed(S.W_MOE_DISPATCHER, "alltoall")
+    S.seed(S.W_OVERLAP_EP, False)
+    bar.selectbox("MoE dispatcher", MOE_DISPATCHERS, key=S.W_MOE_DISPATCHER,
+                  help="alltoall: Megatron-Core's all-to-all; allgather: every token of the ep group gathered, the "
+                       "outputs reduce-scattered; deepep / hybridep: the fused dispatchers (Megatron --moe-flex-"
+                       "dispatcher-backend; Hopper or later). All but hybridep stop the host once per dropless MoE "
+                       "forward to size the exchange, which full-iteration CUDA graphs cannot hold")
+    bar.toggle("Overlap EP all-to-alls", key=S.W_OVERLAP_EP, disabled=st.session_state[S.W_EP] == 1,
+               help="Megatron-LM --overlap-moe-expert-parallel-comm: one micro-batch's dispatch and combine run "
+                    "under another's compute in the 1F1B steady state (needs e > 1; with p > 1 the interleaved "
+                    "schedule); the Cost page shows what stays exposed and what is hidden")
+
+
 def draw() -> None:
     ss = st.session_state
     bar = st.sidebar
@@ -82,13 +99,17 @@ def draw() -> None:
                          "ulysses: all-to-all on heads (DeepSpeed-Ulysses)")
     if ss[S.MODEL].is_moe:     # expert parallelism: only a model with experts has it
         _ep_control(bar, ss[S.MODEL].experts, ss[S.W_DP], ss[S.W_TP])
+        _moe_host_controls(bar)
     bar.toggle("Keep the GPU count fixed", key=S.W_KEEP_GPUS,
                help="when t or p moves, d follows so that d·t·p stays the same (when it divides)")
     bar.select_slider("b — micro-batch (sequences)", _options(MICRO_BATCHES, S.W_MICRO), key=S.W_MICRO)
     bar.number_input("B — global batch (sequences)", min_value=1, max_value=S.WIDGET_MAX[S.W_BATCH], step=1,
                      key=S.W_BATCH)
     left, right = bar.columns(2)
-    left.selectbox("Schedule", schedule_names(), key=S.W_SCHEDULE)
+    offered = schedule_names_for(ss[S.W_PP])        # those the pipeline's p admits (the registry's rules)
+    left.selectbox("Schedule", offered + ((ss[S.W_SCHEDULE],) if ss[S.W_SCHEDULE] not in offered else ()),
+                   key=S.W_SCHEDULE, help="the schedules that apply to p stages (ZB-H1, interleaved and "
+                                          "DualPipeV need p ≥ 2)")
     right.number_input("v — chunks", min_value=1, max_value=S.WIDGET_MAX[S.W_CHUNKS], step=1, key=S.W_CHUNKS,
                        disabled=not schedule_is_chunked(ss[S.W_SCHEDULE]),
                        help="model chunks per stage (interleaved schedule only)")
@@ -106,13 +127,33 @@ def draw() -> None:
                help="Megatron-LM --overlap-p2p-communication (interleaved schedule only): the point-to-point sends "
                     "between stages run under computation and a stage waits only for the input it needs; the Cost "
                     "page shows what stays exposed and what is hidden")
+    bar.selectbox("CUDA graphs", CUDA_GRAPHS, key=S.W_CUDA_GRAPHS,
+                  help="what the host launches as one graph instead of kernel by kernel (explorer/model/kernels.py): "
+                       "none (eager); router (the MoE router and the dispatcher's preprocess); layer (each layer's "
+                       "static-shape parts); full (the whole iteration: no dropless dispatcher that syncs)")
     left, right = bar.columns(2)
     left.selectbox("Precision", DTYPES, key=S.W_DTYPE,
                    help="fp8: Transformer Engine FP8 GEMMs at the device's FP8 peak; weights, gradients and "
                         "activations stay bf16, fp32 master weights and Adam states")
-    right.selectbox("Gradients", GRAD_DTYPES, key=S.W_GRAD_DTYPE,
-                    help="model: reduced in the training dtype; fp32: Megatron-LM's fp32 gradient accumulation and "
-                         "all-reduce (4 B/param, twice the dp bytes). ZeRO 1 + fp32 = Megatron's distributed optimizer")
+    right.selectbox("Gradients", (GRAD_FROM_FRAMEWORK, *GRAD_DTYPES), key=S.W_GRAD_DTYPE,
+                    help="framework: the framework's own default (below); model: reduced in the training dtype; fp32: "
+                         "Megatron-LM's fp32 gradient accumulation and all-reduce (4 B/param, twice the dp bytes). "
+                         "ZeRO 1 + fp32 = Megatron's distributed optimizer")
+    left, right = bar.columns(2)
+    left.selectbox("FP8 recipe", FP8_RECIPES, key=S.W_FP8_RECIPE, disabled=ss[S.W_DTYPE] != "fp8",
+                   help="Megatron-LM --fp8-recipe: what Transformer Engine keeps -- the linears' inputs in FP8 (1 B, "
+                        "MXFP8 and blockwise 1 + 1/32 B) and a cached FP8 copy of each weight (2 B/param)")
+    right.selectbox("Adam moments", MOMENT_DTYPES, key=S.W_ADAM_MOMENTS,
+                    help="bf16: Megatron-LM's precision-aware optimizer (--exp-avg-dtype/--exp-avg-sq-dtype bf16, "
+                         "ZeRO ≥ 1): 6-8 B/param of optimizer states instead of 12")
+    bar.multiselect("Recompute modules", RECOMPUTE_MODULES, key=S.W_RECOMPUTE_MODULES,
+                    disabled=ss[S.W_RECOMPUTE] != "selective",
+                    help="selective recomputation of these modules (Megatron-LM --recompute-modules; none chosen = "
+                         "core_attn, its default); explorer/model/recompute.py")
+    bar.selectbox("Framework", STRATEGY_FRAMEWORKS, key=S.W_FRAMEWORK, format_func=FRAMEWORK_TITLES.get,
+                  help="the framework the strategy targets: its defaults are costed (gradients reduced in fp32 by "
+                       "Megatron-LM with bf16, Megatron-Bridge's bf16 recipes, torchtitan and MindSpore; in the "
+                       "training dtype by DeepSpeed), and the Export page writes them")
 
 
 def draw_summary() -> None:

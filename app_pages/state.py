@@ -12,11 +12,13 @@ import streamlit as st
 from explorer.facade import ExplorerError, Strategy, evaluate, load_cluster, load_model, schedule_is_chunked
 from explorer.facade import schedule_chunks, schedule_overlaps_sends
 from explorer.facade import DEFAULT_CLUSTER, DEFAULT_MODEL, DEFAULT_STRATEGY
+from explorer.facade import GRAD_FROM_FRAMEWORK, default_grad_dtype
 
 MODEL = "model"                  # ModelSpec in use
 CLUSTER = "cluster"              # Cluster in use
 LAYER_SPLITS = "layer_splits"    # tuple of LayerSplit, () = Megatron over all tp devices
 STAGE_MAP = "stage_map"          # tuple of stages per layer, () = even split
+PIPELINE_LAYOUT = "pipeline_layout"  # Megatron-LM layout string of the applied strategy, "" = none (read only)
 LAST_VALID = "last_valid"        # compute.View of the last strategy that evaluated
 NOTICES = "notices"              # messages to show once at the top of the next page run
 CHOICE_MESSAGE = "choice_message"  # why the last per-layer edit was refused (stays until the next edit)
@@ -37,18 +39,29 @@ W_RECOMPUTE, W_SP, W_OVERLAP = "w_recompute", "w_sequence_parallel", "w_overlap_
 W_OVERLAP_TP = "w_overlap_tp"   # tensor-parallel communication under the GEMMs (Megatron --tp-comm-overlap)
 W_OVERLAP_P2P = "w_overlap_p2p"  # pipeline sends under computation (Megatron --overlap-p2p-communication)
 W_DTYPE, W_GRAD_DTYPE = "w_dtype", "w_grad_dtype"   # training dtype (fp8 = TE-style), gradient dtype (E7)
+W_FRAMEWORK = "w_framework"      # the framework targeted (its default gradient dtype when W_GRAD_DTYPE says so)
 W_CP, W_CP_ALGO = "w_cp", "w_cp_algo"   # context parallelism: degree and algorithm (ring / ulysses)
 W_KEEP_GPUS = "w_keep_gpus"      # when t or p moves, d follows so that d·t·p stays the same
 W_EP = "w_ep"                    # expert-parallel degree e (drawn for MoE models only; 1 otherwise)
 W_WHOLE_EXPERTS = "w_whole_experts"  # True: expert_tp = 1 (experts not split over t; MoE models, t > 1)
+W_CUDA_GRAPHS = "w_cuda_graphs"  # CUDA graph scope (explorer/model/kernels.py): every model's host side
+W_MOE_DISPATCHER = "w_moe_dispatcher"  # MoE token dispatcher (drawn for MoE models only; alltoall otherwise)
+W_OVERLAP_EP = "w_overlap_ep"    # MoE all-to-alls under the partner pass (MoE models only; off otherwise)
+MOE_WIDGETS = {W_MOE_DISPATCHER: "moe_dispatcher", W_OVERLAP_EP: "overlap_ep"}
+W_FP8_RECIPE = "w_fp8_recipe"    # what Transformer Engine keeps in FP8 (dtype fp8; explorer/hardware/precision.py)
+W_ADAM_MOMENTS = "w_adam_moments"  # Adam's moments fp32 or bf16 (Megatron's precision-aware optimizer)
+W_RECOMPUTE_MODULES = "w_recompute_modules"  # a list: the modules selective recomputation redoes ([] = core_attn)
 GPUS_SHOWN = "gpus_shown"        # d·t·p when the sidebar was last drawn (what "keep" keeps)
 STRATEGY_WIDGETS = {W_DP: "dp", W_TP: "tp", W_PP: "pp", W_MICRO: "micro_batch", W_BATCH: "global_batch",
                     W_SCHEDULE: "schedule", W_CHUNKS: "chunks", W_ZERO: "zero", W_RECOMPUTE: "recompute",
                     W_SP: "sequence_parallel", W_OVERLAP: "overlap_dp", W_OVERLAP_TP: "overlap_tp",
-                    W_DTYPE: "dtype", W_GRAD_DTYPE: "grad_dtype", W_CP: "cp", W_CP_ALGO: "cp_algo",
-                    W_OVERLAP_P2P: "overlap_p2p"}
+                    W_DTYPE: "dtype", W_GRAD_DTYPE: "grad_dtype", W_FRAMEWORK: "framework", W_CP: "cp", W_CP_ALGO: "cp_algo",
+                    W_OVERLAP_P2P: "overlap_p2p", W_CUDA_GRAPHS: "cuda_graphs", W_FP8_RECIPE: "fp8_recipe",
+                    W_ADAM_MOMENTS: "adam_moments"}
 # Model & cluster page
 W_MODEL_PRESET, W_MODEL_FILE = "w_model_preset", "w_model_file"
+PENDING_MODEL = "pending_model"  # (file name, bytes, longest sequence) of a HuggingFace config awaiting its s
+W_UPLOAD_SEQ_LEN = "w_upload_seq_len"   # the training sequence length asked for a HuggingFace config
 W_CLUSTER_PRESET, W_CLUSTER_FILE = "w_cluster_preset", "w_cluster_file"
 W_DIM_PREFIX = "w_dim_"
 W_ATTENTION = W_DIM_PREFIX + "attention"   # standard or flash (re-seeded with the dimensions)
@@ -73,6 +86,7 @@ def init() -> None:
     ss.setdefault(CLUSTER, load_cluster(DEFAULT_CLUSTER))
     ss.setdefault(LAYER_SPLITS, ())
     ss.setdefault(STAGE_MAP, ())
+    ss.setdefault(PIPELINE_LAYOUT, "")
     ss.setdefault(LAST_VALID, None)
     ss.setdefault(NOTICES, [])
     ss.setdefault(CHOICE_MESSAGE, "")
@@ -82,11 +96,15 @@ def init() -> None:
     ss.setdefault(DRAG_VERSION, {"stage": 0, "split": 0, "table": 0})
     ss.setdefault(DRAG_SHOWN, {})
     ss.setdefault(DRAG_KEYS, {})
+    ss.setdefault(W_GRAD_DTYPE, grad_widget(DEFAULT_STRATEGY))
     for key, name in STRATEGY_WIDGETS.items():
         ss.setdefault(key, getattr(DEFAULT_STRATEGY, name))
     ss.setdefault(W_KEEP_GPUS, True)
+    ss.setdefault(W_RECOMPUTE_MODULES, [])
     ss.setdefault(W_EP, 1)
     ss.setdefault(W_WHOLE_EXPERTS, False)
+    for key, name in MOE_WIDGETS.items():
+        ss.setdefault(key, getattr(DEFAULT_STRATEGY, name))
 
 
 def seed(key: str, value) -> None:
@@ -103,6 +121,13 @@ def notify(message: str) -> None:
 WIDGET_MAX = {W_BATCH: 10 ** 7, W_CHUNKS: 1024}     # number_input limits of the sidebar
 
 
+def grad_widget(strategy) -> str:
+    """The Gradients widget's value for a strategy: "framework" where its gradient dtype is its framework's
+    default (so that it follows the Framework and Precision widgets), else the dtype chosen."""
+    default = default_grad_dtype(strategy.framework, strategy.dtype, strategy.zero)
+    return GRAD_FROM_FRAMEWORK if strategy.grad_dtype == default else strategy.grad_dtype
+
+
 def apply_strategy(strategy) -> None:
     """Put a whole strategy into the sidebar widgets and the per-layer state (callbacks only);
     ExplorerError if a value is beyond what the sidebar's inputs accept."""
@@ -113,10 +138,15 @@ def apply_strategy(strategy) -> None:
             raise ExplorerError(f"{STRATEGY_WIDGETS[key]} = {value} is more than the app accepts ({top})")
     for key, name in STRATEGY_WIDGETS.items():
         ss[key] = getattr(strategy, name)
+    ss[W_GRAD_DTYPE] = grad_widget(strategy)
+    ss[W_RECOMPUTE_MODULES] = list(strategy.recompute_modules)
     ss[W_EP] = strategy.ep
     ss[W_WHOLE_EXPERTS] = strategy.etp != strategy.tp
+    for key, name in MOE_WIDGETS.items():
+        ss[key] = getattr(strategy, name)
     ss[LAYER_SPLITS] = tuple(strategy.layer_splits)
     ss[STAGE_MAP] = tuple(strategy.stage_map)
+    ss[PIPELINE_LAYOUT] = strategy.pipeline_layout
     ss[CHOICE_MESSAGE] = ""
 
 
@@ -130,9 +160,21 @@ def candidate() -> Strategy:
     fields["chunks"] = schedule_chunks(fields["schedule"]) or fields["chunks"]    # DualPipeV: always 2
     if not schedule_overlaps_sends(fields["schedule"]):
         fields["overlap_p2p"] = False          # interleaved only: the toggle keeps its state for when it is back
+    if fields["dtype"] != "fp8":
+        fields["fp8_recipe"] = "delayed"       # FP8 only: the widget keeps its state for when fp8 is back
+    fields["recompute_modules"] = tuple(ss.get(W_RECOMPUTE_MODULES, ()))
     moe = ss[MODEL].is_moe                                     # expert parallelism: MoE models only
     fields["ep"] = ss.get(W_EP, 1) if moe else 1
     fields["expert_tp"] = 1 if moe and fields["tp"] > 1 and ss.get(W_WHOLE_EXPERTS, False) else 0
+    if moe:      # the dispatcher and the EP overlap: MoE models only (the defaults otherwise)
+        fields.update({name: ss.get(key, getattr(DEFAULT_STRATEGY, name)) for key, name in MOE_WIDGETS.items()})
+    # an applied layout (a share link, a strategy file, an import) holds while p x v still matches its stages
+    layout = "" if ss[STAGE_MAP] else ss.get(PIPELINE_LAYOUT, "")
+    if layout:
+        try:
+            return Strategy(**fields, layer_splits=ss[LAYER_SPLITS], pipeline_layout=layout)
+        except ExplorerError:
+            pass                    # p or v changed since: the even split (or the default uneven layout)
     return Strategy(**fields, layer_splits=ss[LAYER_SPLITS], stage_map=ss[STAGE_MAP])
 
 
@@ -165,7 +207,8 @@ def set_model(model, cluster=None) -> None:
 
 
 # ---- lessons and classroom mode ----------------------------------------------------------
-W_CLASSROOM = "w_classroom"          # classroom mode toggle (also ?classroom=1)
+W_CLASSROOM = "w_classroom"          # classroom mode toggle (also ?classroom=1); mirrors CLASSROOM
+CLASSROOM = "classroom"              # True: classroom mode, a property of the session (not of a page's widget)
 CLASSROOM_READ = "classroom_read"    # True once the URL's classroom parameter was read this session
 W_LESSON_PREFIX = "w_lesson_"        # + slug + "_" + control name: a lesson's control
 W_LESSON_ANIMATE = "w_lesson_animate"  # + "_" + slug: play the lesson's Gantt step by step
@@ -179,14 +222,16 @@ def lesson_key(slug: str, control: str) -> str:
 
 
 def classroom() -> bool:
-    return bool(st.session_state.get(W_CLASSROOM, False))
+    """Classroom mode: kept in CLASSROOM, which no page switch drops (a widget's key is dropped when a run
+    switches pages before drawing it, e.g. after "Open in the explorer")."""
+    return bool(st.session_state.get(CLASSROOM, False))
 
 
 def keep_strategy_widgets() -> None:
     """On a page that does not draw the sidebar's strategy widgets, keep their values: Streamlit
     drops the state of widgets a run did not draw unless it is written in that run."""
     ss = st.session_state
-    for key in (*STRATEGY_WIDGETS, W_KEEP_GPUS, W_EP, W_WHOLE_EXPERTS):
+    for key in (*STRATEGY_WIDGETS, W_KEEP_GPUS, W_EP, W_WHOLE_EXPERTS, *MOE_WIDGETS):
         if key in ss:
             ss[key] = ss[key]
 

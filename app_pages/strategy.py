@@ -1,16 +1,20 @@
 """Strategy: named presets, per-layer choices by dragging (stages, operator splits) and as a table."""
 import streamlit as st
 
-from explorer.facade import Strategy
+from explorer.facade import BUBBLE_MEANING, GIB, ExplorerError, Strategy
 from explorer.facade import layer_choices as lc
 from app_pages import compute as C
 from app_pages import drag
 from app_pages import state as S
+from app_pages.classroom import metric_bar
 from app_pages.text import plain
 
 ss = st.session_state
 st.title("Strategy")
-top = st.container()            # errors and the live total, filled once the drags are applied
+# The sticky metric bar (the live total and any refusal, on screen beside the drag areas while they are
+# scrolled to) and the chart under it, filled once the drags are applied.
+top = metric_bar()
+chart_box = st.container()
 
 
 def _preset_changes(preset) -> str:
@@ -74,8 +78,18 @@ def _table(edited):
     drag.apply_choices(layer_splits=_splits(splits), stage_map=_even(stage_map))
 
 
-drag.sortable("stage", "Stage move", lc.stage_columns(stages, pp),
-              lambda moved: drag.apply_choices(stage_map=_even(lc.stage_map_from_columns(moved, layers))))
+try:
+    layout = lc.layout_table(model, S.candidate())      # the layout of what the widgets describe now
+except ExplorerError:
+    layout = None
+if layout is None:
+    drag.sortable("stage", "Stage move", lc.stage_columns(stages, pp),
+                  lambda moved: drag.apply_choices(stage_map=_even(lc.stage_map_from_columns(moved, layers))))
+else:     # read only: what each stage's model chunks hold (E embedding, t layers, m MTP layers, L loss)
+    st.caption("This strategy runs a pipeline layout (Megatron-LM --pipeline-model-parallel-layout): E embedding, "
+               "t transformer layers, m multi-token-prediction layers, L loss. It is read only here; set it with "
+               "`--pipeline-layout` or a strategy file, or pick p and v whose chunks split the layers evenly.")
+    st.dataframe(layout, hide_index=True)
 st.subheader("Operator splits: drag layers between split columns")
 st.caption(f"Degrees divide t = {tp}. TP column→row is Megatron-LM's pairing (QKV/FC1 by column, "
            "projection/FC2 by row); the table below offers column-only, row-only and batch splits too.")
@@ -88,21 +102,25 @@ drag.editor(lc.layer_table(stages, splits_now), "Table edit", _table, disabled=[
 st.button("Reset per-layer choices (even stages, Megatron ×t everywhere)", on_click=_reset_layers)
 
 view, error = C.current()
+r = view.result
+with chart_box:
+    C.show_errors(error, refusal_box=top)
 with top:
-    C.show_errors(error)
     if ss[S.CHOICE_MESSAGE]:
         st.error(plain(ss[S.CHOICE_MESSAGE]))
-    r = view.result
-    cols = st.columns(4)
-    cols[0].metric("Iteration time", f"{r.iteration_time_s:.4g} s")
-    cols[1].metric("MFU", f"{100 * r.mfu:.1f} %")
-    cols[2].metric("Bubble", f"{r.breakdown_s['bubble']:.4g} s")
-    cols[3].metric("Critical stage", f"{r.critical_stage}")
+    cols = st.columns(5)
+    cols[0].metric("Iteration time", f"{C.sig(r.iteration_time_s)} s")
+    cols[1].metric(f"Peak memory (of {view.cluster.device.memory_bytes / GIB:.0f} GiB)",
+                   f"{r.memory_bytes_per_device['total'] / GIB:.1f} GiB")
+    cols[2].metric("MFU", f"{100 * r.mfu:.1f} %")
+    cols[3].metric("Bubble", f"{C.sig(r.breakdown_s['bubble'])} s", help=BUBBLE_MEANING.capitalize())
+    cols[4].metric("Critical stage", f"{r.critical_stage}")
+with chart_box:
     optimistic = C.mfu_warning(C.evidence_of(view.model, view.strategy, view.cluster), r)
     if optimistic:                  # above what every published run of the regime reached (issue 30 item 6)
         st.warning(plain(optimistic))
     figs = C.breakdown_figures(view.model, view.strategy, view.cluster)
     st.plotly_chart(C.shown(figs["breakdown"]), key="strategy_breakdown_chart")
 # The sidebar stays on screen while the drag columns below are scrolled to: the numbers they change too.
-st.sidebar.markdown(f"**Now:** {r.iteration_time_s:.4g} s per iteration  \n"
+st.sidebar.markdown(f"**Now:** {C.sig(r.iteration_time_s)} s per iteration  \n"
                     f"bubble {r.breakdown_s['bubble']:.3g} s · MFU {100 * r.mfu:.1f} % · critical stage {r.critical_stage}")

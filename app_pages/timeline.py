@@ -2,6 +2,7 @@
 import streamlit as st
 
 from explorer.facade import animated_gantt, layer_ops, schedule_drawn_as
+from explorer.facade import BUBBLE_MEANING, STAGES_IDLE
 from app_pages import compute as C
 from app_pages import state as S
 from app_pages.text import plain
@@ -15,7 +16,9 @@ st.title("Timelines")
 st.caption(f"{plain(view.model.name)} on {plain(view.cluster.name)} · {C.strategy_label(view.strategy)}")
 
 st.subheader("Super-step: micro-batches through the pipeline stages")
-schedules = schedule_drawn_as(view.strategy.schedule)
+schedules = schedule_drawn_as(view.strategy.schedule, view.strategy.pp)    # no ZB-H1 what-if at p = 1
+if st.session_state.get(S.W_TIMELINE_SCHEDULE) not in schedules:
+    st.session_state.pop(S.W_TIMELINE_SCHEDULE, None)
 schedule = st.radio("Schedule drawn", schedules, horizontal=True, key=S.W_TIMELINE_SCHEDULE,
                     help="A schedule may be drawn as another on its own costs (a what-if): ZB-H1 (zero-bubble) "
                          "splits 1F1B's backward into input- and weight-gradient passes.")
@@ -36,12 +39,15 @@ else:
     agree = sup["agreement"]
     cols = st.columns(4)
     band = C.band_text(C.evidence_of(view.model, view.strategy, view.cluster))   # the regime's validated error
-    cols[0].metric("Timeline makespan", f"{agree['timeline_s']:.6g} s", help=f"Evidence: {plain(band)}")
-    cols[1].metric(f"Cost model ({agree['model_schedule']})", f"{agree['model_s']:.6g} s")
+    cols[0].metric("Timeline makespan", f"{C.sig(agree['timeline_s'])} s", help=f"Evidence: {plain(band)}")
+    cols[1].metric(f"Cost model ({agree['model_schedule']})", f"{C.sig(agree['model_s'])} s")
     agreeing = abs(agree["relative_difference"]) < 1e-9      # floating-point rounding, not a difference
     cols[2].metric("Difference", "none" if agreeing else f"{100 * agree['relative_difference']:+.2f} %",
                    help=f"timeline − model = {agree['difference_s']:+.3g} s")
-    cols[3].metric("Idle fraction of the pipeline", f"{100 * agree['idle_fraction']:.1f} %")
+    cols[3].metric(STAGES_IDLE.capitalize(), f"{100 * agree['idle_fraction']:.1f} %",
+                   help=f"Every stage's idle time over stages × makespan: not the bubble, which is "
+                        f"{BUBBLE_MEANING.split(': ', 1)[1]} (here {C.sig(view.result.breakdown_s['bubble'])} s, "
+                        f"{100 * view.result.breakdown_s['bubble'] / view.result.iteration_time_s:.3g} %).")
     st.caption(f"**Evidence:** {plain(band)} (the makespan is the model's; Validation page).")
     if agree["note"]:
         st.caption(plain(agree["note"]))

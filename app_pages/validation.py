@@ -7,6 +7,7 @@ from explorer.facade import band_of, parity_figure, residual_heatmap, validated_
 from explorer.facade import VALIDATION_TARGETS as TARGETS
 from explorer.facade import load_all_cases, load_megatron_bridge, summarize, validate
 from app_pages.text import plain
+from app_pages.compute import shown, table as shown_table     # classroom mode: palette, 3 significant digits
 
 A100_GROUPS = ("megatron_table1", "korthikanti_table4")
 
@@ -33,7 +34,8 @@ def _metrics(summary: dict, groups) -> None:
 
 def _table(rows) -> pd.DataFrame:
     return pd.DataFrame([{"case": r.id, "metric": r.metric, "predicted": r.predicted, "published": r.expected,
-                          "error %": 100 * r.relative_error, "fit": r.subset, "assumptions": r.assumptions,
+                          "error %": 100 * r.relative_error, "fit": r.subset,
+                          "FLOPs convention": r.convention, "assumptions": r.assumptions,
                           "source": r.source} for r in rows])
 
 
@@ -49,7 +51,7 @@ st.caption("Every measured run in assets/validation/published.json (with its cit
            "constants for the hardware (assets/clusters/dgx-a100-80gb.json).")
 old = [r for r in rows if r.group in A100_GROUPS]
 _metrics(summary, A100_GROUPS)
-st.plotly_chart(parity_figure(old, band_of(old)), key="validation_parity")
+st.plotly_chart(shown(parity_figure(old, band_of(old))), key="validation_parity")
 
 st.subheader("Megatron-Bridge 2025–26: DGX H100, DGX B200, GB200 NVL72")
 st.caption("NVIDIA's published pre-training throughput (NVIDIA-NeMo/Megatron-Bridge docs/performance-summary*.md, "
@@ -61,7 +63,7 @@ st.caption("NVIDIA's published pre-training throughput (NVIDIA-NeMo/Megatron-Bri
 new = [r for r in rows if r.group not in A100_GROUPS and r.metric != "tokens_per_sec_per_gpu"]
 if new:
     _metrics(summary, sorted({r.group for r in new}))
-    st.plotly_chart(parity_figure(new, band_of(new)), key="validation_parity_bridge")
+    st.plotly_chart(shown(parity_figure(new, band_of(new))), key="validation_parity_bridge")
 
 moe = [r for r in rows if r.metric == "tokens_per_sec_per_gpu"]
 if moe:
@@ -72,18 +74,18 @@ if moe:
                "(one constant, fitted on the NeMo 26.02 DGX-B200 rows; every other row held out). What is still "
                "missing is in each case's assumptions and docs/validation.md.")
     _metrics(summary, sorted({r.group for r in moe}))
-    st.plotly_chart(parity_figure(moe, band_of(moe)), key="validation_parity_bridge_moe")
+    st.plotly_chart(shown(parity_figure(moe, band_of(moe))), key="validation_parity_bridge_moe")
 
 st.subheader("Residuals by regime: the error bar beside every number")
 st.caption("Each cell is a regime (accelerator × precision × dense/MoE): the mean and worst |error| of its validated "
            "runs that no constant was fitted on, from assets/validation/residuals.json. The Cost page shows the "
            "regime's band beside the iteration time; a strategy in an empty cell is extrapolating (no validated run "
            "there), and the Cost page says so.")
-st.plotly_chart(residual_heatmap(validated_regimes()), key="validation_regimes")
+st.plotly_chart(shown(residual_heatmap(validated_regimes())), key="validation_regimes")
 
 st.subheader("Every case")
 table = _table(rows)
-st.dataframe(table, hide_index=True)
+st.dataframe(shown_table(table), hide_index=True)
 st.download_button("Download CSV", table.to_csv(index=False), "validation.csv", "text/csv", on_click="ignore")
 with st.expander(f"Megatron-Bridge rows the model cannot express today ({len(skipped)})"):
     st.dataframe(pd.DataFrame([{"row": i, "system": s, "why": why} for i, s, why in skipped]), hide_index=True)

@@ -7,7 +7,7 @@ of stage 0 into stage 1 (the sortables component's value), open Timelines, chang
 Sessions start staggered over `--ramp` seconds and think `--think` seconds between
 actions. Prints p50/p95/max per action, failed sessions, and the server's CPU and
 RSS: the processes of the server this script started (and their children), or with --url the
-`streamlit run app.py` processes running from this checkout (or --server-pids). An action ends at
+`streamlit run app.py` processes running from this checkout and their children (or --server-pids). An action ends at
 the first script_finished that is not FINISHED_EARLY_FOR_RERUN. Asserts nothing.
 
 --diverse: each session opens its own link: its own model (a preset with a hidden size no other session
@@ -15,12 +15,12 @@ has, sent as an uploaded model travels, base64 JSON in `model_spec`: a structure
 its own strategy; after the seven actions it opens Search and runs a search of that model. The search runs in
 the server's worker pool (issue 31 item 4): "search" is the time from the click until the page shows the
 result, "search click" the click's own page run, "poll" each rerun of the progress fragment that the session
-sends every 0.5 s meanwhile (as a browser does for st.fragment(run_every=...)). With BRIDGING_DL_WORKERS=0 in
-the server's environment the search runs in the page's own run (as before the pool).
+sends every 0.5 s meanwhile (as a browser does for st.fragment(run_every=...)); --no-search leaves it out. With
+BRIDGING_DL_WORKERS=0 in the server's environment the search runs in the page's own run (as before the pool).
 
 --busy: three sessions only, as the issue's check: one uploads a big model (llama3.1-405b, as a link's
-model_spec), one runs a large search (gpt3-175b on 1,024 GPUs), and the third reruns pages meanwhile; the
-third's reruns are reported as "rerun (busy)".
+model_spec), one runs a large search (gpt3-175b on 1,024 GPUs), and the third reruns pages meanwhile (every
+--busy-think seconds, until both have finished: enough reruns for a p95); they are reported as "rerun (busy)".
 
     python benchmarks/bench_load.py --sessions 30                # starts `streamlit run app.py` itself
     python benchmarks/bench_load.py --sessions 30 --diverse      # every session its own model and a search
@@ -161,7 +161,7 @@ def diverse_query(index: int) -> str:
 
 
 async def student(url: str, delay: float, think: float, results: dict, failures: list, query: str = "",
-                  diverse: bool = False):
+                  diverse: bool = False, searches: bool = True):
     await asyncio.sleep(delay)
     try:
         async with websockets.connect(f"{url}/_stcore/stream", max_size=None, open_timeout=120) as ws:
@@ -173,7 +173,7 @@ async def student(url: str, delay: float, think: float, results: dict, failures:
                      ("drag", lambda: s.rerun([drag_state(s)])),
                      ("open timelines", lambda: s.rerun(page="timeline")),
                      ("change t", lambda: s.rerun([slider_state(s, "w_tp", lambda o: o.index("4"))]))]
-            if diverse:
+            if diverse and searches:
                 steps += [("open search", lambda: s.rerun(page="search")),
                           ("search", lambda: search(s, results))]
             for name, step in steps:
@@ -220,16 +220,20 @@ def busy_query(model: str, tp: int, pp: int, gpus: int, global_batch: int) -> st
 
 async def busy(url: str, results: dict, failures: list, think: float):
     """One session uploads a big model and opens its cost, one searches gpt3-175b on 1,024 GPUs, and a third
-    reruns pages meanwhile (its reruns: "rerun (busy)")."""
-    searching = asyncio.Event()
+    reruns pages (changing d, every `think` seconds) from the moment the search starts until both the search
+    and the upload have finished (its reruns: "rerun (busy)")."""
+    searching, search_done, upload_done = asyncio.Event(), asyncio.Event(), asyncio.Event()
 
     async def upload():
-        async with websockets.connect(f"{url}/_stcore/stream", max_size=None, open_timeout=120) as ws:
-            s = Session(ws)
-            await asyncio.wait_for(searching.wait(), 300)
-            results["big upload"].append(await s.rerun(query=busy_query("llama3.1-405b", 8, 16, 1024, 1024),
-                                                        timeout=600))
-            results["big upload"].append(await s.rerun(page="cost", timeout=600))
+        try:
+            async with websockets.connect(f"{url}/_stcore/stream", max_size=None, open_timeout=120) as ws:
+                s = Session(ws)
+                await asyncio.wait_for(searching.wait(), 300)
+                results["big upload"].append(await s.rerun(query=busy_query("llama3.1-405b", 8, 16, 1024, 1024),
+                                                            timeout=600))
+                results["big upload"].append(await s.rerun(page="cost", timeout=600))
+        finally:
+            upload_done.set()
 
     async def large_search():
         try:
@@ -242,7 +246,7 @@ async def busy(url: str, results: dict, failures: list, think: float):
                 print("  large search:", next((a for a in s.alerts if any(m in a for m in RESULT_MARKS)), "")[:160])
         finally:
             searching.set()            # never leave the others waiting
-            searching.clear()
+            search_done.set()
 
     async def third():
         async with websockets.connect(f"{url}/_stcore/stream", max_size=None, open_timeout=120) as ws:
@@ -251,7 +255,7 @@ async def busy(url: str, results: dict, failures: list, think: float):
             await s.rerun(page="cost")
             await asyncio.wait_for(searching.wait(), 300)
             d = 0
-            while searching.is_set():
+            while not (search_done.is_set() and upload_done.is_set()):
                 d = 1 - d
                 results["rerun (busy)"].append(await s.rerun([slider_state(s, "w_dp", lambda o, d=d: o.index(
                     ("8", "16")[d]))]))
@@ -300,7 +304,7 @@ def server_pids(started=None) -> list:
                 mine.append(pid)
         except OSError:
             pass
-    return mine
+    return mine + [child for pid in mine for child in _children(pid)]     # and their worker processes
 
 
 async def main_async(args):
@@ -328,10 +332,11 @@ async def main_async(args):
             await asyncio.sleep(0.5)
     watcher = asyncio.create_task(watch())
     if args.busy:
-        await busy(args.url, results, failures, args.think)
+        await busy(args.url, results, failures, args.busy_think)
     else:
         await asyncio.gather(*(student(args.url, args.ramp * i / max(1, args.sessions - 1), args.think, results,
-                                       failures, diverse_query(i) if args.diverse else "", args.diverse)
+                                       failures, diverse_query(i) if args.diverse else "", args.diverse,
+                                       not args.no_search)
                                for i in range(args.sessions)))
     watcher.cancel()
     wall = time.perf_counter() - wall0
@@ -369,8 +374,12 @@ def main():
                         help="sessions run one by one before measuring (each server process's first run is cold)")
     parser.add_argument("--diverse", action="store_true",
                         help="each session its own (unseen) model and strategy, then a search")
+    parser.add_argument("--no-search", action="store_true",
+                        help="--diverse without the search at the end (the seven page actions only)")
     parser.add_argument("--busy", action="store_true",
                         help="three sessions: a big upload, a large search, and a third one's reruns meanwhile")
+    parser.add_argument("--busy-think", type=float, default=0.25,
+                        help="--busy: seconds between the third session's reruns (enough reruns for a p95)")
     parser.add_argument("--server-pids", type=lambda text: [int(x) for x in text.split(",")],
                         help="comma-separated pids to count as the server (default: see the module docstring)")
     args = parser.parse_args()

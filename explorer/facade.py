@@ -35,12 +35,14 @@ from explorer.io.share import encode as encode_link
 from explorer.schedules import chunked as schedule_is_chunked
 from explorer.schedules import get as _schedule
 from explorer.schedules.registry import names as schedule_names
+from explorer.schedules.registry import names_for as schedule_names_for
 
 
-def schedule_drawn_as(name: str) -> list:
+def schedule_drawn_as(name: str, pp: int | None = None) -> list:
     """The schedules a strategy of schedule `name` may be drawn as in the Timelines page: its own, then its
-    what-ifs (Schedule.drawn_as)."""
-    return [name, *_schedule(name).drawn_as]
+    what-ifs (Schedule.drawn_as) that apply to `pp` stages (all of them without pp)."""
+    applies = schedule_names_for(pp) if pp is not None else schedule_names()
+    return [name, *(other for other in _schedule(name).drawn_as if other in applies)]
 
 
 def schedule_overlaps_sends(name: str) -> bool:
@@ -53,6 +55,7 @@ def schedule_chunks(name: str) -> int:
     return _schedule(name).chunks
 from explorer.strategy.strategy import RECOMPUTE, SCHEDULES, LayerSplit, Strategy
 from explorer.io.uploads import cluster_from_upload, model_from_upload, strategy_from_upload
+from explorer.io.uploads import hf_sequence_suggestion  # noqa: E402
 from explorer.validation import TARGETS as VALIDATION_TARGETS
 from explorer.validation import load_cases, summarize, validate
 
@@ -91,8 +94,11 @@ __all__ += ["lessons", "animated_gantt", "MAX_MICRO_BATCHES", "classroom_figure"
             "lesson_deck", "slide_figure", "slide_image"]
 from explorer.io.glossary import TEXTBOOK as TEXTBOOK_FORMULAS                          # noqa: E402
 from explorer.io.glossary import legend_of as symbol_legend                             # noqa: E402
+from explorer.io.glossary import BUBBLE_MEANING, IDLE_TO_IDEAL, STAGES_IDLE              # noqa: E402
+from explorer.charts.classroom import SIGNIFICANT, significant_table                     # noqa: E402
 
-__all__ += ["TEXTBOOK_FORMULAS", "symbol_legend"]
+__all__ += ["TEXTBOOK_FORMULAS", "symbol_legend", "BUBBLE_MEANING", "IDLE_TO_IDEAL", "STAGES_IDLE", "SIGNIFICANT",
+            "significant_table"]
 from explorer.io.share_pins import decode_pins, encode_pins                          # noqa: E402
 from explorer.charts.gantt import time_unit                                          # noqa: E402
 
@@ -127,6 +133,15 @@ from explorer.strategy.strategy import CP_ALGOS                                 
 from explorer.model.spec import ATTENTION                                                # noqa: E402
 
 __all__ += ["CP_ALGOS", "ATTENTION"]
+# ---- the host side and the MoE dispatchers (issue 27): the sidebar's choices --------------------
+from explorer.strategy.strategy import CUDA_GRAPHS, MOE_DISPATCHERS                       # noqa: E402
+
+__all__ += ["CUDA_GRAPHS", "MOE_DISPATCHERS"]
+# ---- what a precision recipe keeps in memory (issue 26 item 3, issue 27 item 4): the sidebar's choices ---------
+from explorer.hardware.precision import FP8_RECIPES, MOMENT_DTYPES                         # noqa: E402
+from explorer.strategy.strategy import RECOMPUTE_MODULES                                   # noqa: E402
+
+__all__ += ["FP8_RECIPES", "MOMENT_DTYPES", "RECOMPUTE_MODULES"]
 # ---- reference run on torch.distributed, measured vs modelled (issue 13, parts 2-3) ----------
 from explorer.runtime import INSTALL_HINT as RUN_INSTALL_HINT                       # noqa: E402
 from explorer.runtime import torch_available                                        # noqa: E402
@@ -171,11 +186,14 @@ __all__ += ["run_time_table", "run_microstep", "runnable_models", "RUN_INSTALL_H
             "run_gantt"]
 # ---- heavy work off the serving interpreter: a bounded pool of worker processes (issue 31 item 4) ----
 from explorer.runtime.workers import WORKERS_ENV, Job, WorkerPool                    # noqa: E402
-from explorer.runtime.workers import image_request, reference_run_request, search_request  # noqa: E402
-from explorer.runtime.workers import search_result_from_dict, slide_request             # noqa: E402
+from explorer.runtime.jobs import image_request, reference_run_request, search_request     # noqa: E402
+from explorer.runtime.jobs import search_result_from_dict, slide_request                # noqa: E402
+
+from explorer.cost.cold import compile_elsewhere                                       # noqa: E402
+from explorer.runtime.offload import compiles_in                                      # noqa: E402
 
 __all__ += ["WORKERS_ENV", "Job", "WorkerPool", "image_request", "reference_run_request", "search_request",
-            "search_result_from_dict", "slide_request"]
+            "search_result_from_dict", "slide_request", "compile_elsewhere", "compiles_in"]
 # ---- what a prediction depends on (issue 28 item 2): elasticities to the cluster's constants ----
 from explorer.charts.sensitivity import tornado_figure                                # noqa: E402
 from explorer.validation.sensitivity import sensitivity, sensitivity_or_reason, sensitivity_text  # noqa: E402
@@ -186,3 +204,15 @@ from explorer.search.search import MEMORY_HEADROOM                              
 from explorer.validation.robust import holds_words, robustness                          # noqa: E402
 
 __all__ += ["MEMORY_HEADROOM", "holds_words", "robustness"]
+# ---- FLOPs conventions (issue 26 item 4): Eq. 3 (full attention) beside Megatron-LM's count (causal half) ----
+from explorer.cost.megatron_flops import CONVENTION as MEGATRON_FLOPS_CONVENTION       # noqa: E402
+from explorer.cost.megatron_flops import EQ3_CONVENTION as EQ3_FLOPS_CONVENTION        # noqa: E402
+from explorer.search.report import MEGATRON_MFU_COLUMN                                 # noqa: E402
+
+__all__ += ["MEGATRON_FLOPS_CONVENTION", "EQ3_FLOPS_CONVENTION", "MEGATRON_MFU_COLUMN"]
+# ---- the framework a strategy targets, whose defaults apply (issue 26 item 5) ----------------------------------
+from explorer.strategy.frameworks import FRAMEWORKS as STRATEGY_FRAMEWORKS                # noqa: E402
+from explorer.strategy.frameworks import GRAD_FROM_FRAMEWORK, default_grad_dtype          # noqa: E402
+from explorer.strategy.frameworks import TITLES as FRAMEWORK_TITLES                       # noqa: E402
+
+__all__ += ["STRATEGY_FRAMEWORKS", "GRAD_FROM_FRAMEWORK", "default_grad_dtype", "FRAMEWORK_TITLES"]

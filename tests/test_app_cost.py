@@ -72,6 +72,47 @@ def test_symbols_are_explained_and_the_textbook_formula_sits_beside_the_term():
     table = " ".join(m.value for m in legend.markdown)
     for words in ("micro-batches per iteration", "seconds per byte at the node level", "last pass ends"):
         assert words in table
-    captions = " ".join(c.value for c in at.caption)
-    assert r"\frac{p-1}{v\,m}" in captions and "(p − 1)/(v m) = 0.0729" in captions   # p = 8, m = 96
-    assert "ring all-reduce" in captions
+    shown = " ".join(c.value for c in at.caption) + " ".join(f.value for f in at.latex)
+    assert r"\frac{p-1}{v\,m}" in shown and "idle-to-ideal ratio (p − 1)/(v m) = 0.0729" in shown   # p = 8, m = 96
+    assert "ring all-reduce" in shown
+
+
+def outside_expanders(node, kind: str) -> list:
+    """Elements of `kind` ('latex', 'metric') under `node`, not inside a (closed) expander."""
+    found = []
+    for child in getattr(node, "children", {}).values():
+        if type(child).__name__ == "Expander":
+            continue
+        if getattr(child, "type", None) == kind:
+            found.append(child)
+        found += outside_expanders(child, kind)
+    return found
+
+
+def metric_bar(at):
+    """The sticky metric bar's block (app_pages/classroom.py: metric_bar)."""
+    def find(node):
+        for child in getattr(node, "children", {}).values():
+            if getattr(child, "key", None) == "metric_bar":
+                return child
+            hit = find(child)
+            if hit is not None:
+                return hit
+    return find(at.main)
+
+
+def test_long_terms_show_the_textbook_form_first_and_the_metric_bar_holds_the_refusal():
+    """Issue 30 item 4: no term needs sideways scrolling unless asked for (8 of 11 did at 1280 px); the
+    iteration time, memory, MFU and the refusal sit in the sticky metric bar."""
+    at = open_page("cost")
+    visible = [f.value.strip("$\n") for f in outside_expanders(at.main, "latex")]
+    visible = [f for f in visible if f.startswith("T_{\\mathrm")]
+    assert visible and all(len(f.split(" = ", 1)[-1]) <= 120 for f in visible), "long terms are in expanders"
+    folded = [e for e in at.expander if e.label.startswith("The model's term for")]
+    assert folded and all(any(len(f.value) > 120 for f in e.latex) for e in folded)
+    assert any("ring all-reduce" in f.value for f in outside_expanders(at.main, "latex")), "the textbook form first"
+    labels = [m.label for m in outside_expanders(metric_bar(at), "metric")]
+    assert labels[0] == "Iteration time" and any("MFU" in label for label in labels)
+    assert any(label.startswith("Peak memory") for label in labels)
+    at.sidebar.number_input(key="w_global_batch").set_value(1000).run()
+    assert any("cannot run" in e.value for e in outside_expanders(metric_bar(at), "error"))

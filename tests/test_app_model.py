@@ -54,8 +54,16 @@ def test_uploading_a_huggingface_config_and_a_malformed_file():
     at.file_uploader(key="w_model_file").upload("config.json", json.dumps(HF_CONFIG).encode(), "application/json")
     at.run()
     assert not at.exception
+    # issue 30: the training sequence length is asked for, max_position_embeddings only suggested
+    assert at.session_state["model"].name == "gpt3-175b", "not used before its sequence length is chosen"
+    assert at.number_input(key="w_upload_seq_len").value == 1024
+    at.number_input(key="w_upload_seq_len").set_value(512).run()
+    at.button(key="model_use_upload").click().run()
+    assert not at.exception
     model = at.session_state["model"]
-    assert (model.family, model.layers, model.hidden) == ("llama", 4, 512)
+    assert (model.family, model.layers, model.hidden, model.seq_len) == ("llama", 4, 512, 512)
+    assert model.name == "llama-config" and "sequence length 512 chosen" in model.source
+    assert at.selectbox(key="w_model_preset").value is None, "the preset box no longer names gpt3-175b"
     total = metric(at, "Iteration time") if any(m.label == "Iteration time" for m in at.metric) else None
     at.file_uploader(key="w_model_file").set_value(("bad.json", b"{not json", "application/json")).run()
     assert not at.exception
@@ -70,3 +78,12 @@ def test_uploading_a_cluster_spec_with_a_missing_field_is_refused():
     assert not at.exception
     assert any("Upload refused: c.yaml:" in e for e in errors(at))
     assert at.session_state["cluster"].name == "dgx-a100-80gb"
+
+
+def test_our_schema_upload_is_used_at_once_and_the_preset_box_follows():
+    at = open_page("model")
+    spec = {"family": "gpt", "layers": 2, "hidden": 64, "heads": 4, "seq_len": 32, "vocab": 100}
+    at.file_uploader(key="w_model_file").upload("small.json", json.dumps(spec).encode(), "application/json")
+    at.run()
+    assert not at.exception and at.session_state["model"].name == "small"
+    assert at.selectbox(key="w_model_preset").value is None

@@ -3,7 +3,7 @@ Cost page prices its all-to-alls."""
 from app_util import open_page
 
 from app_pages import state as S
-from explorer.facade import load_model
+from explorer.facade import load_cluster, load_model
 
 EP_LABEL = "e — expert parallel (of d)"
 
@@ -60,3 +60,26 @@ def test_whole_experts_toggle_sets_expert_tp_1():
     assert not at.exception
     strategy = at.session_state[S.LAST_VALID].strategy
     assert strategy.expert_tp == 1 and strategy.ep == max(int(e) for e in slider.options)
+
+
+def test_dispatcher_cuda_graphs_and_ep_overlap_controls_reach_the_strategy():
+    """Issue 27 item 6: the MoE dispatcher and the EP overlap are drawn for a model with experts only, CUDA graphs for
+    every model; each lands in the evaluated strategy, and the overlap hides part of the EP all-to-all on the Cost
+    page; a choice Megatron refuses (full-iteration graphs with the syncing all-to-all) shows one line."""
+    at = open_page("cost")
+    keys = lambda: {w.key for w in at.sidebar.selectbox} | {w.key for w in at.sidebar.toggle}
+    assert S.W_CUDA_GRAPHS in keys() and S.W_MOE_DISPATCHER not in keys() and S.W_OVERLAP_EP not in keys()
+    at.session_state[S.CLUSTER] = load_cluster("dgx-h100")      # the fused dispatchers need Hopper or later
+    _moe(at)
+    assert {S.W_CUDA_GRAPHS, S.W_MOE_DISPATCHER, S.W_OVERLAP_EP} <= keys()
+    next(w for w in at.sidebar.select_slider if w.key == S.W_PP).set_value(1).run()   # overlap: p = 1 or interleaved
+    next(w for w in at.sidebar.selectbox if w.key == S.W_MOE_DISPATCHER).set_value("hybridep").run()
+    next(w for w in at.sidebar.selectbox if w.key == S.W_CUDA_GRAPHS).set_value("full").run()
+    next(w for w in at.sidebar.toggle if w.key == S.W_OVERLAP_EP).set_value(True).run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    s = at.session_state[S.LAST_VALID].strategy
+    assert (s.moe_dispatcher, s.cuda_graphs, s.overlap_ep) == ("hybridep", "full", True)
+    comm = next(df.value for df in at.dataframe if "type" in df.value.columns)
+    assert (comm.loc[comm["type"] == "EP all-to-all", "hidden_s"] > 0).any()
+    next(w for w in at.sidebar.selectbox if w.key == S.W_MOE_DISPATCHER).set_value("alltoall").run()
+    assert at.error and "full-iteration CUDA graphs" in at.error[0].value.splitlines()[0]   # the library's one line

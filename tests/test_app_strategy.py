@@ -109,3 +109,16 @@ def test_the_numbers_stay_in_view_while_dragging():
     at = open_page("strategy")
     now = [m.value for m in at.sidebar.markdown if m.value.startswith("**Now:**")]
     assert now and metric(at, "Iteration time").split()[0] in now[0]
+
+
+def test_an_applied_pipeline_layout_is_shown_read_only_and_costed():
+    """A strategy with a Megatron-LM layout (from a link or a file) shows its stages as a table, not as drag
+    columns, and the numbers are those of the layout (issue 26 item 7)."""
+    at = open_page("strategy")
+    total = metric(at, "Iteration time")
+    at.session_state["pipeline_layout"] = "Et*11|(t*12|)*6,t*13L"       # 96 layers, 11 | 12 x 6 | 13
+    at.run()
+    assert not at.exception and not errors(at)
+    table = next(df.value for df in at.dataframe if "chunk 0" in df.value.columns)
+    assert list(table["chunk 0"]) == ["E t×11"] + ["t×12"] * 6 + ["t×13 L"]
+    assert metric(at, "Iteration time") != total

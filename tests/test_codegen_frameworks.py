@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import importlib.util
 import json
 import os
 import shlex
@@ -92,29 +93,17 @@ def exports(framework: str) -> list:
 # ---- Megatron-LM ------------------------------------------------------------------------------------------
 
 def megatron_parser() -> argparse.ArgumentParser:
-    """Megatron-LM's argument parser, rebuilt from its table (megatron_arguments.json): the same option
-    strings, dests, actions, defaults and choices; an unknown flag or a value outside the choices fails."""
-    class Strict(argparse.ArgumentParser):
-        def error(self, message):
-            raise AssertionError(f"Megatron-LM's parser rejects this: {message}")
+    """Megatron-LM's argument parser, rebuilt from its table (megatron_arguments.json) by the one builder the
+    framework-load checks use (tests/data/frameworks/load_exports.py): an unknown flag or a value outside the
+    choices fails the test."""
+    spec = importlib.util.spec_from_file_location("load_exports", DATA / "load_exports.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    parser = module.megatron_parser(MEGATRON)
 
-    parser = Strict(prog="megatron", add_help=False, allow_abbrev=False)
-    for option, spec in MEGATRON["flags"].items():
-        if option in ("-h", "--help"):
-            continue
-        kwargs = {"dest": spec["dest"], "default": spec["default"]}
-        if spec["action"] in ("store_true", "store_false"):
-            kwargs["action"] = spec["action"]
-        elif spec["action"] == "store":
-            if spec["type"] in ("int", "float"):
-                kwargs["type"] = {"int": int, "float": float}[spec["type"]]
-            if spec["choices"]:
-                kwargs["choices"] = spec["choices"]
-            if spec["nargs"] is not None:
-                kwargs["nargs"] = spec["nargs"]
-        else:
-            continue
-        parser.add_argument(option, **kwargs)
+    def error(message):
+        raise AssertionError(f"Megatron-LM's parser rejects this: {message}")
+    parser.error = error
     return parser
 
 
@@ -523,18 +512,25 @@ def test_mindspore_executes_every_export_and_takes_every_shard(monkeypatch):
 
 # ---- explorer run (h) --------------------------------------------------------------------------------------
 
-def test_h_explorer_run_refuses_a_strategy_file_in_another_dtype(tmp_path):
+def test_h_explorer_run_honours_the_dtype_or_refuses_it_in_one_line(tmp_path):
+    """(h) The reference run trains in the strategy's dtype (fp32 or bf16; tests/test_runtime.py measures bf16
+    bytes equal to the model's) and refuses fp16 and fp8 in one line; a file without a dtype, or the flags
+    alone, train in fp32."""
     from explorer.cli.run_cmd import strategy_of
+    from explorer.runtime.measure import check_runnable
+    tiny = load_model("tiny-gpt")
     flags = dict(dp=None, tp=None, pp=None, micro_batch=None, global_batch=None, schedule=None, zero=None,
-                 sequence_parallel=None)
-    for dtype, refused in (("bf16", True), ("fp8", True), ("fp32", False), (None, False)):
+                 sequence_parallel=None, chunks=None, recompute=None, dtype=None)
+    for dtype, trained in (("bf16", "bf16"), ("fp8", None), ("fp16", None), ("fp32", "fp32"), (None, "fp32")):
         path = tmp_path / f"{dtype}.json"
         path.write_text(json.dumps({"version": 1, "dp": 2, "global_batch": 2, **({"dtype": dtype} if dtype else {})}))
-        args = argparse.Namespace(strategy=str(path), **flags)
-        if refused:
+        strategy = strategy_of(argparse.Namespace(strategy=str(path), **flags))
+        assert strategy.dtype == (dtype or "fp32")
+        if trained is None:
             with pytest.raises(ExplorerError) as err:
-                strategy_of(args)
-            assert "\n" not in str(err.value) and f"dtype '{dtype}'" in str(err.value) and "fp32 only" in str(err.value)
+                check_runnable(tiny, strategy, 2, 3)
+            assert "\n" not in str(err.value) and f"{dtype} (it needs" in str(err.value)
         else:
-            assert strategy_of(args).dtype == "fp32"
+            check_runnable(tiny, strategy, 2, 3)
     assert strategy_of(argparse.Namespace(strategy=None, **flags)).dtype == "fp32"
+    assert strategy_of(argparse.Namespace(strategy=None, **{**flags, "dtype": "bf16"})).dtype == "bf16"

@@ -38,7 +38,7 @@ def test_every_costed_choice_is_written():
             f["model", "virtual_pipeline_model_parallel_size"], f["model", "context_parallel_size"]) == (2, 4, 2, 1)
     assert f["model", "sequence_parallel"] is True and f["model", "seq_length"] == f["dataset", "seq_length"]
     assert (f["train", "micro_batch_size"], f["train", "global_batch_size"]) == (1, 64)
-    assert r["precision"] == "bf16_with_fp8_current_scaling_mixed"
+    assert r["precision"] == "bf16_with_fp8_delayed_scaling_mixed"     # Strategy.fp8_recipe's default, Megatron's
     assert f["mixed_precision", "first_last_layers_bf16"] is False and f["mixed_precision", "fp8_param_gather"] is False
     assert f["mixed_precision", "grad_reduce_in_fp32"] is False      # bf16_mixed's default True would be fp32
     assert f["ddp", "use_distributed_optimizer"] is True and f["optimizer", "use_distributed_optimizer"] is True

@@ -47,11 +47,12 @@ COLD_CASE_CALLS = 6_000_000
 """Function calls of a case's first run besides compiling: trees and outlines new to the process are
 built (a 2,048-layer llama2-7b link with its own stage map: 2.3 M calls, none compiled), and modules
 it is the first to need are imported (sympy 0.44 M calls, pandas 0.41 M)."""
-CASE_COMPILED = 100
-"""Functions one case may compile: a cold `validate` (every published run) compiles 88 since the
-Megatron-Bridge rows carry what each container ran (CUDA graph scope, dispatcher, FP8 recipe: issue 27
-item 5), which gives their blocks host terms of their own (22 before); a cold tiny-gpt link 16; one per
-layer or per micro-batch would be thousands."""
+CASE_COMPILED = 250
+"""Functions one case may compile: a cold `validate` (every published run) compiles 186 since the uneven
+pipeline layouts made 54 more Megatron-Bridge rows cases (issue 26 item 7: DeepSeek-V3 with its MTP
+module, Llama 3.1 405B) and the rows carry their FP8 recipe, memory options and overlaps (issues 26-27);
+88 before, when the rows first carried what each container ran (CUDA graph scope, dispatcher: issue 27
+item 5), 22 before that; a cold tiny-gpt link 16; one per layer or per micro-batch would be thousands."""
 APP_RUN_CALLS = 4_000_000
 """Calls of the app's first run (its script thread) besides compiling: 1.2-1.5 M warm, 5.0 M for the
 first run of a session (16 functions compiled, pandas and plotly imported)."""

@@ -40,6 +40,16 @@ it 0): 84 of the 118 dgx-h100 and h200 cases moved, 40 by less than 0.1 % (the e
 microseconds the host's issue time exceeds), 44 by +0.2 % to +1118 % (bert-large 13, resnet-50 12, tiny-gpt 10, tiny-mlp 5,
 gpt-1.7b 4: small layers, whose passes the host's issue time binds), none down; no dgx-a100-80gb or classroom case moved.
 Existing keys only (the new `host_s` is not stored).
+Rewritten on 2026-12-03 (third session) for issue 26 item 8 (tests/test_nccl_latency_and_norm.py): a ring's steps pay
+the latency of the level each crosses (NCCL src/graph/tuning.cc), the gradient-norm all-reduce before the optimizer
+step (T_norm, Megatron's clip_grads), one coalesced LayerNorm-gradient all-reduce per block under SP: 235 of 240 cases
+moved, 182 up (T_norm: +10 us to +0.2 ms per iteration), 53 down (the per-level latency); the 166 LLM cases -1.59 % to
++0.04 %; the latency-bound toy models on the classroom cluster most (tiny-mlp -71.7 %: a tensor-parallel group crossing
+nodes; resnet-50 -51.4 %; tiny-gpt +8.2 %: a 46 us T_norm on a 0.56 ms iteration). The framework field (generic keeps
+the model-dtype gradients), FP8 memory (no golden case runs fp8), the MoE terms (no MoE case) and the pipeline
+layouts (no case is uneven) moved none. Existing keys only. Then for the refit that followed (gemm_max 0.481 -> 0.482 on
+dgx-h100 and h200, benchmarks/fit_megatron_bridge.py; tests/test_bf16_efficiency.py): 79 of the dgx-h100 and h200 cases
+moved, all down, by -0.21 % to -0.001 % (no golden case runs fp8, whose constants were refitted too).
 """
 import json
 import math

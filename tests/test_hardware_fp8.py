@@ -77,9 +77,13 @@ def test_fp8_uses_the_fp8_peak_and_its_own_efficiency():
     bf16 = evaluate(model, base, cluster)
     fp8 = evaluate(model, base.with_(dtype="fp8"), cluster)
     assert fp8.breakdown_s["compute"] < bf16.breakdown_s["compute"]
-    # weights, gradients, activations and the communicated bytes stay bf16 (TE keeps them so)
-    assert fp8.memory_bytes_per_device == bf16.memory_bytes_per_device
+    # gradients and the communicated bytes stay bf16 (TE keeps them so); the memory differs by the recipe's
+    # cached FP8 weight copies and FP8-saved linear inputs (issue 26 item 3; the amounts in
+    # tests/test_precision_memory.py)
     assert fp8.comm_bytes_per_device == bf16.comm_bytes_per_device
+    assert fp8.memory_bytes_per_device["grads"] == bf16.memory_bytes_per_device["grads"]
+    assert fp8.memory_bytes_per_device["params"] > bf16.memory_bytes_per_device["params"]
+    assert fp8.memory_bytes_per_device["activations"] < bf16.memory_bytes_per_device["activations"]
     from explorer.cost.numbers import hardware_numbers
     hw = hardware_numbers(cluster, "fp8")
     assert hw["F"] == 1978.9e12 and hw["eta"] == cluster.efficiency.gemm_max_fp8 and hw["beta"] == 2

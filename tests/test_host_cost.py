@@ -148,7 +148,7 @@ def test_the_host_binds_at_small_micro_batches_and_larger_ones_amortise_it():
 
 def test_host_options_from_the_strategy():
     s = Strategy(dp=8, global_batch=8, ep=8, expert_tp=1, dtype="fp8", cuda_graphs="layer", moe_dispatcher="hybridep")
-    assert host_options(QWEN, s) == {"host": ("layer", True, 16, True, False, True)}
+    assert host_options(QWEN, s) == {"host": ("layer", "delayed", 16, True, False, True)}   # the FP8 recipe
     assert host_options(LLAMA, Strategy(dp=8, global_batch=8)) == {}                       # eager bf16: the default key
     assert host_options(LLAMA, Strategy(dp=8, global_batch=8, cuda_graphs="full")) == {"host": ("full", False)}
 
@@ -247,18 +247,54 @@ def test_the_micro_step_gantt_has_a_host_row():
     assert not graphed["row"].str.endswith("· host").any() and not (graphed["kind"] == "host_wait").any()
 
 
-@pytest.mark.parametrize("framework", ["megatron", "megatron-bridge", "deepspeed", "torchtitan", "mindspore"])
-@pytest.mark.parametrize("option", [dict(cuda_graphs="layer"), dict(cuda_graphs="full"), dict(moe_dispatcher="deepep")])
+@pytest.mark.parametrize("framework", ["deepspeed", "torchtitan", "mindspore"])
+@pytest.mark.parametrize("option", [dict(cuda_graphs="layer"), dict(cuda_graphs="full"), dict(moe_dispatcher="deepep"),
+                                    dict(overlap_ep=True)])
 def test_no_exporter_writes_a_config_that_runs_the_host_side_otherwise(framework, option):
-    """Issue 29's rule for the new options: written as costed, or refused in one line (no exporter writes CUDA
-    graphs or the fused dispatchers yet: explorer.codegen.common.check_host_options)."""
+    """Issue 29's rule for the new options: written as costed (Megatron-LM, Megatron-Bridge: the next test), or
+    refused in one line (explorer.codegen.common.check_host_options)."""
     from explorer.codegen import export
     from explorer.codegen.common import check_host_options
     from explorer.errors import ExplorerError
     model = load_model("tiny-gpt")
-    s = Strategy(dp=2, global_batch=4, **option)
+    s = Strategy(dp=2, global_batch=4, **{k: v for k, v in option.items() if k != "overlap_ep"})
+    s = replace(s, **option) if "overlap_ep" in option else s       # (a dense model: the rule, not the export)
     with pytest.raises(ExplorerError) as err:
         check_host_options(framework, s)
     assert "does not write" in str(err.value) and "\n" not in str(err.value)
     with pytest.raises(ExplorerError):
         export(framework, model, s, load_cluster("dgx-h100"))
+
+
+@pytest.mark.parametrize("framework", ["megatron", "megatron-bridge"])
+@pytest.mark.parametrize("option", [dict(cuda_graphs="router", moe_dispatcher="hybridep"),
+                                    dict(cuda_graphs="full", moe_dispatcher="hybridep", overlap_ep=True),
+                                    dict(cuda_graphs="layer", moe_dispatcher="allgather"),
+                                    dict(moe_dispatcher="deepep", overlap_ep=True)])
+def test_megatron_exporters_write_the_host_side_and_read_it_back(framework, option):
+    """Megatron-LM (--cuda-graph-impl/--cuda-graph-modules, --moe-token-dispatcher-type, --moe-flex-dispatcher-
+    backend, --overlap-moe-expert-parallel-comm: explorer/codegen/megatron_moe.py) and Megatron-Bridge (the same
+    TransformerConfig and CommOverlapConfig fields) write each option, and the importer reads the same strategy."""
+    from explorer.codegen import export
+    from explorer.codegen.imports import import_config
+    s = Strategy(dp=8, global_batch=64, ep=8, expert_tp=1, dtype="fp8", **option)
+    text = export(framework, QWEN, s, load_cluster("dgx-b200"))
+    back = import_config(text, framework).strategy
+    assert (back.cuda_graphs, back.moe_dispatcher, back.overlap_ep) == (s.cuda_graphs, s.moe_dispatcher, s.overlap_ep)
+    words = {"megatron": {"full": "--cuda-graph-impl full_iteration", "hybridep": "--moe-flex-dispatcher-backend hybridep",
+                          "allgather": "--moe-token-dispatcher-type allgather", "router": "--cuda-graph-modules moe_router moe_preprocess",
+                          "overlap": "--overlap-moe-expert-parallel-comm"},
+             "megatron-bridge": {"full": 'cuda_graph_impl = "full_iteration"', "hybridep": '"hybridep"',
+                                 "allgather": '"allgather"', "router": "= ['moe_router', 'moe_preprocess']",
+                                 "overlap": "overlap_moe_expert_parallel_comm=True"}}[framework]
+    for key, word in words.items():
+        expected = key in (s.cuda_graphs, s.moe_dispatcher) or (key == "overlap" and s.overlap_ep)
+        assert (word in text) == expected, (key, word)
+    if framework == "megatron":      # Megatron-LM's own parser (its table at d98e8a64) takes every flag written
+        from test_codegen_frameworks import PARSER, megatron_argv
+        args = PARSER.parse_args(megatron_argv(text))
+        assert args.overlap_moe_expert_parallel_comm == s.overlap_ep
+        assert args.moe_token_dispatcher_type == ("flex" if s.moe_dispatcher in ("deepep", "hybridep")
+                                                  else s.moe_dispatcher)
+        assert args.cuda_graph_impl == {"none": "none", "full": "full_iteration"}.get(s.cuda_graphs,
+                                                                                      "transformer_engine")

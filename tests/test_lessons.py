@@ -70,7 +70,9 @@ def test_tensor_parallel_reveal_is_the_op_comm_at_t8():
     reveal = by_slug("tensor-parallel").reveal({"tp": 2})
     r = evaluate(M, Strategy(dp=1, tp=8, global_batch=8), C)
     assert reveal.answer == r.breakdown_s["op_comm"]
-    assert reveal.answer > 5 * reveal.now, "t = 8 leaves the node: the class sees the jump"
+    # 4.7x on the classroom cluster (6.0x before the ring's steps paid each level's own latency, as NCCL's tuning
+    # model charges them: issue 26 item 8a, explorer/cost/collectives.py latency_shares)
+    assert reveal.answer > 4 * reveal.now, "t = 8 leaves the node: the class sees the jump"
 
 
 @pytest.mark.parametrize("schedule", ["gpipe", "1f1b", "interleaved"])

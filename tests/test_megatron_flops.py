@@ -117,3 +117,43 @@ def test_cli_json_has_both_numbers():
     d = json.loads(out.stdout)
     assert d["megatron_tflops_per_gpu"] < d["tflops_per_gpu"] and d["megatron_mfu"] < d["mfu"]
     assert set(d["flops_conventions"]) >= {"tflops_per_gpu", "megatron_tflops_per_gpu", "mfu", "megatron_mfu"}
+
+
+def test_search_json_and_tables_carry_both_conventions():
+    """search --json, the search's rows and its text: Megatron-LM's count beside Eq. 3, each labelled (item 4)."""
+    from explorer.search import search
+    from explorer.search.report import FLOPS_CONVENTIONS as SEARCH_CONVENTIONS
+    from explorer.search.report import MEGATRON_MFU_COLUMN, rows, search_dict, search_text
+    model, cluster = load_model("tiny-gpt"), load_cluster("classroom")
+    found = search(model, cluster, 8, 16, top=3, refine_top=1)
+    d = search_dict(found, model, cluster, 8, 16)
+    assert SEARCH_CONVENTIONS["megatron_mfu"].startswith("Megatron-LM") and d["flops_conventions"] == SEARCH_CONVENTIONS
+    for c, row, table_row in zip(found.top, d["top"], rows(found.top)):
+        r = evaluate(model, c.strategy, cluster, 8)
+        assert row["megatron_mfu"] == pytest.approx(r.megatron_mfu, rel=1e-12) and row["megatron_mfu"] < row["mfu"]
+        assert row["megatron_tflops_per_gpu"] == pytest.approx(r.megatron_tflops_per_gpu, rel=1e-12)
+        assert row["tflops_per_gpu"] == pytest.approx(r.tflops_per_gpu, rel=1e-12)
+        assert table_row[MEGATRON_MFU_COLUMN] == pytest.approx(100 * r.megatron_mfu, rel=1e-12)
+    assert "Meg. %" in search_text(found, "t") and "causal attention core counted at half" in search_text(found, "t")
+
+
+def test_megatron_bridge_validation_compares_megatron_counts():
+    """The Megatron-Bridge rows publish TFLOP/s in Megatron's count: the prediction is the evaluation's own
+    megatron_tflops_per_gpu (one spelling of the count), and each row says which convention it uses."""
+    from explorer.cost.megatron_flops import CONVENTION
+    from explorer.validation import load_megatron_bridge, validate
+    cases = [c for c in load_megatron_bridge()[0] if c.metric == "model_tflops_per_gpu"][:3]
+    assert cases
+    for case, row in zip(cases, validate(cases, H100)):
+        r = evaluate(case.model, case.strategy, load_cluster(case.cluster), case.gpus)
+        assert row.predicted == pytest.approx(r.megatron_tflops_per_gpu, rel=1e-12)
+        assert row.convention == case.convention == CONVENTION
+
+
+def test_cost_page_labels_both_conventions():
+    from app_util import open_page
+    at = open_page("cost")
+    assert not at.exception
+    assert any(m.label == "MFU (Eq. 3)" for m in at.metric)
+    assert any("In Megatron-LM's count" in c.value and "causal attention core counted at half" in c.value
+               for c in at.caption)

@@ -54,14 +54,29 @@ def test_search_and_evaluate_accept_the_same_strategies(model, gpus, batch):
     assert reasons == Counter({k: n for k, n in space.pruned.items() if n})
 
 
+SEVEN = ModelSpec(name="seven", family="gpt", layers=7, hidden=64, heads=4, seq_len=16, vocab=100)
+
+
 def test_the_interleave_disagreement_is_fixed():
-    """6 layers on p = 2 with v = 2 chunks: 4 model chunks of unequal size. Megatron-LM asserts
-    layers % (p v) == 0; evaluate() used to accept what the search pruned, now both refuse."""
+    """7 layers on p = 2 with v = 2 chunks: 4 model chunks of unequal size, and 9 pieces with the embedding and
+    the loss (Megatron's account_for_embedding/loss_in_pipeline_split) do not split either; evaluate() used to
+    accept what the search pruned, now both refuse, naming the flags that would say how."""
     strategy = Strategy(dp=1, tp=1, pp=2, micro_batch=1, global_batch=4, schedule="interleaved", chunks=2)
-    with pytest.raises(ExplorerError, match="equal model chunks"):
-        evaluate(SIX, strategy, load_cluster("classroom"))
-    pruned = enumerate_space(SIX, 2, 4).pruned
+    with pytest.raises(ExplorerError, match="equal model chunks.*--pipeline-layout"):
+        evaluate(SEVEN, strategy, load_cluster("classroom"))
+    pruned = enumerate_space(SEVEN, 2, 4).pruned
     assert pruned[rules.UNEVEN] > 0
+
+
+def test_six_layers_in_four_chunks_run_with_the_embedding_and_loss_as_members():
+    """6 layers on p = 2, v = 2: E t | t t | t t | t L (explorer.cost.placement.layout_of), the same evaluation as
+    that layout given explicitly, and the search keeps what evaluate() accepts."""
+    cluster = load_cluster("classroom")
+    strategy = Strategy(dp=1, tp=1, pp=2, micro_batch=1, global_batch=4, schedule="interleaved", chunks=2)
+    default = evaluate(SIX, strategy, cluster)
+    given = evaluate(SIX, strategy.with_(pipeline_layout="Et|tt|tt|tL"), cluster)
+    assert default.iteration_time_s == given.iteration_time_s
+    assert enumerate_space(SIX, 2, 4).pruned[rules.UNEVEN] == 0
 
 
 def test_a_strategy_is_checked_once_per_evaluation(monkeypatch):

@@ -113,8 +113,12 @@ def test_top_rows_differ_by_more_than_a_tenth_of_a_percent():
         for b in rows[i + 1:]:
             assert abs(a.iteration_time_s - b.iteration_time_s) > 1e-3 * a.iteration_time_s or \
                 abs(a.peak_memory_bytes - b.peak_memory_bytes) > 1e-3 * a.peak_memory_bytes
+    assert not any(c.strategy.schedule == "zb-h1" and c.strategy.pp == 1 for c in rows + [
+        x for c in rows for x in c.equivalent]), "ZB-H1 is not offered without a pipeline (issue 30)"
+    # one micro-batch per replica (B = 16 on 16 GPUs): GPipe is 1F1B, folded into its row
+    rows = search(load_model("gpt-1.7b"), load_cluster("dgx-a100-80gb"), 16, 16, top=8).top
     folded = [c for c in rows if c.equivalent]
-    assert folded, "zb-h1 without pipelining is 1f1b: folded into its row"
+    assert folded, "gpipe with one micro-batch is 1f1b: folded into its row"
     for c in folded:
         for other in c.equivalent:
             r = evaluate(load_model("gpt-1.7b"), other, load_cluster("dgx-a100-80gb"), 16)
@@ -143,7 +147,8 @@ def test_an_early_answer_before_the_refinement():
     found = search(TINY, CLUSTER, 8, 16, top=2, progress=lambda f, msg: seen.append((f, msg)))
     early = [(f, msg) for f, msg in seen if msg.startswith("best so far")]
     assert len(early) == 1 and early[0][0] < 1.0
-    assert float(early[0][1].split()[3]) >= found.top[0].iteration_time_s * (1 - 1e-9)   # refinement only helps
+    # refinement only helps (the message prints 4 significant digits: within half a unit of the 4th)
+    assert float(early[0][1].split()[3]) >= found.top[0].iteration_time_s * (1 - 5e-4)
 
 
 def test_sequence_parallel_candidates_run_tp_communication_under_the_gemms():

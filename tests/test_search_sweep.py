@@ -56,10 +56,10 @@ def test_the_top_list_stops_reading_past_its_slowest_row(monkeypatch):
     module = importlib.import_module("explorer.search.search")
     calls, evaluate_one = [], module.candidate
     monkeypatch.setattr(module, "candidate", lambda *args: calls.append(1) or evaluate_one(*args))
-    stopped = search(model, cluster, 16, 128, top=8)
+    stopped = search(model, cluster, 16, 16, top=8)         # B = 16: GPipe = 1F1B rows to fold (m = 1)
     evaluated = len(calls)
     monkeypatch.setattr(module, "SWEEP_AGREES", np.inf)
-    read_all = search(model, cluster, 16, 128, top=8)
+    read_all = search(model, cluster, 16, 16, top=8)
     assert evaluated < len(calls) - evaluated
     assert [(c.strategy, c.equivalent) for c in stopped.top] == [(c.strategy, c.equivalent) for c in read_all.top]
     assert any(c.equivalent for c in stopped.top)

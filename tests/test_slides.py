@@ -21,7 +21,9 @@ def test_slide_figure_is_16_9_with_large_text_and_a_caption(lesson):
     fig = slide_figure(lesson.figure(), f"Lesson {lesson.number} · caption")
     assert (fig.layout.width, fig.layout.height) == (SLIDE_W, SLIDE_H) == (1920, 1080)
     assert min(_sizes(fig)) >= MIN_TEXT_PX
-    assert any("caption" in a.text for a in fig.layout.annotations)
+    assert "caption" in fig.layout.title.subtitle.text, "the caption under the title"
+    assert fig.layout.title.subtitle.font.size >= MIN_TEXT_PX
+    assert fig.layout.legend.yanchor == "bottom" and fig.layout.legend.yref == "container", "the legend below"
     assert not fig.frames and not fig.layout.updatemenus, "a still picture"
 
 
@@ -36,6 +38,7 @@ def test_deck_is_self_contained(slug):
     lesson = by_slug(slug)
     deck = lesson_deck(lesson, lesson.values(), lesson.figure(), lesson.reveal(), "setting")
     assert deck.count("<section>") == 5
+    assert '"title":{"text":""' in deck.replace(" ", ""), "the figure's title is the page's heading, shown once"
     assert lesson.formula_text.split()[0] in deck and lesson.reveal().answer_text in deck
     assert "Plotly.newPlot" in deck
     # nothing is fetched: no external script, stylesheet, font or image

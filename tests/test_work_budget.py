@@ -123,9 +123,16 @@ def test_stop_requested_reads_streamlits_own_requests(monkeypatch):
     assert not budget.stop_requested()
 
 
-def test_a_page_whose_session_left_ends_quietly(monkeypatch):
-    """The Cost page of an unseen model (compiles) with the session gone: the run ends, no exception box."""
+def test_a_page_whose_session_left_ends_quietly(monkeypatch, tmp_path):
+    """The Cost page of an unseen model (compiles) with the session gone: the run ends, no exception box.
+    Unseen whatever ran before in this process: an empty disk cache, the in-memory trees and explanations
+    cleared, and compiles in this interpreter (BRIDGING_DL_WORKERS=0), where the budget is asked."""
     from app_pages import budget
+    from explorer.cost import cold, explained
+    monkeypatch.setenv("BRIDGING_DL_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("BRIDGING_DL_WORKERS", "0")
+    cold.clear_memory()
+    explained.clear_memory()
     from explorer.io.share import encode
     from tests.app_util import open_page
     unseen = dataclasses.replace(load_model("tiny-gpt"), name="left-behind", hidden=8 * 127, heads=8)

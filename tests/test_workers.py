@@ -8,8 +8,9 @@ import pytest
 from app_util import errors, open_page
 from explorer import load_cluster, load_model
 from explorer.errors import ExplorerError
-from explorer.runtime.workers import (JOBS, SELFTEST_JOBS, WorkerPool, plain, search_request,
-                                      search_result_from_dict, search_result_to_dict)
+from explorer.runtime.jobs import (JOBS, SELFTEST_JOBS, image_request, plain, search_request,
+                                   search_result_from_dict, search_result_to_dict)
+from explorer.runtime.workers import WorkerPool
 from explorer.search import search
 
 JOB_WAIT_S = 120          # a generous bound on a job that must finish (a worker's first imports included)
@@ -174,7 +175,6 @@ def test_the_search_page_cancels_a_large_search():
 
 def test_an_image_is_rendered_in_a_worker(pool):
     import plotly.graph_objects as go
-    from explorer.runtime.workers import image_request
     job = pool.submit("student-11", "image", image_request(go.Figure(go.Bar(x=["a"], y=[1])), "svg"), kind="svg")
     assert job.wait(JOB_WAIT_S), job
     assert job.state == "done", job.error

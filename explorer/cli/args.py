@@ -9,7 +9,10 @@ from explorer.errors import ExplorerError
 from explorer.io.models import load_model
 from explorer.model.spec import ATTENTION
 from explorer.strategy.strategy import CP_ALGOS, DTYPES, GRAD_DTYPES, RECOMPUTE, SCHEDULES, Strategy
-from explorer.strategy.strategy import CUDA_GRAPHS, MOE_DISPATCHERS
+from explorer.strategy.strategy import CUDA_GRAPHS, MOE_DISPATCHERS, RECOMPUTE_MODULES
+from explorer.hardware.precision import FP8_RECIPES, MOMENT_DTYPES
+from explorer.strategy.pipeline_layout import first_last_layout
+from explorer.strategy.frameworks import FRAMEWORKS, GRAD_FROM_FRAMEWORK, default_grad_dtype
 from explorer.io.strategies import load_strategy
 from explorer.schedules import chunked
 
@@ -38,6 +41,9 @@ def add_strategy_flags(cmd: argparse.ArgumentParser, extra_schedules: tuple = ()
                      help="ZeRO stage; --zero 1 --grad-dtype fp32 is Megatron's distributed optimizer "
                           "(optimizer states sharded over dp, fp32 main grads reduce-scattered)")
     cmd.add_argument("--recompute", choices=RECOMPUTE)
+    cmd.add_argument("--recompute-modules", nargs="+", choices=RECOMPUTE_MODULES, metavar="MODULE",
+                     help="with --recompute selective: the modules recomputed, as Megatron-LM's --recompute-modules "
+                          f"({', '.join(RECOMPUTE_MODULES)}; default core_attn); explorer/model/recompute.py")
     cmd.add_argument("--sequence-parallel", action="store_true", default=None)
     cmd.add_argument("--overlap-dp", action="store_true", default=None,
                      help="overlap gradient synchronisation with the last backward (interleaved: each "
@@ -61,21 +67,64 @@ def add_strategy_flags(cmd: argparse.ArgumentParser, extra_schedules: tuple = ()
                           "--cuda-graph-impl transformer_engine), full (--cuda-graph-impl full_iteration); "
                           "explorer/model/kernels.py")
     cmd.add_argument("--moe-dispatcher", choices=MOE_DISPATCHERS,
-                     help="MoE token dispatcher: alltoall (default), deepep or hybridep (Megatron-LM "
-                          "--moe-flex-dispatcher-backend); the first two synchronise with the host once per "
-                          "dropless MoE forward")
+                     help="MoE token dispatcher: alltoall (default), allgather (every token of the ep group "
+                          "gathered), deepep or hybridep (Megatron-LM --moe-flex-dispatcher-backend); all but "
+                          "hybridep synchronise with the host once per dropless MoE forward")
+    cmd.add_argument("--overlap-ep", action="store_true", default=None,
+                     help="MoE: run one micro-batch's dispatch and combine under another's compute in the 1F1B "
+                          "steady state (Megatron-LM --overlap-moe-expert-parallel-comm; explorer/cost/moe_terms.py)")
     cmd.add_argument("--seq-len", type=int, help="override the model's sequence length")
+    add_pipeline_layout_flags(cmd)
     add_long_context_flags(cmd)
     cmd.add_argument("--expert-load-share", type=float,
                      help="MoE what-if: the most-loaded expert's share of the routed tokens (default balanced)")
     cmd.add_argument("--dtype", choices=DTYPES,
                      help="training dtype; fp8 = Transformer Engine FP8 GEMMs with bf16 weights, "
                           "gradients and activations, fp32 master weights and Adam states")
+    cmd.add_argument("--fp8-recipe", choices=FP8_RECIPES,
+                     help="with --dtype fp8: Megatron-LM's --fp8-recipe (default delayed); decides what Transformer "
+                          "Engine keeps: FP8 linear inputs (1 B, MXFP8 and blockwise 1 + 1/32 B with their scales) and "
+                          "cached FP8 weight copies (2 B/param, MXFP8 2 x 33/32); explorer/hardware/precision.py")
+    cmd.add_argument("--adam-moments", choices=MOMENT_DTYPES,
+                     help="Adam's moments: fp32 (default) or bf16 (Megatron-LM --use-precision-aware-optimizer "
+                          "--exp-avg-dtype bf16 --exp-avg-sq-dtype bf16: 12 -> 8 B/param, 6 with bf16 weights)")
     cmd.add_argument("--grad-dtype", choices=GRAD_DTYPES,
-                     help="gradient accumulation/all-reduce dtype: model (default) or fp32 "
-                          "(Megatron-LM --accumulate-allreduce-grads-in-fp32: 4 B gradients, twice the dp bytes)")
+                     help="gradient accumulation/all-reduce dtype: model or fp32 (Megatron-LM "
+                          "--accumulate-allreduce-grads-in-fp32: 4 B gradients, twice the dp bytes); default: the "
+                          "--framework's own (generic: model)")
+    cmd.add_argument("--framework", choices=FRAMEWORKS,
+                     help="the framework the strategy targets; its defaults apply unless overridden (gradients "
+                          "reduced in fp32 by Megatron-LM with bf16, Megatron-Bridge's bf16 recipes, torchtitan and "
+                          "MindSpore; in the model dtype by DeepSpeed and generic, the default: "
+                          "explorer/strategy/frameworks.py)")
     cmd.add_argument("--strategy", help="strategy JSON file; flags given on the line override it")
     cmd.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def add_pipeline_layout_flags(cmd: argparse.ArgumentParser) -> None:
+    """--pipeline-layout and Megatron-LM's first/last-stage layer counts (explorer/strategy/pipeline_layout.py)."""
+    cmd.add_argument("--pipeline-layout", help="uneven pipeline stages as Megatron-LM's "
+                     "--pipeline-model-parallel-layout writes them: E embedding, t layer, m MTP layer, L loss, '|' "
+                     "between the p x v virtual stages, (X)*n and c*n repeats; e.g. 'Et|(tt|)*30mL'")
+    cmd.add_argument("--decoder-first-pipeline-num-layers", type=int, metavar="N",
+                     help="layers on the first pipeline stage, the rest split evenly (Megatron-LM's flag)")
+    cmd.add_argument("--decoder-last-pipeline-num-layers", type=int, metavar="N",
+                     help="layers on the last pipeline stage, the rest split evenly (Megatron-LM's flag)")
+
+
+def _first_last_layout(args, model, fields: dict) -> None:
+    """fields['pipeline_layout'] from --decoder-first/last-pipeline-num-layers (Megatron's rule)."""
+    first = getattr(args, "decoder_first_pipeline_num_layers", None)
+    last = getattr(args, "decoder_last_pipeline_num_layers", None)
+    if first is None and last is None:
+        return
+    if getattr(args, "pipeline_layout", None):
+        raise ExplorerError("give --pipeline-layout or --decoder-first/last-pipeline-num-layers, not both "
+                            "(Megatron-LM refuses them together)")
+    chunks = fields.get("chunks", 1)
+    fields["pipeline_layout"] = first_last_layout(model.layers, model.mtp_layers, fields["pp"], chunks,
+                                                  first, last).text()
+    fields["stage_map"] = ()
 
 
 def add_long_context_flags(cmd: argparse.ArgumentParser) -> None:
@@ -92,9 +141,10 @@ FLAG_FIELDS = {"tp": "tp", "pp": "pp", "dp": "dp", "micro_batch": "micro_batch",
                "zero": "zero", "recompute": "recompute", "sequence_parallel": "sequence_parallel",
                "overlap_dp": "overlap_dp", "overlap_tp": "overlap_tp",
                "overlap_param_gather": "overlap_param_gather", "zero_prefetch": "zero_prefetch",
-               "overlap_p2p": "overlap_p2p", "dtype": "dtype", "grad_dtype": "grad_dtype",
+               "overlap_p2p": "overlap_p2p", "overlap_ep": "overlap_ep", "dtype": "dtype", "grad_dtype": "grad_dtype",
                "cp": "cp", "cp_algo": "cp_algo", "ep": "ep", "expert_tp": "expert_tp", "cuda_graphs": "cuda_graphs",
-               "moe_dispatcher": "moe_dispatcher"}
+               "moe_dispatcher": "moe_dispatcher", "framework": "framework", "pipeline_layout": "pipeline_layout",
+               "fp8_recipe": "fp8_recipe", "adam_moments": "adam_moments", "recompute_modules": "recompute_modules"}
 
 
 def model_and_cluster(args) -> tuple:
@@ -120,6 +170,8 @@ def resolve(args) -> tuple:
         loaded = load_strategy(args.strategy)
         fields = {name: getattr(loaded, name)
                   for name in Strategy.__dataclass_fields__}
+        if loaded.grad_dtype == default_grad_dtype(loaded.framework, loaded.dtype, loaded.zero):
+            fields["grad_dtype"] = GRAD_FROM_FRAMEWORK    # its framework's default: follows --framework/--dtype/--zero
     for flag, name in FLAG_FIELDS.items():
         value = getattr(args, flag)
         if value is not None:
@@ -146,5 +198,8 @@ def resolve(args) -> tuple:
         fields["chunks"] = 2
     if not chunked(fields.get("schedule", "1f1b")) and args.chunks is None:
         fields["chunks"] = 1
+    if getattr(args, "pipeline_layout", None):
+        fields["stage_map"] = ()              # the layout given on the line replaces a file's stage map
+    _first_last_layout(args, model, fields)
     strategy = Strategy(**fields)
     return model, cluster, strategy, gpus if gpus is not None else strategy.devices

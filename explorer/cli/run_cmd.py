@@ -1,11 +1,12 @@
 """python -m explorer run --model M --procs N --dp D --tp T --pp P [--strategy FILE] [--iterations K] --json
-    [--micro-batch b --global-batch B --schedule gpipe|1f1b --zero 0|1 --sequence-parallel --cluster C --out F]
+    [--micro-batch b --global-batch B --schedule gpipe|1f1b|interleaved --chunks v --recompute none|selective|full
+     --dtype fp32|bf16 --zero 0|1 --sequence-parallel --cluster C --out F]
 
 Trains the model for K iterations on N processes with torch.distributed under
 the strategy (explorer/runtime) and sets measured bytes, losses and times next to
 the model's. Needs PyTorch; without it, one line says how to install it (exit 2).
-The run trains in fp32: a strategy file that names another dtype is refused in one line (a strategy built
-from the flags alone is fp32).
+The run trains in the strategy's dtype, fp32 or bf16 (a strategy built from the flags alone is fp32 unless
+--dtype says otherwise); fp16 and fp8 are refused in one line.
 """
 from __future__ import annotations
 
@@ -38,7 +39,11 @@ def register(sub) -> None:
     cmd.add_argument("--micro-batch", type=int)
     cmd.add_argument("--global-batch", type=int,
                      help="sequences per iteration (default micro-batch x dp, x 2pp when pp > 1)")
-    cmd.add_argument("--schedule", choices=("gpipe", "1f1b"))
+    cmd.add_argument("--schedule", choices=("gpipe", "1f1b", "interleaved"))
+    cmd.add_argument("--chunks", type=int, help="model chunks per stage (the interleaved schedule's v)")
+    cmd.add_argument("--recompute", choices=("none", "selective", "full"))
+    cmd.add_argument("--dtype", choices=("fp32", "bf16"), help="training dtype (default: the strategy file's, "
+                                                               "else fp32)")
     cmd.add_argument("--zero", type=int, choices=(0, 1), help="1: ZeRO-1 (sharded optimizer step)")
     cmd.add_argument("--sequence-parallel", action="store_true", default=None)
     cmd.add_argument("--cluster", help="cluster for the prediction: a file from `calibrate` or a preset (default: "
@@ -50,24 +55,24 @@ def register(sub) -> None:
 
 
 def strategy_of(args) -> Strategy:
-    fields = {}
+    fields = {"dtype": "fp32"}      # the flags alone: fp32 (Strategy's own default is bf16)
     if args.strategy:
         loaded = load_strategy(args.strategy)
         named = load_file(Path(args.strategy), lambda d: d.get("dtype") if isinstance(d, dict) else None)
-        if named is not None and named != "fp32":   # the reference run trains in fp32 only (issue 29 h)
-            raise ExplorerError(f"the reference run trains in fp32 only, and {Path(args.strategy).name} names dtype "
-                                f"{str(named)[:20]!r}; set \"dtype\": \"fp32\" to compare it with the model")
         fields = {name: getattr(loaded, name) for name in Strategy.__dataclass_fields__}
-    for flag in ("dp", "tp", "pp", "micro_batch", "global_batch", "schedule", "zero", "sequence_parallel"):
-        value = getattr(args, flag)
+        fields["dtype"] = loaded.dtype if named is not None else "fp32"    # a file without a dtype: fp32
+    for flag in ("dp", "tp", "pp", "micro_batch", "global_batch", "schedule", "zero", "sequence_parallel",
+                 "chunks", "recompute", "dtype"):
+        value = getattr(args, flag, None)
         if value is not None:
-            if flag in ("dp", "tp", "pp", "micro_batch", "global_batch") and value < 1:
+            if flag in ("dp", "tp", "pp", "micro_batch", "global_batch", "chunks") and value < 1:
                 raise ExplorerError(f"--{flag.replace('_', '-')} must be a positive integer, got {value}")
             fields[flag] = value
+    if fields.get("schedule") == "interleaved" and "chunks" not in fields:
+        fields["chunks"] = 2
     if "global_batch" not in fields:
         pp = fields.get("pp", 1)
         fields["global_batch"] = fields.get("micro_batch", 1) * fields.get("dp", 1) * (2 * pp if pp > 1 else 1)
-    fields["dtype"] = "fp32"
     return Strategy(**fields)
 
 
@@ -101,7 +106,8 @@ def run(args) -> int:
 def summary(out: dict) -> str:
     s = out["strategy"]
     lines = [f"{out['model']} on {out['procs']} processes ({out['backend']}): d={s['dp']} t={s['tp']} p={s['pp']} "
-             f"b={s['micro_batch']} B={s['global_batch']} {s['schedule']}, {out['iterations']} iterations",
+             f"b={s['micro_batch']} B={s['global_batch']} {s['schedule']} {s['dtype']}, "
+             f"{out['iterations']} iterations",
              f"{'category':<16}{'measured B':>14}{'not modelled':>14}{'model B':>14}"]
     for cat, value in out["measured_bytes_per_device"].items():
         lines.append(f"{cat:<16}{value:>14,.0f}{out['unmodelled_bytes_per_device'][cat]:>14,.0f}"

@@ -37,7 +37,8 @@ def run(args) -> int:
         print(dumps({"cases": [dict(id=r.id, group=r.group, source=r.source, metric=r.metric,
                                          predicted=r.predicted, expected=r.expected,
                                          relative_error=r.relative_error, assumptions=r.assumptions,
-                                         **({"subset": r.subset} if r.subset else {}))
+                                         **({"subset": r.subset} if r.subset else {}),
+                                         **({"flops_convention": r.convention} if r.convention else {}))
                                     for r in rows], "summary": summary,
                      **({"skipped": [dict(id=i, system=s, reason=why) for i, s, why in skipped]} if skipped else {})}))
         return 0
@@ -63,6 +64,11 @@ def run(args) -> int:
             reasons[(system, why)] = reasons.get((system, why), 0) + 1
         for (system, why), count in sorted(reasons.items()):
             print(f"  {system}: {count} x {why}")
+    conventions = sorted({(r.group, r.convention) for r in rows if r.convention})
+    if conventions:
+        print("\nTFLOP/s counted as (predicted and published alike):")
+        for group, convention in conventions:
+            print(f"  {group}: {convention}")
     print("\nassumptions:")
     for assumption in sorted({(r.group, r.assumptions) for r in rows}):
         print(f"  {assumption[0]}: {assumption[1]}")

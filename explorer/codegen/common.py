@@ -1,6 +1,7 @@
 """What every exporter checks the same way: one refusal type, the layer split and the stage counts."""
 from __future__ import annotations
 
+from explorer.cost.placement import block_stages, layout_of
 from explorer.errors import ExplorerError
 from explorer.io.quoting import comment_text
 from explorer.schedules import chunked
@@ -44,20 +45,55 @@ def check_rank_order(framework: str, strategy) -> None:
                                 f"not {strategy.rank_order}")
 
 
-def check_host_options(framework: str, strategy) -> None:
-    """CUDA graphs and the fused MoE dispatchers change what was costed (the host's issue time, the dispatch's
-    syncs: explorer/model/kernels.py); no exporter writes them yet, so a strategy with them is refused rather
-    than exported to run otherwise (issue 29 item 1's rule)."""
-    if strategy.cuda_graphs != "none":
+def check_host_options(framework: str, strategy, writes_moments: bool = False, writes_host: bool = False) -> None:
+    """CUDA graphs, the MoE dispatchers other than the all-to-all and expert-parallel overlap change what was
+    costed (the host's issue time, the dispatch's syncs and bytes, the exposed all-to-alls: explorer/model/
+    kernels.py, explorer/cost/moe_terms.py); only Megatron-LM and Megatron-Bridge write them (`writes_host`:
+    explorer/codegen/megatron_moe.py, megatron_bridge.py), every other exporter refuses a strategy with them
+    rather than export it to run otherwise (issue 29 item 1's rule)."""
+    if getattr(strategy, "overlap_ep", False) and not writes_host:
+        raise refuse(framework, "expert-parallel overlap (the MoE all-to-alls under another micro-batch's compute): "
+                                "this exporter does not write it, and the framework would leave them exposed")
+    if strategy.cuda_graphs != "none" and not writes_host:
         raise refuse(framework, f"CUDA graphs ({strategy.cuda_graphs}): this exporter does not write them yet, and "
                                 "the framework would run the layers eagerly, as the cost model did not")
-    if strategy.moe_dispatcher != "alltoall":
+    if strategy.moe_dispatcher != "alltoall" and not writes_host:
         raise refuse(framework, f"the {strategy.moe_dispatcher} dispatcher: this exporter does not write it yet, and "
                                 "the framework would dispatch by all-to-all, as the cost model did not")
+    # `writes_moments`: the exporter writes the Adam moments' dtype and the recompute modules (Megatron-LM and
+    # Megatron-Bridge: explorer/hardware/precision.py, explorer/model/recompute.py); the others cannot
+    if getattr(strategy, "adam_moments", "fp32") != "fp32" and not writes_moments:
+        raise refuse(framework, f"{strategy.adam_moments} Adam moments: its optimizer keeps them in fp32, so the run "
+                                "would hold more memory than was costed")
+    if strategy.recompute == "selective" and getattr(strategy, "recompute_modules", ()) and not writes_moments:
+        raise refuse(framework, f"recomputing {', '.join(strategy.recompute_modules)}: it has no per-module "
+                                "recomputation (Megatron-LM's --recompute-modules)")
+
+
+def pipeline_layout_text(model, strategy) -> str:
+    """The Megatron-LM --pipeline-model-parallel-layout string the strategy was costed with: its own, or the
+    default uneven one (explorer.cost.placement.layout_of); '' for the even split."""
+    layout = layout_of(model, strategy)
+    return layout.text() if layout is not None else ""
+
+
+def check_pipeline_layout(framework: str, model, strategy) -> None:
+    """Refuse what only Megatron-LM and Megatron-Bridge write: a pipeline layout (uneven chunks, the embedding
+    and the loss as stage members) and multi-token-prediction modules."""
+    text = pipeline_layout_text(model, strategy)
+    if text:
+        raise refuse(framework, f"the pipeline layout {text!r} (stages of uneven layers, the embedding and the "
+                                "loss as members): only the Megatron-LM and Megatron-Bridge exporters write it")
+    if getattr(model, "mtp_layers", 0):
+        raise refuse(framework, f"{model.name}'s {model.mtp_layers} multi-token-prediction module(s): only "
+                                "Megatron-LM (--mtp-num-layers) and Megatron-Bridge write them")
 
 
 def stage_counts(model, strategy) -> tuple:
     """Layers on each pipeline stage (whole stage, all model chunks together)."""
+    if layout_of(model, strategy) is not None:      # as the plan places them
+        stages = [stage for stage, _ in block_stages(model, strategy)]
+        return tuple(stages.count(stage) for stage in range(strategy.pp))
     if chunked(strategy.schedule):
         return (model.layers // strategy.pp,) * strategy.pp
     stages = strategy.stages(model.layers)
@@ -67,7 +103,7 @@ def stage_counts(model, strategy) -> tuple:
 def layers_per_model_chunk(model, strategy) -> int | None:
     """l / (p v) when the layers split into p v equal model chunks (None otherwise)."""
     chunks = strategy.pp * strategy.chunks
-    if model.layers % chunks or (not chunked(strategy.schedule) and strategy.stage_map
+    if layout_of(model, strategy) is not None or model.layers % chunks or (not chunked(strategy.schedule) and strategy.stage_map
                                  and len(set(stage_counts(model, strategy))) > 1):
         return None
     return model.layers // chunks

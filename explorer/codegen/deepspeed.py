@@ -32,7 +32,7 @@ and activation checkpointing is whole-layer (no selective, attention-only recomp
 """
 from __future__ import annotations
 
-from explorer.codegen.common import check_host_options, check_rank_order, check_uniform_split, refuse, stage_counts
+from explorer.codegen.common import check_host_options, check_pipeline_layout, check_rank_order, check_uniform_split, refuse, stage_counts
 
 NAME = "DeepSpeed"
 
@@ -56,6 +56,7 @@ def deepspeed_config(model, strategy) -> dict:
                            "the model code)")
     check_rank_order(NAME, s)
     check_host_options(NAME, s)
+    check_pipeline_layout(NAME, model, s)
     if s.overlap_param_gather and s.zero in (1, 2):
         raise refuse(NAME, f"an overlapped parameter gather with ZeRO-{s.zero}: it all-gathers the updated "
                            "parameters inside the optimizer step (stage_1_and_2.py), not under the next forward")

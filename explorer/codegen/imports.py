@@ -24,7 +24,8 @@ from explorer.errors import ExplorerError
 from explorer.io.safe_load import MAX_FILE_BYTES
 from explorer.io.uploads import utf8_text
 from explorer.limits import check_count, check_strategy
-from explorer.strategy.strategy import Strategy
+from explorer.strategy.strategy import RECOMPUTE_MODULES, Strategy
+from explorer.strategy.pipeline_layout import parse as parse_layout
 
 IMPORTERS = ("megatron", "megatron-bridge", "deepspeed", "torchtitan")
 SUFFIXES = {".sh": "megatron", ".txt": "megatron", ".args": "megatron", ".py": "megatron-bridge",
@@ -125,8 +126,9 @@ def _megatron(text: str, world_size):
 
 # ---- Megatron-Bridge -----------------------------------------------------------------------------------------
 
-BRIDGE_FP8 = {"bf16_with_fp8_current_scaling_mixed", "bf16_with_fp8_delayed_scaling_mixed",
-              "bf16_with_fp8_subchannel_scaling_mixed"}
+BRIDGE_FP8 = {"bf16_with_fp8_current_scaling_mixed": "tensorwise", "bf16_with_fp8_delayed_scaling_mixed": "delayed",
+              "bf16_with_fp8_subchannel_scaling_mixed": "blockwise", "bf16_with_mxfp8_mixed": "mxfp8"}
+"""Megatron-Bridge's FP8 mixed-precision recipes and the fp8_recipe each sets (training/mixed_precision.py)."""
 BRIDGE_DTYPE = {"bf16_mixed": "bf16", "fp16_mixed": "fp16", **{name: "fp8" for name in BRIDGE_FP8}}
 BRIDGE_GRAD_FP32 = {"bf16": True, "fp8": True, "fp16": False, "fp32": True}
 """grad_reduce_in_fp32 of each mixed-precision recipe when the file does not set it (training/mixed_precision.py:
@@ -215,9 +217,11 @@ def _bridge(text: str, world_size):
     granularity = get("model", "recompute_granularity")
     recompute = _choice(granularity, "recompute_granularity", {None: "none", "selective": "selective",
                                                                "full": "full"})
-    if recompute == "selective" and get("model", "recompute_modules") not in (None, ["core_attn"]):
-        raise ExplorerError(f"recompute_modules {str(get('model', 'recompute_modules'))[:60]}: the explorer models "
-                            "the attention core only (['core_attn'])")
+    modules = get("model", "recompute_modules")
+    if recompute == "selective" and modules is not None and (not isinstance(modules, list) or not modules or
+                                                             not set(modules) <= set(RECOMPUTE_MODULES)):
+        raise ExplorerError(f"recompute_modules {str(modules)[:60]}: the explorer models "
+                            f"{', '.join(RECOMPUTE_MODULES)} (explorer/model/recompute.py)")
     if recompute == "full" and (get("model", "recompute_method"), get("model", "recompute_num_layers")) != \
             ("uniform", 1):
         raise ExplorerError("full recomputation other than recompute_method 'uniform' with recompute_num_layers 1: "
@@ -231,17 +235,67 @@ def _bridge(text: str, world_size):
               "overlap_tp": overlapped("tp_comm_overlap", False) and tp > 1,
               "dtype": dtype, "grad_dtype": grad, "recompute": recompute,
               "ep": _int(get("model", "expert_model_parallel_size", 1), "expert_model_parallel_size")}
+    if recompute == "selective" and modules:
+        fields["recompute_modules"] = tuple(modules)
+    if dtype == "fp8":
+        fields["fp8_recipe"] = BRIDGE_FP8[precision]
+    moments = {get("optimizer", "exp_avg_dtype", "torch.float32"), get("optimizer", "exp_avg_sq_dtype", "torch.float32")}
+    if get("optimizer", "use_precision_aware_optimizer") is True and moments != {"torch.float32"}:
+        fields["adam_moments"] = _choice(moments.pop() if len(moments) == 1 else "", "cfg.optimizer.exp_avg_dtype",
+                                         {"torch.bfloat16": "bf16"})
     etp = get("model", "expert_tensor_parallel_size")
     if etp is not None and etp != tp:
         fields["expert_tp"] = _int(etp, "expert_tensor_parallel_size")
     if virtual:
         fields.update(schedule="interleaved", chunks=vp, overlap_p2p=p2p)
+    fields.update(_bridge_host(get, overlapped, bool(get("model", "num_moe_experts"))))
+    mtp = get("model", "mtp_num_layers")
+    if mtp:
+        model["mtp_layers"] = _int(mtp, "mtp_num_layers")
+    layout = get("model", "pipeline_model_parallel_layout")
     first, last = get("model", "num_layers_in_first_pipeline_stage"), get("model", "num_layers_in_last_pipeline_stage")
-    if pp > 1 and (first is not None or last is not None):
+    if layout is not None:          # as the Megatron-LM importer reads --pipeline-model-parallel-layout
+        if not isinstance(layout, str):
+            raise ExplorerError("cfg.model.pipeline_model_parallel_layout must be a string")
+        virtual = len(parse_layout(layout).stages)
+        if virtual % pp:
+            raise ExplorerError(f"cfg.model.pipeline_model_parallel_layout has {virtual} virtual stages, not a "
+                                f"multiple of the {pp} pipeline stages")
+        fields["pipeline_layout"] = layout
+        if virtual > pp:
+            fields.update(schedule="interleaved", chunks=virtual // pp,
+                          overlap_p2p=overlapped("overlap_p2p_comm", True if overlap is not None else
+                                                 get("model", "overlap_p2p_comm") is True))
+    elif pp > 1 and (first is not None or last is not None):
         stage_map = _stage_map(model["layers"], pp, first, last)
         if stage_map != Strategy(pp=pp).stages(model["layers"]):
             fields["stage_map"] = stage_map
     return model, fields
+
+
+def _bridge_host(get, overlapped, moe: bool) -> dict:
+    """cuda_graphs, moe_dispatcher and overlap_ep from the fields explorer/codegen/megatron_bridge.py writes:
+    cfg.model.cuda_graph_impl / cuda_graph_scope, moe_token_dispatcher_type / moe_flex_dispatcher_backend and
+    CommOverlapConfig's overlap_moe_expert_parallel_comm (the defaults left out)."""
+    out = {}
+    impl = _choice(get("model", "cuda_graph_impl") or "none", "cuda_graph_impl",
+                   {"none": "none", "local": "layer", "transformer_engine": "layer", "full_iteration": "full"})
+    scope = get("model", "cuda_graph_scope") or []
+    if impl == "layer" and isinstance(scope, list) and sorted(scope) == ["moe_preprocess", "moe_router"]:
+        impl = "router"
+    if impl != "none":
+        out["cuda_graphs"] = impl
+    if moe:
+        kind = _choice(get("model", "moe_token_dispatcher_type") or "allgather", "moe_token_dispatcher_type",
+                       {"alltoall": "alltoall", "allgather": "allgather", "flex": "flex"})
+        if kind == "flex":
+            kind = _choice(get("model", "moe_flex_dispatcher_backend") or "deepep", "moe_flex_dispatcher_backend",
+                           {"deepep": "deepep", "hybridep": "hybridep"})
+        if kind != "alltoall":
+            out["moe_dispatcher"] = kind
+    if overlapped("overlap_moe_expert_parallel_comm", False):
+        out["overlap_ep"] = True
+    return out
 
 
 BRIDGE_MOE = {"num_moe_experts": "experts", "moe_router_topk": "experts_per_token",

@@ -27,6 +27,9 @@ What validate_args and Megatron-Core do with them, and so what is written:
   --fp16 in fp16 unless --accumulate-allreduce-grads-in-fp32; Megatron-FSDP in
   --megatron-fsdp-main-grads-dtype / --megatron-fsdp-grad-comm-dtype ('auto': the parameters' dtype).
   Each is written so that Megatron reduces in strategy.grad_dtype.
+* Precision (explorer/hardware/precision.py): --fp8-recipe when not Megatron's default (delayed); bf16 Adam
+  moments as --use-precision-aware-optimizer --exp-avg-dtype bf16 --exp-avg-sq-dtype bf16 (TE's FusedAdam;
+  only with the distributed optimizer, as the rules require).
 
 Megatron-LM has no data-parallel flag: d = world size / (t p), the world size coming from the launcher
 (torchrun --nnodes x --nproc-per-node). The text states it in a '# world size: N' line that the parser reads,
@@ -42,11 +45,15 @@ import shlex
 
 from explorer.codegen.common import (check_host_options, check_rank_order, check_uniform_split, layers_per_model_chunk, refuse,
                                      stage_counts, title)
+from explorer.codegen.common import pipeline_layout_text
+from explorer.strategy.pipeline_layout import first_last_counts, parse as parse_layout
 from explorer.errors import ExplorerError
 from explorer.codegen.megatron_moe import add_arguments as add_moe_arguments, moe_flags
+from explorer.codegen.megatron_moe import graph_flags, host_fields
 from explorer.codegen.megatron_moe import model_fields as moe_model_fields
 from explorer.schedules import chunked
-from explorer.strategy.strategy import Strategy
+from explorer.strategy.strategy import RECOMPUTE_MODULES, Strategy
+from explorer.hardware.precision import FP8_RECIPES, MOMENT_DTYPES
 
 NAME = "Megatron-LM"
 WORLD = "# world size:"
@@ -72,8 +79,9 @@ def _check(model, strategy, name: str = NAME) -> None:
         raise refuse(name, f"the {s.schedule} schedule: its pipeline schedules are 1F1B and interleaved 1F1B "
                            "(megatron/core/pipeline_parallel/schedules.py has no GPipe or zero-bubble flag)")
     check_rank_order(name, s)
-    check_host_options(name, s)
-    if chunked(s.schedule) and layers_per_model_chunk(model, s) is None:
+    check_host_options(name, s, writes_moments=True, writes_host=True)   # --use-precision-aware-optimizer; graphs
+    layout = pipeline_layout_text(model, s)
+    if chunked(s.schedule) and layers_per_model_chunk(model, s) is None and not layout:
         raise refuse(name, f"interleaving needs the {model.layers} layers to split into p x v = "
                            f"{s.pp * s.chunks} equal model chunks")
     if _virtual(s) and not s.overlap_p2p and s.pp <= 2:
@@ -84,7 +92,7 @@ def _check(model, strategy, name: str = NAME) -> None:
         raise refuse(name, "overlapped pipeline sends with one model chunk per stage: validate_args turns "
                            "them off without a virtual pipeline")
     counts = stage_counts(model, s)
-    if s.pp > 2 and len(set(counts)) > 1 and len(set(counts[1:-1])) > 1:
+    if s.pp > 2 and len(set(counts)) > 1 and len(set(counts[1:-1])) > 1 and not layout:
         raise refuse(name, f"the stage map puts {', '.join(map(str, counts))} layers on the stages; only the "
                            "first and last stage may differ (--decoder-first/--decoder-last-pipeline-num-layers), "
                            "the middle stages share the rest evenly")
@@ -133,14 +141,19 @@ def megatron_args(model, strategy) -> str:
         out.append(("--cp-comm-type", "p2p" if s.cp_algo == "ring" else "a2a"))
     if s.sequence_parallel:
         out.append(("--sequence-parallel",))
-    if chunked(s.schedule):
+    layout = pipeline_layout_text(model, s)
+    if layout:     # Megatron reads v from it (transformer_config.py: detected_vpp_size)
+        out.append(("--pipeline-model-parallel-layout", layout))
+    elif chunked(s.schedule):
         out.append(("--num-layers-per-virtual-pipeline-stage", layers_per_model_chunk(model, s)))
     counts = stage_counts(model, s)
-    if s.pp > 1 and len(set(counts)) > 1:
+    if s.pp > 1 and len(set(counts)) > 1 and not layout:
         out += [("--decoder-first-pipeline-num-layers", counts[0]),
                 ("--decoder-last-pipeline-num-layers", counts[-1])]
     if s.recompute == "selective":
         out.append(("--recompute-granularity", "selective"))
+        if s.recompute_modules:      # Megatron-Core's default is core_attn alone
+            out.append(("--recompute-modules",) + s.recompute_modules)
     elif s.recompute == "full":
         out += [("--recompute-granularity", "full"), ("--recompute-method", "uniform"),
                 ("--recompute-num-layers", 1)]
@@ -160,9 +173,14 @@ def megatron_args(model, strategy) -> str:
     out += [("--micro-batch-size", s.micro_batch), ("--global-batch-size", s.global_batch)]
     if s.dtype == "fp8":              # Transformer Engine FP8 on top of bf16 (Megatron-LM --fp8-format)
         out += [("--bf16",), ("--fp8-format", "hybrid")]
+        if s.fp8_recipe != "delayed":   # Megatron-LM's default --fp8-recipe is delayed
+            out.append(("--fp8-recipe", s.fp8_recipe))
     elif s.dtype != "fp32":
         out.append((f"--{s.dtype}",))
     out += grad_flags(s)
+    if s.adam_moments != "fp32":      # TE's FusedAdam keeps the moments in bf16 (explorer/hardware/precision.py)
+        out += [("--use-precision-aware-optimizer",), ("--exp-avg-dtype", s.adam_moments),
+                ("--exp-avg-sq-dtype", s.adam_moments)]
     out += [("--num-layers", model.layers), ("--hidden-size", model.hidden),
             ("--num-attention-heads", model.heads), ("--ffn-hidden-size", model.ffn_hidden),
             ("--seq-length", model.seq_len), ("--max-position-embeddings", model.seq_len)]
@@ -175,6 +193,9 @@ def megatron_args(model, strategy) -> str:
     if model.attention == "flash":      # FlashAttention (Megatron-LM --use-flash-attn)
         out.append(("--use-flash-attn",))
     out += moe_flags(model, s)                       # experts, head size, latent attention (issue 11)
+    out += graph_flags(model, s)                     # CUDA graphs (issue 27; megatron_moe.py)
+    if model.mtp_layers:                             # DeepSeek-V3's MTP modules (explorer/model/graph/mtp.py)
+        out.append(("--mtp-num-layers", model.mtp_layers))
     lines = [" ".join(shlex.quote(str(x)) for x in item) for item in out]   # every word quoted for the shell
     head = [f"# Megatron-LM arguments for {title(model, s)}",
             f"{WORLD} {s.devices} (= d {s.dp} x t {s.tp}{f' x cp {s.cp}' if s.cp > 1 else ''} x p {s.pp}; "
@@ -186,6 +207,30 @@ def megatron_args(model, strategy) -> str:
         head.append("# environment: CUDA_DEVICE_MAX_CONNECTIONS=1 (validate_args asserts it with t > 1 or "
                     "cp > 1 before Blackwell)")
     return "\n".join(head + [line + " \\" for line in lines[:-1]] + lines[-1:]) + "\n"
+
+
+def _precision_fields(args, dtype: str) -> dict:
+    """fp8_recipe and adam_moments from --fp8-recipe and the precision-aware optimizer's moment dtypes
+    (explorer/hardware/precision.py); a dtype pair it does not model is refused in one line."""
+    out = {}
+    if args.recompute_granularity == "selective" and args.recompute_modules is not None:
+        bad = [m for m in args.recompute_modules if m not in RECOMPUTE_MODULES]
+        if bad or not args.recompute_modules:
+            raise ExplorerError(f"--recompute-modules {' '.join(args.recompute_modules)[:60]}: the explorer models "
+                                f"{', '.join(RECOMPUTE_MODULES)}")
+        out["recompute_modules"] = tuple(args.recompute_modules)
+    if dtype == "fp8" and args.fp8_recipe not in (None, "delayed"):
+        if args.fp8_recipe not in FP8_RECIPES:
+            raise ExplorerError(f"--fp8-recipe {args.fp8_recipe[:40]!r}: the explorer models "
+                                f"{', '.join(FP8_RECIPES)}")
+        out["fp8_recipe"] = args.fp8_recipe
+    moments = {args.exp_avg_dtype, args.exp_avg_sq_dtype} if args.use_precision_aware_optimizer else {"fp32"}
+    if len(moments) > 1 or not moments <= set(MOMENT_DTYPES):
+        raise ExplorerError(f"--exp-avg-dtype {args.exp_avg_dtype[:20]} --exp-avg-sq-dtype {args.exp_avg_sq_dtype[:20]}: "
+                            "the explorer models both Adam moments in fp32 or both in bf16")
+    if moments != {"fp32"}:
+        out["adam_moments"] = moments.pop()
+    return out
 
 
 class _Parser(argparse.ArgumentParser):
@@ -200,17 +245,22 @@ def _parser() -> _Parser:
                  "--decoder-first-pipeline-num-layers", "--decoder-last-pipeline-num-layers",
                  "--recompute-num-layers", "--micro-batch-size", "--global-batch-size", "--num-layers",
                  "--hidden-size", "--num-attention-heads", "--ffn-hidden-size", "--seq-length",
-                 "--max-position-embeddings", "--num-query-groups"):
+                 "--max-position-embeddings", "--num-query-groups", "--mtp-num-layers"):
         p.add_argument(flag, type=int)
+    p.add_argument("--pipeline-model-parallel-layout")
     for flag in ("--recompute-granularity", "--recompute-method", "--normalization", "--fp8-format",
-                 "--cp-comm-type", "--data-parallel-sharding-strategy", "--position-embedding-type"):
+                 "--cp-comm-type", "--data-parallel-sharding-strategy", "--position-embedding-type",
+                 "--fp8-recipe"):
         p.add_argument(flag)
+    for flag in ("--exp-avg-dtype", "--exp-avg-sq-dtype"):
+        p.add_argument(flag, default="fp32")
+    p.add_argument("--recompute-modules", nargs="*")
     for flag in ("--megatron-fsdp-main-grads-dtype", "--megatron-fsdp-grad-comm-dtype"):
         p.add_argument(flag, default="auto")
     for flag in ("--sequence-parallel", "--use-distributed-optimizer", "--overlap-grad-reduce", "--bf16",
                  "--fp16", "--group-query-attention", "--swiglu", "--accumulate-allreduce-grads-in-fp32",
                  "--use-flash-attn", "--tp-comm-overlap", "--overlap-param-gather", "--grad-reduce-in-bf16",
-                 "--use-megatron-fsdp"):
+                 "--use-megatron-fsdp", "--use-precision-aware-optimizer"):
         p.add_argument(flag, action="store_true")
     p.add_argument("--no-overlap-p2p-communication", action="store_false", dest="overlap_p2p_comm")
     add_moe_arguments(p)
@@ -262,7 +312,8 @@ def parse_megatron_args(text: str, world_size: int | None = None) -> tuple:
               "overlap_tp": args.tp_comm_overlap,
               "overlap_param_gather": args.overlap_param_gather and zero in (1, 2),
               "dtype": dtype, "grad_dtype": _grad_dtype(args, dtype, zero),
-              "recompute": args.recompute_granularity or "none", "ep": args.expert_model_parallel_size or 1}
+              "recompute": args.recompute_granularity or "none", "ep": args.expert_model_parallel_size or 1,
+              **_precision_fields(args, dtype), **host_fields(args)}
     if args.expert_tensor_parallel_size not in (None, tp):
         fields["expert_tp"] = args.expert_tensor_parallel_size
     if args.num_layers_per_virtual_pipeline_stage:
@@ -273,8 +324,18 @@ def parse_megatron_args(text: str, world_size: int | None = None) -> tuple:
         if chunks > 1 and pp > 1:
             # a virtual pipeline overlaps its sends unless --no-overlap-p2p-communication (validate_args)
             fields.update(schedule="interleaved", chunks=chunks, overlap_p2p=args.overlap_p2p_comm)
+    if args.mtp_num_layers:
+        model["mtp_layers"] = args.mtp_num_layers
     first, last = args.decoder_first_pipeline_num_layers, args.decoder_last_pipeline_num_layers
-    if pp > 1 and (first is not None or last is not None):
+    if args.pipeline_model_parallel_layout:      # v from the layout (transformer_config.py: detected_vpp_size)
+        virtual = len(parse_layout(args.pipeline_model_parallel_layout).stages)
+        if virtual % pp:
+            raise ExplorerError(f"--pipeline-model-parallel-layout has {virtual} virtual stages, not a multiple "
+                                f"of the {pp} pipeline stages")
+        fields.update(pipeline_layout=args.pipeline_model_parallel_layout)
+        if virtual > pp:
+            fields.update(schedule="interleaved", chunks=virtual // pp, overlap_p2p=args.overlap_p2p_comm)
+    elif pp > 1 and (first is not None or last is not None):
         fields["stage_map"] = _stage_map(args.num_layers, pp, first, last)
     strategy = Strategy(**fields)
     if strategy.stage_map and strategy.stage_map == strategy.with_(stage_map=()).stages(args.num_layers):
@@ -305,17 +366,8 @@ def _grad_dtype(args, dtype: str, zero: int) -> str:
 
 
 def _stage_map(layers: int, pp: int, first, last) -> tuple:
-    middle_stages = pp - (first is not None) - (last is not None)
-    rest = layers - (first or 0) - (last or 0)
-    if rest < 0 or (middle_stages and rest % middle_stages) or (not middle_stages and rest):
-        raise ExplorerError(f"--decoder-first/last-pipeline-num-layers leave {rest} layers that do not split "
-                            f"evenly over the other {middle_stages} stages")
-    each = rest // middle_stages if middle_stages else 0
-    counts = [each] * pp
-    if first is not None:
-        counts[0] = first
-    if last is not None:
-        counts[-1] = last
+    """The stage map of --decoder-first/last-pipeline-num-layers (pipeline_layout.first_last_counts)."""
+    counts = first_last_counts(layers, pp, first, last)
     return tuple(stage for stage, count in enumerate(counts) for _ in range(count))
 
 

@@ -15,8 +15,10 @@ ConfigContainer, overrides its fields and returns it). The names used, all read 
   (ddp.use_megatron_fsdp, data_parallel_sharding_strategy, checkpoint.ckpt_format "fsdp_dtensor",
   CUDA_DEVICE_MAX_CONNECTIONS not 1);
 * training/mixed_precision.py: bf16_mixed (grad_reduce_in_fp32=True by default), fp16_mixed,
-  bf16_with_fp8_current_scaling_mixed (the perf recipes' "fp8_cs"; first_last_layers_bf16 and fp8_param_gather
-  written False: the explorer costs every layer in FP8 with bf16 parameter gathers); its setup() copies
+  the FP8 recipe of Strategy.fp8_recipe (FP8_PRECISION: bf16_with_fp8_delayed_scaling_mixed,
+  bf16_with_fp8_current_scaling_mixed -- the perf recipes' "fp8_cs" --, bf16_with_fp8_subchannel_scaling_mixed,
+  bf16_with_mxfp8_mixed; first_last_layers_bf16 and fp8_param_gather written False: the explorer costs every
+  layer in FP8 with bf16 parameter gathers); its setup() copies
   grad_reduce_in_fp32 onto the DDP config, so that is where the gradient reduction dtype is written;
 * training/comm_overlap.py CommOverlapConfig: without values of its own it turns overlap_grad_reduce and
   overlap_param_gather on whenever d > 1 with the distributed optimizer, and overlap_p2p_comm on with a virtual
@@ -31,9 +33,9 @@ from __future__ import annotations
 
 import ast
 
-from explorer.codegen.common import refuse, stage_counts, title
+from explorer.codegen.common import pipeline_layout_text, refuse, stage_counts, title
 from explorer.codegen.megatron import FSDP_DTYPE, FSDP_SHARDING, _check, _virtual, llama_style
-from explorer.codegen.megatron_moe import layer_pattern
+from explorer.codegen.megatron_moe import DISPATCHER_TYPE, GRAPH_IMPL, graph_modules, layer_pattern
 from explorer.io.quoting import comment_text, python_string
 from explorer.schedules import chunked
 
@@ -44,6 +46,10 @@ FUNCTION = "explorer_pretrain_config"
 PRECISION = {"bf16": "bf16_mixed", "fp16": "fp16_mixed", "fp8": "bf16_with_fp8_current_scaling_mixed",
              "fp32": "MixedPrecisionConfig"}
 """Training dtype -> the mixed-precision recipe (training/mixed_precision.py) the file calls."""
+FP8_PRECISION = {"delayed": "bf16_with_fp8_delayed_scaling_mixed", "tensorwise": "bf16_with_fp8_current_scaling_mixed",
+                 "blockwise": "bf16_with_fp8_subchannel_scaling_mixed", "mxfp8": "bf16_with_mxfp8_mixed"}
+"""Strategy.fp8_recipe -> its mixed-precision recipe (training/mixed_precision.py: each sets fp8_recipe
+'delayed', 'tensorwise', 'blockwise', 'mxfp8'; explorer/hardware/precision.py)."""
 TORCH_DTYPE = {"bf16": "torch.bfloat16", "fp16": "torch.float16", "fp32": "torch.float32"}
 
 
@@ -79,7 +85,9 @@ def _model_fields(model, s) -> list:
     if model.is_moe:
         out += [("num_moe_experts", model.experts), ("moe_router_topk", model.experts_per_token),
                 ("moe_ffn_hidden_size", model.moe_ffn_hidden), ("moe_layer_freq", _moe_list(model)),
-                ("moe_token_dispatcher_type", '"alltoall"'), ("moe_grouped_gemm", True)]
+                ("moe_token_dispatcher_type", f'"{DISPATCHER_TYPE[s.moe_dispatcher]}"'), ("moe_grouped_gemm", True)]
+        if DISPATCHER_TYPE[s.moe_dispatcher] == "flex":     # perf_recipes/qwen/gb200/qwen3_moe.py writes the pair
+            out.append(("moe_flex_dispatcher_backend", f'"{s.moe_dispatcher}"'))
         if model.shared_ffn_hidden:
             out.append(("moe_shared_expert_intermediate_size", model.shared_ffn_hidden))
         if model.moe_capacity_factor:
@@ -95,14 +103,22 @@ def _model_fields(model, s) -> list:
         out.append(("expert_tensor_parallel_size", s.etp))
     if s.cp > 1:
         out.append(("cp_comm_type", '"p2p"' if s.cp_algo == "ring" else '"a2a"'))
-    counts = stage_counts(model, s)
-    if s.pp > 1 and len(set(counts)) > 1:
+    counts, layout = stage_counts(model, s), pipeline_layout_text(model, s)
+    if layout:         # TransformerConfig.pipeline_model_parallel_layout (Megatron-Core parses the string)
+        out.append(("pipeline_model_parallel_layout", repr(layout)))
+    elif s.pp > 1 and len(set(counts)) > 1:
         out += [("num_layers_in_first_pipeline_stage", counts[0]),
                 ("num_layers_in_last_pipeline_stage", counts[-1])]
+    if model.mtp_layers:   # TransformerConfig.mtp_num_layers (DeepSeek-V3's recipes set 1)
+        out.append(("mtp_num_layers", model.mtp_layers))
+    if s.cuda_graphs != "none":   # TransformerConfig.cuda_graph_impl / cuda_graph_scope, as the perf recipes set them
+        scope = "[]" if s.cuda_graphs == "full" else repr(graph_modules(model, s.cuda_graphs))
+        out += [("cuda_graph_impl", f'"{GRAPH_IMPL[s.cuda_graphs]}"'), ("cuda_graph_scope", scope),
+                ("use_te_rng_tracker", True)]    # ConfigContainer turns rng.te_rng_tracker on with it
     granularity = {"none": None, "selective": '"selective"', "full": '"full"'}[s.recompute]
     out.append(("recompute_granularity", granularity))
-    if s.recompute == "selective":         # the attention core (Korthikanti et al.), Megatron-Core's default module
-        out.append(("recompute_modules", '["core_attn"]'))
+    if s.recompute == "selective":         # the attention core (Korthikanti et al.) by default, else the modules chosen
+        out.append(("recompute_modules", repr(list(s.recompute_modules or ("core_attn",))).replace("'", '"')))
     elif s.recompute == "full":
         out += [("recompute_method", '"uniform"'), ("recompute_num_layers", 1)]
     return out
@@ -116,7 +132,7 @@ def megatron_bridge_recipe(model, strategy) -> str:
     """The recipe file: a function `explorer_pretrain_config()` returning the ConfigContainer."""
     _check_bridge(model, strategy)
     s = strategy
-    precision = PRECISION[s.dtype]
+    precision = FP8_PRECISION[s.fp8_recipe] if s.dtype == "fp8" else PRECISION[s.dtype]
     fp32_grads = s.grad_dtype == "fp32"
     lines = ["# -*- coding: utf-8 -*-",     # first: a name on line 1 or 2 could otherwise be read as a PEP 263 cookie
              f"# Megatron-Bridge recipe for {title(model, s)}",
@@ -156,6 +172,8 @@ def megatron_bridge_recipe(model, strategy) -> str:
                   "    cfg.mixed_precision.num_layers_at_start_in_bf16 = 0",
                   "    cfg.mixed_precision.num_layers_at_end_in_bf16 = 0",
                   "    cfg.mixed_precision.fp8_param_gather = False"]
+        if s.fp8_recipe == "mxfp8":   # bf16_with_mxfp8_mixed reuses the gradient buffer for the FP8 gather
+            lines.append("    cfg.mixed_precision.reuse_grad_buf_for_mxfp8_param_ag = False")
     lines.append(f"    cfg.mixed_precision.grad_reduce_in_fp32 = {fp32_grads}   # setup() copies it to cfg.ddp")
     dist_opt = s.zero >= 1
     param_gather = s.overlap_param_gather and s.zero in (1, 2)
@@ -169,12 +187,18 @@ def megatron_bridge_recipe(model, strategy) -> str:
     lines += [f"    cfg.ddp.{name} = {_source(value)}" for name, value in ddp]
     lines += [f"    cfg.optimizer.use_distributed_optimizer = {dist_opt}",
               f"    cfg.optimizer.overlap_param_gather = {param_gather}"]
+    if s.adam_moments != "fp32":   # Megatron-Core OptimizerConfig: TE's FusedAdam keeps the moments in bf16
+        lines += ["    cfg.optimizer.use_precision_aware_optimizer = True",
+                  f"    cfg.optimizer.exp_avg_dtype = {TORCH_DTYPE[s.adam_moments]}",
+                  f"    cfg.optimizer.exp_avg_sq_dtype = {TORCH_DTYPE[s.adam_moments]}"]
     if s.zero >= 2:
         lines.append('    cfg.checkpoint.ckpt_format = "fsdp_dtensor"')
     overlap_p2p = _virtual(s) and s.overlap_p2p
+    ep_overlap = (", overlap_moe_expert_parallel_comm=True, delay_wgrad_compute=True"   # moe_a2a_overlap's pair
+                  if s.overlap_ep else "")
     lines.append(f"    cfg.comm_overlap = CommOverlapConfig(tp_comm_overlap={s.overlap_tp}, "
                  f"overlap_p2p_comm={overlap_p2p}, batch_p2p_comm={s.pp > 1 and not overlap_p2p}, "
-                 f"overlap_grad_reduce={s.overlap_dp}, overlap_param_gather={param_gather})")
+                 f"overlap_grad_reduce={s.overlap_dp}, overlap_param_gather={param_gather}{ep_overlap})")
     if s.zero >= 2:    # _validate_and_apply_megatron_fsdp_v1_configs asserts it is not 1
         lines.append('    cfg.env_vars["CUDA_DEVICE_MAX_CONNECTIONS"] = 8')
     elif s.tp > 1 or s.cp > 1:
@@ -194,8 +218,9 @@ def notes(model, strategy) -> list:
         out.append("bf16_mixed reduces gradients in fp32 (grad_reduce_in_fp32=True): written "
                    f"{s.grad_dtype == 'fp32'}, costed in {'fp32' if s.grad_dtype == 'fp32' else 'bf16'}.")
     if s.dtype == "fp8":
-        out.append("Its FP8 current-scaling recipe keeps the first and last layers in bf16 and gathers parameters "
-                   "in FP8: both turned off, as the explorer costs every layer in FP8 with bf16 gathers.")
+        out.append(f"Its FP8 recipe ({FP8_PRECISION[s.fp8_recipe]}) may keep the first and last layers in bf16 and "
+                   "gathers parameters in FP8: both turned off, as the explorer costs every layer in FP8 with bf16 "
+                   "gathers.")
     if s.dp > 1:
         out.append("CommOverlapConfig turns on overlap_grad_reduce and overlap_param_gather with d > 1 and the "
                    f"distributed optimizer: written {s.overlap_dp} and "

@@ -9,6 +9,16 @@ layer, e.g. "([0]*3+[1]*58)" for DeepSeek-V3), --expert-model-parallel-size,
 --moe-expert-capacity-factor with --moe-pad-expert-input-to-capacity, --moe-router-force-load-balancing
 (the benchmarks' force-balanced routing), --multi-latent-attention with --q-lora-rank,
 --kv-lora-rank, --qk-head-dim, --qk-pos-emb-head-dim, --v-head-dim.
+
+The host side and the dispatchers (issue 27 item 5; flags of NVIDIA/Megatron-LM d98e8a64, the parser's table
+tests/data/frameworks/megatron_arguments.json): --moe-token-dispatcher-type alltoall|allgather|flex with
+--moe-flex-dispatcher-backend deepep|hybridep (Strategy.moe_dispatcher); --cuda-graph-impl transformer_engine with
+--cuda-graph-modules (Strategy.cuda_graphs 'router': moe_router moe_preprocess; 'layer': attn mlp and, for a
+dropless MoE layer, moe_router moe_preprocess, for a token-drop one moe: the whole layer, explorer/model/kernels.py)
+or --cuda-graph-impl full_iteration ('full', with --no-check-for-nan-in-loss-and-grad, which validate_args asserts
+for it; the older --enable-cuda-graph / --external-cuda-graph are read back as 'layer');
+--overlap-moe-expert-parallel-comm with --delay-wgrad-compute (Strategy.overlap_ep, the pair Megatron-Bridge's
+moe_a2a_overlap sets).
 """
 from __future__ import annotations
 
@@ -51,14 +61,81 @@ def moe_flags(model, strategy) -> list:
         return out
     out += [("--num-experts", model.experts), ("--moe-router-topk", model.experts_per_token),
             ("--moe-ffn-hidden-size", model.moe_ffn_hidden), ("--moe-layer-freq", layer_pattern(model)),
-            ("--expert-tensor-parallel-size", strategy.etp), ("--moe-token-dispatcher-type", "alltoall"),
-            ("--moe-grouped-gemm",)]
+            ("--expert-tensor-parallel-size", strategy.etp), *dispatcher_flags(strategy), ("--moe-grouped-gemm",)]
     if model.shared_ffn_hidden:
         out.append(("--moe-shared-expert-intermediate-size", model.shared_ffn_hidden))
     if model.moe_capacity_factor:
         out += [("--moe-expert-capacity-factor", model.moe_capacity_factor), ("--moe-pad-expert-input-to-capacity",)]
     elif not model.expert_load_share:
         out.append(("--moe-router-force-load-balancing",))
+    return out
+
+
+DISPATCHER_TYPE = {"alltoall": "alltoall", "allgather": "allgather", "deepep": "flex", "hybridep": "flex"}
+GRAPH_IMPL = {"router": "transformer_engine", "layer": "transformer_engine", "full": "full_iteration"}
+
+
+def dispatcher_flags(strategy) -> list:
+    """--moe-token-dispatcher-type (and the flex backend) of Strategy.moe_dispatcher; the EP overlap pair."""
+    d = getattr(strategy, "moe_dispatcher", "alltoall")
+    out = [("--moe-token-dispatcher-type", DISPATCHER_TYPE[d])]
+    if DISPATCHER_TYPE[d] == "flex":
+        out.append(("--moe-flex-dispatcher-backend", d))
+    if getattr(strategy, "overlap_ep", False):
+        out += [("--overlap-moe-expert-parallel-comm",), ("--delay-wgrad-compute",)]
+    return out
+
+
+def graph_modules(model, scope: str) -> list:
+    """--cuda-graph-modules of a per-layer scope (module docstring)."""
+    if scope == "router":
+        return ["moe_router", "moe_preprocess"]
+    out = ["attn", "mlp"] if not model.is_moe or model.first_dense_layers else ["attn"]
+    if model.is_moe:
+        out += ["moe"] if model.moe_capacity_factor else ["moe_router", "moe_preprocess"]
+    return out
+
+
+def graph_flags(model, strategy) -> list:
+    """The CUDA graph flags of Strategy.cuda_graphs (none when eager)."""
+    scope = getattr(strategy, "cuda_graphs", "none")
+    if scope == "none":
+        return []
+    if scope == "full":
+        return [("--cuda-graph-impl", "full_iteration"), ("--no-check-for-nan-in-loss-and-grad",)]
+    return [("--cuda-graph-impl", GRAPH_IMPL[scope]), ("--cuda-graph-modules", *graph_modules(model, scope))]
+
+
+def host_fields(args) -> dict:
+    """Strategy.cuda_graphs, moe_dispatcher and overlap_ep from the flags graph_flags and dispatcher_flags write
+    (the defaults left out); a scope the explorer does not model is refused in one line."""
+    out = {}
+    impl = args.cuda_graph_impl or "none"
+    modules = set(args.cuda_graph_modules or ()) | set(args.cuda_graph_scope or ())   # --cuda-graph-scope: the old name
+    if impl == "full_iteration" or "full_iteration" in modules:       # a deprecated scope value validate_args migrates
+        out["cuda_graphs"] = "full"
+    elif impl in ("transformer_engine", "local") or args.enable_cuda_graph or args.external_cuda_graph:
+        out["cuda_graphs"] = "router" if modules == {"moe_router", "moe_preprocess"} else "layer"
+    elif impl != "none":
+        raise ExplorerError(f"--cuda-graph-impl {impl[:40]!r}: the explorer models none, local, transformer_engine "
+                            "and full_iteration")
+    if not args.num_experts:
+        return out
+    kind = "flex" if args.moe_enable_deepep else args.moe_token_dispatcher_type or "allgather"   # Megatron-LM's default
+    if kind == "flex":
+        backend = args.moe_flex_dispatcher_backend or "deepep"   # Megatron-LM's default backend
+        if backend not in ("deepep", "hybridep"):
+            raise ExplorerError(f"--moe-flex-dispatcher-backend {backend[:40]!r}: the explorer models deepep and "
+                                "hybridep")
+        out["moe_dispatcher"] = backend
+    elif kind in ("alltoall", "allgather"):
+        if kind != "alltoall":
+            out["moe_dispatcher"] = kind
+    else:
+        raise ExplorerError(f"--moe-token-dispatcher-type {kind[:40]!r}: the explorer models alltoall, allgather "
+                            "and flex")
+    if args.overlap_moe_expert_parallel_comm:
+        out["overlap_ep"] = True
     return out
 
 
@@ -70,6 +147,13 @@ def add_arguments(parser) -> None:
     parser.add_argument("--moe-layer-freq")
     parser.add_argument("--moe-expert-capacity-factor", type=float)
     parser.add_argument("--multi-latent-attention", action="store_true")
+    for flag in ("--moe-token-dispatcher-type", "--moe-flex-dispatcher-backend", "--cuda-graph-impl"):
+        parser.add_argument(flag)
+    for flag in ("--cuda-graph-modules", "--cuda-graph-scope"):
+        parser.add_argument(flag, nargs="+")
+    for flag in ("--moe-enable-deepep", "--overlap-moe-expert-parallel-comm", "--enable-cuda-graph",
+                 "--external-cuda-graph"):
+        parser.add_argument(flag, action="store_true")
 
 
 def _first_dense(text: str, layers: int) -> int:

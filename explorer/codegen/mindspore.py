@@ -39,7 +39,7 @@ batch dimension). With n the layer's split degree:
 """
 from __future__ import annotations
 
-from explorer.codegen.common import check_host_options, check_rank_order, refuse, title
+from explorer.codegen.common import check_host_options, check_pipeline_layout, check_rank_order, refuse, title
 from explorer.io.quoting import comment_text, python_string
 from explorer.schedules import chunked
 
@@ -135,6 +135,7 @@ def mindspore_script(model, strategy, cluster) -> str:
     s = strategy
     check_rank_order(NAME, s)
     check_host_options(NAME, s)
+    check_pipeline_layout(NAME, model, s)
     if s.pp > 1 and s.schedule not in ("1f1b", "interleaved"):
         raise refuse(NAME, f"the {s.schedule} schedule: this exporter writes MindSpore's 1F1B pipeline "
                            "scheduler (pipeline_config pipeline_scheduler \"1f1b\", interleaved or not) only")

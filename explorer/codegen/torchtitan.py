@@ -36,7 +36,7 @@ What torchtitan does, and so what is refused (tests/data/frameworks/rules.json c
 """
 from __future__ import annotations
 
-from explorer.codegen.common import check_host_options, check_rank_order, check_uniform_split, layers_per_model_chunk, refuse, title
+from explorer.codegen.common import check_host_options, check_pipeline_layout, check_rank_order, check_uniform_split, layers_per_model_chunk, refuse, title
 from explorer.io.quoting import comment_text, toml_string
 
 NAME = "torchtitan"
@@ -129,9 +129,13 @@ def torchtitan_toml(model, strategy) -> str:
                            "the norms by sequence (SequenceParallel, torchtitan/models/llama3/infra/parallelize.py)")
     check_rank_order(NAME, s)
     check_host_options(NAME, s)
+    check_pipeline_layout(NAME, model, s)
     if s.dp > 1 and not s.overlap_dp:
         raise refuse(NAME, f"d={s.dp} without overlapped gradient reduction: FSDP2 and DDP always reduce "
                            "gradients under the backward")
+    if s.dp == 1 and s.overlap_dp:     # nothing in the file could say it: its reader gives overlap_dp = (d > 1)
+        raise refuse(NAME, "overlapped gradient reduction at d=1: it has no data-parallel reduction to overlap "
+                           "there; cost the strategy without it (overlap_dp false)")
     if s.zero == 3 and not s.zero_prefetch:
         raise refuse(NAME, "ZeRO-3 without prefetching: FSDP2 always gathers the next layer's parameters under "
                            "the current compute")
@@ -177,9 +181,63 @@ def torchtitan_toml(model, strategy) -> str:
                 ("training", train), ("activation_checkpoint", act)]
     if s.overlap_tp:
         sections.append(("compile", [("enable", True), ("components", ["model"])]))
+    lines.append(comment_text(f"# torchtitan {CURRENT} reads Python configs, not this file: "
+                              + current_command(sections), limit=2000))
     for section, items in sections:
         lines += ["", f"[{section}]"] + [f"{key} = {_toml(value)}" for key, value in items]
     return "\n".join(lines) + "\n"
+
+
+CURRENT = "0.3.0"
+"""The current torchtitan release (pytorch/torchtitan v0.3.0): its ConfigManager (torchtitan/config/manager.py)
+reads no TOML; it builds the Trainer.Config of a config_registry function (--module M --config F) and applies
+command-line overrides, --<section>.<field> VALUE (tyro: a bool as --<section>.<field> or
+--<section>.no-<field>, a list[str] comma-separated, the activation checkpointing as a subcommand)."""
+CURRENT_CONFIGS = {"8B": "llama3_8b", "70B": "llama3_70b"}
+"""Flavor -> the llama3 config_registry function of torchtitan 0.3.0 (torchtitan/models/llama3/config_registry.py)
+whose model_spec is that flavor and nothing else: llama3_405b adds Float8 converters (FP8 linears), so a 405B
+strategy gets no 0.3.0 command."""
+CURRENT_MOVED = {("parallelism", "enable_async_tensor_parallel"): "compile"}
+"""Keys 0.3.0 keeps in another section (CompileConfig.enable_async_tensor_parallel, torchtitan/config/configs.py)."""
+
+
+def current_command(sections) -> str:
+    """The torchtitan 0.3.0 command for the same settings (the TOML's sections as command-line overrides), or
+    why there is none. Every cost-changing field is written, also where 0.3.0's base config differs (its
+    llama3_70b sets t=8 and full recomputation, llama3_8b selective recomputation; TrainingConfig captures CUDA
+    graphs unless disable_cuda_graphs, which the explorer costs as eager layers: check_host_options refuses the
+    others)."""
+    fields = dict(sections)
+    flavor = dict(fields["model"])["flavor"]
+    if flavor not in CURRENT_CONFIGS:
+        return (f"it has no config_registry function for flavor {flavor!r} (only "
+                f"{', '.join(CURRENT_CONFIGS)} train that model alone; register one to run this strategy)")
+    argv = ["--module", "llama3", "--config", CURRENT_CONFIGS[flavor]]
+    overlap_tp = False
+    for section, items in sections:
+        if section in ("model", "activation_checkpoint", "compile"):
+            continue
+        for key, value in items:
+            if CURRENT_MOVED.get((section, key)) == "compile":
+                overlap_tp = bool(value)
+                continue
+            argv += _override(section, key, value)
+    compile_items = dict(fields.get("compile", [("enable", False)]))
+    argv += _override("compile", "enable", compile_items["enable"])
+    if "components" in compile_items:
+        argv += _override("compile", "components", compile_items["components"])
+    argv += _override("compile", "enable_async_tensor_parallel", overlap_tp)
+    argv += _override("training", "disable_cuda_graphs", True)     # 0.3.0 captures CUDA graphs unless told
+    argv.append(f"activation-checkpoint:{dict(fields['activation_checkpoint'])['mode']}")
+    return "torchrun ... -m torchtitan.train " + " ".join(argv)
+
+
+def _override(section: str, key: str, value) -> list:
+    if isinstance(value, bool):
+        return [f"--{section}.{key}" if value else f"--{section}.no-{key}"]
+    if isinstance(value, list):
+        return [f"--{section}.{key}", ",".join(str(x) for x in value)]
+    return [f"--{section}.{key}", str(value)]
 
 
 def _toml(value) -> str:
@@ -196,7 +254,9 @@ def notes(model, strategy) -> list:
     s = strategy
     out = ["torchtitan reduces gradients in float32 in every case (FSDP's mixed_precision_reduce, DDP's fp32 "
            "gradients): costed with fp32 gradients.",
-           f"This file is read by torchtitan {VERSION}; later releases read Python configs instead."]
+           f"This file is read by torchtitan {VERSION}; {CURRENT} reads Python configs instead, and the file's "
+           f"comment gives the {CURRENT} command for the same settings (with CUDA graphs off, as costed) where a "
+           "llama3 config of that shape exists."]
     if s.dp > 1:
         out.append("FSDP2 and DDP always reduce gradients under the backward (costed overlapped)"
                    + ("; FSDP2 prefetches the next layer's parameters (costed prefetched)." if s.zero == 3 else "."))

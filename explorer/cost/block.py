@@ -18,11 +18,14 @@ from explorer.cost import layouts as lay
 from explorer.cost.compile import BoundedCache
 from explorer.cost.keys import cost_key  # the key of a BlockCost and of its summary
 from explorer.limits import spend
+from explorer.hardware.precision import BF16_GEMMS, SAVED_INPUT_BYTES
 from explorer.model import kernels as kn
+from explorer.model import recompute as rc
 from explorer.model.ops import Block, Operator
 from explorer.symbols import QuickMax
 from explorer.cost import attention_kernel as ak
 from explorer.cost import context_parallel as cpx
+from explorer.cost import moe_terms as moe
 from explorer.symbols import F, F_a, L_t, W_hbm, beta, eta, eta_a, g_t, phi, t, t_launch, tau_h, tau_s
 
 GEMM_KINDS = ("matmul", "conv", "attention")
@@ -102,7 +105,7 @@ def _roofline(compute, memory):
     return QuickMax(compute, memory)
 
 
-def compute_time(op: Operator, divisor, cp: int = 1, cp_algo: str = "ring") -> tuple:
+def compute_time(op: Operator, divisor, cp: int = 1, cp_algo: str = "ring", fp8: bool = False) -> tuple:
     """(forward, backward) seconds of one operator on one device.
 
     GEMMs: the roofline max of compute and memory time (Williams et al., CACM
@@ -116,7 +119,9 @@ def compute_time(op: Operator, divisor, cp: int = 1, cp_algo: str = "ring") -> t
     tensor and dy and writes dx (3 tensors): BWD_BYTES = 3/2 of the forward bytes.
     Every kernel pays a launch overhead tau. A fused attention kernel (FlashAttention) runs at its own
     efficiency curve by tokens per call, head dimension, mask and direction (attention_kernel.py; `cp`,
-    `cp_algo`: the tokens of a ring step's call).
+    `cp_algo`: the tokens of a ring step's call). Under an FP8 recipe (`fp8`) the GEMMs Megatron runs
+    outside Transformer Engine -- the output layer and the router (explorer/hardware/precision.py
+    BF16_GEMMS) -- stay at the 16-bit rate F_a eta_a, as the attention core does.
     """
     if ak.is_fused(op) and op.flops_fwd != 0:
         x = op.flops_fwd * op.executed / divisor
@@ -124,17 +129,18 @@ def compute_time(op: Operator, divisor, cp: int = 1, cp_algo: str = "ring") -> t
         return fwd + t_launch, 2 * (x + phi) / (F_a * ak.efficiency(op, cp, cp_algo, True)) + 2 * t_launch
     if op.kind in GEMM_KINDS and op.flops_fwd != 0:
         x = op.flops_fwd * op.executed / divisor
-        rate = F_a * eta_a if op.kind == "attention" else F * eta     # the attention core's own dtype
+        sixteen = op.kind == "attention" or (fp8 and op.name in BF16_GEMMS)
+        rate = F_a * eta_a if sixteen else F * eta     # the attention core's own dtype; BF16 GEMMs under FP8
         one = _roofline((x + phi) / rate, op.gemm_bytes / (divisor * W_hbm)) if op.gemm else (x + phi) / rate
         return one + t_launch, 2 * one + 2 * t_launch
     moved = op.mem_bytes_fwd / divisor
     return moved / W_hbm + t_launch, BWD_BYTES * moved / W_hbm + 2 * t_launch
 
 
-def weight_grad_time(op: Operator, divisor) -> sp.Expr:
+def weight_grad_time(op: Operator, divisor, fp8: bool = False) -> sp.Expr:
     """The dW GEMM of a weighted operator: one of its two backward GEMMs."""
     if op.kind in ("matmul", "conv") and op.flops_fwd != 0 and op.params != 0:
-        return compute_time(op, divisor)[0]
+        return compute_time(op, divisor, fp8=fp8)[0]
     return ZERO
 
 
@@ -145,14 +151,31 @@ def _collective(kind, phase, op_name, size, under=0):
                            under)
 
 
-def _act(op: Operator, layout_in: str, layout_out: str, recompute: str):
+def _act(op: Operator, layout_in: str, layout_out: str, recompute: str, fp8=False, prev=None,
+         modules: tuple = rc.DEFAULT):
+    """Bytes `op` keeps for its backward (Korthikanti et al. 2022 Sec 4.1), 1/t of a tensor in a sharded
+    layout; selective recomputation drops what its `modules` recompute (explorer/model/recompute.py; `prev`
+    the operator before). Under an FP8 recipe (`fp8`, its name) a Transformer Engine linear keeps its input
+    quantised: SAVED_INPUT_BYTES per element instead of beta (explorer/hardware/precision.py); the output
+    layer and the router (BF16_GEMMS) keep theirs in 16 bits."""
     total = ZERO
+    saved = _saved_input_factor(op, fp8)
     for term in op.act:
-        if recompute == "selective" and term.attention_core:
+        if recompute == "selective" and not rc.kept(op, prev, term, modules):
             continue
         layout = layout_in if term.of == "in" else layout_out
-        total += term.bytes / t if lay.is_sharded(layout) else term.bytes
+        size = term.bytes * saved if term.of == "in" else term.bytes
+        total += size / t if lay.is_sharded(layout) else size
     return total
+
+
+def _saved_input_factor(op: Operator, fp8) -> sp.Expr:
+    """What a kept input's bytes are multiplied by: SAVED_INPUT_BYTES[recipe] / beta for the input of a
+    linear Transformer Engine runs in FP8 (its ActTerm is beta x elements), else 1."""
+    if not fp8 or op.kind != "matmul" or op.name in BF16_GEMMS:
+        return sp.Integer(1)
+    q = SAVED_INPUT_BYTES[fp8]
+    return sp.Rational(q.numerator, q.denominator) / beta
 
 
 _COSTS = BoundedCache(512)
@@ -218,6 +241,7 @@ def _block_cost(key, block, preset, over, sequence_parallel, recompute, incoming
     load = sp.Integer(1) if load == 1 else sp.Float(load)
     layout_first = None
     last_gemm = (0, 0)      # (forward, input-gradient) seconds of the latest GEMM (overlap_tp)
+    modules, prev = recipe.recompute_modules or rc.DEFAULT, None
     for op in block.ops:
         split = lay.resolve_split(op, preset, over, sequence_parallel)
         if op.expert and experts_by_seq and split in ("column", "row"):
@@ -225,10 +249,16 @@ def _block_cost(key, block, preset, over, sequence_parallel, recompute, incoming
         needed, out, grad = lay.layouts(op, split, cur)
         layout_first = layout_first or needed
         divisor = (t if lay.is_sharded(out) else 1) * cps
-        fwd, bwd = compute_time(op, divisor, cp, cp_algo)
-        dW = weight_grad_time(op, divisor)
+        fwd, bwd = compute_time(op, divisor, cp, cp_algo, bool(recipe.fp8))
+        dW = weight_grad_time(op, divisor, bool(recipe.fp8))
+        if op.expert and recipe.fp8:         # FP8 quantisation of the grouped GEMM's operands (moe_terms.py)
+            q_fwd, q_bwd = moe.quantise_time(op, divisor)
+            fwd, bwd = fwd + q_fwd, bwd + q_bwd
         if op.expert:                        # the busiest device computes `load` x the average tokens
             fwd, bwd, dW = load * fwd, load * bwd, load * dW
+            # one GEMM per local expert, each on its own tokens (moe_terms.py grouped_gemm_time)
+            g_fwd, g_bwd = moe.grouped_gemm_time(op, recipe.local_experts)
+            fwd, bwd, dW = fwd + g_fwd, bwd + g_bwd, dW + g_fwd
         if op.expert or op.routes or op.name == "router":
             # an MoE operator is many kernels (explorer/model/kernels.py): each pays the GPU-side launch tau_k
             # (a dense operator keeps one per forward, two per backward, as compute_time charges)
@@ -250,8 +280,9 @@ def _block_cost(key, block, preset, over, sequence_parallel, recompute, incoming
         if split in ("batch", "seq") and op.params != 0:
             # replicated weights that saw only a batch or sequence shard (LayerNorms under sequence
             # parallelism): their gradients are all-reduced over the group once per iteration
-            # (Megatron-LM finalize_model_grads -> _allreduce_layernorm_grads; Korthikanti et al. Sec 4.2.2)
-            grad_sync.append(_collective("all_reduce", "step", op.name, beta * op.params))
+            # (Megatron-LM finalize_model_grads -> _allreduce_layernorm_grads; Korthikanti et al. Sec 4.2.2),
+            # coalesced into one all-reduce below
+            grad_sync.append(beta * op.params)
         if op.kind == "loss" and lay.is_sharded(cur) and cur != lay.P and cur_elements is not None:
             # cross-entropy over a vocabulary split over t (Megatron-LM vocab_parallel_cross_entropy):
             # all-reduces of the logits' maximum, the target's logit and the sum of exponentials, each
@@ -268,7 +299,7 @@ def _block_cost(key, block, preset, over, sequence_parallel, recompute, incoming
             elements = cur_elements if cur_elements is not None else sp.Mul(*op.in_shape)
             colls.append(_collective("all_gather", "bwd", op.name, beta * elements / cps, under=bwd - dW))
         stored_in = cur if (lay.is_sharded(cur) and cur != lay.P) else needed
-        kept = _act(op, stored_in, out, recompute) / cps
+        kept = _act(op, stored_in, out, recompute, recipe.fp8, prev, modules) / cps
         if op.expert:                        # the busiest device keeps `load` x the average
             kept = load * kept
         act += kept
@@ -276,13 +307,13 @@ def _block_cost(key, block, preset, over, sequence_parallel, recompute, incoming
         params_dev += own
         if op.expert:
             expert_dev += own
-        if op.routes:
-            ep_colls += _routed_a2a(op, needed, load, cps)
+        if op.routes:    # the all-gather dispatcher gathers every token; the others send the routed copies
+            ep_colls += moe.gather_collectives(op, needed, cps) if recipe.gather else _routed_a2a(op, needed, load, cps)
         redo = kernel_recompute_time(op, divisor, cp, cp_algo)
         exchange = cpx.exchange(op, block.ops, lay.is_sharded(needed), cp, cp_algo, fwd, bwd + redo)
         steps.append(OpStep(op.name, op.kind, split, needed, out, fwd, bwd, dW, op.flops_fwd, tuple(colls), redo,
                             exchange, kn.eager(op, block.kind, recipe), kn.syncs(op, recipe)))
-        cur, cur_elements = out, op.out_elements
+        cur, cur_elements, prev = out, op.out_elements, op
     if cur == lay.P:  # partial sums leave the block reduced (Megatron's g operator)
         target = lay.SEQ if sequence_parallel else lay.R
         kind = lay.conversion(lay.P, target)
@@ -292,8 +323,15 @@ def _block_cost(key, block, preset, over, sequence_parallel, recompute, incoming
         last = steps[-1]
         steps[-1] = replace(last, layout_out=target, collectives=last.collectives + tuple(extra))
         cur = target
-    cost = _total(key, block, steps, act, params_dev, recompute, layout_first, cur, cps)
-    return replace(cost, grad_sync=tuple(grad_sync), ep_collectives=tuple(ep_colls), expert_params_dev=expert_dev,
+    cost = _total(key, block, steps, act, params_dev, recompute, layout_first, cur, cps, modules)
+    # Megatron-LM flattens those gradients into one buffer and all-reduces it once (finalize_model_grads.py
+    # _allreduce_non_tensor_model_parallel_grads, alias _allreduce_layernorm_grads: _flatten_dense_tensors, one
+    # all_reduce over the tp group; NVIDIA/Megatron-LM at d98e8a64): one all-reduce of the block's replicated
+    # weights' gradients, so that its latency is paid once, not per LayerNorm (issue 26 item 8c). Megatron
+    # coalesces every layer of a stage (all its model chunks) into that one buffer; the explorer, whose stage
+    # terms are sums of block quantities, pays one latency per block that has such weights.
+    grad_sync = (_collective("all_reduce", "step", "replicated_grads", sp.Add(*grad_sync)),) if grad_sync else ()
+    return replace(cost, grad_sync=grad_sync, ep_collectives=tuple(ep_colls), expert_params_dev=expert_dev,
                    **host_terms(block, steps, recompute))
 
 
@@ -320,7 +358,8 @@ def kernel_recompute_time(op: Operator, divisor, cp: int = 1, cp_algo: str = "ri
     return (op.bwd_recompute_flops * op.executed / divisor + phi) / rate
 
 
-def _total(key, block, steps, act, params_dev, recompute, layout_first, layout_out, cps=1) -> BlockCost:
+def _total(key, block, steps, act, params_dev, recompute, layout_first, layout_out, cps=1,
+           modules: tuple = rc.DEFAULT) -> BlockCost:
     def comm(phase, what):
         return sp.Add(*[getattr(c, what)(g_t, L_t) if what in ("exposed", "hidden") else c.bytes()
                         for s in steps for c in s.collectives if c.phase == phase])
@@ -337,9 +376,17 @@ def _total(key, block, steps, act, params_dev, recompute, layout_first, layout_o
         recompute_bytes = comm("fwd", "bytes")
         replayed = steps          # the replay exchanges K/V again (context parallelism)
     elif block.kind == "layer" and recompute == "selective":
-        core = [s for s in steps if any(op.name == s.op and op.attention_core for op in block.ops)]
-        recompute_s = sp.Add(*[s.fwd_s for s in core])
+        # the operators the modules recompute (explorer/model/recompute.py: the attention core by default), their
+        # forward again; the other modules' with their exposed collectives too (a recomputed MLP's tensor-parallel
+        # reduction, say). Megatron's core_attn region holds no collective under its split: the attention core
+        # is priced without the layout conversions a research preset may put inside it, as it always was.
+        redone = {op.name for op in block.ops if rc.recomputed(op, modules)}
+        core = [s for s in steps if s.op in redone]
+        again = [c for s in core for c in s.collectives if c.phase == "fwd" and
+                 not any(op.name == s.op and op.attention_core for op in block.ops)]
+        recompute_s = sp.Add(*[s.fwd_s for s in core]) + sp.Add(*[c.exposed(g_t, L_t) for c in again])
         recompute_flops = sp.Add(*[s.flops_fwd for s in core])
+        recompute_bytes = sp.Add(*[c.bytes() for c in again])
         replayed = core
     else:
         replayed = []

@@ -14,6 +14,8 @@ the next process executes that source again: one composition, cached.
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 
 import numpy as np
@@ -86,9 +88,9 @@ def numeric_tree(model, strategy, cluster) -> NumericTree:
 def superstep_function(schedule: str, zero: int, overlap: bool, k_states: int, moe: bool = False,
                        grad_bytes: int | None = None, **options):
     """(STAGE_INPUTS + SCALAR_INPUTS) -> the OUTPUTS terms of the super-step variant; options: the
-    overlaps that are on (explorer.cost.superstep.options_of)."""
+    overlaps that are on and the precision recipe's memory options, plain values (Strategy.options_of)."""
     key = (schedule, int(zero), bool(overlap), int(k_states), bool(moe), grad_bytes, OUTPUTS) + \
-        tuple(sorted((k, True) for k, on in options.items() if on))
+        tuple(sorted((k, on) for k, on in options.items() if on))
     return _VARIANTS.get(key, lambda: _variant(key))
 
 
@@ -106,13 +108,42 @@ def _variant(key: tuple):
     return fn
 
 
-def _tree(text: str, model, strategy, cluster) -> NumericTree:
+_ELSEWHERE: ContextVar = ContextVar("explorer_compile_elsewhere", default=None)
+
+
+@contextmanager
+def compile_elsewhere(compile_fn):
+    """Inside the block, a cost tree found neither in memory nor on disk is first asked of
+    `compile_fn(model, strategy, cluster, key_text) -> bool` (True: another process built the tree of
+    `key_text` and stored it in the disk cache, where it is then loaded): the app's worker pool
+    (explorer/runtime/offload.py), so that the first compile of a new structure leaves the interpreter that
+    serves the class (issue 31). A context variable: only the work of this thread (one session's page run)."""
+    token = _ELSEWHERE.set(compile_fn)
+    try:
+        yield
+    finally:
+        _ELSEWHERE.reset(token)
+
+
+def _stored_tree(text: str) -> NumericTree | None:
     stored = cache.load("tree", text)
     if stored:
         try:
             return _tree_from(stored)
         except (KeyError, TypeError, ValueError, IndexError):
             pass
+    return None
+
+
+def _tree(text: str, model, strategy, cluster) -> NumericTree:
+    found = _stored_tree(text)
+    if found is not None:
+        return found
+    elsewhere = _ELSEWHERE.get()
+    if elsewhere is not None and cache.directory() is not None and elsewhere(model, strategy, cluster, text):
+        found = _stored_tree(text)
+        if found is not None:
+            return found
     from explorer.cost.tree import cost_tree
     spend(f"building the cost tree of {model.name!s:.40} (a structure not seen before)")
     full = cost_tree(model, strategy, cluster)

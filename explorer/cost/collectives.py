@@ -16,9 +16,11 @@ carries the rest, all levels at once (pipelined). NVIDIA/nccl#812: 16 DGX-A100
 GPUs on 2 nodes reach 192 GB/s all-reduce bus bandwidth = 8 NICs x 24 GB/s; a
 flat "slowest level" ring would give 24 GB/s. `level_shares` says which fraction
 of the bytes per device crosses each level; the levels work concurrently, so the
-group's seconds per byte is the largest share x g of a level and its latency per
-step that of the outermost level crossed (route_g_L). Bytes per device are those
-of the flat ring (the shares sum to 1).
+group's seconds per byte is the largest share x g of a level (route_g_L). Bytes per
+device are those of the flat ring (the shares sum to 1). A ring's latency steps are
+charged level by level, as NCCL's tuning model charges them (latency_shares: only the
+steps that cross the network pay its latency); other kinds' steps wait for their
+slowest hop, the outermost level crossed.
 """
 from __future__ import annotations
 
@@ -101,6 +103,61 @@ def level_shares(kind: str, route: tuple) -> tuple:
     return tuple(w / total for w in weights)
 
 
+@lru_cache(maxsize=4096)
+def latency_shares(kind: str, route: tuple) -> tuple:
+    """Fraction of a collective's latency steps (latency_steps) that pays each machine level's latency,
+    for a group whose fan-in at level i is route[i], innermost first (issue 26 item 8a).
+
+    Ring kinds, as NCCL's tuning model prices a ring (NVIDIA/nccl src/graph/tuning.cc, ncclTopoTuneModel, at
+    5067397c, 2026-06-11: latency += (nsteps - nInterSteps) x intraLat + nInterSteps x interLat, with
+    nsteps = 2(nRanks - 1) for all-reduce and nRanks - 1 for all-gather/reduce-scatter, nInterSteps =
+    2(nNodes - 1) or nNodes - 1): of the n - 1 steps of each pass round the ring, prod(c_j, j > i) x (c_i - 1)
+    cross level i (N nodes of k ranks: N(k - 1) inside the nodes, N - 1 between them; the counts sum to
+    n - 1), each at that level's latency. (NCCL also floors the intra-node latency at its net overhead,
+    1-2 us, on a multi-node ring: not modelled.) Every other kind: all steps at the outermost level
+    crossed (a step waits for its slowest hop)."""
+    route = tuple(int(c) for c in route)            # (numpy integers from the mesh make no Fraction)
+    n = 1
+    for c in route:
+        n *= c
+    top = max((i for i, c in enumerate(route) if c > 1), default=0)
+    if kind not in RING_KINDS or n <= 1:
+        return tuple(Fraction(1) if i == top else Fraction(0) for i in range(len(route)))
+    above, weights = 1, [Fraction(0)] * len(route)
+    for i in range(len(route) - 1, -1, -1):        # above = prod(c_j, j > i)
+        weights[i] = Fraction(above * (route[i] - 1), n - 1)
+        above *= route[i]
+    return tuple(weights)
+
+
+NORM_BYTES = 4
+"""The global gradient norm Megatron-LM's clipping all-reduces: one fp32 value per rank (the sum of squares,
+megatron/core/optimizer/clip_grads.py get_grad_norm_fp32)."""
+
+
+def tree_latency_steps(route: tuple) -> tuple:
+    """Latency steps per machine level of an all-reduce of a few bytes, as NCCL prices the tree it picks for
+    them (NVIDIA/nccl src/graph/tuning.cc at 5067397c, NCCL_ALGO_TREE all-reduce: latency
+    2 ((nRanks/nNodes - 1) intraLat + log2i(nNodes) interLat)): a chain through the ranks of the innermost
+    unit, a binary tree over the units of each level above (floor log2, as log2i), up and then down."""
+    return tuple(0 if c <= 1 else 2 * (int(c) - 1) if i == 0 else 2 * (int(c).bit_length() - 1)
+                 for i, c in enumerate(route))
+
+
+def small_all_reduce_seconds(size, route: tuple, g: list, L: list):
+    """BSP cost h g + L (bsp_seconds) of an all-reduce of `size` bytes (a handful: a norm, a flag) over a group
+    with this route: the ring's bytes at the group's seconds per byte, the tree's latency steps at each level's
+    latency (tree_latency_steps). 0 for a group of one."""
+    n = 1
+    for c in route:
+        n *= c
+    if n <= 1:
+        return 0.0
+    g_eff, _ = route_g_L("all_reduce", route, g, L)
+    latency = sum(steps * L[i] for i, steps in enumerate(tree_latency_steps(route)))
+    return bsp_seconds(bytes_per_device("all_reduce", size, n), g_eff, 1, latency)
+
+
 def cp_kind(algo: str) -> str:
     """How a context-parallel group's exchange is priced over machine levels: ring attention's
     point-to-point steps wait for their slowest hop; Ulysses' all-to-alls (explorer.cost.context_parallel)."""
@@ -108,15 +165,17 @@ def cp_kind(algo: str) -> str:
 
 
 def route_g_L(kind: str, route: tuple, g: list, L: list) -> tuple:
-    """The group's seconds per byte and latency per step: the levels carry their shares at once, so
-    the slowest (share x g) decides; a step waits for its slowest hop, the outermost level crossed.
-    g, L may be numbers or sympy symbols (explain shows the same expression)."""
+    """The group's seconds per byte and mean latency per step: the levels carry their shares at once, so
+    the slowest (share x g) decides; its steps pay the latencies of the levels they cross (latency_shares),
+    so that latency_steps x L is NCCL's ring latency. g, L may be numbers or sympy symbols (explain shows
+    the same expression)."""
     shares = level_shares(kind, route)
-    top = max((i for i, c in enumerate(route) if c > 1), default=0)
     parts = [_num(w, g[i]) for i, w in enumerate(shares) if w]
     symbolic = any(_symbolic(x) for x in parts)
     g_eff = parts[0] if len(parts) == 1 else (_quick_max(*parts) if symbolic else max(parts))
-    return g_eff, L[top]
+    lat = [(w, L[i]) for i, w in enumerate(latency_shares(kind, route)) if w]
+    L_eff = lat[0][1] if len(lat) == 1 else sum(_num(w, x) for w, x in lat)
+    return g_eff, L_eff
 
 
 def _symbolic(x) -> bool:

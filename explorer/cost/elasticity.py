@@ -27,9 +27,10 @@ from explorer.cost import collectives as coll
 from explorer.cost.compile import lambdify
 from explorer.cost.explain import _expand, _stage_tables, _tied, level_symbols
 from explorer.cost.numbers import hardware_numbers
-from explorer.cost.numeric import sharded_expert_params, stage_dp_routes
+from explorer.cost.numeric import grad_norm_time, sharded_expert_params, stage_dp_routes
+from explorer.cost.placement import ep_overlaps
 from explorer.cost.plan import expert_dp_route
-from explorer.cost.superstep import (CATEGORIES, L_e_r, Psi_e_r, g_e_r, optimizer_state_bytes,
+from explorer.cost.superstep import (CATEGORIES, L_e_r, Psi_e_r, T_norm, g_e_r, optimizer_state_bytes,
                                      optimizer_update_bytes, variant)
 from explorer.cost.tree import cost_tree, stage_inputs
 from explorer.schedules.base import AGGREGATES
@@ -108,7 +109,7 @@ def _symbolic_stages(model, strategy, cluster):
     tree = cost_tree(model, strategy, cluster)
     g, L = level_symbols(cluster)
     per_stage, fwd_b, bwd_b, sends_b = _stage_tables(tree, strategy, g, L)
-    stage = stage_inputs(per_stage, fwd_b, bwd_b, _tied(tree, strategy, g, L), sends_b)
+    stage = stage_inputs(per_stage, fwd_b, bwd_b, _tied(tree, strategy, g, L), sends_b, ep_overlaps(model, strategy))
     routes = [coll.route_g_L("all_reduce", route, g, L) for route in stage_dp_routes(cluster, strategy.mesh,
                                                                                      strategy.pp)]
     stage[g_r] = np.array([x for x, _ in routes], dtype=object)
@@ -147,7 +148,10 @@ def build(model, strategy, cluster, critical_stage: int, sync_stage: int, hardwa
     for name, index in (("critical_stage", critical_stage), ("sync_stage", sync_stage)):
         chosen = var.terms[name].expr
         at.update({chosen: index, chosen.xreplace(agg): index, chosen.xreplace(agg).xreplace(placeholders): index})
-    constants = {K_opt: sp.Integer(optimizer_update_bytes(dtype_bytes))}
+    # T_norm in the levels' g and L, so that its elasticities count too (numeric.grad_norm_time)
+    constants = {K_opt: sp.Integer(optimizer_update_bytes(dtype_bytes)),
+                 T_norm: sp.Integer(0) + grad_norm_time(cluster, strategy.mesh, strategy.zero, strategy.dtype,
+                                                        *level_symbols(cluster))}
     terms = [_expand(expr.xreplace(placeholders), stage, at, pp, (), constants) for expr in exprs]
     ends = [list(stage[placeholders[app]]) for app in apps]
     args = []       # per application, per argument (END_ARGS), per stage

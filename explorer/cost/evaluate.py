@@ -16,10 +16,12 @@ import numpy as np
 
 from explorer.cost.megatron_flops import megatron_model_flops
 from explorer.cost.numbers import Numbers
+from explorer.cost.placement import ep_overlaps
 from explorer.cost.rows import comm_rows, stage_rows
 from explorer.cost.cold import NumericTree, numeric_tree, superstep_function
+from explorer.cost.numeric import ep_exposed
 from explorer.cost.numeric import (CATEGORIES, MEMORY_PARTS, OUTPUTS, SCALAR_INPUT_NAMES, STAGE_INPUT_NAMES, Q,
-                                   expert_dp_ratio, optimizer_state_bytes, optimizer_update_bytes,
+                                   expert_dp_ratio, grad_norm_seconds, optimizer_state_bytes, optimizer_update_bytes,
                                    sharded_expert_params, stage_dp_g_L, stage_dp_routes, stage_expert_dp_g_L,
                                    stage_values, structure_key, tied_values)
 from explorer.hardware.cluster import Cluster
@@ -102,7 +104,7 @@ def evaluate_batch(model: ModelSpec, strategies, cluster: Cluster, gpus: int | N
     for i, s in enumerate(strategies):
         rules.check(model, s, gpus, cluster)
         groups.setdefault((structure_key(model, s, cluster), s.zero, s.overlap_dp, s.grad_dtype,
-                           tuple(sorted(options_of(s).items()))), []).append(i)
+                           tuple(sorted(options_of(s).items())), ep_overlaps(model, s)), []).append(i)
     for idx in groups.values():
         members = [strategies[i] for i in idx]
         core = _core(numeric_tree(model, members[0], cluster), model, members, cluster)
@@ -141,13 +143,15 @@ def _core(tree: NumericTree, model: ModelSpec, strategies: list, cluster: Cluste
     values = tree.block_values(nums)                                      # kinds x Q x C
     per_stage = tree.stage_quantities(values)                              # stages x Q x C
     fwd_b, bwd_b, bytes_b, by_kind, sends = tree.boundary_values(nums, C)
-    stage = stage_values(per_stage, fwd_b, bwd_b, tied_values(tree.tied, first.tp, tree.stages, nums), sends)
+    ep_max = np.maximum if ep_overlaps(model, first) else None    # expert-parallel overlap (moe_terms.py)
+    stage = stage_values(per_stage, fwd_b, bwd_b, tied_values(tree.tied, first.tp, tree.stages, nums), sends, ep_max)
     stage["g_r"], stage["L_r"] = _dp_g_L(cluster, strategies, tree.stages)
     stage["r"] = np.arange(tree.stages, dtype=float)[:, None]
     # the gradients are reduced (and ZeRO shards them) over dp x cp (Megatron-LM's data-parallel group
     # "with context parallel"); m = B / (b dp) micro-batches stays that of the dp replicas
     scalars = {"m": M, "v": first.chunks, "p": first.pp, "d": np.array([s.dp * s.cp for s in strategies], dtype=float),
-               "beta": hw["beta"], "W_{hbm}": hw["W"], "K_{opt}": optimizer_update_bytes(hw["beta"])}
+               "beta": hw["beta"], "W_{hbm}": hw["W"], "K_{opt}": optimizer_update_bytes(hw["beta"]),
+               "T_{norm}": np.array([grad_norm_seconds(cluster, s.mesh, s.zero, s.dtype) for s in strategies])}
     if model.is_moe:     # the expert weights' own data-parallel group: d / e replicas
         stage["g^e_r"], stage["L^e_r"] = _expert_dp_g_L(cluster, strategies, tree.stages)
         scalars["e"] = np.array([expert_dp_ratio(s) for s in strategies], dtype=float)   # d / e: expert-DP size
@@ -168,7 +172,7 @@ def _core(tree: NumericTree, model: ModelSpec, strategies: list, cluster: Cluste
     return {"nums": nums, "values": values, "per_stage": per_stage, "M": M, "super": sup, "stage": stage,
             "boundary": (fwd_b, bwd_b, bytes_b), "by_kind": by_kind, "memory": memory,
             "mem_total": mem_total, "peak": np.argmax(mem_total, axis=0), "model_flops": model_flops,
-            "hardware_flops": hardware_flops}
+            "hardware_flops": hardware_flops, "ep_max": ep_max}
 
 
 _PER_STAGE = ("stage_end", "dp_sync", "dp_exposed", "zero_gather", "optimizer_step", "after", "dp_bytes", "zero_bytes",
@@ -184,6 +188,9 @@ def _result(tree: NumericTree, strategy: Strategy, cluster: Cluster, core: dict)
     k, j = int(sup["critical_stage"]), int(sup["sync_stage"])     # (ints: numpy argmax)
     per_stage = core["per_stage"][:, :, 0]
     fwd_b, bwd_b, bytes_b = ({c: a[:, 0] for c, a in part.items()} for part in core["boundary"])
+    fwd_x, bwd_x = ep_exposed(per_stage, fwd_b, bwd_b, core["ep_max"])   # what the EP overlap leaves exposed
+    ep_all = fwd_b["ep_comm"][k] + bwd_b["ep_comm"][k]
+    ep_share = float(fwd_x["ep_comm"][k] + bwd_x["ep_comm"][k]) / ep_all if core["ep_max"] and ep_all > 0 else None
     memory = [{name: float(core["memory"][name][i, 0]) for name in MEMORY_PARTS} for i in range(strategy.pp)]
     for row in memory:
         row["total"] = sum(row.values())
@@ -207,7 +214,7 @@ def _result(tree: NumericTree, strategy: Strategy, cluster: Cluster, core: dict)
     sends_exposed, sends_hidden = float(sup["pp_sends_exposed"]), float(sup["pp_sends_hidden"])
     sends_share = sends_exposed / (sends_exposed + sends_hidden) if sends_exposed + sends_hidden > 0 else None
     rows = comm_rows(tree, core["values"][:, :, 0], k, M, by_kind, core["nums"], sync, dp_bytes, zero_bytes,
-                     strategy, sends_share)
+                     strategy, sends_share, ep_share)
     by_level = {name: 0.0 for name in level_names}
     for row in rows:
         by_level[row["level"]] += row["time_s"]
@@ -220,10 +227,11 @@ def _result(tree: NumericTree, strategy: Strategy, cluster: Cluster, core: dict)
                   "zero_comm": sync["zero"] - sync["zero_exposed"],
                   "cp_comm": M * max(0.0, float(per_stage[k, Q["cp_total"]] - per_stage[k, Q["cp_fwd"]]
                                                 - per_stage[k, Q["cp_bwd"]])),
-                  "pp_comm": sends_hidden},
+                  "pp_comm": sends_hidden,     # the MoE all-to-alls under the partner pass (Strategy.overlap_ep)
+                  "ep_comm": M * float(ep_all - fwd_x["ep_comm"][k] - bwd_x["ep_comm"][k])},
         comm_bytes_per_device={c: float(x) for c, x in comm_bytes.items()}, comm_by_kind=rows,
         comm_time_by_level_s=by_level, memory_bytes_per_device=memory[peak], memory_by_stage=memory,
-        stage_times_s=stage_rows(per_stage, fwd_b, bwd_b, stage, sync, (sup["dp_bytes"], sup["zero_bytes"]),
+        stage_times_s=stage_rows(per_stage, fwd_x, bwd_x, stage, sync, (sup["dp_bytes"], sup["zero_bytes"]),
                                  {name: np.asarray(core["stage"][name])[:, 0] for name in ("S^f_r", "S^b_r")}),
         critical_stage=k, params=float(per_stage[:, Q["params"]].sum()),
         model_flops_per_iteration=model_flops, hardware_flops_per_iteration=hardware_flops,

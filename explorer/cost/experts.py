@@ -49,8 +49,15 @@ def expert_collectives(the_plan, block_index: int | None = None):
     blocks = the_plan.blocks if block_index is None else the_plan.blocks[block_index:block_index + 1]
     for placed in blocks:
         for c in placed.cost.ep_collectives:
-            c = replace(c, size=c.size.subs(t, placed.split.degree), n=sp.Integer(ep))
+            c = ep_sized(c, placed.split.degree, ep)
             yield c, placed.ep_route, placed.stage
             if replay and c.phase == "fwd" and placed.block.kind == "layer":
                 yield replace(c, phase="bwd", op=c.op + " (recomputed)"), placed.ep_route, placed.stage
 
+
+def ep_sized(c, degree: int, ep: int):
+    """Collective `c` of a block's ep_collectives at the layer's operator-parallel `degree` and the group of
+    `ep`: an all-to-all's buffer is the device's own (block._routed_a2a); the all-gather dispatcher's
+    gathered array is ep devices' tokens (explorer/cost/moe_terms.py gather_collectives)."""
+    size = c.size.subs(t, degree)
+    return replace(c, size=size if c.kind == "all_to_all" else size * ep, n=sp.Integer(ep))

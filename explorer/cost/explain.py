@@ -17,15 +17,18 @@ import numpy as np
 import sympy as sp
 
 from explorer.cost import collectives as coll
+from explorer.cost.cache import BoundedCache
 from explorer.cost.evaluate import Result, evaluate
 from explorer.cost.collectives import cp_kind
 from explorer.cost.numbers import hardware_numbers
 from explorer.strategy.strategy import GRAD_BYTES, options_of  # noqa: F401
+from explorer.cost.placement import ep_overlaps
 from explorer.cost.plan import expert_dp_route
 from explorer.cost.superstep import (CATEGORIES, SENDS_EXPOSED, L_e_r, Psi_e_r, bubble_term, g_e_r,
                                      optimizer_state_bytes, optimizer_update_bytes, variant)
 from explorer.cost.superstep import e as ep_symbol
-from explorer.cost.numeric import Q, sharded_expert_params, stage_dp_routes
+from explorer.cost.superstep import T_norm
+from explorer.cost.numeric import Q, grad_norm_seconds, sharded_expert_params, stage_dp_routes
 from explorer.cost.tree import cost_tree, stage_inputs, tied_terms
 from explorer.schedules import get as schedule_of
 from explorer.schedules.base import AGGREGATES
@@ -68,11 +71,11 @@ class SymbolicCost:
 
     @cached_property
     def _definitions_latex(self) -> dict:
-        return {sp.latex(sym): sp.latex(expr) for sym, expr in self.definitions.items()}
+        return {printed(sym): printed(expr) for sym, expr in self.definitions.items()}
 
     @cached_property
     def _latex(self) -> dict:
-        return {c: (sp.latex(self.compact[c]) if c == "bubble" else sp.latex(readable(e)))
+        return {c: (printed(self.compact[c]) if c == "bubble" else printed(e, readable_form=True))
                 for c, e in self.terms.items()}
 
     @cached_property
@@ -81,6 +84,17 @@ class SymbolicCost:
         parts = [latex[c] if c != "bubble" else r"\left(" + latex[c] + r"\right)"
                  for c, e in self.terms.items() if e != 0]
         return "T_{iter} = " + " + ".join(parts)
+
+
+_PRINTED = BoundedCache(512)
+"""LaTeX by expression: models that differ only in their sizes, and strategies that differ only in d or b, have
+the same formulas (the sizes are symbols), so a class of students on their own models prints each formula once
+per server process (issue 31 item 5), not once per session."""
+
+
+def printed(expr, readable_form: bool = False) -> str:
+    """sp.latex(expr), or sp.latex(readable(expr)), printed once per equal expression (bounded)."""
+    return _PRINTED.get((readable_form, expr), lambda: sp.latex(readable(expr) if readable_form else expr))
 
 
 def readable(expr: sp.Expr, max_ops: int = 600) -> sp.Expr:
@@ -102,7 +116,8 @@ def symbol_values(model, strategy, cluster) -> dict:
             m: strategy.micro_batches, F: hw["F"], eta: hw["eta"], phi: hw["phi"],
             W_hbm: hw["W"], t_launch: hw["tau"], beta: hw["beta"], F_a: hw["F_a"], eta_a: hw["eta_a"],
             **dict(zip(ATTENTION_KERNEL, (hw["attention"][k] for k in ATTENTION_PARAMS))),
-            tau_h: hw["tau_h"], tau_s: hw["tau_s"]}
+            tau_h: hw["tau_h"], tau_s: hw["tau_s"],
+            T_norm: grad_norm_seconds(cluster, strategy.mesh, strategy.zero, strategy.dtype)}
 
 
 def _stage_tables(tree, strategy, g, L):
@@ -212,7 +227,7 @@ def explain(model, strategy, cluster, gpus=None, result: Result | None = None) -
     tree = cost_tree(model, strategy, cluster)
     g, L = level_symbols(cluster)
     per_stage, fwd_b, bwd_b, sends_b = _stage_tables(tree, strategy, g, L)
-    stage = stage_inputs(per_stage, fwd_b, bwd_b, _tied(tree, strategy, g, L), sends_b)
+    stage = stage_inputs(per_stage, fwd_b, bwd_b, _tied(tree, strategy, g, L), sends_b, ep_overlaps(model, strategy))
     j, k = result.extra["sync_stage"], result.critical_stage
     routes = [coll.route_g_L("all_reduce", route, g, L) for route in stage_dp_routes(cluster, strategy.mesh, strategy.pp)]
     stage[g_r] = np.array([x for x, _ in routes], dtype=object)

@@ -32,7 +32,7 @@ OUTPUTS = ("iteration", "makespan", "stage_end") + CATEGORIES + ("critical_stage
 STAGE_INPUT_NAMES = ("F_r", "B_r", "W_r", "C_r", "R_r", "O_r", "X_r", "P_r", "Psi_r", "A_r", "GS_r", "GSB_r",
                      "g_r", "L_r", "r", "CP_r", "E_r", "Psi^e_r", "g^e_r", "L^e_r", "S^f_r", "S^b_r")
 """Names of explorer.cost.superstep.STAGE_INPUTS, in order (superstep checks it)."""
-SCALAR_INPUT_NAMES = ("m", "v", "p", "d", "beta", "W_{hbm}", "K_{opt}", "e")
+SCALAR_INPUT_NAMES = ("m", "v", "p", "d", "beta", "W_{hbm}", "K_{opt}", "e", "T_{norm}")
 """Names of explorer.cost.superstep.SCALAR_INPUTS, in order."""
 
 COMM_KINDS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")
@@ -63,8 +63,10 @@ TIED_FAMILIES = ("gpt", "bert")
 
 def tied_place(model, strategy, cluster):
     """(last stage, route of the (stage 0, last stage) pair) of a tied embedding's copy, or None when
-    there is none (one stage, or an untied family): explorer.cost.tree.TiedCopy places it here."""
-    if strategy.pp < 2 or model.family not in TIED_FAMILIES:
+    there is none (one stage, or an untied family without MTP modules): explorer.cost.tree.TiedCopy places
+    it here. MTP modules keep a copy of the word embedding on their stage, the last (Megatron-Core
+    GPTModel builds the embedding where mtp_process; explorer/model/graph/mtp.py), shared as a tied one."""
+    if strategy.pp < 2 or (model.family not in TIED_FAMILIES and not getattr(model, "mtp_layers", 0)):
         return None
     last = strategy.pp - 1
     return last, pair_route(cluster, strategy.mesh, "pp", 0, last)
@@ -86,7 +88,7 @@ def optimizer_state_bytes(dtype_bytes: int) -> int:
 
 STRUCTURE_FIELDS = ("tp", "pp", "schedule", "chunks", "recompute", "sequence_parallel", "scatter_gather",
                     "dtype", "layer_splits", "stage_map", "rank_order", "cp", "cp_algo", "overlap_tp", "ep",
-                    "expert_tp", "cuda_graphs", "moe_dispatcher")
+                    "expert_tp", "cuda_graphs", "moe_dispatcher", "pipeline_layout", "fp8_recipe", "recompute_modules")
 
 
 def cp_group_route(cluster, strategy, stage: int) -> tuple:
@@ -119,6 +121,32 @@ def _g_L(cluster, routes) -> tuple:
     g, L = [lv.seconds_per_byte for lv in cluster.levels], [lv.latency_s for lv in cluster.levels]
     pairs = [coll.route_g_L("all_reduce", route, g, L) for route in routes]
     return tuple(x for x, _ in pairs), tuple(y for _, y in pairs)
+
+
+NORM_ALL_REDUCES = {"fp16": 2}
+"""Small all-reduces before the optimizer step, by dtype (default 1): the global gradient norm that Megatron-LM's
+clipping waits for (--clip-grad, default 1.0: megatron/core/optimizer/clip_grads.py get_grad_norm_fp32, an
+all_reduce(SUM) of the sum of squares over the optimizer's grad_stats_parallel_group); with fp16 also the loss
+scaler's inf/nan flag (optimizer.py MixedPrecisionOptimizer._unscale_main_grads_and_check_for_nan, all_reduce(MAX)
+over the same group). NVIDIA/Megatron-LM at d98e8a64."""
+
+
+def grad_norm_time(cluster, mesh, zero: int, dtype: str, g, L):
+    """T_norm: the small all-reduces (NORM_ALL_REDUCES) every rank runs after its gradient synchronisation and
+    before its optimizer step (issue 26 item 8b), over Megatron's grad_stats_parallel_group: the whole job with
+    the distributed optimizer (ZeRO >= 1: "Distributed optimizer ... Return the entire world",
+    MegatronOptimizer.get_grad_stats_parallel_group, optimizer.py), the model-parallel tp x pp group without it.
+    Each is priced as NCCL's tree prices a message of a few bytes (collectives.small_all_reduce_seconds), at
+    the levels' seconds per byte g and latencies L: numbers, or sympy symbols (explorer.cost.elasticity)."""
+    route = joint_route(cluster, mesh, ("tp", "cp", "dp", "pp") if zero >= 1 else ("tp", "pp"))
+    return NORM_ALL_REDUCES.get(dtype, 1) * coll.small_all_reduce_seconds(coll.NORM_BYTES, route, g, L)
+
+
+@lru_cache(maxsize=4096)
+def grad_norm_seconds(cluster, mesh, zero: int, dtype: str) -> float:
+    """grad_norm_time in seconds, at the cluster's own levels."""
+    g, L = [lv.seconds_per_byte for lv in cluster.levels], [lv.latency_s for lv in cluster.levels]
+    return float(grad_norm_time(cluster, mesh, zero, dtype, g, L))
 
 
 @lru_cache(maxsize=4096)
@@ -196,8 +224,9 @@ def boundary_values(stages: int, arr: dict, size_fn, n_sizes: int, nums, C: int)
         return zeros, dict(zeros), dict(zeros), {}, (np.zeros((stages, C)), np.zeros((stages, C)))
     sent = _sent(arr, size_fn, n_sizes, nums, C)                              # groups x C
     busy = arr["shares"] * np.asarray(nums.hw["g"])[None, :]                 # groups x levels
-    g_eff, L_top = busy.max(axis=1), np.asarray(nums.hw["L"])[arr["top"]]
-    secs = coll.bsp_seconds(sent, g_eff[:, None], arr["steps"][:, None], L_top[:, None])
+    g_eff = busy.max(axis=1)
+    L_eff = np.asarray(arr["latency_shares"]) @ np.asarray(nums.hw["L"])     # route_g_L's mean latency per step
+    secs = coll.bsp_seconds(sent, g_eff[:, None], arr["steps"][:, None], L_eff[:, None])
     secs, sent = secs * arr["count"][:, None], sent * arr["count"][:, None]
     timed = (arr["phase_sel"] @ secs).reshape(2, len(COMM_CATEGORIES), stages, C)
     moved = (arr["cat_sel"] @ sent).reshape(len(COMM_CATEGORIES), stages, C)
@@ -257,13 +286,29 @@ def _sends_selector(arr: dict, stages: int) -> np.ndarray:
     return arr["sends_sel"]
 
 
-def stage_values(per_stage, fwd_b: dict, bwd_b: dict, tied: dict | None = None, sends=None) -> dict:
+def ep_exposed(per_stage, fwd_b: dict, bwd_b: dict, maximum=None) -> tuple:
+    """(fwd_b, bwd_b) with the MoE all-to-alls that expert-parallel overlap hides taken out of ep_comm: the
+    forward's under the backward's compute, max(0, E_f - C_b), the backward's under the forward's,
+    max(0, E_b - C_f) (explorer/cost/moe_terms.py); `maximum`: np.maximum, or QuickMax element by element for
+    sympy; None (no overlap): unchanged."""
+    if maximum is None:
+        return fwd_b, bwd_b
+    q = lambda name: per_stage[:, Q[name]]
+    return ({**fwd_b, "ep_comm": maximum(0, fwd_b["ep_comm"] - q("bwd_compute"))},
+            {**bwd_b, "ep_comm": maximum(0, bwd_b["ep_comm"] - q("fwd_compute"))})
+
+
+def stage_values(per_stage, fwd_b: dict, bwd_b: dict, tied: dict | None = None, sends=None, ep_overlap=None) -> dict:
     """The one composition of a stage: its blocks' quantities (per_stage: stages x BLOCK_Q x C)
     plus the boundary collectives it pays, by the super-step's per-stage symbol names (arrays,
     or sympy expressions when explain() composes the same sums); `tied` adds a tied embedding's
     copy and gradient all-reduce (tied_values, or explorer.cost.tree.tied_terms symbolically); `sends`
-    (fwd, bwd) the point-to-point sends within P_r (boundary_values)."""
+    (fwd, bwd) the point-to-point sends within P_r (boundary_values). `ep_overlap`: a two-argument max
+    (np.maximum for numbers, QuickMax for sympy) when the MoE all-to-alls run under the partner pass's compute
+    (Strategy.overlap_ep, explorer/cost/moe_terms.py): the forward's exposed max(0, E_f - C_b), the
+    backward's max(0, E_b - C_f); None: all exposed."""
     q = lambda name: per_stage[:, Q[name]]
+    fwd_b, bwd_b = ep_exposed(per_stage, fwd_b, bwd_b, ep_overlap)   # the hidden part leaves ep_comm, F_r, B_r
     both = lambda c: fwd_b[c] + bwd_b[c]
     out = {"F_r": q("F") + sum(fwd_b.values()), "B_r": q("B") + sum(bwd_b.values()), "W_r": q("bwd_weight"),
            "C_r": q("fwd_compute") + q("bwd_compute") + q("host_fwd_exposed") + q("host_bwd_exposed"),

@@ -24,7 +24,7 @@ from explorer.cost.numeric import (cp_group_route, ep_group_route,  # noqa: F401
                                    expert_dp_route)
 from explorer.cost.boundary import boundary_parts, part_route, same_split
 from explorer.cost.placement import block_place, block_splits, block_stages, expert_options  # noqa: F401
-from explorer.cost.placement import host_options
+from explorer.cost.placement import block_ends, host_options
 from explorer.strategy.mesh import group_route
 from explorer.strategy.strategy import LayerSplit, Strategy
 from explorer.symbols import beta
@@ -73,11 +73,11 @@ def plan(model: ModelSpec, strategy: Strategy, cluster: Cluster) -> ExecutionPla
     checked against the model by explorer.strategy.rules before)."""
     blocks = build_blocks(model)
     splits = block_splits(model, strategy, blocks)
-    layer_places = block_stages(model, strategy)
+    layer_places, ends = block_stages(model, strategy), block_ends(model, strategy)
     placed, incoming = [], lay.R
     for block, split in zip(blocks, splits):
         _check_overrides(block, split)
-        stage, chunk = block_place(block.kind, block.layer, layer_places)
+        stage, chunk = block_place(block.kind, block.layer, layer_places, ends)
         experts = {**expert_options(model, strategy), **host_options(model, strategy)}
         cost = block_cost(block, split.effective_preset, split.overrides, strategy.sequence_parallel,
                           strategy.recompute, incoming, strategy.cp, strategy.cp_algo, strategy.overlap_tp,

@@ -18,10 +18,12 @@ def _split(row: dict, kind: str, route: tuple, nums, names) -> list:
             for i in range(len(shares)) if shares[i]]
 
 
-def comm_rows(tree, values, k, M, by_kind, nums, sync, dp_bytes, zero_bytes, strategy, sends_share=None) -> list:
+def comm_rows(tree, values, k, M, by_kind, nums, sync, dp_bytes, zero_bytes, strategy, sends_share=None,
+              ep_share=None) -> list:
     """Communication of the most loaded device split by category, collective and machine level;
     `sends_share`: with the pipeline's sends overlapped, the exposed fraction of their time (the rest
-    is hidden under computation), else None."""
+    is hidden under computation), else None; `ep_share`: the same for the MoE all-to-alls under
+    expert-parallel overlap (explorer/cost/numeric.py ep_exposed)."""
     rows, names = [], nums.level_names
     for kind_i, kind in enumerate(tree.kinds):
         count = tree.counts[k, kind_i]
@@ -43,7 +45,7 @@ def comm_rows(tree, values, k, M, by_kind, nums, sync, dp_bytes, zero_bytes, str
         if arr[0, k] or arr[1, k]:
             secs = M * float(arr[0, k])
             shown = secs * sends_share if sends_share is not None and name == "p2p" and category == "pp_comm" \
-                else secs
+                else secs * ep_share if ep_share is not None and category == "ep_comm" else secs
             rows.append({"category": category, "kind": name, "level": names[level],
                          "time_s": shown, "hidden_s": secs - shown, "bytes": M * float(arr[1, k])})
     if float(sync["dp_total"]) > 0:

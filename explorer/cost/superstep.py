@@ -23,6 +23,7 @@ from explorer.cost.numeric import (CATEGORIES, COMM_CATEGORIES, MEMORY_PARTS, OU
                                    SCALAR_INPUT_NAMES, STAGE_INPUT_NAMES, optimizer_state_bytes,
                                    optimizer_update_bytes)
 from explorer.cost.reductions import STAGE_FUNCTIONS
+from explorer.hardware.precision import WEIGHT_COPY_BYTES
 from explorer.schedules import get as schedule_of
 from explorer.schedules.base import AGGREGATES
 from explorer.symbols import (A_r, AtStage, B_r, C_r, F_r, GS_r, K_opt, L_r, O_r, P_r, Psi_r, QuickMax, R_r,
@@ -36,13 +37,14 @@ Psi_e_r = sp.Symbol("Psi^e_r", nonnegative=True)  # expert parameters per device
 g_e_r = sp.Symbol("g^e_r", nonnegative=True)   # seconds per byte of stage r's expert-data-parallel groups
 L_e_r = sp.Symbol("L^e_r", nonnegative=True)   # latency of that level
 e = sp.Symbol("e", positive=True)              # d over the expert weights' data-parallel replicas: ep (ep etp / t)
+T_norm = sp.Symbol("T_{norm}", nonnegative=True)  # gradient-norm all-reduce(s) before the step (numeric.grad_norm_seconds)
 STAGE_INPUTS = (F_r, B_r, W_r, C_r, R_r, O_r, X_r, P_r, Psi_r, A_r, GS_r, GSB_r, g_r, L_r, r, CP_r, E_r, Psi_e_r,
                 g_e_r, L_e_r, S_f_r, S_b_r)
 """Per-stage arrays (axis 0 = stage) a variant reads; F_r + B_r = C_r + R_r + O_r + E_r + X_r + P_r + CP_r,
 and S^f_r + S^b_r the point-to-point sends within P_r."""
 SENDS_EXPOSED = sp.Symbol("T^{sends}", nonnegative=True)
 """explain()'s name for pp_sends_exposed: what overlapped point-to-point sends still add to the iteration."""
-SCALAR_INPUTS = (m, v, p, d, beta, W_hbm, K_opt, e)
+SCALAR_INPUTS = (m, v, p, d, beta, W_hbm, K_opt, e, T_norm)
 """Numbers (or arrays over candidates) a variant reads."""
 assert tuple(x.name for x in STAGE_INPUTS) == STAGE_INPUT_NAMES
 assert tuple(x.name for x in SCALAR_INPUTS) == SCALAR_INPUT_NAMES
@@ -173,21 +175,40 @@ def param_gather_exposed(zero: int, psi=Psi_r, n=d, g=g_r, L=L_r) -> sp.Expr:
     return c.exposed(g, L)
 
 
-def optimizer_step(zero: int, psi=Psi_r, n=d) -> sp.Expr:
+def optimizer_step(zero: int, psi=Psi_r, n=d, saved: int = 0) -> sp.Expr:
     """Adam step, memory-bound: K_opt bytes per parameter at HBM speed; ZeRO-1 and above
-    update only the 1/d shard a device owns."""
-    return K_opt * psi / ((n if zero >= 1 else 1) * W_hbm)
+    update only the 1/d shard a device owns. `saved`: the bytes per parameter a precision-aware
+    optimizer does not move (optimizer_bytes)."""
+    return (K_opt - saved) * psi / ((n if zero >= 1 else 1) * W_hbm)
 
 
-def model_states(zero: int, k_states: int, psi=Psi_r, n=d, *, grad_bytes=None) -> dict:
+def optimizer_bytes(k_states: int, moment_bytes=None, master_bytes=None) -> tuple:
+    """(K, saved): optimizer bytes kept per parameter and the bytes per parameter its step moves less
+    than K_opt. ZeRO's K = 12 (fp32 master weights and moments; 8 in fp32 training: no master copy);
+    with the precision-aware optimizer's moments at `moment_bytes` and its master weights at
+    `master_bytes` (their 16-bit remainders; explorer/hardware/precision.py): K = master + 2 moments,
+    and the step reads and writes each moment and the master weight at those bytes (Transformer Engine
+    FusedAdam: 4 (4 - moment_bytes) + 2 (4 - master_bytes) bytes fewer than K_opt)."""
+    if moment_bytes is None and master_bytes is None:
+        return k_states, 0
+    master = k_states - 8 if master_bytes is None else master_bytes
+    moments = 4 if moment_bytes is None else moment_bytes
+    return master + 2 * moments, 4 * (4 - moments) + 2 * (k_states - 8 - master)
+
+
+def model_states(zero: int, k_states: int, psi=Psi_r, n=d, *, grad_bytes=None, fp8_weights=None) -> dict:
     """Bytes of parameters, gradients, optimizer states per device on stage r.
 
     Rajbhandari et al. SC'20 Sec 5 (published.json zero_model_state_formulas): baseline
     (2+2+K)Psi; P_os: 4Psi + K Psi/Nd; P_os+g: 2Psi + (2+K)Psi/Nd; P_os+g+p: (2+2+K)Psi/Nd.
     With fp32 gradients (grad_bytes 4) the gradient buffer is 4 Psi: Megatron-LM's 18 B/param
     (bf16 params, fp32 grads, Adam) and 6 + 12/d with its distributed optimizer
-    (docs/user-guide/features/dist_optimizer.md)."""
-    return {"params": beta * psi / (n if zero >= 3 else 1),
+    (docs/user-guide/features/dist_optimizer.md). `fp8_weights` (an FP8 recipe): Transformer Engine's
+    cached FP8 weight copies, WEIGHT_COPY_BYTES per parameter beside the 16-bit weights
+    (explorer/hardware/precision.py; counted over every weight of the stage, the embedding, output layer,
+    norms and router included, which stay BF16: an upper bound by those weights' copies)."""
+    copies = sp.Integer(0) if fp8_weights is None else _rational(WEIGHT_COPY_BYTES[fp8_weights])
+    return {"params": (beta + copies) * psi / (n if zero >= 3 else 1),
             "grads": (beta if grad_bytes is None else grad_bytes) * psi / (n if zero >= 2 else 1),
             "optimizer": k_states * psi / (n if zero >= 1 else 1)}
 
@@ -201,6 +222,11 @@ Psi_r then counts only the other, dense weights)."""
 def _with_experts(moe: bool, dense, expert):
     """dense + the same term over the expert weights' group, for a model with experts."""
     return dense + expert if moe else dense
+
+
+def _rational(x) -> sp.Rational:
+    """A fractions.Fraction (explorer/hardware/precision.py) as an exact sympy number."""
+    return sp.Rational(x.numerator, x.denominator)
 
 
 def bubble_term(ends, after, busy=F_r + B_r, waiting=0) -> sp.Expr:
@@ -230,22 +256,27 @@ def overlapped_sends(schedule: str, after):
 
 
 def terms(schedule: str, zero: int, overlap: bool, k_states: int, moe: bool = False, *, grad_bytes=None,
-          param_gather_overlap: bool = False, zero_prefetch: bool = False, p2p_overlap: bool = False) -> dict:
+          param_gather_overlap: bool = False, zero_prefetch: bool = False, p2p_overlap: bool = False,
+          fp8_weights: str | None = None, moment_bytes: int | None = None, master_bytes: int | None = None) -> dict:
     """name -> Term: the super-step of one (schedule, ZeRO stage, overlap, optimizer states); with
     `moe`, the expert weights (Psi^e_r) synchronise, shard and update over their own d/e group;
     grad_bytes: None = beta, or 4 for fp32 gradients; param_gather_overlap: ZeRO-1/2's parameter
     all-gather under the next forward (param_gather_exposed); zero_prefetch: ZeRO-3's gathers under
     the layers' compute (zero_gathers_exposed); p2p_overlap: the pipeline's sends under computation
-    (overlapped_sends)."""
+    (overlapped_sends); fp8_weights, moment_bytes, master_bytes: what the precision recipe keeps
+    (Strategy.memory_options: model_states, optimizer_bytes)."""
     sched = schedule_of(schedule)
     grad_bytes = None if grad_bytes is None else sp.Integer(grad_bytes)
+    k_states, saved = optimizer_bytes(k_states, moment_bytes, master_bytes)
     eg = EXPERT_GROUP
     sync = _with_experts(moe, dp_sync(zero, grad_bytes=grad_bytes), dp_sync(zero, gs=0, grad_bytes=grad_bytes, **eg))
     gathers = _with_experts(moe, zero_gathers(zero), zero_gathers(zero, **eg))
     pass_exposed = {ph: _with_experts(moe, zero_pass_exposed(zero, zero_prefetch, ph),
                                       zero_pass_exposed(zero, zero_prefetch, ph, **eg)) for ph in ("fwd", "bwd")}
     gathers_exposed = m * (pass_exposed["fwd"] + pass_exposed["bwd"])     # = gathers without prefetch
-    step = _with_experts(moe, optimizer_step(zero), optimizer_step(zero, Psi_e_r, eg["n"]))
+    # the step waits for the global gradient norm that clipping needs (an all-reduce over every rank after the
+    # gradients are synchronised: T_norm, explorer.cost.numeric.grad_norm_seconds; issue 26 item 8b)
+    step = _with_experts(moe, optimizer_step(zero, saved=saved), optimizer_step(zero, Psi_e_r, eg["n"], saved)) + T_norm
     moved = _with_experts(moe, param_gather(zero), param_gather(zero, **eg)) if param_gather_overlap \
         else sp.Integer(0)        # the parameter all-gather, moved under the next forward
     rest = sync - moved
@@ -295,12 +326,13 @@ def terms(schedule: str, zero: int, overlap: bool, k_states: int, moe: bool = Fa
         _with_experts(moe, zero_gather_pass(zero), zero_gather_pass(zero, **eg)), True)
     add("zero_bytes_pass", "zero_comm", "Rajbhandari et al. SC'20 Sec 7-B", pass_bytes, True)
     add("zero_bytes", "zero_comm", "Rajbhandari et al. SC'20 Sec 7-B", 2 * m * pass_bytes, True)
-    add("optimizer_step", "optimizer", "Adam at HBM speed, ZeRO Sec 3.1", step, True)
+    add("optimizer_step", "optimizer", "Adam at HBM speed, ZeRO Sec 3.1; after the gradient-norm all-reduce T_norm "
+        "(Megatron-LM clip_grads.py get_grad_norm_fp32)", step, True)
     add("after", "", "what follows the pipeline on stage r", after, True)
     add("critical_stage", "", "the most loaded stage", critical)
     add("sync_stage", "", "the stage whose synchronisation ends last", last)
-    experts = model_states(zero, k_states, Psi_e_r, eg["n"], grad_bytes=grad_bytes)
-    for part, expr in model_states(zero, k_states, grad_bytes=grad_bytes).items():
+    experts = model_states(zero, k_states, Psi_e_r, eg["n"], grad_bytes=grad_bytes, fp8_weights=fp8_weights)
+    for part, expr in model_states(zero, k_states, grad_bytes=grad_bytes, fp8_weights=fp8_weights).items():
         add(f"memory_{part}", "", "Rajbhandari et al. SC'20 Sec 5", _with_experts(moe, expr, experts[part]), True)
     add("memory_activations", "", sched.source + " (micro-batches in flight)", sched.in_flight * A_r, True)
     add("memory_total", "", "model states + activations in flight",
@@ -386,14 +418,15 @@ def _with_aggregates(exprs: list) -> list:
 @lru_cache(maxsize=64)
 def variant(schedule: str, zero: int, overlap: bool, k_states: int, moe: bool = False, *,
             grad_bytes=None, param_gather_overlap: bool = False, zero_prefetch: bool = False,
-            p2p_overlap: bool = False) -> Variant:
+            p2p_overlap: bool = False, **memory) -> Variant:
     """grad_bytes: None (gradients at beta, the default) or 4 (fp32 gradients, Strategy.grad_dtype);
     param_gather_overlap, zero_prefetch, p2p_overlap: see terms()."""
     key = (schedule, zero, bool(overlap), k_states) + ((True,) if moe else ()) + \
         (() if grad_bytes is None else (("grad_bytes", grad_bytes),)) + \
         ((("param_gather_overlap", True),) if param_gather_overlap else ()) + \
         ((("zero_prefetch", True),) if zero_prefetch else ()) + \
-        ((("p2p_overlap", True),) if p2p_overlap else ())
+        ((("p2p_overlap", True),) if p2p_overlap else ()) + \
+        tuple(sorted((k, v) for k, v in memory.items() if v is not None))    # fp8_weights, moment/master_bytes
     return Variant(key, _terms_of(key))
 
 

@@ -26,7 +26,6 @@ from explorer.cost.numeric import COMM_KINDS, block_values, boundary_values, sta
 from explorer.cost.numeric import BLOCK_ARG_NAMES, tied_place
 from explorer.cost.numeric import tied_values as numeric_tied_values
 from explorer.cost.superstep import COMM_CATEGORIES, STAGE_INPUTS
-from explorer.strategy.mesh import top_level
 from explorer.symbols import QuickMax
 from explorer.symbols import (ATTENTION_KERNEL, F, F_a, L_c, L_t, V, W_hbm, a, a_kv, b, beta, eta, eta_a, f, g_c,
                               g_t, h, phi, s, t, t_launch, tau_h, tau_s)
@@ -190,12 +189,18 @@ class CostTree:
                                len(self.sizes), nums, C)
 
 
-def stage_inputs(per_stage: np.ndarray, fwd_b: dict, bwd_b: dict, tied: dict | None = None, sends=None) -> dict:
+def stage_inputs(per_stage: np.ndarray, fwd_b: dict, bwd_b: dict, tied: dict | None = None, sends=None,
+                 ep_overlap: bool = False) -> dict:
     """The one composition of a stage (explorer.cost.numeric.stage_values) keyed by the super-step's
     per-stage symbols; `tied` (by name) adds a tied embedding's copy and gradient all-reduce; `sends`
-    (fwd, bwd) the point-to-point sends within pp_comm."""
+    (fwd, bwd) the point-to-point sends within pp_comm; `ep_overlap`: the MoE all-to-alls under the partner
+    pass's compute (explorer.cost.placement.ep_overlaps), as max(0, .) of sympy expressions."""
     by_name = {sym.name: sym for sym in STAGE_INPUTS}
-    return {by_name[name]: x for name, x in stage_values(per_stage, fwd_b, bwd_b, tied, sends).items()}
+    maximum = _SYMBOLIC_MAX if ep_overlap else None
+    return {by_name[name]: x for name, x in stage_values(per_stage, fwd_b, bwd_b, tied, sends, maximum).items()}
+
+
+_SYMBOLIC_MAX = np.frompyfunc(lambda x, y: QuickMax(x, y), 2, 1)   # element by element over object arrays
 
 
 def tied_terms(tied: TiedCopy | None, stages: int, params, seconds, sent) -> dict:
@@ -236,7 +241,7 @@ def _group_arrays(groups: tuple, stages: int):
         "factor": np.array([float(coll.bytes_per_device(grp.kind, 1, grp.n)) for grp in groups]),
         "steps": np.array([float(coll.latency_steps(grp.kind, grp.n)) for grp in groups]),
         "shares": np.array([[float(w) for w in coll.level_shares(grp.kind, grp.route)] for grp in groups]),
-        "top": np.array([top_level(grp.route) for grp in groups], dtype=int),
+        "latency_shares": np.array([[float(w) for w in coll.latency_shares(grp.kind, grp.route)] for grp in groups]),
         "count": np.array([grp.count for grp in groups], dtype=float),
         "stage": np.array([grp.stage for grp in groups], dtype=int),
         "phase_sel": phase_sel, "cat_sel": cat_sel, "kind_sel": kind_sel, "kinds": kinds,

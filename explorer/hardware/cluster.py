@@ -23,9 +23,10 @@ move in FP8: the sequence-parallel all-gather in front of a column-parallel line
 already cast FP8 input, and the linear inputs saved for the weight gradient are the FP8 copies
 (NVIDIA/TransformerEngine transformer_engine/pytorch/module/linear.py @ 0004dbd0, _Linear.forward:
 cast_to_fp8 before gather_along_first_dim). With one beta for all of them we take 2 for fp8: an
-upper bound on those all-gathers (half of the SP bytes) and on the saved linear inputs. What fp8
-changes is the GEMM peak (Device.peak_flops['fp8']) and its achieved fraction
-(Efficiency.gemm_max_fp8). See assets/hardware_sources.md, "FP8 training"."""
+upper bound on those all-gathers (half of the SP bytes). What fp8 changes is the GEMM peak
+(Device.peak_flops['fp8']) and its achieved fraction (Efficiency.gemm_max_fp8), and what TE keeps in
+memory per recipe -- the saved linear inputs in FP8, the cached FP8 weight copies -- which
+explorer/hardware/precision.py prices (Strategy.fp8_recipe). See assets/hardware_sources.md, "FP8 training"."""
 
 
 def _positive(owner: str, name: str, value) -> None:

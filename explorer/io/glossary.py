@@ -32,6 +32,14 @@ def glossary() -> list:
 _LEVEL = re.compile(r"^([gL])_\{?([A-Za-z0-9-]+)\}?$")
 _STAGE_END = re.compile(r"^T\^\{end\}_\{?(\d+)\}?$")
 
+# The bubble has one meaning on every page (issue 30): the cost model's bubble category, the critical stage's
+# idle time in one iteration (explorer/cost/superstep.py), in seconds or as a share of the iteration. The two
+# other measures of pipeline idleness the app shows are named apart from it:
+BUBBLE_MEANING = ("the bubble: the critical stage's idle time in one iteration (the pipeline filling and "
+                  "draining), the cost model's bubble category; its share is of the iteration time")
+IDLE_TO_IDEAL = "idle-to-ideal ratio"       # (p-1)/(v m): the textbook's idle time over the bubble-free time
+STAGES_IDLE = "idle share of all stages"   # a timeline's idle seconds, every stage's, over stages x makespan
+
 # Textbook forms of the categories whose symbolic term is a composition of many parts.
 TEXTBOOK = {
     "bubble": (r"\frac{T_{\mathrm{bubble}}}{T_{\mathrm{ideal}}} = \frac{p-1}{v\,m} \;\;(v = 1 \text{ without "

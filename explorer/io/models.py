@@ -56,6 +56,7 @@ HF_MOE_KEYS = {
     "qk_nope_head_dim": ("qk_nope_head_dim",),
     "qk_rope_head_dim": ("qk_rope_head_dim",),
     "v_head_dim": ("v_head_dim",),
+    "mtp_layers": ("num_nextn_predict_layers",),      # DeepSeek-V3's config.json: 1 MTP module
 }
 # HuggingFace model_type -> our family (the architecture, not the checkpoint).
 HF_FAMILIES = {"llama": "llama", "mistral": "llama", "qwen2": "llama", "qwen3": "llama", "mixtral": "llama",
@@ -207,16 +208,50 @@ def _hf_family(d: dict) -> str:
         f"{short_repr(d.get('architectures'))}; known model types: {', '.join(HF_FAMILIES)}")
 
 
-def _from_huggingface(d: dict, name_hint: str) -> ModelSpec:
-    values = {"name": name_hint, "family": _hf_family(d),
+def hf_name(d: dict) -> str:
+    """A name for a HuggingFace config from its own fields: the last part of '_name_or_path'
+    ('meta-llama/Llama-3.1-8B' -> 'Llama-3.1-8B'), else '<model_type>-config', else ''."""
+    path = d.get("_name_or_path")
+    if isinstance(path, str) and path.strip("/ "):
+        return path.strip("/ ").rsplit("/", 1)[-1][:80]
+    model_type = d.get("model_type")
+    return f"{model_type[:40]}-config" if isinstance(model_type, str) and model_type else ""
+
+
+def is_huggingface(d: dict) -> bool:
+    """A HuggingFace config.json rather than our schema (which has 'family')."""
+    return isinstance(d, dict) and "family" not in d and \
+        any(key in d for key in ("model_type", "architectures", "num_hidden_layers", "n_layer"))
+
+
+def hf_max_positions(d: dict):
+    """The longest sequence a HuggingFace config supports (max_position_embeddings, n_positions, n_ctx),
+    None when it names none: a suggestion for the training sequence length, which the config does not hold."""
+    present = [key for key in HF_KEYS["seq_len"] if d.get(key) is not None]
+    return field(d, present[0], "int", "") if present else None
+
+
+def _from_huggingface(d: dict, name_hint: str, seq_len: int | None = None) -> ModelSpec:
+    """`seq_len`: the training sequence length; without it the config's longest (max_position_embeddings),
+    which the source field then says."""
+    values = {"name": name_hint or hf_name(d) or "uploaded", "family": _hf_family(d),
               "source": f"HuggingFace config ({d.get('model_type', 'unknown model_type')})"}
     for ours, spellings in HF_KEYS.items():
         present = [key for key in spellings if d.get(key) is not None]
+        if ours == "seq_len" and seq_len is not None:
+            if not is_int(seq_len) or seq_len < 1:
+                raise ExplorerError(f"sequence length must be a positive integer, got {short_repr(seq_len)}")
+            values[ours] = seq_len
+            values["source"] += f"; sequence length {seq_len} chosen" + (
+                f" (the config supports up to {d[present[0]]})" if present else "")
+            continue
         if not present:
             if ours in _TRANSFORMER:
                 raise ExplorerError(f"HuggingFace config has no {' / '.join(repr(k) for k in spellings)}")
             continue
         values[ours] = field(d, present[0], "int", "")
+        if ours == "seq_len":
+            values["source"] += f"; sequence length = its {present[0]}, the longest it supports"
     values.update(_hf_moe(d, values))
     return ModelSpec(**values)
 
@@ -243,14 +278,15 @@ def _hf_moe(d: dict, values: dict) -> dict:
     return out
 
 
-def model_from_dict(d: dict, name_hint: str = "") -> ModelSpec:
-    """A ModelSpec from our schema (it has 'family') or from a HuggingFace config dict."""
+def model_from_dict(d: dict, name_hint: str = "", seq_len: int | None = None) -> ModelSpec:
+    """A ModelSpec from our schema (it has 'family') or from a HuggingFace config dict (`seq_len`: the
+    training sequence length, which a HuggingFace config does not hold)."""
     if not isinstance(d, dict):
         raise ExplorerError(f"a model must be a mapping of fields, got {type(d).__name__}")
     if "family" in d:
-        return _from_our_schema(d, name_hint)
-    if any(key in d for key in ("model_type", "architectures", "num_hidden_layers", "n_layer")):
-        return _from_huggingface(d, name_hint)
+        return _from_our_schema(d, name_hint or "uploaded")
+    if is_huggingface(d):
+        return _from_huggingface(d, name_hint, seq_len)
     raise ExplorerError("not a model: no 'family' field (our schema) and no 'model_type', "
                         "'architectures' or 'num_hidden_layers' (HuggingFace config)")
 

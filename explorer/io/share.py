@@ -10,7 +10,8 @@ schema); `cluster` or `cluster_spec` likewise; dp, tp, pp, b (micro-batch),
 B (global batch), sched, v (chunks), zero, rc (recompute), sp, ov, sg (0/1),
 dtype, cp and cpa (context parallelism and its algorithm, only when cp > 1); `splits` (per-layer operator splits, run-length: "8mx48,4cx48" = 48
 layers Megatron x8 then 48 column x4) and `stages` (layers per pipeline stage:
-"12,12,..."). A strategy with per-operator overrides travels as `strategy_spec`.
+"12,12,..."), `layout` (a Megatron-LM pipeline layout string, e.g. "Et|(tt|)*30mL": parsed by hand,
+explorer/strategy/pipeline_layout.py). A strategy with per-operator overrides travels as `strategy_spec`.
 
 >>> from explorer import load_model, load_cluster
 >>> from explorer.io.presets import DEFAULT_STRATEGY
@@ -36,7 +37,10 @@ from explorer.io.models import PRESET_DIR as MODEL_DIR, load_model, model_from_d
 from explorer.cost.checked import evaluate_checked
 from explorer.io.presets import DEFAULT_CLUSTER, DEFAULT_MODEL, fallback_strategy
 from explorer.strategy.strategy import CP_ALGOS, DTYPES, GRAD_DTYPES, RECOMPUTE, SCHEDULES, LayerSplit, Strategy
-from explorer.strategy.strategy import CUDA_GRAPHS, MOE_DISPATCHERS
+from explorer.strategy.strategy import CUDA_GRAPHS, MOE_DISPATCHERS, RECOMPUTE_MODULES
+from explorer.strategy.pipeline_layout import parse as parse_layout
+from explorer.hardware.precision import FP8_RECIPES, MOMENT_DTYPES
+from explorer.strategy.frameworks import FRAMEWORKS, GRAD_FROM_FRAMEWORK, default_grad_dtype
 from explorer.io.strategies import strategy_from_dict, strategy_to_dict
 
 MAX_SPEC_CHARS = 8192            # a base64 spec longer than this is refused unread
@@ -49,10 +53,13 @@ INTS = {"dp": "dp", "tp": "tp", "pp": "pp", "b": "micro_batch", "B": "global_bat
         "zero": "zero"}
 CHOICES = {"sched": ("schedule", SCHEDULES), "rc": ("recompute", RECOMPUTE), "dtype": ("dtype", DTYPES)}
 BOOLS = {"sp": "sequence_parallel", "ov": "overlap_dp", "sg": "scatter_gather"}
-OPTIONAL_BOOLS = {"otp": "overlap_tp", "op2p": "overlap_p2p"}    # written only when on (links made before them stay the same)
+OPTIONAL_BOOLS = {"otp": "overlap_tp", "op2p": "overlap_p2p", "oep": "overlap_ep"}    # written only when on (links made before them stay the same)
 OPTIONAL_CHOICES = {"gd": ("grad_dtype", GRAD_DTYPES), "cg": ("cuda_graphs", CUDA_GRAPHS),
-                    "disp": ("moe_dispatcher", MOE_DISPATCHERS)}
-"""Choices written only when they differ from the Strategy default (links made before them stay the same)."""
+                    "disp": ("moe_dispatcher", MOE_DISPATCHERS), "fw": ("framework", FRAMEWORKS),
+                    "f8r": ("fp8_recipe", FP8_RECIPES), "mom": ("adam_moments", MOMENT_DTYPES)}
+"""Choices written only when they differ from the Strategy default (links made before them stay the same);
+the gradient dtype only when it differs from the framework's default (explorer/strategy/frameworks.py), so that
+a link without `gd` takes the default of the framework it names (`fw`, generic when absent)."""
 LONG_CONTEXT = {"cp": "cp", "cpa": "cp_algo"}    # context parallelism: in a link only when cp > 1
 EXPERT_INTS = {"ep": "ep", "etp": "expert_tp"}   # written only when not the default: dense links stay as they were
 MAX_INT = 10 ** 6
@@ -94,6 +101,15 @@ def _spec(params: dict, key: str, build):
         raise ExplorerError(f"link parameter '{key}': {err}") from None
 
 
+def _spec_fields(strategy: Strategy) -> dict:
+    """strategy_to_dict without the fields at the Strategy defaults (strategy_from_dict gives them back): a
+    link's strategy_spec does not grow with every new field. The gradient dtype is always written: left out, it
+    would take the framework's default (explorer/strategy/frameworks.py), which may not be the generic one."""
+    full, default = strategy_to_dict(strategy), strategy_to_dict(Strategy())
+    return {key: value for key, value in full.items()
+            if key in ("version", "grad_dtype") or value != default.get(key)}
+
+
 def _is_preset(name: str, folder) -> bool:
     return bool(NAME.match(name)) and (folder / f"{name}.json").is_file()
 
@@ -120,7 +136,7 @@ def encode(model, cluster, strategy: Strategy) -> dict:
     else:
         out["cluster_spec"] = _b64(cluster_to_dict(cluster))
     if any(split.overrides for split in strategy.layer_splits):
-        out["strategy_spec"] = _b64(strategy_to_dict(strategy))
+        out["strategy_spec"] = _b64(_spec_fields(strategy))
         return out
     for short, name in INTS.items():
         out[short] = str(getattr(strategy, name))
@@ -129,7 +145,9 @@ def encode(model, cluster, strategy: Strategy) -> dict:
     for short, name in BOOLS.items():
         out[short] = "1" if getattr(strategy, name) else "0"
     for short, (name, _) in OPTIONAL_CHOICES.items():
-        if getattr(strategy, name) != Strategy.__dataclass_fields__[name].default:
+        default = default_grad_dtype(strategy.framework, strategy.dtype, strategy.zero) if name == "grad_dtype" \
+            else Strategy.__dataclass_fields__[name].default
+        if getattr(strategy, name) != default:
             out[short] = getattr(strategy, name)
     for short, name in OPTIONAL_BOOLS.items():
         if getattr(strategy, name):
@@ -144,6 +162,10 @@ def encode(model, cluster, strategy: Strategy) -> dict:
         out["splits"] = ",".join(f"{deg}{letter}x{n}" for (deg, letter), n in runs)
     if strategy.stage_map:
         out["stages"] = ",".join(str(n) for _, n in _run_length(list(strategy.stage_map)))
+    if strategy.pipeline_layout:     # Megatron-LM's layout string, canonical (explorer/strategy/pipeline_layout.py)
+        out["layout"] = strategy.pipeline_layout
+    if strategy.recompute_modules:   # selective recomputation's modules, when not the default core_attn
+        out["rcm"] = ",".join(strategy.recompute_modules)
     return out
 
 
@@ -213,8 +235,10 @@ def _strategy_fields(params: dict, base: Strategy, messages: list) -> dict:
                 for short, (name, ok) in {**CHOICES, **OPTIONAL_CHOICES}.items()]
     readers += [(short, name, lambda k: _flag(params, k)) for short, name in {**BOOLS, **OPTIONAL_BOOLS}.items()]
     readers += [("cp", "cp", lambda k: _whole(params, k)), ("cpa", "cp_algo", lambda k: _choice(params, k, CP_ALGOS))]
+    readers += [("rcm", "recompute_modules", lambda k: _modules(params, k))]
     readers += [("splits", "layer_splits", lambda k: _splits(params[k])),
-                ("stages", "stage_map", lambda k: _stages(params[k]))]
+                ("stages", "stage_map", lambda k: _stages(params[k])),
+                ("layout", "pipeline_layout", lambda k: parse_layout(params[k]).text())]
     for short, name, read in readers:
         if short in params:
             try:
@@ -222,7 +246,8 @@ def _strategy_fields(params: dict, base: Strategy, messages: list) -> dict:
             except ExplorerError as err:
                 if not str(err).startswith("link parameter"):      # e.g. LayerSplit(degree=0): name the parameter
                     err = ExplorerError(f"link parameter '{short}': {err}")
-                messages.append(f"{err}; using {_shown(getattr(base, name))}" if short not in ("splits", "stages")
+                messages.append(f"{err}; using {_shown(getattr(base, name))}"
+                                if short not in ("splits", "stages", "layout")
                                 else f"{err}; using the default per-layer choices")
     return fields
 
@@ -235,6 +260,17 @@ def _choice(params: dict, key: str, allowed: tuple) -> str:
     if params[key] not in allowed:
         raise ExplorerError(f"link parameter '{key}' must be one of {', '.join(allowed)}, got {params[key][:40]!r}")
     return params[key]
+
+
+def _modules(params: dict, key: str) -> tuple:
+    """Comma-separated recompute modules, each one of RECOMPUTE_MODULES (checked before any is used)."""
+    text = params[key]
+    names = text.split(",") if len(text) <= 200 else [text]
+    bad = [name for name in names if name not in RECOMPUTE_MODULES]
+    if bad:
+        raise ExplorerError(f"link parameter '{key}' must name modules among {', '.join(RECOMPUTE_MODULES)}, "
+                            f"got {bad[0][:40]!r}")
+    return tuple(names)
 
 
 def _flag(params: dict, key: str) -> bool:
@@ -250,6 +286,7 @@ def _strategy(params: dict, model, cluster, messages: list) -> Strategy:
             strategy = _spec(params, "strategy_spec", lambda d, _: strategy_from_dict(d))
         else:
             fields = _strategy_fields(params, base, messages)
+            fields.setdefault("grad_dtype", GRAD_FROM_FRAMEWORK)    # no `gd`: the framework's own default
             strategy = Strategy(**{**_plain(base), **fields})
         evaluate_checked(model, strategy, cluster)
         return strategy

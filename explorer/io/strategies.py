@@ -2,7 +2,8 @@
 
 The file holds `"version": 1` and every Strategy field under its own name;
 `layer_splits` is a list of {"degree", "preset", "overrides": {operator: split}}
-and `stage_map` a list of stage numbers. Missing fields take the Strategy
+and `stage_map` a list of stage numbers; `pipeline_layout` is Megatron-LM's layout string
+("Et|(tt|)*30mL", explorer/strategy/pipeline_layout.py). Missing fields take the Strategy
 defaults; unknown fields, wrong types and other versions are refused.
 
 >>> plan = Strategy(dp=2, global_batch=8)
@@ -40,6 +41,7 @@ def strategy_to_dict(strategy: Strategy) -> dict:
         out[name] = getattr(strategy, name)
     out["layer_splits"] = [split.to_dict() for split in strategy.layer_splits]
     out["stage_map"] = list(strategy.stage_map)
+    out["recompute_modules"] = list(strategy.recompute_modules)
     return out
 
 

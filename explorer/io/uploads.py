@@ -20,7 +20,7 @@ from pathlib import PurePath
 from explorer.io.clusters import cluster_from_dict
 from explorer.errors import ExplorerError
 from explorer.io.safe_load import MAX_FILE_BYTES
-from explorer.io.models import SUFFIXES, model_from_dict, parse_mapping
+from explorer.io.models import SUFFIXES, hf_max_positions, is_huggingface, model_from_dict, parse_mapping
 from explorer.io.strategies import strategy_from_dict
 
 MAX_UPLOAD_BYTES = MAX_FILE_BYTES       # the same cap as a file the CLI reads
@@ -53,13 +53,25 @@ def _build(name: str, data: bytes, build, *args):
 
 
 def _stem(name: str) -> str:
+    """The file's stem as the model's name; '' for a bare config.json (the config names itself: hf_name)."""
     stem = PurePath(name).stem
-    return "uploaded" if stem in ("", "config") else stem
+    return "" if stem == "config" else stem or "uploaded"
 
 
-def model_from_upload(name: str, data: bytes):
-    """Our model schema or a HuggingFace config.json (see model_io)."""
-    return _build(name, data, model_from_dict, _stem(name))
+def model_from_upload(name: str, data: bytes, seq_len: int | None = None):
+    """Our model schema or a HuggingFace config.json (see model_io); `seq_len`: the training sequence
+    length of a HuggingFace config (hf_sequence_suggestion gives its longest as a suggestion)."""
+    return _build(name, data, model_from_dict, _stem(name), seq_len)
+
+
+def hf_sequence_suggestion(name: str, data: bytes):
+    """For an uploaded HuggingFace config: the longest sequence it supports (max_position_embeddings), to
+    offer as the training sequence length; None for our schema, whose seq_len is the training one."""
+    mapping = mapping_from_upload(name, data)
+    try:
+        return hf_max_positions(mapping) if is_huggingface(mapping) else None
+    except ExplorerError as err:
+        raise ExplorerError(f"{name}: {err}") from None
 
 
 def cluster_from_upload(name: str, data: bytes):

@@ -14,7 +14,9 @@ the modules that implement each operator (one count per CUDA kernel or NCCL call
 * a linear layer (TE Linear/LayerNormLinear, cuBLASLt): 1 GEMM forward; dgrad and wgrad GEMMs backward
   (the wgrad accumulates into main_grad in its epilogue, gradient_accumulation_fusion). FP8 adds the
   quantisation of its input forward and of the output gradient and the saved input's transpose backward
-  (TE cast/cast-transpose kernels; the weight's cast is cached across a step's micro-batches).
+  (TE cast/cast-transpose kernels; the weight's cast is cached across a step's micro-batches) -- not for
+  the output layer and the router, which Megatron runs outside TE in BF16 (explorer/hardware/precision.py
+  BF16_GEMMS).
 * RMSNorm/LayerNorm (TE fused): 1 forward; the input gradient and the gamma-gradient reduction backward.
 * FlashAttention (TE fused attention) with rotary embeddings: the fused RoPE kernel on Q and on K and the
   attention kernel, each forward and backward. The unfused core: one kernel per GEMM forward, two backward.
@@ -36,6 +38,12 @@ the modules that implement each operator (one count per CUDA kernel or NCCL call
   - the fused dispatchers (Megatron-Core MoEFlexTokenDispatcher with DeepEP or HybridEP: fused_dispatch /
     fused_combine permute inside their communication kernels): dispatch 6 forward (the routing map's
     conversion 4, the dispatch kernel, its completion event), 3 backward; combine 3 forward, 4 backward.
+  - the all-gather dispatcher (Megatron-Core MoEAllGatherTokenDispatcher): dispatch gathers the routing map,
+    the probabilities and the tokens over the ep group (3), selects the local experts' columns and their
+    probabilities (2), counts the tokens per expert and copies them to the host (3), the fused permute (3) and the
+    local probabilities' transpose and masked select (4): 15 forward; the reduce-scatter of the gradient, the
+    permute's and the probabilities' backward: 5. Combine: the unpermute (2), the casts around the reduce-scatter
+    (2) and the reduce-scatter (1): 5 forward, 5 backward.
   A Qwen3-30B-A3B layer with 16 local experts: 82 kernels forward, 110 backward (192, bf16; 204 under
   FP8), against 30 for a dense Llama layer: the ~200-300 of an eager Megatron-Core MoE layer.
 
@@ -53,6 +61,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from explorer.hardware.precision import BF16_GEMMS
 from explorer.strategy.strategy import CUDA_GRAPHS as GRAPHS  # noqa: F401 (eager, per layer, full iteration)
 
 ROUTER_KERNELS = (14, 13)     # routing kernels around the gating GEMM, forward and backward
@@ -61,6 +70,8 @@ DISPATCH_PREPROCESS = 6       # of the forward's: the part the moe_preprocess gr
 COMBINE_KERNELS = (8, 10)
 FLEX_DISPATCH_KERNELS = (6, 3)   # DeepEP/HybridEP: preprocess 4, the fused dispatch-and-permute kernel, its event
 FLEX_COMBINE_KERNELS = (3, 4)    # the fused unpermute-and-combine kernel and the weights; backward a dispatch
+GATHER_DISPATCH_KERNELS = (15, 5)   # the all-gather dispatcher (module docstring)
+GATHER_COMBINE_KERNELS = (5, 5)
 SYNCS_DROPLESS = 1            # device-to-host synchronisations per dropless MoE layer forward
 
 
@@ -70,11 +81,13 @@ class Recipe(NamedTuple):
     synchronises with the host (explorer.cost.placement.host_options)."""
 
     graphs: str = "none"
-    fp8: bool = False
+    fp8: str | bool = False  # the FP8 recipe's name (explorer/hardware/precision.py), False without FP8
     local_experts: int = 1
     dropless: bool = True
     syncs: bool = True
     flex: bool = False      # a fused dispatcher (DeepEP, HybridEP): permutes inside its communication kernels
+    gather: bool = False    # the all-gather dispatcher (all-gather in, reduce-scatter out)
+    recompute_modules: tuple = ()   # selective recomputation's modules when not core_attn (explorer/model/recompute.py)
 
     @classmethod
     def of(cls, key: tuple) -> "Recipe":
@@ -83,9 +96,11 @@ class Recipe(NamedTuple):
 
 def launches(op, recipe: Recipe = Recipe()) -> tuple:
     """(forward, backward) kernels operator `op` launches per micro-batch (module docstring)."""
-    fp8 = recipe.fp8 and op.kind in ("matmul", "conv") and op.name != "router"
+    fp8 = bool(recipe.fp8) and op.kind in ("matmul", "conv") and op.name not in BF16_GEMMS
     if op.routes and recipe.flex:
         return FLEX_DISPATCH_KERNELS if op.name == "dispatch" else FLEX_COMBINE_KERNELS
+    if op.routes and recipe.gather:
+        return GATHER_DISPATCH_KERNELS if op.name == "dispatch" else GATHER_COMBINE_KERNELS
     if op.routes:
         return DISPATCH_KERNELS if op.name == "dispatch" else COMBINE_KERNELS
     if op.name == "router":
@@ -129,7 +144,8 @@ def syncs(op, recipe: Recipe = Recipe()) -> int:
     the tokens per expert to the host to size its all-to-all and grouped GEMMs (Megatron-Core
     MoEAlltoAllTokenDispatcher preprocess; NVIDIA/Megatron-LM PR 3496: the AlltoAll dispatcher and
     GroupedGEMM 'rely on CPU-resident tensors for token-expert assignments, which breaks CUDA graph capture
-    due to host synchronizations'), as DeepEP's normal kernels do (the host waits for the received counts);
+    due to host synchronizations'), as DeepEP's normal kernels do (the host waits for the received counts) and
+    the all-gather dispatcher (MoEAllGatherTokenDispatcher.dispatch_postprocess: tokens_per_expert ... .cpu());
     token-drop with padding has static shapes, and HybridEP sizes its buffers for the worst case on the
     device (Megatron-Bridge captures it in full-iteration graphs): none (explorer.cost.placement.host_options)."""
     return SYNCS_DROPLESS if op.routes and op.name == "dispatch" and recipe.dropless and recipe.syncs else 0

@@ -90,7 +90,7 @@ class Block:
     """
 
     name: str
-    kind: str            # 'embedding', 'layer', 'head'
+    kind: str            # 'embedding', 'layer', 'mtp' (explorer/model/graph/mtp.py), 'head'
     layer: int           # layer index; -1 for the embedding, l for the head
     key: tuple
     ops: tuple           # Operator, ... in execution order (a chain)

@@ -5,6 +5,7 @@ from dataclasses import asdict, dataclass
 
 from explorer.errors import ExplorerError
 from explorer.limits import check_model
+from explorer.strategy.pipeline_layout import MAX_MTP_LAYERS
 
 FAMILIES = ("gpt", "bert", "llama", "mlp", "cnn")
 ATTENTION = ("standard", "flash")
@@ -109,6 +110,7 @@ class ModelSpec:
     qk_nope_head_dim: int = 0    # MLA per-head query/key size without rotary embedding
     qk_rope_head_dim: int = 0    # MLA per-head query/key size with rotary embedding (keys share it)
     v_head_dim: int = 0          # MLA per-head value size
+    mtp_layers: int = 0          # multi-token-prediction modules (DeepSeek-V3: 1; explorer/model/graph/mtp.py)
 
     def __post_init__(self):
         check_model(self)                # sizes within explorer/limits.py, before anything else
@@ -149,6 +151,13 @@ class ModelSpec:
         if self.shared_experts and self.shared_ffn_hidden == 0:
             object.__setattr__(self, "shared_ffn_hidden", self.shared_experts * self.moe_ffn_hidden)
         _check_moe(self)
+        if isinstance(self.mtp_layers, bool) or not isinstance(self.mtp_layers, int) or \
+                not 0 <= self.mtp_layers <= MAX_MTP_LAYERS:
+            raise ExplorerError(f"model field 'mtp_layers' must be an integer from 0 to {MAX_MTP_LAYERS}, "
+                                f"got {self.mtp_layers!r}")
+        if self.mtp_layers and self.family not in ("gpt", "llama"):
+            raise ExplorerError(f"multi-token prediction (mtp_layers) is for decoder families (gpt, llama), "
+                                f"not {self.family!r}")
         if self.family in ("gpt", "bert", "llama"):
             if self.hidden % self.heads and not (self.head_dim or self.kv_lora_rank):
                 raise ExplorerError(

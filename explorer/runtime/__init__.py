@@ -4,7 +4,8 @@
 when CUDA is present) that train the model for a few iterations with data
 parallelism (gradient all-reduce), Megatron-style tensor parallelism (the f/g
 conjugate operators, Shoeybi et al. 2019 Sec 3) and pipeline parallelism (GPipe,
-Huang et al. 2019; 1F1B, Narayanan et al. SC'21 Sec 2.2), and records every
+Huang et al. 2019; 1F1B and interleaved 1F1B, Narayanan et al. SC'21 Sec 2.2), with
+full or selective recomputation, in fp32 or bf16, and records every
 collective and point-to-point call and the compute spans per rank.
 `compare(...)` turns the records into bytes per device per cost category with
 the model's bus-bandwidth factors and sets them next to `evaluate`'s.

@@ -91,19 +91,21 @@ class Comm:
                       start, self.rec.now())
         return out
 
-    def send(self, tensor, dst, op):
+    def send(self, tensor, dst, op, tag=0):
+        """Non-blocking; `tag` keeps apart the kinds of message one pair of ranks exchanges (the interleaved
+        schedule's loop sends forward and backward between the last and the first stage)."""
         import torch.distributed as dist
         start = self.rec.now()
-        self.pending.append((dist.isend(tensor, dst), tensor))
+        self.pending.append((dist.isend(tensor, dst, tag=tag), tensor))
         self.rec.call("p2p", "send", "pp_comm", op, tensor.numel() * tensor.element_size(), 2, start,
                       self.rec.now())
 
-    def recv(self, numel, src, op):
+    def recv(self, numel, src, op, dtype=None, tag=0):
         import torch
         import torch.distributed as dist
-        buf = torch.empty(numel, device=torch.get_default_device())
+        buf = torch.empty(numel, device=torch.get_default_device(), dtype=dtype)
         start = self.rec.now()
-        dist.recv(buf, src)
+        dist.recv(buf, src, tag=tag)
         self.rec.call("p2p", "recv", "pp_comm", op, buf.numel() * buf.element_size(), 2, start, self.rec.now())
         return buf
 
@@ -152,6 +154,8 @@ def functions():
         @staticmethod
         def forward(ctx, logits, target, start, comm):
             note = "vocab-parallel cross-entropy (Megatron-LM cross_entropy.py); in the cost model's loss operator"
+            ctx.dtype = logits.dtype
+            logits = logits.float()      # calculate_logits_max casts the logits to fp32 (so the three all-reduces)
             top = logits.max(dim=-1).values
             comm.all_reduce(top, comm.tp_group, comm.tp_size, "op_comm", "loss", True, note, maximum=True)
             z = logits - top[:, None]
@@ -171,7 +175,7 @@ def functions():
             soft, idx, inside = ctx.saved_tensors
             out = soft.clone()
             out.scatter_add_(1, idx[:, None], -inside[:, None].to(out.dtype))
-            return out * grad[:, None], None, None, None
+            return (out * grad[:, None]).to(ctx.dtype), None, None, None
 
     return CopyToTP, ReduceFromTP, VocabParallelCrossEntropy
 

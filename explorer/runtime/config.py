@@ -27,10 +27,19 @@ class Config:
     iterations: int
     seed: int
     layer_degrees: tuple = ()  # per layer: t (Megatron split) or 1 (replicated on the group); () = all t
+    chunks: int = 1            # v: model chunks per stage (the interleaved schedule)
+    chunk_blocks: tuple = ()   # per stage, per chunk: block names (v > 1); () = each stage one chunk
+    dtype: str = "fp32"        # parameters, activations and the sends (fp32 or bf16)
+    grad_dtype: str = "fp32"   # the data-parallel reduction (the cost model's grad_dtype, resolved)
+    recompute: str = "none"    # none, selective (attention core) or full (every layer)
 
     @property
     def micro_batches(self) -> int:
         return self.global_batch // (self.micro_batch * self.dp)
+
+    def blocks_of(self, stage: int, chunk: int = 0) -> tuple:
+        """The blocks of model chunk `chunk` on `stage`, in order."""
+        return self.chunk_blocks[stage][chunk] if self.chunk_blocks else self.stage_blocks[stage]
 
 
 def coords(cfg: Config, rank: int) -> tuple:

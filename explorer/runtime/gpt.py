@@ -13,7 +13,6 @@ params/t (explorer/cost/block.py). torch is imported inside functions only.
 from __future__ import annotations
 
 import math
-from functools import lru_cache
 
 from explorer.runtime.comm import Comm, functions, gather_linear, sequence_functions
 from explorer.runtime.config import Config
@@ -58,7 +57,14 @@ def shard(cfg: Config, name: str, full, i: int):
         piece = full.view(3, a, h // a).chunk(t, dim=1)[i].reshape(3 * h // t)
     else:                                                                       # layer norms: replicated
         piece = full
-    return piece.clone().contiguous().to(_device()).requires_grad_(True)
+    piece = getattr(piece.clone().contiguous().to(_device()), CAST[cfg.dtype])()
+    return piece.requires_grad_(True)
+
+
+CAST = {"fp32": "float", "bf16": "bfloat16"}
+"""The dtypes the reference run trains in, as the tensor method that casts to each (parameters are drawn in
+fp32 from one generator, then cast, so a bf16 run starts from the fp32 run's weights, rounded);
+explorer/runtime/measure.py refuses the others."""
 
 
 def layer_degree(cfg: Config, block: str) -> int:
@@ -104,13 +110,18 @@ class Stage:
         rec.span("op", op, start, rec.now(), phase="fwd")
         return out
 
-    def forward(self, x, tokens, targets):
-        """x: activations from the previous stage (None on the first); returns activations or the loss."""
-        for block in self.blocks:
+    def forward(self, x, tokens, targets, chunk=0):
+        """x: activations from the previous stage or chunk (None on the first); returns activations or the
+        loss. Under full recomputation each layer keeps only its input and runs its forward again in the
+        backward (Megatron-LM --recompute-granularity full --recompute-method uniform
+        --recompute-num-layers 1), its collectives included."""
+        for block in self.cfg.blocks_of(self.stage, chunk):
             if block == "embedding":
                 x = self.embed(tokens)
             elif block == "head":
                 x = self.head(x, targets)
+            elif self.cfg.recompute == "full":
+                x = _checkpoint(self.layer, block, x)
             else:
                 x = self.layer(block, x)
         return x
@@ -147,9 +158,10 @@ class Stage:
         y = self.timed(f"{name}.ln1", F.layer_norm, x, (h,), p["ln1_w"], p["ln1_b"], LN_EPS)
         qkv = self.column(f"{name}.qkv", f, y, p["qkv_w"], p["qkv_b"], t)
         q, k, v = qkv.view(b, s, 3, heads, dh).permute(2, 0, 3, 1, 4)
-        scores = self.timed(f"{name}.score", lambda: (q @ k.transpose(-1, -2)) / math.sqrt(dh))
-        probs = self.timed(f"{name}.softmax", lambda: F.softmax(scores + _causal(s), dim=-1))
-        ctx = self.timed(f"{name}.context", lambda: (probs @ v).transpose(1, 2).reshape(b, s, heads * dh))
+        if cfg.recompute == "selective":    # the attention core (Korthikanti et al. 2022 Sec 5): no collective
+            ctx = _checkpoint(self.core_attention, name, q, k, v)
+        else:
+            ctx = self.core_attention(name, q, k, v)
         out = self.timed(f"{name}.proj", lambda: ctx @ p["proj_w"] + F.pad(p["proj_b"], pad))
         out = g.apply(out, comm, f"{name}.add1")
         x = self.timed(f"{name}.add1", lambda: x + out)
@@ -159,6 +171,13 @@ class Stage:
         out = self.timed(f"{name}.fc2", lambda: y @ p["fc2_w"] + F.pad(p["fc2_b"], pad))
         out = g.apply(out, comm, f"{name}.add2")
         return self.timed(f"{name}.add2", lambda: x + out)
+
+    def core_attention(self, name, q, k, v):
+        """Scores, causal softmax and context: what selective recomputation recomputes."""
+        b, heads, s, dh = q.shape
+        scores = self.timed(f"{name}.score", lambda: (q @ k.transpose(-1, -2)) / math.sqrt(dh))
+        probs = self.timed(f"{name}.softmax", lambda: (scores + _causal(scores)).softmax(dim=-1))
+        return self.timed(f"{name}.context", lambda: (probs @ v).transpose(1, 2).reshape(b, s, heads * dh))
 
     def column(self, op, f, y, w, bias, t):
         """A column-parallel linear after f: under sequence parallelism Megatron-LM's fused
@@ -195,14 +214,19 @@ def _device():
     return torch.get_default_device()
 
 
-@lru_cache(maxsize=8)
-def _causal_mask(s: int, device: str):
+def _causal(scores):
+    """The causal mask (-inf above the diagonal) for (..., s, s) scores, in their dtype and device."""
+    s = scores.shape[-1]
+    return scores.new_full((s, s), float("-inf")).triu(1)
+
+
+def _checkpoint(fn, *args):
+    """fn(*args) keeping only its inputs; the backward runs the whole of fn again first, its collectives
+    included, as Megatron-LM's CheckpointFunction does (core/tensor_parallel/random.py, an autograd Function
+    that re-runs the forward in its backward): torch.utils.checkpoint's reentrant form. (The non-reentrant
+    form stops re-running once the saved tensors are back, which drops a layer's last all-reduce.)"""
     import torch
-    return torch.full((s, s), float("-inf"), device=device).triu(1)
-
-
-def _causal(s: int):
-    return _causal_mask(s, str(_device()))
+    return torch.utils.checkpoint.checkpoint(fn, *args, use_reentrant=True)
 
 
 def batch(cfg: Config, iteration: int):

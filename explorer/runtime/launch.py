@@ -37,6 +37,7 @@ def _config_from(data: dict) -> Config:
     data = dict(data)
     data["stage_blocks"] = tuple(tuple(blocks) for blocks in data["stage_blocks"])
     data["layer_degrees"] = tuple(data.get("layer_degrees", ()))
+    data["chunk_blocks"] = tuple(tuple(tuple(c) for c in stage) for stage in data.get("chunk_blocks", ()))
     return Config(**data)
 
 
@@ -133,8 +134,9 @@ def run_single(cfg: Config) -> list:
     threads = torch.get_num_threads()
     torch.set_num_threads(THREADS_PER_RANK)
     try:
-        blocks = tuple(b for stage in cfg.stage_blocks for b in stage)
-        single = replace(cfg, dp=1, tp=1, pp=1, stage_blocks=(blocks,), layer_degrees=())
+        blocks = tuple(b for c in range(cfg.chunks) for s in range(cfg.pp) for b in cfg.blocks_of(s, c))  # model order
+        single = replace(cfg, dp=1, tp=1, pp=1, stage_blocks=(blocks,), layer_degrees=(), chunks=1, chunk_blocks=(),
+                         schedule="1f1b")
         return train(single, Comm(Recorder()), 0, 0)
     finally:
         torch.set_num_threads(threads)

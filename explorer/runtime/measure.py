@@ -13,7 +13,6 @@ measured - unmodelled must equal the model exactly.
 from __future__ import annotations
 
 import os
-from dataclasses import replace
 
 from explorer.cost.collectives import bytes_per_device
 from explorer.cost.evaluate import evaluate
@@ -27,6 +26,8 @@ from explorer.runtime.config import Config
 from explorer.strategy.strategy import Strategy
 
 COMM_CATEGORIES = ("op_comm", "redistribution", "pp_comm", "dp_comm", "zero_comm")
+RUN_SCHEDULES = ("gpipe", "1f1b", "interleaved")
+"""The schedules the run follows (explorer/runtime/train.py runs the schedule object's own order)."""
 STAGE_OF = {"op_comm": "critical", "redistribution": "critical", "pp_comm": "critical",
             "dp_comm": "sync", "zero_comm": "sync"}
 MAX_ITERATIONS = 20
@@ -56,18 +57,23 @@ def check_runnable(model: ModelSpec, strategy: Strategy, procs: int, iterations:
            if split.overrides or split.effective_preset not in ("megatron", "replicated")
            or split.degree not in (1, strategy.tp)]
     mixed = len({split.degree for split in strategy.layer_splits}) > 1
+    side_grads = strategy.pp > 1 or (strategy.sequence_parallel and strategy.tp > 1)
     unsupported = [(odd, f"per-layer split of layer {odd[0] if odd else 0} (only Megatron over all t, or replicated)"),
                    (mixed and strategy.sequence_parallel, "sequence parallelism with per-layer splits"),
-                   (strategy.chunks != 1, "interleaved chunks"),
-                   (strategy.schedule not in ("gpipe", "1f1b"), f"schedule '{strategy.schedule}'"),
-                   (strategy.recompute != "none", "recomputation"),
+                   (strategy.schedule not in RUN_SCHEDULES, f"schedule '{strategy.schedule}'"),
                    (strategy.zero > 1, f"ZeRO stage {strategy.zero}"),
-                   (strategy.overlap_dp, "overlapped gradient sync")]
+                   (strategy.overlap_dp, "overlapped gradient sync"),
+                   (strategy.dtype == "fp16", "fp16 (it needs loss scaling)"),
+                   (strategy.dtype == "fp8", "fp8 (it needs Transformer Engine's kernels on a GPU)"),
+                   (strategy.dtype == "bf16" and strategy.grad_dtype == "fp32" and side_grads,
+                    "fp32 gradients of a bf16 model with pipeline or sequence parallelism (the cost model prices "
+                    "the tied-embedding and norm-gradient all-reduces in bf16, Megatron-LM in its fp32 main_grad)")]
     for flag, what in unsupported:
         if flag:
             raise ExplorerError(f"the reference run does not implement {what} yet; "
                                 "it runs DP (ZeRO-1), TP (Megatron, sequence parallel; per layer Megatron or "
-                                "replicated) and PP (gpipe, 1f1b)")
+                                "replicated), PP (gpipe, 1f1b, interleaved), recomputation (selective, full), "
+                                "in fp32 or bf16")
     t = strategy.tp
     for name, value in (("heads", model.heads), ("vocab", model.vocab), ("seq_len", model.seq_len),
                         ("ffn_hidden", model.ffn_hidden)):
@@ -78,15 +84,21 @@ def check_runnable(model: ModelSpec, strategy: Strategy, procs: int, iterations:
 def config_for(model: ModelSpec, strategy: Strategy, cluster: Cluster, iterations: int, seed: int) -> Config:
     plan = cost_tree(model, strategy, cluster).plan
     stages = [[] for _ in range(strategy.pp)]
+    chunks = [[[] for _ in range(strategy.chunks)] for _ in range(strategy.pp)]
     for placed in plan.blocks:
         stages[placed.stage].append(placed.block.name)
+        chunks[placed.stage][placed.chunk].append(placed.block.name)
+    reduce_in = "fp32" if strategy.grad_dtype == "fp32" else strategy.dtype
     return Config(hidden=model.hidden, heads=model.heads, ffn_hidden=model.ffn_hidden, seq_len=model.seq_len,
                   vocab=model.vocab, layers=model.layers, dp=strategy.dp, tp=strategy.tp, pp=strategy.pp,
                   micro_batch=strategy.micro_batch, global_batch=strategy.global_batch,
                   schedule=strategy.schedule, scatter_gather=strategy.scatter_gather,
                   sequence_parallel=strategy.sequence_parallel, zero=strategy.zero,
                   layer_degrees=tuple(split.degree for split in strategy.layer_splits),
-                  stage_blocks=tuple(tuple(s) for s in stages), iterations=iterations, seed=seed)
+                  stage_blocks=tuple(tuple(s) for s in stages), iterations=iterations, seed=seed,
+                  chunks=strategy.chunks, chunk_blocks=tuple(tuple(tuple(c) for c in s) for s in chunks)
+                  if strategy.chunks > 1 else (), dtype=strategy.dtype, grad_dtype=reduce_in,
+                  recompute=strategy.recompute)
 
 
 def rank_bytes(record: dict, iteration: int) -> tuple:
@@ -244,7 +256,6 @@ def run_strategy(model: ModelSpec, strategy: Strategy, procs: int, cluster: Clus
                  seed: int = 1234) -> dict:
     """Train `model` under `strategy` on `procs` processes and set measured next to modelled numbers."""
     from explorer.runtime.launch import run_ranks, run_single
-    strategy = replace(strategy, dtype="fp32")
     check_runnable(model, strategy, procs, iterations)
     predicted_on, result = shared_prediction(model, strategy, cluster, procs)
     cfg = config_for(model, strategy, predicted_on, iterations, seed)

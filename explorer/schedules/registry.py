@@ -36,6 +36,12 @@ def names() -> tuple:
     return tuple(SCHEDULES)
 
 
+def names_for(pp: int) -> tuple:
+    """The registered schedules that apply to `pp` stages (their own min_stages, the rule table's
+    MIN_STAGES rule): what a picker offers. ZB-H1, interleaved and DualPipeV need a pipeline."""
+    return tuple(name for name, schedule in SCHEDULES.items() if pp >= schedule.min_stages)
+
+
 def on_register(hook) -> None:
     """Call hook(schedule) for every schedule registered from now on."""
     _HOOKS.append(hook)

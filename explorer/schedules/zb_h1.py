@@ -60,6 +60,8 @@ ZB_H1 = Schedule(
     name="zb-h1", title="ZB-H1 (zero bubble)",
     source="Qi et al., 'Zero Bubble Pipeline Parallelism', ICLR'24, Sec 3.1",
     order=order, formulas=formulas, warmup=warmup,
-    splits_weight=True, micro_batches_per_stage=1, stage_end_name="StageEndZBH1",
+    # min_stages 2: with one stage there is no bubble for the W passes to fill; it is 1F1B under another name,
+    # and the search and the pickers offered it at p = 1 (issue 30)
+    splits_weight=True, micro_batches_per_stage=1, stage_end_name="StageEndZBH1", min_stages=2,
     micro_batches_reason="its warm-up fills p-1 slots (Qi et al. ICLR'24 Sec 3.1)",
 )

@@ -3,21 +3,18 @@
 imports it only for a model with experts."""
 from __future__ import annotations
 
-from dataclasses import replace
-
 import numpy as np
-import sympy as sp
 
 from explorer.cost import collectives as coll
+from explorer.cost.experts import ep_sized
 from explorer.cost.tree import size_function
-from explorer.symbols import t
 
 
 def a2a_seconds(cost, degree: int, route: tuple, nums, recompute: str, ep: int) -> tuple:
     """(forward, backward) seconds of one block's all-to-alls for one micro-batch (arrays over the
     micro-batch sizes of `nums`), priced as the tree prices them (Numbers.collective_seconds): for
     the search's chain of nodes, which adds them to the block's F and B."""
-    colls = [replace(c, size=c.size.subs(t, degree), n=sp.Integer(ep)) for c in cost.ep_collectives]
+    colls = [ep_sized(c, degree, ep) for c in cost.ep_collectives]
     if not colls or ep <= 1:
         return 0.0, 0.0
     sizes = size_function(tuple(c.size for c in colls))(*nums.size_args())

@@ -12,8 +12,8 @@ import numpy as np
 
 from explorer.cost import cache
 from explorer.cost.generated import function_of, plain_key, source_of
-from explorer.cost.numeric import (STAGE_INPUT_NAMES, expert_dp_ratio, optimizer_state_bytes, optimizer_update_bytes,
-                                   stage_dp_g_L, stage_expert_dp_g_L)
+from explorer.cost.numeric import (STAGE_INPUT_NAMES, expert_dp_ratio, grad_norm_seconds, optimizer_state_bytes,
+                                   optimizer_update_bytes, stage_dp_g_L, stage_expert_dp_g_L)
 from explorer.strategy.mesh import Mesh
 
 _LEAN: dict = {}
@@ -27,15 +27,19 @@ def param_gather_with(zero: int, overlap: bool, param_gather: bool | None = None
 
 
 def lean_term(schedule: str, zero: int, overlap: bool, k_states: int, name: str,
-              param_gather: bool | None = None, sends: bool = False, moe: bool = False) -> tuple:
+              param_gather: bool | None = None, sends: bool = False, moe: bool = False,
+              grad_bytes: int | None = None, memory: tuple = ()) -> tuple:
     """(function, argument names) of one super-step term compiled over the symbols it uses
     (superstep.Variant.lean) -- from memory, from the disk cache (explorer.cost.cache: the source
     lambdify wrote, as for evaluate()'s functions), or built with sympy and stored. `sends`: the
     variant with the pipeline's sends overlapped (superstep.overlapped_sends); `moe`: the variant
-    whose expert weights synchronise, shard and update over their own group (superstep.EXPERT_GROUP)."""
+    whose expert weights synchronise, shard and update over their own group (superstep.EXPERT_GROUP);
+    `grad_bytes`: 4 for gradients reduced in fp32 (Strategy.grad_dtype, options_of), None = beta; `memory`:
+    the precision recipe's (name, value) options (Strategy.memory_options: FP8 weight copies, Adam moments)."""
     key = ("lean", schedule, int(zero), bool(overlap), int(k_states), name) + \
         (("param_gather_overlap",) if param_gather_with(zero, overlap, param_gather) else ()) + \
-        (("p2p_overlap",) if sends else ()) + (("moe",) if moe else ())
+        (("p2p_overlap",) if sends else ()) + (("moe",) if moe else ()) + \
+        ((("grad_bytes", int(grad_bytes)),) if grad_bytes is not None else ()) + tuple(memory)
     if key not in _LEAN:
         _LEAN[key] = _stored(key) or _built(key)
     return _LEAN[key]
@@ -57,9 +61,10 @@ def _built(key: tuple) -> tuple:
     # ZeRO-1/2 candidates that overlap the gradient reduce-scatter also overlap the parameter
     # all-gather with the next forward (Megatron-LM --overlap-grad-reduce --overlap-param-gather
     # with the distributed optimizer, explorer.search.search.point_strategy: never slower)
+    options = dict(k for k in key[6:] if isinstance(k, tuple))      # ("grad_bytes", n), memory options
     fn, args = variant(schedule, zero, overlap, k_states, "moe" in key[6:], zero_prefetch=zero == 3,
                        param_gather_overlap="param_gather_overlap" in key[6:],
-                       p2p_overlap="p2p_overlap" in key[6:]).lean((name,))
+                       p2p_overlap="p2p_overlap" in key[6:], **options).lean((name,))
     names = tuple(a.name for a in args)
     source = source_of(fn)
     if source:
@@ -87,10 +92,13 @@ class Objective:
     expert weights synchronise over -- the super-step's moe variant, as evaluate() prices it)."""
 
     def __init__(self, cluster, dtype_bytes: int, hw: dict, dp: int, tp: int, pp: int, cp: int = 1,
-                 experts=None):
+                 experts=None, grad_bytes=None, memory: dict | None = None, dtype: str = "bf16"):
         # with context parallelism the gradients are reduced (and ZeRO shards) over dp x cp (evaluate.py)
         self.hw, self.dp, self.pp, self.beta = hw, dp * cp, pp, dtype_bytes
-        g, L = stage_dp_g_L(cluster, Mesh.of(tp=tp, dp=dp, pp=pp, cp=cp), pp)    # each stage's dp x cp groups
+        mesh = Mesh.of(tp=tp, dp=dp, pp=pp, cp=cp)
+        g, L = stage_dp_g_L(cluster, mesh, pp)    # each stage's dp x cp groups
+        # the gradient-norm all-reduce before the step, by ZeRO stage (its group: evaluate()'s T_norm)
+        self.norm_s = lambda zero: grad_norm_seconds(cluster, mesh, int(zero), dtype)
         self.g, self.L = np.array(g), np.array(L)
         self.moe = experts is not None
         if self.moe:       # the super-step's g^e_r, L^e_r and e (evaluate._core)
@@ -100,7 +108,12 @@ class Objective:
         self.k_states = optimizer_state_bytes(dtype_bytes)
         self.k_update = optimizer_update_bytes(dtype_bytes)
         self._lean_fns = {}
+        # bytes of a reduced gradient element: None (beta) or 4 (fp32), or a function of the ZeRO stage (a
+        # framework's default may depend on it: Megatron-FSDP's 'auto', explorer/strategy/frameworks.py)
+        self.grad_bytes_of = grad_bytes if callable(grad_bytes) else (lambda zero: grad_bytes)
         self.sends_allowed = True      # the sweep's: may interleaved sends overlap (sweep.p2p_overlap)
+        # what the precision recipe keeps (Strategy.memory_options), as evaluate() prices it
+        self.precision = tuple(sorted((memory or {}).items()))
 
     def _lean(self, schedule: str, zero: int, overlap: bool, name: str, param_gather: bool | None = None,
               sends: bool = False) -> tuple:
@@ -109,7 +122,7 @@ class Objective:
         key = (schedule, zero, bool(overlap), name, param_gather, sends)
         if key not in self._lean_fns:
             self._lean_fns[key] = lean_term(schedule, zero, overlap, self.k_states, name, param_gather, sends,
-                                            self.moe)
+                                            self.moe, self.grad_bytes_of(zero), self.precision)
         return self._lean_fns[key]
 
     def _experts(self, values: dict, psi_e, ranks) -> dict:
@@ -148,7 +161,8 @@ class Objective:
         device (Psi^e_r, a model with experts)."""
         fn, args = self._lean(schedule, zero, overlap, "after", param_gather)
         g, L = (self.g, self.L) if ranks is None else (self.g[ranks], self.L[ranks])
-        values = self._experts({"Psi_r": psi, "B_r": bwd, "F_r": fwd, "GS_r": split_sync, "g_r": g, "L_r": L,
+        values = self._experts({"T_{norm}": self.norm_s(zero),
+                                "Psi_r": psi, "B_r": bwd, "F_r": fwd, "GS_r": split_sync, "g_r": g, "L_r": L,
                                 "m": m, "v": v, "p": self.pp, "r": self.ranks if ranks is None else ranks,
                                 "d": self.dp, "beta": self.beta, "W_{hbm}": self.hw["W"], "K_{opt}": self.k_update},
                                psi_e, ranks)

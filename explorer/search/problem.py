@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from explorer.hardware.cluster import BYTES_PER_ELEMENT
 from explorer.schedules import chunked
 from explorer.strategy import rules
-from explorer.strategy.strategy import LayerSplit, Strategy
+from explorer.strategy.strategy import GRAD_BYTES, LayerSplit, Strategy, memory_options
 from explorer.search.chain_dp import Setting, Solution
 from explorer.search.objective import Objective
 from explorer.search.tables import Chain, node_stages
@@ -37,9 +37,10 @@ class Problem:
         same = lambda x: (x.degree, x.effective_preset, x.overrides) == \
             (default.degree, default.effective_preset, default.overrides)
         splits = () if all(same(x) for x in solution.splits) else tuple(solution.splits)
-        layer_stages = tuple(solution.stages[1:-1])
-        stage_map = () if layer_stages == tuple(self.even_stages[1:-1]) or chunked(s.schedule) \
-            else layer_stages
+        layers = slice(1, 1 + self.model.layers)     # the layers' stages (then MTP modules, head)
+        layer_stages = tuple(solution.stages[layers])
+        stage_map = () if layer_stages == tuple(self.even_stages[layers]) or chunked(s.schedule) \
+            or s.pipeline_layout else layer_stages
         return s.with_(layer_splits=splits, stage_map=stage_map)
 
 
@@ -48,13 +49,14 @@ def problem_for(model, cluster, strategy: Strategy, cap_bytes: float | None = No
     rules.check(model, strategy)
     key = (strategy.tp, strategy.dp * strategy.tp, strategy.recompute, strategy.sequence_parallel,
            strategy.scatter_gather, strategy.dtype, strategy.micro_batch, strategy.cp, strategy.cp_algo, strategy.ep,
-           strategy.etp)
+           strategy.etp, strategy.fp8_recipe)
     chains = {} if chains is None else chains
     if key not in chains:
         chains[key] = Chain(model, cluster, strategy.with_(layer_splits=(), stage_map=()), [strategy.micro_batch])
     chain = chains[key]
     objective = Objective(cluster, BYTES_PER_ELEMENT[strategy.dtype], chain.hw, strategy.dp, strategy.tp,
-                          strategy.pp, strategy.cp, strategy if model.is_moe else None)
+                          strategy.pp, strategy.cp, strategy if model.is_moe else None,
+                          GRAD_BYTES.get(strategy.grad_dtype), memory_options(strategy), dtype=strategy.dtype)
     cap = cluster.device.memory_bytes if cap_bytes is None else cap_bytes
     setting = Setting(strategy.micro_batches, strategy.chunks, strategy.zero, strategy.overlap_dp,
                       strategy.schedule, cap, param_gather=strategy.overlap_param_gather)

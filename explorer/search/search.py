@@ -25,8 +25,9 @@ from explorer.errors import ExplorerError
 from explorer.limits import check_count, spend
 from explorer.schedules import get as schedule_of
 from explorer.cost.evaluate import Result, evaluate
+from explorer.strategy.frameworks import EXPORTER, GENERIC, check_framework
 from explorer.strategy.strategy import Strategy
-from explorer.strategy.rules import graphs_refusal
+from explorer.strategy.rules import check as check_rules, graphs_refusal
 from explorer.search.pareto import dominated, pareto_front
 from explorer.search.report import label
 from explorer.search.refine import refine
@@ -115,8 +116,9 @@ def _check_ep(model, ep) -> None:
 
 
 def point_strategy(space, points: Points, k: int, global_batch: int, dtype: str = "bf16",
-                   overlap_sends: bool = True) -> Strategy:
-    """The Strategy of sweep point k (Megatron's split, default stage placement)."""
+                   overlap_sends: bool = True, framework: str = "generic") -> Strategy:
+    """The Strategy of sweep point k (Megatron's split, default stage placement), costed under `framework`'s
+    defaults (Strategy.framework)."""
     fam = space.families[points.family[k]]
     return Strategy(dp=fam.dp, tp=fam.tp, pp=fam.pp, micro_batch=int(points.micro_batch[k]),
                     global_batch=global_batch, schedule=fam.schedule, chunks=fam.chunks,
@@ -125,7 +127,8 @@ def point_strategy(space, points: Points, k: int, global_batch: int, dtype: str 
                     cp=fam.cp, cp_algo=fam.cp_algo, ep=fam.ep, expert_tp=fam.expert_tp,
                     overlap_tp=tp_overlap(fam), overlap_p2p=p2p_overlap(fam, overlap_sends),
                     overlap_param_gather=param_gather_with(int(points.zero[k]), bool(points.overlap[k])),
-                    cuda_graphs=fam.cuda_graphs, moe_dispatcher=fam.moe_dispatcher)
+                    cuda_graphs=fam.cuda_graphs, moe_dispatcher=fam.moe_dispatcher, framework=framework,
+                    **{k: v for k, v in fam.precision if k != "recompute_modules" or fam.recompute == "selective"})
 
 
 def candidate(model, cluster, strategy: Strategy, gpus: int) -> Candidate:
@@ -138,17 +141,23 @@ def search(model, cluster, gpus: int, global_batch: int, max_memory_bytes: float
            top: int = 10, progress=None, refine_top: int = 8, dtype: str = "bf16",
            framework: str | None = None, cp: int | None = None, cp_algo: str = "ring",
            ep: int | None = None, memory_headroom: float = MEMORY_HEADROOM, cuda_graphs: str = "none",
-           moe_dispatcher: str = "alltoall") -> SearchResult:
+           moe_dispatcher: str = "alltoall", fp8_recipe: str = "delayed", adam_moments: str = "fp32",
+           recompute_modules: tuple = ()) -> SearchResult:
     """Search the whole global space of `model` on `gpus` devices of `cluster` at `global_batch`.
 
     `progress(fraction, message)` is called as the search goes (fraction in [0, 1]). With
     `framework` (one of explorer.codegen.FRAMEWORKS) the top list and the Pareto front hold only
-    strategies that framework can express -- the exporters' own rules decide. Context parallelism is
+    strategies that framework can express -- the exporters' own rules decide -- each costed under that
+    framework's defaults (Strategy.framework: its gradient reduction dtype, explorer/strategy/frameworks.py), so
+    that what is listed, what is exported and what that framework runs agree. Context parallelism is
     searched (ring) for sequences of 8k tokens and more; `cp` fixes its degree, `cp_algo` its algorithm.
     With `ep`, only that expert-parallel degree is searched (a model with experts; ep must divide them).
     Without `max_memory_bytes` the cap is the device's memory less `memory_headroom` of it (MEMORY_HEADROOM);
     a cap given is taken as it is. Every candidate runs with `cuda_graphs` and `moe_dispatcher` (the host
-    side, explorer/model/kernels.py): where the host's issue time binds, larger micro-batches win.
+    side, explorer/model/kernels.py): where the host's issue time binds, larger micro-batches win. Every
+    candidate keeps what `fp8_recipe` (dtype fp8) and `adam_moments` keep (explorer/hardware/precision.py):
+    the memory that decides which fit; its selective-recomputation candidates recompute `recompute_modules`
+    (explorer/model/recompute.py; () = the attention core).
     """
     start = time.perf_counter()
     _check(model, cluster, gpus, global_batch, max_memory_bytes, top, memory_headroom)
@@ -160,11 +169,18 @@ def search(model, cluster, gpus: int, global_batch: int, max_memory_bytes: float
     refused = graphs_refusal(Strategy(cuda_graphs=cuda_graphs, moe_dispatcher=moe_dispatcher), model)
     if refused:
         raise ExplorerError(refused)
-    space = enumerate_space(model, gpus, global_batch, cp, cp_algo, ep, cuda_graphs, moe_dispatcher)
+    fixed = Strategy(dtype=dtype, fp8_recipe=fp8_recipe, adam_moments=adam_moments, zero=1, recompute="selective",
+                     recompute_modules=recompute_modules)       # refuses a bad option in one line
+    check_rules(model, fixed)
+    precision = tuple((k, getattr(fixed, k)) for k in ("fp8_recipe", "adam_moments", "recompute_modules")
+                      if getattr(fixed, k) != Strategy.__dataclass_fields__[k].default)
+    space = enumerate_space(model, gpus, global_batch, cp, cp_algo, ep, cuda_graphs, moe_dispatcher, precision)
+    target = check_framework(framework) if framework else GENERIC     # the Strategy.framework of every candidate
+    framework = EXPORTER.get(target)              # its exporter's name (the filter), None for generic
     sends = framework in SENDS_OVERLAPPED_BY
     points = sweep(model, cluster, space.families, global_batch, dtype,
                    progress=lambda done, n: report(0.7 * done / n, f"evaluated {done}/{n} families"),
-                   overlap_sends=sends)
+                   overlap_sends=sends, framework=target)
     fits = np.flatnonzero(points.memory_bytes <= cap)
     pruned = Counter(space.pruned)
     pruned[MEMORY_RULE] += int(points.time_s.size - fits.size)
@@ -174,7 +190,7 @@ def search(model, cluster, gpus: int, global_batch: int, max_memory_bytes: float
     # framework filter (whose kept points only the exporters know) every point within the cap
     settle_fastest(points, fits, BEST_SCAN * top if keep is None else fits.size)
     settle_front(points, fits)
-    pool = _Pool(model, cluster, gpus, space, points, fits, global_batch, dtype, cap, keep, sends)
+    pool = _Pool(model, cluster, gpus, space, points, fits, global_batch, dtype, cap, keep, sends, target)
     order = _to_refine(space, points, fits, refine_top)
     first = pool.first_answer()
     if first is not None:      # an early answer: the fastest uniform strategy, before the refinement
@@ -270,9 +286,10 @@ class _Pool:
     """Every candidate within the cap: sweep points (built on demand) and refined strategies;
     `keep` (optional) drops the strategies a framework cannot express before they are evaluated."""
 
-    def __init__(self, model, cluster, gpus, space, points, fits, global_batch, dtype, cap, keep=None, sends=True):
+    def __init__(self, model, cluster, gpus, space, points, fits, global_batch, dtype, cap, keep=None, sends=True,
+                 framework=GENERIC):
         self.model, self.cluster, self.gpus, self.cap, self.keep = model, cluster, gpus, cap, keep
-        self.sends = sends
+        self.sends, self.framework = sends, framework
         self.space, self.points, self.batch, self.dtype = space, points, global_batch, dtype
         self.time = list(points.time_s[fits])
         self.memory = list(points.memory_bytes[fits])
@@ -280,7 +297,7 @@ class _Pool:
         self._done = {}
 
     def strategy(self, k) -> Strategy:
-        return point_strategy(self.space, self.points, int(k), self.batch, self.dtype, self.sends)
+        return point_strategy(self.space, self.points, int(k), self.batch, self.dtype, self.sends, self.framework)
 
     def first_answer(self):
         """(strategy, seconds) of the fastest kept sweep point, or None (the sweep's own numbers)."""

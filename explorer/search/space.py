@@ -116,6 +116,7 @@ class Family:
     expert_tp: int = 0     # 0: the experts split over tp; 1: whole experts, ep over tp x dp (needs SP)
     cuda_graphs: str = "none"   # the host side (explorer/model/kernels.py): fixed for a search (--cuda-graphs)
     moe_dispatcher: str = "alltoall"
+    precision: tuple = ()       # fixed for a search: (("fp8_recipe", r), ("adam_moments", m)) when not the default
 
     @property
     def size(self) -> int:
@@ -155,7 +156,8 @@ def cp_degrees(model, devices: int) -> list:
 
 
 def enumerate_space(model, gpus: int, global_batch: int, cp: int | None = None, cp_algo: str = "ring",
-                    ep: int | None = None, cuda_graphs: str = "none", moe_dispatcher: str = "alltoall") -> Space:
+                    ep: int | None = None, cuda_graphs: str = "none", moe_dispatcher: str = "alltoall",
+                    precision: tuple = ()) -> Space:
     """Every global choice for `model` on `gpus` devices at global batch `global_batch` (with `cp`
     given, only that context-parallel degree; `cp_algo` the algorithm of cp > 1; with `ep`, only
     that expert-parallel degree). `cuda_graphs` and `moe_dispatcher` are the host side every family
@@ -186,7 +188,29 @@ def enumerate_space(model, gpus: int, global_batch: int, cp: int | None = None, 
         space.families = [f for f in space.families if f.ep == ep]
     if cuda_graphs != "none" or moe_dispatcher != "alltoall":
         space.families = [replace(f, cuda_graphs=cuda_graphs, moe_dispatcher=moe_dispatcher) for f in space.families]
+    if precision:
+        _with_precision(space, precision)
     return space
+
+
+MOMENTS_ZERO = "bf16 Adam moments without the distributed optimizer"
+
+
+def _with_precision(space, precision: tuple) -> None:
+    """Every family with the search's precision options (`precision`: Strategy (field, value) pairs: the FP8
+    recipe, the Adam moments); lower-precision moments run only with a distributed optimizer (ZeRO >= 1,
+    explorer.strategy.rules._precision), so their ZeRO-0 points are pruned."""
+    out = []
+    for f in space.families:
+        f = replace(f, precision=precision)
+        if dict(precision).get("adam_moments", "fp32") != "fp32" and 0 in f.zeros:
+            kept = tuple(z for z in f.zeros if z >= 1)
+            space.pruned[MOMENTS_ZERO] += f.size - len(f.micro_batches) * len(kept) * len(f.overlaps)
+            if not kept:
+                continue
+            f = replace(f, zeros=kept)
+        out.append(f)
+    space.families = out
 
 
 OTHER_EP = "another ep than asked for"

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 
 import numpy as np
 
@@ -23,7 +24,8 @@ from explorer.hardware.cluster import BYTES_PER_ELEMENT
 from explorer.limits import spend
 from explorer.schedules import get as schedule_of
 from explorer.schedules.critical_path import stage_end_lower_bounds
-from explorer.strategy.strategy import LayerSplit, Strategy
+from explorer.strategy.frameworks import default_grad_dtype
+from explorer.strategy.strategy import GRAD_BYTES, LayerSplit, Strategy, memory_options
 from explorer.search.objective import Objective
 from explorer.search.tables import A, B, F, GS, PE, PSI, SB, SF, W, Chain, node_stages, stage_sums
 
@@ -58,15 +60,29 @@ class _Pending:
     micro_batch_counts: np.ndarray
 
 
-def probe(family, global_batch: int, dtype: str = "bf16") -> Strategy:
-    """A strategy with the family's structure (micro-batch 1); stands in for the whole family."""
+def probe(family, global_batch: int, dtype: str = "bf16", framework: str = "generic") -> Strategy:
+    """A strategy with the family's structure (micro-batch 1); stands in for the whole family (with the
+    defaults of `framework`: its gradient dtype, explorer/strategy/frameworks.py)."""
     return Strategy(dp=family.dp, tp=family.tp, pp=family.pp, micro_batch=1,
                     global_batch=family.dp * schedule_of(family.schedule).base_micro_batches(family.pp),
                     schedule=family.schedule, chunks=family.chunks,
                     recompute=family.recompute, sequence_parallel=family.sequence_parallel, dtype=dtype,
                     cp=family.cp, cp_algo=family.cp_algo, ep=family.ep, expert_tp=family.expert_tp,
                     overlap_tp=tp_overlap(family), overlap_p2p=p2p_overlap(family),
-                    cuda_graphs=family.cuda_graphs, moe_dispatcher=family.moe_dispatcher)
+                    cuda_graphs=family.cuda_graphs, moe_dispatcher=family.moe_dispatcher, framework=framework,
+                    **{k: v for k, v in family.precision if k in BLOCK_OPTIONS and
+                       (k != "recompute_modules" or family.recompute == "selective")})
+
+
+BLOCK_OPTIONS = ("fp8_recipe", "recompute_modules")
+"""The search's fixed options that change the blocks (what they keep): the probe carries them; the others
+(the Adam moments) are the objective's (precision_view)."""
+
+
+def precision_view(family, dtype: str):
+    """The family's precision options as Strategy.memory_options reads them (the probe has ZeRO 0, which
+    bf16 moments refuse: they are priced here, the probe keeps only what changes the blocks)."""
+    return SimpleNamespace(dtype=dtype, **{"fp8_recipe": "delayed", "adam_moments": "fp32", **dict(family.precision)})
 
 
 def p2p_overlap(family, allowed: bool = True) -> bool:
@@ -96,9 +112,10 @@ def default_options(tp: int) -> tuple:
 
 
 def sweep(model, cluster, families, global_batch: int, dtype: str = "bf16", progress=None,
-          options=default_options, overlap_sends: bool = True) -> Points:
+          options=default_options, overlap_sends: bool = True, framework: str = "generic") -> Points:
     """Evaluate every family with each uniform option of `options(tp)`; progress(done, total);
-    overlap_sends: the interleaved schedule's sends under computation (p2p_overlap)."""
+    overlap_sends: the interleaved schedule's sends under computation (p2p_overlap); `framework`: the
+    Strategy.framework every point is costed under (its default gradient dtype)."""
     groups = defaultdict(list)
     for index, fam in enumerate(families):
         groups[(fam.tp, fam.recompute, fam.sequence_parallel, fam.cp, fam.cp_algo, fam.ep, fam.expert_tp)].append(index)
@@ -106,7 +123,7 @@ def sweep(model, cluster, families, global_batch: int, dtype: str = "bf16", prog
     for (tp, *_), members in groups.items():
         spend(f"searching (t={tp}: {len(members)} of {len(families)} families)")
         _sweep_group(model, cluster, families, members, global_batch, dtype, options(tp), rows, pending,
-                     overlap_sends)
+                     overlap_sends, framework)
         done += len(members)
         if progress:
             progress(done, len(families))
@@ -116,25 +133,27 @@ def sweep(model, cluster, families, global_batch: int, dtype: str = "bf16", prog
 
 
 def _sweep_group(model, cluster, families, members, global_batch, dtype, options, rows, pending,
-                 overlap_sends=True):
+                 overlap_sends=True, framework="generic"):
     first = families[members[0]]
     sizes = np.array(sorted({b for i in members for b in families[i].micro_batches}))
-    base = Chain(model, cluster, probe(first, global_batch, dtype), sizes)
+    base = Chain(model, cluster, probe(first, global_batch, dtype, framework), sizes)
     degree = np.array([o.degree if o.preset == "batch" else 1 for o in options])
     by_pp = defaultdict(list)
     for i in members:
         by_pp[families[i].pp].append(i)
     for pp, fams in by_pp.items():
-        chain = base.for_probe(probe(families[fams[0]], global_batch, dtype))
+        chain = base.for_probe(probe(families[fams[0]], global_batch, dtype, framework))
         fam0 = families[fams[0]]
         objective = Objective(cluster, BYTES_PER_ELEMENT[dtype], chain.hw, fam0.dp, fam0.tp, pp, fam0.cp,
-                              chain.probe if model.is_moe else None)
+                              chain.probe if model.is_moe else None,
+                              lambda zero: GRAD_BYTES.get(default_grad_dtype(framework, dtype, zero)),
+                              memory_options(precision_view(fam0, dtype)), dtype=dtype)
         objective.sends_allowed = overlap_sends
         by_stages = {}                 # schedules placing the blocks alike share their stage sums
         picked = []
         for i in fams:
             fam = families[i]
-            stages = node_stages(model, probe(fam, global_batch, dtype))
+            stages = node_stages(model, probe(fam, global_batch, dtype, framework))
             if stages not in by_stages:
                 by_stages[stages] = np.stack([stage_sums(chain, chain.chain([o] * model.layers, stages), stages, pp)
                                               for o in options]).transpose(0, 1, 3, 2)   # (options, ROWS, b, pp)

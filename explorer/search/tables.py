@@ -20,7 +20,7 @@ from explorer.cost import layouts as lay
 from explorer.cost.numbers import Numbers
 from explorer.cost.boundary import boundary_parts, part_route, payer_side, same_split
 from explorer.cost.numeric import Q, cp_group_route, ep_group_route, sharded_expert_params, tied_place, tied_values
-from explorer.cost.placement import block_splits, block_stages, expert_options, host_options
+from explorer.cost.placement import block_ends, block_place, block_splits, block_stages, expert_options, host_options
 from explorer.cost.summary import block_function, block_summary, summarise
 from explorer.errors import ExplorerError
 from explorer.cost.outline import block_outlines
@@ -276,6 +276,6 @@ def stage_sums(chain: Chain, nodes, stages, pp: int) -> np.ndarray:
 
 
 def node_stages(model, strategy) -> tuple:
-    """Stage of every block (embedding, layers, head), as the plan places them."""
-    layers = tuple(stage for stage, _ in block_stages(model, strategy))
-    return (0,) + layers + (layers[-1],)
+    """Stage of every block (embedding, layers, MTP modules, head), as the plan places them."""
+    places, ends = block_stages(model, strategy), block_ends(model, strategy)
+    return tuple(block_place(o.kind, o.layer, places, ends)[0] for o in block_outlines(model))

@@ -20,6 +20,8 @@ import re
 import pandas as pd
 
 from explorer.errors import ExplorerError
+from explorer.strategy.pipeline_layout import resolve as resolve_layout, rows
+from explorer.schedules import get as schedule_of
 from explorer.strategy.strategy import LAYER_PRESETS, LayerSplit, Strategy
 
 ITEM = re.compile(r"^L([0-9]{1,5})$")
@@ -68,6 +70,17 @@ def layer_stages(stage_map: tuple, pp: int, layers: int) -> tuple:
     if len(stage_map) == layers and stage_map and max(stage_map) < pp:
         return tuple(stage_map)
     return Strategy(pp=pp).stages(layers)
+
+
+def layout_table(model, strategy) -> pd.DataFrame | None:
+    """The pipeline layout `strategy` runs `model` with, one row per pipeline stage and one column per model
+    chunk ('E t×7', 'm L'; explorer/strategy/pipeline_layout.py), or None for the even split (the drag columns)."""
+    layout = resolve_layout(model.layers, getattr(model, "mtp_layers", 0), strategy)
+    if layout is None:
+        return None
+    table = rows(layout, strategy.pp, schedule_of(strategy.schedule).place)
+    return pd.DataFrame([[r] + chunks for r, chunks in table],
+                        columns=["stage"] + [f"chunk {c}" for c in range(len(table[0][1]))])
 
 
 def layer_splits(splits: tuple, tp: int, layers: int) -> tuple:
@@ -156,4 +169,5 @@ def uniform(splits: tuple, tp: int) -> bool:
 __all__ = ["LAYER_PRESETS", "choices_from_table", "layer_splits", "layer_stages", "layer_table",
            "split_columns", "split_from_label",
            "split_label", "split_options", "splits_from_columns", "stage_columns", "stage_map_from_columns",
+           "layout_table",
            "uniform"]

@@ -15,6 +15,8 @@ from typing import Callable
 
 from explorer.errors import ExplorerError
 from explorer.schedules import get as schedule_of
+from explorer.strategy.moe_rules import dispatcher_hardware, ep_overlap_refusal
+from explorer.strategy.pipeline_layout import check_against, even_layout
 
 
 @dataclass(frozen=True)
@@ -76,16 +78,31 @@ def _layer_splits_length(v, model):
 
 
 def _chunks(v, model):
-    if schedule_of(v.schedule).chunked and v.pp * v.chunks > model.layers:
-        return f"pp x chunks = {v.pp * v.chunks} model chunks is more than the {model.layers} layers"
+    slots = model.layers + getattr(model, "mtp_layers", 0) + 2      # with the embedding and the loss (even_layout)
+    if schedule_of(v.schedule).chunked and v.pp * v.chunks > slots:
+        return (f"pp x chunks = {v.pp * v.chunks} model chunks is more than the {model.layers} layers, even with "
+                "the embedding and the loss as chunk members")
     return None
 
 
 def _uneven(v, model):
-    if schedule_of(v.schedule).chunked and model.layers % (v.pp * v.chunks):
+    if getattr(v, "pipeline_layout", "") or not schedule_of(v.schedule).chunked or \
+            not model.layers % (v.pp * v.chunks):
+        return None
+    mtp = getattr(model, "mtp_layers", 0)
+    if even_layout(model.layers, mtp, v.pp * v.chunks) is None:
         return (f"the {model.layers} layers do not split into pp x chunks = {v.pp * v.chunks} equal model "
-                "chunks (Megatron-LM asserts layers % (pp x v) == 0 for the interleaved schedule)")
+                f"chunks, nor do they with the embedding{', the MTP layers' if mtp else ''} and the loss counted "
+                f"as layers ({model.layers + mtp + 2} slots): give --pipeline-layout (Megatron-LM "
+                "--pipeline-model-parallel-layout) or --decoder-first/last-pipeline-num-layers")
     return None
+
+
+def _layout_fits(v, model):
+    layout = getattr(v, "layout", None) if getattr(v, "pipeline_layout", "") else None
+    if layout is None:
+        return None
+    return check_against(layout, model.layers, getattr(model, "mtp_layers", 0), v.pp)
 
 
 def _min_stages(v, model):
@@ -236,6 +253,38 @@ def graphs_refusal(v, model):
     return None
 
 
+def _precision(v, model=None):
+    """An FP8 recipe other than the default needs FP8 training; bf16 Adam moments need the distributed
+    optimizer (explorer/hardware/precision.py)."""
+    recipe = getattr(v, "fp8_recipe", "delayed")
+    if recipe != "delayed" and v.dtype != "fp8":
+        return f"fp8_recipe {recipe!r} needs dtype fp8, not {v.dtype} (a {v.dtype} run keeps nothing in FP8)"
+    if getattr(v, "adam_moments", "fp32") != "fp32" and v.zero < 1:
+        return (f"{v.adam_moments} Adam moments need ZeRO >= 1: Megatron's precision-aware optimizer runs only with "
+                "its distributed optimizer ('--use-precision-aware-optimizer only supported with distributed "
+                "optimizer', megatron/core/optimizer/__init__.py)")
+    return None
+
+
+def _recompute_modules(v, model):
+    """What Megatron-Core's TransformerConfig refuses of --recompute-modules (transformer_config.py
+    __post_init__ @ d98e8a64), for the modules the explorer models (explorer/model/recompute.py)."""
+    modules = getattr(v, "recompute_modules", ())
+    if not modules or v.recompute != "selective":
+        return None
+    if "mla_up_proj" in modules and not getattr(model, "kv_lora_rank", 0):
+        return f"recompute module mla_up_proj needs multi-latent attention; {model.name} has none"
+    if ("moe_act" in modules or "shared_experts" in modules) and not getattr(model, "is_moe", False):
+        return f"recompute modules moe_act and shared_experts need a model with experts; {model.name} is dense"
+    if "shared_experts" in modules and not (getattr(model, "shared_experts", 0) or getattr(model, "shared_ffn_hidden", 0)):
+        return f"recompute module shared_experts needs shared experts; {model.name} has none"
+    if v.dtype == "fp8" and getattr(v, "fp8_recipe", "delayed") == "delayed" and \
+            ({"moe_act", "layernorm"} & set(modules)):
+        return ("FP8 delayed scaling cannot recompute moe_act or layernorm (Megatron-Core: 'Delayed scaling does not "
+                "support moe_act and layernorm recompute for fp8'); use another fp8_recipe")
+    return None
+
+
 def _ep_divides_dp(v, model=None):
     ep, cp = getattr(v, "ep", 1), getattr(v, "cp", 1)
     etp = getattr(v, "expert_tp", 0) or v.tp
@@ -313,6 +362,7 @@ RULES = (
     Rule("layer_splits of another length", "model", ("layer_splits",), _layer_splits_length, False),
     Rule("stage map of another length or with an empty stage", "model", ("pp", "stage_map"),
          _stage_map_covers, False),
+    Rule("pipeline layout does not fit the model", "model", ("pp", "pipeline_layout"), _layout_fits, False),
     Rule("batch split of a micro-batch it does not divide", "model", ("micro_batch", "layer_splits"),
          _batch_split, False),
     Rule("MoE with t > 1 needs sequence parallelism", "model", ("tp", "sequence_parallel"),
@@ -323,6 +373,12 @@ RULES = (
     Rule("ep does not divide the experts", "model", ("ep",), _ep_divides_experts, False),
     Rule("full CUDA graphs with a dropless MoE dispatcher", "model", ("cuda_graphs", "moe_dispatcher"),
          graphs_refusal, False),
+    Rule("expert-parallel overlap Megatron-Core refuses", "model",
+         ("overlap_ep", "ep", "moe_dispatcher", "recompute", "pp", "schedule"), ep_overlap_refusal, False),
+    Rule("precision options the recipe does not allow", "strategy", ("fp8_recipe", "dtype", "adam_moments", "zero"),
+         _precision, False),
+    Rule("recompute modules the model or recipe does not allow", "model",
+         ("recompute", "recompute_modules", "dtype", "fp8_recipe"), _recompute_modules, False),
 )
 REASONS = tuple(rule.reason for rule in RULES if rule.searched) + (MEMORY,)
 """The search's pruning reasons, in the order a raw choice is checked."""
@@ -354,7 +410,7 @@ def check(model, strategy, gpus: int | None = None, cluster=None) -> None:
     rule, message = first_broken(strategy, model, ("model",))
     if rule:
         raise ExplorerError(message)
-    message = _gpus(strategy, model, None, cluster)
+    message = _gpus(strategy, model, None, cluster) or dispatcher_hardware(strategy, model, cluster)
     if message:
         raise ExplorerError(message)
 

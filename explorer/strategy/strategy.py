@@ -12,11 +12,17 @@ from functools import cached_property
 
 from explorer.errors import ExplorerError
 from explorer.schedules import NAMES as SCHEDULES
+from explorer.hardware.precision import FP8_RECIPES, MOMENT_DTYPES, optimizer_options
 from explorer.schedules import SCHEDULES as REGISTERED
+from explorer.strategy.frameworks import GRAD_FROM_FRAMEWORK, check_framework, default_grad_dtype
 from explorer.strategy.mesh import AXES, DEFAULT_ORDER, Mesh
+from explorer.strategy.pipeline_layout import parse as parse_layout
 from explorer.strategy.rules import check_strategy
 
 RECOMPUTE = ("none", "selective", "full")
+RECOMPUTE_MODULES = ("core_attn", "layernorm", "mlp", "moe_act", "mla_up_proj", "shared_experts")
+"""Megatron-LM --recompute-modules that selective recomputation may name (explorer/model/recompute.py; 'moe'
+-- the whole MoE layer with its all-to-alls -- is not modelled); () = Megatron's default, core_attn."""
 DTYPES = ("bf16", "fp16", "fp32", "fp8")
 """fp8: Transformer Engine-style FP8 training (FP8 GEMMs, BF16 weights/gradients/activations,
 fp32 master weights and Adam states; explorer.hardware.cluster.BYTES_PER_ELEMENT)."""
@@ -25,17 +31,19 @@ GRAD_BYTES = {"fp32": 4}             # grad_dtype -> bytes per reduced gradient 
 """Gradient accumulation and data-parallel reduction dtype: "model" = the training dtype's bytes
 (beta); "fp32" = 4 B, Megatron-LM's --accumulate-allreduce-grads-in-fp32 (on by default with
 --bf16, megatron/training/arguments.py; 18 B/param with Adam: Megatron-LM
-docs/user-guide/features/dist_optimizer.md)."""
+docs/user-guide/features/dist_optimizer.md). A Strategy given neither takes its framework's default
+(Strategy.framework, explorer/strategy/frameworks.py: GRAD_FROM_FRAMEWORK, resolved on construction)."""
 CP_ALGOS = ("ring", "ulysses")   # explorer.cost.context_parallel
 CUDA_GRAPHS = ("none", "router", "layer", "full")
 """CUDA graphs (explorer/model/kernels.py): none (eager); per-layer parts, Megatron-LM --cuda-graph-impl
 transformer_engine|local with --cuda-graph-scope moe_router moe_preprocess ("router") or attn mlp moe_router
 moe_preprocess (+ moe under token-drop with padding: "layer"); the full iteration ("full":
 --cuda-graph-impl full_iteration, or --cuda-graph-scope full_iteration; the older --enable-cuda-graph)."""
-MOE_DISPATCHERS = ("alltoall", "deepep", "hybridep")
-"""MoE token dispatchers (Megatron-Core --moe-token-dispatcher-type alltoall, or flex with
---moe-flex-dispatcher-backend deepep|hybridep): the all-to-all and DeepEP synchronise with the host once
-per dropless MoE forward, HybridEP does not (explorer/model/kernels.py syncs)."""
+MOE_DISPATCHERS = ("alltoall", "deepep", "hybridep", "allgather")
+"""MoE token dispatchers (Megatron-Core --moe-token-dispatcher-type alltoall|allgather, or flex with
+--moe-flex-dispatcher-backend deepep|hybridep): the all-to-all, the all-gather and DeepEP synchronise with the
+host once per dropless MoE forward, HybridEP does not (explorer/model/kernels.py syncs); the all-gather
+dispatcher gathers every token of the ep group and reduce-scatters the outputs (explorer/cost/moe_terms.py)."""
 LAYER_PRESETS = ("megatron", "column", "row", "batch", "replicated")
 """Per-layer operator splits (see ops_split.py):
 megatron: Megatron-LM's column->row pairing (QKV/FC1 by column, proj/FC2 by row);
@@ -101,7 +109,8 @@ class Strategy:
     layer_splits: tuple = ()         # LayerSplit per layer; () = LayerSplit(tp, 'megatron') everywhere
     stage_map: tuple = ()            # pipeline stage of each layer; () = even split
     rank_order: str = DEFAULT_ORDER  # mesh axes, fastest-varying first (Megatron-LM's tp-cp-ep-dp-pp)
-    grad_dtype: str = "model"        # GRAD_DTYPES: gradients accumulated and reduced in the model dtype or fp32
+    grad_dtype: str = GRAD_FROM_FRAMEWORK  # GRAD_DTYPES: gradients accumulated and reduced in the model dtype or
+    #                                   fp32; "framework" (default) = the framework's own (frameworks.py), resolved once
     cp: int = 1                      # context-parallel degree: the sequence split over cp devices
     cp_algo: str = "ring"            # 'ring' (Megatron-LM CP, K/V around a ring) or 'ulysses' (all-to-all)
     overlap_tp: bool = False         # tensor-parallel collectives under the GEMMs (Megatron --tp-comm-overlap)
@@ -113,6 +122,13 @@ class Strategy:
     overlap_p2p: bool = False        # pipeline sends under computation (Megatron overlap_p2p_comm; interleaved)
     cuda_graphs: str = "none"        # CUDA_GRAPHS: what the host issues as graphs, not kernel by kernel
     moe_dispatcher: str = "alltoall"  # MOE_DISPATCHERS (MoE models)
+    overlap_ep: bool = False         # MoE all-to-alls under the other micro-batch's compute (Megatron-LM
+    #                                  --overlap-moe-expert-parallel-comm; explorer/cost/moe_terms.py ep_hidden)
+    pipeline_layout: str = ""        # Megatron-LM --pipeline-model-parallel-layout (pipeline_layout.py); "" = even
+    framework: str = "generic"       # FRAMEWORKS: the framework targeted, whose defaults apply (frameworks.py)
+    fp8_recipe: str = "delayed"      # FP8_RECIPES (dtype fp8): Megatron-LM --fp8-recipe, what TE keeps in memory
+    adam_moments: str = "fp32"       # MOMENT_DTYPES: Adam's moments (Megatron --exp-avg-dtype/--exp-avg-sq-dtype)
+    recompute_modules: tuple = ()    # RECOMPUTE_MODULES selective recomputation redoes; () = core_attn (Megatron's)
 
     def __post_init__(self):
         for name in ("dp", "tp", "pp", "micro_batch", "global_batch", "chunks", "cp", "ep"):
@@ -134,17 +150,36 @@ class Strategy:
         if self.moe_dispatcher not in MOE_DISPATCHERS:
             raise ExplorerError(f"moe_dispatcher {self.moe_dispatcher!r} is unknown; use one of "
                                 f"{', '.join(MOE_DISPATCHERS)}")
-        if self.grad_dtype not in GRAD_DTYPES:
-            raise ExplorerError(f"grad_dtype {self.grad_dtype!r} is unknown; use one of {', '.join(GRAD_DTYPES)}")
+        if self.fp8_recipe not in FP8_RECIPES:
+            raise ExplorerError(f"fp8_recipe {self.fp8_recipe!r} is unknown; use one of {', '.join(FP8_RECIPES)}")
+        if self.adam_moments not in MOMENT_DTYPES:
+            raise ExplorerError(f"adam_moments {self.adam_moments!r} is unknown; use one of {', '.join(MOMENT_DTYPES)}")
+        modules = (self.recompute_modules,) if isinstance(self.recompute_modules, str) else self.recompute_modules
+        if not isinstance(modules, (tuple, list)) or any(m not in RECOMPUTE_MODULES for m in modules):
+            raise ExplorerError(f"recompute_modules {str(self.recompute_modules)[:80]} names a module the explorer does "
+                                f"not model; use some of {', '.join(RECOMPUTE_MODULES)}")
+        # one spelling per set (Megatron's default, core_attn alone, is ()): one cost key
+        modules = tuple(m for m in RECOMPUTE_MODULES if m in modules)
+        object.__setattr__(self, "recompute_modules", () if modules == ("core_attn",) else modules)
         if isinstance(self.zero, bool) or not isinstance(self.zero, int) or self.zero not in (0, 1, 2, 3):
             raise ExplorerError(f"zero stage must be 0, 1, 2 or 3, got {self.zero!r}")
+        object.__setattr__(self, "framework", check_framework(self.framework))
+        if self.grad_dtype == GRAD_FROM_FRAMEWORK:  # the framework's default, once
+            object.__setattr__(self, "grad_dtype", default_grad_dtype(self.framework, self.dtype, self.zero))
+        if self.grad_dtype not in GRAD_DTYPES:
+            raise ExplorerError(f"grad_dtype {self.grad_dtype!r} is unknown; use one of {', '.join(GRAD_DTYPES)}")
         for name in ("sequence_parallel", "overlap_dp", "scatter_gather", "overlap_tp", "overlap_param_gather",
-                     "zero_prefetch", "overlap_p2p"):
+                     "zero_prefetch", "overlap_p2p", "overlap_ep"):
             if not isinstance(getattr(self, name), bool):
                 raise ExplorerError(f"strategy field '{name}' must be true or false, got {getattr(self, name)!r}")
         splits = tuple(s if isinstance(s, LayerSplit) else LayerSplit(**s) for s in self.layer_splits)
         object.__setattr__(self, "layer_splits", splits)
         object.__setattr__(self, "stage_map", tuple(self.stage_map))
+        if self.pipeline_layout:     # parsed once, kept in its canonical spelling (one key per layout)
+            if self.stage_map:
+                raise ExplorerError("a strategy takes a pipeline layout or a stage_map, not both")
+            layout = parse_layout(self.pipeline_layout, self.pp * self.chunks)
+            object.__setattr__(self, "pipeline_layout", layout.text())
         if not isinstance(self.rank_order, str) or sorted(self.rank_order.split("-")) != sorted(AXES):
             raise ExplorerError(f"rank_order must name each mesh axis once ({'-'.join(AXES)} in some order), "
                                 f"got {self.rank_order!r}")
@@ -165,14 +200,23 @@ class Strategy:
         return LayerSplit(degree=self.tp, preset="megatron")
 
     def stages(self, layers: int) -> tuple:
-        """Stage of each layer: the given map, or an even split (first stages take the remainder)."""
+        """Stage of each layer: the given map, the pipeline layout's, or an even split (first stages take
+        the remainder)."""
         if self.stage_map:
             return self.stage_map
+        if self.pipeline_layout:     # virtual stage k where the schedule places model chunk k (rank k mod p)
+            place = REGISTERED[self.schedule].place
+            return tuple(place(k, self.pp, self.chunks)[0] for k in self.layout.layer_stages())
         base, extra = divmod(layers, self.pp)
         out = []
         for stage in range(self.pp):
             out += [stage] * (base + (1 if stage < extra else 0))
         return tuple(out)
+
+    @cached_property
+    def layout(self):
+        """The parsed pipeline layout (pipeline_layout.PipelineLayout), or None without one."""
+        return parse_layout(self.pipeline_layout) if self.pipeline_layout else None
 
     @cached_property
     def mesh(self) -> Mesh:
@@ -198,6 +242,11 @@ class Strategy:
         return self.expert_tp or self.tp
 
     def with_(self, **changes) -> "Strategy":
+        """The strategy with `changes`; a gradient dtype that was its framework's default follows the new
+        framework, dtype or ZeRO stage (the user chose no other), unless `changes` names one."""
+        if "grad_dtype" not in changes and {"framework", "dtype", "zero"} & set(changes) and \
+                self.grad_dtype == default_grad_dtype(self.framework, self.dtype, self.zero):
+            changes = {**changes, "grad_dtype": GRAD_FROM_FRAMEWORK}
         return replace(self, **changes)
 
 
@@ -211,4 +260,14 @@ def options_of(strategy) -> dict:
         options["zero_prefetch"] = True
     if getattr(strategy, "overlap_p2p", False) and strategy.pp > 1:
         options["p2p_overlap"] = True
-    return options
+    return {**options, **memory_options(strategy)}
+
+
+def memory_options(strategy) -> dict:
+    """The super-step options of what a strategy's precision recipe keeps (explorer/hardware/precision.py):
+    the FP8 recipe whose weight copies Transformer Engine caches ("fp8_weights", dtype fp8) and the
+    precision-aware optimizer's bytes (optimizer_options); {} for bf16 with fp32 moments. Read by
+    options_of and by the search's objective (plain values: they key the compiled functions)."""
+    recipe = getattr(strategy, "fp8_recipe", "delayed")
+    out = {"fp8_weights": recipe} if strategy.dtype == "fp8" else {}
+    return {**out, **optimizer_options(strategy.dtype, recipe, getattr(strategy, "adam_moments", "fp32"))}

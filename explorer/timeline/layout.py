@@ -19,7 +19,7 @@ from explorer.cost.cold import numeric_tree
 from explorer.cost.collectives import cp_kind
 from explorer.cost.numbers import Numbers
 from explorer.cost.numeric import COMM_CATEGORIES, Q
-from explorer.cost.placement import block_place, block_stages
+from explorer.cost.placement import block_ends, block_place, block_stages
 from explorer.cost.outline import block_outlines
 from explorer.timeline.parts import CP_PART, OP_PART, PART_CATEGORIES
 from explorer.timeline.schedules import B, F
@@ -80,9 +80,9 @@ def _crosses(kind: str, route: tuple, n_levels: int) -> np.ndarray:
 def _operators(model, strategy) -> np.ndarray:
     """'first..last' block names of each stage's chunk, the blocks placed as the plan places them."""
     out = np.full((strategy.pp, strategy.chunks), "", dtype=object)
-    places = block_stages(model, strategy)
+    places, ends = block_stages(model, strategy), block_ends(model, strategy)
     for outline in block_outlines(model):
-        stage, chunk = block_place(outline.kind, outline.layer, places)
+        stage, chunk = block_place(outline.kind, outline.layer, places, ends)
         cur = out[stage, chunk]
         out[stage, chunk] = outline.name if not cur else f"{cur.split('..')[0]}..{outline.name}"
     return out

@@ -32,6 +32,7 @@ class Case:
     cluster: str = ""        # the case's own cluster preset ('' = the one validate() is given)
     model_flops: float = 0.0  # the source's model FLOPs per iteration (metric 'model_tflops_per_gpu')
     subset: str = ""         # 'fitted' or 'held out' where constants were fitted on some rows
+    convention: str = ""     # the FLOPs convention of a TFLOP/s metric (explorer.cost.megatron_flops), '' = none
 
 
 def default_cases_path() -> Path:

@@ -12,7 +12,8 @@ How each row becomes a strategy (what the tables leave open, from the recipes' o
 to fit the number):
 * dp = GPUs / (TP x PP x CP); CP > 1 is Megatron's context parallelism with ring attention (its
   default cp_comm_type p2p), held out even in the fitted container (the fit was made without such
-  rows; every bundled one, Llama 3.1 405B, is skipped today for its 126 layers over uneven chunks);
+  rows; the bundled ones, Llama 3.1 405B, run 126 layers over uneven chunks: the embedding and the loss counted
+  as layers, Megatron-Bridge's account_for_embedding/loss_in_pipeline_split, our default layout);
   VP > 1 is Megatron's interleaved schedule with v = VP chunks; TP > 1 runs with sequence
   parallelism (Megatron-Bridge's Llama 3 recipes set sequence_parallel with TP).
 * FSDP > 1 rows (FSDP = dp) are Megatron FSDP "optim_grads_params" (= ZeRO-3, scripts/performance/
@@ -52,19 +53,25 @@ rows: GPT-OSS's MLP and window counting, DeepSeek-V3's MTP layer). How a MoE row
   factor 1.0 (Megatron-Bridge apply_moe_token_drop: no host synchronisation, whole-layer graphs), every
   other row dropless; routing is force-balanced (README "MoE conditions": the 26.x footnote; recipes
   moe_router_force_load_balancing=True), so every expert gets its fair share and nothing is dropped.
-* The recipes' overlap of the EP all-to-all under the other micro-batch's compute (moe_a2a_overlap)
-  is not modelled: the all-to-alls are exposed (ep_comm); DeepEP/HybridEP move the all-to-all's bytes
-  (their own bandwidths are not modelled), their kernels and synchronisations are theirs.
-* Not expressible, skipped with the reason: DeepSeek-V3 rows that ran a multi-token-prediction
-  layer (every DeepSeek-V3 row except 25.11 "w/o MTP": README, implied FLOPs/token); rows whose
-  layers do not split over pp x v chunks; rows without a published tokens/s.
+* The recipes' overlap of the EP all-to-all under the other micro-batch's compute (moe_a2a_overlap) is
+  Strategy.overlap_ep where the recipe set it (A2A_OVERLAP); elsewhere the all-to-alls are exposed (ep_comm).
+  DeepEP/HybridEP move the all-to-all's bytes at the level's achieved bandwidth (their published bandwidths
+  on Blackwell, 0.55-0.61 of NVLink's 900 GB/s, are the level's all-to-all efficiency within a few per cent:
+  explorer/cost/moe_terms.py), their kernels and synchronisations are theirs.
+* DeepSeek-V3 runs its multi-token-prediction layer (every row except 25.11 "w/o MTP": README, implied
+  FLOPs/token; assets/models/deepseek-v3.json mtp_layers) in the recipe's pipeline layout (DEEPSEEK_V3_LAYOUTS).
+* Not expressible, skipped with the reason: rows whose layers split over pp x v chunks neither evenly, nor
+  with the embedding and loss counted, nor by a published layout; rows without a published tokens/s.
 """
 from __future__ import annotations
 
 from dataclasses import replace
 
+from explorer.cost.megatron_flops import CONVENTION as MEGATRON_CONVENTION
+from explorer.cost.megatron_flops import megatron_model_flops, padded_vocab  # noqa: F401 (bf16.py reads it here)
 from explorer.errors import ExplorerError
 from explorer.io.models import load_model
+from explorer.strategy.pipeline_layout import even_layout
 from explorer.strategy.strategy import Strategy
 from explorer.validation.cases import ROOT, Case
 
@@ -83,7 +90,6 @@ other container's rows are held out."""
 HOST_FIT = ("NeMo 26.02", "DGX-B200")
 """The MoE rows the host's issue time per kernel (efficiency.host_launch_s, explorer/model/kernels.py) was
 fitted on (issue 27: one container, one system; every other MoE row is held out)."""
-MAKE_VOCAB_DIVISIBLE_BY = 128   # Megatron default (README: V_pad = multiple of 128 x TP)
 
 RECIPE_TAGS = {
     "NeMo 25.09": ("v0.1.0rc4", "6725f7049504c3bcf9a65c5aee40aa118bc7a869",
@@ -118,7 +124,7 @@ def _keys(graphs: dict, dispatchers: dict, containers) -> dict:
             for sys in SYSTEMS}
 
 
-Q30, Q235 = "qwen3-30b-a3b", "qwen3-235b-a22b"
+Q30, Q235, GPT = "qwen3-30b-a3b", "qwen3-235b-a22b", "gpt-oss-120b"
 H, B, GB = "DGX-H100", "DGX-B200", "DGX-GB200"
 RUN_KEYS = {
     # 25.09 (v0.1.0rc4): perf_matrix cuda_graphs true = Megatron's per-layer graphs (enable_cuda_graph) of whole
@@ -144,13 +150,41 @@ RUN_KEYS = {
     **_keys({(Q30, B): "layer", (Q30, GB): "full", (Q235, GB): "full"},
             {(Q30, B): "hybridep", (Q30, GB): "hybridep", (Q30, H): "hybridep", (Q235, GB): "hybridep"},
             ("NeMo 26.06", "NeMo 26.06.01", "NeMo 26.08")),
+    # GPT-OSS 120B, the V2 configs (GBS 1280, the published rows'): v0.4.0/v0.4.1 gpt_oss_workload_base_configs.py
+    # GPT_OSS_120B_PRETRAIN_CONFIG_B200_BF16_V2 and _GB200_BF16_V2 moe_flex_dispatcher_backend="hybridep"; v0.5.0/v0.5.1
+    # _GB200_FP8_MX_V2 and v0.6.0 perf_recipes/gpt_oss/gb200/gpt_oss.py (_apply_gpt_oss_120b_full_iter_fp8mx_configs,
+    # HybridEP's environment): full-iteration graphs with hybridep
+    **{(c, GPT, sys): ("none", "hybridep") for c in ("NeMo 26.04", "NeMo 26.04.01") for sys in (B, GB)},
+    **{(c, GPT, GB): ("full", "hybridep") for c in ("NeMo 26.06", "NeMo 26.06.01", "NeMo 26.08")},
 }
 """(container, model, system) -> (cuda_graphs, moe_dispatcher) of the run, read from that container's
 Megatron-Bridge performance recipes (RECIPE_TAGS): Megatron-Bridge's cuda_graph_scope [moe_router,
 moe_preprocess] is our "router", [attn, moe_router, moe_preprocess] (or the 25.09 whole-layer graphs of a
 token-drop run) "layer", cuda_graph_impl full_iteration "full"; moe_flex_dispatcher_backend hybridep/deepep,
-else the all-to-all. GPT-OSS 120B has no CUDA graphs nor flex dispatcher in any of them. The recipes'
-EP/all-to-all overlap (moe_a2a_overlap) is not modelled."""
+else the all-to-all. GPT-OSS 120B: no CUDA graphs nor flex dispatcher before 26.04 (its V1 configs). The recipes'
+EP/all-to-all overlap is A2A_OVERLAP."""
+A2A_OVERLAP = {("NeMo 25.11", Q30, H), ("NeMo 26.02", Q30, H)} | {(c, Q30, GB) for c in ("NeMo 26.06", "NeMo 26.06.01", "NeMo 26.08")} | \
+    {("NeMo 26.06.01", Q30, B)} | {(c, Q235, GB) for c in ("NeMo 26.06", "NeMo 26.06.01", "NeMo 26.08")} | \
+    {(c, GPT, GB) for c in ("NeMo 26.04", "NeMo 26.04.01", "NeMo 26.06", "NeMo 26.06.01", "NeMo 26.08")}
+"""(container, model, system) whose recipe set moe_a2a_overlap=True (Megatron-Bridge scripts/performance/utils/
+overrides.py _set_moe_a2a_overlap_overrides: overlap_moe_expert_parallel_comm and delay_wgrad_compute; our
+Strategy.overlap_ep), read from RECIPE_TAGS' qwen3 workload base configs: v0.2.0 QWEN3_30B_A3B_H100_FP8_CS_BASE_CONFIG
+(scripts/performance/configs/qwen3/workload_base_configs.py), v0.3.0 QWEN3_30B_A3B_PRETRAIN_CONFIG_H100_FP8_CS_V1
+(with deepep; v0.3.1 turned it off with hybridep: the H100 rows with it publish 5.1-5.3k tokens/s/GPU, those
+without 8.8-10.5k, which the model does not explain: issue 27), v0.5.0/v0.5.1 QWEN3_30B_A3B_..._GB200_FP8_MX_V1,
+v0.5.1 ..._B200_FP8_MX_V1, QWEN3_235B_A22B_..._GB200_FP8_MX_V2 (v0.6.0 perf_recipes/qwen/gb200/qwen3_moe.py
+overlap_moe_expert_parallel_comm=True); GPT-OSS 120B GB200: v0.4.x-v0.5.x _GB200_BF16_V2 / _FP8_MX_V2 and v0.6.0
+perf_recipes/gpt_oss/gb200/gpt_oss.py (comm_overlap.overlap_moe_expert_parallel_comm = True). Not keyed here (memory
+options, MEMORY_KEYS): the GPT-OSS configs' recompute_modules ["layernorm", "moe_act"] (V1 and V2 on every system;
+[] in the GB200 full-iteration MXFP8 ones)."""
+
+
+def overlaps_sends(pp: int, vp: int) -> bool:
+    """What Megatron-Bridge runs for the pipeline's sends: its CommOverlapConfig turns overlap_p2p_comm on
+    (and batch_p2p_comm off) exactly when pp > 1 and vp > 1 (src/megatron/bridge/training/comm_overlap.py,
+    CommOverlapConfig.setup, "# PP overlap", NVIDIA-NeMo/Megatron-Bridge at 067f987d): the explorer's
+    Strategy.overlap_p2p."""
+    return pp > 1 and vp > 1
 
 
 def group_of(system: str, moe: bool = False) -> str:
@@ -158,22 +192,13 @@ def group_of(system: str, moe: bool = False) -> str:
                                                 else "gb200")
 
 
-def padded_vocab(vocab: int, tp: int) -> int:
-    """Megatron's padded vocabulary: a multiple of make_vocab_size_divisible_by x TP
-    (megatron_bridge.json README, src/megatron/bridge/utils/vocab_utils.py)."""
-    step = MAKE_VOCAB_DIVISIBLE_BY * tp
-    return -(-vocab // step) * step
-
-
 def model_flops(model, tp: int, global_batch: int) -> float:
-    """Megatron-Bridge's model FLOPs per iteration for a dense gated (SwiGLU) GQA model
-    (README: transformer_flops in src/megatron/bridge/training/utils/flop_utils.py): 3 passes x
-    2 FLOPs per MAC, causal attention at half, no recomputation:
-    B s [12 L h f 3/2 + 12 L h^2 (1 + g/a + s/(2h)) + 6 h V_pad]."""
-    L, h, a, g, s, f = model.layers, model.hidden, model.heads, model.kv_heads, model.seq_len, model.ffn_hidden
-    per_token = (12 * L * h * f * 1.5 + 12 * L * h * h * (1 + g / a + s / (2 * h))
-                 + 6 * h * padded_vocab(model.vocab, tp))
-    return float(global_batch * s * per_token)
+    """Megatron-Bridge's model FLOPs per iteration (README "How Megatron-Bridge counts model FLOPs":
+    transformer_flops in src/megatron/bridge/training/utils/flop_utils.py, Megatron-LM's count: causal
+    attention at half, padded vocabulary, no recomputation) -- the one spelling of that count,
+    explorer.cost.megatron_flops.megatron_model_flops, so that a case's predicted TFLOP/s is the
+    evaluation's own megatron_tflops_per_gpu (compare like with like, issue 26 item 4)."""
+    return megatron_model_flops(model, global_batch, tp)
 
 
 def skip_reason(entry: dict) -> str:
@@ -196,12 +221,49 @@ def skip_reason(entry: dict) -> str:
     if fsdp > 1 and fsdp != x["num_gpus"] // (x["tensor_parallel"] * pp * (x.get("context_parallel") or 1)):
         return f"FSDP over {fsdp} of the data-parallel ranks (hybrid sharding) is not expressible"
     vp = x.get("virtual_pipeline") or 1
-    layers = load_model(x["model"]).layers
-    if vp > 1 and layers % (pp * vp):
-        return (f"{layers} layers over pp x v = {pp * vp} chunks: Megatron-Bridge counts the embedding and "
-                "the loss as pipeline layers (account_for_embedding/loss_in_pipeline_split); uneven "
-                "interleaved chunks are not expressible")
+    model = _row_model(x)
+    if vp > 1 and model.layers % (pp * vp) and not _row_layout(x, model) and \
+            even_layout(model.layers, model.mtp_layers, pp * vp) is None:
+        return (f"{model.layers} layers over pp x v = {pp * vp} chunks: no published layout for this split, and "
+                "the embedding and the loss counted as layers (account_for_embedding/loss_in_pipeline_split) do "
+                "not split evenly either")
     return ""
+
+
+DEEPSEEK_V3_LAYOUTS = {(4, 1): "Et*16|t*16|t*16|t*13", (8, 1): "Et*8|(t*8|)*6t*5", (4, 2): "Et*8|(t*8|)*6t*5",
+                       (16, 1): "Et*4|(t*4|)*14t", (8, 2): "Et*4|(t*4|)*14t", (4, 4): "Et*4|(t*4|)*14t",
+                       (8, 4): "Et|(tt|)*30"}
+"""DeepSeek-V3's pipeline layouts by (p, v), the MTP layers and the loss appended to the last stage: Megatron-Bridge
+src/megatron/bridge/recipes/deepseek/deepseek_v3.py set_deepseek_v3_pipeline_model_parallel_layout layout_map (at
+v0.3.0, 21b02e0c; last_layer = ["mtp"] * mtp_num_layers + ["loss"]), and for H100's p = 8, v = 4 the performance
+configs' pp_layout "Et|(tt|)*30mL" (scripts/performance/configs/deepseek/deepseek_workload_base_configs.py
+DEEPSEEK_V3_PRETRAIN_CONFIG_H100_V1 at v0.3.0; deepseek_llm_pretrain.py layout= at v0.2.0, 7af9601c)."""
+
+
+def _default_layout_note(model, pp: int, vp: int) -> str:
+    """The case's words for a split the recipe left to Megatron-Bridge's account_for_embedding/loss_in_pipeline_split
+    (the explorer's default layout for layers that do not split into p v chunks: explorer.cost.placement.layout_of)."""
+    if vp == 1 or not model.layers % (pp * vp):
+        return ""
+    layout = even_layout(model.layers, model.mtp_layers, pp * vp)
+    return (f"pipeline layout {layout.text()} (the embedding and the loss counted as layers: "
+            "account_for_embedding/loss_in_pipeline_split); ")
+
+
+def _row_model(x: dict):
+    """The row's model at its sequence length; DeepSeek-V3 with its MTP module unless the row ran 'w/o MTP'."""
+    model = load_model(x["model"]).with_seq_len(int(x["seq_len"]))
+    if model.mtp_layers and "w/o MTP" in (x.get("label_annotation") or ""):
+        model = replace(model, mtp_layers=0)
+    return model
+
+
+def _row_layout(x: dict, model) -> str:
+    """The pipeline layout the row's recipe ran ('' where the recipe left the split to Megatron's default)."""
+    if x["model"] != "deepseek-v3":
+        return ""
+    stem = DEEPSEEK_V3_LAYOUTS.get((x["pipeline_parallel"], x.get("virtual_pipeline") or 1))
+    return stem + "m" * model.mtp_layers + "L" if stem else ""
 
 
 def _fsdp(x: dict) -> int:
@@ -216,9 +278,10 @@ def _moe_skip_reason(entry: dict) -> str:
                 "across containers: README)")
     if _fsdp(x) > 1:
         return "Megatron FSDP of expert weights is not modelled (the MoE cases run ZeRO-1)"
-    if x["model"] == "deepseek-v3" and "w/o MTP" not in (x.get("label_annotation") or ""):
-        return ("ran one multi-token-prediction layer (every DeepSeek-V3 row but 25.11 'w/o MTP' counts it: README, "
-                "implied FLOPs/token 260 vs 250 G), which the model does not express (assets/models/deepseek-v3.json)")
+    ep, stage_ranks = x["expert_parallel"] or 1, x["num_gpus"] // x["pipeline_parallel"]
+    if stage_ranks % ep:
+        return (f"ep={ep} does not divide the {stage_ranks} ranks of a pipeline stage (Megatron-Core needs "
+                "world size % (pp x expert-tp x ep) == 0): the row's parallel sizes do not add up")
     return ""
 
 
@@ -228,33 +291,72 @@ def moe_case_of(entry: dict) -> Case:
     tp, pp, n, ep = x["tensor_parallel"], x["pipeline_parallel"], x["num_gpus"], x["expert_parallel"] or 1
     dp, vp = n // (tp * pp), x.get("virtual_pipeline") or 1
     drop = x.get("label_annotation") or ""
-    model = load_model(x["model"]).with_seq_len(int(x["seq_len"]))
+    model = _row_model(x)
+    layout = _row_layout(x, model)
     if "tokendrop" in drop:     # Megatron-Bridge apply_moe_token_drop: capacity factor 1.0, padded (RECIPE_TAGS)
         model = replace(model, moe_capacity_factor=1.0)
     graphs, dispatcher = RUN_KEYS.get((x["container"], x["model"], x["system"]), ("none", "alltoall"))
     strategy = Strategy(dp=dp, tp=tp, pp=pp, micro_batch=x["micro_batch_size"], global_batch=x["global_batch_size"],
                         schedule="interleaved" if vp > 1 else "1f1b", chunks=vp, zero=1,
                         sequence_parallel=tp > 1, overlap_dp=True, dtype=x["dtype"], grad_dtype="model",
-                        ep=ep, expert_tp=1, cuda_graphs=graphs, moe_dispatcher=dispatcher)
+                        overlap_p2p=overlaps_sends(pp, vp),
+                        ep=ep, expert_tp=1, cuda_graphs=graphs, moe_dispatcher=dispatcher, fp8_recipe=fp8_recipe_of(x),
+                        overlap_ep=(x["container"], x["model"], x["system"]) in A2A_OVERLAP,
+                        pipeline_layout=layout, **MEMORY_KEYS.get((x["container"], x["model"], x["system"]), {}))
     tag = RECIPE_TAGS.get(x["container"], ("?", "?", "?"))
     why = (f"{x['container']}, {x['system']} ({SYSTEMS[x['system']]}), held out (nothing fitted on MoE rows); "
            f"t={tp} p={pp} d={dp} e={ep} expert-t=1 (recipes: expert_tensor_parallel_size=1)"
-           f"{' v=' + str(vp) if vp > 1 else ''}, b={x['micro_batch_size']} B={x['global_batch_size']}, "
+           f"{' v=' + str(vp) + ' (sends overlapped: overlap_p2p_comm)' if vp > 1 else ''}, b={x['micro_batch_size']} B={x['global_batch_size']}, "
            f"s={x['seq_len']}, ZeRO-1, bf16 gradient reduce, {x['dtype']} "
            f"({x.get('fp8_recipe') or x['precision_verbatim']}); "
            + ("token-drop with padding, capacity factor 1.0 (row says tokendrop; forced balance: nothing dropped), "
               if "tokendrop" in drop else "dropless force-balanced routing, ")
            + f"CUDA graphs {graphs!r}, dispatcher {dispatcher} (Megatron-Bridge {tag[0]} {tag[1][:9]} {tag[2]}); "
-           "all-to-alls exposed (moe_a2a_overlap not modelled; HybridEP/DeepEP priced as the all-to-all's bytes); "
+           + ("all-to-alls under the partner pass (moe_a2a_overlap: Strategy.overlap_ep); " if strategy.overlap_ep else
+              "all-to-alls exposed (no moe_a2a_overlap); ")
+           + "HybridEP/DeepEP priced as the all-to-all's bytes (their published bandwidths: explorer/cost/moe_terms.py); "
            + ("full causal attention on every layer (the 128-token sliding window of every other layer is not "
               "modelled); " if x["model"] == "gpt-oss-120b" else "")
+           + (f"{model.mtp_layers} MTP layer (recipes: mtp_num_layers=1); " if model.mtp_layers else "")
+           + (f"selective recomputation of {', '.join(strategy.recompute_modules)} (MEMORY_KEYS); "
+              if strategy.recompute_modules else "")
+           + (f"pipeline layout {layout} (DEEPSEEK_V3_LAYOUTS); " if layout else _default_layout_note(model, pp, vp))
            + "predicted = GBS x s / (our iteration time x GPUs)")
-    subset = "fitted" if (x["container"], x["system"]) == HOST_FIT else "held out"
+    # host_launch_s was fitted on the three 26.02 B200 rows expressible then (Qwen3-30B-A3B, Qwen3-235B-A22B, GPT-OSS);
+    # DeepSeek-V3 (MTP, uneven layout: issue 26 item 7) came after the fit: held out
+    subset = "fitted" if (x["container"], x["system"]) == HOST_FIT and x["model"] != "deepseek-v3" else "held out"
     return Case(entry["id"], group_of(x["system"], moe=True), entry["source"], model, strategy, n,
                 "tokens_per_sec_per_gpu", float(entry["expected"]["tokens_per_sec_per_gpu"]),
                 why.replace("held out (nothing fitted on MoE rows)", "fitted: host_launch_s (issue 27)"
                             if subset == "fitted" else "held out (host_launch_s fitted on NeMo 26.02 DGX-B200)"),
                 cluster=SYSTEMS[x["system"]], subset=subset)
+
+
+MEMORY_KEYS = {
+    # NeMo 26.08 (Megatron-Bridge v0.6.0, 51885cf1): src/megatron/bridge/perf_recipes/deepseek/gb200/deepseek_v3.py
+    # deepseek_v3_pretrain_256gpu_gb200_fp8mx_config: recompute_modules ["mla_up_proj"], and perf_recipes/deepseek/
+    # common.py _deepseek_v3_common: recompute_granularity "selective"; fp32 Adam moments (the precision-aware
+    # optimizer only in the partial_cg_dev variant)
+    ("NeMo 26.08", "deepseek-v3", "DGX-GB200"): {"recompute": "selective", "recompute_modules": ("mla_up_proj",)},
+}
+"""What a row's recipe keeps in memory beyond the FP8 recipe (Strategy.recompute_modules, adam_moments), read from
+that container's Megatron-Bridge performance recipe, for the rows whose recipe was read; every other row runs
+without recomputation and with fp32 moments. Not modelled, so not keyed: the recipes' fp8_param_gather (FP8
+weights without the BF16 copy) and CPU activation offloading (cpu_offloading_num_layers: the Llama 3 70B GB200
+and GPT-OSS recipes)."""
+
+
+def fp8_recipe_of(x: dict) -> str:
+    """Strategy.fp8_recipe of a row (what Transformer Engine keeps in memory: explorer/hardware/precision.py):
+    MXFP8 rows 'mxfp8'; blockwise rows 'blockwise'; every other FP8 row per-tensor current scaling, 'tensorwise'
+    (the row's own label FP8-CS, or the performance launcher's non-MX FP8 recipe fp8_cs that the rows without a
+    recipe presume); 'delayed' (the default, unused) for BF16 rows."""
+    if x["dtype"] != "fp8":
+        return "delayed"
+    text = str(x.get("fp8_recipe") or x.get("precision_verbatim") or "")
+    if text.startswith("MXFP8") or "FP8-MX" in str(x.get("precision_verbatim")):
+        return "mxfp8"
+    return "blockwise" if text.startswith("blockwise") else "tensorwise"
 
 
 def case_of(entry: dict) -> Case:
@@ -269,19 +371,21 @@ def case_of(entry: dict) -> Case:
     strategy = Strategy(dp=dp, tp=tp, pp=pp, micro_batch=x["micro_batch_size"], global_batch=x["global_batch_size"],
                         schedule="interleaved" if vp > 1 else "1f1b", chunks=vp, zero=zero,
                         sequence_parallel=tp > 1, overlap_dp=True, dtype=x["dtype"], grad_dtype="model",
-                        cp=cp, cp_algo="ring", zero_prefetch=fsdp, overlap_tp=tp > 1)
+                        cp=cp, cp_algo="ring", zero_prefetch=fsdp, overlap_tp=tp > 1, fp8_recipe=fp8_recipe_of(x),
+                        overlap_p2p=overlaps_sends(pp, vp))
     container = x["container"]
     subset = "fitted" if container in FIT_CONTAINERS and cp == 1 and not fsdp else "held out"
     why = (f"{container}, {x['system']} ({SYSTEMS[x['system']]}), {subset}; t={tp} p={pp} d={dp}"
            f"{f' cp={cp} (ring: Megatron cp_comm_type p2p, the default)' if cp > 1 else ''}"
-           f"{' v=' + str(vp) if vp > 1 else ''}, b={x['micro_batch_size']} B={x['global_batch_size']}, "
+           f"{' v=' + str(vp) + ' (sends overlapped: overlap_p2p_comm)' if vp > 1 else ''}, b={x['micro_batch_size']} B={x['global_batch_size']}, "
            + ("ZeRO-3 with prefetch, a reduce-scatter under every backward (Megatron FSDP optim_grads_params)"
               if fsdp else "ZeRO-1 (Megatron's distributed optimizer)") + ", bf16 gradient "
            f"reduce (grad_reduce_in_fp32=False), {x['dtype']} ({x.get('fp8_recipe') or x['precision_verbatim']}); "
-           "predicted = Megatron-Bridge FLOPs / (our iteration time x GPUs)")
+           + _default_layout_note(model, pp, vp) + "predicted = Megatron-Bridge FLOPs / (our iteration time x GPUs)")
     return Case(entry["id"], group_of(x["system"]), entry["source"], model, strategy, n, "model_tflops_per_gpu",
                 float(entry["expected"]["model_tflops_per_gpu"]), why, cluster=SYSTEMS[x["system"]],
-                model_flops=model_flops(model, tp, x["global_batch_size"]), subset=subset)
+                model_flops=model_flops(model, tp, x["global_batch_size"]), subset=subset,
+                convention=MEGATRON_CONVENTION)
 
 
 def _entries(path=None) -> list:

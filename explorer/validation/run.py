@@ -33,6 +33,7 @@ class ValidationRow:
     expected: float
     assumptions: str
     subset: str = ""
+    convention: str = ""      # the FLOPs convention both numbers count in (a TFLOP/s metric), '' = none
 
     @property
     def relative_error(self) -> float:
@@ -68,7 +69,7 @@ def predict(case, cluster: Cluster) -> float:
 def validate(cases, cluster: Cluster) -> list:
     """Every case predicted on `cluster`, or on its own preset where it names one."""
     return [ValidationRow(c.id, c.group, c.source, c.metric, predict(c, cluster), c.expected, c.assumptions,
-                          c.subset) for c in cases]
+                          c.subset, c.convention) for c in cases]
 
 
 def summarize(rows) -> dict:

@@ -8,6 +8,7 @@ from explorer.model.spec import ModelSpec
 from explorer.model.graph.cnn import cnn_blocks
 from explorer.model.graph.mlp import mlp_blocks
 from explorer.model.graph.moe import moe_blocks
+from explorer.model.graph.mtp import mtp_blocks
 from explorer.model.graph.transformer import transformer_blocks
 
 if TYPE_CHECKING:
@@ -16,15 +17,19 @@ if TYPE_CHECKING:
 
 @lru_cache(maxsize=32)
 def build_blocks(spec: ModelSpec) -> tuple:
-    """The model as a chain of blocks: embedding, the layers, the head."""
+    """The model as a chain of blocks: embedding, the layers, the MTP modules (if any), the head."""
     if spec.family == "cnn":
         return tuple(cnn_blocks(spec.image_size, spec.in_channels, spec.stage_blocks,
                                 spec.base_width, spec.vocab))
     if spec.family == "mlp":
         return tuple(mlp_blocks(spec.layers))
     if spec.uses_moe_graph:     # experts, a head size of its own or latent attention (core per spec.attention)
-        return tuple(moe_blocks(spec))
-    return tuple(transformer_blocks(spec.family, spec.layers, spec.attention))
+        blocks = moe_blocks(spec)
+    else:
+        blocks = transformer_blocks(spec.family, spec.layers, spec.attention)
+    if spec.mtp_layers:         # multi-token prediction: between the last layer and the head ("...tmL")
+        blocks = blocks[:-1] + mtp_blocks(spec, blocks[-2]) + blocks[-1:]
+    return tuple(blocks)
 
 
 @lru_cache(maxsize=8)

@@ -25,6 +25,15 @@ the tree was taken at (default: `git -C DIR rev-parse HEAD`). The files land nex
   (torchtitan/config/job_config.py: the JobConfig dataclass's fields and each section dataclass's
   fields, with their Literal choices), and the llama3 flavors (torchtitan/models/llama3/__init__.py).
   Read with ast; nothing is imported.
+* megatron_bridge_fields.json: the fields of the dataclass behind each ConfigContainer section a recipe sets
+  (model: GPTModelProvider with Megatron-Core's TransformerConfig and ModelParallelConfig; train, ddp, optimizer,
+  dataset, tokenizer, checkpoint, mixed_precision, comm_overlap), every base class followed through the
+  modules' imports into the Megatron-LM tree Megatron-Bridge pins (its 3rdparty/Megatron-LM submodule), the
+  mixed-precision recipe functions, AttnBackend's members and the names each imported module defines.
+  Read with ast; nothing is imported:
+      python tests/data/frameworks/make_tables.py megatron-bridge BRIDGE --commit SHA \
+          --megatron-lm MLM --megatron-lm-commit SHA
+  (BRIDGE a Megatron-Bridge tree, MLM the Megatron-LM tree at the commit of BRIDGE's submodule).
 * mindspore_api.json: the keys set_auto_parallel_context accepts (_set_auto_parallel_context_func_map in
   mindspore/parallel/_auto_parallel_context.py), the parallel_optimizer_config keys and optimizer levels
   (set_parallel_optimizer_config), the pipeline schedulers, auto_mixed_precision's levels and dtypes
@@ -245,6 +254,120 @@ def torchtitan(root: Path, commit: str) -> dict:
             "models": models}
 
 
+# ---- Megatron-Bridge --------------------------------------------------------------------------------
+
+BRIDGE_SECTIONS = {"model": ("megatron.bridge.models.gpt_provider", "GPTModelProvider"),
+                   "train": ("megatron.bridge.training.config", "TrainingConfig"),
+                   "ddp": ("megatron.bridge.training.config", "DistributedDataParallelConfig"),
+                   "optimizer": ("megatron.bridge.training.config", "OptimizerConfig"),
+                   "dataset": ("megatron.bridge.training.config", "GPTDatasetConfig"),
+                   "tokenizer": ("megatron.bridge.training.tokenizers.config", "TokenizerConfig"),
+                   "checkpoint": ("megatron.bridge.training.config", "CheckpointConfig"),
+                   "mixed_precision": ("megatron.bridge.training.mixed_precision", "MixedPrecisionConfig"),
+                   "comm_overlap": ("megatron.bridge.training.comm_overlap", "CommOverlapConfig"),
+                   "container": ("megatron.bridge.training.config", "ConfigContainer")}
+"""ConfigContainer section -> the class recipes/common.py _pretrain_common() puts there (dataset: GPTDatasetConfig,
+model: the GPTModelProvider the exported recipe sets)."""
+BRIDGE_MODULES = ("megatron.bridge.models.gpt_provider", "megatron.bridge.recipes.common",
+                  "megatron.bridge.training.comm_overlap", "megatron.bridge.training.config",
+                  "megatron.bridge.training.mixed_precision", "megatron.core.transformer.enums")
+
+
+class _Modules:
+    """Python modules of several trees by dotted name, parsed once; classes resolved through imports."""
+
+    def __init__(self, roots):
+        self.roots, self.trees, self.packages = roots, {}, set()
+
+    def tree(self, module: str):
+        if module not in self.trees:
+            self.trees[module] = None
+            for root in self.roots:
+                base = root / module.replace(".", "/")
+                for path in (base.with_name(base.name + ".py"), base / "__init__.py"):
+                    if path.exists() and self.trees[module] is None:
+                        self.trees[module] = ast.parse(path.read_text(encoding="utf-8"))
+                        if path.name == "__init__.py":
+                            self.packages.add(module)
+        return self.trees[module]
+
+    def absolute(self, module: str, node: ast.ImportFrom) -> str:
+        """The dotted module an ImportFrom in `module` names (relative imports resolved)."""
+        if not node.level:
+            return node.module
+        parts = module.split(".")
+        keep = len(parts) - node.level + (1 if module in self.packages else 0)
+        return ".".join(parts[:keep] + ([node.module] if node.module else []))
+
+    def names(self, module: str) -> list:
+        tree = self.tree(module)
+        out = set()
+        for node in tree.body if tree else []:
+            if isinstance(node, (ast.ClassDef, ast.FunctionDef)):
+                out.add(node.name)
+            elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                out |= {a.asname or a.name.split(".")[0] for a in node.names}
+            elif isinstance(node, ast.Assign):
+                out |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+        return sorted(out)
+
+    def find(self, module: str, name: str, depth: int = 0):
+        """(module, ClassDef) of `name` as `module` sees it, following `from X import Y as name`."""
+        tree = self.tree(module)
+        if tree is None or depth > 8:
+            return None
+        for node in tree.body:
+            if isinstance(node, ast.ClassDef) and node.name == name:
+                return module, node
+        for node in tree.body:
+            if isinstance(node, ast.ImportFrom):
+                for alias in node.names:
+                    if (alias.asname or alias.name) == name:
+                        return self.find(self.absolute(module, node), alias.name, depth + 1)
+        return None
+
+    def fields(self, module: str, name: str) -> tuple:
+        """(dataclass fields of the class and all its bases, the classes walked as 'module.Class')."""
+        found = self.find(module, name)
+        if found is None:
+            return set(), []
+        where, cls = found
+        fields = {item.target.id for item in cls.body
+                  if isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name)}
+        walked = [f"{where}.{cls.name}"]
+        for base in cls.bases:
+            base = base.value if isinstance(base, ast.Subscript) else base
+            if isinstance(base, ast.Name):
+                more, seen = self.fields(where, base.id)
+                fields |= more
+                walked += seen
+        return fields, walked
+
+
+def megatron_bridge(root: Path, commit: str, mlm: Path, mlm_commit: str) -> dict:
+    modules = _Modules([root / "src", mlm])
+    sections = {}
+    for section, (module, name) in BRIDGE_SECTIONS.items():
+        fields, walked = modules.fields(module, name)
+        sections[section] = {"class": f"{module}.{name}", "classes": walked, "fields": sorted(fields)}
+    enums = modules.find("megatron.core.transformer.enums", "AttnBackend")[1]
+    recipes = [n.name for n in modules.tree("megatron.bridge.training.mixed_precision").body
+               if isinstance(n, ast.FunctionDef) and n.returns is not None and n.name.endswith("_mixed")
+               and ast.unparse(n.returns).strip("'\"") == "MixedPrecisionConfig"]
+    return {"source": {"repository": "NVIDIA-NeMo/Megatron-Bridge", "commit": commit,
+                       "megatron_lm": {"repository": "NVIDIA/Megatron-LM", "commit": mlm_commit,
+                                       "as": "Megatron-Bridge's 3rdparty/Megatron-LM submodule"},
+                       "paths": ["src/megatron/bridge/training/config.py", "src/megatron/bridge/models/gpt_provider.py",
+                                 "src/megatron/bridge/training/mixed_precision.py",
+                                 "src/megatron/bridge/training/comm_overlap.py",
+                                 "megatron/core/transformer/transformer_config.py",
+                                 "megatron/core/model_parallel_config.py", "megatron/training/config/"]},
+            "generator": "tests/data/frameworks/make_tables.py megatron-bridge",
+            "sections": sections, "mixed_precision_recipes": sorted(recipes),
+            "attn_backend": [t.targets[0].id for t in enums.body if isinstance(t, ast.Assign)],
+            "module_names": {m: modules.names(m) for m in BRIDGE_MODULES}}
+
+
 # ---- MindSpore --------------------------------------------------------------------------------------
 
 def mindspore(root: Path, version: str) -> dict:
@@ -282,11 +405,18 @@ def mindspore(root: Path, version: str) -> dict:
 
 def main() -> None:
     cli = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    cli.add_argument("framework", choices=("megatron", "deepspeed", "torchtitan", "mindspore"))
+    cli.add_argument("framework", choices=("megatron", "megatron-bridge", "deepspeed", "torchtitan", "mindspore"))
     cli.add_argument("root", type=Path)
     cli.add_argument("--commit")
     cli.add_argument("--version")
+    cli.add_argument("--megatron-lm", type=Path, help="megatron-bridge: the Megatron-LM tree it pins")
+    cli.add_argument("--megatron-lm-commit")
     args = cli.parse_args()
+    if args.framework == "megatron-bridge":
+        _write("megatron_bridge_fields.json", megatron_bridge(args.root, _commit(args.root, args.commit),
+                                                              args.megatron_lm,
+                                                              _commit(args.megatron_lm, args.megatron_lm_commit)))
+        return
     if args.framework == "mindspore":
         _write("mindspore_api.json", mindspore(args.root, args.version or "unknown"))
         return

@@ -1,0 +1,69 @@
+"""A figure laid out for a projector or a slide, in one place (classroom mode, slides, the HTML deck).
+
+The title once, at the top left; the legend below the plot, at the bottom of the figure, listing only
+the categories the figure draws (a bar trace of zeros leaves it: no EP or CP entries in a
+data-parallel lesson); axes that make room for their tick labels (automargin), so nothing is clipped
+at 1280x720 or 1920x1080. tests/test_browser_projector.py checks the rendered SVG's text boxes.
+
+>>> import plotly.graph_objects as go
+>>> fig = projector_layout(go.Figure([go.Bar(name="a", x=[1], y=["r"], orientation="h"),
+...                                   go.Bar(name="b", x=[0], y=["r"], orientation="h")]), 18)
+>>> [t.showlegend for t in fig.data], fig.layout.legend.yref, fig.layout.legend.yanchor
+([None, False], 'container', 'bottom')
+"""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import plotly.graph_objects as go
+
+
+def all_zero(trace) -> bool:
+    """A bar trace with nothing to draw (every value zero or missing)."""
+    if trace.type != "bar":
+        return False
+    if trace.orientation:
+        values = trace.x if trace.orientation == "h" else trace.y
+    else:                       # plotly's own guess: vertical, unless only x holds numbers
+        values = trace.x if _numbers(trace.x) is not None and _numbers(trace.y) is None else trace.y
+    numbers = _numbers(values)
+    return values is None or (numbers is not None and not np.any(np.nan_to_num(numbers)))
+
+
+def _numbers(values):
+    """The values as floats, None when they are not numbers (category names)."""
+    if values is None:
+        return None
+    try:
+        return np.asarray(values, dtype=float)
+    except (TypeError, ValueError):
+        return None
+
+
+def subplot_titles_above(fig: go.Figure) -> bool:
+    """Annotations placed on top of the plot area (make_subplots' titles): the title needs room above them."""
+    return any(a.yref in (None, "paper") and a.y is not None and a.y >= 1 and a.yanchor != "top"
+               for a in fig.layout.annotations)
+
+
+def projector_layout(fig: go.Figure, font_px: int, title_px: int | None = None, legend_y: float = 0.0) -> go.Figure:
+    """Lay `fig` out for a projector (in place; returns it). `legend_y`: where the legend's bottom sits,
+    as a fraction of the figure's height from its bottom (room for a caption under it)."""
+    for trace in fig.data:
+        if all_zero(trace):
+            trace.showlegend = False
+    first, _, note = (fig.layout.title.text or "").partition("<br>")
+    if note:                    # a second line as plotly's subtitle: a two-line title overruns the figure's top
+        fig.update_layout(title=dict(text=first, subtitle=dict(text=re.sub(r"</?sup>", "", note),
+                                                               font=dict(size=max(12, font_px - 4)))))
+    gap = int(1.6 * font_px) if subplot_titles_above(fig) else 8
+    fig.update_layout(title=dict(x=0, xanchor="left", yref="container", y=1, yanchor="top",
+                                 pad=dict(t=8, l=4, b=gap), automargin=True,
+                                 font=dict(size=title_px or font_px + 4)),
+                      legend=dict(orientation="h", yref="container", y=legend_y, yanchor="bottom", x=0,
+                                  xanchor="left", font=dict(size=font_px), title=dict(side="left")),
+                      margin=dict(t=30, b=30, l=10, r=20))
+    for axes in (fig.update_xaxes, fig.update_yaxes):      # sized here: a page's theme would shrink them
+        axes(automargin=True, tickfont=dict(size=font_px), title_font=dict(size=font_px))
+    return fig

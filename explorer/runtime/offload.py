@@ -1,0 +1,76 @@
+"""First compiles of a new model structure in the worker pool (issue 31 items 4-5).
+
+The first evaluation of a structure nobody has evaluated (a new model, a new t or p, a new layer map) builds
+its cost tree with sympy and lambdifies it: up to seconds of one core, in the interpreter that serves every
+session of the class. `compiles_in(pool)` gives the function that explorer.cost.cold.compile_elsewhere
+installs for one page run: on a miss in memory and on disk, the tree is compiled by the allowlisted "compile"
+job (explorer/runtime/jobs.py) in a worker process, which stores it in the disk cache (explorer/cost/cache.py);
+the page's own thread waits for it without holding the interpreter (an Event wait: the other sessions' runs go
+on), then loads the stored tree.
+
+* **one compile per structure**: the job's owner is the structure (a digest of its arguments), not a
+  session, so that thirty students opening the same new model wait for one compile; such a job is `shared`
+  (the pool's check of leaving sessions skips it);
+* **cancellable**: the waiting thread calls spend() every WAIT_STEP_S, so a session that leaves or reruns
+  stops waiting within that step (its work budget raises WorkCancelled); when the last page run waiting for
+  a job stops waiting, the job is cancelled (the worker stops at its next spend() check, or is killed
+  CANCEL_GRACE_S later: explorer/runtime/workers.py);
+* **only to a free worker**: a page never waits behind a search; when every worker is busy (and no job for
+  this structure is under way) the page compiles itself, as without a pool; a compile job goes ahead of the
+  waiting jobs;
+* **the same tree or none**: the job stores the tree under the caller's key text when its own key text names
+  the same tree (explorer.runtime.jobs.same_key: equal numbers written alike) and returns the key it stored
+  under; a different key (an object that did not survive plain data), a tree too large for the disk cache, a
+  failed job or a synchronous pool: the caller builds the tree itself, as without a pool.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+
+from explorer.limits import spend
+from explorer.runtime.jobs import compile_request
+
+COMPILE_KIND = "compile"
+STRUCTURE_OWNER = "structure:"      # + a digest of the job's arguments: the owner of a shared compile job
+WAIT_STEP_S = 0.05                  # how often a waiting page run checks whether its session still wants it
+_LOCK = threading.Lock()            # one check-then-submit at a time (two sessions, one structure: one job)
+_WAITING: dict = {}                 # owner -> page runs waiting for its job (the last one to leave cancels it)
+
+
+def structure_owner(kwargs: dict) -> str:
+    """The owner of the compile job with these arguments (explorer.runtime.jobs.compile_request)."""
+    return STRUCTURE_OWNER + hashlib.sha256(json.dumps(kwargs, sort_keys=True).encode()).hexdigest()[:32]
+
+
+def compiles_in(pool, on_wait=None):
+    """The compile function for explorer.cost.cold.compile_elsewhere that compiles in `pool` (a WorkerPool).
+    `on_wait(what)`, when given, is called once before waiting (the page shows that it waits)."""
+    def compile_fn(model, strategy, cluster, key_text: str) -> bool:
+        if pool.synchronous:
+            return False
+        kwargs = compile_request(model, strategy, cluster, key_text)
+        owner = structure_owner(kwargs)
+        with _LOCK:
+            job = pool.job(owner, COMPILE_KIND)
+            if job is None or job.state in ("failed", "cancelled"):
+                if not pool.free():         # every worker busy (searches): compiling here is sooner
+                    return False
+                job = pool.submit(owner, "compile", kwargs, kind=COMPILE_KIND, shared=True, first=True)
+            _WAITING[owner] = _WAITING.get(owner, 0) + 1
+        try:
+            if not job.finished and on_wait is not None:
+                on_wait(job.what)
+            while not job.wait(WAIT_STEP_S):
+                spend("waiting for the first compile of this model structure in a worker process")
+        finally:
+            with _LOCK:
+                _WAITING[owner] -= 1
+                if not _WAITING[owner]:          # nobody waits any more: a job still running is cancelled
+                    del _WAITING[owner]
+                    pool.cancel(owner, COMPILE_KIND)
+        pool.forget(owner, COMPILE_KIND, job)
+        result = job.result if job.state == "done" else None
+        return bool(isinstance(result, dict) and result.get("stored") and result.get("key") == key_text)
+    return compile_fn

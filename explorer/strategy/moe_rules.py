@@ -1,0 +1,46 @@
+"""The MoE rules of explorer/strategy/rules.py's table that are the host side's and the dispatchers' (issue 27):
+expert-parallel overlap as Megatron-Core accepts it, and the hardware a fused dispatcher needs."""
+from __future__ import annotations
+
+from explorer.schedules import get as schedule_of
+
+
+def ep_overlap_refusal(v, model):
+    """Megatron-Core's checks of --overlap-moe-expert-parallel-comm (NVIDIA/Megatron-LM d98e8a64,
+    megatron/core/transformer/transformer_config.py __post_init__): experts over ep > 1 devices, the all-to-all
+    or a flex dispatcher, no full recomputation, and with pp > 1 a virtual pipeline (interleaved chunks)."""
+    if not getattr(v, "overlap_ep", False):
+        return None
+    if not getattr(model, "is_moe", False) or getattr(v, "ep", 1) < 2:
+        return ("expert-parallel overlap hides the MoE all-to-alls under another micro-batch's compute: it needs a "
+                f"model with experts and ep > 1, not ep={getattr(v, 'ep', 1)} for {model.name} (Megatron-Core: "
+                "'overlap_moe_expert_parallel_comm is only supported with expert model parallelism')")
+    if getattr(v, "moe_dispatcher", "alltoall") == "allgather":
+        return ("expert-parallel overlap needs the all-to-all or a flex dispatcher (deepep, hybridep), not allgather "
+                "(Megatron-Core: 'overlap_moe_expert_parallel_comm is supported with alltoall/flex token dispatcher')")
+    if v.recompute == "full":
+        return ("expert-parallel overlap cannot run with full recomputation (Megatron-Core: 'disable full "
+                "recomputation when enabling overlap_moe_expert_parallel_comm')")
+    if v.pp > 1 and not schedule_of(v.schedule).chunked:
+        return (f"expert-parallel overlap with pp={v.pp} needs a chunked schedule (interleaved), not {v.schedule!r} "
+                "(Megatron-Core: 'virtual_pipeline_model_parallel_size must be specified when "
+                "pipeline_model_parallel_size > 1')")
+    return None
+
+
+def dispatcher_hardware(strategy, model, cluster):
+    """Why `cluster` cannot run `strategy`'s MoE dispatcher (None when it can). The fused dispatchers need a
+    Hopper or later GPU: HybridEP moves tokens with the Tensor Memory Accelerator (DeepEP's hybrid-ep branch,
+    NVIDIA: Hybrid-EP_Intra-node_Implementation.md at shifangx/DeepEP 1242eb4f), DeepEP's kernels are built for
+    SM90 (deepseek-ai/DeepEP README); the devices with an FP8 peak are those. Not refused: HybridEP across
+    NVLink domains -- its first release ran inside one ('RDMA functionality not yet available' there), but
+    Megatron-Bridge v0.5.0 ran it over two DGX H100 nodes (scripts/performance/configs/qwen/
+    qwen3_workload_base_configs.py QWEN3_30B_A3B_PRETRAIN_CONFIG_H100_FP8_CS_V1: 16 GPUs, ep 16, hybridep;
+    a published row of assets/validation/megatron_bridge.json)."""
+    dispatcher = getattr(strategy, "moe_dispatcher", "alltoall")
+    if cluster is None or not getattr(model, "is_moe", False) or dispatcher not in ("deepep", "hybridep"):
+        return None
+    if "fp8" not in cluster.device.peak_flops:
+        return (f"the {dispatcher} dispatcher needs a Hopper or later GPU (its kernels use the Tensor Memory "
+                f"Accelerator / SM90 instructions); {cluster.device.name} is older (use alltoall or allgather)")
+    return None

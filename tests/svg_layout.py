@@ -1,0 +1,87 @@
+"""Text boxes of rendered plotly figures, read from the SVG a browser drew (the browser tests' helper).
+
+`layout_problems(page)` returns one line per problem on the visible plotly charts of a Playwright page: two
+texts of a figure whose boxes overlap (title, legend entries, axis titles, tick labels, annotations,
+text points; the labels inside bars are left out: plotly hides those that do not fit), a text that
+runs past its figure's edge (a clipped tick label), a figure wider than the window, and a title that the
+figure and the page around it both show (the same words twice). [] when the charts are clean.
+"""
+from __future__ import annotations
+
+# Each text is classed by the group it is drawn in (plotly.js's own class names).
+LAYOUT_JS = r"""
+(tolerance) => {
+  const KINDS = [['.gtitle', 'title'], ['.legendtitletext', 'legend'], ['.legendtext', 'legend'],
+                 ['.xtitle, .x2title, .x3title', 'x title'], ['.ytitle, .y2title, .y3title', 'y title'],
+                 ['.annotation-text', 'annotation'], ['.textpoint text', 'text point']];
+  const kindOf = (el) => {
+    const tick = el.closest('[class*="tick"]');
+    if (tick && /(^|\s)[xy]\d*tick(\s|$)/.test(tick.getAttribute('class') || '')) return 'tick label';
+    for (const [selector, kind] of KINDS) if (el.matches(selector) || el.closest(selector)) return kind;
+    return null;
+  };
+  const visible = (el) => {
+    for (let e = el; e && e.nodeType === 1; e = e.parentElement) {
+      const s = getComputedStyle(e);
+      if (s.display === 'none' || s.visibility === 'hidden' || s.opacity === '0') return false;
+    }
+    return true;
+  };
+  const overlap = (a, b) => Math.min(a.right, b.right) - Math.max(a.left, b.left) > tolerance &&
+                            Math.min(a.bottom, b.bottom) - Math.max(a.top, b.top) > tolerance;
+  const problems = [];
+  const plots = [...document.querySelectorAll('.js-plotly-plot')].filter(p => p.getClientRects().length);
+  plots.forEach((plot, i) => {
+    const frame = plot.querySelector('svg.main-svg').getBoundingClientRect();
+    const texts = [];
+    for (const el of plot.querySelectorAll('svg text')) {
+      if (el.closest('.bartext, .updatemenu-container, .slider-container, .hoverlayer, .infolayer .rangeslider-container')) continue;
+      const words = (el.textContent || '').trim();
+      const kind = kindOf(el);
+      if (!words || !kind || !visible(el)) continue;
+      const r = el.getBoundingClientRect();
+      if (!r.width || !r.height) continue;
+      texts.push({kind, words, r});
+    }
+    const name = (plot.querySelector('.gtitle') || {}).textContent || `chart ${i + 1}`;
+    for (const t of texts) {
+      if (t.r.left < frame.left - tolerance || t.r.right > frame.right + tolerance ||
+          t.r.top < frame.top - tolerance || t.r.bottom > frame.bottom + tolerance)
+        problems.push(`${name}: ${t.kind} "${t.words}" runs past the figure's edge`);
+    }
+    for (let a = 0; a < texts.length; a++)
+      for (let b = a + 1; b < texts.length; b++)
+        if (overlap(texts[a].r, texts[b].r))
+          problems.push(`${name}: ${texts[a].kind} "${texts[a].words}" overlaps ${texts[b].kind} "${texts[b].words}"`);
+    if (frame.right > document.documentElement.clientWidth + tolerance)
+      problems.push(`${name}: the figure is wider than the window (${Math.round(frame.right)} px)`);
+    const title = plot.querySelector('.gtitle');
+    const host = plot.closest('section, [data-testid="stVerticalBlock"]');
+    if (title && host) {
+      const words = title.textContent.trim();
+      const headings = [...host.querySelectorAll('h1, h2, h3')].filter(h => h.textContent.trim() === words);
+      if (words && headings.length) problems.push(`${name}: the title is shown twice (the figure's and the page's)`);
+    }
+  });
+  return problems;
+}
+"""
+
+
+def layout_problems(page, tolerance_px: float = 1.0) -> list:
+    """Problems of the visible plotly charts of a Playwright page (LAYOUT_JS), [] when there are none."""
+    return page.evaluate(LAYOUT_JS, tolerance_px)
+
+
+CUT_TEXT_JS = r"""
+(tolerance) => [...document.querySelectorAll('[data-testid="stMetricValue"], .katex-display')]
+  .filter(e => e.getClientRects().length && !e.closest('details:not([open])'))
+  .filter(e => e.scrollWidth > e.clientWidth + tolerance)
+  .map(e => `${(e.innerText || e.textContent || '').replace(/\s+/g, '').slice(0, 50)} (${e.scrollWidth} px in ${e.clientWidth})`)
+"""
+
+
+def cut_texts(page, tolerance_px: float = 3.0) -> list:
+    """Metric values and display formulas, outside closed expanders, wider than their box (cut, or scrolled
+    sideways). The tolerance is KaTeX's italic overhang: a last italic glyph reaches 2 px past its box."""
+    return page.evaluate(CUT_TEXT_JS, tolerance_px)

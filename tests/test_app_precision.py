@@ -1,0 +1,30 @@
+"""The sidebar's precision recipe (issue 26 item 3, issue 27 item 4): the FP8 recipe, the Adam moments and the
+recompute modules reach the evaluated strategy; a combination Megatron refuses shows one line."""
+from app_util import open_page
+
+from app_pages import state as S
+from explorer.facade import load_cluster
+
+
+def _select(at, key, value):
+    next(w for w in at.sidebar.selectbox if w.key == key).set_value(value).run()
+
+
+def test_precision_controls_reach_the_strategy():
+    at = open_page("cost")
+    at.session_state[S.CLUSTER] = load_cluster("dgx-h100")          # an FP8 peak
+    at.run()
+    _select(at, S.W_DTYPE, "fp8")
+    _select(at, S.W_FP8_RECIPE, "mxfp8")
+    _select(at, S.W_ZERO, 1)
+    _select(at, S.W_ADAM_MOMENTS, "bf16")
+    _select(at, S.W_RECOMPUTE, "selective")
+    next(w for w in at.sidebar.multiselect if w.key == S.W_RECOMPUTE_MODULES).set_value(["layernorm", "mlp"]).run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    s = at.session_state[S.LAST_VALID].strategy
+    assert (s.dtype, s.fp8_recipe, s.adam_moments, s.recompute_modules) == ("fp8", "mxfp8", "bf16",
+                                                                             ("layernorm", "mlp"))
+    _select(at, S.W_DTYPE, "bf16")                 # the recipe's widget keeps its state; the strategy drops it
+    assert not at.error and at.session_state[S.LAST_VALID].strategy.fp8_recipe == "delayed"
+    _select(at, S.W_ZERO, 0)                       # bf16 moments need the distributed optimizer: one line
+    assert at.error and "need ZeRO" in at.error[0].value.splitlines()[0]   # (markdown-escaped >=)

@@ -1,0 +1,168 @@
+"""Projector-safe pictures (issue 30 item 2), in a real browser: every lesson and each of its reveals, each
+lesson's slide and each page of its HTML deck, at a projector's 1280x720 in classroom mode and at 1920x1080.
+No two text boxes of a rendered figure overlap, no tick label runs past its figure's edge, no title is
+shown twice, no metric value or formula is cut, no exception box; the same on the Strategy, Cost,
+Timelines and Compare pages, whose metric bar (Strategy, Cost) stays on screen while the page scrolls (item 4).
+
+The boxes are read from the SVG plotly drew (tests/svg_layout.py). One browser and one `streamlit run`
+server for the module. Screenshots go to $PROJECTOR_SHOTS, else projector-screenshots/ at the repository's
+root (git-ignored), for a person to look at. Heavy: run it on its own
+(`python -m pytest -x -q tests/test_browser_projector.py`).
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from explorer import Strategy, evaluate, load_cluster, load_model, timeline
+from explorer.charts.breakdown import breakdown_bar, comm_figure, memory_figure
+from explorer.charts.classroom import classroom_figure
+from explorer.charts.gantt import superstep_figure
+from explorer.charts.tables import comm_table, memory_table
+from explorer.io.slides import SLIDE_H, SLIDE_W, lesson_deck, slide_figure
+from explorer.lessons import LESSONS
+from svg_layout import cut_texts, layout_problems
+from test_browser import ARGS, CHROMIUM, ROOT, server  # noqa: F401  (the module-scoped streamlit server)
+
+pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM),
+                                reason="needs Debian's chromium at /usr/bin/chromium (.ci/install installs it)")
+SHOTS = Path(os.environ.get("PROJECTOR_SHOTS") or ROOT / "projector-screenshots")
+SCREENS = {"1280x720-classroom": ({"width": 1280, "height": 720}, True),
+           "1920x1080": ({"width": 1920, "height": 1080}, False)}
+MEMORY_LESSONS = ("zero", "activations")
+PLOTLY_PAGE = ("<!DOCTYPE html><html><head><meta charset='utf-8'><style>body {{margin: 0}}</style></head>"
+               "<body>{}</body></html>")
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from playwright.sync_api import sync_playwright
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as pw:
+        chromium = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        yield chromium
+        chromium.close()
+
+
+def _settle(page, selector: str = ".js-plotly-plot .main-svg") -> None:
+    page.locator(selector).first.wait_for(timeout=90_000)
+    page.wait_for_timeout(700)
+
+
+def _clean(page, where: str, shot: str) -> None:
+    page.screenshot(path=str(SHOTS / f"{shot}.png"))
+    assert page.get_by_test_id("stException").count() == 0, f"{where}: an exception box"
+    assert layout_problems(page) == [], where
+    assert cut_texts(page) == [], f"{where}: a number or formula is cut"
+
+
+@pytest.mark.parametrize("screen", SCREENS)
+def test_every_lesson_and_its_reveal_fits_the_screen(server, browser, screen):  # noqa: F811
+    viewport, classroom = SCREENS[screen]
+    page = browser.new_page(viewport=viewport)
+    for lesson in LESSONS:
+        page.goto(f"{server}/learn-{lesson.slug}" + ("?classroom=1" if classroom else ""))
+        _settle(page)
+        where = f"lesson {lesson.number} at {screen}"
+        _clean(page, where, f"lesson{lesson.number}_{screen}")
+        page.get_by_text("Reveal the model's answer").click()
+        answer = page.get_by_test_id("stMetric").filter(has_text="Answer").first
+        answer.wait_for(timeout=30_000)
+        answer.scroll_into_view_if_needed()
+        page.wait_for_timeout(400)
+        _clean(page, f"{where}, revealed", f"lesson{lesson.number}_{screen}_reveal")
+        box = answer.bounding_box()
+        assert box["x"] >= 0 and box["x"] + box["width"] <= viewport["width"], f"{where}: the answer is off screen"
+    page.close()
+
+
+def _render(page, html: str, path: Path) -> None:
+    path.write_text(html)
+    page.goto(path.as_uri())
+
+
+@pytest.mark.parametrize("lesson", LESSONS, ids=lambda lesson: lesson.slug)
+def test_each_slide_and_deck_page_fits(browser, lesson, tmp_path):
+    fig = classroom_figure(lesson.figure(), memory=lesson.slug in MEMORY_LESSONS)
+    slide = slide_figure(fig, f"Lesson {lesson.number} · {lesson.title}")
+    page = browser.new_page(viewport={"width": SLIDE_W, "height": SLIDE_H})
+    _render(page, PLOTLY_PAGE.format(slide.to_html(include_plotlyjs=True, full_html=False)), tmp_path / "slide.html")
+    _settle(page)
+    _clean(page, f"lesson {lesson.number}'s slide", f"slide{lesson.number}_{lesson.slug}")
+    page.close()
+    deck = lesson_deck(lesson, lesson.values(), fig, lesson.reveal(), "setting")
+    for screen, (viewport, _) in SCREENS.items():
+        page = browser.new_page(viewport=viewport)
+        _render(page, deck, tmp_path / "deck.html")
+        for number in range(deck.count("<section>")):
+            where = f"lesson {lesson.number}'s deck, page {number + 1} at {screen}"
+            if "js-plotly-plot" in page.locator("section.on").inner_html():
+                _settle(page, "section.on .main-svg")
+            if number == deck.count("<section>") - 1:
+                page.locator("section.on summary").click()        # the reveal
+            _clean(page, where, f"deck{lesson.number}_{lesson.slug}_page{number + 1}_{screen}")
+            overflow = page.evaluate("(() => { const s = document.querySelector('section.on');"
+                                     " return [s.scrollHeight - s.clientHeight, s.scrollWidth - s.clientWidth]; })()")
+            assert max(overflow) <= 1, f"{where}: runs past the screen by {overflow} px"
+            page.keyboard.press("ArrowRight")
+        page.close()
+
+
+def _export_charts() -> dict:
+    """The Export page's charts of the default model's run, as its "Slide PNG" button takes them."""
+    model, cluster = load_model("gpt3-175b"), load_cluster("dgx-a100-80gb")
+    strategy = Strategy(dp=16, tp=8, pp=8, micro_batch=1, global_batch=1536, recompute="selective",
+                        sequence_parallel=True)
+    result = evaluate(model, strategy, cluster)
+    events = timeline.superstep_events(model, strategy, cluster, result=result)
+    return {"time by category": breakdown_bar({"d16 t8 p8": result}),
+            "communication by type": comm_figure(comm_table(result, cluster.levels[0].name)),
+            "memory vs capacity": memory_figure(memory_table(result, cluster.device.memory_bytes),
+                                                cluster.device.memory_bytes),
+            "super-step Gantt": superstep_figure(events, "Super-step: one iteration (1f1b)")}
+
+
+def test_the_export_pages_slides_fit(browser, tmp_path):
+    """The Export slide printed its legend over its title (issue 30)."""
+    page = browser.new_page(viewport={"width": SLIDE_W, "height": SLIDE_H})
+    for label, fig in _export_charts().items():
+        slide = slide_figure(classroom_figure(fig, memory=label.startswith("memory")), "gpt3-175b on dgx-a100-80gb")
+        _render(page, PLOTLY_PAGE.format(slide.to_html(include_plotlyjs=True, full_html=False)), tmp_path / "s.html")
+        _settle(page)
+        _clean(page, f"the Export slide of {label}", f"export_slide_{label.replace(' ', '_')}")
+    page.close()
+
+
+@pytest.mark.parametrize("where", [("strategy", "Operator splits: drag layers between split columns"),
+                                   ("cost", "Communication by type")], ids=["strategy", "cost"])
+def test_the_metric_bar_stays_on_screen_beside_the_drag_areas_and_formulas(server, browser, where):  # noqa: F811
+    """Issue 30 item 4: while dragging on Strategy the metrics were off-screen and the refusal box at
+    y = -497 px; the metric bar sticks under the header."""
+    path, heading = where
+    page = browser.new_page(viewport={"width": 1280, "height": 720})
+    page.goto(f"{server}/{path}?classroom=1")
+    page.get_by_test_id("stMetric").first.wait_for(timeout=90_000)
+    page.get_by_text(heading, exact=True).first.scroll_into_view_if_needed()
+    page.wait_for_timeout(800)
+    bar = page.locator(".st-key-metric_bar").first.bounding_box()
+    assert bar is not None and 0 <= bar["y"] and bar["y"] + bar["height"] <= 720 / 2, bar
+    metric = page.locator(".st-key-metric_bar [data-testid='stMetric']").filter(has_text="Iteration time").first
+    box = metric.bounding_box()
+    assert box and 0 <= box["y"] < 720, "the iteration time is on screen"
+    page.screenshot(path=str(SHOTS / f"metric_bar_{path}.png"))
+    page.close()
+
+
+@pytest.mark.parametrize("screen", SCREENS)
+def test_the_explore_pages_figures_fit(server, browser, screen):  # noqa: F811
+    """Compare and Timelines included: Timelines' title overlapped its legend in classroom mode."""
+    viewport, classroom = SCREENS[screen]
+    page = browser.new_page(viewport=viewport)
+    for path in ("strategy", "cost", "timeline", "compare"):
+        page.goto(f"{server}/{path}" + ("?classroom=1" if classroom else ""))
+        _settle(page)
+        page.wait_for_timeout(1500)             # every chart of the page drawn
+        _clean(page, f"the {path} page at {screen}", f"{path}_{screen}")
+    page.close()

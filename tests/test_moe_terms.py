@@ -1,0 +1,160 @@
+"""The MoE layer's own terms (issue 27 items 2, 3): FP8 quantisation of the grouped GEMMs' operands, one GEMM per
+local expert, the all-gather dispatcher, expert-parallel overlap and the hardware a fused dispatcher needs
+(explorer/cost/moe_terms.py, explorer/strategy/rules.py)."""
+from dataclasses import replace
+
+import pytest
+import sympy as sp
+
+from explorer.cost import moe_terms as moe
+from explorer.cost.block import block_cost
+from explorer.cost.evaluate import evaluate
+from explorer.cost.placement import expert_options, host_options
+from explorer.errors import ExplorerError
+from explorer.io.clusters import load_cluster
+from explorer.io.models import load_model
+from explorer.model.graph.build import build_blocks
+from explorer.strategy.strategy import Strategy
+from explorer.symbols import F, W_hbm, b, eta, h, phi, s, t
+
+QWEN = load_model("qwen3-30b-a3b").with_seq_len(4096)
+B200 = load_cluster("dgx-b200")
+
+
+def _moe_layer(model=QWEN):
+    return next(blk for blk in build_blocks(model) if blk.kind == "layer" and model.is_moe_layer(blk.layer))
+
+
+def _op(name, model=QWEN):
+    return next(op for op in _moe_layer(model).ops if op.name == name)
+
+
+def test_quantisation_reads_bf16_and_writes_two_fp8_copies_of_each_operand():
+    """Qwen3-30B-A3B, b = 1, s = 4096, k = 8: 32,768 routed copies per device; forward the inputs of fc1 (h = 2048)
+    and fc2 (768), backward the output gradients of fc2 (2048) and fc1 (2 x 768), 4 B per element: issue 27's
+    0.12 ms per layer and micro-batch on B200 (HBM 8 TB/s x 0.846)."""
+    at = {b: 1, s: 4096, t: 1, h: 2048}
+    fwd = sum(moe.quantise_time(_op(n), 1)[0] for n in ("expert_fc1", "expert_fc2"))
+    bwd = sum(moe.quantise_time(_op(n), 1)[1] for n in ("expert_fc1", "expert_fc2"))
+    assert sp.simplify(fwd * W_hbm).subs(at) == 4 * 32768 * (2048 + 768)
+    assert sp.simplify(bwd * W_hbm).subs(at) == 4 * 32768 * (2048 + 1536)
+    hbm = B200.device.hbm_bandwidth_bytes_per_s * B200.efficiency.hbm
+    assert float(((fwd + bwd) * W_hbm).subs(at)) / hbm == pytest.approx(0.124e-3, rel=0.02)
+    assert moe.quantise_time(_op("router"), 1) == (0, 0) and moe.quantise_time(_op("dispatch"), 1) == (0, 0)
+
+
+def test_an_fp8_layer_pays_the_quantisation_and_a_bf16_one_does_not():
+    layer = _moe_layer()
+    strategy = Strategy(dp=8, global_batch=8, ep=8, expert_tp=1)
+    costs = {}
+    for dtype in ("bf16", "fp8"):
+        st = strategy.with_(dtype=dtype)
+        costs[dtype] = block_cost(layer, "megatron", (), False, "none", "replicated", **expert_options(QWEN, st),
+                                  **host_options(QWEN, st))
+    step = {d: next(x for x in c.steps if x.op == "expert_fc1") for d, c in costs.items()}
+    quant_fwd, quant_bwd = moe.quantise_time(_op("expert_fc1"), t)      # split by column over t
+    assert sp.simplify(step["fp8"].fwd_s.coeff(1 / W_hbm) - quant_fwd.coeff(1 / W_hbm)) == 0
+    assert sp.simplify(step["fp8"].bwd_s.coeff(1 / W_hbm) - quant_bwd.coeff(1 / W_hbm)) == 0
+    assert step["bf16"].fwd_s.coeff(1 / W_hbm) == 0 and step["bf16"].bwd_s.coeff(1 / W_hbm) == 0
+
+
+def test_each_local_expert_is_a_gemm_of_its_own():
+    """16 local experts (128 over ep 8): 15 more GEMM size-curve offsets phi than one GEMM of their total size;
+    one expert per device: none."""
+    fwd, bwd = moe.grouped_gemm_time(_op("expert_fc1"), 16)
+    assert sp.simplify(fwd - 15 * phi / (F * eta)) == 0 and sp.simplify(bwd - 2 * fwd) == 0
+    assert moe.grouped_gemm_time(_op("expert_fc1"), 1) == (0, 0)
+    assert moe.grouped_gemm_time(_op("router"), 16) == (0, 0)
+
+
+def _ep_bytes(dispatcher, ep):
+    s_ = Strategy(dp=8, global_batch=8, ep=ep, expert_tp=1, moe_dispatcher=dispatcher)
+    return evaluate(QWEN, s_, B200, 8).comm_bytes_per_device["ep_comm"]
+
+
+def test_the_all_gather_dispatcher_moves_every_token_not_the_routed_copies():
+    """All-gather: (ep - 1) b s h per device each way; all-to-all: (ep - 1)/ep k b s h. Equal at ep = k = 8;
+    at ep = 4 the all-gather sends ep/k = half (and it syncs with the host, as the all-to-all does)."""
+    assert _ep_bytes("allgather", 8) == pytest.approx(_ep_bytes("alltoall", 8), rel=1e-12)
+    assert _ep_bytes("allgather", 4) == pytest.approx(_ep_bytes("alltoall", 4) * 4 / 8, rel=1e-12)
+    recipe = host_options(QWEN, Strategy(dp=8, global_batch=8, ep=8, expert_tp=1, moe_dispatcher="allgather"))
+    assert recipe["host"][4] is True and recipe["host"][-1] is True         # syncs, gathers
+
+
+def test_expert_parallel_overlap_hides_the_all_to_alls_under_the_partner_pass():
+    """Qwen3-30B-A3B on 8 GB200, b = 4 (the NeMo 26.06 recipe's layout): the all-to-alls (2.76 s exposed) hide
+    under the other pass's compute; the categories still sum to the iteration, the hidden part is reported."""
+    cluster = load_cluster("gb200-nvl72")
+    base = Strategy(dp=8, micro_batch=4, global_batch=512, ep=8, expert_tp=1, dtype="fp8", cuda_graphs="full",
+                    moe_dispatcher="hybridep")
+    plain, over = evaluate(QWEN, base, cluster, 8), evaluate(QWEN, base.with_(overlap_ep=True), cluster, 8)
+    assert plain.breakdown_s["ep_comm"] > 1.0 and plain.hidden_s["ep_comm"] == 0
+    hidden = over.hidden_s["ep_comm"]
+    assert hidden > 0 and over.breakdown_s["ep_comm"] + hidden == pytest.approx(plain.breakdown_s["ep_comm"])
+    assert over.iteration_time_s == pytest.approx(plain.iteration_time_s - hidden, rel=1e-9)
+    assert sum(over.breakdown_s.values()) == pytest.approx(over.iteration_time_s, rel=1e-9)
+
+
+@pytest.mark.parametrize("fields, words", [
+    (dict(dp=8, global_batch=8, overlap_ep=True), "ep > 1"),
+    (dict(dp=8, global_batch=8, ep=8, expert_tp=1, overlap_ep=True, moe_dispatcher="allgather"), "allgather"),
+    (dict(dp=8, global_batch=8, ep=8, expert_tp=1, overlap_ep=True, recompute="full"), "full recomputation"),
+    (dict(dp=4, pp=2, global_batch=8, ep=4, expert_tp=1, overlap_ep=True), "chunked schedule"),
+    (dict(dp=8, global_batch=8, ep=8, expert_tp=1, cuda_graphs="full", moe_dispatcher="allgather"),
+     "full-iteration CUDA graphs"),
+])
+def test_what_megatron_refuses_is_refused_in_one_line(fields, words):
+    with pytest.raises(ExplorerError) as err:
+        evaluate(QWEN, Strategy(**fields), B200)
+    assert "\n" not in str(err.value) and words in str(err.value)
+
+
+def test_a_fused_dispatcher_needs_hopper_or_later():
+    """HybridEP (TMA) and DeepEP (SM90) on an A100 cluster: one line; on H100 (across two nodes, as Megatron-Bridge
+    v0.5.0 ran HybridEP at ep 16) they run."""
+    a100, h100 = load_cluster("dgx-a100-80gb"), load_cluster("dgx-h100")
+    for dispatcher in ("hybridep", "deepep"):
+        s_ = Strategy(dp=16, global_batch=16, ep=16, expert_tp=1, moe_dispatcher=dispatcher)
+        with pytest.raises(ExplorerError) as err:
+            evaluate(QWEN, s_, a100, 16)
+        assert "\n" not in str(err.value) and "Hopper" in str(err.value) and dispatcher in str(err.value)
+        evaluate(QWEN, s_, h100, 16)
+    evaluate(QWEN, Strategy(dp=16, global_batch=16, ep=16, expert_tp=1, moe_dispatcher="allgather"), a100, 16)
+
+
+def test_a_negative_or_partial_capacity_factor_is_one_line():
+    for bad in (-1.0, 0.5):
+        with pytest.raises(ExplorerError) as err:
+            replace(QWEN, moe_capacity_factor=bad)
+        assert "\n" not in str(err.value) and "moe_capacity_factor" in str(err.value)
+
+
+def test_the_overlap_is_one_composition_numbers_formulas_timeline_and_links_agree():
+    """evaluate(), explain()'s sympy total, the super-step timeline and a share link see the same overlap."""
+    from explorer.cost.explain import explain
+    from explorer.io import share
+    from explorer.timeline import superstep_table
+    cluster = load_cluster("gb200-nvl72")
+    s_ = Strategy(dp=4, pp=2, schedule="interleaved", chunks=2, global_batch=16, ep=4, expert_tp=1, dtype="fp8",
+                  moe_dispatcher="hybridep", overlap_ep=True)
+    r = evaluate(QWEN, s_, cluster, 8)
+    plain = evaluate(QWEN, s_.with_(overlap_ep=False), cluster, 8)
+    assert r.iteration_time_s < plain.iteration_time_s
+    sym = explain(QWEN, s_, cluster, 8, r)
+    assert float(sym.total.xreplace(sym.values)) == pytest.approx(r.iteration_time_s, rel=1e-9)
+    assert float(superstep_table(QWEN, s_, cluster).to_frame()["end_s"].max()) == pytest.approx(r.iteration_time_s,
+                                                                                                rel=1e-9)
+    params = share.encode(QWEN, cluster, s_)
+    assert params.get("oep") and "oep" not in share.encode(QWEN, cluster, s_.with_(overlap_ep=False))
+    back = share.decode(params)
+    assert (back.strategy.overlap_ep, back.strategy.moe_dispatcher) == (True, "hybridep") and not back.messages
+
+
+def test_the_search_prices_the_all_gather_dispatcher_as_evaluate_does():
+    """search --moe-dispatcher allgather: the sweep's all-gathers (explorer.cost.experts.ep_sized, the one sizing rule)
+    agree with evaluate() for every listed candidate."""
+    from explorer.search import search
+    found = search(QWEN.with_seq_len(2048), load_cluster("dgx-h100"), 8, 64, moe_dispatcher="allgather", ep=4, top=3)
+    assert found.top and all(c.strategy.moe_dispatcher == "allgather" for c in found.top)
+    for c in found.top:
+        assert c.searched_s == pytest.approx(c.iteration_time_s, rel=1e-9)
