@@ -216,7 +216,9 @@ def digits() -> int:
 
 
 def sig(value: float) -> str:
-    """A number as pages show it: digits() significant digits, in plain decimals up to 1e6 (no 1.7e+02)."""
+    """A number as pages show it: digits() significant digits, in plain decimals up to 1e6 (no 1.7e+02); below
+    1e-12 (seconds, bytes, shares alike) the rounding noise of a difference, e.g. the bubble at p = 1: 0."""
+    value = 0.0 if abs(value) < 1e-12 else value
     text = f"{value:.{digits()}g}"
     return f"{float(text):,.{max(0, digits() - len(str(int(abs(float(text))))))}f}" \
         if "e+" in text and abs(value) < 1e6 else text

@@ -87,7 +87,9 @@ for category in CATEGORIES:
         if textbook:
             right.caption(f"Textbook: ${textbook}$ ({source}){ratio}")
 for symbol, definition in sym.definitions_latex().items():
-    st.latex(rf"\text{{where }} {symbol} = {definition} \quad \text{{(parameters per device)}}")
+    # only the parameter counts (Psi) are per-device parameters; the stage ends and syncs are seconds
+    note = r" \quad \text{(parameters per device)}" if symbol.lstrip("\\").startswith("Psi") else ""
+    st.latex(rf"\text{{where }} {symbol} = {definition}" + note)
 with st.expander("Total: the whole formula"):
     st.latex(sym.total_latex() + rf" = {C.sig(r.iteration_time_s)}\,\mathrm{{s}}")
     st.caption(SCROLL_HINT)

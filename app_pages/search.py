@@ -22,7 +22,8 @@ from app_pages.compute import shown, table as shown_table     # classroom mode: 
 SEARCH_SELECTED_STRATEGY = "search_selected_strategy"  # the Strategy last loaded from a search
 SEARCH_RESULT = "search_result"          # dict(model, cluster, gpus, global_batch, result) of the last search
 W_GPUS, W_BATCH, W_CAP, W_TOP = "w_search_gpus", "w_search_batch", "w_search_cap_gib", "w_search_top"
-W_FRAMEWORK = "w_search_framework"       # None, or a framework whose exporter must express the strategies
+W_FRAMEWORK = "w_search_framework"       # ANY_FRAMEWORK, or a framework whose exporter must express the strategies
+ANY_FRAMEWORK = "any"                     # a value, not None: a selectbox shows None as no choice at all
 W_HEADROOM = "w_search_headroom_pct"     # per cent of the device's memory left free when no cap is given
 SEARCH_ROBUSTNESS = "search_robustness"  # (the result it was computed for, explorer.validation.robust's dict)
 PARETO_CHART, TOP_TABLE = "search_pareto_chart", "search_top_table"
@@ -57,9 +58,10 @@ def _start(model, cluster) -> None:
     """Queue the search in the worker pool (it replaces this session's previous search)."""
     cap = ss[W_CAP] * GIB if ss[W_CAP] else None
     meta = dict(model=model, cluster=cluster, gpus=int(ss[W_GPUS]), global_batch=int(ss[W_BATCH]))
+    framework = None if ss[W_FRAMEWORK] == ANY_FRAMEWORK else ss[W_FRAMEWORK]
     try:
         J.start(SEARCH_JOB, "search", search_request(model, cluster, int(ss[W_GPUS]), int(ss[W_BATCH]), cap,
-                                                     int(ss[W_TOP]), ss[W_FRAMEWORK], ss.get(S.W_DTYPE, "bf16"),
+                                                     int(ss[W_TOP]), framework, ss.get(S.W_DTYPE, "bf16"),
                                                      ss[W_HEADROOM] / 100, ss.get(S.W_CUDA_GRAPHS, "none"),
                                                      ss.get(S.W_MOE_DISPATCHER, "alltoall") if model.is_moe
                                                      else "alltoall",
@@ -94,7 +96,7 @@ S.seed(W_CAP, 0.0)
 S.seed(W_HEADROOM, 100 * MEMORY_HEADROOM)
 ss.setdefault(SEARCH_ROBUSTNESS, None)
 S.seed(W_TOP, 10)
-S.seed(W_FRAMEWORK, None)
+S.seed(W_FRAMEWORK, ANY_FRAMEWORK)
 show_errors(None, flag_memory=False)  # one-off notices (e.g. a lesson's example just loaded)
 st.title("Search for a strategy")
 st.caption(f"{plain(model.name)} on {plain(cluster.name)}: every global choice (d, t, p, b, schedule, ZeRO, recompute, "
@@ -110,8 +112,8 @@ cols[3].number_input("Headroom (%)", min_value=0.0, max_value=50.0, step=1.0, ke
                      help="of the device's memory left free when no cap is given: the CUDA context, NCCL's buffers "
                           "and fragmentation, which the model does not count")
 cols[4].number_input("Top k", min_value=1, max_value=100, step=1, key=W_TOP)
-st.selectbox("Only strategies this framework can run", [None] + list(CONFIG_FRAMEWORKS), key=W_FRAMEWORK,
-             format_func=lambda f: "any (the cost model's whole space)" if f is None else CONFIG_TITLES[f],
+st.selectbox("Only strategies this framework can run", [ANY_FRAMEWORK] + list(CONFIG_FRAMEWORKS), key=W_FRAMEWORK,
+             format_func=lambda f: "any (the cost model's whole space)" if f == ANY_FRAMEWORK else CONFIG_TITLES[f],
              help="its config exporter decides (Export page): e.g. DeepSpeed has no tensor parallelism")
 if st.button("Search", type="primary"):
     _start(model, cluster)

@@ -3,7 +3,10 @@ import streamlit as st
 
 from explorer.facade import lessons
 from app_pages import compute as C
+from app_pages import state as S
 
+if st.session_state.pop(S.LESSON_TARGET, None) == "cost":     # "Cost breakdown of GPT-3 175B" was clicked
+    st.switch_page("app_pages/cost.py")
 C.show_errors(None, flag_memory=False)
 st.title("Bridging DL Explorer")
 st.markdown(
@@ -27,7 +30,8 @@ with second:
 with third:
     st.markdown("**3. Read a real run.** GPT-3 175B on 1024 GPUs: every term of its iteration time, with "
                 "the formula beside the number.")
-    st.page_link("app_pages/cost.py", label="Cost breakdown of GPT-3 175B", icon=":material/bar_chart:")
+    st.button("Cost breakdown of GPT-3 175B", icon=":material/bar_chart:", on_click=S.load_defaults,
+              help="opens the Cost page on GPT-3 175B, whatever model this session had chosen")
 
 left, right = st.columns(2)
 with left:

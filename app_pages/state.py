@@ -240,6 +240,13 @@ def load_setup(model, cluster, strategy) -> None:
     """Open a lesson's example in the explorer (callbacks only): model, cluster and strategy."""
     apply_strategy(strategy)
     set_model(model, cluster)
+
+
+def load_defaults() -> None:
+    """The explorer's defaults (GPT-3 175B on 1024 A100s, Narayanan et al.'s strategy) in every page
+    (callbacks only): the Start page's "Cost breakdown of GPT-3 175B" whatever the session held before."""
+    load_setup(load_model(DEFAULT_MODEL), load_cluster(DEFAULT_CLUSTER), DEFAULT_STRATEGY)
+    st.session_state[LESSON_TARGET] = "cost"
 # Measured page (issue 13): a reference run on torch.distributed next to the model
 MEASURED_RUN = "measured_run"        # dict: the last run made or opened on the Measured page
 MEASURED_MESSAGE = "measured_message"  # why the last run or opened file was refused

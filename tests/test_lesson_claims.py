@@ -15,6 +15,8 @@ import re
 
 import pytest
 
+from explorer.charts.gantt import IDLE_NAME
+
 from explorer import Strategy, evaluate, load_cluster
 from explorer.charts.classroom import classroom_figure
 from explorer.charts.lesson_figures import CAPACITY_IN_VIEW, COLOUR_NAMES, colour_word, palette_colour
@@ -138,7 +140,8 @@ CAPTION_COLOURS = {
     "data-parallel": lambda w: f"the {w(CATEGORY_LABELS['dp_comm'])} part is the exposed gradient all-reduce",
     "tensor-parallel": lambda w: (f"{w('intra-node exposed').capitalize()}: inside a node, {w('inter-node exposed')}: "
                                   f"between nodes ({w('intra-node hidden')} and {w('inter-node hidden')}: hidden"),
-    "pipeline": lambda w: f"{w('bubble').capitalize()}: the bubble",
+    # the grey bars are every stage's waiting (IDLE_NAME), not only the critical stage's bubble (issue 30 item 5)
+    "pipeline": lambda w: f"{w(IDLE_NAME).capitalize()}: idle, on any stage; the bubble is the critical stage's",
     "activations": lambda w: f"{w('activations').capitalize()}: activations",
     "hybrid": lambda w: f"{w(CATEGORY_LABELS['redistribution']).capitalize()}: redistribution",
 }

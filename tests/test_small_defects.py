@@ -97,3 +97,16 @@ def test_export_downloads_pass_bytes_and_do_not_rerun():
         assert proto.ignore_rerun, proto.label
         if proto.label.endswith(".csv") or proto.label in ("Strategy (JSON)", "Formulas (LaTeX)"):
             assert not proto.deferred_file_id, proto.label       # bytes, stored as a file, not a callable
+
+
+def test_start_page_gpt3_link_opens_gpt3_whatever_the_session_held():
+    """A lecturer's walk (2026-12-03): after loading another model (a search result), Start's "Cost breakdown
+    of GPT-3 175B" opened the Cost page on that other model. It now loads the explorer's defaults first."""
+    from explorer.io.share import encode
+    query = encode(load_model("tiny-gpt"), load_cluster("classroom"), Strategy(dp=2, global_batch=8))
+    at = open_page("start", query=query)
+    assert at.session_state["model"].name == "tiny-gpt"
+    next(b for b in at.button if b.label == "Cost breakdown of GPT-3 175B").click().run()
+    assert not at.exception, at.exception
+    assert at.session_state["model"].name == "gpt3-175b"
+    assert any(t.value.startswith("Cost of one training iteration") for t in at.title)

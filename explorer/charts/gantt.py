@@ -97,6 +97,12 @@ def visible(events: pd.DataFrame) -> tuple:
     return events[keep], int((~keep).sum())
 
 
+IDLE_NAME = "idle (waiting, on any stage)"
+"""The legend name of the bars of category 'bubble': every stage's waiting, not only the critical stage's, so
+not the bubble (explorer/io/glossary.py BUBBLE_MEANING: the critical stage's idle time), which a student counting
+grey would otherwise read off the Gantt (issue 30 item 5)."""
+
+
 def gantt_figure(events: pd.DataFrame, title: str = "", label: str | None = None) -> go.Figure:
     """Gantt chart of `events`; bars carry `label` (default: micro-batch, or operator for micro-steps).
     With many bars, those narrower than a pixel are left out (the title says how many)."""
@@ -120,7 +126,7 @@ def gantt_figure(events: pd.DataFrame, title: str = "", label: str | None = None
     for cat in order:
         sel = cats == cat
         fig.add_trace(go.Bar(
-            name=cat, orientation="h", base=start[sel], x=dur[sel], y=row[sel], text=text[sel],
+            name=IDLE_NAME if cat == "bubble" else cat, orientation="h", base=start[sel], x=dur[sel], y=row[sel], text=text[sel],
             customdata=custom[sel], marker_color=CATEGORY_COLORS.get(cat, "#888888"), marker_line_width=0,
             textposition="inside", insidetextanchor="middle", textangle=0, hovertemplate=HOVER.replace("{u}", unit)))
     fig.update_layout(title=title, barmode="overlay", bargap=0.15, legend_title_text="category",

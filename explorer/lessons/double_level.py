@@ -7,7 +7,8 @@ from explorer.timeline import microstep_events
 from explorer.lessons.base import (Control, Lesson, Reveal, Setup, cluster, fmt_seconds, links, model, per_node,
                                    ratio_words, strategy)
 
-OPERATORS = (None, "qkv", "proj", "fc1", "fc2")
+WHOLE_LAYER = "layer"     # a value, not None: a radio shows None as nothing chosen
+OPERATORS = (WHOLE_LAYER, "qkv", "proj", "fc1", "fc2")
 
 
 def build(values: dict) -> Setup:
@@ -17,7 +18,8 @@ def build(values: dict) -> Setup:
 
 def _events(values: dict):
     setup = build(values)
-    return microstep_events(setup.model, setup.strategy, setup.cluster, layer=0, op=values["op"])
+    op = None if values["op"] == WHOLE_LAYER else values["op"]
+    return microstep_events(setup.model, setup.strategy, setup.cluster, layer=0, op=op)
 
 
 def makespan(values: dict) -> float:
@@ -26,7 +28,7 @@ def makespan(values: dict) -> float:
 
 
 def picture(setup: Setup, values: dict):
-    what = "layer 0" if values["op"] is None else f"operator {values['op']} of layer 0"
+    what = "layer 0" if values["op"] == WHOLE_LAYER else f"operator {values['op']} of layer 0"
     return microstep_figure(_events(values), f"Micro-steps of {what}, one micro-batch, t = {values['tp']}")
 
 
@@ -64,7 +66,7 @@ def question(values: dict) -> Reveal:
     other = t * 2 if t < 8 else t // 2
     then = makespan({**values, "tp": other})
     now = makespan(values)
-    what = "this layer's" if values["op"] is None else f"operator {values['op']}'s"
+    what = "this layer's" if values["op"] == WHOLE_LAYER else f"operator {values['op']}'s"
     return Reveal(
         question=f"Predict: how long do {what} micro-steps (forward + backward) take with t = {other} "
                  f"instead of {t}?",
@@ -94,7 +96,7 @@ LESSON = Lesson(
     formula_text="T_micro-step = w + Σ_l (h_l · g_l + L_l)   (computation + bytes × seconds per byte + latency, per level l)",
     source="Valiant, 'A bridging model for parallel computation', CACM 1990 (BSP cost w + g·h + l); Valiant, "
            "'A bridging model for multi-core computing', JCSS 2011 (Multi-BSP levels); H. Wang, IPDPS-W 2021",
-    controls=(Control("op", "Operator", OPERATORS, None,
+    controls=(Control("op", "Operator", OPERATORS, WHOLE_LAYER,
                       labels=("the whole layer", "qkv (column split)", "proj (row split)", "fc1 (column split)",
                               "fc2 (row split)")),
               Control("tp", "t — GPUs per operator", (1, 2, 4, 8), 4),

@@ -131,7 +131,8 @@ def question(values: dict) -> Reveal:
 def caption(setup, values: dict, palette: str = "default") -> str:
     chunks = " (F3.1: chunk 1 of the stage's two)" if schedule_of(values.get("schedule", "1f1b")).chunked else ""
     return ("Rows: stages. F3 / B3 / W3: forward, backward, weight-gradient pass of micro-batch 3"
-            f"{chunks}. {colour_of_part('bubble', palette).capitalize()}: the bubble (idle).")
+            f"{chunks}. {colour_of_part('bubble', palette).capitalize()}: idle, on any stage; the bubble is the "
+            "critical stage's idle time.")
 
 
 LESSON = Lesson(
