@@ -37,7 +37,7 @@ def test_gantt_hover_shows_start_duration_and_end_with_the_right_values():
         template = trace.hovertemplate
         assert "duration %{customdata[7]" in template and "end %{customdata[8]" in template
         assert "%{x" not in template          # plotly's x of a based horizontal bar is its end
-        sel = ev[ev.category == trace.name]
+        sel = ev[ev.category == trace.meta]          # the trace's category (its name is the legend's)
         assert np.allclose(custom[:, COL["start"]].astype(float), sel.start_s * factor)
         assert np.allclose(custom[:, COL["duration"]].astype(float), sel.duration_s * factor)
         assert np.allclose(custom[:, COL["end"]].astype(float), sel.end_s * factor)
@@ -63,10 +63,10 @@ def test_bubble_and_sync_bars_name_no_micro_batch():
     for trace, custom in hovers(fig):
         for where in custom[:, COL["where"]]:
             assert "-1" not in where
-        if trace.name in ("bubble", "dp_comm", "optimizer"):
-            seen.add(trace.name)
+        if trace.meta in ("bubble", "dp_comm", "optimizer"):
+            seen.add(trace.meta)
             assert set(custom[:, COL["where"]]) == {""}
-        if trace.name == "compute":
+        if trace.meta == "compute":
             assert all(re.fullmatch(r"<br>micro-batch \d+", w) for w in custom[:, COL["where"]])
     assert {"bubble", "dp_comm"} <= seen
 

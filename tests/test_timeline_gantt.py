@@ -4,6 +4,7 @@ import pytest
 
 from explorer import Strategy, load_cluster, load_model
 from explorer.charts import CATEGORY_COLORS, gantt_figure, microstep_figure, superstep_figure, time_unit
+from explorer.charts.gantt import IDLE_NAME
 from explorer.timeline import PassCosts, microstep_events, pipeline_events, superstep_events
 from tests.work import measure
 
@@ -15,13 +16,14 @@ def test_one_trace_per_category_with_numeric_bars():
     ev = superstep_events(GPT3, s, A100, schedule="zb-h1")
     fig = superstep_figure(ev)
     assert len(fig.data) == ev.category.nunique()
-    assert {t.name for t in fig.data} == set(ev.category)
+    assert {t.meta for t in fig.data} == set(ev.category)       # each trace's category (meta)
+    assert {t.name for t in fig.data} == set(ev.category) - {"bubble"} | {IDLE_NAME}   # idle on any stage
     assert sum(len(t.x) for t in fig.data) == len(ev)
     unit, factor = time_unit(ev.end_s.max())
     for trace in fig.data:
         assert trace.type == "bar" and trace.orientation == "h"
-        assert trace.marker.color == CATEGORY_COLORS[trace.name]
-        sel = ev[ev.category == trace.name]
+        assert trace.marker.color == CATEGORY_COLORS[trace.meta]
+        sel = ev[ev.category == trace.meta]
         assert np.allclose(np.asarray(trace.base), sel.start_s * factor)
         assert np.allclose(np.asarray(trace.x), sel.duration_s * factor)
         assert "customdata[1]" in trace.hovertemplate and unit in trace.hovertemplate

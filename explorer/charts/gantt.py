@@ -126,7 +126,7 @@ def gantt_figure(events: pd.DataFrame, title: str = "", label: str | None = None
     for cat in order:
         sel = cats == cat
         fig.add_trace(go.Bar(
-            name=IDLE_NAME if cat == "bubble" else cat, orientation="h", base=start[sel], x=dur[sel], y=row[sel], text=text[sel],
+            name=IDLE_NAME if cat == "bubble" else cat, meta=cat, orientation="h", base=start[sel], x=dur[sel], y=row[sel], text=text[sel],
             customdata=custom[sel], marker_color=CATEGORY_COLORS.get(cat, "#888888"), marker_line_width=0,
             textposition="inside", insidetextanchor="middle", textangle=0, hovertemplate=HOVER.replace("{u}", unit)))
     fig.update_layout(title=title, barmode="overlay", bargap=0.15, legend_title_text="category",

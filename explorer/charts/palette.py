@@ -68,7 +68,8 @@ def colour_of(trace_name: str, name: str = "default") -> str | None:
 def recolour(fig: go.Figure, name: str = "okabe-ito", memory: bool = False) -> go.Figure:
     """Repaint the traces whose names the palette knows (in place; returns the figure)."""
     for trace in fig.data:
-        key = "optimizer_state" if memory and trace.name == "optimizer" else trace.name
+        name_ = trace.meta if isinstance(trace.meta, str) and trace.meta else trace.name   # a Gantt trace's category
+        key = "optimizer_state" if memory and name_ == "optimizer" else name_
         colour = colour_of(key or "", name)
         if colour is not None and hasattr(trace, "marker") and trace.type in ("bar", "scatter"):
             trace.marker.color = colour
