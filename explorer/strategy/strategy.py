@@ -123,7 +123,7 @@ class Strategy:
     cuda_graphs: str = "none"        # CUDA_GRAPHS: what the host issues as graphs, not kernel by kernel
     moe_dispatcher: str = "alltoall"  # MOE_DISPATCHERS (MoE models)
     overlap_ep: bool = False         # MoE all-to-alls under the other micro-batch's compute (Megatron-LM
-    #                                  --overlap-moe-expert-parallel-comm; explorer/cost/moe_terms.py ep_hidden)
+    #                                  --overlap-moe-expert-parallel-comm; explorer/cost/numeric.py ep_exposed)
     pipeline_layout: str = ""        # Megatron-LM --pipeline-model-parallel-layout (pipeline_layout.py); "" = even
     framework: str = "generic"       # FRAMEWORKS: the framework targeted, whose defaults apply (frameworks.py)
     fp8_recipe: str = "delayed"      # FP8_RECIPES (dtype fp8): Megatron-LM --fp8-recipe, what TE keeps in memory
