@@ -23,7 +23,7 @@ from explorer.facade import sensitivity_or_reason
 from explorer.facade import MAX_MICRO_BATCHES, classroom_figure, time_unit, zoom_micro_batches
 from explorer.facade import SIGNIFICANT, significant_table
 
-from app_pages import state as S
+from app_pages import jobs, state as S
 from app_pages.state import candidate, ensure_fits  # noqa: F401  (pages read them here too)
 from app_pages.text import plain, plain_html
 
@@ -53,8 +53,9 @@ def current() -> tuple:
     ss = st.session_state
     sync_layer_state()
     try:
-        strategy = candidate()
-        result = ensure_fits(strategy)
+        with jobs.compile_waits_shown(st.empty()):      # a first compile in the pool says so meanwhile
+            strategy = candidate()
+            result = ensure_fits(strategy)
     except ExplorerError as err:
         if ss[S.LAST_VALID] is None:        # nothing valid yet this session: show the fallback
             fallback = fallback_strategy(ss[S.MODEL], ss[S.CLUSTER])

@@ -10,7 +10,8 @@ reads the finished job with `take`. The pool cancels the jobs of a session whose
 """
 from __future__ import annotations
 
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
+from contextvars import ContextVar
 import os
 
 import streamlit as st
@@ -42,15 +43,41 @@ def pool() -> WorkerPool:
     return _shared(os.environ.get(WORKERS_ENV, ""))
 
 
+WAIT_TEXT = ("**Waiting for {what}** in a worker process: only the first time anyone evaluates this structure "
+             "(a few seconds); everyone else's pages go on meanwhile.")
+_WAIT_SLOT: ContextVar = ContextVar("compile_wait_slot", default=None)
+
+
+def _show_wait(what: str) -> None:
+    """compiles_in's on_wait: the notice, in the placeholder of the innermost `compile_waits_shown`, if any."""
+    slot = _WAIT_SLOT.get()
+    if slot is not None:
+        slot.info(WAIT_TEXT.format(what=plain(what)))
+
+
+@contextmanager
+def compile_waits_shown(slot):
+    """Within this context (outside any cached function: the sidebar strategy's own evaluation,
+    app_pages/compute.py `current`), a wait for a first compile in the pool says so in `slot` (an
+    st.empty()), cleared when the context ends. Elsewhere the wait draws nothing: inside a cached function
+    an element drawn would break the cache's replay (Streamlit's CacheReplayClosureError), and the
+    browser shows the run as running."""
+    token = _WAIT_SLOT.set(slot)
+    try:
+        yield
+    finally:
+        _WAIT_SLOT.reset(token)
+        slot.empty()
+
+
 def compiles_in_pool():
     """A context for one page run: the first compile of a model structure nobody evaluated yet runs in the
     pool (explorer/runtime/offload.py) while this run waits without holding the interpreter; with a
-    synchronous pool (BRIDGING_DL_WORKERS=0) it runs here, as before. The wait draws nothing: it may happen
-    inside a cached function (app_pages/compute.py), where an element drawn would break the cache's replay
-    (Streamlit's CacheReplayClosureError); the browser shows the run as running meanwhile. A bad
-    $BRIDGING_DL_WORKERS leaves the compiles here: the pages that start jobs say what is wrong with it."""
+    synchronous pool (BRIDGING_DL_WORKERS=0) it runs here, as before. Where the page asked for it
+    (`compile_waits_shown`), the wait is shown. A bad $BRIDGING_DL_WORKERS leaves the compiles here: the
+    pages that start jobs say what is wrong with it."""
     try:
-        return compile_elsewhere(compiles_in(pool()))
+        return compile_elsewhere(compiles_in(pool(), on_wait=_show_wait))
     except ExplorerError:
         return nullcontext()
 

@@ -135,10 +135,13 @@ def test_a_key_text_matches_only_the_same_numbers():
     assert not same_key("hidden=10.0", "hidden=100") and not same_key("v1.0.3", "v1.0.2")
 
 
-def test_the_app_sends_a_new_structure_to_its_pool_and_reruns_cleanly():
-    pool, submitted = jobs.pool(), []
+def test_the_app_sends_a_new_structure_to_its_pool_and_reruns_cleanly(monkeypatch):
+    pool, submitted, shown = jobs.pool(), [], []
     submit = pool.submit
     pool.submit = lambda *args, **kwargs: submitted.append(args[1]) or submit(*args, **kwargs)
+    show = jobs._show_wait
+    monkeypatch.setattr(jobs, "_show_wait", lambda what: shown.append((what, jobs._WAIT_SLOT.get() is not None))
+                        or show(what))
     try:
         at = open_page()
         at.session_state["model"] = unseen(6)
@@ -151,6 +154,26 @@ def test_the_app_sends_a_new_structure_to_its_pool_and_reruns_cleanly():
         del pool.submit
     assert "compile" in submitted
     assert "offload-6" in " ".join(c.value for c in at.caption)
+    # the sidebar strategy's own evaluation (compute.current, outside any cached function) showed its wait
+    assert ("the first compile of this model structure", True) in shown, shown
+
+
+def test_a_wait_is_drawn_only_where_a_page_asked_for_it_and_then_cleared():
+    drawn = []
+
+    class Slot:
+        def info(self, text):
+            drawn.append(text)
+
+        def empty(self):
+            drawn.append(None)
+
+    jobs._show_wait("the first compile of this model structure")      # no slot: inside a cached function
+    assert drawn == []
+    with jobs.compile_waits_shown(Slot()):
+        jobs._show_wait("the first compile of this model structure")
+    assert drawn == [jobs.WAIT_TEXT.format(what="the first compile of this model structure"), None]
+    assert "first time" in drawn[0] and jobs._WAIT_SLOT.get() is None
 
 
 def test_a_page_never_waits_behind_a_search():
