@@ -112,6 +112,39 @@ def steps_function(cost: BlockCost):
     return compile_exprs(("steps", cost.key), BLOCK_ARGS, lambda: step_exprs(cost))
 
 
+CP_STEP_FIELDS = ("recompute_s", "cp_fwd_s", "cp_bwd_s", "cp_fwd_bytes", "cp_bwd_bytes", "cp_fwd_total_s",
+                  "cp_bwd_total_s")
+"""The per-operator tail of step_exprs, in its order: in-kernel recomputation, then the context-parallel
+exchange's exposed seconds, bytes and whole transfer by direction."""
+
+
+@dataclass(frozen=True)
+class StepValues:
+    """One operator's numbers of step_exprs, by name (one micro-batch)."""
+
+    fwd_s: float
+    bwd_s: float
+    bwd_weight_s: float
+    collectives: tuple   # per collective of the operator: (bytes sent per device, latency steps, hidden seconds)
+    cp: dict             # CP_STEP_FIELDS -> seconds or bytes
+
+
+def decode_steps(cost: BlockCost, values) -> tuple:
+    """((StepValues per operator), parameters per device) of `values`, what steps_function(cost) returned:
+    the one reader of step_exprs' positions, written next to it."""
+    steps, k = [], 0
+    for step in cost.steps:
+        n = len(step.collectives)
+        colls = tuple((float(values[at]), float(values[at + 1]), float(values[at + 2]))
+                      for at in range(k + 3, k + 3 + 3 * n, 3))
+        steps.append((float(values[k]), float(values[k + 1]), float(values[k + 2]), colls))
+        k += 3 + 3 * n
+    params_dev, width = float(values[k]), len(CP_STEP_FIELDS)
+    tail = [float(x) for x in values[k + 1:]]
+    return tuple(StepValues(*head, dict(zip(CP_STEP_FIELDS, tail[width * i:width * (i + 1)])))
+                 for i, head in enumerate(steps)), params_dev
+
+
 def size_function(sizes: tuple):
     """SIZE_ARGS -> the given array sizes (bytes), lambdified once per tuple of sizes."""
     return compile_exprs(("sizes", sizes), SIZE_ARGS, sizes,

@@ -4,7 +4,7 @@ from __future__ import annotations
 from explorer.charts.lesson_figures import capacity_in_view, colour_of_part, memory_bars
 from explorer.cost.evaluate import evaluate
 from explorer.cost.numbers import Numbers
-from explorer.cost.numeric import Q
+from explorer.cost.numeric import block_quantity
 from explorer.cost.tree import cost_tree
 from explorer.lessons.base import Control, Lesson, Reveal, Setup, cluster, fmt_bytes, model, strategy
 
@@ -50,7 +50,7 @@ def layer_bytes(values: dict) -> float:
     setup = build(values)
     tree = cost_tree(setup.model, setup.strategy, setup.cluster)
     nums = Numbers.of(setup.model, setup.strategy.micro_batch, setup.cluster, setup.strategy.dtype)
-    per_kind = tree.block_values(nums)[:, Q["act"]]
+    per_kind = block_quantity(tree.block_values(nums), "act")
     layers = [i for i, kind in enumerate(tree.kinds)
               if any(pb.cost is kind.cost and pb.block.kind == "layer" for pb in tree.plan.blocks)]
     return float(sum(tree.counts[0, i] * float(per_kind[i].flat[0]) for i in layers))
