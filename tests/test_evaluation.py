@@ -129,5 +129,6 @@ def test_no_module_outside_the_cost_package_decodes_block_quantities_by_position
 
 
 def test_the_positional_check_sees_what_it_forbids():
-    text = "from explorer.cost.numeric import Q\nx = values[:, Q['F']]\nat = values[k + 3 + 3 * j]\ny = tail[7 * i + 1]\n"
+    text = ("from explorer.cost.numeric import Q\nx = values[:, Q['F']]\n"
+            "at = values[k + 3 + 3 * j]\ny = tail[7 * i + 1]\n")
     assert sum(len(pattern.findall(text)) for pattern in POSITIONAL) == 4

@@ -56,9 +56,14 @@ Q = {name: i for i, name in enumerate(BLOCK_Q)}
 
 
 def block_quantity(values, name: str):
-    """Quantity `name` (BLOCK_Q) of a block function's outputs (a sequence in BLOCK_Q order) or of an array with
-    BLOCK_Q on axis 1 (kinds or stages x BLOCK_Q x candidates): the one place that decodes BLOCK_Q by position."""
-    return values[Q[name]] if isinstance(values, (tuple, list)) or np.ndim(values) == 1 else values[:, Q[name]]
+    """Quantity `name` (BLOCK_Q) of an array with BLOCK_Q on axis 1 (kinds or stages x BLOCK_Q [x candidates]):
+    with function_quantity, the one place that decodes BLOCK_Q by position."""
+    return values[:, Q[name]]
+
+
+def function_quantity(outputs, name: str):
+    """Quantity `name` of what one block function returned (a sequence in BLOCK_Q order)."""
+    return outputs[Q[name]]
 
 
 BLOCK_ARG_NAMES = ("b", "s", "h", "a", "a_{kv}", "f", "V", "t", "g_t", "L_t", "F", "eta", "phi", "W_{hbm}",
@@ -229,11 +234,29 @@ class BoundaryNumbers:
     fwd_s: dict          # category -> seconds in the forward pass
     bwd_s: dict          # category -> seconds in the backward pass
     bytes: dict          # category -> bytes sent per device, both phases
-    fwd_bytes: dict      # category -> bytes sent per device in the forward pass (what the timeline draws)
-    bwd_bytes: dict      # category -> ... in the backward pass
     by_kind: dict        # (category, collective kind, level index) -> 2 (seconds, bytes) x stages x candidates
     sends_fwd_s: np.ndarray   # the point-to-point sends within pp_comm (S^f_r): seconds, forward
     sends_bwd_s: np.ndarray   # ... backward (S^b_r)
+    group_bytes: np.ndarray | None = None   # groups x candidates: bytes per device of each group, all its copies
+    phase_sel: np.ndarray | None = None     # (phase, category, stage) rows x groups (the tree's selector)
+
+    @property
+    def fwd_bytes(self) -> dict:
+        """category -> stages x candidates: bytes sent per device in the forward pass (what the timeline draws)."""
+        return self._phase_bytes(0)
+
+    @property
+    def bwd_bytes(self) -> dict:
+        """category -> stages x candidates: bytes sent per device in the backward pass."""
+        return self._phase_bytes(1)
+
+    def _phase_bytes(self, phase: int) -> dict:
+        stages, C = self.sends_fwd_s.shape
+        if self.phase_sel is None:
+            return {c: np.zeros((stages, C)) for c in COMM_CATEGORIES}
+        rows = self.phase_sel.reshape(2, -1, self.phase_sel.shape[1])[phase]
+        moved = (rows @ self.group_bytes).reshape(len(COMM_CATEGORIES), stages, C)
+        return {c: moved[i] for i, c in enumerate(COMM_CATEGORIES)}
 
 
 def boundary_values(stages: int, arr: dict, size_fn, n_sizes: int, nums, C: int) -> BoundaryNumbers:
@@ -245,8 +268,7 @@ def boundary_values(stages: int, arr: dict, size_fn, n_sizes: int, nums, C: int)
     long each is busy. `arr` is None for a tree without boundary collectives."""
     if arr is None:
         zeros = {c: np.zeros((stages, C)) for c in COMM_CATEGORIES}
-        return BoundaryNumbers(zeros, dict(zeros), dict(zeros), dict(zeros), dict(zeros), {},
-                               np.zeros((stages, C)), np.zeros((stages, C)))
+        return BoundaryNumbers(zeros, dict(zeros), dict(zeros), {}, np.zeros((stages, C)), np.zeros((stages, C)))
     sent = _sent(arr, size_fn, n_sizes, nums, C)                              # groups x C
     busy = arr["shares"] * np.asarray(nums.hw["g"])[None, :]                 # groups x levels
     g_eff = busy.max(axis=1)
@@ -254,7 +276,6 @@ def boundary_values(stages: int, arr: dict, size_fn, n_sizes: int, nums, C: int)
     secs = coll.bsp_seconds(sent, g_eff[:, None], arr["steps"][:, None], L_eff[:, None])
     secs, sent = secs * arr["count"][:, None], sent * arr["count"][:, None]
     timed = (arr["phase_sel"] @ secs).reshape(2, len(COMM_CATEGORIES), stages, C)
-    phased = (arr["phase_sel"] @ sent).reshape(2, len(COMM_CATEGORIES), stages, C)
     moved = (arr["cat_sel"] @ sent).reshape(len(COMM_CATEGORIES), stages, C)
     named = lambda a: {c: a[i] for i, c in enumerate(COMM_CATEGORIES)}
     part = busy / busy.sum(axis=1, keepdims=True)                            # time share per level
@@ -268,8 +289,8 @@ def boundary_values(stages: int, arr: dict, size_fn, n_sizes: int, nums, C: int)
         for i, (category, kind) in enumerate(arr["kinds"]):
             by_kind[(category, kind, level)] = np.stack([kind_secs[i], kind_sent[i]])
     sends = (_sends_selector(arr, stages) @ secs).reshape(2, stages, C)
-    return BoundaryNumbers(named(timed[0]), named(timed[1]), named(moved), named(phased[0]), named(phased[1]),
-                           by_kind, sends[0], sends[1])
+    return BoundaryNumbers(named(timed[0]), named(timed[1]), named(moved), by_kind, sends[0], sends[1], sent,
+                           arr["phase_sel"])
 
 
 def _sent(arr: dict, size_fn, n_sizes: int, nums, C: int) -> np.ndarray:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from explorer.cost import collectives as coll
 from explorer.cost.collectives import cp_kind
-from explorer.cost.numeric import COMM_KINDS
+from explorer.cost.numeric import COMM_KINDS, block_quantity
 
 
 def _split(row: dict, kind: str, route: tuple, nums, names) -> list:
@@ -18,6 +18,11 @@ def _split(row: dict, kind: str, route: tuple, nums, names) -> list:
             for i in range(len(shares)) if shares[i]]
 
 
+_ROW_QUANTITIES = tuple(f"{x}_{name}" for name in COMM_KINDS for x in "thb") + \
+    ("cp_total", "cp_fwd", "cp_bwd", "cp_bytes")
+"""The block quantities (BLOCK_Q) comm_rows reads."""
+
+
 def comm_rows(ev, k, M, sync, dp_bytes, zero_bytes, strategy, sends_share=None, ep_share=None) -> list:
     """Communication of the most loaded device (stage k of candidate 0 of the Evaluation `ev`,
     explorer.cost.evaluation) split by category, collective and machine level; `sends_share`: with the
@@ -26,7 +31,9 @@ def comm_rows(ev, k, M, sync, dp_bytes, zero_bytes, strategy, sends_share=None, 
     (explorer/cost/numeric.py ep_exposed)."""
     rows, nums, tree = [], ev.nums, ev.tree
     names = nums.level_names
-    q = lambda name: ev.block_q(name)[:, 0]          # per block kind, one micro-batch
+    values = ev.block_values[:, :, 0]
+    cols = {name: block_quantity(values, name) for name in _ROW_QUANTITIES}   # per block kind, one micro-batch
+    q = cols.__getitem__
     for kind_i, kind in enumerate(tree.kinds):
         count = tree.counts[k, kind_i]
         for name in COMM_KINDS:

@@ -19,7 +19,7 @@ from explorer.cost import collectives as coll
 from explorer.cost import layouts as lay
 from explorer.cost.numbers import Numbers
 from explorer.cost.boundary import boundary_parts, part_route, payer_side, same_split
-from explorer.cost.numeric import block_quantity, cp_group_route, ep_group_route, sharded_expert_params, tied_place, tied_values
+from explorer.cost.numeric import function_quantity, cp_group_route, ep_group_route, sharded_expert_params, tied_place, tied_values
 from explorer.cost.placement import block_ends, block_place, block_splits, block_stages, expert_options, host_options
 from explorer.cost.summary import block_function, block_summary, summarise
 from explorer.errors import ExplorerError
@@ -159,7 +159,7 @@ class Chain:
         """The block's rows as the super-step reads them: Psi_r the dense weights, Psi^e_r the expert
         weights after the ep sharding (explorer.cost.numeric.stage_values, sharded_expert_params)."""
         q = block_function(cost)(*self.nums.block_args(degree, route, cp_route, self.probe.cp_algo))
-        col = lambda name: np.broadcast_to(np.asarray(block_quantity(q, name), dtype=float), self.b.shape)
+        col = lambda name: np.broadcast_to(np.asarray(function_quantity(q, name), dtype=float), self.b.shape)
         experts = col("expert_params_dev")
         return np.vstack([col("F"), col("B"), col("params_dev") - experts, col("act"), col("grad_sync"),
                           col("bwd_weight"), sharded_expert_params(experts, self.probe.ep)])

@@ -8,7 +8,7 @@ import numpy as np
 from explorer.hardware.cluster import Cluster
 from explorer.cost.evaluate import evaluate
 from explorer.cost.numbers import Numbers
-from explorer.cost.numeric import block_quantity
+from explorer.cost.numeric import function_quantity
 from explorer.cost.tree import cost_tree
 from explorer.io.clusters import load_cluster
 
@@ -48,7 +48,7 @@ def layer_times(case, cluster: Cluster) -> tuple:
     placed = next(b for b in tree.plan.blocks if b.block.kind == "layer" and b.block.layer == 1)
     kind = next(k for k in tree.kinds if k.cost is placed.cost and k.degree == placed.split.degree)
     vals = np.asarray(kind.fn(*nums.block_args(kind.degree, kind.route)), dtype=float)
-    return float(block_quantity(vals, "F")), float(block_quantity(vals, "B"))
+    return float(function_quantity(vals, "F")), float(function_quantity(vals, "B"))
 
 
 def predict(case, cluster: Cluster) -> float:
