@@ -20,7 +20,7 @@ from explorer.cost import collectives as coll
 from explorer.cost.boundary import payer_side
 from explorer.cost.block import BlockCost
 from explorer.cost.compile import BoundedCache, compile_exprs
-from explorer.cost.experts import expert_collectives
+from explorer.cost.experts import block_expert_collectives, expert_collectives
 from explorer.cost.plan import ExecutionPlan, plan
 from explorer.cost.numeric import COMM_KINDS, block_values, boundary_values, stage_values, structure_key
 from explorer.cost.numeric import BLOCK_ARG_NAMES, tied_place
@@ -324,13 +324,29 @@ def payer(boundary, c) -> int:
 
 
 def _boundary_groups(the_plan: ExecutionPlan) -> tuple:
+    paid = [(c, route, payer(boundary, c)) for boundary in the_plan.boundaries
+            for c, route in zip(boundary.collectives, boundary.routes)]
+    return _groups(paid + list(expert_collectives(the_plan)))     # MoE all-to-alls (explorer.cost.experts)
+
+
+def _groups(paid) -> tuple:
+    """BoundaryGroups of (Collective, route, paying stage) triples: equal ones counted once."""
     tally = {}
-    for boundary in the_plan.boundaries:
-        for c, route in zip(boundary.collectives, boundary.routes):
-            key = (c.size, c.kind, int(c.n), route, c.category, c.phase, payer(boundary, c))
-            tally[key] = tally.get(key, 0) + 1
-    for c, route, stage in expert_collectives(the_plan):     # MoE all-to-alls (explorer.cost.experts)
+    for c, route, stage in paid:
         key = (c.size, c.kind, int(c.n), route, c.category, c.phase, stage)
         tally[key] = tally.get(key, 0) + 1
     return tuple(BoundaryGroup(size, kind, n, route, category, phase, stage, count)
                  for (size, kind, n, route, category, phase, stage), count in tally.items())
+
+
+def expert_seconds(cost: BlockCost, degree: int, route: tuple, ep: int, replay: bool, nums) -> tuple:
+    """(forward, backward) seconds of one block's MoE all-to-alls for one micro-batch (arrays over the micro-batch
+    sizes of `nums`): its collectives as the plan places them (explorer.cost.experts.block_expert_collectives),
+    grouped as the tree groups them and priced by the function evaluate() prices ep_comm with
+    (explorer.cost.numeric.boundary_values) -- for the search's chain of nodes, one block on one stage."""
+    groups = _groups((c, route, 0) for c in block_expert_collectives(cost, degree, ep, replay))
+    if not groups:
+        return 0.0, 0.0
+    sizes, arrays = _group_arrays(groups, 1)
+    bound = boundary_values(1, arrays, size_function(sizes), len(sizes), nums, np.size(nums.dims[0]))
+    return bound.fwd_s["ep_comm"][0], bound.bwd_s["ep_comm"][0]
