@@ -1,12 +1,12 @@
 """Numbers from the cost tree: time by category, bytes, memory, FLOPs.
 
 evaluate(model, strategy, cluster) is the one call the CLI and the pages use;
-evaluate_batch() evaluates many strategies at once. Both run the same array
-code (axis -1 = candidates): the tree's compiled block quantities, summed per
-stage (explorer.cost.numeric.stage_values), then the super-step variant's compiled
-terms (explorer.cost.superstep) -- nothing here composes a cost of its own. The
-compiled functions come through explorer.cost.cold (memory, then the disk cache,
-then built with sympy).
+evaluate_batch() evaluates many strategies at once. Both read the one numeric
+evaluation (explorer.cost.evaluation.Evaluation, axis -1 = candidates): the tree's
+compiled block quantities, summed per stage (explorer.cost.numeric.stage_values),
+then the super-step variant's compiled terms (explorer.cost.superstep), by name --
+nothing here composes a cost of its own. The compiled functions come through
+explorer.cost.cold (memory, then the disk cache, then built with sympy).
 """
 from __future__ import annotations
 
