@@ -2,6 +2,7 @@
 evaluate() reports, the timeline draws and the search sums; nothing outside explorer/cost/ decodes the block
 quantities or the micro-step outputs by position."""
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -106,6 +107,12 @@ def test_a_batch_evaluation_is_each_candidates_own():
         assert float(ev.output("iteration")[i]) == pytest.approx(float(one.output("iteration")[0]), rel=1e-12)
         np.testing.assert_allclose(ev.stage_input("F_r")[:, i], one.stage_input("F_r")[:, 0], rtol=1e-12)
         assert batch.iteration_time_s[i] == pytest.approx(float(one.output("iteration")[0]), rel=1e-12)
+
+
+def test_an_evaluation_refuses_arrays_that_do_not_match_its_candidates():
+    ev = evaluation(load_model("gpt3-175b"), Strategy(dp=2, tp=8, pp=8, global_batch=64), A100)
+    with pytest.raises(ExplorerError, match="2 candidates"):
+        replace(ev, strategies=ev.strategies * 2)
 
 
 def test_an_impossible_strategy_is_one_clear_error():

@@ -22,6 +22,7 @@ from explorer.cost.numeric import (MEMORY_PARTS, OUTPUTS, SCALAR_INPUT_NAMES, ST
                                    optimizer_state_bytes, optimizer_update_bytes, sharded_expert_params,
                                    stage_dp_g_L, stage_expert_dp_g_L, stage_values, tied_values)
 from explorer.cost.placement import ep_overlaps
+from explorer.errors import ExplorerError
 from explorer.hardware.cluster import Cluster
 from explorer.limits import check_work
 from explorer.model.spec import ModelSpec
@@ -55,6 +56,13 @@ class Evaluation:
     model_flops: np.ndarray      # C: per iteration, all replicas (Narayanan et al. 2021 Eq. 3 via the blocks)
     hardware_flops: np.ndarray   # C: model_flops plus recomputation
     ep_overlap: bool             # the MoE all-to-alls run under the partner pass (Strategy.overlap_ep)
+
+    def __post_init__(self):
+        C = len(self.strategies)
+        if self.stage_values.shape[1:] != self.block_values.shape[1:] or self.stage_values.shape[-1] != C or \
+                self.stage_values.shape[0] != self.tree.stages:
+            raise ExplorerError(f"an evaluation of {C} candidates on {self.tree.stages} stages got block quantities "
+                                f"shaped {self.block_values.shape} and stage quantities {self.stage_values.shape}")
 
     @property
     def stages(self) -> int:
