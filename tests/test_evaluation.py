@@ -14,6 +14,7 @@ from explorer.cost.evaluation import build_evaluation
 from explorer.cost.numeric import CATEGORIES, COMM_CATEGORIES, MEMORY_PARTS
 from explorer.errors import ExplorerError
 from explorer.model.spec import ModelSpec
+from explorer.search.tables import STAGE_SUMS, Chain, node_stages, stage_sums
 from explorer.timeline.layout import pass_layout
 from explorer.timeline.parts import PART_CATEGORIES
 from explorer.timeline.schedules import B, F
@@ -94,6 +95,26 @@ def test_the_timeline_draws_the_evaluations_bytes(case):
         ev.stage_q("cp_fwd_bytes")[:, 0] + ev.stage_q("cp_bwd_bytes")[:, 0]
     np.testing.assert_allclose(drawn, paid, rtol=1e-12)
     assert drawn.sum() > 0
+
+
+@pytest.mark.parametrize("case", [CASES[0], (TINY_MOE, H100, dict(dp=4, tp=1, pp=2, ep=4, global_batch=32)),
+                                  (TINY_MOE, H100, dict(dp=4, tp=2, pp=1, ep=2, global_batch=32, recompute="full",
+                                                    sequence_parallel=True))],
+                         ids=("gpt3-interleaved", "moe-pp2", "moe-recompute"))
+def test_the_searchs_stage_sums_are_the_evaluations_stage_inputs(case):
+    """The search's chain of nodes (explorer.search.tables) composes each stage's inputs by name with
+    numeric.stage_values and prices the MoE all-to-alls as the tree does: the same numbers as the Evaluation."""
+    model, strategy, cluster = _case(case)
+    ev = evaluation(model, strategy, cluster)
+    chain = Chain(model, cluster, strategy, [strategy.micro_batch])
+    splits = strategy.layer_splits or tuple(strategy.split_of(i) for i in range(model.layers))
+    stages = node_stages(model, strategy)
+    sums = stage_sums(chain, chain.chain(splits, stages), stages, strategy.pp)[:, :, 0]
+    for row, name in enumerate(STAGE_SUMS):
+        expected = ev.stage_input(name)[:, 0]
+        np.testing.assert_allclose(sums[row], expected, rtol=1e-12, atol=1e-18, err_msg=name)
+    if model.is_moe:
+        assert (ev.boundary.fwd_s["ep_comm"] > 0).all()
 
 
 def test_a_batch_evaluation_is_each_candidates_own():

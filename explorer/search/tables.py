@@ -46,9 +46,11 @@ PAID_BY = {("fwd", "from"): F_FROM, ("fwd", "to"): F_TO, ("bwd", "from"): B_FROM
 S_FROM, S_TO = 4, 5
 """Further rows of a link: the point-to-point sends within F_FROM (the producer's forward send) and
 B_TO (the consumer's backward send), which overlapped sends take out of the passes."""
-SF, SB = 7, 8
-"""Further rows of stage_sums: each stage's forward and backward point-to-point sends (within F, B)."""
-STAGE_ROWS = 9
+STAGE_SUMS = NODE_INPUTS + ("S^f_r", "S^b_r")
+"""Rows of stage_sums, by the super-step's stage inputs they are: a node's rows, then each stage's forward and
+backward point-to-point sends (within F_r, B_r)."""
+SF, SB = STAGE_SUMS.index("S^f_r"), STAGE_SUMS.index("S^b_r")
+STAGE_ROWS = len(STAGE_SUMS)
 
 
 @dataclass(frozen=True, eq=False)
