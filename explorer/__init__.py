@@ -11,9 +11,10 @@ True
 from explorer.io.clusters import load_cluster, list_clusters
 from explorer.errors import ExplorerError
 from explorer.cost.evaluate import Result, evaluate
+from explorer.cost.evaluation import Evaluation, evaluation
 from explorer.io.models import load_model, list_models
 from explorer.model.spec import ModelSpec
 from explorer.strategy.strategy import LayerSplit, Strategy
 
-__all__ = ["ExplorerError", "LayerSplit", "ModelSpec", "Result", "Strategy", "evaluate",
+__all__ = ["Evaluation", "ExplorerError", "LayerSplit", "ModelSpec", "Result", "Strategy", "evaluate", "evaluation",
            "list_clusters", "list_models", "load_cluster", "load_model"]

@@ -130,10 +130,11 @@ def test_timeline_bound_is_an_upper_bound():
                                (Strategy(dp=2, tp=8, pp=8, global_batch=256, overlap_dp=True), "zb-h1")):
         events = timeline.superstep_events(model, strategy, cluster, schedule=schedule)
         from explorer.timeline.costs import from_result
-        from explorer.timeline.layout import context, pass_layout
-        nums = context(model, strategy, cluster)
-        costs = from_result(evaluate(model, strategy, cluster), strategy, pass_layout(model, strategy, cluster, nums),
-                            nums.level_names, schedule == "zb-h1")
+        from explorer.timeline.layout import pass_layout
+        from explorer.cost.evaluation import evaluation
+        ev = evaluation(model, strategy, cluster)
+        costs = from_result(evaluate(model, strategy, cluster), strategy, pass_layout(model, strategy, ev),
+                            ev.nums.level_names, schedule == "zb-h1")
         bound = L.timeline_events_bound(costs.seconds, strategy.micro_batches, costs.chunks)
         assert len(events) <= bound < 3 * len(events)
 

@@ -25,6 +25,7 @@ from explorer.model.spec import ModelSpec
 from explorer.timeline import EventTable, export, superstep_events, superstep_table, to_csv, to_json
 from explorer.timeline.events import COLUMNS, table
 from explorer.timeline.experts import expert_numbers
+from explorer.cost.evaluation import evaluation
 from explorer.timeline.layout import context, pass_layout
 from explorer.timeline.numbers import block_numbers, boundary_numbers
 from explorer.timeline.parts import CP_PART, PART_CATEGORIES
@@ -94,7 +95,7 @@ def _by_collective(the_plan, nums):
 def test_the_layout_is_the_plan_priced_collective_by_collective(case):
     model, strategy, cluster = _case(case)
     nums = context(model, strategy, cluster)
-    layout = pass_layout(model, strategy, cluster, nums)
+    layout = pass_layout(model, strategy, evaluation(model, strategy, cluster))
     nbytes, levels, ops = _by_collective(cost_tree(model, strategy, cluster).plan, nums)
     assert nbytes.any()
     np.testing.assert_allclose(layout.bytes, nbytes, rtol=1e-12, atol=0)

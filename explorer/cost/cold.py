@@ -24,8 +24,7 @@ from explorer.cost import cache
 from explorer.limits import spend
 from explorer.cost.compile import compile_cache
 from explorer.cost.generated import function_of, source_of
-from explorer.cost.numeric import (OUTPUTS, block_values, boundary_bytes, boundary_levels, boundary_values,
-                                   structure_key)
+from explorer.cost.numeric import OUTPUTS, block_values, boundary_levels, boundary_values, structure_key
 
 
 @dataclass(frozen=True)
@@ -61,9 +60,6 @@ class NumericTree:
 
     def boundary_values(self, nums, C: int):
         return boundary_values(self.stages, self.arrays, self.size_fn, self.n_sizes, nums, C)
-
-    def boundary_bytes(self, nums, C: int = 1) -> np.ndarray:
-        return boundary_bytes(self.stages, self.arrays, self.size_fn, self.n_sizes, nums, C)
 
     def boundary_levels(self, levels: int) -> np.ndarray:
         return boundary_levels(self.stages, self.arrays, levels)

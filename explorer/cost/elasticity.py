@@ -23,20 +23,15 @@ from __future__ import annotations
 import numpy as np
 import sympy as sp
 
-from explorer.cost import collectives as coll
 from explorer.cost.compile import lambdify
-from explorer.cost.explain import _expand, _stage_tables, _tied, level_symbols
+from explorer.cost.explain import _expand, level_symbols, symbolic_stages
 from explorer.cost.numbers import hardware_numbers
-from explorer.cost.numeric import grad_norm_time, sharded_expert_params, stage_dp_routes
-from explorer.cost.placement import ep_overlaps
-from explorer.cost.plan import expert_dp_route
-from explorer.cost.superstep import (CATEGORIES, L_e_r, Psi_e_r, T_norm, g_e_r, optimizer_state_bytes,
-                                     optimizer_update_bytes, variant)
-from explorer.cost.tree import cost_tree, stage_inputs
+from explorer.cost.numeric import grad_norm_time
+from explorer.cost.superstep import CATEGORIES, T_norm, optimizer_state_bytes, optimizer_update_bytes, variant
 from explorer.schedules.base import AGGREGATES
 from explorer.schedules.registry import SCHEDULES
 from explorer.strategy.strategy import options_of
-from explorer.symbols import AtStage, K_opt, L_r, _StageEnd, g_r, r
+from explorer.symbols import AtStage, K_opt, _StageEnd
 
 OUTPUTS = ("iteration",) + tuple(c for c in CATEGORIES if c != "bubble")
 """What total_fn differentiates: the iteration time and every category but the bubble (the bubble is the
@@ -104,31 +99,12 @@ def _stage_end_schedule(app) -> tuple:
     raise ValueError(f"no schedule has the stage-end function {name}")
 
 
-def _symbolic_stages(model, strategy, cluster):
-    """The per-stage symbols as sympy expressions of this strategy's stages (as explain() builds them)."""
-    tree = cost_tree(model, strategy, cluster)
-    g, L = level_symbols(cluster)
-    per_stage, fwd_b, bwd_b, sends_b = _stage_tables(tree, strategy, g, L)
-    stage = stage_inputs(per_stage, fwd_b, bwd_b, _tied(tree, strategy, g, L), sends_b, ep_overlaps(model, strategy))
-    routes = [coll.route_g_L("all_reduce", route, g, L) for route in stage_dp_routes(cluster, strategy.mesh,
-                                                                                     strategy.pp)]
-    stage[g_r] = np.array([x for x, _ in routes], dtype=object)
-    stage[L_r] = np.array([y for _, y in routes], dtype=object)
-    stage[r] = np.array([sp.Integer(i) for i in range(strategy.pp)], dtype=object)
-    if model.is_moe:
-        stage[Psi_e_r] = np.array([sharded_expert_params(x, strategy.ep) for x in stage[Psi_e_r]], dtype=object)
-        pairs = [coll.route_g_L("all_reduce", expert_dp_route(cluster, strategy, i), g, L) for i in range(strategy.pp)]
-        stage[g_e_r] = np.array([x for x, _ in pairs], dtype=object)
-        stage[L_e_r] = np.array([y for _, y in pairs], dtype=object)
-    return stage
-
-
 def build(model, strategy, cluster, critical_stage: int, sync_stage: int, hardware: set) -> dict:
     """The compiled derivative of one evaluation's structure, whose most loaded stage is `critical_stage`
     and whose synchronisation ends last on `sync_stage`: {base, hw, apps, stages, stage_fn, total_fn}
     (see the module docstring; `base` the names of both functions' leading arguments, `hw` those
     differentiated: those named in `hardware`, `apps` the (schedule, sends) of each stage-end function)."""
-    stage = _symbolic_stages(model, strategy, cluster)
+    stage = symbolic_stages(model, strategy, cluster)
     dtype_bytes = hardware_numbers(cluster, strategy.dtype)["beta"]
     var = variant(strategy.schedule, strategy.zero, strategy.overlap_dp, optimizer_state_bytes(dtype_bytes),
                   model.is_moe, **options_of(strategy))

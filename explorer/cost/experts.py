@@ -40,19 +40,29 @@ def expert_load(model, ep: int) -> float:
 
 def expert_collectives(the_plan, block_index: int | None = None):
     """(Collective, route, stage) of every all-to-all of the plan's expert layers, sizes at the
-    layer's operator-parallel degree. Under full recomputation the backward pass replays the
-    forward's dispatch and combine (Korthikanti et al. Sec 5: the whole layer is recomputed),
-    counted in ep_comm."""
+    layer's operator-parallel degree (block_expert_collectives)."""
     replay, ep = the_plan.strategy.recompute == "full", the_plan.strategy.ep
     if ep <= 1:
         return
     blocks = the_plan.blocks if block_index is None else the_plan.blocks[block_index:block_index + 1]
     for placed in blocks:
-        for c in placed.cost.ep_collectives:
-            c = ep_sized(c, placed.split.degree, ep)
+        for c in block_expert_collectives(placed.cost, placed.split.degree, ep,
+                                          replay and placed.block.kind == "layer"):
             yield c, placed.ep_route, placed.stage
-            if replay and c.phase == "fwd" and placed.block.kind == "layer":
-                yield replace(c, phase="bwd", op=c.op + " (recomputed)"), placed.ep_route, placed.stage
+
+
+def block_expert_collectives(cost, degree: int, ep: int, replay: bool):
+    """The all-to-alls of one block (its BlockCost's ep_collectives) at its operator-parallel `degree` and a
+    group of `ep`: the plan's (expert_collectives) and the search's chain of nodes alike. `replay`: under full
+    recomputation the backward pass replays the forward's dispatch and combine (Korthikanti et al. Sec 5: the
+    whole layer is recomputed), counted in ep_comm."""
+    if ep <= 1:
+        return
+    for c in cost.ep_collectives:
+        c = ep_sized(c, degree, ep)
+        yield c
+        if replay and c.phase == "fwd":
+            yield replace(c, phase="bwd", op=c.op + " (recomputed)")
 
 
 def ep_sized(c, degree: int, ep: int):

@@ -221,31 +221,40 @@ def _tied(tree, strategy, g, L) -> dict:
     return tied_terms(tied, strategy.pp, params, secs, coll.bytes_per_device("all_reduce", size, sp.Integer(2)))
 
 
-def explain(model, strategy, cluster, gpus=None, result: Result | None = None) -> SymbolicCost:
-    """Symbolic terms for the stages `result` reports (evaluated if not given)."""
-    result = result or evaluate(model, strategy, cluster, gpus)
+def symbolic_stages(model, strategy, cluster) -> dict:
+    """The super-step's per-stage inputs of this strategy's stages as sympy expressions (symbol -> object array
+    over stages): the same composition as the numbers (explorer.cost.tree.stage_inputs, numeric.stage_values),
+    with each stage's data-parallel routes (g_r, L_r), its index r and, for a model with experts, the expert
+    weights sharded over ep and their own group's g^e_r, L^e_r (superstep.EXPERT_GROUP). Read by explain() and
+    explorer.cost.elasticity alike."""
     tree = cost_tree(model, strategy, cluster)
     g, L = level_symbols(cluster)
     per_stage, fwd_b, bwd_b, sends_b = _stage_tables(tree, strategy, g, L)
     stage = stage_inputs(per_stage, fwd_b, bwd_b, _tied(tree, strategy, g, L), sends_b, ep_overlaps(model, strategy))
-    j, k = result.extra["sync_stage"], result.critical_stage
     routes = [coll.route_g_L("all_reduce", route, g, L) for route in stage_dp_routes(cluster, strategy.mesh, strategy.pp)]
     stage[g_r] = np.array([x for x, _ in routes], dtype=object)
     stage[L_r] = np.array([y for _, y in routes], dtype=object)
     stage[r] = np.array([sp.Integer(i) for i in range(strategy.pp)], dtype=object)
+    if model.is_moe:    # the expert weights' data-parallel groups (explorer.cost.superstep.EXPERT_GROUP)
+        stage[Psi_e_r] = np.array([sharded_expert_params(x, strategy.ep) for x in stage[Psi_e_r]], dtype=object)
+        pairs = [coll.route_g_L("all_reduce", expert_dp_route(cluster, strategy, i), g, L) for i in range(strategy.pp)]
+        stage[g_e_r] = np.array([x for x, _ in pairs], dtype=object)
+        stage[L_e_r] = np.array([y for _, y in pairs], dtype=object)
+    return stage
+
+
+def explain(model, strategy, cluster, gpus=None, result: Result | None = None) -> SymbolicCost:
+    """Symbolic terms for the stages `result` reports (evaluated if not given)."""
+    result = result or evaluate(model, strategy, cluster, gpus)
+    g, L = level_symbols(cluster)
+    stage = symbolic_stages(model, strategy, cluster)
+    j, k = result.extra["sync_stage"], result.critical_stage
     psi = stage[Psi_r][j]
     shown = dict(stage)
     shown[Psi_r] = np.array([PSI if i == j else e for i, e in enumerate(stage[Psi_r])], dtype=object)
     dtype_bytes = hardware_numbers(cluster, strategy.dtype)["beta"]
     var = variant(strategy.schedule, strategy.zero, strategy.overlap_dp, optimizer_state_bytes(dtype_bytes),
                   model.is_moe, **options_of(strategy))
-    if model.is_moe:    # the expert weights' data-parallel groups (explorer.cost.superstep.EXPERT_GROUP)
-        stage[Psi_e_r] = np.array([sharded_expert_params(x, strategy.ep) for x in stage[Psi_e_r]], dtype=object)
-        shown[Psi_e_r] = stage[Psi_e_r]
-        pairs = [coll.route_g_L("all_reduce", expert_dp_route(cluster, strategy, i), g, L) for i in range(strategy.pp)]
-        stage[g_e_r] = np.array([x for x, _ in pairs], dtype=object)
-        stage[L_e_r] = np.array([y for _, y in pairs], dtype=object)
-        shown.update({g_e_r: stage[g_e_r], L_e_r: stage[L_e_r]})
     critical, last = var.terms["critical_stage"].expr, var.terms["sync_stage"].expr
     at = {critical: k, last: j, critical.xreplace(dict(AGGREGATES)): k, last.xreplace(dict(AGGREGATES)): j}
     constants = {K_opt: sp.Integer(optimizer_update_bytes(dtype_bytes))}
@@ -277,4 +286,4 @@ def explain(model, strategy, cluster, gpus=None, result: Result | None = None) -
     return SymbolicCost(terms, sp.Add(*terms.values()), k, values, definitions, compact)
 
 
-__all__ = ["SymbolicCost", "explain", "level_symbols", "readable", "symbol_values"]
+__all__ = ["SymbolicCost", "explain", "level_symbols", "readable", "symbol_values", "symbolic_stages"]

@@ -10,6 +10,7 @@ same functions: one composition.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
@@ -52,6 +53,19 @@ the host's issue time of each pass (tau_h per eager kernel, explorer/model/kerne
 what the host adds to F and B: max(GPU, host) - GPU plus the synchronisation stalls (explorer.cost.tree.host_bound),
 a named part of the compute category (C_r)."""
 Q = {name: i for i, name in enumerate(BLOCK_Q)}
+
+
+def block_quantity(values, name: str):
+    """Quantity `name` (BLOCK_Q) of an array with BLOCK_Q on axis 1 (kinds or stages x BLOCK_Q [x candidates]):
+    with function_quantity, the one place that decodes BLOCK_Q by position."""
+    return values[:, Q[name]]
+
+
+def function_quantity(outputs, name: str):
+    """Quantity `name` of what one block function returned (a sequence in BLOCK_Q order)."""
+    return outputs[Q[name]]
+
+
 BLOCK_ARG_NAMES = ("b", "s", "h", "a", "a_{kv}", "f", "V", "t", "g_t", "L_t", "F", "eta", "phi", "W_{hbm}",
                    "tau_k", "beta", "g_c", "L_c", "F_a", "eta_a", "eta_af", "eta_ab", "n_af", "n_ab", "d_af",
                    "d_ab", "kappa_a", "tau_h", "tau_s")
@@ -212,7 +226,40 @@ def block_values(kinds, nums, cp_algo: str = "ring") -> np.ndarray:
     return out
 
 
-def boundary_values(stages: int, arr: dict, size_fn, n_sizes: int, nums, C: int):
+@dataclass(frozen=True, eq=False)
+class BoundaryNumbers:
+    """What the boundary collectives (between blocks, and the MoE all-to-alls) cost each stage that pays them,
+    per micro-batch; arrays are stages x candidates, keyed by category (COMM_CATEGORIES)."""
+
+    fwd_s: dict          # category -> seconds in the forward pass
+    bwd_s: dict          # category -> seconds in the backward pass
+    bytes: dict          # category -> bytes sent per device, both phases
+    by_kind: dict        # (category, collective kind, level index) -> 2 (seconds, bytes) x stages x candidates
+    sends_fwd_s: np.ndarray   # the point-to-point sends within pp_comm (S^f_r): seconds, forward
+    sends_bwd_s: np.ndarray   # ... backward (S^b_r)
+    group_bytes: np.ndarray | None = None   # groups x candidates: bytes per device of each group, all its copies
+    phase_sel: np.ndarray | None = None     # (phase, category, stage) rows x groups (the tree's selector)
+
+    @property
+    def fwd_bytes(self) -> dict:
+        """category -> stages x candidates: bytes sent per device in the forward pass (what the timeline draws)."""
+        return self._phase_bytes(0)
+
+    @property
+    def bwd_bytes(self) -> dict:
+        """category -> stages x candidates: bytes sent per device in the backward pass."""
+        return self._phase_bytes(1)
+
+    def _phase_bytes(self, phase: int) -> dict:
+        stages, C = self.sends_fwd_s.shape
+        if self.phase_sel is None:
+            return {c: np.zeros((stages, C)) for c in COMM_CATEGORIES}
+        rows = self.phase_sel.reshape(2, -1, self.phase_sel.shape[1])[phase]
+        moved = (rows @ self.group_bytes).reshape(len(COMM_CATEGORIES), stages, C)
+        return {c: moved[i] for i, c in enumerate(COMM_CATEGORIES)}
+
+
+def boundary_values(stages: int, arr: dict, size_fn, n_sizes: int, nums, C: int) -> BoundaryNumbers:
     """Per stage: fwd/bwd seconds and bytes by category; time and bytes by (category, kind, level);
     the point-to-point sends' seconds by phase (fwd, bwd: what each stage sends, part of pp_comm).
     One matrix product per quantity: the groups' selectors were built with the tree. A group's
@@ -221,7 +268,7 @@ def boundary_values(stages: int, arr: dict, size_fn, n_sizes: int, nums, C: int)
     long each is busy. `arr` is None for a tree without boundary collectives."""
     if arr is None:
         zeros = {c: np.zeros((stages, C)) for c in COMM_CATEGORIES}
-        return zeros, dict(zeros), dict(zeros), {}, (np.zeros((stages, C)), np.zeros((stages, C)))
+        return BoundaryNumbers(zeros, dict(zeros), dict(zeros), {}, np.zeros((stages, C)), np.zeros((stages, C)))
     sent = _sent(arr, size_fn, n_sizes, nums, C)                              # groups x C
     busy = arr["shares"] * np.asarray(nums.hw["g"])[None, :]                 # groups x levels
     g_eff = busy.max(axis=1)
@@ -230,9 +277,7 @@ def boundary_values(stages: int, arr: dict, size_fn, n_sizes: int, nums, C: int)
     secs, sent = secs * arr["count"][:, None], sent * arr["count"][:, None]
     timed = (arr["phase_sel"] @ secs).reshape(2, len(COMM_CATEGORIES), stages, C)
     moved = (arr["cat_sel"] @ sent).reshape(len(COMM_CATEGORIES), stages, C)
-    fwd = {c: timed[0, i] for i, c in enumerate(COMM_CATEGORIES)}
-    bwd = {c: timed[1, i] for i, c in enumerate(COMM_CATEGORIES)}
-    nbytes = {c: moved[i] for i, c in enumerate(COMM_CATEGORIES)}
+    named = lambda a: {c: a[i] for i, c in enumerate(COMM_CATEGORIES)}
     part = busy / busy.sum(axis=1, keepdims=True)                            # time share per level
     by_kind = {}
     for level in range(busy.shape[1]):
@@ -244,7 +289,8 @@ def boundary_values(stages: int, arr: dict, size_fn, n_sizes: int, nums, C: int)
         for i, (category, kind) in enumerate(arr["kinds"]):
             by_kind[(category, kind, level)] = np.stack([kind_secs[i], kind_sent[i]])
     sends = (_sends_selector(arr, stages) @ secs).reshape(2, stages, C)
-    return fwd, bwd, nbytes, by_kind, (sends[0], sends[1])
+    return BoundaryNumbers(named(timed[0]), named(timed[1]), named(moved), by_kind, sends[0], sends[1], sent,
+                           arr["phase_sel"])
 
 
 def _sent(arr: dict, size_fn, n_sizes: int, nums, C: int) -> np.ndarray:
@@ -253,15 +299,6 @@ def _sent(arr: dict, size_fn, n_sizes: int, nums, C: int) -> np.ndarray:
     for i, x in enumerate(size_fn(*nums.size_args())[:n_sizes]):
         sizes[i] = x
     return arr["factor"][:, None] * sizes[arr["size"]]
-
-
-def boundary_bytes(stages: int, arr: dict, size_fn, n_sizes: int, nums, C: int = 1) -> np.ndarray:
-    """2 (fwd, bwd) x COMM_CATEGORIES x stages x candidates: the bytes per device the boundary groups
-    each stage pays send in each phase (the same groups and sizes as boundary_values)."""
-    if arr is None:
-        return np.zeros((2, len(COMM_CATEGORIES), stages, C))
-    sent = _sent(arr, size_fn, n_sizes, nums, C) * arr["count"][:, None]
-    return (arr["phase_sel"] @ sent).reshape(2, len(COMM_CATEGORIES), stages, C)
 
 
 def boundary_levels(stages: int, arr: dict, levels: int) -> np.ndarray:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from explorer.cost import collectives as coll
 from explorer.cost.collectives import cp_kind
-from explorer.cost.numeric import COMM_KINDS, Q
+from explorer.cost.numeric import COMM_KINDS, block_quantity
 
 
 def _split(row: dict, kind: str, route: tuple, nums, names) -> list:
@@ -18,29 +18,39 @@ def _split(row: dict, kind: str, route: tuple, nums, names) -> list:
             for i in range(len(shares)) if shares[i]]
 
 
-def comm_rows(tree, values, k, M, by_kind, nums, sync, dp_bytes, zero_bytes, strategy, sends_share=None,
-              ep_share=None) -> list:
-    """Communication of the most loaded device split by category, collective and machine level;
-    `sends_share`: with the pipeline's sends overlapped, the exposed fraction of their time (the rest
-    is hidden under computation), else None; `ep_share`: the same for the MoE all-to-alls under
-    expert-parallel overlap (explorer/cost/numeric.py ep_exposed)."""
-    rows, names = [], nums.level_names
+_ROW_QUANTITIES = tuple(f"{x}_{name}" for name in COMM_KINDS for x in "thb") + \
+    ("cp_total", "cp_fwd", "cp_bwd", "cp_bytes")
+"""The block quantities (BLOCK_Q) comm_rows reads."""
+
+
+def comm_rows(ev, k, M, sync, dp_bytes, zero_bytes, strategy, sends_share=None, ep_share=None) -> list:
+    """Communication of the most loaded device (stage k of candidate 0 of the Evaluation `ev`,
+    explorer.cost.evaluation) split by category, collective and machine level; `sends_share`: with the
+    pipeline's sends overlapped, the exposed fraction of their time (the rest is hidden under computation),
+    else None; `ep_share`: the same for the MoE all-to-alls under expert-parallel overlap
+    (explorer/cost/numeric.py ep_exposed)."""
+    rows, nums, tree = [], ev.nums, ev.tree
+    names = nums.level_names
+    values = ev.block_values[:, :, 0]
+    cols = {name: block_quantity(values, name) for name in _ROW_QUANTITIES}   # per block kind, one micro-batch
+    q = cols.__getitem__
     for kind_i, kind in enumerate(tree.kinds):
         count = tree.counts[k, kind_i]
         for name in COMM_KINDS:
-            secs = M * count * float(values[kind_i, Q[f"t_{name}"]])
-            if secs or values[kind_i, Q[f"h_{name}"]]:
+            secs = M * count * float(q(f"t_{name}")[kind_i])
+            if secs or q(f"h_{name}")[kind_i]:
                 row = {"category": "op_comm", "kind": name, "time_s": secs,
-                       "hidden_s": M * count * float(values[kind_i, Q[f"h_{name}"]]),
-                       "bytes": M * count * float(values[kind_i, Q[f"b_{name}"]])}
+                       "hidden_s": M * count * float(q(f"h_{name}")[kind_i]),
+                       "bytes": M * count * float(q(f"b_{name}")[kind_i])}
                 rows += _split(row, "all_reduce", kind.route, nums, names)   # priced as its ring (Numbers.block_args)
-        if getattr(strategy, "cp", 1) > 1 and values[kind_i, Q["cp_total"]]:   # context-parallel exchange
-            exposed = float(values[kind_i, Q["cp_fwd"]] + values[kind_i, Q["cp_bwd"]])
+        if getattr(strategy, "cp", 1) > 1 and q("cp_total")[kind_i]:   # context-parallel exchange
+            exposed = float(q("cp_fwd")[kind_i] + q("cp_bwd")[kind_i])
             how = cp_kind(strategy.cp_algo)
             row = {"category": "cp_comm", "kind": how, "time_s": M * count * exposed,
-                   "hidden_s": M * count * max(0.0, float(values[kind_i, Q["cp_total"]]) - exposed),
-                   "bytes": M * count * float(values[kind_i, Q["cp_bytes"]])}
+                   "hidden_s": M * count * max(0.0, float(q("cp_total")[kind_i]) - exposed),
+                   "bytes": M * count * float(q("cp_bytes")[kind_i])}
             rows += _split(row, how, kind.cp_route, nums, names)
+    by_kind = {key: arr[:, :, 0] for key, arr in ev.boundary.by_kind.items()}
     for (category, name, level), arr in by_kind.items():
         if arr[0, k] or arr[1, k]:
             secs = M * float(arr[0, k])
@@ -72,18 +82,23 @@ def _merge(rows) -> list:
     return list(merged.values())
 
 
-def stage_rows(per_stage, fwd_b, bwd_b, stage, sync, sync_bytes, sends=None) -> list:
-    """Per stage, one micro-batch's forward and backward split into their parts (seconds), when its
-    last pass ends (end_s, the schedule's critical path), and the stage's own gradient sync, ZeRO
-    gathers and optimizer step; fwd/bwd_p2p_s: the point-to-point sends within its pp_comm parts
-    (`sends`: per stage arrays S^f_r, S^b_r)."""
+def stage_rows(ev, fwd_b, bwd_b, sync, sync_bytes) -> list:
+    """Per stage of candidate 0 of the Evaluation `ev`, one micro-batch's forward and backward split into
+    their parts (seconds; fwd_b, bwd_b: the boundary seconds by category, what EP overlap leaves exposed),
+    when its last pass ends (end_s, the schedule's critical path), and the stage's own gradient sync, ZeRO
+    gathers and optimizer step; fwd/bwd_p2p_s: the point-to-point sends within its pp_comm parts (S^f_r, S^b_r)."""
     rows = []
     dp_total, dp_exposed, zero, opt, ends = sync["per_stage"]
     zero_pass, zero_pass_bytes, zero_fwd, zero_bwd = sync["per_pass"]
-    for i in range(per_stage.shape[0]):
-        q = lambda name: float(per_stage[i, Q[name]])
+    F_r, B_r = ev.stage_input("F_r")[:, 0], ev.stage_input("B_r")[:, 0]
+    sends = {name: ev.stage_inputs[name][:, 0] for name in ("S^f_r", "S^b_r") if name in ev.stage_inputs}
+    named = {name: ev.stage_q(name)[:, 0] for name in ("fwd_compute", "bwd_compute", "host_fwd_exposed",
+                                                        "host_bwd_exposed", "bwd_weight", "recompute", "fwd_comm",
+                                                        "bwd_comm", "cp_fwd", "cp_bwd")}
+    for i in range(ev.stages):
+        q = lambda name: float(named[name][i])
         rows.append({
-            "stage": i, "fwd_s": float(stage["F_r"][i]), "bwd_s": float(stage["B_r"][i]), "end_s": float(ends[i]),
+            "stage": i, "fwd_s": float(F_r[i]), "bwd_s": float(B_r[i]), "end_s": float(ends[i]),
             "fwd_compute_s": q("fwd_compute"), "bwd_compute_s": q("bwd_compute"),
             "fwd_host_s": q("host_fwd_exposed"), "bwd_host_s": q("host_bwd_exposed"),   # parts of compute
             "bwd_weight_s": q("bwd_weight"), "recompute_s": q("recompute"),

@@ -20,7 +20,7 @@ from explorer.cost import collectives as coll
 from explorer.cost.boundary import payer_side
 from explorer.cost.block import BlockCost
 from explorer.cost.compile import BoundedCache, compile_exprs
-from explorer.cost.experts import expert_collectives
+from explorer.cost.experts import block_expert_collectives, expert_collectives
 from explorer.cost.plan import ExecutionPlan, plan
 from explorer.cost.numeric import COMM_KINDS, block_values, boundary_values, stage_values, structure_key
 from explorer.cost.numeric import BLOCK_ARG_NAMES, tied_place
@@ -110,6 +110,39 @@ def step_exprs(cost: BlockCost) -> list:
 def steps_function(cost: BlockCost):
     """BLOCK_ARGS -> step_exprs values, lambdified once per block structure (the timeline's)."""
     return compile_exprs(("steps", cost.key), BLOCK_ARGS, lambda: step_exprs(cost))
+
+
+CP_STEP_FIELDS = ("recompute_s", "cp_fwd_s", "cp_bwd_s", "cp_fwd_bytes", "cp_bwd_bytes", "cp_fwd_total_s",
+                  "cp_bwd_total_s")
+"""The per-operator tail of step_exprs, in its order: in-kernel recomputation, then the context-parallel
+exchange's exposed seconds, bytes and whole transfer by direction."""
+
+
+@dataclass(frozen=True)
+class StepValues:
+    """One operator's numbers of step_exprs, by name (one micro-batch)."""
+
+    fwd_s: float
+    bwd_s: float
+    bwd_weight_s: float
+    collectives: tuple   # per collective of the operator: (bytes sent per device, latency steps, hidden seconds)
+    cp: dict             # CP_STEP_FIELDS -> seconds or bytes
+
+
+def decode_steps(cost: BlockCost, values) -> tuple:
+    """((StepValues per operator), parameters per device) of `values`, what steps_function(cost) returned:
+    the one reader of step_exprs' positions, written next to it."""
+    steps, k = [], 0
+    for step in cost.steps:
+        n = len(step.collectives)
+        colls = tuple((float(values[at]), float(values[at + 1]), float(values[at + 2]))
+                      for at in range(k + 3, k + 3 + 3 * n, 3))
+        steps.append((float(values[k]), float(values[k + 1]), float(values[k + 2]), colls))
+        k += 3 + 3 * n
+    params_dev, width = float(values[k]), len(CP_STEP_FIELDS)
+    tail = [float(x) for x in values[k + 1:]]
+    return tuple(StepValues(*head, dict(zip(CP_STEP_FIELDS, tail[width * i:width * (i + 1)])))
+                 for i, head in enumerate(steps)), params_dev
 
 
 def size_function(sizes: tuple):
@@ -291,13 +324,29 @@ def payer(boundary, c) -> int:
 
 
 def _boundary_groups(the_plan: ExecutionPlan) -> tuple:
+    paid = [(c, route, payer(boundary, c)) for boundary in the_plan.boundaries
+            for c, route in zip(boundary.collectives, boundary.routes)]
+    return _groups(paid + list(expert_collectives(the_plan)))     # MoE all-to-alls (explorer.cost.experts)
+
+
+def _groups(paid) -> tuple:
+    """BoundaryGroups of (Collective, route, paying stage) triples: equal ones counted once."""
     tally = {}
-    for boundary in the_plan.boundaries:
-        for c, route in zip(boundary.collectives, boundary.routes):
-            key = (c.size, c.kind, int(c.n), route, c.category, c.phase, payer(boundary, c))
-            tally[key] = tally.get(key, 0) + 1
-    for c, route, stage in expert_collectives(the_plan):     # MoE all-to-alls (explorer.cost.experts)
+    for c, route, stage in paid:
         key = (c.size, c.kind, int(c.n), route, c.category, c.phase, stage)
         tally[key] = tally.get(key, 0) + 1
     return tuple(BoundaryGroup(size, kind, n, route, category, phase, stage, count)
                  for (size, kind, n, route, category, phase, stage), count in tally.items())
+
+
+def expert_seconds(cost: BlockCost, degree: int, route: tuple, ep: int, replay: bool, nums) -> tuple:
+    """(forward, backward) seconds of one block's MoE all-to-alls for one micro-batch (arrays over the micro-batch
+    sizes of `nums`): its collectives as the plan places them (explorer.cost.experts.block_expert_collectives),
+    grouped as the tree groups them and priced by the function evaluate() prices ep_comm with
+    (explorer.cost.numeric.boundary_values) -- for the search's chain of nodes, one block on one stage."""
+    groups = _groups((c, route, 0) for c in block_expert_collectives(cost, degree, ep, replay))
+    if not groups:
+        return 0.0, 0.0
+    sizes, arrays = _group_arrays(groups, 1)
+    bound = boundary_values(1, arrays, size_function(sizes), len(sizes), nums, np.size(nums.dims[0]))
+    return bound.fwd_s["ep_comm"][0], bound.bwd_s["ep_comm"][0]

@@ -3,8 +3,7 @@ from __future__ import annotations
 
 from explorer.charts.lesson_figures import capacity_in_view, colour_of_part, memory_bars
 from explorer.cost.evaluate import evaluate
-from explorer.cost.numbers import Numbers
-from explorer.cost.numeric import Q
+from explorer.cost.evaluation import evaluation
 from explorer.cost.tree import cost_tree
 from explorer.lessons.base import Control, Lesson, Reveal, Setup, cluster, fmt_bytes, model, strategy
 
@@ -49,11 +48,11 @@ def layer_bytes(values: dict) -> float:
     head with its loss left out) for one micro-batch; p = 1 here, so stage 0 holds every layer."""
     setup = build(values)
     tree = cost_tree(setup.model, setup.strategy, setup.cluster)
-    nums = Numbers.of(setup.model, setup.strategy.micro_batch, setup.cluster, setup.strategy.dtype)
-    per_kind = tree.block_values(nums)[:, Q["act"]]
+    ev = evaluation(setup.model, setup.strategy, setup.cluster)     # its block kinds are the tree's, in order
+    per_kind = ev.block_q("act")[:, 0]
     layers = [i for i, kind in enumerate(tree.kinds)
               if any(pb.cost is kind.cost and pb.block.kind == "layer" for pb in tree.plan.blocks)]
-    return float(sum(tree.counts[0, i] * float(per_kind[i].flat[0]) for i in layers))
+    return float(sum(ev.tree.counts[0, i] * float(per_kind[i]) for i in layers))
 
 
 def question(values: dict) -> Reveal:

@@ -19,21 +19,26 @@ from explorer.cost import collectives as coll
 from explorer.cost import layouts as lay
 from explorer.cost.numbers import Numbers
 from explorer.cost.boundary import boundary_parts, part_route, payer_side, same_split
-from explorer.cost.numeric import Q, cp_group_route, ep_group_route, sharded_expert_params, tied_place, tied_values
+from explorer.cost.numeric import (COMM_CATEGORIES, cp_group_route, ep_group_route, sharded_expert_params,
+                                   stage_values, tied_place, tied_values)
 from explorer.cost.placement import block_ends, block_place, block_splits, block_stages, expert_options, host_options
 from explorer.cost.summary import block_function, block_summary, summarise
 from explorer.errors import ExplorerError
 from explorer.cost.outline import block_outlines
 from explorer.strategy.mesh import group_route
 
-F, B, PSI, A, GS, W, PE = range(7)
-ROWS = 7
-"""Rows of a node's values: forward and backward seconds of one micro-batch
-(backward includes recomputation), the dense parameters held per device (Psi_r), activation bytes
-kept, the once-per-iteration gradient all-reduce of batch-split weights (s), the weight-gradient
-part of the backward (zero-bubble schedules), and the expert parameters per device after the ep
-sharding (Psi^e_r: they synchronise over their own expert-data-parallel group; 0 without experts)
--- the super-step's stage inputs of the same names (explorer.cost.numeric.stage_values)."""
+NODE_INPUTS = ("F_r", "B_r", "Psi_r", "A_r", "GS_r", "W_r", "Psi^e_r")
+"""Rows of a node's values, by the super-step's stage inputs they are (composed by
+explorer.cost.numeric.stage_values from the block's quantities, as evaluate() composes a stage): forward and
+backward seconds of one micro-batch (backward includes recomputation; with experts both include the block's
+all-to-alls), the dense parameters held per device, activation bytes kept, the once-per-iteration gradient
+all-reduce of batch-split weights, the weight-gradient part of the backward (zero-bubble schedules), and the
+expert parameters per device after the ep sharding (they synchronise over their own expert-data-parallel
+group; 0 without experts). A stage's inputs are its nodes' and links' sums: stage_values is linear in its
+blocks and boundaries (without expert-parallel overlap, which the search leaves off)."""
+F, B, PSI, A, GS, W, PE = (NODE_INPUTS.index(name) for name in ("F_r", "B_r", "Psi_r", "A_r", "GS_r", "W_r",
+                                                                 "Psi^e_r"))
+ROWS = len(NODE_INPUTS)
 F_FROM, F_TO, B_FROM, B_TO = range(4)
 """Rows of a link's values: forward / backward seconds paid by the producer's
 and the consumer's stage (who pays: explorer.cost.boundary.payer_side, as the cost tree reads it)."""
@@ -41,9 +46,11 @@ PAID_BY = {("fwd", "from"): F_FROM, ("fwd", "to"): F_TO, ("bwd", "from"): B_FROM
 S_FROM, S_TO = 4, 5
 """Further rows of a link: the point-to-point sends within F_FROM (the producer's forward send) and
 B_TO (the consumer's backward send), which overlapped sends take out of the passes."""
-SF, SB = 7, 8
-"""Further rows of stage_sums: each stage's forward and backward point-to-point sends (within F, B)."""
-STAGE_ROWS = 9
+STAGE_SUMS = NODE_INPUTS + ("S^f_r", "S^b_r")
+"""Rows of stage_sums, by the super-step's stage inputs they are: a node's rows, then each stage's forward and
+backward point-to-point sends (within F_r, B_r)."""
+SF, SB = STAGE_SUMS.index("S^f_r"), STAGE_SUMS.index("S^b_r")
+STAGE_ROWS = len(STAGE_SUMS)
 
 
 @dataclass(frozen=True, eq=False)
@@ -140,29 +147,32 @@ class Chain:
                     self.probe.recompute, incoming, self.probe.cp, self.probe.cp_algo, self.probe.overlap_tp)
             if moe:     # the experts' load and all-to-alls: the BlockCost itself (sympy)
                 from explorer.cost.block import block_cost
-                from explorer.search.expert_a2a import a2a_seconds
+                from explorer.cost.tree import expert_seconds
                 full = block_cost(block.block(), *args[1:], **expert_options(self.model, self.probe),
                                   **host_options(self.model, self.probe))
                 cost = summarise(block.block(), full)
+                # the all-to-alls over the ep group's route, priced as evaluate() prices ep_comm
+                a2a = expert_seconds(full, split.degree, key[-1], self.probe.ep,
+                                     self.probe.recompute == "full" and block.kind == "layer", self.nums)
             else:       # a dense block: its summary, from the disk cache without sympy where it is there
                 cost = block_summary(*args, **host_options(self.model, self.probe))
-            values = self._values(cost, split.degree, route, cp_route)
-            if moe:     # the all-to-alls over the ep group's route
-                fwd, bwd = a2a_seconds(full, split.degree, key[-1], self.nums, self.probe.recompute, self.probe.ep)
-                values = values.copy()
-                values[F] = values[F] + fwd
-                values[B] = values[B] + bwd
+                a2a = (0.0, 0.0)
+            values = self._values(cost, split.degree, route, cp_route, a2a)
             self._nodes[key] = Node(cost, split, route, values)
         return self._nodes[key]
 
-    def _values(self, cost, degree: int, route: tuple, cp_route: tuple = ()) -> np.ndarray:
-        """The block's rows as the super-step reads them: Psi_r the dense weights, Psi^e_r the expert
-        weights after the ep sharding (explorer.cost.numeric.stage_values, sharded_expert_params)."""
+    def _values(self, cost, degree: int, route: tuple, cp_route: tuple = (), a2a: tuple = (0.0, 0.0)) -> np.ndarray:
+        """The block's rows (NODE_INPUTS) as the super-step reads them: the one composition of a stage
+        (explorer.cost.numeric.stage_values) of this block alone, its all-to-alls `a2a` (forward, backward
+        seconds) in ep_comm; Psi^e_r after the ep sharding (sharded_expert_params), as evaluate() reads it."""
         q = block_function(cost)(*self.nums.block_args(degree, route, cp_route, self.probe.cp_algo))
-        col = lambda name: np.broadcast_to(np.asarray(q[Q[name]], dtype=float), self.b.shape)
-        experts = col("expert_params_dev")
-        return np.vstack([col("F"), col("B"), col("params_dev") - experts, col("act"), col("grad_sync"),
-                          col("bwd_weight"), sharded_expert_params(experts, self.probe.ep)])
+        one = np.array([np.broadcast_to(np.asarray(x, dtype=float), self.b.shape) for x in q])[None]  # 1 x Q x C
+        zero = np.zeros((1, self.b.size))
+        fwd_b, bwd_b = ({c: zero for c in COMM_CATEGORIES} for _ in range(2))
+        fwd_b["ep_comm"], bwd_b["ep_comm"] = zero + a2a[0], zero + a2a[1]
+        stage = stage_values(one, fwd_b, bwd_b)
+        stage["Psi^e_r"] = sharded_expert_params(stage["Psi^e_r"], self.probe.ep)
+        return np.vstack([stage[name] for name in NODE_INPUTS])
 
     def chain(self, splits, stages) -> list:
         """Nodes of the whole chain with `splits` (one LayerSplit per layer) on `stages` (per block)."""

@@ -1,9 +1,9 @@
 """What the super-step timeline draws of the plan besides seconds, in numbers: each stage's bytes per
 pass and part, the machine levels each part crosses, and the blocks each model chunk runs.
 
-Read from the cost tree's numeric view (explorer.cost.cold.numeric_tree: the blocks' compiled BLOCK_Q,
-whose fwd/bwd_comm_bytes and cp_fwd/bwd_bytes are each operator's collectives by phase, and the boundary
-groups the stage pays, explorer.cost.numeric.boundary_bytes) and from the model's block outlines with the
+Read from the strategy's Evaluation (explorer.cost.evaluation: each stage's block quantities by name, whose
+fwd/bwd_comm_bytes and cp_fwd/bwd_bytes are each operator's collectives by phase, and the bytes of the boundary
+groups the stage pays by phase, Evaluation.boundary) and from the model's block outlines with the
 plan's placement rule (explorer.cost.placement.block_place), so a timeline whose tree is on disk builds no
 sympy expression. The same plan priced collective by collective (explorer.timeline.numbers, what the
 micro-steps draw) gives the same bytes and levels: tests/test_timeline_layout.py.
@@ -15,10 +15,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from explorer.cost import collectives as coll
-from explorer.cost.cold import numeric_tree
 from explorer.cost.collectives import cp_kind
+from explorer.cost.evaluation import Evaluation
 from explorer.cost.numbers import Numbers
-from explorer.cost.numeric import COMM_CATEGORIES, Q
+from explorer.cost.numeric import COMM_CATEGORIES
 from explorer.cost.placement import block_ends, block_place, block_stages
 from explorer.cost.outline import block_outlines
 from explorer.timeline.parts import CP_PART, OP_PART, PART_CATEGORIES
@@ -40,30 +40,28 @@ class PassLayout:
     operators: np.ndarray   # stages x chunks: 'first..last' block names of each chunk
 
 
-def pass_layout(model, strategy, cluster, nums: Numbers) -> PassLayout:
-    """The PassLayout of `strategy` (nums: its numeric context, `context`)."""
-    tree = numeric_tree(model, strategy, cluster)
+def pass_layout(model, strategy, ev: Evaluation) -> PassLayout:
+    """The PassLayout of `strategy` from its Evaluation `ev` (explorer.cost.evaluation.evaluation)."""
+    tree, nums = ev.tree, ev.nums
     p, n_levels = tree.stages, len(nums.level_names)
-    full = tree.block_values(nums)
-    values = full[:, :, 0]                                        # kinds x BLOCK_Q, one micro-batch
-    per_stage = tree.stage_quantities(full)[:, :, 0]              # stages x BLOCK_Q
+    q = lambda name: ev.stage_q(name)[:, 0]                        # per stage, one micro-batch
     nbytes = np.zeros((p, 3, len(PART_CATEGORIES)))
-    nbytes[:, F, OP_PART], nbytes[:, B, OP_PART] = per_stage[:, Q["fwd_comm_bytes"]], per_stage[:, Q["bwd_comm_bytes"]]
-    nbytes[:, F, CP_PART], nbytes[:, B, CP_PART] = per_stage[:, Q["cp_fwd_bytes"]], per_stage[:, Q["cp_bwd_bytes"]]
+    nbytes[:, F, OP_PART], nbytes[:, B, OP_PART] = q("fwd_comm_bytes"), q("bwd_comm_bytes")
+    nbytes[:, F, CP_PART], nbytes[:, B, CP_PART] = q("cp_fwd_bytes"), q("cp_bwd_bytes")
+    cp_kinds = ev.block_q("cp_fwd_bytes")[:, 0] + ev.block_q("cp_bwd_bytes")[:, 0]
     crossed = np.zeros((p, len(PART_CATEGORIES), n_levels), dtype=bool)
     for k, kind in enumerate(tree.kinds):
         on = tree.counts[:, k] > 0
         for name in kind.collective_kinds:
             crossed[on, OP_PART] |= _crosses(name, kind.route, n_levels)
-        if values[k, Q["cp_fwd_bytes"]] or values[k, Q["cp_bwd_bytes"]]:
+        if cp_kinds[k]:
             crossed[on, CP_PART] |= _crosses(cp_kind(tree.cp_algo), kind.cp_route, n_levels)
-    sent = tree.boundary_bytes(nums)[..., 0]                      # phase x category x stage
     where = tree.boundary_levels(n_levels)                        # category x stage x level
     for category in BOUNDARY_CATEGORIES:
-        c, part = COMM_CATEGORIES.index(category), PART_CATEGORIES.index(category)
-        nbytes[:, F, part] += sent[0, c]
-        nbytes[:, B, part] += sent[1, c]
-        crossed[:, part] |= where[c]
+        part = PART_CATEGORIES.index(category)
+        nbytes[:, F, part] += ev.boundary.fwd_bytes[category][:, 0]
+        nbytes[:, B, part] += ev.boundary.bwd_bytes[category][:, 0]
+        crossed[:, part] |= where[COMM_CATEGORIES.index(category)]
     names = np.array(nums.level_names, dtype=object)
     levels = np.array([["+".join(names[row]) for row in stage] for stage in crossed], dtype=object)
     return PassLayout(nbytes, levels, _operators(model, strategy))

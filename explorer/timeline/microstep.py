@@ -16,7 +16,7 @@ import numpy as np
 
 from explorer.errors import ExplorerError
 from explorer.cost.tree import block_function, cost_tree, payer  # payer: the cost model's own rule for boundary collectives
-from explorer.cost.numeric import Q
+from explorer.cost.numeric import function_quantity
 from explorer.cost import collectives as coll
 from explorer.timeline.events import EventTable, table
 from explorer.cost.collectives import cp_kind
@@ -74,7 +74,8 @@ def _host(placed, ctx: Numbers, cp_algo: str) -> tuple:
     """(issue fwd, issue bwd, exposed fwd, exposed bwd) seconds of the block's host side (explorer/model/kernels.py,
     explorer.cost.tree.host_bound): the same compiled block quantities evaluate() reads."""
     v = block_function(placed.cost)(*ctx.block_args(placed.split.degree, placed.route, placed.cp_route, cp_algo))
-    return tuple(float(v[Q[name]]) for name in ("host_fwd", "host_bwd", "host_fwd_exposed", "host_bwd_exposed"))
+    names = ("host_fwd", "host_bwd", "host_fwd_exposed", "host_bwd_exposed")
+    return tuple(float(function_quantity(v, name)) for name in names)
 
 
 def _host_segments(phase: str, issue: float, exposed: float) -> list:

@@ -9,11 +9,11 @@ two terms of the BSP cost (DESIGN.md, explorer.cost.collectives.time).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from explorer.cost import collectives as coll
 from explorer.cost.numbers import Numbers
-from explorer.cost.tree import size_function, steps_function
+from explorer.cost.tree import decode_steps, size_function, steps_function
 from explorer.strategy.mesh import top_level
 from explorer.timeline.layout import context  # noqa: F401 (re-exported: the micro-steps read it here)
 
@@ -69,23 +69,16 @@ def _coll(c, route: tuple, nbytes: float, steps: float, nums: Numbers, kind: str
 
 
 def block_numbers(placed, nums: Numbers, cp_algo: str = "ring") -> tuple:
-    """(StepNumbers per operator, parameters per device) of one PlacedBlock, one micro-batch."""
+    """(StepNumbers per operator, parameters per device) of one PlacedBlock, one micro-batch: the block's
+    step_exprs values read by name (explorer.cost.tree.decode_steps)."""
     values = steps_function(placed.cost)(*nums.block_args(placed.split.degree, placed.route, placed.cp_route,
                                                           cp_algo))
-    steps, k = [], 0
-    for step in placed.cost.steps:
-        colls = []
-        for j, c in enumerate(step.collectives):
-            at = k + 3 + 3 * j
-            colls.append(_coll(c, placed.route, float(values[at]), float(values[at + 1]), nums, "all_reduce",
-                               float(values[at + 2])))
-        steps.append(StepNumbers(step, float(values[k]), float(values[k + 1]), float(values[k + 2]), tuple(colls)))
-        k += 3 + 3 * len(step.collectives)
-    params_dev = float(values[k])
-    tail = [float(x) for x in values[k + 1:]]      # per operator: recompute, cp exposed, bytes, whole transfer
-    steps = [replace(sn, recompute_s=tail[7 * i], cp_fwd_s=tail[7 * i + 1], cp_bwd_s=tail[7 * i + 2],
-                     cp_fwd_bytes=tail[7 * i + 3], cp_bwd_bytes=tail[7 * i + 4], cp_fwd_total_s=tail[7 * i + 5],
-                     cp_bwd_total_s=tail[7 * i + 6]) for i, sn in enumerate(steps)]
+    decoded, params_dev = decode_steps(placed.cost, values)
+    steps = []
+    for step, sv in zip(placed.cost.steps, decoded):
+        colls = tuple(_coll(c, placed.route, nbytes, latency, nums, "all_reduce", hidden)
+                      for c, (nbytes, latency, hidden) in zip(step.collectives, sv.collectives))
+        steps.append(StepNumbers(step, sv.fwd_s, sv.bwd_s, sv.bwd_weight_s, colls, **sv.cp))
     return tuple(steps), params_dev
 
 

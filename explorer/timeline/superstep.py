@@ -15,10 +15,11 @@ from __future__ import annotations
 import numpy as np
 
 from explorer.errors import ExplorerError
-from explorer.cost.evaluate import evaluate
+from explorer.cost.evaluate import result_of
+from explorer.cost.evaluation import evaluation
 from explorer.limits import check_timeline, check_timeline_passes
 from explorer.timeline.costs import PART_CATEGORIES, PART_KINDS, SEND_PART, PassCosts, from_result
-from explorer.timeline.layout import context, pass_layout
+from explorer.timeline.layout import pass_layout
 from explorer.timeline.events import EventTable, concat, table
 from explorer.schedules import SCHEDULES, get
 from explorer.timeline.schedules import B, F, W, order_for
@@ -45,9 +46,9 @@ def superstep_table(model, strategy, cluster, gpus=None, schedule: str | None = 
                                 f"got schedule {strategy.schedule!r}")
         raise ExplorerError(f"schedule {schedule!r} differs from the strategy's {strategy.schedule!r}")
     check_timeline_passes(strategy)      # before any cost is built (limits.py)
-    result = result or evaluate(model, strategy, cluster, gpus)
-    nums = context(model, strategy, cluster)
-    costs = from_result(result, strategy, pass_layout(model, strategy, cluster, nums), nums.level_names,
+    ev = evaluation(model, strategy, cluster, gpus)      # the one numeric evaluation (explorer.cost.evaluation)
+    result = result or result_of(ev, model, strategy, cluster)
+    costs = from_result(result, strategy, pass_layout(model, strategy, ev), ev.nums.level_names,
                         get(schedule).splits_weight)
     return pipeline_table(costs, strategy.micro_batches, schedule, overlap_dp=strategy.overlap_dp)
 

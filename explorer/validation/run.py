@@ -7,8 +7,7 @@ import numpy as np
 
 from explorer.hardware.cluster import Cluster
 from explorer.cost.evaluate import evaluate
-from explorer.cost.numbers import Numbers
-from explorer.cost.numeric import Q
+from explorer.cost.evaluation import build_evaluation
 from explorer.cost.tree import cost_tree
 from explorer.io.clusters import load_cluster
 
@@ -42,13 +41,12 @@ class ValidationRow:
 
 def layer_times(case, cluster: Cluster) -> tuple:
     """(forward, backward) seconds of one transformer layer on one micro-batch: the F and B
-    quantities of that block in the cost tree."""
+    quantities of that block's kind in the strategy's Evaluation (explorer.cost.evaluation)."""
     tree = cost_tree(case.model, case.strategy, cluster)
-    nums = Numbers.of(case.model, case.strategy.micro_batch, cluster, case.strategy.dtype)
     placed = next(b for b in tree.plan.blocks if b.block.kind == "layer" and b.block.layer == 1)
-    kind = next(k for k in tree.kinds if k.cost is placed.cost and k.degree == placed.split.degree)
-    vals = np.asarray(kind.fn(*nums.block_args(kind.degree, kind.route)), dtype=float)
-    return float(vals[Q["F"]]), float(vals[Q["B"]])
+    kind = next(i for i, k in enumerate(tree.kinds) if k.cost is placed.cost and k.degree == placed.split.degree)
+    ev = build_evaluation(case.model, [case.strategy], cluster)      # its kinds are the tree's, in order
+    return float(ev.block_q("F")[kind, 0]), float(ev.block_q("B")[kind, 0])
 
 
 def predict(case, cluster: Cluster) -> float:
