@@ -65,6 +65,12 @@ class Option:
     zero_reason: str = ""           # the search's name for those pruned points
     exporters: tuple = ()           # explorer.codegen exporters that write it (and whose importers read it)
     canonical: Callable | None = None   # modules: one spelling per set (e.g. the default written out) -> value
+    refusal: str = ""               # off its default where `when` fails or below needs_zero: refused with this line
+    #                                 (str.format_map over the strategy's fields: {dtype}, {zero}, ...;
+    #                                 explorer/strategy/rules.py _options)
+    megatron: str = ""              # bool options: the Megatron-LM switch written when on and read back
+    megatron_with: Callable | None = None  # strategy -> further Megatron-LM arguments written with that switch
+    #                                        (explorer/codegen/megatron.py)
 
     def __post_init__(self):
         if self.kind not in KINDS:
@@ -224,6 +230,29 @@ def structure_fields() -> tuple:
 def searched() -> tuple:
     """The options the search carries into every candidate."""
     return tuple(o for o in OPTIONS if o.search)
+
+
+class FieldMap(dict):
+    """A strategy's fields as str.format_map reads them (Option.refusal)."""
+
+    def __init__(self, obj):
+        super().__init__()
+        self.obj = obj
+
+    def __missing__(self, name):
+        return getattr(self.obj, name)
+
+
+def refusal(view) -> str | None:
+    """The refusal of the first option with a `refusal` that `view` (a strategy, or a partial one) holds off its
+    default where it does not apply or below its ZeRO stage; None when none is."""
+    fields = FieldView(view)
+    for o in OPTIONS:
+        value = getattr(view, o.name, o.default)
+        if o.refusal and value != o.default and \
+                (not o.applies(fields) or getattr(view, "zero", o.needs_zero) < o.needs_zero):
+            return o.refusal.format_map(FieldMap(view))
+    return None
 
 
 class FieldView:
