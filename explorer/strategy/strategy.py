@@ -42,6 +42,10 @@ replicated: every device of the group computes the whole layer."""
 OP_SPLITS = ("replicated", "column", "row", "batch", "heads", "seq")
 
 
+DECLARED = tuple(OPTIONS)
+"""The option records whose fields Strategy declares (the table when this module was imported)."""
+
+
 def _int_at_least(name: str, value, low: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < low:
         raise ExplorerError(f"strategy field '{name}' must be an integer >= {low}, got {value!r}")
@@ -117,6 +121,7 @@ class Strategy:
         __annotations__[_option.name] = _option.annotation
         vars()[_option.name] = _option.default
     del _option
+    # (the records are read once, here: a record appended to the table later has no field in this class)
 
     def __post_init__(self):
         for name in ("dp", "tp", "pp", "micro_batch", "global_batch", "chunks", "cp", "ep"):
@@ -133,7 +138,7 @@ class Strategy:
                                 f"got {self.expert_tp!r}")
         if self.dtype not in DTYPES:
             raise ExplorerError(f"dtype {self.dtype!r} is unknown; use one of {', '.join(DTYPES)}")
-        for option in OPTIONS:        # each option's value checked (and kept in one spelling: one cost key)
+        for option in DECLARED:       # each option's value checked (and kept in one spelling: one cost key)
             object.__setattr__(self, option.name, option.checked(getattr(self, option.name)))
         if isinstance(self.zero, bool) or not isinstance(self.zero, int) or self.zero not in (0, 1, 2, 3):
             raise ExplorerError(f"zero stage must be 0, 1, 2 or 3, got {self.zero!r}")
