@@ -205,6 +205,25 @@ OPTIONS = [
            search=True, search_help="what the candidates with selective recomputation recompute (evaluate --help; "
                                     "default core_attn)",
            exporters=("megatron", "megatron-bridge"), canonical=_core_attn_is_default),
+    Option("fp8_param_gather", "bool", False, "FP8 parameters: Transformer Engine keeps the weights in FP8 (no BF16 "
+           "copy) and the distributed optimizer all-gathers them in FP8 (Megatron-LM --fp8-param-gather; "
+           "explorer/hardware/precision.py PARAM_GATHER_BYTES, explorer/cost/superstep.py)", "--fp8-param-gather",
+           "with --dtype fp8 and --zero >= 1: Megatron-LM's --fp8-param-gather: the weights are FP8 tensors "
+           "(Transformer Engine fp8_model_init: no BF16 copy beside the FP8 data) and the distributed optimizer "
+           "or FSDP all-gathers them at 1 B/param (MXFP8: 2, as BF16 through the gradient buffer); "
+           "explorer/hardware/precision.py", "f8pg", "FP8 parameters",
+           "Megatron-LM --fp8-param-gather (FP8 and ZeRO ≥ 1): the weights live in FP8 only and the "
+           "distributed optimizer gathers them at 1 B/param instead of 2 (MXFP8: 2)",
+           when=lambda f: f.get("dtype") == "fp8", reset_off=True, superstep="fp8_params", search=True,
+           search_help="with --dtype fp8: every candidate keeps FP8 parameters and gathers them in FP8 (ZeRO >= 1 "
+                       "only; evaluate --help)",
+           needs_zero=1, zero_reason="FP8 parameters without the distributed optimizer",
+           exporters=("megatron", "megatron-bridge"),
+           refusal="fp8_param_gather needs FP8 training and the distributed optimizer or FSDP (dtype fp8, ZeRO >= 1), "
+                   "not dtype {dtype} at ZeRO {zero}: Megatron-LM gathers FP8 parameters through the distributed "
+                   "optimizer's buffers (megatron/core/distributed/param_and_grad_buffer.py)",
+           megatron="--fp8-param-gather",
+           megatron_with=lambda s: [("--reuse-grad-buf-for-mxfp8-param-ag",)] if s.fp8_recipe == "mxfp8" else []),
 ]
 """The option table, in the order the sidebar draws the options it does not place itself and the order of the
 Strategy fields it declares."""
