@@ -60,15 +60,13 @@ def _start(model, cluster) -> None:
     meta = dict(model=model, cluster=cluster, gpus=int(ss[W_GPUS]), global_batch=int(ss[W_BATCH]))
     framework = None if ss[W_FRAMEWORK] == ANY_FRAMEWORK else ss[W_FRAMEWORK]
     try:
+        # the sidebar's options the search carries (FP8 recipe only where the dtype is FP8, the MoE ones for MoE)
+        fields = {name: ss[key] for key, name in S.STRATEGY_WIDGETS.items() if key in ss}
+        carried = {o.name for o in S.option_widgets().values() if o.search}
+        options = {name: v for name, v in S.option_values(fields, model.is_moe).items() if name in carried}
         J.start(SEARCH_JOB, "search", search_request(model, cluster, int(ss[W_GPUS]), int(ss[W_BATCH]), cap,
                                                      int(ss[W_TOP]), framework, ss.get(S.W_DTYPE, "bf16"),
-                                                     ss[W_HEADROOM] / 100, ss.get(S.W_CUDA_GRAPHS, "none"),
-                                                     ss.get(S.W_MOE_DISPATCHER, "alltoall") if model.is_moe
-                                                     else "alltoall",
-                                                     # the sidebar's precision recipe (FP8 only where the dtype is)
-                                                     ss.get(S.W_FP8_RECIPE, "delayed") if ss.get(S.W_DTYPE) == "fp8"
-                                                     else "delayed", ss.get(S.W_ADAM_MOMENTS, "fp32"),
-                                                     ss.get(S.W_RECOMPUTE_MODULES, [])),
+                                                     ss[W_HEADROOM] / 100, **options),
                 meta=meta)
     except ExplorerError as err:
         st.error(plain(err))

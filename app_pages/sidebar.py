@@ -4,9 +4,8 @@ from __future__ import annotations
 import streamlit as st
 
 from explorer.facade import FRAMEWORK_TITLES, GRAD_FROM_FRAMEWORK, STRATEGY_FRAMEWORKS
-from explorer.facade import FP8_RECIPES, MOMENT_DTYPES, RECOMPUTE_MODULES
-from explorer.facade import (CP_ALGOS, CUDA_GRAPHS, DTYPES, GRAD_DTYPES, MOE_DISPATCHERS, RECOMPUTE,
-                             schedule_is_chunked, schedule_names_for, schedule_overlaps_sends)
+from explorer.facade import (CP_ALGOS, DTYPES, GRAD_DTYPES, RECOMPUTE, schedule_is_chunked, schedule_names_for,
+                             schedule_overlaps_sends)
 
 from app_pages import state as S
 from app_pages.text import plain
@@ -65,19 +64,36 @@ def _ep_control(bar, experts: int, dp: int, tp: int) -> None:
                         "t ranks too; needs sequence parallelism")
 
 
+# options the sidebar draws in a place of their own (beside the MoE-only ones, drawn with e); every other option of
+# the table is drawn after them, in the table's order
+PLACED = ("cuda_graphs", "fp8_recipe", "adam_moments", "recompute_modules")
+
+
+def _fields() -> dict:
+    """The strategy fields the controls hold now, as an option's `when` reads them (whether it applies)."""
+    ss = st.session_state
+    return {**{name: ss[key] for key, name in S.STRATEGY_WIDGETS.items() if key in ss}, "ep": ss.get(S.W_EP, 1)}
+
+
+def draw_option(container, option) -> None:
+    """An option's control from its record (explorer/strategy/options.py): a select box, a toggle or a
+    multi-select under its session key, greyed out where the option does not apply (its `when`)."""
+    key = option.widget_key
+    S.seed(key, list(option.default) if option.kind == "modules" else option.default)
+    disabled = not option.applies(_fields())
+    if option.kind == "choice":
+        container.selectbox(option.label, option.choices, key=key, disabled=disabled, help=option.widget_help)
+    elif option.kind == "bool":
+        container.toggle(option.label, key=key, disabled=disabled, help=option.widget_help)
+    else:
+        container.multiselect(option.label, option.choices, key=key, disabled=disabled, help=option.widget_help)
+
+
 def _moe_host_controls(bar) -> None:
-    """The MoE layer's dispatcher and expert-parallel overlap (explorer/cost/moe_terms.py, explorer/model/kernels.py)."""
-    S.seed(S.W_MOE_DISPATCHER, "alltoall")
-    S.seed(S.W_OVERLAP_EP, False)
-    bar.selectbox("MoE dispatcher", MOE_DISPATCHERS, key=S.W_MOE_DISPATCHER,
-                  help="alltoall: Megatron-Core's all-to-all; allgather: every token of the ep group gathered, the "
-                       "outputs reduce-scattered; deepep / hybridep: the fused dispatchers (Megatron --moe-flex-"
-                       "dispatcher-backend; Hopper or later). All but hybridep stop the host once per dropless MoE "
-                       "forward to size the exchange, which full-iteration CUDA graphs cannot hold")
-    bar.toggle("Overlap EP all-to-alls", key=S.W_OVERLAP_EP, disabled=st.session_state[S.W_EP] == 1,
-               help="Megatron-LM --overlap-moe-expert-parallel-comm: one micro-batch's dispatch and combine run "
-                    "under another's compute in the 1F1B steady state (needs e > 1; with p > 1 the interleaved "
-                    "schedule); the Cost page shows what stays exposed and what is hidden")
+    """The MoE layer's dispatcher and expert-parallel overlap (explorer/cost/moe_terms.py, explorer/model/kernels.py):
+    the options drawn for MoE models only."""
+    for option in S.option_widgets(moe_only=True).values():
+        draw_option(bar, option)
 
 
 def draw() -> None:
@@ -127,10 +143,7 @@ def draw() -> None:
                help="Megatron-LM --overlap-p2p-communication (interleaved schedule only): the point-to-point sends "
                     "between stages run under computation and a stage waits only for the input it needs; the Cost "
                     "page shows what stays exposed and what is hidden")
-    bar.selectbox("CUDA graphs", CUDA_GRAPHS, key=S.W_CUDA_GRAPHS,
-                  help="what the host launches as one graph instead of kernel by kernel (explorer/model/kernels.py): "
-                       "none (eager); router (the MoE router and the dispatcher's preprocess); layer (each layer's "
-                       "static-shape parts); full (the whole iteration: no dropless dispatcher that syncs)")
+    draw_option(bar, S.option_widgets()[S.W_CUDA_GRAPHS])
     left, right = bar.columns(2)
     left.selectbox("Precision", DTYPES, key=S.W_DTYPE,
                    help="fp8: Transformer Engine FP8 GEMMs at the device's FP8 peak; weights, gradients and "
@@ -140,16 +153,12 @@ def draw() -> None:
                          "Megatron-LM's fp32 gradient accumulation and all-reduce (4 B/param, twice the dp bytes). "
                          "ZeRO 1 + fp32 = Megatron's distributed optimizer")
     left, right = bar.columns(2)
-    left.selectbox("FP8 recipe", FP8_RECIPES, key=S.W_FP8_RECIPE, disabled=ss[S.W_DTYPE] != "fp8",
-                   help="Megatron-LM --fp8-recipe: what Transformer Engine keeps -- the linears' inputs in FP8 (1 B, "
-                        "MXFP8 and blockwise 1 + 1/32 B) and a cached FP8 copy of each weight (2 B/param)")
-    right.selectbox("Adam moments", MOMENT_DTYPES, key=S.W_ADAM_MOMENTS,
-                    help="bf16: Megatron-LM's precision-aware optimizer (--exp-avg-dtype/--exp-avg-sq-dtype bf16, "
-                         "ZeRO ≥ 1): 6-8 B/param of optimizer states instead of 12")
-    bar.multiselect("Recompute modules", RECOMPUTE_MODULES, key=S.W_RECOMPUTE_MODULES,
-                    disabled=ss[S.W_RECOMPUTE] != "selective",
-                    help="selective recomputation of these modules (Megatron-LM --recompute-modules; none chosen = "
-                         "core_attn, its default); explorer/model/recompute.py")
+    draw_option(left, S.option_widgets()[S.W_FP8_RECIPE])
+    draw_option(right, S.option_widgets()[S.W_ADAM_MOMENTS])
+    draw_option(bar, S.option_widgets()[S.W_RECOMPUTE_MODULES])
+    for option in S.option_widgets(moe_only=False).values():     # the table's other options, in its order
+        if option.name not in PLACED:
+            draw_option(bar, option)
     bar.selectbox("Framework", STRATEGY_FRAMEWORKS, key=S.W_FRAMEWORK, format_func=FRAMEWORK_TITLES.get,
                   help="the framework the strategy targets: its defaults are costed (gradients reduced in fp32 by "
                        "Megatron-LM with bf16, Megatron-Bridge's bf16 recipes, torchtitan and MindSpore; in the "

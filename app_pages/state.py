@@ -13,6 +13,7 @@ from explorer.facade import ExplorerError, Strategy, evaluate, load_cluster, loa
 from explorer.facade import schedule_chunks, schedule_overlaps_sends
 from explorer.facade import DEFAULT_CLUSTER, DEFAULT_MODEL, DEFAULT_STRATEGY
 from explorer.facade import GRAD_FROM_FRAMEWORK, default_grad_dtype
+from explorer.facade import STRATEGY_OPTIONS
 
 MODEL = "model"                  # ModelSpec in use
 CLUSTER = "cluster"              # Cluster in use
@@ -44,10 +45,10 @@ W_CP, W_CP_ALGO = "w_cp", "w_cp_algo"   # context parallelism: degree and algori
 W_KEEP_GPUS = "w_keep_gpus"      # when t or p moves, d follows so that d·t·p stays the same
 W_EP = "w_ep"                    # expert-parallel degree e (drawn for MoE models only; 1 otherwise)
 W_WHOLE_EXPERTS = "w_whole_experts"  # True: expert_tp = 1 (experts not split over t; MoE models, t > 1)
+# the option table's controls (explorer/strategy/options.py): key "w_" + the option's name (Option.widget_key)
 W_CUDA_GRAPHS = "w_cuda_graphs"  # CUDA graph scope (explorer/model/kernels.py): every model's host side
 W_MOE_DISPATCHER = "w_moe_dispatcher"  # MoE token dispatcher (drawn for MoE models only; alltoall otherwise)
 W_OVERLAP_EP = "w_overlap_ep"    # MoE all-to-alls under the partner pass (MoE models only; off otherwise)
-MOE_WIDGETS = {W_MOE_DISPATCHER: "moe_dispatcher", W_OVERLAP_EP: "overlap_ep"}
 W_FP8_RECIPE = "w_fp8_recipe"    # what Transformer Engine keeps in FP8 (dtype fp8; explorer/hardware/precision.py)
 W_ADAM_MOMENTS = "w_adam_moments"  # Adam's moments fp32 or bf16 (Megatron's precision-aware optimizer)
 W_RECOMPUTE_MODULES = "w_recompute_modules"  # a list: the modules selective recomputation redoes ([] = core_attn)
@@ -56,8 +57,32 @@ STRATEGY_WIDGETS = {W_DP: "dp", W_TP: "tp", W_PP: "pp", W_MICRO: "micro_batch", 
                     W_SCHEDULE: "schedule", W_CHUNKS: "chunks", W_ZERO: "zero", W_RECOMPUTE: "recompute",
                     W_SP: "sequence_parallel", W_OVERLAP: "overlap_dp", W_OVERLAP_TP: "overlap_tp",
                     W_DTYPE: "dtype", W_GRAD_DTYPE: "grad_dtype", W_FRAMEWORK: "framework", W_CP: "cp", W_CP_ALGO: "cp_algo",
-                    W_OVERLAP_P2P: "overlap_p2p", W_CUDA_GRAPHS: "cuda_graphs", W_FP8_RECIPE: "fp8_recipe",
-                    W_ADAM_MOMENTS: "adam_moments"}
+                    W_OVERLAP_P2P: "overlap_p2p"}   # the fields outside the option table (option_widgets: the table's)
+
+
+def option_widgets(moe_only: bool | None = None) -> dict:
+    """Session key -> option of the option table's sidebar controls, read from the table when called (a test may
+    append a record); `moe_only` True / False: only the options drawn for MoE models only / the others."""
+    return {o.widget_key: o for o in STRATEGY_OPTIONS if moe_only is None or o.moe_only == moe_only}
+
+
+def _widget_value(option, value):
+    """A Strategy value as its control holds it (a multi-select holds a list)."""
+    return list(value) if option.kind == "modules" else value
+
+
+def option_values(fields: dict, moe: bool) -> dict:
+    """The options' Strategy values as the sidebar's controls hold them, for a strategy of `fields` (the other
+    controls' values): an MoE-only option at its default for a dense model, an option that does not apply at its
+    default where its record resets it (FP8 recipe without FP8: the control keeps its state for when it is back)."""
+    ss = st.session_state
+    out = {}
+    for key, o in option_widgets().items():
+        value = ss.get(key, o.default)
+        if (o.moe_only and not moe) or (o.reset_off and not o.applies(fields)):
+            value = o.default
+        out[o.name] = tuple(value) if o.kind == "modules" else value
+    return out
 # Model & cluster page
 W_MODEL_PRESET, W_MODEL_FILE = "w_model_preset", "w_model_file"
 PENDING_MODEL = "pending_model"  # (file name, bytes, longest sequence) of a HuggingFace config awaiting its s
@@ -100,11 +125,10 @@ def init() -> None:
     for key, name in STRATEGY_WIDGETS.items():
         ss.setdefault(key, getattr(DEFAULT_STRATEGY, name))
     ss.setdefault(W_KEEP_GPUS, True)
-    ss.setdefault(W_RECOMPUTE_MODULES, [])
     ss.setdefault(W_EP, 1)
     ss.setdefault(W_WHOLE_EXPERTS, False)
-    for key, name in MOE_WIDGETS.items():
-        ss.setdefault(key, getattr(DEFAULT_STRATEGY, name))
+    for key, o in option_widgets().items():
+        ss.setdefault(key, _widget_value(o, getattr(DEFAULT_STRATEGY, o.name)))
 
 
 def seed(key: str, value) -> None:
@@ -139,11 +163,10 @@ def apply_strategy(strategy) -> None:
     for key, name in STRATEGY_WIDGETS.items():
         ss[key] = getattr(strategy, name)
     ss[W_GRAD_DTYPE] = grad_widget(strategy)
-    ss[W_RECOMPUTE_MODULES] = list(strategy.recompute_modules)
     ss[W_EP] = strategy.ep
     ss[W_WHOLE_EXPERTS] = strategy.etp != strategy.tp
-    for key, name in MOE_WIDGETS.items():
-        ss[key] = getattr(strategy, name)
+    for key, o in option_widgets().items():
+        ss[key] = _widget_value(o, getattr(strategy, o.name))
     ss[LAYER_SPLITS] = tuple(strategy.layer_splits)
     ss[STAGE_MAP] = tuple(strategy.stage_map)
     ss[PIPELINE_LAYOUT] = strategy.pipeline_layout
@@ -160,14 +183,10 @@ def candidate() -> Strategy:
     fields["chunks"] = schedule_chunks(fields["schedule"]) or fields["chunks"]    # DualPipeV: always 2
     if not schedule_overlaps_sends(fields["schedule"]):
         fields["overlap_p2p"] = False          # interleaved only: the toggle keeps its state for when it is back
-    if fields["dtype"] != "fp8":
-        fields["fp8_recipe"] = "delayed"       # FP8 only: the widget keeps its state for when fp8 is back
-    fields["recompute_modules"] = tuple(ss.get(W_RECOMPUTE_MODULES, ()))
     moe = ss[MODEL].is_moe                                     # expert parallelism: MoE models only
     fields["ep"] = ss.get(W_EP, 1) if moe else 1
     fields["expert_tp"] = 1 if moe and fields["tp"] > 1 and ss.get(W_WHOLE_EXPERTS, False) else 0
-    if moe:      # the dispatcher and the EP overlap: MoE models only (the defaults otherwise)
-        fields.update({name: ss.get(key, getattr(DEFAULT_STRATEGY, name)) for key, name in MOE_WIDGETS.items()})
+    fields.update(option_values(fields, moe))  # the option table's (the MoE-only ones: their defaults if dense)
     # an applied layout (a share link, a strategy file, an import) holds while p x v still matches its stages
     layout = "" if ss[STAGE_MAP] else ss.get(PIPELINE_LAYOUT, "")
     if layout:
@@ -231,7 +250,7 @@ def keep_strategy_widgets() -> None:
     """On a page that does not draw the sidebar's strategy widgets, keep their values: Streamlit
     drops the state of widgets a run did not draw unless it is written in that run."""
     ss = st.session_state
-    for key in (*STRATEGY_WIDGETS, W_KEEP_GPUS, W_EP, W_WHOLE_EXPERTS, *MOE_WIDGETS):
+    for key in (*STRATEGY_WIDGETS, W_KEEP_GPUS, W_EP, W_WHOLE_EXPERTS, *option_widgets()):
         if key in ss:
             ss[key] = ss[key]
 

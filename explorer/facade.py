@@ -142,6 +142,10 @@ from explorer.hardware.precision import FP8_RECIPES, MOMENT_DTYPES              
 from explorer.strategy.strategy import RECOMPUTE_MODULES                                   # noqa: E402
 
 __all__ += ["FP8_RECIPES", "MOMENT_DTYPES", "RECOMPUTE_MODULES"]
+# ---- the strategy options, one record each (issue 25): the sidebar draws their controls from them ---------
+from explorer.strategy.options import OPTIONS as STRATEGY_OPTIONS                          # noqa: E402
+
+__all__ += ["STRATEGY_OPTIONS"]
 # ---- reference run on torch.distributed, measured vs modelled (issue 13, parts 2-3) ----------
 from explorer.runtime import INSTALL_HINT as RUN_INSTALL_HINT                       # noqa: E402
 from explorer.runtime import torch_available                                        # noqa: E402

@@ -103,7 +103,8 @@ def test_extending_names_the_files_of_each_walkthrough():
     text = (ROOT / "docs" / "extending.md").read_text()
     sections = re.split(r"^## ", text, flags=re.M)[1:]
     titles = [s.split("\n", 1)[0] for s in sections]
-    assert titles == ["1. A pipeline schedule", "2. A parallelism axis", "3. A hardware preset", "4. A page"]
+    assert titles == ["1. A pipeline schedule", "2. A parallelism axis", "3. A hardware preset", "4. A page",
+                      "5. A strategy option"]
     for section in sections:
         assert len(set(repo_paths(section))) >= 8, section.split("\n", 1)[0]
     must = {"explorer/schedules/registry.py", "explorer/schedules/critical_path.py", "explorer/strategy/strategy.py",

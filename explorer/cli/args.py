@@ -9,8 +9,7 @@ from explorer.errors import ExplorerError
 from explorer.io.models import load_model
 from explorer.model.spec import ATTENTION
 from explorer.strategy.strategy import CP_ALGOS, DTYPES, GRAD_DTYPES, RECOMPUTE, SCHEDULES, Strategy
-from explorer.strategy.strategy import CUDA_GRAPHS, MOE_DISPATCHERS, RECOMPUTE_MODULES
-from explorer.hardware.precision import FP8_RECIPES, MOMENT_DTYPES
+from explorer.strategy.options import OPTIONS
 from explorer.strategy.pipeline_layout import first_last_layout
 from explorer.strategy.frameworks import FRAMEWORKS, GRAD_FROM_FRAMEWORK, default_grad_dtype
 from explorer.io.strategies import load_strategy
@@ -41,9 +40,6 @@ def add_strategy_flags(cmd: argparse.ArgumentParser, extra_schedules: tuple = ()
                      help="ZeRO stage; --zero 1 --grad-dtype fp32 is Megatron's distributed optimizer "
                           "(optimizer states sharded over dp, fp32 main grads reduce-scattered)")
     cmd.add_argument("--recompute", choices=RECOMPUTE)
-    cmd.add_argument("--recompute-modules", nargs="+", choices=RECOMPUTE_MODULES, metavar="MODULE",
-                     help="with --recompute selective: the modules recomputed, as Megatron-LM's --recompute-modules "
-                          f"({', '.join(RECOMPUTE_MODULES)}; default core_attn); explorer/model/recompute.py")
     cmd.add_argument("--sequence-parallel", action="store_true", default=None)
     cmd.add_argument("--overlap-dp", action="store_true", default=None,
                      help="overlap gradient synchronisation with the last backward (interleaved: each "
@@ -61,18 +57,6 @@ def add_strategy_flags(cmd: argparse.ArgumentParser, extra_schedules: tuple = ()
                      help="ZeRO-3: gather the next layer's parameters under the current layer's compute "
                           "(DeepSpeed stage3_prefetch_bucket_size, FSDP forward/backward_prefetch; on by default, "
                           "as in DeepSpeed)")
-    cmd.add_argument("--cuda-graphs", choices=CUDA_GRAPHS,
-                     help="what the host issues as CUDA graphs: none (eager, default), router (Megatron-LM "
-                          "--cuda-graph-scope moe_router moe_preprocess), layer (attn mlp moe_router moe_preprocess, "
-                          "--cuda-graph-impl transformer_engine), full (--cuda-graph-impl full_iteration); "
-                          "explorer/model/kernels.py")
-    cmd.add_argument("--moe-dispatcher", choices=MOE_DISPATCHERS,
-                     help="MoE token dispatcher: alltoall (default), allgather (every token of the ep group "
-                          "gathered), deepep or hybridep (Megatron-LM --moe-flex-dispatcher-backend); all but "
-                          "hybridep synchronise with the host once per dropless MoE forward")
-    cmd.add_argument("--overlap-ep", action="store_true", default=None,
-                     help="MoE: run one micro-batch's dispatch and combine under another's compute in the 1F1B "
-                          "steady state (Megatron-LM --overlap-moe-expert-parallel-comm; explorer/cost/moe_terms.py)")
     cmd.add_argument("--seq-len", type=int, help="override the model's sequence length")
     add_pipeline_layout_flags(cmd)
     add_long_context_flags(cmd)
@@ -81,13 +65,6 @@ def add_strategy_flags(cmd: argparse.ArgumentParser, extra_schedules: tuple = ()
     cmd.add_argument("--dtype", choices=DTYPES,
                      help="training dtype; fp8 = Transformer Engine FP8 GEMMs with bf16 weights, "
                           "gradients and activations, fp32 master weights and Adam states")
-    cmd.add_argument("--fp8-recipe", choices=FP8_RECIPES,
-                     help="with --dtype fp8: Megatron-LM's --fp8-recipe (default delayed); decides what Transformer "
-                          "Engine keeps: FP8 linear inputs (1 B, MXFP8 and blockwise 1 + 1/32 B with their scales) and "
-                          "cached FP8 weight copies (2 B/param, MXFP8 2 x 33/32); explorer/hardware/precision.py")
-    cmd.add_argument("--adam-moments", choices=MOMENT_DTYPES,
-                     help="Adam's moments: fp32 (default) or bf16 (Megatron-LM --use-precision-aware-optimizer "
-                          "--exp-avg-dtype bf16 --exp-avg-sq-dtype bf16: 12 -> 8 B/param, 6 with bf16 weights)")
     cmd.add_argument("--grad-dtype", choices=GRAD_DTYPES,
                      help="gradient accumulation/all-reduce dtype: model or fp32 (Megatron-LM "
                           "--accumulate-allreduce-grads-in-fp32: 4 B gradients, twice the dp bytes); default: the "
@@ -97,8 +74,30 @@ def add_strategy_flags(cmd: argparse.ArgumentParser, extra_schedules: tuple = ()
                           "reduced in fp32 by Megatron-LM with bf16, Megatron-Bridge's bf16 recipes, torchtitan and "
                           "MindSpore; in the model dtype by DeepSpeed and generic, the default: "
                           "explorer/strategy/frameworks.py)")
+    add_option_flags(cmd)
     cmd.add_argument("--strategy", help="strategy JSON file; flags given on the line override it")
     cmd.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def add_option_flags(cmd: argparse.ArgumentParser, searched: bool = False) -> None:
+    """A flag per strategy option (explorer/strategy/options.py), as its record says; `searched`: the search
+    command's, for the options the search carries (with their defaults and the search's help)."""
+    for o in OPTIONS:
+        if searched and not o.search:
+            continue
+        extra = {"default": o.default} if searched else {}
+        text = o.search_help if searched and o.search_help else o.help
+        if o.kind == "bool":
+            cmd.add_argument(o.flag, action="store_true", help=text, **({"default": None} if not searched else extra))
+        elif o.kind == "choice":
+            cmd.add_argument(o.flag, choices=o.choices, help=text, **extra)
+        else:
+            cmd.add_argument(o.flag, nargs="+", choices=o.choices, metavar="MODULE", help=text, **extra)
+
+
+def option_flags(args) -> dict:
+    """The option values given on the line (those whose flag was not given are left out)."""
+    return {o.name: getattr(args, o.name) for o in OPTIONS if getattr(args, o.name, None) is not None}
 
 
 def add_pipeline_layout_flags(cmd: argparse.ArgumentParser) -> None:
@@ -141,10 +140,10 @@ FLAG_FIELDS = {"tp": "tp", "pp": "pp", "dp": "dp", "micro_batch": "micro_batch",
                "zero": "zero", "recompute": "recompute", "sequence_parallel": "sequence_parallel",
                "overlap_dp": "overlap_dp", "overlap_tp": "overlap_tp",
                "overlap_param_gather": "overlap_param_gather", "zero_prefetch": "zero_prefetch",
-               "overlap_p2p": "overlap_p2p", "overlap_ep": "overlap_ep", "dtype": "dtype", "grad_dtype": "grad_dtype",
-               "cp": "cp", "cp_algo": "cp_algo", "ep": "ep", "expert_tp": "expert_tp", "cuda_graphs": "cuda_graphs",
-               "moe_dispatcher": "moe_dispatcher", "framework": "framework", "pipeline_layout": "pipeline_layout",
-               "fp8_recipe": "fp8_recipe", "adam_moments": "adam_moments", "recompute_modules": "recompute_modules"}
+               "overlap_p2p": "overlap_p2p", "dtype": "dtype", "grad_dtype": "grad_dtype",
+               "cp": "cp", "cp_algo": "cp_algo", "ep": "ep", "expert_tp": "expert_tp",
+               "framework": "framework", "pipeline_layout": "pipeline_layout"}
+"""Flags (argparse dests) -> Strategy fields, beside the option table's (option_flags)."""
 
 
 def model_and_cluster(args) -> tuple:
@@ -176,6 +175,7 @@ def resolve(args) -> tuple:
         value = getattr(args, flag)
         if value is not None:
             fields[name] = value
+    fields.update(option_flags(args))
     for name in ("tp", "pp", "dp", "micro_batch", "chunks", "cp", "ep"):
         if name in fields and (not isinstance(fields[name], int) or fields[name] < 1):
             raise ExplorerError(f"--{name.replace('_', '-')} must be a positive integer, got {fields[name]}")

@@ -7,9 +7,9 @@ import time
 
 from explorer.errors import ExplorerError
 from explorer.limits import CLUSTER_BOUNDS, check_count
-from explorer.cli.args import add_long_context_flags, model_and_cluster
-from explorer.strategy.strategy import CUDA_GRAPHS, DTYPES, MOE_DISPATCHERS, RECOMPUTE_MODULES
-from explorer.hardware.precision import FP8_RECIPES, MOMENT_DTYPES
+from explorer.cli.args import add_long_context_flags, add_option_flags, model_and_cluster
+from explorer.strategy.strategy import DTYPES
+from explorer.strategy.options import searched
 from explorer.codegen import FRAMEWORKS
 from explorer.cli.output import dumps
 from explorer.validation.robust import robustness, robustness_text
@@ -38,19 +38,7 @@ def register(sub) -> None:
                           "costed under its defaults (its gradient reduction dtype: explorer/strategy/frameworks.py)")
     cmd.add_argument("--dtype", choices=DTYPES, default="bf16",
                      help="training dtype (default bf16); fp8 = Transformer Engine FP8 GEMMs")
-    cmd.add_argument("--cuda-graphs", choices=CUDA_GRAPHS, default="none",
-                     help="the host side every candidate runs with: none (eager, default), router, layer or full "
-                          "CUDA graphs (evaluate --help; explorer/model/kernels.py)")
-    cmd.add_argument("--moe-dispatcher", choices=MOE_DISPATCHERS, default="alltoall",
-                     help="MoE token dispatcher of every candidate: alltoall (default), allgather, deepep or hybridep "
-                          "(expert-parallel overlap, evaluate --overlap-ep, is not searched)")
-    cmd.add_argument("--fp8-recipe", choices=FP8_RECIPES, default="delayed",
-                     help="with --dtype fp8: what every candidate keeps in FP8 (evaluate --help)")
-    cmd.add_argument("--adam-moments", choices=MOMENT_DTYPES, default="fp32",
-                     help="Adam's moments of every candidate: fp32 (default) or bf16 (ZeRO >= 1 only)")
-    cmd.add_argument("--recompute-modules", nargs="+", choices=RECOMPUTE_MODULES, metavar="MODULE", default=(),
-                     help="what the candidates with selective recomputation recompute (evaluate --help; default "
-                          "core_attn)")
+    add_option_flags(cmd, searched=True)    # the options every candidate carries (explorer/strategy/options.py)
     cmd.add_argument("--json", action="store_true", help="print one JSON object")
     cmd.set_defaults(run=run)
 
@@ -101,9 +89,7 @@ def run(args) -> int:
     model, cluster = model_and_cluster(args)
     result = search(model, cluster, args.gpus, args.global_batch, cap, args.top, progress=StderrProgress(),
                     framework=args.framework, dtype=args.dtype, cp=args.cp, cp_algo=args.cp_algo or "ring",
-                    ep=args.ep, cuda_graphs=args.cuda_graphs, moe_dispatcher=args.moe_dispatcher,
-                    fp8_recipe=args.fp8_recipe, adam_moments=args.adam_moments,
-                    recompute_modules=tuple(args.recompute_modules), **headroom)
+                    ep=args.ep, **{o.name: getattr(args, o.name) for o in searched()}, **headroom)
     rob = robustness(model, cluster, result.top) if args.robust else None
     if args.json:
         data = search_dict(result, model, cluster, args.gpus, args.global_batch)

@@ -129,6 +129,11 @@ def _megatron(text: str, world_size):
 BRIDGE_FP8 = {"bf16_with_fp8_current_scaling_mixed": "tensorwise", "bf16_with_fp8_delayed_scaling_mixed": "delayed",
               "bf16_with_fp8_subchannel_scaling_mixed": "blockwise", "bf16_with_mxfp8_mixed": "mxfp8"}
 """Megatron-Bridge's FP8 mixed-precision recipes and the fp8_recipe each sets (training/mixed_precision.py)."""
+BRIDGE_FP8_PARAMS = {"bf16_with_fp8_current_scaling_mixed": True, "bf16_with_fp8_delayed_scaling_mixed": True,
+                     "bf16_with_fp8_subchannel_scaling_mixed": False, "bf16_with_mxfp8_mixed": True}
+"""fp8_param_gather of each FP8 mixed-precision recipe when the file does not set it (training/mixed_precision.py,
+NVIDIA-NeMo/Megatron-Bridge at 05097809: the subchannel (blockwise) recipe sets False, the others True); read only
+with the distributed optimizer (the explorer models FP8 parameters where it gathers them: Strategy.fp8_param_gather)."""
 BRIDGE_DTYPE = {"bf16_mixed": "bf16", "fp16_mixed": "fp16", **{name: "fp8" for name in BRIDGE_FP8}}
 BRIDGE_GRAD_FP32 = {"bf16": True, "fp8": True, "fp16": False, "fp32": True}
 """grad_reduce_in_fp32 of each mixed-precision recipe when the file does not set it (training/mixed_precision.py:
@@ -239,6 +244,9 @@ def _bridge(text: str, world_size):
         fields["recompute_modules"] = tuple(modules)
     if dtype == "fp8":
         fields["fp8_recipe"] = BRIDGE_FP8[precision]
+        # FP8 parameters: the file's, else its recipe's (BRIDGE_FP8_PARAMS) where the distributed optimizer gathers them
+        gather = got.get(("mixed_precision", "fp8_param_gather"), BRIDGE_FP8_PARAMS[precision] and zero >= 1)
+        fields["fp8_param_gather"] = _bool(gather, "fp8_param_gather")
     moments = {get("optimizer", "exp_avg_dtype", "torch.float32"), get("optimizer", "exp_avg_sq_dtype", "torch.float32")}
     if get("optimizer", "use_precision_aware_optimizer") is True and moments != {"torch.float32"}:
         fields["adam_moments"] = _choice(moments.pop() if len(moments) == 1 else "", "cfg.optimizer.exp_avg_dtype",

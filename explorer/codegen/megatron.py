@@ -53,6 +53,7 @@ from explorer.codegen.megatron_moe import graph_flags, host_fields
 from explorer.codegen.megatron_moe import model_fields as moe_model_fields
 from explorer.schedules import chunked
 from explorer.strategy.strategy import RECOMPUTE_MODULES, Strategy
+from explorer.strategy.options import OPTIONS
 from explorer.hardware.precision import FP8_RECIPES, MOMENT_DTYPES
 
 NAME = "Megatron-LM"
@@ -178,6 +179,9 @@ def megatron_args(model, strategy) -> str:
     elif s.dtype != "fp32":
         out.append((f"--{s.dtype}",))
     out += grad_flags(s)
+    for option in OPTIONS:           # the option table's Megatron-LM switches (explorer/strategy/options.py)
+        if option.megatron and getattr(s, option.name) is True:
+            out += [(option.megatron,)] + list(option.megatron_with(s) if option.megatron_with else ())
     if s.adam_moments != "fp32":      # TE's FusedAdam keeps the moments in bf16 (explorer/hardware/precision.py)
         out += [("--use-precision-aware-optimizer",), ("--exp-avg-dtype", s.adam_moments),
                 ("--exp-avg-sq-dtype", s.adam_moments)]
@@ -263,6 +267,9 @@ def _parser() -> _Parser:
                  "--use-megatron-fsdp", "--use-precision-aware-optimizer"):
         p.add_argument(flag, action="store_true")
     p.add_argument("--no-overlap-p2p-communication", action="store_false", dest="overlap_p2p_comm")
+    for option in OPTIONS:           # the option table's switches, read back (their first flag)
+        if option.megatron:
+            p.add_argument(option.megatron, action="store_true", dest=f"option_{option.name}")
     add_moe_arguments(p)
     return p
 
@@ -313,7 +320,8 @@ def parse_megatron_args(text: str, world_size: int | None = None) -> tuple:
               "overlap_param_gather": args.overlap_param_gather and zero in (1, 2),
               "dtype": dtype, "grad_dtype": _grad_dtype(args, dtype, zero),
               "recompute": args.recompute_granularity or "none", "ep": args.expert_model_parallel_size or 1,
-              **_precision_fields(args, dtype), **host_fields(args)}
+              **_precision_fields(args, dtype), **host_fields(args),
+              **{o.name: True for o in OPTIONS if o.megatron and getattr(args, f"option_{o.name}")}}
     if args.expert_tensor_parallel_size not in (None, tp):
         fields["expert_tp"] = args.expert_tensor_parallel_size
     if args.num_layers_per_virtual_pipeline_stage:

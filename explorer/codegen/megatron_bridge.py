@@ -17,8 +17,9 @@ ConfigContainer, overrides its fields and returns it). The names used, all read 
 * training/mixed_precision.py: bf16_mixed (grad_reduce_in_fp32=True by default), fp16_mixed,
   the FP8 recipe of Strategy.fp8_recipe (FP8_PRECISION: bf16_with_fp8_delayed_scaling_mixed,
   bf16_with_fp8_current_scaling_mixed -- the perf recipes' "fp8_cs" --, bf16_with_fp8_subchannel_scaling_mixed,
-  bf16_with_mxfp8_mixed; first_last_layers_bf16 and fp8_param_gather written False: the explorer costs every
-  layer in FP8 with bf16 parameter gathers); its setup() copies
+  bf16_with_mxfp8_mixed; first_last_layers_bf16 written False: the explorer costs every layer in FP8;
+  fp8_param_gather written as Strategy.fp8_param_gather, and with MXFP8 reuse_grad_buf_for_mxfp8_param_ag with it,
+  as bf16_with_mxfp8_mixed pairs them and MixedPrecisionConfig.finalize asserts); its setup() copies
   grad_reduce_in_fp32 onto the DDP config, so that is where the gradient reduction dtype is written;
 * training/comm_overlap.py CommOverlapConfig: without values of its own it turns overlap_grad_reduce and
   overlap_param_gather on whenever d > 1 with the distributed optimizer, and overlap_p2p_comm on with a virtual
@@ -167,13 +168,13 @@ def megatron_bridge_recipe(model, strategy) -> str:
                      "pipeline_dtype=torch.float32, autocast_enabled=False)")
     else:
         lines.append(f"    cfg.mixed_precision = {precision}()")
-    if s.dtype == "fp8":   # every layer in FP8, parameters gathered in bf16, as costed
+    if s.dtype == "fp8":   # every layer in FP8, parameters gathered in FP8 or bf16 as costed (fp8_param_gather)
         lines += ["    cfg.mixed_precision.first_last_layers_bf16 = False",
                   "    cfg.mixed_precision.num_layers_at_start_in_bf16 = 0",
                   "    cfg.mixed_precision.num_layers_at_end_in_bf16 = 0",
-                  "    cfg.mixed_precision.fp8_param_gather = False"]
+                  f"    cfg.mixed_precision.fp8_param_gather = {s.fp8_param_gather}"]
         if s.fp8_recipe == "mxfp8":   # bf16_with_mxfp8_mixed reuses the gradient buffer for the FP8 gather
-            lines.append("    cfg.mixed_precision.reuse_grad_buf_for_mxfp8_param_ag = False")
+            lines.append(f"    cfg.mixed_precision.reuse_grad_buf_for_mxfp8_param_ag = {s.fp8_param_gather}")
     lines.append(f"    cfg.mixed_precision.grad_reduce_in_fp32 = {fp32_grads}   # setup() copies it to cfg.ddp")
     dist_opt = s.zero >= 1
     param_gather = s.overlap_param_gather and s.zero in (1, 2)

@@ -18,6 +18,7 @@ import numpy as np
 from explorer.cost import collectives as coll
 from explorer.cost.reductions import STAGE_FUNCTIONS  # noqa: F401 (re-exported)
 from explorer.strategy.mesh import group_route, joint_route, pair_route
+from explorer.strategy.options import structure_fields as option_structure_fields
 
 CATEGORIES = ("compute", "recompute", "op_comm", "ep_comm", "redistribution", "pp_comm", "bubble",
               "dp_comm", "zero_comm", "optimizer", "cp_comm")
@@ -102,7 +103,14 @@ def optimizer_state_bytes(dtype_bytes: int) -> int:
 
 STRUCTURE_FIELDS = ("tp", "pp", "schedule", "chunks", "recompute", "sequence_parallel", "scatter_gather",
                     "dtype", "layer_splits", "stage_map", "rank_order", "cp", "cp_algo", "overlap_tp", "ep",
-                    "expert_tp", "cuda_graphs", "moe_dispatcher", "pipeline_layout", "fp8_recipe", "recompute_modules")
+                    "expert_tp", "pipeline_layout")
+"""The Strategy fields that decide the tree's shape, beside the option table's (structure_fields)."""
+
+
+def structure_fields() -> tuple:
+    """STRUCTURE_FIELDS and the options whose record says they change the blocks (explorer/strategy/options.py:
+    cuda_graphs, moe_dispatcher, fp8_recipe, recompute_modules, ...), read from the table when called."""
+    return STRUCTURE_FIELDS + option_structure_fields()
 
 
 def cp_group_route(cluster, strategy, stage: int) -> tuple:
@@ -212,7 +220,7 @@ def levels_signature(cluster, strategy) -> tuple:
 def structure_key(model, strategy, cluster) -> tuple:
     """What decides the tree's shape; micro-batch, batch, dp, ZeRO and overlap enter as numbers
     (or choose the super-step variant) and leave it alone."""
-    shape = tuple(getattr(strategy, name) for name in STRUCTURE_FIELDS)
+    shape = tuple(getattr(strategy, name) for name in structure_fields())
     return (model, shape, cluster, levels_signature(cluster, strategy))
 
 

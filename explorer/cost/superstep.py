@@ -23,7 +23,7 @@ from explorer.cost.numeric import (CATEGORIES, COMM_CATEGORIES, MEMORY_PARTS, OU
                                    SCALAR_INPUT_NAMES, STAGE_INPUT_NAMES, optimizer_state_bytes,
                                    optimizer_update_bytes)
 from explorer.cost.reductions import STAGE_FUNCTIONS
-from explorer.hardware.precision import WEIGHT_COPY_BYTES
+from explorer.hardware.precision import PARAM_GATHER_BYTES, WEIGHT_COPY_BYTES
 from explorer.schedules import get as schedule_of
 from explorer.schedules.base import AGGREGATES
 from explorer.symbols import (A_r, AtStage, B_r, C_r, F_r, GS_r, K_opt, L_r, O_r, P_r, Psi_r, QuickMax, R_r,
@@ -61,7 +61,7 @@ class Term:
     per_stage: bool = False  # a vector over stages (axis 0) rather than one number
 
 
-def dp_sync(zero: int, psi=Psi_r, n=d, g=g_r, L=L_r, gs=GS_r, *, grad_bytes=None) -> sp.Expr:
+def dp_sync(zero: int, psi=Psi_r, n=d, g=g_r, L=L_r, gs=GS_r, *, grad_bytes=None, pb=beta) -> sp.Expr:
     """Gradient synchronisation of stage r over d replicas per iteration, plus GS_r (the
     all-reduce of batch-split layers' gradients inside their operator group).
 
@@ -77,10 +77,12 @@ def dp_sync(zero: int, psi=Psi_r, n=d, g=g_r, L=L_r, gs=GS_r, *, grad_bytes=None
     from beta -- 4 with fp32 gradients (Megatron-LM --accumulate-allreduce-grads-in-fp32): the
     gradients move at 4 B, the parameters ZeRO-1/2 gather back at beta (Megatron's distributed
     optimizer: reduce-scatter of fp32 main grads, all-gather of bf16 params,
-    docs/user-guide/features/dist_optimizer.md)."""
+    docs/user-guide/features/dist_optimizer.md). `pb`: bytes of a gathered parameter element when they differ
+    from beta -- FP8 parameters (Strategy.fp8_param_gather, param_gather_bytes)."""
     rs = grad_reduce_scatter(psi, n, g, L, grad_bytes=grad_bytes)
-    if grad_bytes is not None:
-        ag = coll.time("all_gather", beta * psi, n, g, L)
+    if grad_bytes is not None or pb != beta:
+        grad_bytes = beta if grad_bytes is None else grad_bytes
+        ag = coll.time("all_gather", pb * psi, n, g, L)
         if zero == 0:
             return coll.time("all_reduce", grad_bytes * psi, n, g, L) + gs
         return (m * rs if zero >= 2 else rs) + (ag if zero in (1, 2) else 0) + gs
@@ -114,11 +116,12 @@ def sharded_sync_exposed(sched, rs, rest, hidden_fwd, hidden_bwd) -> sp.Expr:
     return QuickMax(0, rs + others - last, m * rs + others - (m - 1) * gap - last)
 
 
-def dp_bytes(zero: int, psi=Psi_r, n=d, gsb=GSB_r, *, grad_bytes=None) -> sp.Expr:
+def dp_bytes(zero: int, psi=Psi_r, n=d, gsb=GSB_r, *, grad_bytes=None, pb=beta) -> sp.Expr:
     """Bytes of dp_sync per device (nccl_busbw factors)."""
-    if grad_bytes is not None:
+    if grad_bytes is not None or pb != beta:
+        grad_bytes = beta if grad_bytes is None else grad_bytes
         rs = coll.bytes_per_device("reduce_scatter", grad_bytes * psi, n)
-        ag = coll.bytes_per_device("all_gather", beta * psi, n)
+        ag = coll.bytes_per_device("all_gather", pb * psi, n)
         if zero == 0:
             return coll.bytes_per_device("all_reduce", grad_bytes * psi, n) + gsb
         return (m * rs if zero >= 2 else rs) + (ag if zero in (1, 2) else 0) + gsb
@@ -130,18 +133,18 @@ def dp_bytes(zero: int, psi=Psi_r, n=d, gsb=GSB_r, *, grad_bytes=None) -> sp.Exp
     return coll.bytes_per_device("all_reduce", beta * psi, n) + gsb
 
 
-def zero_gather_pass(zero: int, psi=Psi_r, n=d, g=g_r, L=L_r) -> sp.Expr:
+def zero_gather_pass(zero: int, psi=Psi_r, n=d, g=g_r, L=L_r, pb=beta) -> sp.Expr:
     """ZeRO-3 all-gathers the parameters before every forward and every backward pass
-    (Rajbhandari et al. SC'20 Sec 7-B: Psi per pass, 3 Psi with the gradient reduce-scatter)."""
-    return coll.time("all_gather", beta * psi, n, g, L) if zero >= 3 else sp.Integer(0)
+    (Rajbhandari et al. SC'20 Sec 7-B: Psi per pass, 3 Psi with the gradient reduce-scatter), `pb` bytes each."""
+    return coll.time("all_gather", pb * psi, n, g, L) if zero >= 3 else sp.Integer(0)
 
 
-def zero_gathers(zero: int, **group) -> sp.Expr:
+def zero_gathers(zero: int, pb=beta, **group) -> sp.Expr:
     """The iteration's gathers: one before each of the 2 m passes of a micro-batch."""
-    return 2 * m * zero_gather_pass(zero, **group)
+    return 2 * m * zero_gather_pass(zero, pb=pb, **group)
 
 
-def zero_pass_exposed(zero: int, prefetch: bool, phase: str, psi=Psi_r, n=d, g=g_r, L=L_r) -> sp.Expr:
+def zero_pass_exposed(zero: int, prefetch: bool, phase: str, psi=Psi_r, n=d, g=g_r, L=L_r, pb=beta) -> sp.Expr:
     """What one pass's ZeRO-3 gather leaves exposed (phase 'fwd' or 'bwd'). With prefetch (DeepSpeed
     stage3_prefetch_bucket_size, on by default; PyTorch FSDP forward_prefetch /
     backward_prefetch=BACKWARD_PRE) the next layer's all-gather runs under the current layer's compute,
@@ -151,19 +154,19 @@ def zero_pass_exposed(zero: int, prefetch: bool, phase: str, psi=Psi_r, n=d, g=g
     if zero < 3:
         return sp.Integer(0)
     if not prefetch:
-        return zero_gather_pass(zero, psi, n, g, L)
-    c = coll.Collective("all_gather", phase, "zero3_prefetch", "zero_comm", "dp", beta * psi, n,
+        return zero_gather_pass(zero, psi, n, g, L, pb)
+    c = coll.Collective("all_gather", phase, "zero3_prefetch", "zero_comm", "dp", pb * psi, n,
                         under=F_r if phase == "fwd" else B_r)
     return c.exposed(g, L)
 
 
-def param_gather(zero: int, psi=Psi_r, n=d, g=g_r, L=L_r) -> sp.Expr:
+def param_gather(zero: int, psi=Psi_r, n=d, g=g_r, L=L_r, pb=beta) -> sp.Expr:
     """ZeRO-1/2's all-gather of the updated parameter shards after the optimizer step (the all-gather
-    half of dp_sync; Megatron's distributed optimizer gathers bf16 parameters at beta)."""
-    return coll.time("all_gather", beta * psi, n, g, L) if zero in (1, 2) else sp.Integer(0)
+    half of dp_sync; Megatron's distributed optimizer gathers bf16 parameters at beta, FP8 ones at `pb`)."""
+    return coll.time("all_gather", pb * psi, n, g, L) if zero in (1, 2) else sp.Integer(0)
 
 
-def param_gather_exposed(zero: int, psi=Psi_r, n=d, g=g_r, L=L_r) -> sp.Expr:
+def param_gather_exposed(zero: int, psi=Psi_r, n=d, g=g_r, L=L_r, pb=beta) -> sp.Expr:
     """Megatron-LM --overlap-param-gather (with --use-distributed-optimizer; default off):
     distributed/param_and_grad_buffer.py dispatches each bucket's parameter all-gather at the end of
     the step and waits for it in a forward pre-hook of the bucket's first layer, so it runs under the
@@ -171,7 +174,7 @@ def param_gather_exposed(zero: int, psi=Psi_r, n=d, g=g_r, L=L_r) -> sp.Expr:
     forward with interleaving)."""
     if zero not in (1, 2):
         return sp.Integer(0)
-    c = coll.Collective("all_gather", "step", "param_gather", "dp_comm", "dp", beta * psi, n, under=F_r / v)
+    c = coll.Collective("all_gather", "step", "param_gather", "dp_comm", "dp", pb * psi, n, under=F_r / v)
     return c.exposed(g, L)
 
 
@@ -196,7 +199,8 @@ def optimizer_bytes(k_states: int, moment_bytes=None, master_bytes=None) -> tupl
     return master + 2 * moments, 4 * (4 - moments) + 2 * (k_states - 8 - master)
 
 
-def model_states(zero: int, k_states: int, psi=Psi_r, n=d, *, grad_bytes=None, fp8_weights=None) -> dict:
+def model_states(zero: int, k_states: int, psi=Psi_r, n=d, *, grad_bytes=None, fp8_weights=None,
+                 fp8_params: bool = False) -> dict:
     """Bytes of parameters, gradients, optimizer states per device on stage r.
 
     Rajbhandari et al. SC'20 Sec 5 (published.json zero_model_state_formulas): baseline
@@ -206,9 +210,14 @@ def model_states(zero: int, k_states: int, psi=Psi_r, n=d, *, grad_bytes=None, f
     (docs/user-guide/features/dist_optimizer.md). `fp8_weights` (an FP8 recipe): Transformer Engine's
     cached FP8 weight copies, WEIGHT_COPY_BYTES per parameter beside the 16-bit weights
     (explorer/hardware/precision.py; counted over every weight of the stage, the embedding, output layer,
-    norms and router included, which stay BF16: an upper bound by those weights' copies)."""
+    norms and router included, which stay BF16: an upper bound by those weights' copies). `fp8_params`
+    (Strategy.fp8_param_gather): the weights are created as FP8 tensors (Megatron-LM --fp8-param-gather builds the
+    model under Transformer Engine's fp8_model_init: pretrain_gpt.py model_provider, build_model_context, which
+    "--fp8-param-gather requires") and the FP8 tensor is the parameter: its row- and column-wise data
+    (WEIGHT_COPY_BYTES) with no BF16 weight beside it (the fp32 main weights stay in the optimizer's K)."""
     copies = sp.Integer(0) if fp8_weights is None else _rational(WEIGHT_COPY_BYTES[fp8_weights])
-    return {"params": (beta + copies) * psi / (n if zero >= 3 else 1),
+    held = copies if fp8_params and fp8_weights is not None else beta + copies
+    return {"params": held * psi / (n if zero >= 3 else 1),
             "grads": (beta if grad_bytes is None else grad_bytes) * psi / (n if zero >= 2 else 1),
             "optimizer": k_states * psi / (n if zero >= 1 else 1)}
 
@@ -257,38 +266,42 @@ def overlapped_sends(schedule: str, after):
 
 def terms(schedule: str, zero: int, overlap: bool, k_states: int, moe: bool = False, *, grad_bytes=None,
           param_gather_overlap: bool = False, zero_prefetch: bool = False, p2p_overlap: bool = False,
-          fp8_weights: str | None = None, moment_bytes: int | None = None, master_bytes: int | None = None) -> dict:
+          fp8_weights: str | None = None, moment_bytes: int | None = None, master_bytes: int | None = None,
+          fp8_params: bool = False) -> dict:
     """name -> Term: the super-step of one (schedule, ZeRO stage, overlap, optimizer states); with
     `moe`, the expert weights (Psi^e_r) synchronise, shard and update over their own d/e group;
     grad_bytes: None = beta, or 4 for fp32 gradients; param_gather_overlap: ZeRO-1/2's parameter
     all-gather under the next forward (param_gather_exposed); zero_prefetch: ZeRO-3's gathers under
     the layers' compute (zero_gathers_exposed); p2p_overlap: the pipeline's sends under computation
     (overlapped_sends); fp8_weights, moment_bytes, master_bytes: what the precision recipe keeps
-    (Strategy.memory_options: model_states, optimizer_bytes)."""
+    (Strategy.memory_options: model_states, optimizer_bytes); fp8_params: FP8 parameters, gathered at
+    param_gather_bytes and kept without their BF16 copy (Strategy.fp8_param_gather: model_states)."""
     sched = schedule_of(schedule)
+    pb = _rational(PARAM_GATHER_BYTES[fp8_weights]) if fp8_params and fp8_weights is not None else beta
     grad_bytes = None if grad_bytes is None else sp.Integer(grad_bytes)
     k_states, saved = optimizer_bytes(k_states, moment_bytes, master_bytes)
     eg = EXPERT_GROUP
-    sync = _with_experts(moe, dp_sync(zero, grad_bytes=grad_bytes), dp_sync(zero, gs=0, grad_bytes=grad_bytes, **eg))
-    gathers = _with_experts(moe, zero_gathers(zero), zero_gathers(zero, **eg))
-    pass_exposed = {ph: _with_experts(moe, zero_pass_exposed(zero, zero_prefetch, ph),
-                                      zero_pass_exposed(zero, zero_prefetch, ph, **eg)) for ph in ("fwd", "bwd")}
+    sync = _with_experts(moe, dp_sync(zero, grad_bytes=grad_bytes, pb=pb),
+                         dp_sync(zero, gs=0, grad_bytes=grad_bytes, pb=pb, **eg))
+    gathers = _with_experts(moe, zero_gathers(zero, pb), zero_gathers(zero, pb, **eg))
+    pass_exposed = {ph: _with_experts(moe, zero_pass_exposed(zero, zero_prefetch, ph, pb=pb),
+                                      zero_pass_exposed(zero, zero_prefetch, ph, pb=pb, **eg)) for ph in ("fwd", "bwd")}
     gathers_exposed = m * (pass_exposed["fwd"] + pass_exposed["bwd"])     # = gathers without prefetch
     # the step waits for the global gradient norm that clipping needs (an all-reduce over every rank after the
     # gradients are synchronised: T_norm, explorer.cost.numeric.grad_norm_seconds; issue 26 item 8b)
     step = _with_experts(moe, optimizer_step(zero, saved=saved), optimizer_step(zero, Psi_e_r, eg["n"], saved)) + T_norm
-    moved = _with_experts(moe, param_gather(zero), param_gather(zero, **eg)) if param_gather_overlap \
+    moved = _with_experts(moe, param_gather(zero, pb=pb), param_gather(zero, pb=pb, **eg)) if param_gather_overlap \
         else sp.Integer(0)        # the parameter all-gather, moved under the next forward
     rest = sync - moved
     if overlap and zero >= 2:          # a reduce-scatter after every micro-batch's backward (E2)
         rs = _with_experts(moe, grad_reduce_scatter(grad_bytes=grad_bytes),
                            grad_reduce_scatter(**eg, grad_bytes=grad_bytes))
-        gather = _with_experts(moe, zero_gather_pass(zero), zero_gather_pass(zero, **eg))
+        gather = _with_experts(moe, zero_gather_pass(zero, pb=pb), zero_gather_pass(zero, pb=pb, **eg))
         exposed = sharded_sync_exposed(sched, rs, rest, gather - pass_exposed["fwd"], gather - pass_exposed["bwd"])
     else:
         exposed = sched.exposed_sync(rest) if overlap else rest
     if param_gather_overlap:
-        exposed = exposed + _with_experts(moe, param_gather_exposed(zero), param_gather_exposed(zero, **eg))
+        exposed = exposed + _with_experts(moe, param_gather_exposed(zero, pb=pb), param_gather_exposed(zero, pb=pb, **eg))
     after = exposed + gathers_exposed + step
     if p2p_overlap:
         ends, busy, waiting, sends = overlapped_sends(schedule, after)
@@ -317,13 +330,13 @@ def terms(schedule: str, zero: int, overlap: bool, k_states: int, moe: bool = Fa
     add("zero_exposed", "zero_comm", "prefetch: DeepSpeed stage3_prefetch_bucket_size, FSDP backward_prefetch"
         if zero_prefetch else "Rajbhandari et al. SC'20 Sec 7-B", gathers_exposed, True)
     add("dp_bytes", "dp_comm", "nccl_busbw",
-        _with_experts(moe, dp_bytes(zero, grad_bytes=grad_bytes),
-                      dp_bytes(zero, Psi_e_r, eg["n"], 0, grad_bytes=grad_bytes)), True)
-    pass_bytes = _with_experts(moe, coll.bytes_per_device("all_gather", beta * Psi_r, d),
-                               coll.bytes_per_device("all_gather", beta * Psi_e_r, eg["n"])) \
+        _with_experts(moe, dp_bytes(zero, grad_bytes=grad_bytes, pb=pb),
+                      dp_bytes(zero, Psi_e_r, eg["n"], 0, grad_bytes=grad_bytes, pb=pb)), True)
+    pass_bytes = _with_experts(moe, coll.bytes_per_device("all_gather", pb * Psi_r, d),
+                               coll.bytes_per_device("all_gather", pb * Psi_e_r, eg["n"])) \
         if zero >= 3 else sp.Integer(0)
     add("zero_gather_pass", "zero_comm", "Rajbhandari et al. SC'20 Sec 7-B",
-        _with_experts(moe, zero_gather_pass(zero), zero_gather_pass(zero, **eg)), True)
+        _with_experts(moe, zero_gather_pass(zero, pb=pb), zero_gather_pass(zero, pb=pb, **eg)), True)
     add("zero_bytes_pass", "zero_comm", "Rajbhandari et al. SC'20 Sec 7-B", pass_bytes, True)
     add("zero_bytes", "zero_comm", "Rajbhandari et al. SC'20 Sec 7-B", 2 * m * pass_bytes, True)
     add("optimizer_step", "optimizer", "Adam at HBM speed, ZeRO Sec 3.1; after the gradient-norm all-reduce T_norm "
@@ -331,8 +344,10 @@ def terms(schedule: str, zero: int, overlap: bool, k_states: int, moe: bool = Fa
     add("after", "", "what follows the pipeline on stage r", after, True)
     add("critical_stage", "", "the most loaded stage", critical)
     add("sync_stage", "", "the stage whose synchronisation ends last", last)
-    experts = model_states(zero, k_states, Psi_e_r, eg["n"], grad_bytes=grad_bytes, fp8_weights=fp8_weights)
-    for part, expr in model_states(zero, k_states, grad_bytes=grad_bytes, fp8_weights=fp8_weights).items():
+    experts = model_states(zero, k_states, Psi_e_r, eg["n"], grad_bytes=grad_bytes, fp8_weights=fp8_weights,
+                           fp8_params=fp8_params)
+    for part, expr in model_states(zero, k_states, grad_bytes=grad_bytes, fp8_weights=fp8_weights,
+                                   fp8_params=fp8_params).items():
         add(f"memory_{part}", "", "Rajbhandari et al. SC'20 Sec 5", _with_experts(moe, expr, experts[part]), True)
     add("memory_activations", "", sched.source + " (micro-batches in flight)", sched.in_flight * A_r, True)
     add("memory_total", "", "model states + activations in flight",

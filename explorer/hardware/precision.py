@@ -49,6 +49,19 @@ SAVED_INPUT_BYTES = {"delayed": Fraction(1), "tensorwise": Fraction(1), "blockwi
 WEIGHT_COPY_BYTES = {"delayed": Fraction(2), "tensorwise": Fraction(2), "blockwise": 2 * (1 + Fraction(4, 128 ** 2)),
                      "mxfp8": 2 * Fraction(33, 32)}
 """Bytes per parameter of a Transformer Engine linear's cached FP8 weight, row- and column-wise (module docstring)."""
+PARAM_GATHER_BYTES = {"delayed": Fraction(1), "tensorwise": Fraction(1), "blockwise": Fraction(1),
+                      "mxfp8": Fraction(2)}
+"""Bytes per parameter the distributed optimizer (or FSDP) all-gathers with FP8 parameters (Megatron-LM
+--fp8-param-gather; Megatron-Bridge MixedPrecisionConfig.fp8_param_gather, "conducts the parameter all-gather in
+fp8, reducing the all-gather overhead by half", its performance guide). NVIDIA/Megatron-LM at 00119989,
+megatron/core/distributed/param_and_grad_buffer.py _ParamAndGradBuffer.__init__: an FP8 parameter
+(fp8_utils.is_float8tensor: every Transformer Engine QuantizedTensor, per-tensor and blockwise) has its row-wise
+FP8 data mapped into the parameter buffer (modify_underlying_storage; the buffer is uint8 for FP8 parameters) and
+_ParamAndGradBucketGroup.start_param_sync all-gathers that buffer: 1 B per parameter (the per-tensor or per-block
+scales are not in it). With MXFP8 parameters the buffer is a BF16 view of the gradient buffer
+(shared_buffer, "For MXFP8 param: Create a shared buffer for param AG and grad RS"): the gather moves 2 B per
+parameter and Transformer Engine quantises after it (Megatron-Bridge's bf16_with_mxfp8_mixed pairs fp8_param_gather
+with reuse_grad_buf_for_mxfp8_param_ag). Without --fp8-param-gather the gather moves the BF16 weights (beta)."""
 BF16_GEMMS = ("logits", "router", "mtp_logits")
 """GEMMs Megatron runs outside Transformer Engine, in BF16 under every FP8 recipe (module docstring); the
 MTP module's head is the same shared output layer (explorer/model/graph/mtp.py)."""

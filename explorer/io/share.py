@@ -37,9 +37,8 @@ from explorer.io.models import PRESET_DIR as MODEL_DIR, load_model, model_from_d
 from explorer.cost.checked import evaluate_checked
 from explorer.io.presets import DEFAULT_CLUSTER, DEFAULT_MODEL, fallback_strategy
 from explorer.strategy.strategy import CP_ALGOS, DTYPES, GRAD_DTYPES, RECOMPUTE, SCHEDULES, LayerSplit, Strategy
-from explorer.strategy.strategy import CUDA_GRAPHS, MOE_DISPATCHERS, RECOMPUTE_MODULES
 from explorer.strategy.pipeline_layout import parse as parse_layout
-from explorer.hardware.precision import FP8_RECIPES, MOMENT_DTYPES
+from explorer.strategy.options import OPTIONS
 from explorer.strategy.frameworks import FRAMEWORKS, GRAD_FROM_FRAMEWORK, default_grad_dtype
 from explorer.io.strategies import strategy_from_dict, strategy_to_dict
 
@@ -53,13 +52,13 @@ INTS = {"dp": "dp", "tp": "tp", "pp": "pp", "b": "micro_batch", "B": "global_bat
         "zero": "zero"}
 CHOICES = {"sched": ("schedule", SCHEDULES), "rc": ("recompute", RECOMPUTE), "dtype": ("dtype", DTYPES)}
 BOOLS = {"sp": "sequence_parallel", "ov": "overlap_dp", "sg": "scatter_gather"}
-OPTIONAL_BOOLS = {"otp": "overlap_tp", "op2p": "overlap_p2p", "oep": "overlap_ep"}    # written only when on (links made before them stay the same)
-OPTIONAL_CHOICES = {"gd": ("grad_dtype", GRAD_DTYPES), "cg": ("cuda_graphs", CUDA_GRAPHS),
-                    "disp": ("moe_dispatcher", MOE_DISPATCHERS), "fw": ("framework", FRAMEWORKS),
-                    "f8r": ("fp8_recipe", FP8_RECIPES), "mom": ("adam_moments", MOMENT_DTYPES)}
+OPTIONAL_BOOLS = {"otp": "overlap_tp", "op2p": "overlap_p2p"}    # written only when on (links made before them stay the same)
+OPTIONAL_CHOICES = {"gd": ("grad_dtype", GRAD_DTYPES), "fw": ("framework", FRAMEWORKS)}
 """Choices written only when they differ from the Strategy default (links made before them stay the same);
 the gradient dtype only when it differs from the framework's default (explorer/strategy/frameworks.py), so that
-a link without `gd` takes the default of the framework it names (`fw`, generic when absent)."""
+a link without `gd` takes the default of the framework it names (`fw`, generic when absent). The option table's
+(explorer/strategy/options.py) are written the same way under their records' `link` keys (cg, disp, oep, f8r, mom,
+rcm, ...): a choice when not the default, a switch as 1 when on, modules comma-separated when any."""
 LONG_CONTEXT = {"cp": "cp", "cpa": "cp_algo"}    # context parallelism: in a link only when cp > 1
 EXPERT_INTS = {"ep": "ep", "etp": "expert_tp"}   # written only when not the default: dense links stay as they were
 MAX_INT = 10 ** 6
@@ -164,8 +163,10 @@ def encode(model, cluster, strategy: Strategy) -> dict:
         out["stages"] = ",".join(str(n) for _, n in _run_length(list(strategy.stage_map)))
     if strategy.pipeline_layout:     # Megatron-LM's layout string, canonical (explorer/strategy/pipeline_layout.py)
         out["layout"] = strategy.pipeline_layout
-    if strategy.recompute_modules:   # selective recomputation's modules, when not the default core_attn
-        out["rcm"] = ",".join(strategy.recompute_modules)
+    for o in OPTIONS:                # the option table's, when not their defaults (older links stay the same)
+        value = getattr(strategy, o.name)
+        if value != o.default:
+            out[o.link] = "1" if o.kind == "bool" else ",".join(value) if o.kind == "modules" else value
     return out
 
 
@@ -235,7 +236,7 @@ def _strategy_fields(params: dict, base: Strategy, messages: list) -> dict:
                 for short, (name, ok) in {**CHOICES, **OPTIONAL_CHOICES}.items()]
     readers += [(short, name, lambda k: _flag(params, k)) for short, name in {**BOOLS, **OPTIONAL_BOOLS}.items()]
     readers += [("cp", "cp", lambda k: _whole(params, k)), ("cpa", "cp_algo", lambda k: _choice(params, k, CP_ALGOS))]
-    readers += [("rcm", "recompute_modules", lambda k: _modules(params, k))]
+    readers += [(o.link, o.name, lambda k, o=o: _option(params, k, o)) for o in OPTIONS]
     readers += [("splits", "layer_splits", lambda k: _splits(params[k])),
                 ("stages", "stage_map", lambda k: _stages(params[k])),
                 ("layout", "pipeline_layout", lambda k: parse_layout(params[k]).text())]
@@ -262,13 +263,18 @@ def _choice(params: dict, key: str, allowed: tuple) -> str:
     return params[key]
 
 
-def _modules(params: dict, key: str) -> tuple:
-    """Comma-separated recompute modules, each one of RECOMPUTE_MODULES (checked before any is used)."""
+def _option(params: dict, key: str, option):
+    """An option's link value (explorer/strategy/options.py): 0/1, one of its choices, or comma-separated modules
+    each one of its choices (checked before any is used)."""
+    if option.kind == "bool":
+        return _flag(params, key)
+    if option.kind == "choice":
+        return _choice(params, key, option.choices)
     text = params[key]
     names = text.split(",") if len(text) <= 200 else [text]
-    bad = [name for name in names if name not in RECOMPUTE_MODULES]
+    bad = [name for name in names if name not in option.choices]
     if bad:
-        raise ExplorerError(f"link parameter '{key}' must name modules among {', '.join(RECOMPUTE_MODULES)}, "
+        raise ExplorerError(f"link parameter '{key}' must name modules among {', '.join(option.choices)}, "
                             f"got {bad[0][:40]!r}")
     return tuple(names)
 

@@ -90,15 +90,13 @@ def search_result_from_dict(d: dict) -> SearchResult:
 
 def search_job(model: dict, cluster: dict, gpus: int, global_batch: int, max_memory_bytes=None, top: int = 10,
                framework=None, dtype: str = "bf16", progress=None, memory_headroom: float = MEMORY_HEADROOM,
-               cuda_graphs: str = "none", moe_dispatcher: str = "alltoall", fp8_recipe: str = "delayed",
-               adam_moments: str = "fp32", recompute_modules=()) -> dict:
+               options: dict | None = None) -> dict:
     """explorer.search.search of a model and cluster given as dicts (ModelSpec.to_dict, cluster_to_dict); every
-    candidate runs with `cuda_graphs` and `moe_dispatcher` (the host side: explorer/model/kernels.py) and keeps
-    what `fp8_recipe`, `adam_moments` and `recompute_modules` keep (explorer/hardware/precision.py)."""
+    candidate carries `options` (the search's strategy options, explorer/strategy/options.py: the host side, what
+    the precision recipe keeps; a modules option as a list)."""
+    carried = {name: tuple(value) if isinstance(value, list) else value for name, value in (options or {}).items()}
     found = search(model_from_dict(model), cluster_from_dict(cluster), gpus, global_batch, max_memory_bytes, top,
-                   progress=progress, framework=framework, dtype=dtype, memory_headroom=memory_headroom,
-                   cuda_graphs=cuda_graphs, moe_dispatcher=moe_dispatcher, fp8_recipe=fp8_recipe,
-                   adam_moments=adam_moments, recompute_modules=tuple(recompute_modules))
+                   progress=progress, framework=framework, dtype=dtype, memory_headroom=memory_headroom, **carried)
     return search_result_to_dict(found)
 
 
@@ -191,15 +189,14 @@ PROGRESS_JOBS = {"search", "spin"}
 
 
 def search_request(model, cluster, gpus: int, global_batch: int, max_memory_bytes=None, top: int = 10,
-                   framework=None, dtype: str = "bf16", memory_headroom: float = MEMORY_HEADROOM,
-                   cuda_graphs: str = "none", moe_dispatcher: str = "alltoall", fp8_recipe: str = "delayed",
-                   adam_moments: str = "fp32", recompute_modules=()) -> dict:
-    """The plain-data arguments of a "search" job (a ModelSpec and a Cluster as their dicts)."""
+                   framework=None, dtype: str = "bf16", memory_headroom: float = MEMORY_HEADROOM, **options) -> dict:
+    """The plain-data arguments of a "search" job (a ModelSpec and a Cluster as their dicts; `options`: the
+    strategy options the search carries, each as plain data: a str, a bool or a list of str)."""
     return {"model": model.to_dict(), "cluster": cluster_to_dict(cluster), "gpus": int(gpus),
             "global_batch": int(global_batch), "max_memory_bytes": max_memory_bytes, "top": int(top),
             "framework": framework, "dtype": dtype, "memory_headroom": float(memory_headroom),
-            "cuda_graphs": str(cuda_graphs), "moe_dispatcher": str(moe_dispatcher), "fp8_recipe": str(fp8_recipe),
-            "adam_moments": str(adam_moments), "recompute_modules": [str(m) for m in recompute_modules]}
+            "options": {str(name): [str(m) for m in value] if isinstance(value, (tuple, list)) else value
+                        for name, value in options.items()}}
 
 
 def image_request(fig, fmt: str = "png", scale: float = 2.0) -> dict:

@@ -27,6 +27,7 @@ from explorer.schedules import get as schedule_of
 from explorer.cost.evaluate import Result, evaluate
 from explorer.strategy.frameworks import EXPORTER, GENERIC, check_framework
 from explorer.strategy.strategy import Strategy
+from explorer.strategy.options import searched
 from explorer.strategy.rules import check as check_rules, graphs_refusal
 from explorer.search.pareto import dominated, pareto_front
 from explorer.search.report import label
@@ -127,8 +128,7 @@ def point_strategy(space, points: Points, k: int, global_batch: int, dtype: str 
                     cp=fam.cp, cp_algo=fam.cp_algo, ep=fam.ep, expert_tp=fam.expert_tp,
                     overlap_tp=tp_overlap(fam), overlap_p2p=p2p_overlap(fam, overlap_sends),
                     overlap_param_gather=param_gather_with(int(points.zero[k]), bool(points.overlap[k])),
-                    cuda_graphs=fam.cuda_graphs, moe_dispatcher=fam.moe_dispatcher, framework=framework,
-                    **{k: v for k, v in fam.precision if k != "recompute_modules" or fam.recompute == "selective"})
+                    framework=framework, **fam.carried(dtype))
 
 
 def candidate(model, cluster, strategy: Strategy, gpus: int) -> Candidate:
@@ -140,9 +140,7 @@ def candidate(model, cluster, strategy: Strategy, gpus: int) -> Candidate:
 def search(model, cluster, gpus: int, global_batch: int, max_memory_bytes: float | None = None,
            top: int = 10, progress=None, refine_top: int = 8, dtype: str = "bf16",
            framework: str | None = None, cp: int | None = None, cp_algo: str = "ring",
-           ep: int | None = None, memory_headroom: float = MEMORY_HEADROOM, cuda_graphs: str = "none",
-           moe_dispatcher: str = "alltoall", fp8_recipe: str = "delayed", adam_moments: str = "fp32",
-           recompute_modules: tuple = ()) -> SearchResult:
+           ep: int | None = None, memory_headroom: float = MEMORY_HEADROOM, **options) -> SearchResult:
     """Search the whole global space of `model` on `gpus` devices of `cluster` at `global_batch`.
 
     `progress(fraction, message)` is called as the search goes (fraction in [0, 1]). With
@@ -153,11 +151,12 @@ def search(model, cluster, gpus: int, global_batch: int, max_memory_bytes: float
     searched (ring) for sequences of 8k tokens and more; `cp` fixes its degree, `cp_algo` its algorithm.
     With `ep`, only that expert-parallel degree is searched (a model with experts; ep must divide them).
     Without `max_memory_bytes` the cap is the device's memory less `memory_headroom` of it (MEMORY_HEADROOM);
-    a cap given is taken as it is. Every candidate runs with `cuda_graphs` and `moe_dispatcher` (the host
-    side, explorer/model/kernels.py): where the host's issue time binds, larger micro-batches win. Every
-    candidate keeps what `fp8_recipe` (dtype fp8) and `adam_moments` keep (explorer/hardware/precision.py):
-    the memory that decides which fit; its selective-recomputation candidates recompute `recompute_modules`
-    (explorer/model/recompute.py; () = the attention core).
+    a cap given is taken as it is. `options`: the strategy options the search carries, fixed, into every
+    candidate (explorer/strategy/options.py, those whose record says `search`): `cuda_graphs` and
+    `moe_dispatcher` (the host side, explorer/model/kernels.py: where the host's issue time binds, larger
+    micro-batches win), what `fp8_recipe` (dtype fp8) and `adam_moments` keep (explorer/hardware/precision.py:
+    the memory that decides which fit), the modules its selective-recomputation candidates recompute
+    (`recompute_modules`, explorer/model/recompute.py; () = the attention core).
     """
     start = time.perf_counter()
     _check(model, cluster, gpus, global_batch, max_memory_bytes, top, memory_headroom)
@@ -166,15 +165,20 @@ def search(model, cluster, gpus: int, global_batch: int, max_memory_bytes: float
     report(0.0, "enumerating the global choices")
     if ep is not None:
         _check_ep(model, ep)
-    refused = graphs_refusal(Strategy(cuda_graphs=cuda_graphs, moe_dispatcher=moe_dispatcher), model)
+    carried = {o.name for o in searched()}
+    unknown = sorted(set(options) - carried)
+    if unknown:
+        raise ExplorerError(f"the search does not carry the option {unknown[0][:40]!r}; it carries "
+                            f"{', '.join(sorted(carried))}")
+    refused = graphs_refusal(Strategy(**{k: v for k, v in options.items() if k in ("cuda_graphs", "moe_dispatcher")}),
+                             model)
     if refused:
         raise ExplorerError(refused)
-    fixed = Strategy(dtype=dtype, fp8_recipe=fp8_recipe, adam_moments=adam_moments, zero=1, recompute="selective",
-                     recompute_modules=recompute_modules)       # refuses a bad option in one line
+    fixed = Strategy(dtype=dtype, zero=max([1] + [o.needs_zero for o in searched()]), recompute="selective",
+                     **options)       # refuses a bad option in one line
     check_rules(model, fixed)
-    precision = tuple((k, getattr(fixed, k)) for k in ("fp8_recipe", "adam_moments", "recompute_modules")
-                      if getattr(fixed, k) != Strategy.__dataclass_fields__[k].default)
-    space = enumerate_space(model, gpus, global_batch, cp, cp_algo, ep, cuda_graphs, moe_dispatcher, precision)
+    space = enumerate_space(model, gpus, global_batch, cp, cp_algo, ep,
+                            **{k: getattr(fixed, k) for k in options})
     target = check_framework(framework) if framework else GENERIC     # the Strategy.framework of every candidate
     framework = EXPORTER.get(target)              # its exporter's name (the filter), None for generic
     sends = framework in SENDS_OVERLAPPED_BY

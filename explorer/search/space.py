@@ -24,6 +24,7 @@ from explorer.errors import ExplorerError
 from explorer.schedules import SCHEDULES
 from explorer.strategy import rules as R
 from explorer.strategy.strategy import RECOMPUTE, LayerSplit
+from explorer.strategy.options import option, searched
 
 ZEROS, OVERLAPS, SEQ_PAR = (0, 1, 2, 3), (False, True), (False, True)
 HEADS, KV_HEADS, STAGES, MEMORY = R.HEADS, R.KV_HEADS, R.STAGES, R.MEMORY
@@ -114,13 +115,33 @@ class Family:
     cp_algo: str = "ring"
     ep: int = 1            # expert-parallel degree (MoE models: divisors of dp that divide the experts)
     expert_tp: int = 0     # 0: the experts split over tp; 1: whole experts, ep over tp x dp (needs SP)
-    cuda_graphs: str = "none"   # the host side (explorer/model/kernels.py): fixed for a search (--cuda-graphs)
-    moe_dispatcher: str = "alltoall"
-    precision: tuple = ()       # fixed for a search: (("fp8_recipe", r), ("adam_moments", m)) when not the default
+    options: tuple = ()         # fixed for a search: (name, value) of each option it carries (explorer/strategy/
+    #                             options.py: cuda_graphs, moe_dispatcher, fp8_recipe, ...) when not the default
 
     @property
     def size(self) -> int:
         return len(self.micro_batches) * len(self.zeros) * len(self.overlaps)
+
+    def __getattr__(self, name: str):
+        """An option the family carries (family.cuda_graphs, family.fp8_recipe, ...): its value, else the
+        option's default."""
+        if name.startswith("__") or name == "options":
+            raise AttributeError(name)
+        try:
+            default = option(name).default
+        except KeyError:
+            raise AttributeError(name) from None
+        return dict(self.options).get(name, default)
+
+    def carried(self, dtype: str, structure_only: bool = False) -> dict:
+        """The Strategy options of the family's candidates at training dtype `dtype`: those it carries that
+        apply to its fields (recompute modules only with selective recomputation, say: Option.when);
+        `structure_only`: those that change the blocks (the sweep's probe; the objective prices the others)."""
+        fields = {"dtype": dtype, "recompute": self.recompute, "ep": self.ep, "tp": self.tp, "pp": self.pp,
+                  "cp": self.cp, "schedule": self.schedule, "chunks": self.chunks,
+                  "sequence_parallel": self.sequence_parallel}
+        return {k: v for k, v in self.options
+                if (option(k).structure or not structure_only) and option(k).applies(fields)}
 
 
 @dataclass
@@ -156,13 +177,14 @@ def cp_degrees(model, devices: int) -> list:
 
 
 def enumerate_space(model, gpus: int, global_batch: int, cp: int | None = None, cp_algo: str = "ring",
-                    ep: int | None = None, cuda_graphs: str = "none", moe_dispatcher: str = "alltoall",
-                    precision: tuple = ()) -> Space:
+                    ep: int | None = None, **options) -> Space:
     """Every global choice for `model` on `gpus` devices at global batch `global_batch` (with `cp`
     given, only that context-parallel degree; `cp_algo` the algorithm of cp > 1; with `ep`, only
-    that expert-parallel degree). `cuda_graphs` and `moe_dispatcher` are the host side every family
-    runs with: the objective prices each micro-batch's max(GPU, host issue time), so the micro-batches
-    the search prefers grow exactly where the host binds (explorer/model/kernels.py)."""
+    that expert-parallel degree). `options`: the strategy options every family carries (Family.options;
+    explorer/strategy/options.py): `cuda_graphs` and `moe_dispatcher` are the host side every family
+    runs with (the objective prices each micro-batch's max(GPU, host issue time), so the micro-batches
+    the search prefers grow exactly where the host binds, explorer/model/kernels.py), the precision options
+    what every candidate keeps."""
     if gpus < 1 or global_batch < 1:
         raise ExplorerError(f"gpus and global batch must be positive, got {gpus} and {global_batch}")
     space = Space([])
@@ -186,30 +208,35 @@ def enumerate_space(model, gpus: int, global_batch: int, cp: int | None = None, 
         if dropped:
             space.pruned[OTHER_EP] += dropped
         space.families = [f for f in space.families if f.ep == ep]
-    if cuda_graphs != "none" or moe_dispatcher != "alltoall":
-        space.families = [replace(f, cuda_graphs=cuda_graphs, moe_dispatcher=moe_dispatcher) for f in space.families]
-    if precision:
-        _with_precision(space, precision)
+    unknown = sorted(set(options) - {o.name for o in searched()})
+    if unknown:
+        raise ExplorerError(f"the search does not carry the option {unknown[0][:40]!r}")
+    carried = tuple((o.name, options[o.name]) for o in searched()
+                    if o.name in options and options[o.name] != o.default)
+    if carried:
+        _with_options(space, carried)
     return space
 
 
 MOMENTS_ZERO = "bf16 Adam moments without the distributed optimizer"
+"""The bf16 Adam moments' pruning reason (their record's zero_reason)."""
 
 
-def _with_precision(space, precision: tuple) -> None:
-    """Every family with the search's precision options (`precision`: Strategy (field, value) pairs: the FP8
-    recipe, the Adam moments); lower-precision moments run only with a distributed optimizer (ZeRO >= 1,
-    explorer.strategy.rules._precision), so their ZeRO-0 points are pruned."""
+def _with_options(space, carried: tuple) -> None:
+    """Every family with the search's options (`carried`: (name, value) pairs off their defaults); an option
+    that needs the distributed optimizer (Option.needs_zero: lower-precision Adam moments, explorer.strategy.rules
+    _precision) prunes the ZeRO stages below it, under the option's zero_reason."""
     out = []
     for f in space.families:
-        f = replace(f, precision=precision)
-        if dict(precision).get("adam_moments", "fp32") != "fp32" and 0 in f.zeros:
-            kept = tuple(z for z in f.zeros if z >= 1)
-            space.pruned[MOMENTS_ZERO] += f.size - len(f.micro_batches) * len(kept) * len(f.overlaps)
-            if not kept:
-                continue
-            f = replace(f, zeros=kept)
-        out.append(f)
+        f = replace(f, options=carried)
+        for name, _ in carried:
+            o = option(name)
+            if o.needs_zero and any(z < o.needs_zero for z in f.zeros):
+                kept = tuple(z for z in f.zeros if z >= o.needs_zero)
+                space.pruned[o.zero_reason] += f.size - len(f.micro_batches) * len(kept) * len(f.overlaps)
+                f = replace(f, zeros=kept)
+        if f.zeros:
+            out.append(f)
     space.families = out
 
 

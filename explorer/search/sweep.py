@@ -26,6 +26,7 @@ from explorer.schedules import get as schedule_of
 from explorer.schedules.critical_path import stage_end_lower_bounds
 from explorer.strategy.frameworks import default_grad_dtype
 from explorer.strategy.strategy import GRAD_BYTES, LayerSplit, Strategy, memory_options
+from explorer.strategy.options import OPTIONS
 from explorer.search.objective import Objective
 from explorer.search.tables import A, B, F, GS, PE, PSI, SB, SF, W, Chain, node_stages, stage_sums
 
@@ -69,20 +70,14 @@ def probe(family, global_batch: int, dtype: str = "bf16", framework: str = "gene
                     recompute=family.recompute, sequence_parallel=family.sequence_parallel, dtype=dtype,
                     cp=family.cp, cp_algo=family.cp_algo, ep=family.ep, expert_tp=family.expert_tp,
                     overlap_tp=tp_overlap(family), overlap_p2p=p2p_overlap(family),
-                    cuda_graphs=family.cuda_graphs, moe_dispatcher=family.moe_dispatcher, framework=framework,
-                    **{k: v for k, v in family.precision if k in BLOCK_OPTIONS and
-                       (k != "recompute_modules" or family.recompute == "selective")})
-
-
-BLOCK_OPTIONS = ("fp8_recipe", "recompute_modules")
-"""The search's fixed options that change the blocks (what they keep): the probe carries them; the others
-(the Adam moments) are the objective's (precision_view)."""
+                    framework=framework, **family.carried(dtype, structure_only=True))
 
 
 def precision_view(family, dtype: str):
-    """The family's precision options as Strategy.memory_options reads them (the probe has ZeRO 0, which
-    bf16 moments refuse: they are priced here, the probe keeps only what changes the blocks)."""
-    return SimpleNamespace(dtype=dtype, **{"fp8_recipe": "delayed", "adam_moments": "fp32", **dict(family.precision)})
+    """The family's options as Strategy.memory_options reads them (the probe has ZeRO 0, which bf16 moments
+    refuse: the options that do not change the blocks are priced here, by the objective; the probe carries
+    those that do: Family.carried)."""
+    return SimpleNamespace(dtype=dtype, **{**{o.name: o.default for o in OPTIONS}, **family.carried(dtype)})
 
 
 def p2p_overlap(family, allowed: bool = True) -> bool:

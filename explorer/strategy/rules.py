@@ -16,6 +16,7 @@ from typing import Callable
 from explorer.errors import ExplorerError
 from explorer.schedules import get as schedule_of
 from explorer.strategy.moe_rules import dispatcher_hardware, ep_overlap_refusal
+from explorer.strategy.options import refusal as option_refusal
 from explorer.strategy.pipeline_layout import check_against, even_layout
 
 
@@ -266,6 +267,12 @@ def _precision(v, model=None):
     return None
 
 
+def _options(v, model=None):
+    """An option of the table (explorer/strategy/options.py) on where its record says it does not apply (its
+    `when`, its ZeRO stage): the record's one-line refusal, naming the values."""
+    return option_refusal(v)
+
+
 def _recompute_modules(v, model):
     """What Megatron-Core's TransformerConfig refuses of --recompute-modules (transformer_config.py
     __post_init__ @ d98e8a64), for the modules the explorer models (explorer/model/recompute.py)."""
@@ -377,6 +384,7 @@ RULES = (
          ("overlap_ep", "ep", "moe_dispatcher", "recompute", "pp", "schedule"), ep_overlap_refusal, False),
     Rule("precision options the recipe does not allow", "strategy", ("fp8_recipe", "dtype", "adam_moments", "zero"),
          _precision, False),
+    Rule("an option where its record says it does not apply", "strategy", ("dtype", "zero"), _options, False),
     Rule("recompute modules the model or recipe does not allow", "model",
          ("recompute", "recompute_modules", "dtype", "fp8_recipe"), _recompute_modules, False),
 )

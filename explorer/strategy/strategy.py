@@ -12,17 +12,16 @@ from functools import cached_property
 
 from explorer.errors import ExplorerError
 from explorer.schedules import NAMES as SCHEDULES
-from explorer.hardware.precision import FP8_RECIPES, MOMENT_DTYPES, optimizer_options
+from explorer.hardware.precision import optimizer_options
 from explorer.schedules import SCHEDULES as REGISTERED
 from explorer.strategy.frameworks import GRAD_FROM_FRAMEWORK, check_framework, default_grad_dtype
 from explorer.strategy.mesh import AXES, DEFAULT_ORDER, Mesh
+from explorer.strategy.options import CUDA_GRAPHS, MOE_DISPATCHERS, OPTIONS, RECOMPUTE_MODULES  # noqa: F401
+from explorer.strategy.options import superstep_options
 from explorer.strategy.pipeline_layout import parse as parse_layout
 from explorer.strategy.rules import check_strategy
 
 RECOMPUTE = ("none", "selective", "full")
-RECOMPUTE_MODULES = ("core_attn", "layernorm", "mlp", "moe_act", "mla_up_proj", "shared_experts")
-"""Megatron-LM --recompute-modules that selective recomputation may name (explorer/model/recompute.py; 'moe'
--- the whole MoE layer with its all-to-alls -- is not modelled); () = Megatron's default, core_attn."""
 DTYPES = ("bf16", "fp16", "fp32", "fp8")
 """fp8: Transformer Engine-style FP8 training (FP8 GEMMs, BF16 weights/gradients/activations,
 fp32 master weights and Adam states; explorer.hardware.cluster.BYTES_PER_ELEMENT)."""
@@ -34,16 +33,6 @@ GRAD_BYTES = {"fp32": 4}             # grad_dtype -> bytes per reduced gradient 
 docs/user-guide/features/dist_optimizer.md). A Strategy given neither takes its framework's default
 (Strategy.framework, explorer/strategy/frameworks.py: GRAD_FROM_FRAMEWORK, resolved on construction)."""
 CP_ALGOS = ("ring", "ulysses")   # explorer.cost.context_parallel
-CUDA_GRAPHS = ("none", "router", "layer", "full")
-"""CUDA graphs (explorer/model/kernels.py): none (eager); per-layer parts, Megatron-LM --cuda-graph-impl
-transformer_engine|local with --cuda-graph-scope moe_router moe_preprocess ("router") or attn mlp moe_router
-moe_preprocess (+ moe under token-drop with padding: "layer"); the full iteration ("full":
---cuda-graph-impl full_iteration, or --cuda-graph-scope full_iteration; the older --enable-cuda-graph)."""
-MOE_DISPATCHERS = ("alltoall", "deepep", "hybridep", "allgather")
-"""MoE token dispatchers (Megatron-Core --moe-token-dispatcher-type alltoall|allgather, or flex with
---moe-flex-dispatcher-backend deepep|hybridep): the all-to-all, the all-gather and DeepEP synchronise with the
-host once per dropless MoE forward, HybridEP does not (explorer/model/kernels.py syncs); the all-gather
-dispatcher gathers every token of the ep group and reduce-scatters the outputs (explorer/cost/moe_terms.py)."""
 LAYER_PRESETS = ("megatron", "column", "row", "batch", "replicated")
 """Per-layer operator splits (see ops_split.py):
 megatron: Megatron-LM's column->row pairing (QKV/FC1 by column, proj/FC2 by row);
@@ -51,6 +40,10 @@ column: every MatMul split by output column; row: every MatMul split by its
 reduction dim; batch: the micro-batch split inside the group (weights replicated);
 replicated: every device of the group computes the whole layer."""
 OP_SPLITS = ("replicated", "column", "row", "batch", "heads", "seq")
+
+
+DECLARED = tuple(OPTIONS)
+"""The option records whose fields Strategy declares (the table when this module was imported)."""
 
 
 def _int_at_least(name: str, value, low: int) -> None:
@@ -120,15 +113,15 @@ class Strategy:
     ep: int = 1                      # e: expert-parallel degree, carved out of dp (MoE models only)
     expert_tp: int = 0               # expert tensor-parallel degree: 0 = tp (Megatron's default) or 1
     overlap_p2p: bool = False        # pipeline sends under computation (Megatron overlap_p2p_comm; interleaved)
-    cuda_graphs: str = "none"        # CUDA_GRAPHS: what the host issues as graphs, not kernel by kernel
-    moe_dispatcher: str = "alltoall"  # MOE_DISPATCHERS (MoE models)
-    overlap_ep: bool = False         # MoE all-to-alls under the other micro-batch's compute (Megatron-LM
-    #                                  --overlap-moe-expert-parallel-comm; explorer/cost/numeric.py ep_exposed)
     pipeline_layout: str = ""        # Megatron-LM --pipeline-model-parallel-layout (pipeline_layout.py); "" = even
     framework: str = "generic"       # FRAMEWORKS: the framework targeted, whose defaults apply (frameworks.py)
-    fp8_recipe: str = "delayed"      # FP8_RECIPES (dtype fp8): Megatron-LM --fp8-recipe, what TE keeps in memory
-    adam_moments: str = "fp32"       # MOMENT_DTYPES: Adam's moments (Megatron --exp-avg-dtype/--exp-avg-sq-dtype)
-    recompute_modules: tuple = ()    # RECOMPUTE_MODULES selective recomputation redoes; () = core_attn (Megatron's)
+    # the option table's fields (explorer/strategy/options.py: cuda_graphs, moe_dispatcher, overlap_ep, fp8_recipe,
+    # adam_moments, recompute_modules, ...), each declared there once with its default, meaning and source
+    for _option in OPTIONS:
+        __annotations__[_option.name] = _option.annotation
+        vars()[_option.name] = _option.default
+    del _option
+    # (the records are read once, here: a record appended to the table later has no field in this class)
 
     def __post_init__(self):
         for name in ("dp", "tp", "pp", "micro_batch", "global_batch", "chunks", "cp", "ep"):
@@ -145,22 +138,8 @@ class Strategy:
                                 f"got {self.expert_tp!r}")
         if self.dtype not in DTYPES:
             raise ExplorerError(f"dtype {self.dtype!r} is unknown; use one of {', '.join(DTYPES)}")
-        if self.cuda_graphs not in CUDA_GRAPHS:
-            raise ExplorerError(f"cuda_graphs {self.cuda_graphs!r} is unknown; use one of {', '.join(CUDA_GRAPHS)}")
-        if self.moe_dispatcher not in MOE_DISPATCHERS:
-            raise ExplorerError(f"moe_dispatcher {self.moe_dispatcher!r} is unknown; use one of "
-                                f"{', '.join(MOE_DISPATCHERS)}")
-        if self.fp8_recipe not in FP8_RECIPES:
-            raise ExplorerError(f"fp8_recipe {self.fp8_recipe!r} is unknown; use one of {', '.join(FP8_RECIPES)}")
-        if self.adam_moments not in MOMENT_DTYPES:
-            raise ExplorerError(f"adam_moments {self.adam_moments!r} is unknown; use one of {', '.join(MOMENT_DTYPES)}")
-        modules = (self.recompute_modules,) if isinstance(self.recompute_modules, str) else self.recompute_modules
-        if not isinstance(modules, (tuple, list)) or any(m not in RECOMPUTE_MODULES for m in modules):
-            raise ExplorerError(f"recompute_modules {str(self.recompute_modules)[:80]} names a module the explorer does "
-                                f"not model; use some of {', '.join(RECOMPUTE_MODULES)}")
-        # one spelling per set (Megatron's default, core_attn alone, is ()): one cost key
-        modules = tuple(m for m in RECOMPUTE_MODULES if m in modules)
-        object.__setattr__(self, "recompute_modules", () if modules == ("core_attn",) else modules)
+        for option in DECLARED:       # each option's value checked (and kept in one spelling: one cost key)
+            object.__setattr__(self, option.name, option.checked(getattr(self, option.name)))
         if isinstance(self.zero, bool) or not isinstance(self.zero, int) or self.zero not in (0, 1, 2, 3):
             raise ExplorerError(f"zero stage must be 0, 1, 2 or 3, got {self.zero!r}")
         object.__setattr__(self, "framework", check_framework(self.framework))
@@ -169,7 +148,7 @@ class Strategy:
         if self.grad_dtype not in GRAD_DTYPES:
             raise ExplorerError(f"grad_dtype {self.grad_dtype!r} is unknown; use one of {', '.join(GRAD_DTYPES)}")
         for name in ("sequence_parallel", "overlap_dp", "scatter_gather", "overlap_tp", "overlap_param_gather",
-                     "zero_prefetch", "overlap_p2p", "overlap_ep"):
+                     "zero_prefetch", "overlap_p2p"):
             if not isinstance(getattr(self, name), bool):
                 raise ExplorerError(f"strategy field '{name}' must be true or false, got {getattr(self, name)!r}")
         splits = tuple(s if isinstance(s, LayerSplit) else LayerSplit(**s) for s in self.layer_splits)
@@ -270,4 +249,5 @@ def memory_options(strategy) -> dict:
     options_of and by the search's objective (plain values: they key the compiled functions)."""
     recipe = getattr(strategy, "fp8_recipe", "delayed")
     out = {"fp8_weights": recipe} if strategy.dtype == "fp8" else {}
-    return {**out, **optimizer_options(strategy.dtype, recipe, getattr(strategy, "adam_moments", "fp32"))}
+    return {**out, **optimizer_options(strategy.dtype, recipe, getattr(strategy, "adam_moments", "fp32")),
+            **superstep_options(strategy)}      # the option table's terms() keywords (explorer/strategy/options.py)

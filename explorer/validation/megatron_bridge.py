@@ -301,6 +301,7 @@ def moe_case_of(entry: dict) -> Case:
                         sequence_parallel=tp > 1, overlap_dp=True, dtype=x["dtype"], grad_dtype="model",
                         overlap_p2p=overlaps_sends(pp, vp),
                         ep=ep, expert_tp=1, cuda_graphs=graphs, moe_dispatcher=dispatcher, fp8_recipe=fp8_recipe_of(x),
+                        fp8_param_gather=fp8_params_of(x),
                         overlap_ep=(x["container"], x["model"], x["system"]) in A2A_OVERLAP,
                         pipeline_layout=layout, **MEMORY_KEYS.get((x["container"], x["model"], x["system"]), {}))
     tag = RECIPE_TAGS.get(x["container"], ("?", "?", "?"))
@@ -308,7 +309,7 @@ def moe_case_of(entry: dict) -> Case:
            f"t={tp} p={pp} d={dp} e={ep} expert-t=1 (recipes: expert_tensor_parallel_size=1)"
            f"{' v=' + str(vp) + ' (sends overlapped: overlap_p2p_comm)' if vp > 1 else ''}, b={x['micro_batch_size']} B={x['global_batch_size']}, "
            f"s={x['seq_len']}, ZeRO-1, bf16 gradient reduce, {x['dtype']} "
-           f"({x.get('fp8_recipe') or x['precision_verbatim']}); "
+           f"({x.get('fp8_recipe') or x['precision_verbatim']}{', FP8 parameters' if strategy.fp8_param_gather else ''}); "
            + ("token-drop with padding, capacity factor 1.0 (row says tokendrop; forced balance: nothing dropped), "
               if "tokendrop" in drop else "dropless force-balanced routing, ")
            + f"CUDA graphs {graphs!r}, dispatcher {dispatcher} (Megatron-Bridge {tag[0]} {tag[1][:9]} {tag[2]}); "
@@ -341,9 +342,9 @@ MEMORY_KEYS = {
 }
 """What a row's recipe keeps in memory beyond the FP8 recipe (Strategy.recompute_modules, adam_moments), read from
 that container's Megatron-Bridge performance recipe, for the rows whose recipe was read; every other row runs
-without recomputation and with fp32 moments. Not modelled, so not keyed: the recipes' fp8_param_gather (FP8
-weights without the BF16 copy) and CPU activation offloading (cpu_offloading_num_layers: the Llama 3 70B GB200
-and GPT-OSS recipes)."""
+without recomputation and with fp32 moments; every FP8-CS and MXFP8 row keeps FP8 parameters (fp8_params_of).
+Not modelled, so not keyed: CPU activation offloading (cpu_offloading_num_layers: the Llama 3 70B GB200 and GPT-OSS
+recipes)."""
 
 
 def fp8_recipe_of(x: dict) -> str:
@@ -359,6 +360,13 @@ def fp8_recipe_of(x: dict) -> str:
     return "blockwise" if text.startswith("blockwise") else "tensorwise"
 
 
+def fp8_params_of(x: dict) -> bool:
+    """Strategy.fp8_param_gather of a row: FP8-CS and MXFP8 rows run bf16_with_fp8_current_scaling_mixed and
+    bf16_with_mxfp8_mixed (scripts/performance/utils/helpers.py get_precision_config), fp8_param_gather=True; the
+    subchannel recipe's is False (training/mixed_precision.py, NVIDIA-NeMo/Megatron-Bridge at 05097809)."""
+    return x["dtype"] == "fp8" and fp8_recipe_of(x) in ("tensorwise", "mxfp8")
+
+
 def case_of(entry: dict) -> Case:
     x = entry["inputs"]
     if x["model"] in MOE:
@@ -372,7 +380,7 @@ def case_of(entry: dict) -> Case:
                         schedule="interleaved" if vp > 1 else "1f1b", chunks=vp, zero=zero,
                         sequence_parallel=tp > 1, overlap_dp=True, dtype=x["dtype"], grad_dtype="model",
                         cp=cp, cp_algo="ring", zero_prefetch=fsdp, overlap_tp=tp > 1, fp8_recipe=fp8_recipe_of(x),
-                        overlap_p2p=overlaps_sends(pp, vp))
+                        fp8_param_gather=fp8_params_of(x), overlap_p2p=overlaps_sends(pp, vp))
     container = x["container"]
     subset = "fitted" if container in FIT_CONTAINERS and cp == 1 and not fsdp else "held out"
     why = (f"{container}, {x['system']} ({SYSTEMS[x['system']]}), {subset}; t={tp} p={pp} d={dp}"
@@ -380,8 +388,8 @@ def case_of(entry: dict) -> Case:
            f"{' v=' + str(vp) + ' (sends overlapped: overlap_p2p_comm)' if vp > 1 else ''}, b={x['micro_batch_size']} B={x['global_batch_size']}, "
            + ("ZeRO-3 with prefetch, a reduce-scatter under every backward (Megatron FSDP optim_grads_params)"
               if fsdp else "ZeRO-1 (Megatron's distributed optimizer)") + ", bf16 gradient "
-           f"reduce (grad_reduce_in_fp32=False), {x['dtype']} ({x.get('fp8_recipe') or x['precision_verbatim']}); "
-           + _default_layout_note(model, pp, vp) + "predicted = Megatron-Bridge FLOPs / (our iteration time x GPUs)")
+           f"reduce (grad_reduce_in_fp32=False), {x['dtype']} ({x.get('fp8_recipe') or x['precision_verbatim']}"
+           f"{', FP8 parameters' if strategy.fp8_param_gather else ''}); " + _default_layout_note(model, pp, vp) + "predicted = Megatron-Bridge FLOPs / (our iteration time x GPUs)")
     return Case(entry["id"], group_of(x["system"]), entry["source"], model, strategy, n, "model_tflops_per_gpu",
                 float(entry["expected"]["model_tflops_per_gpu"]), why, cluster=SYSTEMS[x["system"]],
                 model_flops=model_flops(model, tp, x["global_batch_size"]), subset=subset,
