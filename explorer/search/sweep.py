@@ -70,6 +70,7 @@ def probe(family, global_batch: int, dtype: str = "bf16", framework: str = "gene
                     cp=family.cp, cp_algo=family.cp_algo, ep=family.ep, expert_tp=family.expert_tp,
                     overlap_tp=tp_overlap(family), overlap_p2p=p2p_overlap(family),
                     cuda_graphs=family.cuda_graphs, moe_dispatcher=family.moe_dispatcher, framework=framework,
+                    pipeline_layout=family.pipeline_layout,
                     **{k: v for k, v in family.precision if k in BLOCK_OPTIONS and
                        (k != "recompute_modules" or family.recompute == "selective")})
 
