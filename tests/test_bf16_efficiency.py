@@ -137,3 +137,17 @@ def test_hopper_and_blackwell_presets_follow_the_h100_fit():
         best = float(c.efficiency.source.split("best measured BF16 GEMM here (")[1].split(" ")[0])
         assert c.efficiency.gemm_max == pytest.approx(round(best * ratio, 3), abs=1e-3), name
         assert "derived, not fitted" in c.efficiency.source
+
+
+def test_the_megatron_lm_rows_name_their_flops_convention(cases):
+    """The Megatron-LM README rows count r0.8.0's FLOPs (full attention), not the causal half of today's
+    Megatron-LM: each case says so (Case.convention), as the Megatron-Bridge cases name theirs; the AutoModel row
+    compares tokens/s and has none."""
+    from explorer.cost.megatron_flops import CONVENTION
+    from explorer.validation.bf16 import R08_CONVENTION
+    tflops = [c for c in cases if c.metric == "model_tflops_per_gpu"]
+    assert len(tflops) == 9 and {c.convention for c in tflops} == {R08_CONVENTION}
+    assert "full (non-causal) attention" in R08_CONVENTION and R08_CONVENTION != CONVENTION
+    assert all(not c.convention for c in cases if c.metric == "tokens_per_sec_per_gpu")
+    rows = validate(tflops[:1], None)
+    assert rows[0].convention == R08_CONVENTION

@@ -58,13 +58,19 @@ def test_gpt3_space_size():
     gpipe, 1f1b and interleaved; ZB-H1 adds the 1f1b families with at least p micro-batches, DualPipeV
     (two chunks) those with at least 2p micro-batches and 2p chunks that divide the layers; the
     uneven default layout (issue 26 item 7: the embedding and the loss as members of the first and last
-    virtual stages, 96 + 2 = 98 slots) adds the interleaved families p = 2, v in (7, 49)."""
+    virtual stages, 96 + 2 = 98 slots) adds the interleaved families p = 2, v in (7, 49); Megatron's
+    --decoder-first/last-pipeline-num-layers (issue 26 item 7, the search: space.layouts) add 1F1B and
+    interleaved families whose first or last rank holds fewer layers: with 96 layers only p = 2 (and p = 4
+    at v = 16) have such a split within one layer per chunk off the first rank and two off the last."""
     space = enumerate_space(GPT3, 1024, 1536)
     zb = sum(f.size for f in space.families if f.schedule == "zb-h1")
     dv = sum(f.size for f in space.families if f.schedule == "dualpipev")
-    uneven = [f for f in space.families if f.schedule == "interleaved" and GPT3.layers % (f.pp * f.chunks)]
+    laid = [f for f in space.families if f.pipeline_layout]
+    uneven = [f for f in space.families if f.schedule == "interleaved" and GPT3.layers % (f.pp * f.chunks)
+              and not f.pipeline_layout]
     assert {(f.pp, f.chunks) for f in uneven} == {(2, 7), (2, 49)}
-    assert space.kept - zb - dv - sum(f.size for f in uneven) == 39552
+    assert {f.pp for f in laid} == {2, 4} and {f.schedule for f in laid} == {"1f1b", "interleaved"}
+    assert space.kept - zb - dv - sum(f.size for f in uneven) - sum(f.size for f in laid) == 39552
     assert 0 < zb <= sum(f.size for f in space.families if f.schedule == "1f1b")
     assert 0 < dv <= zb
     assert space.kept + sum(space.pruned.values()) == space.total
@@ -97,7 +103,7 @@ def test_pruning_reasons_are_each_points_first_broken_rule(model, gpus, batch):
     ZeRO and sequence-parallel rules once per (t, p)); its counts are still, point by point, the first
     rule each raw choice breaks, level by level in table order."""
     from collections import Counter
-    from explorer.search.space import AT_LEVEL, OVERLAPS, SEQ_PAR, ZEROS, _schedules
+    from explorer.search.space import AT_LEVEL, OVERLAPS, SEQ_PAR, ZEROS, _schedules, layouts
     from explorer.strategy.strategy import RECOMPUTE
     m = load_model(model)
     want = Counter()
@@ -105,12 +111,13 @@ def test_pruning_reasons_are_each_points_first_broken_rule(model, gpus, batch):
     for tp in divisors(gpus):
         for pp in divisors(gpus // tp):
             for b in divisors(batch):
-                for schedule, chunks in _schedules(m.layers):
+                for schedule, chunks, layout in [(s, c, x) for s, c in _schedules(m.layers)
+                                                 for x in ("",) + layouts(m, pp, s, c)]:
                     for zero in ZEROS:
                         for seq in SEQ_PAR:
                             v = rules.view(tp=tp, pp=pp, cp=1, cp_algo="ring", micro_batch=b, dp=gpus // (tp * pp),
                                            global_batch=batch, schedule=schedule, chunks=chunks, zero=zero,
-                                           sequence_parallel=seq)
+                                           sequence_parallel=seq, pipeline_layout=layout)
                             reason = next((r.reason for r in ordered if r.broken(v, m)), None)
                             if reason:
                                 want[reason] += len(RECOMPUTE) * len(OVERLAPS)

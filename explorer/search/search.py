@@ -128,7 +128,8 @@ def point_strategy(space, points: Points, k: int, global_batch: int, dtype: str 
                     cp=fam.cp, cp_algo=fam.cp_algo, ep=fam.ep, expert_tp=fam.expert_tp,
                     overlap_tp=tp_overlap(fam), overlap_p2p=p2p_overlap(fam, overlap_sends),
                     overlap_param_gather=param_gather_with(int(points.zero[k]), bool(points.overlap[k])),
-                    framework=framework, **fam.carried(dtype))
+                    framework=framework, pipeline_layout=fam.pipeline_layout,
+                    **fam.carried(dtype))
 
 
 def candidate(model, cluster, strategy: Strategy, gpus: int) -> Candidate:
@@ -238,6 +239,8 @@ def _to_refine(space, points: Points, fits: np.ndarray, count: int) -> list:
 def _choose_refined(space, points: Points, fits: np.ndarray, count: int) -> list | None:
     """The fastest `count` distinct sweep points within the cap whose schedule is not interleaved.
 
+    A point with Megatron's first/last-stage layout is not refined either: the partition DP chooses
+    every layer's stage of the same global choice without it (a free stage map, which covers those layouts).
     Interleaving revisits every stage once per chunk, so the DP's labels would
     carry all p stages' open sums and multiply; zero-bubble schedules need the
     weight-gradient sums the labels do not carry: those keep Megatron's split.
@@ -256,7 +259,8 @@ def _choose_refined(space, points: Points, fits: np.ndarray, count: int) -> list
         fam = space.families[points.family[k]]
         key = (float(f"{points.time_s[k]:.12g}"), fam.tp, fam.cp, fam.pp, int(points.micro_batch[k]),
                bool(points.overlap[k]))
-        if schedule_of(fam.schedule).chunked or schedule_of(fam.schedule).splits_weight or key in seen:
+        if schedule_of(fam.schedule).chunked or schedule_of(fam.schedule).splits_weight or fam.pipeline_layout \
+                or key in seen:
             continue
         seen.add(key)
         chosen.append(int(k))

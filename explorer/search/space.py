@@ -2,7 +2,9 @@
 
 The raw grid, for N devices and global batch B: every t dividing N, every p
 dividing N/t (d = N/(t p)), every micro-batch b dividing B, every registered
-schedule (the chunked ones with v = 2..l chunks), ZeRO 0-3, the three
+schedule (the chunked ones with v = 2..l chunks) with the default split of the layers and, for
+Megatron's 1F1B and interleaved schedules, each of its --decoder-first/last-pipeline-num-layers
+splits that sheds a little of the end ranks' layers (layouts()), ZeRO 0-3, the three
 recomputation modes, sequence parallelism off/on and gradient-sync overlap
 off/on. Each raw point is either kept or counted under the first rule of
 explorer.strategy.rules it breaks -- the same table that refuses a Strategy --
@@ -23,6 +25,7 @@ from dataclasses import dataclass, field, replace
 from explorer.errors import ExplorerError
 from explorer.schedules import SCHEDULES
 from explorer.strategy import rules as R
+from explorer.strategy.pipeline_layout import first_last_choices
 from explorer.strategy.strategy import RECOMPUTE, LayerSplit
 from explorer.strategy.options import option, searched
 
@@ -117,6 +120,7 @@ class Family:
     expert_tp: int = 0     # 0: the experts split over tp; 1: whole experts, ep over tp x dp (needs SP)
     options: tuple = ()         # fixed for a search: (name, value) of each option it carries (explorer/strategy/
     #                             options.py: cuda_graphs, moe_dispatcher, fp8_recipe, ...) when not the default
+    pipeline_layout: str = ""   # Megatron's uneven first/last stages (layouts()); "" = the default split
 
     @property
     def size(self) -> int:
@@ -190,18 +194,22 @@ def enumerate_space(model, gpus: int, global_batch: int, cp: int | None = None, 
     space = Space([])
     batches = divisors(global_batch)
     schedules = list(_schedules(model.layers))
+    grids = {}      # pp -> (schedule, chunks, pipeline layout) of the grid: the default split and Megatron's first/last
     inner = len(ZEROS) * len(RECOMPUTE) * len(SEQ_PAR) * len(OVERLAPS)   # raw points per (t, p, b, schedule)
     for tp in divisors(gpus):
         fixed = [cp] if cp is not None and (gpus // tp) % cp == 0 else []
         for c in (cp_degrees(model, gpus // tp) if cp is None else fixed):
             for pp in divisors(gpus // (tp * c)):
-                raw = len(batches) * len(schedules) * inner
+                if pp not in grids:
+                    grids[pp] = [(name, v, layout) for name, v in schedules
+                                 for layout in ("",) + layouts(model, pp, name, v)]
+                raw = len(batches) * len(grids[pp]) * inner
                 space.total += raw
                 reason = _broken(0, R.view(tp=tp, pp=pp, cp=c, cp_algo=cp_algo), model)
                 if reason:
                     space.pruned[reason] += raw
                     continue
-                _add_families(space, model, tp, pp, gpus // (tp * c * pp), global_batch, batches, schedules,
+                _add_families(space, model, tp, pp, gpus // (tp * c * pp), global_batch, batches, grids[pp],
                               inner, c, cp_algo)
     if ep is not None:      # one expert-parallel degree asked for: the other families are not searched
         dropped = sum(f.size for f in space.families if f.ep != ep)
@@ -257,42 +265,70 @@ def _add_families(space, model, tp, pp, dp, global_batch, batches, schedules, in
     # counted per schedule as the nested loops would
     zero_reasons = [(zero, _broken(3, R.view(tp=tp, pp=pp, zero=zero), model)) for zero in ZEROS]
     seq_reasons = [(seq, _broken(4, R.view(tp=tp, pp=pp, sequence_parallel=seq), model)) for seq in SEQ_PAR]
-    for schedule, chunks in schedules:
-        # the schedule's rules that do not read the micro-batch come first in the table (SCHEDULE_FIRST):
-        # asked once per schedule, they prune its every micro-batch at once
-        v = R.view(tp=tp, pp=pp, dp=dp, global_batch=global_batch, schedule=schedule, chunks=chunks)
-        reason = _first_broken(SCHEDULE_FIRST, v, model)
+    for schedule, chunks, layout in schedules:
+        micro = _schedule_micro(space, model, tp, pp, dp, global_batch, schedule, chunks, layout, ok_b, inner)
+        if micro:
+            _add_layout_families(space, model, tp, pp, dp, schedule, chunks, layout, micro, zero_reasons,
+                                 seq_reasons, cp, cp_algo)
+
+
+LAYOUT_SCHEDULES = ("1f1b", "interleaved")
+"""The schedules Megatron-LM runs with --decoder-first/last-pipeline-num-layers (its 1F1B and interleaved 1F1B,
+megatron/core/pipeline_parallel/schedules.py), whose chunks sit round robin as the flags place them."""
+
+
+def layouts(model, pp: int, schedule: str, chunks: int) -> tuple:
+    """The pipeline layouts a family also tries beside the default split: Megatron-LM's
+    --decoder-first/last-pipeline-num-layers choices (explorer.strategy.pipeline_layout.first_last_choices:
+    the end ranks, which also run the embedding and the output layer, hold fewer layers), for the schedules
+    Megatron runs them with (LAYOUT_SCHEDULES; not GPipe, ZB-H1 or DualPipeV's V)."""
+    if pp < 2 or schedule not in LAYOUT_SCHEDULES:
+        return ()
+    return tuple(text for _, text in first_last_choices(model.layers, getattr(model, "mtp_layers", 0), pp, chunks))
+
+
+def _schedule_micro(space, model, tp, pp, dp, global_batch, schedule, chunks, layout, ok_b, inner) -> list:
+    """The micro-batches of `ok_b` the schedule's rules keep (the pruned counted by reason)."""
+    # the schedule's rules that do not read the micro-batch come first in the table (SCHEDULE_FIRST):
+    # asked once per schedule, they prune its every micro-batch at once
+    v = R.view(tp=tp, pp=pp, dp=dp, global_batch=global_batch, schedule=schedule, chunks=chunks,
+               pipeline_layout=layout)
+    reason = _first_broken(SCHEDULE_FIRST, v, model)
+    if reason:
+        space.pruned[reason] += len(ok_b) * inner
+        return []
+    micro = []
+    for b in ok_b:
+        v = R.view(tp=tp, pp=pp, micro_batch=b, dp=dp, global_batch=global_batch, schedule=schedule,
+                   chunks=chunks, pipeline_layout=layout)
+        reason = _first_broken(SCHEDULE_THEN, v, model)
         if reason:
-            space.pruned[reason] += len(ok_b) * inner
-            continue
-        micro = []
-        for b in ok_b:
-            v = R.view(tp=tp, pp=pp, micro_batch=b, dp=dp, global_batch=global_batch, schedule=schedule,
-                       chunks=chunks)
-            reason = _first_broken(SCHEDULE_THEN, v, model)
-            if reason:
-                space.pruned[reason] += inner
-            else:
-                micro.append(b)
-        if not micro:
-            continue
-        zeros = []
-        for zero, reason in zero_reasons:
-            if reason:
-                space.pruned[reason] += len(micro) * len(OVERLAPS) * len(RECOMPUTE) * len(SEQ_PAR)
-            else:
-                zeros.append(zero)
-        seqs = []
-        for seq, reason in seq_reasons:
-            if reason:
-                space.pruned[reason] += len(micro) * len(OVERLAPS) * len(RECOMPUTE) * len(zeros)
-            else:
-                seqs.append(seq)
-        for recompute in RECOMPUTE:
-            for seq in seqs:
-                for ep, etp in expert_degrees(model, dp, tp, seq):
-                    space.families.append(Family(tp, pp, dp, schedule, chunks, recompute, seq, tuple(micro),
-                                                 tuple(zeros), cp=cp, cp_algo=cp_algo if cp > 1 else "ring",
-                                                 ep=ep, expert_tp=etp))
-                    if ep > 1:     # the ep choices are more raw points, all kept
-                        space.total += space.families[-1].size
+            space.pruned[reason] += inner
+        else:
+            micro.append(b)
+    return micro
+
+
+def _add_layout_families(space, model, tp, pp, dp, schedule, chunks, layout, micro, zero_reasons, seq_reasons,
+                         cp, cp_algo):
+    """One family per recompute mode, sequence parallelism and expert degrees of a (schedule, layout)."""
+    zeros = []
+    for zero, reason in zero_reasons:
+        if reason:
+            space.pruned[reason] += len(micro) * len(OVERLAPS) * len(RECOMPUTE) * len(SEQ_PAR)
+        else:
+            zeros.append(zero)
+    seqs = []
+    for seq, reason in seq_reasons:
+        if reason:
+            space.pruned[reason] += len(micro) * len(OVERLAPS) * len(RECOMPUTE) * len(zeros)
+        else:
+            seqs.append(seq)
+    for recompute in RECOMPUTE:
+        for seq in seqs:
+            for ep, etp in expert_degrees(model, dp, tp, seq):
+                space.families.append(Family(tp, pp, dp, schedule, chunks, recompute, seq, tuple(micro),
+                                             tuple(zeros), cp=cp, cp_algo=cp_algo if cp > 1 else "ring",
+                                             ep=ep, expert_tp=etp, pipeline_layout=layout))
+                if ep > 1:     # the ep choices are more raw points, all kept
+                    space.total += space.families[-1].size

@@ -70,7 +70,8 @@ def probe(family, global_batch: int, dtype: str = "bf16", framework: str = "gene
                     recompute=family.recompute, sequence_parallel=family.sequence_parallel, dtype=dtype,
                     cp=family.cp, cp_algo=family.cp_algo, ep=family.ep, expert_tp=family.expert_tp,
                     overlap_tp=tp_overlap(family), overlap_p2p=p2p_overlap(family),
-                    framework=framework, **family.carried(dtype, structure_only=True))
+                    framework=framework, pipeline_layout=family.pipeline_layout,
+                    **family.carried(dtype, structure_only=True))
 
 
 def precision_view(family, dtype: str):

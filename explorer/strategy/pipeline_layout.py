@@ -245,6 +245,49 @@ def first_last_layout(layers: int, mtp_layers: int, pp: int, chunks: int, first:
     return PipelineLayout(tuple(stages))
 
 
+SHED_FIRST, SHED_LAST = 1, 2
+"""Layers per model chunk the search takes off the first and the last pipeline rank (first_last_choices): the
+first rank also runs the embedding (a lookup: one layer per chunk leaves room for a remainder or its memory), the
+last the output layer and the loss (and the MTP layers), which Megatron-LM's --decoder-first/last-pipeline-num-
+layers exist to offset: two per chunk covers an output layer worth up to about two layers per chunk (Llama 3 8B's,
+V = 128,256 at h = 4,096, is 2.4 of its layers: assets/models). Bounded so that the search's space grows by a few
+families per (p, v), not by every split."""
+
+
+def first_last_choices(layers: int, mtp_layers: int, pp: int, chunks: int = 1, shed: tuple = (SHED_FIRST, SHED_LAST)
+                       ) -> tuple:
+    """((first, last), layout text) of every --decoder-first/last-pipeline-num-layers pair whose first and last
+    ranks hold 0..shed[0] and 0..shed[1] fewer layers per chunk than the middle ranks (not both 0: the even
+    split) and which Megatron-LM accepts (first_last_counts: the rest splits evenly over the middle ranks, in
+    multiples of the chunks); None = the flag not given. () for pp < 2. The search tries each
+    (explorer/search/space.py), so a model whose layers do not split evenly over pp x chunks still gets Megatron's
+    own uneven stages."""
+    if pp < 2:
+        return ()
+    base, extra = divmod(layers, pp)
+    seen = {tuple(base + (r < extra) for r in range(pp))}      # the default split of one chunk per rank
+    out = []
+    for shed_first in range(shed[0] + 1):
+        for shed_last in range(shed[1] + 1):
+            total = layers + (shed_first + shed_last) * chunks      # as if the end ranks held the middle count
+            if not shed_first + shed_last or total % (pp * chunks):
+                continue
+            middle = total // pp
+            first = middle - shed_first * chunks if shed_first else None
+            last = middle - shed_last * chunks if shed_last else None
+            if min(x for x in (first, last) if x is not None) < chunks:
+                continue
+            try:
+                counts = first_last_counts(layers, pp, first, last, chunks)
+            except ExplorerError:
+                continue
+            if len(set(counts)) == 1 or counts in seen:      # the even or default split, or stages already listed
+                continue
+            seen.add(counts)
+            out.append(((first, last), first_last_layout(layers, mtp_layers, pp, chunks, first, last).text()))
+    return tuple(out)
+
+
 def resolve(layers: int, mtp_layers: int, strategy) -> PipelineLayout | None:
     """The layout `strategy` runs a model of `layers` layers and `mtp_layers` MTP layers with: its own; for a
     chunked schedule whose layers do not split into p v equal chunks, the embedding, the layers, the MTP layers

@@ -53,6 +53,11 @@ from explorer.validation.megatron_bridge import padded_vocab
 PATH = ROOT / "assets" / "validation" / "bf16_dense.json"
 GROUP = "bf16_h100"
 CLUSTER = "dgx-h100"
+R08_CONVENTION = ("Megatron-LM r0.8.0 num_floating_point_operations (megatron/training/training.py at core_r0.8.0): "
+                  "full (non-causal) attention core, logits over the vocabulary padded to a multiple of 128 x TP, "
+                  "no recomputation (the causal half came with 8873b55d6a, 2025-03-06)")
+"""The FLOPs convention of the Megatron-LM README's H100 TFLOP/s (megatron_r08_flops), labelled on its cases as the
+Megatron-Bridge cases carry theirs (Case.convention; `validate` prints it per group)."""
 
 
 def megatron_r08_flops(layers: int, hidden: int, seq_len: int, vocab: int, tp: int, global_batch: int) -> float:
@@ -87,7 +92,7 @@ def _megatron_lm_case(entry: dict) -> Case:
            "predicted = r0.8.0 num_floating_point_operations (full attention) / (our iteration time x GPUs)")
     return Case(entry["id"], GROUP, entry["source"], model, strategy, n, "model_tflops_per_gpu",
                 float(entry["expected"]["model_tflops_per_gpu"]), why, cluster=CLUSTER,
-                model_flops=megatron_r08_flops(L, h, s, V, t, B), subset=subset)
+                model_flops=megatron_r08_flops(L, h, s, V, t, B), subset=subset, convention=R08_CONVENTION)
 
 
 def _automodel_case(entry: dict) -> Case:

@@ -23,7 +23,12 @@ to fit the number):
   held out even in the fitted container (the fit was made without them). FSDP over part of dp
   (hybrid sharding) is skipped. FSDP = 0 or absent is Megatron's distributed
   optimizer = ZeRO-1 over dp (use_distributed_optimizer = True in the recipes), with the gradient
-  reduce-scatter overlapped with the backward (overlap_grad_reduce = True).
+  reduce-scatter overlapped with the backward (overlap_grad_reduce = True) and, with d > 1, the parameter
+  all-gather under the next forward (Strategy.overlap_param_gather: Megatron-Bridge turns overlap_param_gather on
+  whenever data_parallel_size > 1, src/megatron/bridge/training/comm_overlap.py CommOverlapConfig.
+  _get_optimizer_overlap_cfgs at 6725f704, and the Llama recipes set it in their DistributedDataParallelConfig;
+  before 2026-12-03's fourth session the cases left it off, so the all-gather that follows the optimizer step was
+  priced inside the backward's overlap window).
 * TP > 1 runs its TP communication under the GEMMs (our overlap_tp, Megatron --tp-comm-overlap): the
   Llama 3 performance configs pass a Transformer Engine userbuffers overlap config for every system
   (scripts/performance/configs/llama/llama3_llm_pretrain.py COMM_OVERLAP_CONFIG_MAP:
@@ -380,16 +385,20 @@ def case_of(entry: dict) -> Case:
                         schedule="interleaved" if vp > 1 else "1f1b", chunks=vp, zero=zero,
                         sequence_parallel=tp > 1, overlap_dp=True, dtype=x["dtype"], grad_dtype="model",
                         cp=cp, cp_algo="ring", zero_prefetch=fsdp, overlap_tp=tp > 1, fp8_recipe=fp8_recipe_of(x),
-                        fp8_param_gather=fp8_params_of(x), overlap_p2p=overlaps_sends(pp, vp))
+                        fp8_param_gather=fp8_params_of(x), overlap_p2p=overlaps_sends(pp, vp),
+                        overlap_param_gather=not fsdp and dp > 1)
     container = x["container"]
     subset = "fitted" if container in FIT_CONTAINERS and cp == 1 and not fsdp else "held out"
     why = (f"{container}, {x['system']} ({SYSTEMS[x['system']]}), {subset}; t={tp} p={pp} d={dp}"
            f"{f' cp={cp} (ring: Megatron cp_comm_type p2p, the default)' if cp > 1 else ''}"
            f"{' v=' + str(vp) + ' (sends overlapped: overlap_p2p_comm)' if vp > 1 else ''}, b={x['micro_batch_size']} B={x['global_batch_size']}, "
            + ("ZeRO-3 with prefetch, a reduce-scatter under every backward (Megatron FSDP optim_grads_params)"
-              if fsdp else "ZeRO-1 (Megatron's distributed optimizer)") + ", bf16 gradient "
+              if fsdp else "ZeRO-1 (Megatron's distributed optimizer)"
+              + (" with the parameter all-gather under the next forward (overlap_param_gather)" if dp > 1 else ""))
+           + ", bf16 gradient "
            f"reduce (grad_reduce_in_fp32=False), {x['dtype']} ({x.get('fp8_recipe') or x['precision_verbatim']}"
-           f"{', FP8 parameters' if strategy.fp8_param_gather else ''}); " + _default_layout_note(model, pp, vp) + "predicted = Megatron-Bridge FLOPs / (our iteration time x GPUs)")
+           f"{', FP8 parameters' if strategy.fp8_param_gather else ''}); "
+           + _default_layout_note(model, pp, vp) + "predicted = Megatron-Bridge FLOPs / (our iteration time x GPUs)")
     return Case(entry["id"], group_of(x["system"]), entry["source"], model, strategy, n, "model_tflops_per_gpu",
                 float(entry["expected"]["model_tflops_per_gpu"]), why, cluster=SYSTEMS[x["system"]],
                 model_flops=model_flops(model, tp, x["global_batch_size"]), subset=subset,
