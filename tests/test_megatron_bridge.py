@@ -281,6 +281,31 @@ def test_run_keys_come_from_the_recipes(bridge):
     assert "21b02e0cf" in by_id["mb_2602_pretrain_qwen3-30b-a3b_b200_mxfp8"].assumptions
 
 
+def test_deepseek_v3_rows_are_keyed_by_their_recipes(bridge):
+    """DeepSeek-V3 rows run what their container's recipe ran (explorer/validation/deepseek_v3_runs.py): 25.09
+    eager with the all-to-all (perf_matrix cuda_graphs false); GB200 26.02 HybridEP with [attn, moe_router,
+    moe_preprocess] graphs and mla_up_proj recomputed; GB200 26.06+ full-iteration graphs with HybridEP and the
+    all-to-alls overlapped (v0.5.0 DEEPSEEK_V3_PRETRAIN_CONFIG_GB200_FP8_MX_V2); B200 26.04.01 (p 8, v 2, e 32) the
+    #3368 config: DeepEP, overlap, mla_up_proj and mlp recomputed; GB200 26.04 mlp only."""
+    by_id = {c.id: c for c in bridge[0]}
+    key = lambda rid: (lambda s: (s.cuda_graphs, s.moe_dispatcher, s.overlap_ep, s.recompute,
+                                  tuple(sorted(s.recompute_modules))))(by_id[rid].strategy)
+    assert key("mb_2509_pretrain_deepseek-v3_gb200_fp8") == ("none", "alltoall", False, "none", ())
+    assert key("mb_2511_pretrain_deepseek-v3_gb200_bf16") == ("router", "hybridep", False, "selective",
+                                                              ("mla_up_proj",))
+    assert key("mb_2602_pretrain_deepseek-v3_gb200_mxfp8") == ("layer", "hybridep", False, "selective",
+                                                               ("mla_up_proj",))
+    assert key("mb_2604_pretrain_deepseek-v3_gb200_mxfp8") == ("layer", "hybridep", False, "selective", ("mlp",))
+    for c in ("2606", "260601", "2608"):
+        assert key(f"mb_{c}_pretrain_deepseek-v3_gb200_mxfp8") == ("full", "hybridep", True, "selective",
+                                                                   ("mla_up_proj",))
+    assert key("mb_2604_pretrain_deepseek-v3_b200_mxfp8") == ("none", "hybridep", False, "selective",
+                                                              ("mla_up_proj",))
+    assert key("mb_260401_pretrain_deepseek-v3_b200_mxfp8") == ("layer", "deepep", True, "selective",
+                                                                ("mla_up_proj", "mlp"))
+    assert by_id["mb_260401_pretrain_deepseek-v3_b200_mxfp8"].strategy.pipeline_layout == "Et*4|(t*4|)*14tmL"
+
+
 def test_the_issue_27_rows(moe_summary, bridge):
     """Issue 27's three rows (model was 32,545 / 6,069 / 24,098 tokens/s/GPU against 9,691 / 3,776 / 13,568):
     the two Qwen3 rows now within 20 % (the first is a fitted row of host_launch_s, the second held out)."""

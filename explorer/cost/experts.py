@@ -13,6 +13,7 @@ from dataclasses import replace
 
 import sympy as sp
 
+from explorer.cost.fused_dispatch import fused_factor
 from explorer.symbols import t
 
 
@@ -42,22 +43,27 @@ def expert_collectives(the_plan, block_index: int | None = None):
     """(Collective, route, stage) of every all-to-all of the plan's expert layers, sizes at the
     layer's operator-parallel degree. Under full recomputation the backward pass replays the
     forward's dispatch and combine (Korthikanti et al. Sec 5: the whole layer is recomputed),
-    counted in ep_comm."""
+    counted in ep_comm. The fused dispatchers send a token once per remote NVLink domain
+    (explorer/cost/fused_dispatch.py)."""
     replay, ep = the_plan.strategy.recompute == "full", the_plan.strategy.ep
     if ep <= 1:
         return
     blocks = the_plan.blocks if block_index is None else the_plan.blocks[block_index:block_index + 1]
     for placed in blocks:
+        fused = fused_factor(the_plan.model, the_plan.strategy, placed.ep_route)
         for c in placed.cost.ep_collectives:
-            c = ep_sized(c, placed.split.degree, ep)
+            c = ep_sized(c, placed.split.degree, ep, fused)
             yield c, placed.ep_route, placed.stage
             if replay and c.phase == "fwd" and placed.block.kind == "layer":
                 yield replace(c, phase="bwd", op=c.op + " (recomputed)"), placed.ep_route, placed.stage
 
 
-def ep_sized(c, degree: int, ep: int):
+def ep_sized(c, degree: int, ep: int, fused=1):
     """Collective `c` of a block's ep_collectives at the layer's operator-parallel `degree` and the group of
-    `ep`: an all-to-all's buffer is the device's own (block._routed_a2a); the all-gather dispatcher's
-    gathered array is ep devices' tokens (explorer/cost/moe_terms.py gather_collectives)."""
+    `ep`: an all-to-all's buffer is the device's own (block._routed_a2a), times `fused` for the fused dispatchers
+    (explorer/cost/fused_dispatch.py fused_factor); the all-gather dispatcher's gathered array is ep devices' tokens
+    (explorer/cost/moe_terms.py gather_collectives)."""
     size = c.size.subs(t, degree)
+    if c.kind == "all_to_all" and fused != 1:
+        size = size * sp.Rational(fused.numerator, fused.denominator)
     return replace(c, size=size if c.kind == "all_to_all" else size * ep, n=sp.Integer(ep))

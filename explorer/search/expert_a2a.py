@@ -10,11 +10,12 @@ from explorer.cost.experts import ep_sized
 from explorer.cost.tree import size_function
 
 
-def a2a_seconds(cost, degree: int, route: tuple, nums, recompute: str, ep: int) -> tuple:
+def a2a_seconds(cost, degree: int, route: tuple, nums, recompute: str, ep: int, fused=1) -> tuple:
     """(forward, backward) seconds of one block's all-to-alls for one micro-batch (arrays over the
     micro-batch sizes of `nums`), priced as the tree prices them (Numbers.collective_seconds): for
-    the search's chain of nodes, which adds them to the block's F and B."""
-    colls = [ep_sized(c, degree, ep) for c in cost.ep_collectives]
+    the search's chain of nodes, which adds them to the block's F and B. `fused`: the dispatcher's bytes over
+    the all-to-all's (explorer.cost.fused_dispatch.fused_factor)."""
+    colls = [ep_sized(c, degree, ep, fused) for c in cost.ep_collectives]
     if not colls or ep <= 1:
         return 0.0, 0.0
     sizes = size_function(tuple(c.size for c in colls))(*nums.size_args())

@@ -19,6 +19,7 @@ from explorer.cost import collectives as coll
 from explorer.cost import layouts as lay
 from explorer.cost.numbers import Numbers
 from explorer.cost.boundary import boundary_parts, part_route, payer_side, same_split
+from explorer.cost.fused_dispatch import fused_factor
 from explorer.cost.numeric import Q, cp_group_route, ep_group_route, sharded_expert_params, tied_place, tied_values
 from explorer.cost.placement import block_ends, block_place, block_splits, block_stages, expert_options, host_options
 from explorer.cost.summary import block_function, block_summary, summarise
@@ -148,7 +149,8 @@ class Chain:
                 cost = block_summary(*args, **host_options(self.model, self.probe))
             values = self._values(cost, split.degree, route, cp_route)
             if moe:     # the all-to-alls over the ep group's route
-                fwd, bwd = a2a_seconds(full, split.degree, key[-1], self.nums, self.probe.recompute, self.probe.ep)
+                fwd, bwd = a2a_seconds(full, split.degree, key[-1], self.nums, self.probe.recompute, self.probe.ep,
+                                       fused_factor(self.model, self.probe, key[-1]))
                 values = values.copy()
                 values[F] = values[F] + fwd
                 values[B] = values[B] + bwd
