@@ -283,14 +283,20 @@ def test_run_keys_come_from_the_recipes(bridge):
 
 def test_deepseek_v3_rows_are_keyed_by_their_recipes(bridge):
     """DeepSeek-V3 rows run what their container's recipe ran (explorer/validation/deepseek_v3_runs.py): 25.09
-    eager with the all-to-all (perf_matrix cuda_graphs false); GB200 26.02 HybridEP with [attn, moe_router,
+    eager (perf_matrix cuda_graphs false), GB200 token-drop with the all-to-all and mla_up_proj, H100 DeepEP with the
+    all-to-alls overlapped, mla_up_proj and mlp recomputed, the gradient reduce not overlapped; GB200 26.02 HybridEP with [attn, moe_router,
     moe_preprocess] graphs and mla_up_proj recomputed; GB200 26.06+ full-iteration graphs with HybridEP and the
     all-to-alls overlapped (v0.5.0 DEEPSEEK_V3_PRETRAIN_CONFIG_GB200_FP8_MX_V2); B200 26.04.01 (p 8, v 2, e 32) the
     #3368 config: DeepEP, overlap, mla_up_proj and mlp recomputed; GB200 26.04 mlp only."""
     by_id = {c.id: c for c in bridge[0]}
     key = lambda rid: (lambda s: (s.cuda_graphs, s.moe_dispatcher, s.overlap_ep, s.recompute,
                                   tuple(sorted(s.recompute_modules))))(by_id[rid].strategy)
-    assert key("mb_2509_pretrain_deepseek-v3_gb200_fp8") == ("none", "alltoall", False, "none", ())
+    assert key("mb_2509_pretrain_deepseek-v3_gb200_fp8") == ("none", "alltoall", False, "selective",
+                                                             ("mla_up_proj",))
+    assert key("mb_2509_pretrain_deepseek-v3_h100_fp8") == ("none", "deepep", True, "selective",
+                                                            ("mla_up_proj", "mlp"))
+    assert not by_id["mb_2509_pretrain_deepseek-v3_h100_fp8"].strategy.overlap_dp
+    assert by_id["mb_2509_pretrain_deepseek-v3_gb200_fp8"].strategy.overlap_dp
     assert key("mb_2511_pretrain_deepseek-v3_gb200_bf16") == ("router", "hybridep", False, "selective",
                                                               ("mla_up_proj",))
     assert key("mb_2602_pretrain_deepseek-v3_gb200_mxfp8") == ("layer", "hybridep", False, "selective",

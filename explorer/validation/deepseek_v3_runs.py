@@ -5,9 +5,11 @@ Before this table every DeepSeek-V3 row was priced eager, with the all-to-all di
 no selective recomputation -- none of which the recipes ran from 25.11 on. Read from NVIDIA-NeMo/Megatron-Bridge
 (tags and commits as explorer.validation.megatron_bridge.RECIPE_TAGS):
 
-* 25.09, v0.1.0rc4 (6725f704) scripts/performance/configs/deepseek/deepseek_v3_llm_pretrain.yaml perf_matrix:
-  cuda_graphs false on every system, no flex dispatcher, recompute_granularity "selective" with Megatron's default
-  modules (core_attn: nothing with fused attention) -- the defaults, so no entry here.
+* 25.09, v0.1.0rc4 (6725f704) scripts/performance/configs/deepseek/deepseek_v3_llm_pretrain.yaml perf_matrix
+  (cuda_graphs false on every system) and scripts/performance/run_script.py (the deepseek branch): H100 enable_deepep
+  with A2A_1F1B (overlap_moe_expert_parallel_comm, delay_wgrad_compute), recompute_modules ["mla_up_proj", "mlp"] and
+  overlap_grad_reduce False (NO_GRAD_OVERLAP); B200 and GB200 token-drop (apply_moe_token_drop, DeepEP off), the
+  all-to-all, ["mla_up_proj"], overlap_grad_reduce True.
 * 25.11, v0.2.0 (7af9601c) scripts/performance/configs/deepseek/workload_base_configs.py
   DEEPSEEK_V3_GB200_BASE_CONFIG: moe_flex_dispatcher_backend "hybridep", cuda_graph_scope ["moe_router",
   "moe_preprocess"] (our "router"), recompute_modules ["mla_up_proj"], moe_a2a_overlap False;
@@ -41,6 +43,8 @@ _UP = ("mla_up_proj",)
 _GB200, _B200 = "DGX-GB200", "DGX-B200"
 
 DEEPSEEK_V3_RUNS = {
+    ("NeMo 25.09", "DGX-H100"): ("none", "deepep", True, ("mla_up_proj", "mlp")),
+    **{("NeMo 25.09", sys): ("none", "alltoall", False, _UP) for sys in (_GB200, _B200)},
     ("NeMo 25.11", _GB200): ("router", "hybridep", False, _UP),
     ("NeMo 25.11", _B200): ("none", "alltoall", False, _UP),
     **{(c, _GB200): ("layer", "hybridep", False, _UP) for c in ("NeMo 26.02", "NeMo 26.02.01")},
@@ -51,6 +55,9 @@ DEEPSEEK_V3_RUNS = {
 }
 """(container, system) -> (cuda_graphs, moe_dispatcher, overlap_ep, recompute_modules) of the DeepSeek-V3 row
 (module docstring); a row not listed runs eager, with the all-to-all, exposed, without selective recomputation."""
+NO_GRAD_OVERLAP = {("NeMo 25.09", DEEPSEEK_V3, "DGX-H100")}
+"""(container, model, system) whose recipe turned the gradient reduce's overlap off (25.09 run_script.py: H100
+overlap_grad_reduce False): Strategy.overlap_dp False."""
 
 
 def deepseek_v3_run_keys() -> dict:

@@ -55,9 +55,11 @@ rows: GPT-OSS's MLP and window counting, DeepSeek-V3's MTP layer). How a MoE row
   moe_router_force_load_balancing=True), so every expert gets its fair share and nothing is dropped.
 * The recipes' overlap of the EP all-to-all under the other micro-batch's compute (moe_a2a_overlap) is
   Strategy.overlap_ep where the recipe set it (A2A_OVERLAP); elsewhere the all-to-alls are exposed (ep_comm).
-  DeepEP/HybridEP move the all-to-all's bytes at the level's achieved bandwidth (their published bandwidths
-  on Blackwell, 0.55-0.61 of NVLink's 900 GB/s, are the level's all-to-all efficiency within a few per cent:
-  explorer/cost/moe_terms.py), their kernels and synchronisations are theirs.
+  DeepEP/HybridEP move the all-to-all's bytes at the level's achieved bandwidth inside an NVLink domain (their
+  published bandwidths on Blackwell, 0.55-0.61 of NVLink's 900 GB/s, are the level's all-to-all efficiency within
+  a few per cent: explorer/cost/moe_terms.py) and one copy of a token per remote domain across domains
+  (explorer/cost/fused_dispatch.py); their kernels and synchronisations are theirs. DeepSeek-V3's keys (graphs,
+  dispatcher, overlap, recomputed modules, the gradient reduce's overlap) are explorer/validation/deepseek_v3_runs.py.
 * DeepSeek-V3 runs its multi-token-prediction layer (every row except 25.11 "w/o MTP": README, implied
   FLOPs/token; assets/models/deepseek-v3.json mtp_layers) in the recipe's pipeline layout (DEEPSEEK_V3_LAYOUTS).
 * Not expressible, skipped with the reason: rows whose layers split over pp x v chunks neither evenly, nor
@@ -73,7 +75,7 @@ from explorer.errors import ExplorerError
 from explorer.io.models import load_model
 from explorer.strategy.pipeline_layout import even_layout
 from explorer.strategy.strategy import Strategy
-from explorer.validation.deepseek_v3_runs import (deepseek_v3_a2a_overlap, deepseek_v3_memory_keys,
+from explorer.validation.deepseek_v3_runs import (NO_GRAD_OVERLAP, deepseek_v3_a2a_overlap, deepseek_v3_memory_keys,
                                                    deepseek_v3_run_keys)
 from explorer.validation.cases import ROOT, Case
 from explorer.validation.spread import MOE, SAME_RUN_FIELDS, container_spread  # noqa: F401 (read here)
@@ -300,7 +302,8 @@ def moe_case_of(entry: dict) -> Case:
     graphs, dispatcher = RUN_KEYS.get((x["container"], x["model"], x["system"]), ("none", "alltoall"))
     strategy = Strategy(dp=dp, tp=tp, pp=pp, micro_batch=x["micro_batch_size"], global_batch=x["global_batch_size"],
                         schedule="interleaved" if vp > 1 else "1f1b", chunks=vp, zero=1,
-                        sequence_parallel=tp > 1, overlap_dp=True, dtype=x["dtype"], grad_dtype="model",
+                        sequence_parallel=tp > 1, dtype=x["dtype"], grad_dtype="model",
+                        overlap_dp=(x["container"], x["model"], x["system"]) not in NO_GRAD_OVERLAP,
                         overlap_p2p=overlaps_sends(pp, vp),
                         ep=ep, expert_tp=1, cuda_graphs=graphs, moe_dispatcher=dispatcher, fp8_recipe=fp8_recipe_of(x),
                         overlap_ep=(x["container"], x["model"], x["system"]) in A2A_OVERLAP,
@@ -316,7 +319,10 @@ def moe_case_of(entry: dict) -> Case:
            + f"CUDA graphs {graphs!r}, dispatcher {dispatcher} (Megatron-Bridge {tag[0]} {tag[1][:9]} {tag[2]}); "
            + ("all-to-alls under the partner pass (moe_a2a_overlap: Strategy.overlap_ep); " if strategy.overlap_ep else
               "all-to-alls exposed (no moe_a2a_overlap); ")
-           + "HybridEP/DeepEP priced as the all-to-all's bytes (their published bandwidths: explorer/cost/moe_terms.py); "
+           + ("HybridEP/DeepEP: the all-to-all's bytes in an NVLink domain, one copy a remote domain across domains "
+              "(explorer/cost/fused_dispatch.py); " if dispatcher in ("deepep", "hybridep") else "")
+           + ("DeepSeek-V3 keys: explorer/validation/deepseek_v3_runs.py; " if x["model"] == "deepseek-v3" else "")
+           + ("gradient reduce not overlapped (overlap_grad_reduce False); " if not strategy.overlap_dp else "")
            + ("full causal attention on every layer (the 128-token sliding window of every other layer is not "
               "modelled); " if x["model"] == "gpt-oss-120b" else "")
            + (f"{model.mtp_layers} MTP layer (recipes: mtp_num_layers=1); " if model.mtp_layers else "")
