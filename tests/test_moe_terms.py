@@ -202,3 +202,31 @@ def test_the_search_prices_a_fused_dispatcher_across_nodes_as_evaluate_does():
     assert found.top and all(c.strategy.moe_dispatcher == "hybridep" and c.strategy.ep == 16 for c in found.top)
     for c in found.top:
         assert c.searched_s == pytest.approx(c.iteration_time_s, rel=1e-9)
+
+
+def test_the_fused_dispatchers_kernels_hold_their_sms_from_the_overlapped_compute():
+    """Megatron-Core core_v0.16.0 TransformerConfig: moe_deepep_num_sms = 20, moe_hybridep_num_sms = 16; Device.sms:
+    H100 SXM 132, B200 148 (fused_dispatch.overlap_sm_share). Under EP overlap an all-to-all of E seconds under a
+    compute of C costs max(sigma E, E - C): Qwen3-30B-A3B on 8 GB200 at b = 4 hides its all-to-alls but for
+    16/148 of them; with the all-to-all dispatcher (no SM share) they hide whole."""
+    assert fused_dispatch.overlap_sm_share("hybridep", 148) == pytest.approx(16 / 148)
+    assert fused_dispatch.overlap_sm_share("deepep", 132) == pytest.approx(20 / 132)
+    assert fused_dispatch.overlap_sm_share("alltoall", 132) == 0 and fused_dispatch.overlap_sm_share("deepep", 0) == 0
+    assert load_cluster("dgx-h100").device.sms == 132 and load_cluster("gb200-nvl72").device.sms == 148
+    cluster = load_cluster("gb200-nvl72")
+    base = Strategy(dp=8, micro_batch=4, global_batch=512, ep=8, expert_tp=1, dtype="fp8", cuda_graphs="full",
+                    moe_dispatcher="hybridep")
+    plain, over = evaluate(QWEN, base, cluster, 8), evaluate(QWEN, base.with_(overlap_ep=True), cluster, 8)
+    assert over.breakdown_s["ep_comm"] == pytest.approx(16 / 148 * plain.breakdown_s["ep_comm"], rel=1e-9)
+    a2a = base.with_(moe_dispatcher="alltoall", cuda_graphs="router")
+    assert evaluate(QWEN, a2a.with_(overlap_ep=True), cluster, 8).breakdown_s["ep_comm"] == 0
+
+
+def test_a_device_sm_count_is_a_whole_number():
+    from explorer.io.clusters import cluster_from_dict, cluster_to_dict
+    d = cluster_to_dict(load_cluster("dgx-h100"))
+    assert d["device"]["sms"] == 132 and cluster_from_dict(d).device.sms == 132
+    d["device"]["sms"] = 1.5
+    with pytest.raises(ExplorerError) as err:
+        cluster_from_dict(d)
+    assert "\n" not in str(err.value) and "sms" in str(err.value)

@@ -28,7 +28,7 @@ from explorer.cost.compile import lambdify
 from explorer.cost.explain import _expand, _stage_tables, _tied, level_symbols
 from explorer.cost.numbers import hardware_numbers
 from explorer.cost.numeric import grad_norm_time, sharded_expert_params, stage_dp_routes
-from explorer.cost.placement import ep_overlaps
+from explorer.cost.placement import ep_overlaps, ep_sm_share
 from explorer.cost.plan import expert_dp_route
 from explorer.cost.superstep import (CATEGORIES, L_e_r, Psi_e_r, T_norm, g_e_r, optimizer_state_bytes,
                                      optimizer_update_bytes, variant)
@@ -109,7 +109,8 @@ def _symbolic_stages(model, strategy, cluster):
     tree = cost_tree(model, strategy, cluster)
     g, L = level_symbols(cluster)
     per_stage, fwd_b, bwd_b, sends_b = _stage_tables(tree, strategy, g, L)
-    stage = stage_inputs(per_stage, fwd_b, bwd_b, _tied(tree, strategy, g, L), sends_b, ep_overlaps(model, strategy))
+    stage = stage_inputs(per_stage, fwd_b, bwd_b, _tied(tree, strategy, g, L), sends_b, ep_overlaps(model, strategy),
+                         ep_sm_share(model, strategy, cluster))
     routes = [coll.route_g_L("all_reduce", route, g, L) for route in stage_dp_routes(cluster, strategy.mesh,
                                                                                      strategy.pp)]
     stage[g_r] = np.array([x for x, _ in routes], dtype=object)

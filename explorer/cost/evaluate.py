@@ -16,7 +16,7 @@ import numpy as np
 
 from explorer.cost.megatron_flops import megatron_model_flops
 from explorer.cost.numbers import Numbers
-from explorer.cost.placement import ep_overlaps
+from explorer.cost.placement import ep_overlaps, ep_sm_share
 from explorer.cost.rows import comm_rows, stage_rows
 from explorer.cost.cold import NumericTree, numeric_tree, superstep_function
 from explorer.cost.numeric import ep_exposed
@@ -144,7 +144,9 @@ def _core(tree: NumericTree, model: ModelSpec, strategies: list, cluster: Cluste
     per_stage = tree.stage_quantities(values)                              # stages x Q x C
     fwd_b, bwd_b, bytes_b, by_kind, sends = tree.boundary_values(nums, C)
     ep_max = np.maximum if ep_overlaps(model, first) else None    # expert-parallel overlap (moe_terms.py)
-    stage = stage_values(per_stage, fwd_b, bwd_b, tied_values(tree.tied, first.tp, tree.stages, nums), sends, ep_max)
+    ep_sms = ep_sm_share(model, first, cluster)                      # its dispatch kernels' SMs (fused_dispatch.py)
+    stage = stage_values(per_stage, fwd_b, bwd_b, tied_values(tree.tied, first.tp, tree.stages, nums), sends, ep_max,
+                         ep_sms)
     stage["g_r"], stage["L_r"] = _dp_g_L(cluster, strategies, tree.stages)
     stage["r"] = np.arange(tree.stages, dtype=float)[:, None]
     # the gradients are reduced (and ZeRO shards them) over dp x cp (Megatron-LM's data-parallel group
@@ -172,7 +174,7 @@ def _core(tree: NumericTree, model: ModelSpec, strategies: list, cluster: Cluste
     return {"nums": nums, "values": values, "per_stage": per_stage, "M": M, "super": sup, "stage": stage,
             "boundary": (fwd_b, bwd_b, bytes_b), "by_kind": by_kind, "memory": memory,
             "mem_total": mem_total, "peak": np.argmax(mem_total, axis=0), "model_flops": model_flops,
-            "hardware_flops": hardware_flops, "ep_max": ep_max}
+            "hardware_flops": hardware_flops, "ep_max": ep_max, "ep_sms": ep_sms}
 
 
 _PER_STAGE = ("stage_end", "dp_sync", "dp_exposed", "zero_gather", "optimizer_step", "after", "dp_bytes", "zero_bytes",
@@ -188,7 +190,7 @@ def _result(tree: NumericTree, strategy: Strategy, cluster: Cluster, core: dict)
     k, j = int(sup["critical_stage"]), int(sup["sync_stage"])     # (ints: numpy argmax)
     per_stage = core["per_stage"][:, :, 0]
     fwd_b, bwd_b, bytes_b = ({c: a[:, 0] for c, a in part.items()} for part in core["boundary"])
-    fwd_x, bwd_x = ep_exposed(per_stage, fwd_b, bwd_b, core["ep_max"])   # what the EP overlap leaves exposed
+    fwd_x, bwd_x = ep_exposed(per_stage, fwd_b, bwd_b, core["ep_max"], core["ep_sms"])   # what EP overlap leaves
     ep_all = fwd_b["ep_comm"][k] + bwd_b["ep_comm"][k]
     ep_share = float(fwd_x["ep_comm"][k] + bwd_x["ep_comm"][k]) / ep_all if core["ep_max"] and ep_all > 0 else None
     memory = [{name: float(core["memory"][name][i, 0]) for name in MEMORY_PARTS} for i in range(strategy.pp)]

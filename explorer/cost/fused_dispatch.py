@@ -18,6 +18,16 @@ u (1 - C(E - E/u, k)/C(E, k)) / k on the bytes the all-to-all sends between doma
 scales too; it stays the faster one (NVLink's g is 9-18x below the RDMA level's). Inside one NVLink domain
 (u = 1, GB200 NVL72 at ep <= 72) the dispatchers send what the all-to-all sends.
 
+The SMs the dispatch kernels hold (overlap_sm_share): DeepEP and HybridEP move tokens with kernels of their own that
+keep a fixed number of SMs (Megatron-Core core_v0.16.0 megatron/core/transformer/transformer_config.py:
+moe_deepep_num_sms = 20, moe_hybridep_num_sms = 16, "In pure NVL scenarios, 16 SMs can generally achieve good
+bandwidth"; DISPATCH_SMS). Under expert-parallel overlap the partner pass's compute runs beside them on the other
+SMs: while a dispatch or combine of E seconds runs, compute progresses at (1 - sigma) of its rate, sigma = the
+kernels' SMs over the device's (Device.sms), so a pass of compute C and all-to-alls E under it ends after
+max(E, C + sigma E) when E <= C/(1 - sigma): exposed max(sigma E, E - C) (explorer/cost/numeric.py ep_exposed). The
+all-to-all dispatcher (NCCL's kernels) is not given an SM share here: 0. The recipes that set their own SM counts
+(DeepSeek-V3 26.08 GB200: moe_hybridep_num_sms 32) are not keyed.
+
 No sympy here: the search's numeric path reads the factor too (explorer/search/tables.py).
 """
 from __future__ import annotations
@@ -26,6 +36,9 @@ from fractions import Fraction
 from math import comb
 
 FUSED_DISPATCHERS = ("deepep", "hybridep")
+DISPATCH_SMS = {"deepep": 20, "hybridep": 16}
+"""SMs each fused dispatcher's kernels keep (Megatron-Core core_v0.16.0 TransformerConfig moe_deepep_num_sms,
+moe_hybridep_num_sms defaults: module docstring)."""
 
 
 def fused_rdma_factor(dispatcher: str, experts: int, top_k: int, route: tuple) -> Fraction:
@@ -46,3 +59,9 @@ def fused_factor(model, strategy, route: tuple) -> Fraction:
     """The strategy's dispatcher's bytes over the all-to-all's for an ep group of `route` (fused_rdma_factor),
     as explorer.cost.experts.ep_sized and the search's explorer.search.expert_a2a apply it."""
     return fused_rdma_factor(strategy.moe_dispatcher, model.experts, model.experts_per_token, route)
+
+
+def overlap_sm_share(dispatcher: str, device_sms: int) -> float:
+    """sigma: the share of the device's SMs `dispatcher`'s kernels hold while they run under compute (module
+    docstring); 0 for the all-to-all and all-gather dispatchers and for a device without an SM count."""
+    return DISPATCH_SMS.get(dispatcher, 0) / device_sms if device_sms else 0.0
