@@ -221,12 +221,12 @@ def test_moe_rows_evaluate_and_their_errors_are_reported(moe_summary):
 
 
 @pytest.mark.xfail(strict=False, reason=(
-    "Expected miss (issue 27 targets: held-out mean <= 15 %, max <= 30 % per system). With the host side "
-    "(explorer/model/kernels.py) and the rows keyed by what was run, 2026-12-03: H100 mean 28 % (max 112 %: "
-    "25.11 Qwen3-30B-A3B 5275 tokens/s, half of 25.09's 10494 on the same layout), B200 25 % (max 92 %: "
-    "GPT-OSS 120B, BF16 GEMM efficiency and its attention not calibrated), GB200 24 % (max 71 %: GPT-OSS "
-    "MXFP8 26.06.01, 1.58x apart from the same run in 26.06 and 26.08); the EP all-to-all overlap "
-    "(moe_a2a_overlap) and the fused dispatchers' own bandwidths are not modelled"))
+    "Expected miss (issue 27 targets: held-out mean <= 15 %, max <= 30 % per system). With the host side, the rows "
+    "keyed by what was run (DeepSeek-V3 too), EP overlap and the fused dispatchers' one copy per remote NVLink "
+    "domain and SM share, 2026-12-03: H100 mean 30 % (max 192 %: 25.11 Qwen3-30B-A3B 5275 tokens/s with "
+    "moe_a2a_overlap, half of 25.09's 10494 on the same layout), B200 21 % (max 91 %: GPT-OSS 120B BF16, "
+    "predicted too fast on every system), GB200 16 % (max 101 %: GPT-OSS MXFP8 26.06.01, 1.58x apart from the "
+    "same run in 26.06 and 26.08): docs/validation.md"))
 def test_megatron_bridge_moe_targets_per_system(moe_summary):
     for group in MOE_GROUPS:
         held = moe_summary[group]["held out"]
@@ -283,6 +283,37 @@ def test_run_keys_come_from_the_recipes(bridge):
                        "mb_2606_pretrain_gpt-oss-120b_gb200_mxfp8": True, "mb_2604_pretrain_gpt-oss-120b_b200_bf16": False}
     assert all(len(commit) == 40 for _, commit, _ in RECIPE_TAGS.values())
     assert "21b02e0cf" in by_id["mb_2602_pretrain_qwen3-30b-a3b_b200_mxfp8"].assumptions
+
+
+def test_deepseek_v3_rows_are_keyed_by_their_recipes(bridge):
+    """DeepSeek-V3 rows run what their container's recipe ran (explorer/validation/deepseek_v3_runs.py): 25.09
+    eager (perf_matrix cuda_graphs false), GB200 token-drop with the all-to-all and mla_up_proj, H100 DeepEP with the
+    all-to-alls overlapped, mla_up_proj and mlp recomputed, the gradient reduce not overlapped; GB200 26.02 HybridEP with [attn, moe_router,
+    moe_preprocess] graphs and mla_up_proj recomputed; GB200 26.06+ full-iteration graphs with HybridEP and the
+    all-to-alls overlapped (v0.5.0 DEEPSEEK_V3_PRETRAIN_CONFIG_GB200_FP8_MX_V2); B200 26.04.01 (p 8, v 2, e 32) the
+    #3368 config: DeepEP, overlap, mla_up_proj and mlp recomputed; GB200 26.04 mlp only."""
+    by_id = {c.id: c for c in bridge[0]}
+    key = lambda rid: (lambda s: (s.cuda_graphs, s.moe_dispatcher, s.overlap_ep, s.recompute,
+                                  tuple(sorted(s.recompute_modules))))(by_id[rid].strategy)
+    assert key("mb_2509_pretrain_deepseek-v3_gb200_fp8") == ("none", "alltoall", False, "selective",
+                                                             ("mla_up_proj",))
+    assert key("mb_2509_pretrain_deepseek-v3_h100_fp8") == ("none", "deepep", True, "selective",
+                                                            ("mla_up_proj", "mlp"))
+    assert not by_id["mb_2509_pretrain_deepseek-v3_h100_fp8"].strategy.overlap_dp
+    assert by_id["mb_2509_pretrain_deepseek-v3_gb200_fp8"].strategy.overlap_dp
+    assert key("mb_2511_pretrain_deepseek-v3_gb200_bf16") == ("router", "hybridep", False, "selective",
+                                                              ("mla_up_proj",))
+    assert key("mb_2602_pretrain_deepseek-v3_gb200_mxfp8") == ("layer", "hybridep", False, "selective",
+                                                               ("mla_up_proj",))
+    assert key("mb_2604_pretrain_deepseek-v3_gb200_mxfp8") == ("layer", "hybridep", False, "selective", ("mlp",))
+    for c in ("2606", "260601", "2608"):
+        assert key(f"mb_{c}_pretrain_deepseek-v3_gb200_mxfp8") == ("full", "hybridep", True, "selective",
+                                                                   ("mla_up_proj",))
+    assert key("mb_2604_pretrain_deepseek-v3_b200_mxfp8") == ("none", "hybridep", False, "selective",
+                                                              ("mla_up_proj",))
+    assert key("mb_260401_pretrain_deepseek-v3_b200_mxfp8") == ("layer", "deepep", True, "selective",
+                                                                ("mla_up_proj", "mlp"))
+    assert by_id["mb_260401_pretrain_deepseek-v3_b200_mxfp8"].strategy.pipeline_layout == "Et*4|(t*4|)*14tmL"
 
 
 def test_the_issue_27_rows(moe_summary, bridge):

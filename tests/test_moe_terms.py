@@ -6,6 +6,7 @@ from dataclasses import replace
 import pytest
 import sympy as sp
 
+from explorer.cost import fused_dispatch
 from explorer.cost import moe_terms as moe
 from explorer.cost.block import block_cost
 from explorer.cost.evaluate import evaluate
@@ -158,3 +159,74 @@ def test_the_search_prices_the_all_gather_dispatcher_as_evaluate_does():
     assert found.top and all(c.strategy.moe_dispatcher == "allgather" for c in found.top)
     for c in found.top:
         assert c.searched_s == pytest.approx(c.iteration_time_s, rel=1e-9)
+
+
+def test_fused_dispatchers_send_a_token_once_per_remote_nvlink_domain():
+    """DeepEP/HybridEP (fused_dispatch.fused_rdma_factor; DeepSeek-V3 report Sec 3.2.2, DeepEP internode SourceMeta): a
+    token crosses the scale-out network once per remote domain holding one of its experts. DeepSeek-V3 at ep 32
+    over 4 nodes (E 256, k 8, 64 experts a node): 4 (1 - C(192, 8)/C(256, 8))/8 = 0.4518; Qwen3-30B-A3B at ep 16
+    over 2 nodes (E 128, k 8): 2 (1 - C(64, 8)/C(128, 8))/8 = 0.2492; the all-to-all, or one domain: 1."""
+    from math import comb
+    assert float(fused_dispatch.fused_rdma_factor("deepep", 256, 8, (8, 4))) == pytest.approx(
+        4 * (1 - comb(192, 8) / comb(256, 8)) / 8, rel=1e-12)
+    assert float(fused_dispatch.fused_rdma_factor("deepep", 256, 8, (8, 4))) == pytest.approx(0.4518, abs=1e-4)
+    assert float(fused_dispatch.fused_rdma_factor("hybridep", 128, 8, (8, 2))) == pytest.approx(0.2492, abs=1e-4)
+    assert fused_dispatch.fused_rdma_factor("alltoall", 256, 8, (8, 4)) == 1
+    assert fused_dispatch.fused_rdma_factor("allgather", 256, 8, (8, 4)) == 1
+    assert fused_dispatch.fused_rdma_factor("hybridep", 128, 8, (64, 1)) == 1       # inside one NVL72 domain
+    # top-1 over 2 domains: a token lands in the other domain half the time, as the all-to-all sends it
+    assert fused_dispatch.fused_rdma_factor("deepep", 128, 1, (8, 2)) == 1
+
+
+def test_a_fused_dispatcher_across_nodes_sends_that_factor_of_the_all_to_alls_bytes():
+    """Qwen3-30B-A3B on 16 H100 (2 nodes) at ep 16: HybridEP's ep_comm bytes are 0.2492 of the all-to-all's (the
+    factor multiplies the collective), and its exposed ep_comm time shrinks; inside one node (ep 8) they are equal."""
+    h100 = load_cluster("dgx-h100")
+    base = Strategy(dp=16, global_batch=64, ep=16, expert_tp=1, dtype="fp8")
+    plain, fused = (evaluate(QWEN, base.with_(moe_dispatcher=d), h100, 16) for d in ("alltoall", "hybridep"))
+    factor = float(fused_dispatch.fused_rdma_factor("hybridep", 128, 8, (8, 2)))
+    assert fused.comm_bytes_per_device["ep_comm"] == pytest.approx(factor * plain.comm_bytes_per_device["ep_comm"],
+                                                                   rel=1e-9)
+    assert fused.breakdown_s["ep_comm"] < 0.5 * plain.breakdown_s["ep_comm"]
+    node = Strategy(dp=8, global_batch=64, ep=8, expert_tp=1, dtype="fp8")
+    a, f = (evaluate(QWEN, node.with_(moe_dispatcher=d), h100, 8) for d in ("alltoall", "hybridep"))
+    assert f.comm_bytes_per_device["ep_comm"] == pytest.approx(a.comm_bytes_per_device["ep_comm"], rel=1e-12)
+
+
+def test_the_search_prices_a_fused_dispatcher_across_nodes_as_evaluate_does():
+    """search --moe-dispatcher hybridep at ep 16 over two H100 nodes: the sweep's all-to-alls carry the same
+    fused_factor (explorer.cost.experts.ep_sized, the one sizing rule) and agree with evaluate()."""
+    from explorer.search import search
+    found = search(QWEN.with_seq_len(2048), load_cluster("dgx-h100"), 16, 64, moe_dispatcher="hybridep", ep=16,
+                   top=3)
+    assert found.top and all(c.strategy.moe_dispatcher == "hybridep" and c.strategy.ep == 16 for c in found.top)
+    for c in found.top:
+        assert c.searched_s == pytest.approx(c.iteration_time_s, rel=1e-9)
+
+
+def test_the_fused_dispatchers_kernels_hold_their_sms_from_the_overlapped_compute():
+    """Megatron-Core core_v0.16.0 TransformerConfig: moe_deepep_num_sms = 20, moe_hybridep_num_sms = 16; Device.sms:
+    H100 SXM 132, B200 148 (fused_dispatch.overlap_sm_share). Under EP overlap an all-to-all of E seconds under a
+    compute of C costs max(sigma E, E - C): Qwen3-30B-A3B on 8 GB200 at b = 4 hides its all-to-alls but for
+    16/148 of them; with the all-to-all dispatcher (no SM share) they hide whole."""
+    assert fused_dispatch.overlap_sm_share("hybridep", 148) == pytest.approx(16 / 148)
+    assert fused_dispatch.overlap_sm_share("deepep", 132) == pytest.approx(20 / 132)
+    assert fused_dispatch.overlap_sm_share("alltoall", 132) == 0 and fused_dispatch.overlap_sm_share("deepep", 0) == 0
+    assert load_cluster("dgx-h100").device.sms == 132 and load_cluster("gb200-nvl72").device.sms == 148
+    cluster = load_cluster("gb200-nvl72")
+    base = Strategy(dp=8, micro_batch=4, global_batch=512, ep=8, expert_tp=1, dtype="fp8", cuda_graphs="full",
+                    moe_dispatcher="hybridep")
+    plain, over = evaluate(QWEN, base, cluster, 8), evaluate(QWEN, base.with_(overlap_ep=True), cluster, 8)
+    assert over.breakdown_s["ep_comm"] == pytest.approx(16 / 148 * plain.breakdown_s["ep_comm"], rel=1e-9)
+    a2a = base.with_(moe_dispatcher="alltoall", cuda_graphs="router")
+    assert evaluate(QWEN, a2a.with_(overlap_ep=True), cluster, 8).breakdown_s["ep_comm"] == 0
+
+
+def test_a_device_sm_count_is_a_whole_number():
+    from explorer.io.clusters import cluster_from_dict, cluster_to_dict
+    d = cluster_to_dict(load_cluster("dgx-h100"))
+    assert d["device"]["sms"] == 132 and cluster_from_dict(d).device.sms == 132
+    d["device"]["sms"] = 1.5
+    with pytest.raises(ExplorerError) as err:
+        cluster_from_dict(d)
+    assert "\n" not in str(err.value) and "sms" in str(err.value)

@@ -21,7 +21,7 @@ from explorer.cost.numeric import (MEMORY_PARTS, OUTPUTS, SCALAR_INPUT_NAMES, ST
                                    block_quantity, ep_exposed, expert_dp_ratio, grad_norm_seconds,
                                    optimizer_state_bytes, optimizer_update_bytes, sharded_expert_params,
                                    stage_dp_g_L, stage_expert_dp_g_L, stage_values, tied_values)
-from explorer.cost.placement import ep_overlaps
+from explorer.cost.placement import ep_overlaps, ep_sm_share
 from explorer.errors import ExplorerError
 from explorer.hardware.cluster import Cluster
 from explorer.limits import check_work
@@ -56,6 +56,7 @@ class Evaluation:
     model_flops: np.ndarray      # C: per iteration, all replicas (Narayanan et al. 2021 Eq. 3 via the blocks)
     hardware_flops: np.ndarray   # C: model_flops plus recomputation
     ep_overlap: bool             # the MoE all-to-alls run under the partner pass (Strategy.overlap_ep)
+    ep_share: float = 0.0        # under that overlap, the SMs the fused dispatcher's kernels hold (placement.ep_sm_share)
 
     def __post_init__(self):
         C = len(self.strategies)
@@ -96,7 +97,7 @@ class Evaluation:
         """(fwd, bwd) seconds by category with what expert-parallel overlap hides taken out of ep_comm
         (explorer.cost.numeric.ep_exposed, as stage_values composes F_r and B_r)."""
         return ep_exposed(self.stage_values, self.boundary.fwd_s, self.boundary.bwd_s,
-                          np.maximum if self.ep_overlap else None)
+                          np.maximum if self.ep_overlap else None, self.ep_share)
 
 
 def evaluation(model: ModelSpec, strategy: Strategy, cluster: Cluster, gpus: int | None = None) -> Evaluation:
@@ -135,8 +136,9 @@ def build_evaluation(model: ModelSpec, strategies: list, cluster: Cluster,
     per_stage = tree.stage_quantities(values)                              # stages x BLOCK_Q x C
     bound = tree.boundary_values(nums, C)
     ep_overlap = ep_overlaps(model, first)                                 # expert-parallel overlap (moe_terms.py)
+    ep_share = ep_sm_share(model, first, cluster)                  # its dispatch kernels' SMs (fused_dispatch.py)
     stage = stage_values(per_stage, bound.fwd_s, bound.bwd_s, tied_values(tree.tied, first.tp, tree.stages, nums),
-                         (bound.sends_fwd_s, bound.sends_bwd_s), np.maximum if ep_overlap else None)
+                         (bound.sends_fwd_s, bound.sends_bwd_s), np.maximum if ep_overlap else None, ep_share)
     stage["g_r"], stage["L_r"] = _dp_g_L(cluster, strategies, tree.stages)
     stage["r"] = np.arange(tree.stages, dtype=float)[:, None]
     # the gradients are reduced (and ZeRO shards them) over dp x cp (Megatron-LM's data-parallel group
@@ -161,4 +163,4 @@ def build_evaluation(model: ModelSpec, strategies: list, cluster: Cluster,
     model_flops = over_b * (col("flops_fwd") + col("flops_bwd")).sum(axis=0)
     hardware_flops = model_flops + over_b * col("recompute_flops").sum(axis=0)
     return Evaluation(tuple(strategies), tree, nums, M, values, per_stage, bound, stage, scalars, outputs, memory_total,
-                      np.argmax(memory_total, axis=0), model_flops, hardware_flops, ep_overlap)
+                      np.argmax(memory_total, axis=0), model_flops, hardware_flops, ep_overlap, ep_share)

@@ -13,6 +13,7 @@ from dataclasses import replace
 
 import sympy as sp
 
+from explorer.cost.fused_dispatch import fused_factor
 from explorer.symbols import t
 
 
@@ -40,34 +41,40 @@ def expert_load(model, ep: int) -> float:
 
 def expert_collectives(the_plan, block_index: int | None = None):
     """(Collective, route, stage) of every all-to-all of the plan's expert layers, sizes at the
-    layer's operator-parallel degree (block_expert_collectives)."""
+    layer's operator-parallel degree (block_expert_collectives); the fused dispatchers send a token once per
+    remote NVLink domain (explorer/cost/fused_dispatch.py)."""
     replay, ep = the_plan.strategy.recompute == "full", the_plan.strategy.ep
     if ep <= 1:
         return
     blocks = the_plan.blocks if block_index is None else the_plan.blocks[block_index:block_index + 1]
     for placed in blocks:
         for c in block_expert_collectives(placed.cost, placed.split.degree, ep,
-                                          replay and placed.block.kind == "layer"):
+                                          replay and placed.block.kind == "layer",
+                                          fused_factor(the_plan.model, the_plan.strategy, placed.ep_route)):
             yield c, placed.ep_route, placed.stage
 
 
-def block_expert_collectives(cost, degree: int, ep: int, replay: bool):
+def block_expert_collectives(cost, degree: int, ep: int, replay: bool, fused=1):
     """The all-to-alls of one block (its BlockCost's ep_collectives) at its operator-parallel `degree` and a
     group of `ep`: the plan's (expert_collectives) and the search's chain of nodes alike. `replay`: under full
     recomputation the backward pass replays the forward's dispatch and combine (Korthikanti et al. Sec 5: the
-    whole layer is recomputed), counted in ep_comm."""
+    whole layer is recomputed), counted in ep_comm. `fused`: the fused dispatchers' bytes over the all-to-all's
+    (explorer.cost.fused_dispatch.fused_factor)."""
     if ep <= 1:
         return
     for c in cost.ep_collectives:
-        c = ep_sized(c, degree, ep)
+        c = ep_sized(c, degree, ep, fused)
         yield c
         if replay and c.phase == "fwd":
             yield replace(c, phase="bwd", op=c.op + " (recomputed)")
 
 
-def ep_sized(c, degree: int, ep: int):
+def ep_sized(c, degree: int, ep: int, fused=1):
     """Collective `c` of a block's ep_collectives at the layer's operator-parallel `degree` and the group of
-    `ep`: an all-to-all's buffer is the device's own (block._routed_a2a); the all-gather dispatcher's
-    gathered array is ep devices' tokens (explorer/cost/moe_terms.py gather_collectives)."""
+    `ep`: an all-to-all's buffer is the device's own (block._routed_a2a), times `fused` for the fused dispatchers
+    (explorer/cost/fused_dispatch.py fused_factor); the all-gather dispatcher's gathered array is ep devices' tokens
+    (explorer/cost/moe_terms.py gather_collectives)."""
     size = c.size.subs(t, degree)
+    if c.kind == "all_to_all" and fused != 1:
+        size = size * sp.Rational(fused.numerator, fused.denominator)
     return replace(c, size=size if c.kind == "all_to_all" else size * ep, n=sp.Integer(ep))

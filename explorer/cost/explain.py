@@ -22,7 +22,7 @@ from explorer.cost.evaluate import Result, evaluate
 from explorer.cost.collectives import cp_kind
 from explorer.cost.numbers import hardware_numbers
 from explorer.strategy.strategy import GRAD_BYTES, options_of  # noqa: F401
-from explorer.cost.placement import ep_overlaps
+from explorer.cost.placement import ep_overlaps, ep_sm_share
 from explorer.cost.plan import expert_dp_route
 from explorer.cost.superstep import (CATEGORIES, SENDS_EXPOSED, L_e_r, Psi_e_r, bubble_term, g_e_r,
                                      optimizer_state_bytes, optimizer_update_bytes, variant)
@@ -230,7 +230,8 @@ def symbolic_stages(model, strategy, cluster) -> dict:
     tree = cost_tree(model, strategy, cluster)
     g, L = level_symbols(cluster)
     per_stage, fwd_b, bwd_b, sends_b = _stage_tables(tree, strategy, g, L)
-    stage = stage_inputs(per_stage, fwd_b, bwd_b, _tied(tree, strategy, g, L), sends_b, ep_overlaps(model, strategy))
+    stage = stage_inputs(per_stage, fwd_b, bwd_b, _tied(tree, strategy, g, L), sends_b, ep_overlaps(model, strategy),
+                         ep_sm_share(model, strategy, cluster))
     routes = [coll.route_g_L("all_reduce", route, g, L) for route in stage_dp_routes(cluster, strategy.mesh, strategy.pp)]
     stage[g_r] = np.array([x for x, _ in routes], dtype=object)
     stage[L_r] = np.array([y for _, y in routes], dtype=object)

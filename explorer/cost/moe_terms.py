@@ -30,6 +30,7 @@ and micro-batch, issue 27's "~0.1 ms"; their bytes (b s E fp32) are below a micr
   copies routed to its experts; combine reduce-scatters the outputs (reduce_scatter_to_sequence_parallel_
   region); the backward the reverse. Whole array: ep x the device's b s h elements, whatever the balance
   (sized by explorer.cost.experts.ep_sized). Its host synchronisation: kernels.syncs.
+* fused_rdma_factor -- the fused dispatchers' bytes between NVLink domains: explorer/cost/fused_dispatch.py.
 * expert-parallel overlap (Strategy.overlap_ep; Megatron-LM --overlap-moe-expert-parallel-comm
   with --delay-wgrad-compute, as Megatron-Bridge's moe_a2a_overlap sets them: scripts/performance/utils/
   overrides.py _set_moe_a2a_overlap_overrides at v0.5.0): the 1F1B steady state runs the forward of one
@@ -82,3 +83,4 @@ def gather_collectives(op: Operator, needed: str, cps=1) -> tuple:
     kinds = ("all_gather", "reduce_scatter") if op.name == "dispatch" else ("reduce_scatter", "all_gather")
     return tuple(coll.Collective(kind, phase, op.name, "ep_comm", "ep", size, sp.Integer(1))
                  for kind, phase in zip(kinds, ("fwd", "bwd")))
+

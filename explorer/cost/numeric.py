@@ -331,19 +331,21 @@ def _sends_selector(arr: dict, stages: int) -> np.ndarray:
     return arr["sends_sel"]
 
 
-def ep_exposed(per_stage, fwd_b: dict, bwd_b: dict, maximum=None) -> tuple:
+def ep_exposed(per_stage, fwd_b: dict, bwd_b: dict, maximum=None, share=0.0) -> tuple:
     """(fwd_b, bwd_b) with the MoE all-to-alls that expert-parallel overlap hides taken out of ep_comm: the
-    forward's under the backward's compute, max(0, E_f - C_b), the backward's under the forward's,
-    max(0, E_b - C_f) (explorer/cost/moe_terms.py); `maximum`: np.maximum, or QuickMax element by element for
-    sympy; None (no overlap): unchanged."""
+    forward's under the backward's compute, max(sigma E_f, E_f - C_b), the backward's under the forward's,
+    max(sigma E_b, E_b - C_f) (explorer/cost/moe_terms.py), sigma = `share`, the SMs the fused dispatcher's
+    kernels take from that compute while they run (explorer/cost/fused_dispatch.py; 0: max(0, E - C));
+    `maximum`: np.maximum, or QuickMax element by element for sympy; None (no overlap): unchanged."""
     if maximum is None:
         return fwd_b, bwd_b
     q = lambda name: per_stage[:, Q[name]]
-    return ({**fwd_b, "ep_comm": maximum(0, fwd_b["ep_comm"] - q("bwd_compute"))},
-            {**bwd_b, "ep_comm": maximum(0, bwd_b["ep_comm"] - q("fwd_compute"))})
+    return ({**fwd_b, "ep_comm": maximum(share * fwd_b["ep_comm"], fwd_b["ep_comm"] - q("bwd_compute"))},
+            {**bwd_b, "ep_comm": maximum(share * bwd_b["ep_comm"], bwd_b["ep_comm"] - q("fwd_compute"))})
 
 
-def stage_values(per_stage, fwd_b: dict, bwd_b: dict, tied: dict | None = None, sends=None, ep_overlap=None) -> dict:
+def stage_values(per_stage, fwd_b: dict, bwd_b: dict, tied: dict | None = None, sends=None, ep_overlap=None,
+                 ep_share=0.0) -> dict:
     """The one composition of a stage: its blocks' quantities (per_stage: stages x BLOCK_Q x C)
     plus the boundary collectives it pays, by the super-step's per-stage symbol names (arrays,
     or sympy expressions when explain() composes the same sums); `tied` adds a tied embedding's
@@ -351,9 +353,9 @@ def stage_values(per_stage, fwd_b: dict, bwd_b: dict, tied: dict | None = None, 
     (fwd, bwd) the point-to-point sends within P_r (boundary_values). `ep_overlap`: a two-argument max
     (np.maximum for numbers, QuickMax for sympy) when the MoE all-to-alls run under the partner pass's compute
     (Strategy.overlap_ep, explorer/cost/moe_terms.py): the forward's exposed max(0, E_f - C_b), the
-    backward's max(0, E_b - C_f); None: all exposed."""
+    backward's max(0, E_b - C_f), or max(sigma E, E - C) with `ep_share` sigma (ep_exposed); None: all exposed."""
     q = lambda name: per_stage[:, Q[name]]
-    fwd_b, bwd_b = ep_exposed(per_stage, fwd_b, bwd_b, ep_overlap)   # the hidden part leaves ep_comm, F_r, B_r
+    fwd_b, bwd_b = ep_exposed(per_stage, fwd_b, bwd_b, ep_overlap, ep_share)   # the hidden part leaves ep_comm
     both = lambda c: fwd_b[c] + bwd_b[c]
     out = {"F_r": q("F") + sum(fwd_b.values()), "B_r": q("B") + sum(bwd_b.values()), "W_r": q("bwd_weight"),
            "C_r": q("fwd_compute") + q("bwd_compute") + q("host_fwd_exposed") + q("host_bwd_exposed"),

@@ -223,14 +223,16 @@ class CostTree:
 
 
 def stage_inputs(per_stage: np.ndarray, fwd_b: dict, bwd_b: dict, tied: dict | None = None, sends=None,
-                 ep_overlap: bool = False) -> dict:
+                 ep_overlap: bool = False, ep_share: float = 0.0) -> dict:
     """The one composition of a stage (explorer.cost.numeric.stage_values) keyed by the super-step's
     per-stage symbols; `tied` (by name) adds a tied embedding's copy and gradient all-reduce; `sends`
     (fwd, bwd) the point-to-point sends within pp_comm; `ep_overlap`: the MoE all-to-alls under the partner
-    pass's compute (explorer.cost.placement.ep_overlaps), as max(0, .) of sympy expressions."""
+    pass's compute (explorer.cost.placement.ep_overlaps), as max(sigma E, E - C) of sympy expressions with `ep_share`
+    sigma (explorer.cost.placement.ep_sm_share)."""
     by_name = {sym.name: sym for sym in STAGE_INPUTS}
     maximum = _SYMBOLIC_MAX if ep_overlap else None
-    return {by_name[name]: x for name, x in stage_values(per_stage, fwd_b, bwd_b, tied, sends, maximum).items()}
+    return {by_name[name]: x for name, x in stage_values(per_stage, fwd_b, bwd_b, tied, sends, maximum,
+                                                         ep_share).items()}
 
 
 _SYMBOLIC_MAX = np.frompyfunc(lambda x, y: QuickMax(x, y), 2, 1)   # element by element over object arrays
@@ -339,12 +341,13 @@ def _groups(paid) -> tuple:
                  for (size, kind, n, route, category, phase, stage), count in tally.items())
 
 
-def expert_seconds(cost: BlockCost, degree: int, route: tuple, ep: int, replay: bool, nums) -> tuple:
+def expert_seconds(cost: BlockCost, degree: int, route: tuple, ep: int, replay: bool, nums, fused=1) -> tuple:
     """(forward, backward) seconds of one block's MoE all-to-alls for one micro-batch (arrays over the micro-batch
     sizes of `nums`): its collectives as the plan places them (explorer.cost.experts.block_expert_collectives),
     grouped as the tree groups them and priced by the function evaluate() prices ep_comm with
-    (explorer.cost.numeric.boundary_values) -- for the search's chain of nodes, one block on one stage."""
-    groups = _groups((c, route, 0) for c in block_expert_collectives(cost, degree, ep, replay))
+    (explorer.cost.numeric.boundary_values) -- for the search's chain of nodes, one block on one stage. `fused`:
+    the fused dispatchers' bytes over the all-to-all's (explorer.cost.fused_dispatch.fused_factor)."""
+    groups = _groups((c, route, 0) for c in block_expert_collectives(cost, degree, ep, replay, fused))
     if not groups:
         return 0.0, 0.0
     sizes, arrays = _group_arrays(groups, 1)

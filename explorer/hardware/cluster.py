@@ -86,9 +86,13 @@ class Device:
     memory_bytes: float              # HBM capacity
     hbm_bandwidth_bytes_per_s: float
     source: str = ""
+    sms: int = 0                     # streaming multiprocessors (0: not given; nothing reads an SM share then)
 
     def __post_init__(self):
         owner = f"device {self.name!r}"
+        if isinstance(self.sms, bool) or not isinstance(self.sms, int) or self.sms < 0:
+            raise ExplorerError(f"{owner} field 'sms' must be a whole number of streaming multiprocessors "
+                                f"(0: not given), got {self.sms!r}")
         if not isinstance(self.peak_flops, dict) or not self.peak_flops:
             raise ExplorerError(f"{owner} needs 'peak_flops' per dtype, e.g. {{'bf16': 312e12}}")
         for dtype, value in self.peak_flops.items():
@@ -100,7 +104,7 @@ class Device:
 
     def __hash__(self):  # peak_flops is a dict; hash its items
         return hash((self.name, tuple(sorted(self.peak_flops.items())), self.memory_bytes,
-                     self.hbm_bandwidth_bytes_per_s))
+                     self.hbm_bandwidth_bytes_per_s, self.sms))
 
     def flops(self, dtype: str) -> float:
         if dtype not in self.peak_flops:

@@ -27,7 +27,7 @@ PRESET_DIR = Path(__file__).resolve().parents[2] / "assets" / "clusters"
 
 
 CLUSTER_KEYS = ("name", "source", "device", "levels", "efficiency")
-DEVICE_KEYS = ("name", "peak_tflops", "memory_gib", "hbm_bandwidth_gbps", "source")
+DEVICE_KEYS = ("name", "peak_tflops", "memory_gib", "hbm_bandwidth_gbps", "sms", "source")
 LEVEL_KEYS = ("name", "fanout", "allocated", "bandwidth_gbps", "latency_us", "bandwidth_efficiency", "source")
 EFFICIENCY_KEYS = ("gemm_max", "gemm_half_flops", "hbm", "kernel_launch_s", "gemm_max_fp8", "host_launch_s",
                    "host_sync_s", "source")
@@ -44,7 +44,8 @@ def _device(d, where: str = "device: ") -> Device:
                   peak_flops={dtype: tflops * TERA for dtype, tflops in peaks.items()},
                   memory_bytes=field(d, "memory_gib", "positive", where) * GIB,
                   hbm_bandwidth_bytes_per_s=field(d, "hbm_bandwidth_gbps", "positive", where) * GB,
-                  source=field(d, "source", "text", where, default=""))
+                  source=field(d, "source", "text", where, default=""),
+                  sms=field(d, "sms", "count", where, default=0))
 
 
 def _level(d, where: str) -> Level:
@@ -115,7 +116,7 @@ def cluster_to_dict(cluster: Cluster) -> dict:
                    "peak_tflops": {k: _num(v / TERA) for k, v in dev.peak_flops.items()},
                    "memory_gib": _num(dev.memory_bytes / GIB),
                    "hbm_bandwidth_gbps": _num(dev.hbm_bandwidth_bytes_per_s / GB),
-                   "source": dev.source},
+                   **({"sms": dev.sms} if dev.sms else {}), "source": dev.source},
         "levels": [{"name": lv.name, "fanout": lv.fanout, **({"allocated": lv.allocated} if lv.allocated else {}),
                     "bandwidth_gbps": _num(lv.bandwidth_bytes_per_s / GB),
                     "latency_us": _num(lv.latency_s * US_PER_S),

@@ -17,6 +17,7 @@ import numpy as np
 
 from explorer.cost import collectives as coll
 from explorer.cost import layouts as lay
+from explorer.cost.fused_dispatch import fused_factor
 from explorer.cost.numbers import Numbers
 from explorer.cost.boundary import boundary_parts, part_route, payer_side, same_split
 from explorer.cost.numeric import (COMM_CATEGORIES, cp_group_route, ep_group_route, sharded_expert_params,
@@ -153,7 +154,8 @@ class Chain:
                 cost = summarise(block.block(), full)
                 # the all-to-alls over the ep group's route, priced as evaluate() prices ep_comm
                 a2a = expert_seconds(full, split.degree, key[-1], self.probe.ep,
-                                     self.probe.recompute == "full" and block.kind == "layer", self.nums)
+                                     self.probe.recompute == "full" and block.kind == "layer", self.nums,
+                                     fused_factor(self.model, self.probe, key[-1]))
             else:       # a dense block: its summary, from the disk cache without sympy where it is there
                 cost = block_summary(*args, **host_options(self.model, self.probe))
                 a2a = (0.0, 0.0)

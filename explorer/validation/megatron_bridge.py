@@ -60,9 +60,11 @@ rows: GPT-OSS's MLP and window counting, DeepSeek-V3's MTP layer). How a MoE row
   moe_router_force_load_balancing=True), so every expert gets its fair share and nothing is dropped.
 * The recipes' overlap of the EP all-to-all under the other micro-batch's compute (moe_a2a_overlap) is
   Strategy.overlap_ep where the recipe set it (A2A_OVERLAP); elsewhere the all-to-alls are exposed (ep_comm).
-  DeepEP/HybridEP move the all-to-all's bytes at the level's achieved bandwidth (their published bandwidths
-  on Blackwell, 0.55-0.61 of NVLink's 900 GB/s, are the level's all-to-all efficiency within a few per cent:
-  explorer/cost/moe_terms.py), their kernels and synchronisations are theirs.
+  DeepEP/HybridEP move the all-to-all's bytes at the level's achieved bandwidth inside an NVLink domain (their
+  published bandwidths on Blackwell, 0.55-0.61 of NVLink's 900 GB/s, are the level's all-to-all efficiency within
+  a few per cent: explorer/cost/moe_terms.py) and one copy of a token per remote domain across domains
+  (explorer/cost/fused_dispatch.py); their kernels and synchronisations are theirs. DeepSeek-V3's keys (graphs,
+  dispatcher, overlap, recomputed modules, the gradient reduce's overlap) are explorer/validation/deepseek_v3_runs.py.
 * DeepSeek-V3 runs its multi-token-prediction layer (every row except 25.11 "w/o MTP": README, implied
   FLOPs/token; assets/models/deepseek-v3.json mtp_layers) in the recipe's pipeline layout (DEEPSEEK_V3_LAYOUTS).
 * Not expressible, skipped with the reason: rows whose layers split over pp x v chunks neither evenly, nor
@@ -78,15 +80,15 @@ from explorer.errors import ExplorerError
 from explorer.io.models import load_model
 from explorer.strategy.pipeline_layout import even_layout
 from explorer.strategy.strategy import Strategy
+from explorer.validation.deepseek_v3_runs import (NO_GRAD_OVERLAP, deepseek_v3_a2a_overlap, deepseek_v3_memory_keys,
+                                                   deepseek_v3_run_keys)
 from explorer.validation.cases import ROOT, Case
+from explorer.validation.spread import MOE, SAME_RUN_FIELDS, container_spread  # noqa: F401 (read here)
 
 PATH = ROOT / "assets" / "validation" / "megatron_bridge.json"
 SYSTEMS = {"DGX-H100": "dgx-h100", "DGX-B200": "dgx-b200", "DGX-GB200": "gb200-nvl72"}
 """Published system -> cluster preset (assets/clusters). GB300/B300 rows have no preset yet."""
 DENSE = {"llama3-8b", "llama3-70b", "llama3.1-405b"}
-MOE = {"deepseek-v3", "qwen3-30b-a3b", "qwen3-235b-a22b", "gpt-oss-120b"}
-"""The MoE models with presets (assets/models); the other MoE rows (kimi-k2, nemotron-3, deepseek-v4)
-have none."""
 GROUP = "megatron_bridge_{}"
 MOE_GROUP = "megatron_bridge_moe_{}"
 FIT_CONTAINERS = ("NeMo 25.09",)
@@ -161,6 +163,8 @@ RUN_KEYS = {
     # HybridEP's environment): full-iteration graphs with hybridep
     **{(c, GPT, sys): ("none", "hybridep") for c in ("NeMo 26.04", "NeMo 26.04.01") for sys in (B, GB)},
     **{(c, GPT, GB): ("full", "hybridep") for c in ("NeMo 26.06", "NeMo 26.06.01", "NeMo 26.08")},
+    # DeepSeek-V3: explorer/validation/deepseek_v3_runs.py (each container's deepseek workload base configs)
+    **deepseek_v3_run_keys(),
 }
 """(container, model, system) -> (cuda_graphs, moe_dispatcher) of the run, read from that container's
 Megatron-Bridge performance recipes (RECIPE_TAGS): Megatron-Bridge's cuda_graph_scope [moe_router,
@@ -170,18 +174,18 @@ else the all-to-all. GPT-OSS 120B: no CUDA graphs nor flex dispatcher before 26.
 EP/all-to-all overlap is A2A_OVERLAP."""
 A2A_OVERLAP = {("NeMo 25.11", Q30, H), ("NeMo 26.02", Q30, H)} | {(c, Q30, GB) for c in ("NeMo 26.06", "NeMo 26.06.01", "NeMo 26.08")} | \
     {("NeMo 26.06.01", Q30, B)} | {(c, Q235, GB) for c in ("NeMo 26.06", "NeMo 26.06.01", "NeMo 26.08")} | \
-    {(c, GPT, GB) for c in ("NeMo 26.04", "NeMo 26.04.01", "NeMo 26.06", "NeMo 26.06.01", "NeMo 26.08")}
+    {(c, GPT, GB) for c in ("NeMo 26.04", "NeMo 26.04.01", "NeMo 26.06", "NeMo 26.06.01", "NeMo 26.08")} | \
+    deepseek_v3_a2a_overlap()
 """(container, model, system) whose recipe set moe_a2a_overlap=True (Megatron-Bridge scripts/performance/utils/
 overrides.py _set_moe_a2a_overlap_overrides: overlap_moe_expert_parallel_comm and delay_wgrad_compute; our
-Strategy.overlap_ep), read from RECIPE_TAGS' qwen3 workload base configs: v0.2.0 QWEN3_30B_A3B_H100_FP8_CS_BASE_CONFIG
+Strategy.overlap_ep), read from RECIPE_TAGS' qwen3 workload base configs (DeepSeek-V3's: deepseek_v3_runs.py): v0.2.0 QWEN3_30B_A3B_H100_FP8_CS_BASE_CONFIG
 (scripts/performance/configs/qwen3/workload_base_configs.py), v0.3.0 QWEN3_30B_A3B_PRETRAIN_CONFIG_H100_FP8_CS_V1
 (with deepep; v0.3.1 turned it off with hybridep: the H100 rows with it publish 5.1-5.3k tokens/s/GPU, those
 without 8.8-10.5k, which the model does not explain: issue 27), v0.5.0/v0.5.1 QWEN3_30B_A3B_..._GB200_FP8_MX_V1,
 v0.5.1 ..._B200_FP8_MX_V1, QWEN3_235B_A22B_..._GB200_FP8_MX_V2 (v0.6.0 perf_recipes/qwen/gb200/qwen3_moe.py
 overlap_moe_expert_parallel_comm=True); GPT-OSS 120B GB200: v0.4.x-v0.5.x _GB200_BF16_V2 / _FP8_MX_V2 and v0.6.0
-perf_recipes/gpt_oss/gb200/gpt_oss.py (comm_overlap.overlap_moe_expert_parallel_comm = True). Not keyed here (memory
-options, MEMORY_KEYS): the GPT-OSS configs' recompute_modules ["layernorm", "moe_act"] (V1 and V2 on every system;
-[] in the GB200 full-iteration MXFP8 ones)."""
+perf_recipes/gpt_oss/gb200/gpt_oss.py (comm_overlap.overlap_moe_expert_parallel_comm = True). The GPT-OSS configs' recompute_modules ["layernorm", "moe_act"] (V1 and
+V2 on every system; [] in the GB200 full-iteration MXFP8 ones) are MEMORY_KEYS."""
 
 
 def overlaps_sends(pp: int, vp: int) -> bool:
@@ -303,7 +307,8 @@ def moe_case_of(entry: dict) -> Case:
     graphs, dispatcher = RUN_KEYS.get((x["container"], x["model"], x["system"]), ("none", "alltoall"))
     strategy = Strategy(dp=dp, tp=tp, pp=pp, micro_batch=x["micro_batch_size"], global_batch=x["global_batch_size"],
                         schedule="interleaved" if vp > 1 else "1f1b", chunks=vp, zero=1,
-                        sequence_parallel=tp > 1, overlap_dp=True, dtype=x["dtype"], grad_dtype="model",
+                        sequence_parallel=tp > 1, dtype=x["dtype"], grad_dtype="model",
+                        overlap_dp=(x["container"], x["model"], x["system"]) not in NO_GRAD_OVERLAP,
                         overlap_p2p=overlaps_sends(pp, vp),
                         ep=ep, expert_tp=1, cuda_graphs=graphs, moe_dispatcher=dispatcher, fp8_recipe=fp8_recipe_of(x),
                         fp8_param_gather=fp8_params_of(x),
@@ -320,7 +325,10 @@ def moe_case_of(entry: dict) -> Case:
            + f"CUDA graphs {graphs!r}, dispatcher {dispatcher} (Megatron-Bridge {tag[0]} {tag[1][:9]} {tag[2]}); "
            + ("all-to-alls under the partner pass (moe_a2a_overlap: Strategy.overlap_ep); " if strategy.overlap_ep else
               "all-to-alls exposed (no moe_a2a_overlap); ")
-           + "HybridEP/DeepEP priced as the all-to-all's bytes (their published bandwidths: explorer/cost/moe_terms.py); "
+           + ("HybridEP/DeepEP: the all-to-all's bytes in an NVLink domain, one copy a remote domain across domains "
+              "(explorer/cost/fused_dispatch.py); " if dispatcher in ("deepep", "hybridep") else "")
+           + ("DeepSeek-V3 keys: explorer/validation/deepseek_v3_runs.py; " if x["model"] == "deepseek-v3" else "")
+           + ("gradient reduce not overlapped (overlap_grad_reduce False); " if not strategy.overlap_dp else "")
            + ("full causal attention on every layer (the 128-token sliding window of every other layer is not "
               "modelled); " if x["model"] == "gpt-oss-120b" else "")
            + (f"{model.mtp_layers} MTP layer (recipes: mtp_num_layers=1); " if model.mtp_layers else "")
@@ -339,11 +347,18 @@ def moe_case_of(entry: dict) -> Case:
 
 
 MEMORY_KEYS = {
-    # NeMo 26.08 (Megatron-Bridge v0.6.0, 51885cf1): src/megatron/bridge/perf_recipes/deepseek/gb200/deepseek_v3.py
-    # deepseek_v3_pretrain_256gpu_gb200_fp8mx_config: recompute_modules ["mla_up_proj"], and perf_recipes/deepseek/
-    # common.py _deepseek_v3_common: recompute_granularity "selective"; fp32 Adam moments (the precision-aware
-    # optimizer only in the partial_cg_dev variant)
-    ("NeMo 26.08", "deepseek-v3", "DGX-GB200"): {"recompute": "selective", "recompute_modules": ("mla_up_proj",)},
+    # DeepSeek-V3 from 25.11 on: explorer/validation/deepseek_v3_runs.py (e.g. NeMo 26.08, Megatron-Bridge v0.6.0,
+    # 51885cf1: perf_recipes/deepseek/gb200/deepseek_v3.py deepseek_v3_pretrain_256gpu_gb200_fp8mx_config
+    # recompute_modules ["mla_up_proj"], common.py _deepseek_v3_common recompute_granularity "selective"; fp32 Adam
+    # moments: the precision-aware optimizer only in the partial_cg_dev variant)
+    **deepseek_v3_memory_keys(),
+    # GPT-OSS 120B: every read config of 25.11-26.04.01 recomputes the layer norms and the experts' activation
+    # (v0.2.0 scripts/performance/configs/gpt_oss/workload_base_configs.py GPT_OSS_120B_{GB200,B200,H100}_BF16_BASE_
+    # CONFIG; v0.3.0-v0.4.1 gpt_oss_workload_base_configs.py ..._V1 and, inheriting them, ..._V2: recompute_modules
+    # ["layernorm", "moe_act"]); the 26.06+ GB200 MXFP8 full-iteration configs recompute nothing (v0.5.0
+    # GPT_OSS_120B_PRETRAIN_CONFIG_GB200_FP8_MX_V2 recompute_modules [])
+    **{(c, GPT, sys): {"recompute": "selective", "recompute_modules": ("layernorm", "moe_act")}
+       for c in ("NeMo 25.11", "NeMo 26.02", "NeMo 26.02.01", "NeMo 26.04", "NeMo 26.04.01") for sys in (H, B, GB)},
 }
 """What a row's recipe keeps in memory beyond the FP8 recipe (Strategy.recompute_modules, adam_moments), read from
 that container's Megatron-Bridge performance recipe, for the rows whose recipe was read; every other row runs
@@ -412,35 +427,6 @@ def _entries(path=None) -> list:
     if not isinstance(entries, list):
         raise ExplorerError(f"cases file {path} must hold a JSON list of entries")
     return entries
-
-
-SAME_RUN_FIELDS = ("model", "system", "task", "num_gpus", "dtype", "fp8_recipe", "global_batch_size",
-                   "micro_batch_size", "seq_len", "tensor_parallel", "pipeline_parallel", "context_parallel",
-                   "virtual_pipeline", "expert_parallel", "fsdp")
-"""Inputs that make two rows the same configuration run in different containers."""
-
-
-def container_spread(entries) -> dict:
-    """id -> note on the rows of the same configuration (SAME_RUN_FIELDS) published in other containers,
-    for MoE rows with tokens/s. Such rows are kept, each a case against its own published figure (a
-    container is a different software stack, and the spread is not monotonic in the container: GPT-OSS
-    120B GB200 MXFP8 26.06 28.95k, 26.06.01 18.30k, 26.08 28.67k tokens/s/GPU, so neither the latest nor
-    the best container is a safe single target); the note says how far apart they are."""
-    groups = {}
-    for e in entries:
-        x, tok = e.get("inputs", {}), e.get("expected", {}).get("tokens_per_sec_per_gpu")
-        if x.get("model") in MOE and tok:
-            groups.setdefault(tuple(str(x.get(f)) for f in SAME_RUN_FIELDS), []).append((x["container"], float(tok), e["id"]))
-    notes = {}
-    for rows in groups.values():
-        if len(rows) < 2:
-            continue
-        lo, hi = min(r[1] for r in rows), max(r[1] for r in rows)
-        listed = ", ".join(f"{c.replace('NeMo ', '')} {v:.0f}" for c, v, _ in sorted(rows))
-        for _, _, rid in rows:
-            notes[rid] = (f"; same configuration published in {len(rows)} containers ({listed} tokens/s/GPU, "
-                          f"max/min {hi / lo:.2f}): each kept as its own case")
-    return notes
 
 
 def load_megatron_bridge(path=None) -> tuple:

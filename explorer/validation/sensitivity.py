@@ -37,8 +37,9 @@ from explorer.strategy.strategy import options_of
 ROUTE_ARGS = ("g_t", "L_t", "g_c", "L_c")
 """Block arguments that are a group's seconds per byte and latency: the formulas write them with each
 machine level's own g_{level}, L_{level}."""
-STRUCTURAL = ("fanout",)
-"""Numeric fields that shape the machine (how many units a level joins), not constants of its speed."""
+STRUCTURAL = ("fanout", "sms")
+"""Numeric fields that shape the machine (how many units a level joins; a device's whole number of SMs, which
+the fused dispatchers' SM share reads: explorer/cost/fused_dispatch.py), not constants of its speed."""
 PROBE = (0.99, 0.99 ** 2)
 """Factors a field is multiplied by to read its exponents (then their inverses, where the loader refuses)."""
 TOP = 5
