@@ -287,12 +287,32 @@ def _strategy(params: dict, model, cluster, messages: list) -> Strategy:
         else:
             fields = _strategy_fields(params, base, messages)
             fields.setdefault("grad_dtype", GRAD_FROM_FRAMEWORK)    # no `gd`: the framework's own default
-            strategy = Strategy(**{**_plain(base), **fields})
+            strategy = _completed(base, fields)
         evaluate_checked(model, strategy, cluster)
         return strategy
     except ExplorerError as err:
         messages.append(f"the shared strategy cannot run: {err}; using the default strategy")
         return base
+
+
+def _completed(base: Strategy, fields: dict) -> Strategy:
+    """The link's fields, the keys it leaves out taken from the default strategy `base`. Where a default
+    contradicts what the link gives (sequence parallelism on, with tp = 1 in the link), that key takes
+    Strategy's own default instead (off): one key at a time, then all of them; the first error otherwise.
+    At most 2 + (number of fields) Strategy constructions."""
+    values = {**_plain(base), **fields}
+    try:
+        return Strategy(**values)
+    except ExplorerError as err:
+        first = err
+    neutral = {name: Strategy.__dataclass_fields__[name].default for name in values if name not in fields}
+    missing = [name for name, value in neutral.items() if values[name] != value]
+    for trial in [{name: neutral[name]} for name in missing] + [{name: neutral[name] for name in missing}]:
+        try:
+            return Strategy(**{**values, **trial})
+        except ExplorerError:
+            continue
+    raise first
 
 
 def _plain(strategy: Strategy) -> dict:
