@@ -4,7 +4,7 @@ from __future__ import annotations
 import streamlit as st
 
 from explorer.facade import FRAMEWORK_TITLES, GRAD_FROM_FRAMEWORK, STRATEGY_FRAMEWORKS
-from explorer.facade import FP8_RECIPES, MOMENT_DTYPES, RECOMPUTE_MODULES
+from explorer.facade import FP8_RECIPES, MOMENT_DTYPES, recompute_modules_for
 from explorer.facade import (CP_ALGOS, CUDA_GRAPHS, DTYPES, GRAD_DTYPES, MOE_DISPATCHERS, RECOMPUTE,
                              schedule_is_chunked, schedule_names_for, schedule_overlaps_sends)
 
@@ -74,10 +74,28 @@ def _moe_host_controls(bar) -> None:
                        "outputs reduce-scattered; deepep / hybridep: the fused dispatchers (Megatron --moe-flex-"
                        "dispatcher-backend; Hopper or later). All but hybridep stop the host once per dropless MoE "
                        "forward to size the exchange, which full-iteration CUDA graphs cannot hold")
-    bar.toggle("Overlap EP all-to-alls", key=S.W_OVERLAP_EP, disabled=st.session_state[S.W_EP] == 1,
+    blocker = S.ep_overlap_blocked()        # not offered where Megatron-Core refuses it (1F1B at p > 1, e = 1...)
+    bar.toggle("Overlap EP all-to-alls", key=S.W_OVERLAP_EP, disabled=blocker is not None,
                help="Megatron-LM --overlap-moe-expert-parallel-comm: one micro-batch's dispatch and combine run "
                     "under another's compute in the 1F1B steady state (needs e > 1; with p > 1 the interleaved "
-                    "schedule); the Cost page shows what stays exposed and what is hidden")
+                    "schedule); the Cost page shows what stays exposed and what is hidden" +
+                    (f". Not available now: {blocker}" if blocker else ""))
+
+
+def _recompute_modules_control(bar) -> None:
+    """Selective recomputation's modules: only those the model has (no mla_up_proj without latent attention, no
+    mlp where every layer has experts; explorer/strategy/recompute_rules.py), a module the model lacks dropped."""
+    ss = st.session_state
+    offered = recompute_modules_for(ss[S.MODEL])
+    S.seed(S.W_RECOMPUTE_MODULES, [])
+    dropped = [m for m in ss[S.W_RECOMPUTE_MODULES] if m not in offered]
+    if dropped:
+        ss[S.W_RECOMPUTE_MODULES] = [m for m in ss[S.W_RECOMPUTE_MODULES] if m in offered]
+        S.notify(f"Recompute modules {', '.join(dropped)} dropped: {ss[S.MODEL].name} has no such module.")
+    bar.multiselect("Recompute modules", offered, key=S.W_RECOMPUTE_MODULES,
+                    disabled=ss[S.W_RECOMPUTE] != "selective",
+                    help="selective recomputation of these modules (Megatron-LM --recompute-modules; none chosen = "
+                         "core_attn, its default); only the modules this model has; explorer/model/recompute.py")
 
 
 def draw() -> None:
@@ -146,10 +164,7 @@ def draw() -> None:
     right.selectbox("Adam moments", MOMENT_DTYPES, key=S.W_ADAM_MOMENTS,
                     help="bf16: Megatron-LM's precision-aware optimizer (--exp-avg-dtype/--exp-avg-sq-dtype bf16, "
                          "ZeRO ≥ 1): 6-8 B/param of optimizer states instead of 12")
-    bar.multiselect("Recompute modules", RECOMPUTE_MODULES, key=S.W_RECOMPUTE_MODULES,
-                    disabled=ss[S.W_RECOMPUTE] != "selective",
-                    help="selective recomputation of these modules (Megatron-LM --recompute-modules; none chosen = "
-                         "core_attn, its default); explorer/model/recompute.py")
+    _recompute_modules_control(bar)
     bar.selectbox("Framework", STRATEGY_FRAMEWORKS, key=S.W_FRAMEWORK, format_func=FRAMEWORK_TITLES.get,
                   help="the framework the strategy targets: its defaults are costed (gradients reduced in fp32 by "
                        "Megatron-LM with bf16, Megatron-Bridge's bf16 recipes, torchtitan and MindSpore; in the "

@@ -10,7 +10,7 @@ from __future__ import annotations
 import streamlit as st
 
 from explorer.facade import ExplorerError, Strategy, evaluate, load_cluster, load_model, schedule_is_chunked
-from explorer.facade import schedule_chunks, schedule_overlaps_sends
+from explorer.facade import ep_overlap_blocker, schedule_chunks, schedule_overlaps_sends
 from explorer.facade import DEFAULT_CLUSTER, DEFAULT_MODEL, DEFAULT_STRATEGY
 from explorer.facade import GRAD_FROM_FRAMEWORK, default_grad_dtype
 
@@ -168,6 +168,8 @@ def candidate() -> Strategy:
     fields["expert_tp"] = 1 if moe and fields["tp"] > 1 and ss.get(W_WHOLE_EXPERTS, False) else 0
     if moe:      # the dispatcher and the EP overlap: MoE models only (the defaults otherwise)
         fields.update({name: ss.get(key, getattr(DEFAULT_STRATEGY, name)) for key, name in MOE_WIDGETS.items()})
+        if ep_overlap_blocked():
+            fields["overlap_ep"] = False       # not offered here (1F1B at p > 1...): the toggle keeps its state
     # an applied layout (a share link, a strategy file, an import) holds while p x v still matches its stages
     layout = "" if ss[STAGE_MAP] else ss.get(PIPELINE_LAYOUT, "")
     if layout:
@@ -176,6 +178,15 @@ def candidate() -> Strategy:
         except ExplorerError:
             pass                    # p or v changed since: the even split (or the default uneven layout)
     return Strategy(**fields, layer_splits=ss[LAYER_SPLITS], stage_map=ss[STAGE_MAP])
+
+
+def ep_overlap_blocked():
+    """Why the sidebar's choices leave no room for the EP overlap (explorer's ep_overlap_blocker), None if they do."""
+    ss = st.session_state
+    if not ss[MODEL].is_moe:
+        return "the model has no experts"
+    return ep_overlap_blocker(ss[MODEL], ss.get(W_EP, 1), ss.get(W_MOE_DISPATCHER, DEFAULT_STRATEGY.moe_dispatcher),
+                              ss[W_RECOMPUTE], ss[W_PP], ss[W_SCHEDULE])
 
 
 def ensure_fits(strategy: Strategy):

@@ -135,13 +135,16 @@ from explorer.model.spec import ATTENTION                                       
 __all__ += ["CP_ALGOS", "ATTENTION"]
 # ---- the host side and the MoE dispatchers (issue 27): the sidebar's choices --------------------
 from explorer.strategy.strategy import CUDA_GRAPHS, MOE_DISPATCHERS                       # noqa: E402
+from explorer.strategy.moe_rules import ep_overlap_blocker                                 # noqa: E402
 
-__all__ += ["CUDA_GRAPHS", "MOE_DISPATCHERS"]
+__all__ += ["CUDA_GRAPHS", "MOE_DISPATCHERS", "ep_overlap_blocker"]
 # ---- what a precision recipe keeps in memory (issue 26 item 3, issue 27 item 4): the sidebar's choices ---------
 from explorer.hardware.precision import FP8_RECIPES, MOMENT_DTYPES                         # noqa: E402
 from explorer.strategy.strategy import RECOMPUTE_MODULES                                   # noqa: E402
 
-__all__ += ["FP8_RECIPES", "MOMENT_DTYPES", "RECOMPUTE_MODULES"]
+from explorer.model.recompute import modules_for as recompute_modules_for                   # noqa: E402
+
+__all__ += ["FP8_RECIPES", "MOMENT_DTYPES", "RECOMPUTE_MODULES", "recompute_modules_for"]
 # ---- reference run on torch.distributed, measured vs modelled (issue 13, parts 2-3) ----------
 from explorer.runtime import INSTALL_HINT as RUN_INSTALL_HINT                       # noqa: E402
 from explorer.runtime import torch_available                                        # noqa: E402
