@@ -1,4 +1,6 @@
 """AppTest of the Strategy page: drags (set through the sortables' keys), the table, presets."""
+import json
+
 from app_util import chart_specs, errors, metric, open_page
 
 STAGES = 8
@@ -29,6 +31,32 @@ def test_dragging_a_layer_to_the_next_stage_changes_the_breakdown():
     stage_map = at.session_state["stage_map"]
     assert stage_map[11] == 1 and stage_map[10] == 0 and stage_map.count(1) == 13
     assert _breakdown(at) != before and metric(at, "Iteration time") != total
+
+
+def _shown_columns(at, kind):
+    """The columns the drag widget in use was last given (its front end shows those)."""
+    key = at.session_state["drag_keys"][kind]
+    widget = next(c for c in at.get("component_instance") if c.proto.id.endswith(key))
+    return json.loads(widget.proto.json_args)["items"]
+
+
+def test_after_a_drag_each_stage_lists_its_layers_in_model_order():
+    """Issue 30: a layer dropped at the end of the next stage stayed there (L12 ... L23, L11): the columns are drawn
+    again with each stage's layers in model order, and a move within a stage is put back in order too."""
+    at = open_page("strategy")
+    columns = _stage_columns()
+    columns[1]["items"].append(columns[0]["items"].pop())          # L11 dropped below L23
+    _drag(at, "stage", columns)
+    assert not at.exception and not errors(at)
+    assert at.session_state["stage_map"][11] == 1
+    shown = _shown_columns(at, "stage")
+    assert shown[0]["items"] == [f"L{i}" for i in range(11)]
+    assert shown[1]["items"] == [f"L{i}" for i in range(11, 24)]
+    columns = _shown_columns(at, "stage")
+    columns[2]["items"].reverse()                                  # a move inside stage 2: no change but order
+    _drag(at, "stage", columns)
+    assert not at.exception and not errors(at)
+    assert _shown_columns(at, "stage")[2]["items"] == [f"L{i}" for i in range(24, 36)]
 
 
 def test_a_non_contiguous_drag_is_refused_and_the_last_valid_map_kept():
