@@ -68,6 +68,7 @@ W_ATTENTION = W_DIM_PREFIX + "attention"   # standard or flash (re-seeded with t
 W_GRAPH_COLOUR, W_GRAPH_ALL, W_GRAPH_LAYERS = "w_graph_colour", "w_graph_all", "w_graph_layers"
 # Strategy page
 W_PRESET = "w_preset"
+W_PIPELINE_LAYOUT = "w_pipeline_layout"   # layer counts per virtual stage, or a Megatron-LM layout string
 # Timeline page
 W_TIMELINE_SCHEDULE = "w_timeline_schedule"
 W_TIMELINE_PLAY = "w_timeline_play"
