@@ -3,7 +3,8 @@
 `encode` gives a flat dict of short, readable parameters; `decode` validates
 every one of them (regular expressions, ranges, known names; JSON parsed with
 json.loads only, never evaluated) and returns the built-in defaults plus one
-message per problem for anything malformed, tampered or impossible.
+message per problem for anything malformed, tampered or impossible. A partial link loads: the strategy
+keys it leaves out take the default strategy's values (Strategy's own defaults where those contradict it).
 
 Parameters: `model` (preset name) or `model_spec` (base64url JSON of our model
 schema); `cluster` or `cluster_spec` likewise; dp, tp, pp, b (micro-batch),
