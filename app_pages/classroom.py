@@ -8,7 +8,10 @@ from app_pages import state as S
 # Always: metric values and long formulas wrap or scroll instead of being cut off at 1280x720 (a display
 # formula wraps between KaTeX's .base boxes, at its + and = signs; one longer than a line scrolls sideways);
 # the metric bar (METRIC_BAR) sticks under the header while the page scrolls (its wrapper, Streamlit's
-# stLayoutWrapper, is the element as tall as the bar: sticky moves within its parent, the page's block).
+# stLayoutWrapper, is the element as tall as the bar: sticky moves within its parent, the page's block);
+# page links', the sidebar menu's and buttons' labels wrap onto a second line instead of ending in an ellipsis (Streamlit sets them
+# nowrap with text-overflow: ellipsis: at 1280x720 in classroom mode the Start page's links and the Compare
+# page's pin button were cut; tests/test_browser_projector.py checks every page it visits).
 BASE_CSS = """<style>
 .katex-display {overflow-x: auto; overflow-y: hidden; padding: 4px 0 10px 0;
                 scrollbar-width: thin; scrollbar-color: #8a8a8a transparent;}
@@ -21,6 +24,12 @@ BASE_CSS = """<style>
 [data-testid="stLayoutWrapper"]:has(> .st-key-metric_bar) {position: sticky; top: 3.75rem; z-index: 990;}
 .st-key-metric_bar {background-color: rgb(255, 255, 255); border-bottom: 1px solid #ddd; padding-bottom: 0.25rem;}
 .st-key-metric_bar [data-testid="stMetricValue"] {font-size: 1.5rem;}
+[data-testid="stPageLink-NavLink"], [data-testid="stSidebarNavLink"] {height: auto;}
+[data-testid="stPageLink-NavLink"] > span, [data-testid="stPageLink-NavLink"] [data-testid="stMarkdownContainer"],
+[data-testid="stPageLink-NavLink"] p, [data-testid^="stBaseButton"] [data-testid="stMarkdownContainer"],
+[data-testid^="stBaseButton"] p, [data-testid="stSidebarNavLink"] span, [data-testid="stSidebarNavLink"] p,
+[data-testid="stSidebarNavLink"] [data-testid="stMarkdownContainer"]
+  {white-space: normal; overflow: visible; text-overflow: clip; height: auto; min-width: 0;}
 </style>"""
 # Classroom mode: Streamlit sizes type in rem, so a larger root size enlarges everything at once;
 # 20 px body text is readable from the back of a room on a 1280x720 projector.

@@ -2,8 +2,9 @@
 
 The sortables front end keeps its own copy of the items after the first draw,
 so a widget is remounted under a new key (kind_drag_<version>) whenever the
-columns it should show differ from what it is known to show; the key in use is
-in session_state[DRAG_KEYS][kind] (tests set a drag result through it).
+columns it should show differ from what it is known to show, the order inside a column included (after a
+drop the columns are drawn again with their layers in model order); the key in use is in
+session_state[DRAG_KEYS][kind] (tests set a drag result through it).
 """
 from __future__ import annotations
 
@@ -24,11 +25,26 @@ STYLE = """
 STATE_KEYS = {"layer_splits": S.LAYER_SPLITS, "stage_map": S.STAGE_MAP}
 
 
+def _model_order(text) -> tuple:
+    """A layer item's place in the model ('L9' before 'L10'; layer_choices.item)."""
+    return len(str(text)), str(text)
+
+
 def _norm(columns) -> tuple:
     """Columns up to the order of items inside a column (which carries no meaning)."""
     if not columns:
         return ()
-    return tuple((c["header"], tuple(sorted(c["items"], key=lambda t: (len(t), t)))) for c in columns)
+    return tuple((c["header"], tuple(sorted(c["items"], key=_model_order))) for c in columns)
+
+
+def _exact(columns) -> tuple:
+    """Columns as the front end shows them, the order of the items inside each column included."""
+    return tuple((c["header"], tuple(c["items"])) for c in columns or ())
+
+
+def _sorted(columns) -> list:
+    """The columns with each one's layers in model order (a drop puts a layer wherever the pointer was)."""
+    return [{**c, "items": sorted(c["items"], key=_model_order)} for c in columns]
 
 
 def _key(kind: str, shows) -> str:
@@ -47,7 +63,7 @@ def _cells(table) -> tuple:
 
 def _sortable(slot, kind: str, columns: list):
     with slot.container():
-        return sort_items(columns, multi_containers=True, key=_key(kind, _norm(columns)), custom_style=STYLE)
+        return sort_items(columns, multi_containers=True, key=_key(kind, _exact(columns)), custom_style=STYLE)
 
 
 def _editor(slot, table, **kwargs):
@@ -60,11 +76,16 @@ def sortable(kind: str, what: str, columns: list, apply) -> None:
     ExplorerError the last valid choice is kept, the reason shown, and the columns redrawn."""
     slot = st.empty()
     value = _sortable(slot, kind, columns)
-    if not value or _norm(value) == _norm(columns):
+    if not value or _exact(value) == _exact(columns):
         return
-    st.session_state[S.DRAG_SHOWN][kind] = _norm(value)
+    st.session_state[S.DRAG_SHOWN][kind] = _exact(value)      # what the front end shows now
+    if _norm(value) == _norm(columns):         # a layer moved within its column: nothing changes but the order
+        _sortable(slot, kind, columns)         # shown again in model order (remounted: a new key)
+        return
     if not _try(what, apply, value):
         _sortable(slot, kind, columns)
+    elif _exact(value) != _exact(_sorted(value)):
+        _sortable(slot, kind, _sorted(value))  # the layers of each column back in model order (issue 30)
 
 
 def editor(table, what: str, apply, **kwargs) -> None:

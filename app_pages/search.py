@@ -7,7 +7,7 @@ import pandas as pd
 import streamlit as st
 
 from explorer.facade import CONFIG_FRAMEWORKS, CONFIG_TITLES, MAX_DEVICES, ExplorerError
-from explorer.facade import breakdown_bar
+from explorer.facade import SUMMARY_LABELS, breakdown_bar, readable_columns
 from explorer.facade import search_request, search_result_from_dict
 from explorer.facade import pareto_figure
 from explorer.facade import MEMORY_HEADROOM, holds_words, robustness
@@ -141,9 +141,10 @@ st.caption("Select a point to load its strategy into the editor and every page. 
            + (f"Error bars: ±{100 * band:.0f} %, the validated error of {plain(ev['regime'])}."
               if band else f"No error bars: extrapolating ({plain(ev['reason'])})."))
 st.subheader(f"The {len(result.top)} fastest")
-st.dataframe(shown_table(pd.DataFrame(rows(result.top))), hide_index=True, key=TOP_TABLE, on_select=_on_table_select,
-             selection_mode="single-row")
-st.caption(f"mfu_%: {EQ3_FLOPS_CONVENTION}. {MEGATRON_MFU_COLUMN}: {MEGATRON_FLOPS_CONVENTION} "
+st.dataframe(shown_table(readable_columns(pd.DataFrame(rows(result.top)))), hide_index=True, key=TOP_TABLE,
+             on_select=_on_table_select, selection_mode="single-row")
+st.caption(f"{SUMMARY_LABELS['mfu_%']}: {EQ3_FLOPS_CONVENTION}. {SUMMARY_LABELS[MEGATRON_MFU_COLUMN]}: "
+           f"{MEGATRON_FLOPS_CONVENTION} "
            "(what Megatron-LM's training log prints; empty for a model that is not a causal decoder).")
 st.plotly_chart(shown(breakdown_bar({f"#{i + 1} {label(c.strategy)}": c.result for i, c in enumerate(result.top)})),
                 key="search_breakdown_chart")

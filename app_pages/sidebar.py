@@ -70,23 +70,34 @@ PLACED = ("cuda_graphs", "fp8_recipe", "adam_moments", "recompute_modules")
 
 
 def _fields() -> dict:
-    """The strategy fields the controls hold now, as an option's `when` reads them (whether it applies)."""
+    """The strategy fields the controls hold now, as an option's `when` and `blocker` read them."""
     ss = st.session_state
-    return {**{name: ss[key] for key, name in S.STRATEGY_WIDGETS.items() if key in ss}, "ep": ss.get(S.W_EP, 1)}
+    return {**{name: ss[key] for key, name in S.STRATEGY_WIDGETS.items() if key in ss}, "ep": ss.get(S.W_EP, 1),
+            **{o.name: ss[key] for key, o in S.option_widgets().items() if key in ss}}
 
 
 def draw_option(container, option) -> None:
     """An option's control from its record (explorer/strategy/options.py): a select box, a toggle or a
-    multi-select under its session key, greyed out where the option does not apply (its `when`)."""
-    key = option.widget_key
+    multi-select under its session key, greyed out where the option does not apply (its `when`) or cannot be
+    switched on with the other choices (its `blocker`, named in the help); a multi-select offers only the modules
+    the model has (its `absent`), a chosen one the model lacks dropped with a notice."""
+    ss, key = st.session_state, option.widget_key
     S.seed(key, list(option.default) if option.kind == "modules" else option.default)
-    disabled = not option.applies(_fields())
+    fields = _fields()
+    reason = option.blocked(fields, ss[S.MODEL])
+    disabled = not option.applies(fields) or reason is not None
+    help_text = option.widget_help + (f". Not available now: {reason}" if reason else "")
     if option.kind == "choice":
-        container.selectbox(option.label, option.choices, key=key, disabled=disabled, help=option.widget_help)
+        container.selectbox(option.label, option.choices, key=key, disabled=disabled, help=help_text)
     elif option.kind == "bool":
-        container.toggle(option.label, key=key, disabled=disabled, help=option.widget_help)
+        container.toggle(option.label, key=key, disabled=disabled, help=help_text)
     else:
-        container.multiselect(option.label, option.choices, key=key, disabled=disabled, help=option.widget_help)
+        offered = option.offered(ss[S.MODEL])
+        dropped = [m for m in ss[key] if m not in offered]
+        if dropped:
+            ss[key] = [m for m in ss[key] if m in offered]
+            S.notify(f"{option.label} {', '.join(dropped)} dropped: {ss[S.MODEL].name} has no such module.")
+        container.multiselect(option.label, offered, key=key, disabled=disabled, help=help_text)
 
 
 def _moe_host_controls(bar) -> None:

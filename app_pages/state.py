@@ -82,6 +82,10 @@ def option_values(fields: dict, moe: bool) -> dict:
         if (o.moe_only and not moe) or (o.reset_off and not o.applies(fields)):
             value = o.default
         out[o.name] = tuple(value) if o.kind == "modules" else value
+    chosen = {**fields, **out}
+    for o in option_widgets().values():       # not offered with these choices (EP overlap with 1F1B at p > 1):
+        if out[o.name] != o.default and o.blocked(chosen, ss[MODEL]):   # the default; the control keeps its state
+            out[o.name] = o.default
     return out
 # Model & cluster page
 W_MODEL_PRESET, W_MODEL_FILE = "w_model_preset", "w_model_file"
@@ -93,6 +97,7 @@ W_ATTENTION = W_DIM_PREFIX + "attention"   # standard or flash (re-seeded with t
 W_GRAPH_COLOUR, W_GRAPH_ALL, W_GRAPH_LAYERS = "w_graph_colour", "w_graph_all", "w_graph_layers"
 # Strategy page
 W_PRESET = "w_preset"
+W_PIPELINE_LAYOUT = "w_pipeline_layout"   # layer counts per virtual stage, or a Megatron-LM layout string
 # Timeline page
 W_TIMELINE_SCHEDULE = "w_timeline_schedule"
 W_TIMELINE_PLAY = "w_timeline_play"

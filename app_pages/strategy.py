@@ -36,7 +36,29 @@ def _apply_preset(preset):
 
 
 def _reset_layers():
-    ss[S.LAYER_SPLITS], ss[S.STAGE_MAP], ss[S.CHOICE_MESSAGE] = (), (), ""
+    ss[S.LAYER_SPLITS], ss[S.STAGE_MAP], ss[S.PIPELINE_LAYOUT], ss[S.CHOICE_MESSAGE] = (), (), "", ""
+
+
+def _layout_entered():
+    """The pipeline layout typed (callback): layer counts per virtual stage or a Megatron-LM layout string, used
+    when the strategy runs with it (it replaces a dragged stage map); else the reason, in one line, and the last
+    valid choice kept. Empty: the even split (or the drags) again."""
+    text = (ss[S.W_PIPELINE_LAYOUT] or "").strip()
+    ss[S.CHOICE_MESSAGE] = ""
+    if not text:
+        ss[S.PIPELINE_LAYOUT] = ""
+        return
+    try:
+        try:
+            base = S.candidate()
+        except ExplorerError:
+            base = ss[S.LAST_VALID].strategy
+        layout = lc.layout_from_text(text, model.layers, model.mtp_layers, base.pp, base.pp * base.chunks)
+        C.ensure_fits(base.with_(stage_map=(), pipeline_layout=layout))
+    except ExplorerError as err:
+        ss[S.CHOICE_MESSAGE] = f"Pipeline layout refused, the last valid choice is kept: {err}"
+        return
+    ss[S.PIPELINE_LAYOUT], ss[S.STAGE_MAP] = layout, ()
 
 
 model, cluster = ss[S.MODEL], ss[S.CLUSTER]
@@ -87,9 +109,19 @@ if layout is None:
                   lambda moved: drag.apply_choices(stage_map=_even(lc.stage_map_from_columns(moved, layers))))
 else:     # read only: what each stage's model chunks hold (E embedding, t layers, m MTP layers, L loss)
     st.caption("This strategy runs a pipeline layout (Megatron-LM --pipeline-model-parallel-layout): E embedding, "
-               "t transformer layers, m multi-token-prediction layers, L loss. It is read only here; set it with "
-               "`--pipeline-layout` or a strategy file, or pick p and v whose chunks split the layers evenly.")
+               "t transformer layers, m multi-token-prediction layers, L loss. Change it below (clear it to drag "
+               "layers again), or pick p and v whose chunks split the layers evenly.")
     st.dataframe(layout, hide_index=True)
+try:                                            # the box shows the layout applied (a link or a file may set it)
+    ss[S.W_PIPELINE_LAYOUT] = S.candidate().pipeline_layout
+except ExplorerError:
+    ss[S.W_PIPELINE_LAYOUT] = ss[S.PIPELINE_LAYOUT]
+st.text_input("Uneven stages: layers per stage, or a Megatron-LM layout", key=S.W_PIPELINE_LAYOUT,
+              on_change=_layout_entered, max_chars=2000, placeholder="e.g. 11,12,12,13 or Et|(tt|)*30mL",
+              help="Comma-separated transformer layers per virtual stage (p × v of them, in model order; the "
+                   "embedding goes with the first, the loss and any MTP layers with the last), or a Megatron-LM "
+                   "--pipeline-model-parallel-layout string such as Et|(tt|)*30mL. Empty: stages split evenly. "
+                   "Kept in the share link.")
 st.subheader("Operator splits: drag layers between split columns")
 st.caption(f"Degrees divide t = {tp}. TP column→row is Megatron-LM's pairing (QKV/FC1 by column, "
            "projection/FC2 by row); the table below offers column-only, row-only and batch splits too.")

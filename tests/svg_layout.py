@@ -85,3 +85,71 @@ def cut_texts(page, tolerance_px: float = 3.0) -> list:
     """Metric values and display formulas, outside closed expanders, wider than their box (cut, or scrolled
     sideways). The tolerance is KaTeX's italic overhang: a last italic glyph reaches 2 px past its box."""
     return page.evaluate(CUT_TEXT_JS, tolerance_px)
+
+
+CLIPPED_JS = r"""
+(tolerance) => {
+  // Buttons, links (page links and the sidebar's menu included) and widget labels: a text whose laid-out box
+  // runs past a box that clips it (an ancestor with overflow other than visible) or an element cut with an
+  // ellipsis (scrollWidth > clientWidth).
+  const CONTROLS = 'button, a, label, [data-testid="stWidgetLabel"], [data-testid="stPageLink-NavLink"]';
+  const clips = (el) => { const s = getComputedStyle(el); return s.overflowX !== 'visible' || s.overflowY !== 'visible'; };
+  const shown = (el) => { const r = el.getBoundingClientRect();     // visually hidden (1 px) helpers left out
+    return r.width > 2 && r.height > 2 && !el.closest('details:not([open]), [aria-hidden="true"]'); };
+  const problems = new Set();
+  for (const control of document.querySelectorAll(CONTROLS)) {
+    if (!shown(control)) continue;
+    const name = (control.innerText || control.textContent || '').replace(/\s+/g, ' ').trim().slice(0, 60);
+    if (!name) continue;
+    for (const el of [control, ...control.querySelectorAll('*')]) {
+      if (!shown(el)) continue;
+      if (el.scrollWidth > el.clientWidth + tolerance && clips(el) && el.clientWidth > 0)
+        problems.add(`"${name}": cut (${el.scrollWidth} px of text in ${el.clientWidth})`);
+    }
+    const walker = document.createTreeWalker(control, NodeFilter.SHOW_TEXT);
+    for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+      if (!node.textContent.trim()) continue;
+      const range = document.createRange();
+      range.selectNodeContents(node);
+      const r = range.getBoundingClientRect();
+      if (!r.width) continue;
+      // sideways past any clipping box (the sidebar's edge included); up or down only within the control (a
+      // page scrolled past its text is no cut)
+      let inside = true;
+      for (let up = node.parentElement; up && up !== document.body; up = up.parentElement) {
+        const box = up.getBoundingClientRect();
+        const past = r.right > box.right + tolerance || r.left < box.left - tolerance ||
+          (inside && (r.bottom > box.bottom + tolerance || r.top < box.top - tolerance));
+        if (up === control) inside = false;
+        if (clips(up) && past) {
+          problems.add(`"${name}": "${node.textContent.trim().slice(0, 40)}" runs past its box`);
+          break;
+        }
+      }
+    }
+  }
+  return [...problems];
+}
+"""
+
+
+def clipped_controls(page, tolerance_px: float = 2.0) -> list:
+    """Buttons, links and labels whose text is cut by their box (an ellipsis, or text past a clipping box)."""
+    return page.evaluate(CLIPPED_JS, tolerance_px)
+
+
+GANTT_ROWS_JS = r"""
+() => [...document.querySelectorAll('.js-plotly-plot')].filter(p => p.getClientRects().length).map(plot => {
+  const area = plot.querySelector('.draglayer .nsewdrag');
+  const ticks = [...plot.querySelectorAll('.yaxislayer-above .ytick text, .yaxislayer-above text')]
+    .filter(t => /^(stage|device|rank) /.test((t.textContent || '').trim()));
+  return {title: ((plot.querySelector('.gtitle') || {}).textContent || '').trim(),
+          rows: ticks.length, plot_px: area ? area.getBoundingClientRect().height : 0};
+}).filter(g => g.rows > 0)
+"""
+
+
+def gantt_rows(page) -> list:
+    """The visible Gantts: their title, how many row labels (stage k, device k) are drawn and the plot area's
+    height in pixels (plotly leaves out the tick labels of rows too thin for them)."""
+    return page.evaluate(GANTT_ROWS_JS)

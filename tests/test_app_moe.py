@@ -83,3 +83,35 @@ def test_dispatcher_cuda_graphs_and_ep_overlap_controls_reach_the_strategy():
     assert (comm.loc[comm["type"] == "EP all-to-all", "hidden_s"] > 0).any()
     next(w for w in at.sidebar.selectbox if w.key == S.W_MOE_DISPATCHER).set_value("alltoall").run()
     assert at.error and "full-iteration CUDA graphs" in at.error[0].value.splitlines()[0]   # the library's one line
+
+
+def test_ep_overlap_is_offered_only_where_megatron_runs_it():
+    """Issue 30: the EP overlap was offered with 1F1B at p > 1, which Megatron-Core refuses (it needs a virtual
+    pipeline there: explorer/strategy/moe_rules.py); it is disabled there, and a strategy that had it on runs
+    without it until the schedule allows it again."""
+    at = open_page("cost")
+    _moe(at)
+    overlap = lambda: next(w for w in at.sidebar.toggle if w.key == S.W_OVERLAP_EP)
+    assert at.session_state[S.W_PP] > 1 and at.session_state[S.W_SCHEDULE] == "1f1b"
+    assert overlap().disabled and "interleaved" in overlap().help
+    next(w for w in at.sidebar.selectbox if w.key == S.W_SCHEDULE).set_value("interleaved").run()
+    assert not overlap().disabled
+    overlap().set_value(True).run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert at.session_state[S.LAST_VALID].strategy.overlap_ep
+    next(w for w in at.sidebar.selectbox if w.key == S.W_SCHEDULE).set_value("1f1b").run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert overlap().disabled and not at.session_state[S.LAST_VALID].strategy.overlap_ep
+
+
+def test_recompute_modules_offered_are_the_models_own():
+    """Issue 30: Mixtral was offered mla_up_proj (no latent attention) and mlp (every layer has experts)."""
+    at = open_page("cost")
+    modules = lambda: next(w for w in at.sidebar.multiselect if w.key == S.W_RECOMPUTE_MODULES).options
+    assert "mla_up_proj" not in modules() and "mlp" in modules()           # GPT-3: dense, no MLA
+    at.session_state[S.MODEL] = load_model("mixtral-8x7b")
+    at.run()
+    assert modules() == ["core_attn", "layernorm", "moe_act"]
+    at.session_state[S.MODEL] = load_model("deepseek-v3")
+    at.run()
+    assert {"mla_up_proj", "mlp", "shared_experts"} <= set(modules())

@@ -1,4 +1,6 @@
 """AppTest of the Strategy page: drags (set through the sortables' keys), the table, presets."""
+import json
+
 from app_util import chart_specs, errors, metric, open_page
 
 STAGES = 8
@@ -29,6 +31,32 @@ def test_dragging_a_layer_to_the_next_stage_changes_the_breakdown():
     stage_map = at.session_state["stage_map"]
     assert stage_map[11] == 1 and stage_map[10] == 0 and stage_map.count(1) == 13
     assert _breakdown(at) != before and metric(at, "Iteration time") != total
+
+
+def _shown_columns(at, kind):
+    """The columns the drag widget in use was last given (its front end shows those)."""
+    key = at.session_state["drag_keys"][kind]
+    widget = next(c for c in at.get("component_instance") if c.proto.id.endswith(key))
+    return json.loads(widget.proto.json_args)["items"]
+
+
+def test_after_a_drag_each_stage_lists_its_layers_in_model_order():
+    """Issue 30: a layer dropped at the end of the next stage stayed there (L12 ... L23, L11): the columns are drawn
+    again with each stage's layers in model order, and a move within a stage is put back in order too."""
+    at = open_page("strategy")
+    columns = _stage_columns()
+    columns[1]["items"].append(columns[0]["items"].pop())          # L11 dropped below L23
+    _drag(at, "stage", columns)
+    assert not at.exception and not errors(at)
+    assert at.session_state["stage_map"][11] == 1
+    shown = _shown_columns(at, "stage")
+    assert shown[0]["items"] == [f"L{i}" for i in range(11)]
+    assert shown[1]["items"] == [f"L{i}" for i in range(11, 24)]
+    columns = _shown_columns(at, "stage")
+    columns[2]["items"].reverse()                                  # a move inside stage 2: no change but order
+    _drag(at, "stage", columns)
+    assert not at.exception and not errors(at)
+    assert _shown_columns(at, "stage")[2]["items"] == [f"L{i}" for i in range(24, 36)]
 
 
 def test_a_non_contiguous_drag_is_refused_and_the_last_valid_map_kept():
@@ -122,3 +150,43 @@ def test_an_applied_pipeline_layout_is_shown_read_only_and_costed():
     table = next(df.value for df in at.dataframe if "chunk 0" in df.value.columns)
     assert list(table["chunk 0"]) == ["E t×11"] + ["t×12"] * 6 + ["t×13 L"]
     assert metric(at, "Iteration time") != total
+
+
+def _layout_box(at):
+    return next(w for w in at.text_input if w.key == "w_pipeline_layout")
+
+
+def test_uneven_stages_typed_on_the_strategy_page_are_costed_and_shared():
+    """Issue 30: the pipeline layout (Strategy.pipeline_layout) had no browser control. Layer counts per stage (or a
+    Megatron-LM layout string) typed in the box: costed, shown as the layout table, kept in the share link; cleared:
+    the even split again."""
+    at = open_page("strategy")
+    total = metric(at, "Iteration time")
+    _layout_box(at).input("11,12,12,12,12,12,12,13").run()
+    assert not at.exception and not errors(at), errors(at)
+    strategy = at.session_state["last_valid"].strategy
+    assert strategy.pipeline_layout == "Et*11|(t*12|)*6t*13L" and strategy.stages(96).count(7) == 13
+    assert metric(at, "Iteration time") != total
+    assert at.query_params["layout"] in ("Et*11|(t*12|)*6t*13L", ["Et*11|(t*12|)*6t*13L"])   # str or its list
+    assert _layout_box(at).value == "Et*11|(t*12|)*6t*13L"          # the box shows the layout applied
+    _layout_box(at).input("Et*13|(t*12|)*6t*11L").run()               # a Megatron-LM layout string
+    assert not errors(at) and at.session_state["last_valid"].strategy.stages(96).count(0) == 13
+    _layout_box(at).input("").run()
+    assert not errors(at) and at.session_state["last_valid"].strategy.pipeline_layout == ""
+    assert "layout" not in at.query_params and metric(at, "Iteration time") == total
+
+
+def test_a_bad_pipeline_layout_is_one_line_and_the_last_valid_choice_stays():
+    at = open_page("strategy")
+    total = metric(at, "Iteration time")
+    for text, words in (("12,12", "lists 2 stages; the strategy has p x v = 8"),
+                        ("11,12,12,12,12,12,12,12", "add up to 95; the model has 96 layers"),
+                        ("12,12,12,0,24,12,12,12", "stage 3 holds no layer"),
+                        ("12,x,12,12,12,12,12,12", "not a layout piece"),
+                        ("E(t|)*", "must be followed by a repeat count")):
+        _layout_box(at).input(text).run()
+        assert not at.exception
+        shown = errors(at)
+        assert len(shown) == 1 and words in shown[0] and "\n" not in shown[0], (text, shown)
+        assert at.session_state["last_valid"].strategy.pipeline_layout == ""
+        assert metric(at, "Iteration time") == total

@@ -118,6 +118,28 @@ def test_change_a_control_and_drag_a_layer(server, page, tmp_path):
     assert (tmp_path / "strategy_after_slider.png").stat().st_size > 10_000
 
 
+def test_a_dropped_layer_is_listed_in_model_order(server, page):
+    """Issue 30: L11 dropped at the bottom of stage 1 stayed below L23; the stage lists its layers in model
+    order once the drop is applied (the widget is drawn again)."""
+    page.goto(f"{server}/strategy")
+    page.get_by_test_id("stMetric").first.wait_for(timeout=60_000)
+    before = _metric(page, "Iteration time")
+    frame = page.frame_locator('iframe[title="streamlit_sortables.sortable_items"]').first
+    frame.locator(".sortable-item", has_text="L11").first.wait_for(timeout=30_000)
+    stage1 = frame.locator(".sortable-container").nth(1)
+    last = stage1.locator(".sortable-item").last
+    _drag(page, frame.locator(".sortable-item", has_text="L11").first, last)
+    _wait_change(page, "Iteration time", before)
+    page.wait_for_timeout(1500)
+    shown = []
+    for _ in range(40):          # the widget is drawn again with the stage's layers in order
+        shown = [t.strip() for t in frame.locator(".sortable-container").nth(1).locator(".sortable-item").all_inner_texts()]
+        if "L11" in shown and shown == sorted(shown, key=lambda t: int(t[1:])):
+            break
+        page.wait_for_timeout(250)
+    assert "L11" in shown and shown == sorted(shown, key=lambda t: int(t[1:])), shown
+
+
 def test_a_share_link_to_a_page_opens_that_page(server, page):
     """A link carries its page's address: /cost?... opens Cost without a 'Page not found' dialog."""
     page.goto(f"{server}/cost?model=tiny-gpt&cluster=classroom&dp=2&tp=2&pp=2&b=1&B=8&sched=zb-h1")

@@ -23,7 +23,7 @@ from explorer.charts.gantt import superstep_figure
 from explorer.charts.tables import comm_table, memory_table
 from explorer.io.slides import SLIDE_H, SLIDE_W, lesson_deck, slide_figure
 from explorer.lessons import LESSONS
-from svg_layout import cut_texts, layout_problems
+from svg_layout import clipped_controls, cut_texts, gantt_rows, layout_problems
 from test_browser import ARGS, CHROMIUM, ROOT, server  # noqa: F401  (the module-scoped streamlit server)
 
 pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM),
@@ -56,6 +56,7 @@ def _clean(page, where: str, shot: str) -> None:
     assert page.get_by_test_id("stException").count() == 0, f"{where}: an exception box"
     assert layout_problems(page) == [], where
     assert cut_texts(page) == [], f"{where}: a number or formula is cut"
+    assert clipped_controls(page) == [], f"{where}: a button's, link's or label's text is cut"
 
 
 @pytest.mark.parametrize("screen", SCREENS)
@@ -157,12 +158,29 @@ def test_the_metric_bar_stays_on_screen_beside_the_drag_areas_and_formulas(serve
 
 @pytest.mark.parametrize("screen", SCREENS)
 def test_the_explore_pages_figures_fit(server, browser, screen):  # noqa: F811
-    """Compare and Timelines included: Timelines' title overlapped its legend in classroom mode."""
+    """Compare and Timelines included: Timelines' title overlapped its legend in classroom mode. The Start page too
+    (no figure): its page links' labels were cut at 1280x720 in classroom mode, as Compare's pin button. Each
+    Gantt's stage rows are all labelled and at least a line of type tall: in classroom mode the 8 stages of the
+    Timelines page's Gantt were about 50 px together, and plotly drew only 'stage 0'."""
     viewport, classroom = SCREENS[screen]
     page = browser.new_page(viewport=viewport)
-    for path in ("strategy", "cost", "timeline", "compare"):
+    for path in ("", "strategy", "cost", "timeline", "compare"):
         page.goto(f"{server}/{path}" + ("?classroom=1" if classroom else ""))
-        _settle(page)
-        page.wait_for_timeout(1500)             # every chart of the page drawn
-        _clean(page, f"the {path} page at {screen}", f"{path}_{screen}")
+        if path:
+            _settle(page)
+            page.wait_for_timeout(1500)         # every chart of the page drawn
+        else:
+            page.get_by_test_id("stPageLink-NavLink").first.wait_for(timeout=90_000)
+            page.wait_for_timeout(700)
+        _clean(page, f"the {path or 'start'} page at {screen}", f"{path or 'start'}_{screen}")
+        if path == "timeline":
+            page.locator(".js-plotly-plot").first.scroll_into_view_if_needed()
+            page.wait_for_timeout(500)
+            superstep = [g for g in gantt_rows(page) if g["title"].startswith("Super-step")]
+            assert superstep, "the super-step Gantt is drawn"
+            stages = 8                          # the default strategy's p
+            font_px = 18 if classroom else 12   # classroom mode's type (charts/classroom.py FONT_PX), plotly's
+            for gantt in superstep:
+                assert gantt["rows"] == stages, gantt
+                assert gantt["plot_px"] >= stages * 1.5 * font_px, gantt
     page.close()

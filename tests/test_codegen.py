@@ -56,7 +56,25 @@ def test_gpt3_175b_round_trips():
     fields, back = parse_megatron_args(megatron_args(model, strategy))
     assert back == strategy
     assert fields == {"layers": 96, "hidden": 12288, "heads": 96, "seq_len": 2048, "ffn_hidden": 49152,
-                      "kv_heads": 96, "family": "gpt"}
+                      "kv_heads": 96, "family": "gpt", "attention": "standard"}
+
+
+@pytest.mark.parametrize("name, backend", [("gpt3-175b", "unfused"), ("llama2-7b", "flash")])
+def test_the_megatron_export_pins_the_attention_that_was_costed(name, backend):
+    """Issue 30: the export left Megatron's --attention-backend at auto (Transformer Engine picks a kernel), while
+    the cost model priced FlashAttention (no s x s scores) or the unfused core (the scores kept): the flag names
+    the one that was costed, the import reads it back, the older --use-flash-attn still reads, and a backend the
+    explorer does not price is one line."""
+    model = load_model(name)
+    strategy = Strategy(dp=2, tp=4, pp=2, micro_batch=1, global_batch=16, sequence_parallel=True)
+    text = megatron_args(model, strategy)
+    assert text.count("--attention-backend") == 1 and f"--attention-backend {backend}" in text
+    assert "--use-flash-attn" not in text
+    assert parse_megatron_args(text)[0]["attention"] == model.attention
+    older = text.replace(f"--attention-backend {backend}", "--use-flash-attn")      # arguments written before
+    assert parse_megatron_args(older)[0]["attention"] == "flash"
+    with pytest.raises(ExplorerError, match="--attention-backend 'fused': the explorer prices flash and unfused"):
+        parse_megatron_args(text.replace(f"--attention-backend {backend}", "--attention-backend fused"))
 
 
 def test_uneven_stages_use_first_and_last_and_round_trip():

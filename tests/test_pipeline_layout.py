@@ -20,7 +20,7 @@ from explorer.search import search
 from explorer.search.tables import node_stages
 from explorer.timeline.layout import _operators
 from explorer.strategy import rules
-from explorer.strategy.pipeline_layout import (MAX_LAYOUT_CHARS, MAX_UNROLLED, check_against,
+from explorer.strategy.pipeline_layout import (MAX_LAYOUT_CHARS, MAX_UNROLLED, check_against, layout_from_text,
                                                even_layout, first_last_counts, first_last_layout, parse)
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -240,3 +240,17 @@ def test_the_search_keeps_and_costs_the_default_layout_as_evaluate_does():
     assert found
     for c in found[:2]:
         assert c.searched_s == pytest.approx(evaluate(six, c.strategy, CLASSROOM).iteration_time_s, rel=1e-9)
+
+
+def test_a_typed_layout_is_counts_or_a_layout_string_and_each_problem_is_one_line():
+    """The Strategy page's box (issue 30): layer counts per virtual stage, the embedding with the first, the MTP
+    layers and the loss with the last; or Megatron-LM's string; canonical either way."""
+    assert layout_from_text("11, 12,12,12,12,12,12,13", 96, 0, 8, 8) == "Et*11|(t*12|)*6t*13L"
+    assert layout_from_text("1,30,30,0", 61, 1, 4, 4) == parse("Et|t*30|t*30|mL").text()     # DeepSeek-V3-like
+    assert layout_from_text("Et|(tt|)*30mL", 61, 1, 8, 32) == "Et|(tt|)*30mL"
+    for text, words in (("", "is empty"), ("12,12", "lists 2 stages"), ("12,12,12,12,12,12,12,11", "add up to 95"),
+                        ("12,12,0,12,12,12,12,24", "stage 2 holds no layer"), ("1234567,1", "not a whole number"),
+                        ("Et*95|t*0L", "repeat count 0"), ("Et*12|(t*12|)*6t*13L", "holds 97 transformer layers")):
+        with pytest.raises(ExplorerError, match=words) as err:
+            layout_from_text(text, 96, 0, 8, 8 if text != "Et*95|t*0L" else 2)
+        assert "\n" not in str(err.value)

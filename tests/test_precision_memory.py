@@ -142,6 +142,8 @@ def test_bad_options_are_one_line_refusals():
     for model, changes, needle in (
             (LLAMA70, {"recompute_modules": ("mla_up_proj",)}, "multi-latent attention"),
             (LLAMA70, {"recompute_modules": ("moe_act",)}, "need a model with experts"),
+            (load_model("mixtral-8x7b"), {"recompute_modules": ("mla_up_proj",)}, "multi-latent attention"),
+            (load_model("mixtral-8x7b"), {"recompute_modules": ("mlp",)}, "every layer of mixtral-8x7b has experts"),
             (load_model("deepseek-v3"), {"recompute_modules": ("moe_act",), "dtype": "fp8"}, "Delayed scaling")):
         with pytest.raises(ExplorerError, match=needle):
             rules.check(model, selective.with_(**changes))

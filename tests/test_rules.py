@@ -10,7 +10,7 @@ from collections import Counter
 import pytest
 
 from explorer import ExplorerError, ModelSpec, Strategy, evaluate, load_cluster, load_model
-from explorer.search.space import OVERLAPS, SEQ_PAR, ZEROS, _schedules, divisors, enumerate_space
+from explorer.search.space import OVERLAPS, SEQ_PAR, ZEROS, _schedules, divisors, enumerate_space, layouts
 from explorer.strategy import rules
 from explorer.strategy.strategy import RECOMPUTE
 
@@ -34,20 +34,22 @@ def first_reason(model, fields, gpus):
                                               (load_model("tiny-mlp"), 4, 16)])
 def test_search_and_evaluate_accept_the_same_strategies(model, gpus, batch):
     space = enumerate_space(model, gpus, batch)
-    kept = {(f.tp, f.pp, b, f.schedule, f.chunks, z, f.recompute, f.sequence_parallel, o)
+    kept = {(f.tp, f.pp, b, f.schedule, f.chunks, f.pipeline_layout, z, f.recompute, f.sequence_parallel, o)
             for f in space.families for b in f.micro_batches for z in f.zeros for o in f.overlaps}
     reasons = Counter()
     accepted = set()
     for tp in divisors(gpus):
         for pp in divisors(gpus // tp):
-            for b, (schedule, chunks), zero, recompute, seq, overlap in itertools.product(
-                    divisors(batch), _schedules(model.layers), ZEROS, RECOMPUTE, SEQ_PAR, OVERLAPS):
+            for b, (schedule, chunks), zero, recompute, seq, overlap, layout in (
+                    (*x, layout) for x in itertools.product(divisors(batch), _schedules(model.layers), ZEROS,
+                                                            RECOMPUTE, SEQ_PAR, OVERLAPS)
+                    for layout in ("",) + layouts(model, pp, *x[1])):     # Megatron's first/last-stage layouts
                 fields = dict(dp=gpus // (tp * pp), tp=tp, pp=pp, micro_batch=b, global_batch=batch,
                               schedule=schedule, chunks=chunks, zero=zero, recompute=recompute,
-                              sequence_parallel=seq, overlap_dp=overlap)
+                              sequence_parallel=seq, overlap_dp=overlap, pipeline_layout=layout)
                 reason = first_reason(model, fields, gpus)
                 if reason is None:
-                    accepted.add((tp, pp, b, schedule, chunks, zero, recompute, seq, overlap))
+                    accepted.add((tp, pp, b, schedule, chunks, layout, zero, recompute, seq, overlap))
                 else:
                     reasons[reason] += 1
     assert accepted == kept

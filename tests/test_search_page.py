@@ -57,9 +57,25 @@ def test_search_shows_the_scatter_and_the_table():
     titles = [spec["layout"]["title"]["text"] for spec in chart_specs(at)]
     assert any("peak memory" in t for t in titles)
     table = at.dataframe[0].value
-    assert {"strategy", "iteration_time_s", "peak_memory_gib", "compute_s", "bubble_s"} <= set(table.columns)
-    assert list(table["iteration_time_s"]) == sorted(table["iteration_time_s"])
+    assert {"strategy", "iteration (s)", "peak memory (GiB)", "compute (s)", "bubble (s)",
+            "TP / operator comm (s)", "MFU (%)", "Megatron MFU (%)"} <= set(table.columns)
+    assert list(table["iteration (s)"]) == sorted(table["iteration (s)"])
     assert at.session_state["search_result"]["result"].top
+
+
+def test_the_search_table_has_friendly_headers_in_both_modes():
+    """Issue 30: the table showed its internal names (iteration_time_s, op_comm_s, mfu_%); friendly headers now,
+    and in classroom mode the same names with 3 significant digits."""
+    at = searched()
+    for classroom in (False, True):
+        at.session_state["classroom"] = classroom
+        at.run()
+        columns = set(at.dataframe[0].value.columns)
+        assert not {c for c in columns if "_" in c}, columns
+        assert "TP / operator comm (s)" in columns
+    values = at.dataframe[0].value["iteration (s)"]
+    assert all(float(f"{v:.3g}") == v for v in values)
+    assert "Megatron MFU (%)" in " ".join(c.value for c in at.caption)
 
 
 def test_selecting_a_point_loads_the_strategy_everywhere():

@@ -69,3 +69,24 @@ def test_defaults_when_nothing_is_given():
     shared = decode({})
     assert (shared.model.name, shared.cluster.name, shared.strategy, shared.messages) == \
         ("gpt3-175b", "dgx-a100-80gb", DEFAULT_STRATEGY, [])
+
+
+@pytest.mark.parametrize("params, expected", [
+    ({"tp": "1"}, {"tp": 1, "dp": DEFAULT_STRATEGY.dp, "sequence_parallel": False}),
+    ({"model": "gpt3-175b", "dp": "128", "tp": "1", "pp": "8"}, {"dp": 128, "tp": 1, "pp": 8,
+                                                                 "sequence_parallel": False}),
+    ({"dp": "32", "pp": "4"}, {"dp": 32, "pp": 4, "sequence_parallel": True, "recompute": "selective"}),
+])
+def test_a_partial_link_fills_the_missing_keys_and_loads(params, expected):
+    """Issue 30: a link with tp=1 and no sp fell back to the default strategy (the default sp = on needs tp > 1);
+    the missing keys take the defaults, sp the one that fits tp = 1 (off), and the link's own values load."""
+    shared = decode(params)
+    assert shared.messages == []
+    assert {name: getattr(shared.strategy, name) for name in expected} == expected
+
+
+def test_a_partial_link_that_cannot_run_still_says_why():
+    shared = decode({"tp": "1", "sp": "1"})           # sp given by the link itself: not overridden
+    assert shared.strategy == DEFAULT_STRATEGY
+    assert shared.messages == ["the shared strategy cannot run: sequence parallelism needs tp > 1; "
+                               "using the default strategy"]

@@ -4,7 +4,9 @@ import pytest
 
 from explorer import Strategy, load_cluster, load_model
 from explorer.charts import CATEGORY_COLORS, gantt_figure, microstep_figure, superstep_figure, time_unit
+from explorer.charts.classroom import FONT_PX, classroom_figure
 from explorer.charts.gantt import IDLE_NAME
+from explorer.io.projector import LINE_FONTS, ROW_FONTS
 from explorer.timeline import PassCosts, microstep_events, pipeline_events, superstep_events
 from tests.work import measure
 
@@ -77,3 +79,19 @@ def test_large_timelines_leave_bar_labels_out():
     assert all(not t for trace in fig.data for t in trace.text)
     small = gmod.gantt_figure(events.head(10), label="micro_batch")
     assert list(small.data[0].text)[:2] == ["F0", "F1"]
+
+
+@pytest.mark.parametrize("pp", [2, 8, 16])
+def test_a_classroom_gantt_gives_each_stage_a_readable_row(pp):
+    """Issue 30: in classroom mode (18 px type, title above and legend below the plot) the default Gantt's 8
+    stages got about 50 px of its 300 px. projector.rows_height: ROW_FONTS font sizes per stage once the title,
+    the axis and the legend rows have theirs; the plain figure keeps its own height."""
+    s = Strategy(dp=2, tp=8, pp=pp, micro_batch=1, global_batch=16)
+    fig = superstep_figure(superstep_events(GPT3, s, A100), "Super-step: one iteration (1f1b)")
+    shown = classroom_figure(fig)
+    legend_rows = 2 + len(shown.data) // 2                  # at least: two entries a row, the title's
+    chrome = LINE_FONTS * FONT_PX * (1 + 2 + legend_rows)      # title, the axis's ticks and title, the legend
+    assert shown.layout.height >= pp * ROW_FONTS * FONT_PX + chrome
+    assert fig.layout.height == max(300, 28 * pp + 160)       # the explorer's own figure: 28 px a row at 12 px type
+    small = classroom_figure(fig.update_layout(showlegend=False))     # Compare's small Gantts: no legend to fit
+    assert pp * ROW_FONTS * FONT_PX < small.layout.height <= shown.layout.height

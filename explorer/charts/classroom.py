@@ -15,7 +15,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from explorer.charts.palette import recolour
-from explorer.io.projector import projector_layout
+from explorer.io.projector import projector_layout, rows_height
 from explorer.charts.tables import CATEGORY_LABELS
 
 FONT_PX = 18            # readable from the back of a room at 1280x720 (about 2.5 % of the height)
@@ -51,7 +51,8 @@ def significant_table(table, digits: int = SIGNIFICANT):
 
 def classroom_figure(fig, palette: str = "okabe-ito", font_px: int = FONT_PX, memory: bool = False) -> go.Figure:
     """A copy of `fig` for a projector (the original is left alone): the palette, friendly category
-    names, hover numbers to 3 significant digits, large type, projector_layout."""
+    names, hover numbers to 3 significant digits, large type, projector_layout, and a Gantt as tall as its
+    rows need at that type (projector.rows_height)."""
     out = go.Figure(fig)
     recolour(out, palette, memory=memory)
     for trace in out.data:
@@ -62,7 +63,8 @@ def classroom_figure(fig, palette: str = "okabe-ito", font_px: int = FONT_PX, me
     out.update_layout(font=dict(size=font_px), uniformtext=dict(minsize=12, mode="hide"),
                       hoverlabel=dict(font_size=font_px))
     out.update_annotations(font_size=font_px)
-    return projector_layout(out, font_px)
+    projector_layout(out, font_px)
+    return out.update_layout(height=rows_height(out, font_px))      # a Gantt: each stage a readable row
 
 
 def micro_batches_end(events, limit: int = MAX_MICRO_BATCHES) -> float:

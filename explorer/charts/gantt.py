@@ -103,6 +103,14 @@ not the bubble (explorer/io/glossary.py BUBBLE_MEANING: the critical stage's idl
 grey would otherwise read off the Gantt (issue 30 item 5)."""
 
 
+ROW_PX = 28
+"""A row's height at plotly's default 12 px type: the bar and its label (F3, B3.1) inside it."""
+CHROME_PX = 160
+"""What the figure spends outside its rows at that type: the title and its note (bars left out), the time axis's
+tick labels and title, the margins (120 px when a 300 px figure of 8 stages was drawn at 1920x1080, issue 30).
+Classroom mode's larger type sizes the figure again (explorer/io/projector.py rows_height)."""
+
+
 def gantt_figure(events: pd.DataFrame, title: str = "", label: str | None = None) -> go.Figure:
     """Gantt chart of `events`; bars carry `label` (default: micro-batch, or operator for micro-steps).
     With many bars, those narrower than a pixel are left out (the title says how many)."""
@@ -132,7 +140,7 @@ def gantt_figure(events: pd.DataFrame, title: str = "", label: str | None = None
     fig.update_layout(title=title, barmode="overlay", bargap=0.15, legend_title_text="category",
                       uniformtext=dict(minsize=8, mode="hide"), xaxis_title=f"time ({unit})",
                       yaxis=dict(categoryorder="array", categoryarray=rows, autorange="reversed"),
-                      height=max(300, 40 + 28 * len(rows)))
+                      height=max(300, ROW_PX * len(rows) + CHROME_PX))
     return fig
 
 

@@ -11,6 +11,7 @@ import pandas as pd
 
 from explorer.cost.superstep import CATEGORIES
 from explorer.hardware.units import GIB
+from explorer.search.report import MEGATRON_MFU_COLUMN
 
 CATEGORY_LABELS = {"compute": "compute", "recompute": "recompute", "op_comm": "TP / operator comm",
                    "ep_comm": "EP all-to-all",
@@ -67,8 +68,11 @@ def memory_table(result, capacity_bytes: float) -> pd.DataFrame:
 
 SUMMARY_LABELS = {"strategy": "strategy", "iteration_s": "iteration (s)", "mfu_%": "MFU (%)",
                   "tflops_per_gpu": "TFLOP/s per GPU", "peak_memory_GiB": "peak memory (GiB)",
+                  "rank": "#", "iteration_time_s": "iteration (s)", "peak_memory_gib": "peak memory (GiB)",
+                  MEGATRON_MFU_COLUMN: "Megatron MFU (%)",
                   **{f"{c}_s": f"{CATEGORY_LABELS[c]} (s)" for c in CATEGORIES}}
-"""Readable column names of summary_table (what a class reads on the projector)."""
+"""Readable column names of summary_table and of the search's rows (explorer/search/report.py rows): what a class
+reads on the projector; the CSV and the CLI's JSON keep the short ones."""
 
 
 def readable_columns(table: pd.DataFrame) -> pd.DataFrame:

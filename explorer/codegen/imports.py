@@ -17,7 +17,7 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import PurePath
 
-from explorer.codegen.megatron import _stage_map, parse_megatron_args
+from explorer.codegen.megatron import BACKEND_ATTENTION, _stage_map, parse_megatron_args
 from explorer.codegen.megatron_bridge import RecipeError, read_recipe
 from explorer.codegen.torchtitan import LLAMA3_FLAVORS, LLAMA3_VOCAB, SCHEDULE_NAMES, ffn_dim
 from explorer.errors import ExplorerError
@@ -183,8 +183,8 @@ def _bridge(text: str, world_size):
         model["name"] = recipe["model_name"]
     attention = get("model", "attention_backend")
     if attention is not None:
-        model["attention"] = _choice(attention, "attention_backend", {"AttnBackend.flash": "flash",
-                                                                      "AttnBackend.unfused": "standard"})
+        model["attention"] = _choice(attention, "attention_backend",
+                                     {f"AttnBackend.{b}": a for b, a in BACKEND_ATTENTION.items()})
     _bridge_moe(get, model)
     precision = recipe["precision"]
     if precision == "MixedPrecisionConfig" and recipe["precision_kw"].get("fp32") is True:

@@ -10,7 +10,7 @@ pipeline stages"; the layers left over are split evenly over the middle stages),
 --recompute-granularity/--recompute-method/--recompute-num-layers, --micro-batch-size,
 --global-batch-size, --bf16/--fp16/--fp8-format and the model shape (--num-layers --hidden-size
 --num-attention-heads --ffn-hidden-size --seq-length --max-position-embeddings, --group-query-attention
---num-query-groups; for Llama-style models --swiglu --normalization RMSNorm --position-embedding-type rope
+--num-query-groups, --attention-backend flash or unfused: the attention kernel that was costed; for Llama-style models --swiglu --normalization RMSNorm --position-embedding-type rope
 --untie-embeddings-and-output-weights --disable-bias-linear and no dropout, as the explorer builds them:
 Megatron's defaults are learned absolute positions, tied embeddings, biases and dropout 0.1).
 
@@ -194,8 +194,7 @@ def megatron_args(model, strategy) -> str:
         out += [("--swiglu",), ("--normalization", "RMSNorm"), ("--position-embedding-type", "rope"),
                 ("--untie-embeddings-and-output-weights",), ("--disable-bias-linear",),
                 ("--attention-dropout", 0.0), ("--hidden-dropout", 0.0)]
-    if model.attention == "flash":      # FlashAttention (Megatron-LM --use-flash-attn)
-        out.append(("--use-flash-attn",))
+    out.append(("--attention-backend", ATTENTION_BACKEND[model.attention]))    # the kernel that was costed
     out += moe_flags(model, s)                       # experts, head size, latent attention (issue 11)
     out += graph_flags(model, s)                     # CUDA graphs (issue 27; megatron_moe.py)
     if model.mtp_layers:                             # DeepSeek-V3's MTP modules (explorer/model/graph/mtp.py)
@@ -242,6 +241,16 @@ class _Parser(argparse.ArgumentParser):
         raise ExplorerError(f"cannot read the Megatron-LM arguments: {message}")
 
 
+ATTENTION_BACKEND = {"flash": "flash", "standard": "unfused"}
+"""Megatron-Core's AttnBackend (megatron/core/transformer/enums.py: flash, fused, unfused, local, auto; Megatron-LM
+--attention-backend, default auto, megatron/training/arguments.py _add_network_size_args at d98e8a64) for each
+attention the explorer prices (explorer/model/spec.py ATTENTION): FlashAttention keeps no s x s scores, the
+unfused core materialises them (Korthikanti et al. 2022 Sec 4.1). Always written: with auto Transformer Engine
+picks a kernel by GPU and shape (cuDNN's fused attention on Hopper), which is not what a 'standard' model costs.
+The Megatron-Bridge recipe writes the same (model.attention_backend = AttnBackend.flash / .unfused)."""
+BACKEND_ATTENTION = {backend: attention for attention, backend in ATTENTION_BACKEND.items()}
+
+
 def _parser() -> _Parser:
     p = _Parser(prog="megatron", add_help=False, allow_abbrev=False)
     for flag in ("--tensor-model-parallel-size", "--pipeline-model-parallel-size", "--context-parallel-size",
@@ -252,6 +261,7 @@ def _parser() -> _Parser:
                  "--max-position-embeddings", "--num-query-groups", "--mtp-num-layers"):
         p.add_argument(flag, type=int)
     p.add_argument("--pipeline-model-parallel-layout")
+    p.add_argument("--attention-backend", default="auto")
     for flag in ("--recompute-granularity", "--recompute-method", "--normalization", "--fp8-format",
                  "--cp-comm-type", "--data-parallel-sharding-strategy", "--position-embedding-type",
                  "--fp8-recipe"):
@@ -308,7 +318,12 @@ def parse_megatron_args(text: str, world_size: int | None = None) -> tuple:
              "seq_len": args.seq_length, "ffn_hidden": args.ffn_hidden_size or 4 * args.hidden_size,
              "kv_heads": args.num_query_groups if args.group_query_attention else args.num_attention_heads,
              "family": "llama" if args.swiglu else "gpt", **moe_model_fields(args)}
-    if args.use_flash_attn:      # otherwise the family's default attention (ModelSpec.DEFAULT_ATTENTION)
+    if args.attention_backend != "auto":     # the kernel named, as the export writes it (ATTENTION_BACKEND)
+        if args.attention_backend not in BACKEND_ATTENTION:
+            raise ExplorerError(f"--attention-backend {args.attention_backend[:40]!r}: the explorer prices "
+                                f"{' and '.join(BACKEND_ATTENTION)} (FlashAttention, the unfused core) only")
+        model["attention"] = BACKEND_ATTENTION[args.attention_backend]
+    elif args.use_flash_attn:    # older arguments; else the family's default attention (ModelSpec.DEFAULT_ATTENTION)
         model["attention"] = "flash"
     zero = _zero(args)
     dtype = "fp8" if args.fp8_format else ("bf16" if args.bf16 else ("fp16" if args.fp16 else "fp32"))
@@ -396,5 +411,7 @@ def notes(model, strategy) -> list:
     if llama_style(model):
         out.append("Megatron's defaults are learned positions, tied embeddings, biases and dropout 0.1: the "
                    "Llama-style flags are written so that it builds the model that was costed.")
+    out.append(f"The attention kernel is pinned (--attention-backend {ATTENTION_BACKEND[model.attention]}): with "
+               "Megatron's default, auto, Transformer Engine picks one by GPU and shape.")
     out.append(f"Megatron pads the vocabulary to a multiple of 128 x t; the explorer costs V = {model.vocab}.")
     return out

@@ -35,7 +35,7 @@ from __future__ import annotations
 import ast
 
 from explorer.codegen.common import pipeline_layout_text, refuse, stage_counts, title
-from explorer.codegen.megatron import FSDP_DTYPE, FSDP_SHARDING, _check, _virtual, llama_style
+from explorer.codegen.megatron import ATTENTION_BACKEND, FSDP_DTYPE, FSDP_SHARDING, _check, _virtual, llama_style
 from explorer.codegen.megatron_moe import DISPATCHER_TYPE, GRAPH_IMPL, graph_modules, layer_pattern
 from explorer.io.quoting import comment_text, python_string
 from explorer.schedules import chunked
@@ -80,7 +80,7 @@ def _model_fields(model, s) -> list:
                 ("position_embedding_type", '"rope"'), ("add_bias_linear", False),
                 ("share_embeddings_and_output_weights", False), ("hidden_dropout", 0.0),
                 ("attention_dropout", 0.0)]
-    out.append(("attention_backend", "AttnBackend.flash" if model.attention == "flash" else "AttnBackend.unfused"))
+    out.append(("attention_backend", f"AttnBackend.{ATTENTION_BACKEND[model.attention]}"))   # as Megatron-LM's
     if model.head_dim:
         out.append(("kv_channels", model.head_dim))
     if model.is_moe:

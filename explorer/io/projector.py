@@ -13,6 +13,7 @@ at 1280x720 or 1920x1080. tests/test_browser_projector.py checks the rendered SV
 """
 from __future__ import annotations
 
+import math
 import re
 
 import numpy as np
@@ -67,3 +68,35 @@ def projector_layout(fig: go.Figure, font_px: int, title_px: int | None = None, 
     for axes in (fig.update_xaxes, fig.update_yaxes):      # sized here: a page's theme would shrink them
         axes(automargin=True, tickfont=dict(size=font_px), title_font=dict(size=font_px))
     return fig
+
+
+PLOT_WIDTH_PX = 700
+"""The narrowest a projected figure is drawn: the main column of a page at 1280x720 in classroom mode with the
+sidebar open is 760 px wide (tests/test_browser_projector.py's screenshots), less the figure's margins."""
+ROW_FONTS = 2.0        # a Gantt row's height, in font sizes: its bar and the bar's label (F3, B3.1) inside it
+LINE_FONTS = 1.6       # a line of text (title, tick labels, axis title, a row of the legend), in font sizes
+CHAR_FONTS = 0.5       # a character's width, in font sizes (Source Sans, Streamlit's font: "TP / operator comm" is 145 px at 18 px)
+
+
+def rows_height(fig: go.Figure, font_px: int, width_px: int = PLOT_WIDTH_PX):
+    """The height a figure with one row per category of its y axis (a Gantt: a row per stage or device) needs
+    so that each row is ROW_FONTS font sizes tall after the title, the x axis and the legend below the plot took
+    theirs; the figure's own height when that is more, or when it has no such rows. Classroom mode's 18 px type
+    left the 8 stages of the default Gantt about 50 px in a 300 px figure (issue 30)."""
+    rows = fig.layout.yaxis.categoryarray
+    if not rows or fig.layout.height is None:
+        return fig.layout.height
+    title = fig.layout.title
+    title_px = LINE_FONTS * (font_px + 4) + (LINE_FONTS * font_px if title.subtitle.text else 0) + 16
+    axis_px = 2 * LINE_FONTS * font_px             # tick labels and the axis title
+    names = [t.name for t in fig.data if t.showlegend is not False and t.name] \
+        if fig.layout.showlegend is not False else []
+    legend_px = 0.0
+    if names:        # plotly wraps a horizontal legend into columns as wide as its widest entry
+        entry_px = CHAR_FONTS * font_px * max(len(n) for n in names) + 45     # the symbol and the gaps
+        title_w = CHAR_FONTS * font_px * len(fig.layout.legend.title.text or "") + 10
+        per_row = max(1, int((width_px - title_w) // entry_px))
+        legend_px = LINE_FONTS * font_px * math.ceil(len(names) / per_row) + 10
+    margins = (fig.layout.margin.t or 0) + (fig.layout.margin.b or 0)
+    needed = len(rows) * ROW_FONTS * font_px + title_px + axis_px + legend_px + margins
+    return max(fig.layout.height, math.ceil(needed))

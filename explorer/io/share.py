@@ -3,7 +3,8 @@
 `encode` gives a flat dict of short, readable parameters; `decode` validates
 every one of them (regular expressions, ranges, known names; JSON parsed with
 json.loads only, never evaluated) and returns the built-in defaults plus one
-message per problem for anything malformed, tampered or impossible.
+message per problem for anything malformed, tampered or impossible. A partial link loads: the strategy
+keys it leaves out take the default strategy's values (Strategy's own defaults where those contradict it).
 
 Parameters: `model` (preset name) or `model_spec` (base64url JSON of our model
 schema); `cluster` or `cluster_spec` likewise; dp, tp, pp, b (micro-batch),
@@ -293,12 +294,32 @@ def _strategy(params: dict, model, cluster, messages: list) -> Strategy:
         else:
             fields = _strategy_fields(params, base, messages)
             fields.setdefault("grad_dtype", GRAD_FROM_FRAMEWORK)    # no `gd`: the framework's own default
-            strategy = Strategy(**{**_plain(base), **fields})
+            strategy = _completed(base, fields)
         evaluate_checked(model, strategy, cluster)
         return strategy
     except ExplorerError as err:
         messages.append(f"the shared strategy cannot run: {err}; using the default strategy")
         return base
+
+
+def _completed(base: Strategy, fields: dict) -> Strategy:
+    """The link's fields, the keys it leaves out taken from the default strategy `base`. Where a default
+    contradicts what the link gives (sequence parallelism on, with tp = 1 in the link), that key takes
+    Strategy's own default instead (off): one key at a time, then all of them; the first error otherwise.
+    At most 2 + (number of fields) Strategy constructions."""
+    values = {**_plain(base), **fields}
+    try:
+        return Strategy(**values)
+    except ExplorerError as err:
+        first = err
+    neutral = {name: Strategy.__dataclass_fields__[name].default for name in values if name not in fields}
+    missing = [name for name, value in neutral.items() if values[name] != value]
+    for trial in [{name: neutral[name]} for name in missing] + [{name: neutral[name] for name in missing}]:
+        try:
+            return Strategy(**{**values, **trial})
+        except ExplorerError:
+            continue
+    raise first
 
 
 def _plain(strategy: Strategy) -> dict:

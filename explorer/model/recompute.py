@@ -24,13 +24,20 @@ hybrid-model modules are not modelled: explorer.strategy.strategy refuses them.
 """
 from __future__ import annotations
 
-from explorer.strategy.strategy import RECOMPUTE_MODULES  # noqa: F401 (the names, checked by Strategy)
+from explorer.strategy.recompute_rules import recompute_module_absent
+from explorer.strategy.strategy import RECOMPUTE_MODULES
 
 LAYER_NORMS = ("ln1", "ln2", "rms1", "rms2")
 """A transformer layer's input_layernorm and pre_mlp_layernorm (explorer/model/graph: GPT/BERT ln1 and
 ln2, Llama and the MoE layers rms1 and rms2; not MLA's latent norm nor the head's final norm)."""
 DENSE_MLP = ("fc1", "gelu", "swiglu", "fc2")
 DEFAULT = ("core_attn",)
+
+
+def modules_for(model) -> tuple:
+    """The modules of RECOMPUTE_MODULES that `model` has, in their order (what the sidebar offers; the rule table
+    refuses the others with recompute_module_absent's line)."""
+    return tuple(m for m in RECOMPUTE_MODULES if recompute_module_absent(m, model) is None)
 
 
 def _discards_output(op, modules: tuple) -> bool:

@@ -20,7 +20,7 @@ import re
 import pandas as pd
 
 from explorer.errors import ExplorerError
-from explorer.strategy.pipeline_layout import resolve as resolve_layout, rows
+from explorer.strategy.pipeline_layout import layout_from_text, resolve as resolve_layout, rows  # noqa: F401
 from explorer.schedules import get as schedule_of
 from explorer.strategy.strategy import LAYER_PRESETS, LayerSplit, Strategy
 

@@ -2,6 +2,8 @@
 expert-parallel overlap as Megatron-Core accepts it, and the hardware a fused dispatcher needs."""
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 from explorer.schedules import get as schedule_of
 
 
@@ -26,6 +28,14 @@ def ep_overlap_refusal(v, model):
                 "(Megatron-Core: 'virtual_pipeline_model_parallel_size must be specified when "
                 "pipeline_model_parallel_size > 1')")
     return None
+
+
+def ep_overlap_blocker(model, ep: int, moe_dispatcher: str, recompute: str, pp: int, schedule: str):
+    """Why the EP overlap cannot be switched on with these choices (ep_overlap_refusal's line), None when it can:
+    what a control asks before it offers the overlap (the sidebar: not with 1F1B at p > 1)."""
+    asked = SimpleNamespace(overlap_ep=True, ep=ep, moe_dispatcher=moe_dispatcher, recompute=recompute, pp=pp,
+                            schedule=schedule)
+    return ep_overlap_refusal(asked, model)
 
 
 def dispatcher_hardware(strategy, model, cluster):

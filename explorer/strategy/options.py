@@ -27,6 +27,8 @@ from typing import Callable
 
 from explorer.errors import ExplorerError
 from explorer.hardware.precision import FP8_RECIPES, MOMENT_DTYPES
+from explorer.strategy.moe_rules import ep_overlap_blocker
+from explorer.strategy.recompute_rules import recompute_module_absent
 
 KINDS = ("choice", "bool", "modules")
 """choice: one of `choices` (a select box); bool: on or off (a toggle); modules: a set of `choices` (a multi-select,
@@ -71,6 +73,10 @@ class Option:
     megatron: str = ""              # bool options: the Megatron-LM switch written when on and read back
     megatron_with: Callable | None = None  # strategy -> further Megatron-LM arguments written with that switch
     #                                        (explorer/codegen/megatron.py)
+    absent: Callable | None = None  # modules: (choice, model) -> why the model has no such module (its control
+    #                                 offers only the others; the rule table refuses them), None when it has it
+    blocker: Callable | None = None  # (fields, model) -> why the option cannot be switched on with these choices
+    #                                  (its control greyed out, saying so; the sidebar's strategy takes the default)
 
     def __post_init__(self):
         if self.kind not in KINDS:
@@ -113,6 +119,23 @@ class Option:
 
     def applies(self, fields: dict) -> bool:
         return bool(self.when(fields))
+
+    def offered(self, model) -> tuple:
+        """The choices a control offers for `model`: those it has (`absent`), else all."""
+        return tuple(c for c in self.choices if self.absent is None or self.absent(c, model) is None)
+
+    def blocked(self, fields: dict, model) -> str | None:
+        """Why the option cannot be switched on with `fields` (`blocker`), None when it can."""
+        return None if self.blocker is None else self.blocker(fields, model)
+
+
+def _ep_overlap_blocked(fields, model):
+    """EP overlap where Megatron-Core runs it (explorer/strategy/moe_rules.py ep_overlap_blocker: not 1F1B at p > 1,
+    not with full recomputation or the all-gather dispatcher, e > 1)."""
+    if not getattr(model, "is_moe", False):
+        return "the model has no experts"
+    return ep_overlap_blocker(model, fields.get("ep", 1), fields.get("moe_dispatcher", "alltoall"),
+                              fields.get("recompute", "none"), fields.get("pp", 1), fields.get("schedule", "1f1b"))
 
 
 RECOMPUTE_MODULES = ("core_attn", "layernorm", "mlp", "moe_act", "mla_up_proj", "shared_experts")
@@ -170,7 +193,8 @@ OPTIONS = [
            "Megatron-LM --overlap-moe-expert-parallel-comm: one micro-batch's dispatch and combine run "
            "under another's compute in the 1F1B steady state (needs e > 1; with p > 1 the interleaved "
            "schedule); the Cost page shows what stays exposed and what is hidden",
-           when=lambda f: f.get("ep", 1) != 1, moe_only=True, exporters=("megatron", "megatron-bridge")),
+           when=lambda f: f.get("ep", 1) != 1, moe_only=True, exporters=("megatron", "megatron-bridge"),
+           blocker=_ep_overlap_blocked),
     Option("fp8_recipe", "choice", "delayed", "what Transformer Engine keeps in FP8 (Megatron-LM --fp8-recipe; "
            "explorer/hardware/precision.py)", "--fp8-recipe",
            "with --dtype fp8: Megatron-LM's --fp8-recipe (default delayed); decides what Transformer "
@@ -200,8 +224,8 @@ OPTIONS = [
            f"({', '.join(RECOMPUTE_MODULES)}; default core_attn); explorer/model/recompute.py", "rcm",
            "Recompute modules",
            "selective recomputation of these modules (Megatron-LM --recompute-modules; none chosen = "
-           "core_attn, its default); explorer/model/recompute.py",
-           choices=RECOMPUTE_MODULES, when=lambda f: f.get("recompute") == "selective", structure=True,
+           "core_attn, its default); only the modules this model has; explorer/model/recompute.py",
+           choices=RECOMPUTE_MODULES, absent=recompute_module_absent, when=lambda f: f.get("recompute") == "selective", structure=True,
            search=True, search_help="what the candidates with selective recomputation recompute (evaluate --help; "
                                     "default core_attn)",
            exporters=("megatron", "megatron-bridge"), canonical=_core_attn_is_default),

@@ -195,6 +195,53 @@ def check_against(layout: PipelineLayout, layers: int, mtp_layers: int, pp: int)
     return None
 
 
+COUNTS_CHARS = set("0123456789, ")
+
+
+def counts_layout(text: str, layers: int, mtp_layers: int, virtual_stages: int) -> PipelineLayout:
+    """Transformer layers per virtual stage, in model order and comma separated ("11,12,12,13"), as a layout: the
+    embedding with the first stage, the MTP layers and the loss with the last (Megatron-LM's placement of them,
+    as first_last_layout). ExplorerError, one line, for a count that is not a whole number, the wrong number of
+    stages, counts that do not add up to the model's layers, or a middle stage left empty."""
+    if len(text) > MAX_LAYOUT_CHARS:
+        raise ExplorerError(f"pipeline layout has {len(text):,} characters, more than the {MAX_LAYOUT_CHARS:,} "
+                            "accepted")
+    items = [item.strip() for item in text.split(",")]
+    for k, item in enumerate(items):
+        if not item.isdigit() or len(item) > 6:
+            raise ExplorerError(f"pipeline layout: stage {k}'s layer count {item[:20]!r} is not a whole number")
+    counts = [int(item) for item in items]
+    if len(counts) != virtual_stages:
+        raise ExplorerError(f"pipeline layout lists {len(counts)} stages; the strategy has p x v = {virtual_stages}")
+    if sum(counts) != layers:
+        raise ExplorerError(f"pipeline layout's layer counts add up to {sum(counts):,}; the model has {layers:,} "
+                            "layers")
+    for k, count in enumerate(counts[1:-1], start=1):
+        if count == 0:
+            raise ExplorerError(f"pipeline layout: stage {k} holds no layer (only the first stage, with the "
+                                "embedding, and the last, with the loss, may hold none)")
+    stages = ["t" * n for n in counts]
+    stages[0] = "E" + stages[0]
+    stages[-1] = stages[-1] + "m" * mtp_layers + "L"
+    return PipelineLayout(tuple(stages))
+
+
+def layout_from_text(text: str, layers: int, mtp_layers: int, pp: int, virtual_stages: int) -> str:
+    """What a person types for a pipeline layout (the Strategy page): layer counts per virtual stage
+    (counts_layout) or a Megatron-LM layout string (parse); checked against the model (check_against) and returned
+    in its canonical spelling. ExplorerError naming the one problem otherwise."""
+    text = text.strip()
+    if not text:
+        raise ExplorerError("pipeline layout is empty: give layer counts per stage, e.g. 11,12,13, or a Megatron-LM "
+                            "layout such as Et|(tt|)*30mL")
+    layout = counts_layout(text, layers, mtp_layers, virtual_stages) if set(text) <= COUNTS_CHARS \
+        else parse(text, virtual_stages)
+    problem = check_against(layout, layers, mtp_layers, pp)
+    if problem:
+        raise ExplorerError(problem)
+    return layout.text()
+
+
 def even_layout(layers: int, mtp_layers: int, virtual_stages: int) -> PipelineLayout | None:
     """E, the layers, the MTP layers and L as equal slots over the virtual stages (Megatron-LM's
     account_for_embedding_in_pipeline_split / account_for_loss_in_pipeline_split, which count the

@@ -18,6 +18,7 @@ from explorer.schedules import get as schedule_of
 from explorer.strategy.moe_rules import dispatcher_hardware, ep_overlap_refusal
 from explorer.strategy.options import refusal as option_refusal
 from explorer.strategy.pipeline_layout import check_against, even_layout
+from explorer.strategy.recompute_rules import recompute_module_absent
 
 
 @dataclass(frozen=True)
@@ -279,12 +280,9 @@ def _recompute_modules(v, model):
     modules = getattr(v, "recompute_modules", ())
     if not modules or v.recompute != "selective":
         return None
-    if "mla_up_proj" in modules and not getattr(model, "kv_lora_rank", 0):
-        return f"recompute module mla_up_proj needs multi-latent attention; {model.name} has none"
-    if ("moe_act" in modules or "shared_experts" in modules) and not getattr(model, "is_moe", False):
-        return f"recompute modules moe_act and shared_experts need a model with experts; {model.name} is dense"
-    if "shared_experts" in modules and not (getattr(model, "shared_experts", 0) or getattr(model, "shared_ffn_hidden", 0)):
-        return f"recompute module shared_experts needs shared experts; {model.name} has none"
+    absent = next((why for why in (recompute_module_absent(m, model) for m in modules) if why), None)
+    if absent:       # the modules the model has (explorer/strategy/recompute_rules.py; the sidebar offers those)
+        return absent
     if v.dtype == "fp8" and getattr(v, "fp8_recipe", "delayed") == "delayed" and \
             ({"moe_act", "layernorm"} & set(modules)):
         return ("FP8 delayed scaling cannot recompute moe_act or layernorm (Megatron-Core: 'Delayed scaling does not "

@@ -34,6 +34,7 @@ import dataclasses
 import io
 import json
 import os
+import re
 import shlex
 import sys
 from contextlib import redirect_stderr, redirect_stdout
@@ -81,6 +82,23 @@ def deepspeed(cases: list) -> list:
 
 # ---- Megatron-LM's arguments (its table) and megatron-core ------------------------------------------------
 
+def _enum_choices(choices: list):
+    """For choices the table writes as enum members ('<AttnBackend.flash: 1>'): the function from a member's name,
+    as typed on the command line, to that choice (ValueError for another name, which argparse reports)."""
+    names = {}
+    for choice in choices:
+        match = re.fullmatch(r"<\w+\.(\w+): [^>]*>", str(choice))
+        if not match:
+            return None
+        names[match.group(1)] = choice
+
+    def member(name: str) -> str:
+        if name not in names:
+            raise ValueError(name)
+        return names[name]
+    return member
+
+
 def megatron_parser(table: dict) -> argparse.ArgumentParser:
     """Megatron-LM's argument parser, rebuilt from its table (megatron_arguments.json, made by make_tables.py from
     add_megatron_arguments at the commit the table records): the same option strings, dests, actions, defaults
@@ -101,6 +119,9 @@ def megatron_parser(table: dict) -> argparse.ArgumentParser:
                 kwargs["type"] = {"int": int, "float": float}[spec["type"]]
             if spec["choices"]:
                 kwargs["choices"] = spec["choices"]
+                enum = _enum_choices(spec["choices"])
+                if enum:     # Megatron's type=lambda name: AttnBackend[name]: the member's name on the command line
+                    kwargs["type"] = enum
             if spec["nargs"] is not None:
                 kwargs["nargs"] = spec["nargs"]
         else:

@@ -20,4 +20,5 @@
 --num-attention-heads 96 \
 --ffn-hidden-size 49152 \
 --seq-length 2048 \
---max-position-embeddings 2048
+--max-position-embeddings 2048 \
+--attention-backend unfused

@@ -33,4 +33,4 @@
 --disable-bias-linear \
 --attention-dropout 0.0 \
 --hidden-dropout 0.0 \
---use-flash-attn
+--attention-backend flash

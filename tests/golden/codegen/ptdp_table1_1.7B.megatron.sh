@@ -15,4 +15,5 @@
 --num-attention-heads 24 \
 --ffn-hidden-size 9216 \
 --seq-length 2048 \
---max-position-embeddings 2048
+--max-position-embeddings 2048 \
+--attention-backend unfused

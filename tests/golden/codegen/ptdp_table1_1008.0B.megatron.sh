@@ -16,4 +16,5 @@
 --num-attention-heads 160 \
 --ffn-hidden-size 102400 \
 --seq-length 2048 \
---max-position-embeddings 2048
+--max-position-embeddings 2048 \
+--attention-backend unfused

@@ -16,4 +16,5 @@
 --num-attention-heads 48 \
 --ffn-hidden-size 24576 \
 --seq-length 2048 \
---max-position-embeddings 2048
+--max-position-embeddings 2048 \
+--attention-backend unfused

@@ -18,4 +18,5 @@
 --num-attention-heads 128 \
 --ffn-hidden-size 65536 \
 --seq-length 2048 \
---max-position-embeddings 2048
+--max-position-embeddings 2048 \
+--attention-backend unfused

@@ -16,4 +16,5 @@
 --num-attention-heads 64 \
 --ffn-hidden-size 32768 \
 --seq-length 2048 \
---max-position-embeddings 2048
+--max-position-embeddings 2048 \
+--attention-backend unfused

@@ -16,4 +16,5 @@
 --num-attention-heads 32 \
 --ffn-hidden-size 16384 \
 --seq-length 2048 \
---max-position-embeddings 2048
+--max-position-embeddings 2048 \
+--attention-backend unfused

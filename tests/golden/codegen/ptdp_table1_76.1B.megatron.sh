@@ -18,4 +18,5 @@
 --num-attention-heads 80 \
 --ffn-hidden-size 40960 \
 --seq-length 2048 \
---max-position-embeddings 2048
+--max-position-embeddings 2048 \
+--attention-backend unfused
