@@ -4,7 +4,8 @@ from hypothesis import given, settings, strategies as st
 
 from explorer.strategy import rules
 from explorer import ExplorerError, Strategy, load_model
-from explorer.search.space import HEADS, KV_HEADS, RULES, STAGES, divisors, enumerate_space, layer_options
+from explorer.search.space import (HEADS, KV_HEADS, RULES, STAGES, divisors, enumerate_space, layer_options, layouts,
+                                   output_layers)
 
 TINY = load_model("tiny-gpt")        # 4 layers, 4 heads
 GPT3 = load_model("gpt3-175b")
@@ -59,9 +60,11 @@ def test_gpt3_space_size():
     (two chunks) those with at least 2p micro-batches and 2p chunks that divide the layers; the
     uneven default layout (issue 26 item 7: the embedding and the loss as members of the first and last
     virtual stages, 96 + 2 = 98 slots) adds the interleaved families p = 2, v in (7, 49); Megatron's
-    --decoder-first/last-pipeline-num-layers (issue 26 item 7, the search: space.layouts) add 1F1B and
-    interleaved families whose first or last rank holds fewer layers: with 96 layers only p = 2 (and p = 4
-    at v = 16) have such a split within one layer per chunk off the first rank and two off the last."""
+    --decoder-first/last-pipeline-num-layers (issue 26 item 7, the search: space.layouts) add families whose
+    first or last rank holds fewer layers only where one can be faster than the default split: GPT-3's output
+    layer costs a quarter of a layer (space.output_layers), so only where 96 layers do not split evenly over
+    the p v chunks and a split within one layer per chunk off the first rank and two off the last exists:
+    interleaved p = 2, v = 32 and p = 4, v = 16."""
     space = enumerate_space(GPT3, 1024, 1536)
     zb = sum(f.size for f in space.families if f.schedule == "zb-h1")
     dv = sum(f.size for f in space.families if f.schedule == "dualpipev")
@@ -69,7 +72,9 @@ def test_gpt3_space_size():
     uneven = [f for f in space.families if f.schedule == "interleaved" and GPT3.layers % (f.pp * f.chunks)
               and not f.pipeline_layout]
     assert {(f.pp, f.chunks) for f in uneven} == {(2, 7), (2, 49)}
-    assert {f.pp for f in laid} == {2, 4} and {f.schedule for f in laid} == {"1f1b", "interleaved"}
+    assert {(f.pp, f.chunks) for f in laid} == {(2, 32), (4, 16)} and {f.schedule for f in laid} == {"interleaved"}
+    assert output_layers(GPT3) == pytest.approx(51200 / (16 * 12288 + 8 * 2048 / 3))
+    assert layouts(GPT3, 8, "1f1b", 1) == () and layouts(GPT3, 4, "interleaved", 16)
     assert space.kept - zb - dv - sum(f.size for f in uneven) - sum(f.size for f in laid) == 39552
     assert 0 < zb <= sum(f.size for f in space.families if f.schedule == "1f1b")
     assert 0 < dv <= zb

@@ -277,12 +277,29 @@ LAYOUT_SCHEDULES = ("1f1b", "interleaved")
 megatron/core/pipeline_parallel/schedules.py), whose chunks sit round robin as the flags place them."""
 
 
+def output_layers(model) -> float:
+    """The output layer's training FLOPs in transformer layers: V / (16 h + 8 s / 3), the ratio of the terms of
+    Narayanan et al. 2021 Eq. 3 (96 B s l h^2 (1 + s / 6h + V / 16 l h): per layer 96 B s h^2 + 16 B s^2 h, the
+    logits 6 B s h V); 0 for a model without a vocabulary (no output layer to shed layers for)."""
+    if not model.is_transformer or model.vocab <= 1:
+        return 0.0
+    return model.vocab / (16 * model.hidden + 8 * model.seq_len / 3)
+
+
 def layouts(model, pp: int, schedule: str, chunks: int) -> tuple:
     """The pipeline layouts a family also tries beside the default split: Megatron-LM's
     --decoder-first/last-pipeline-num-layers choices (explorer.strategy.pipeline_layout.first_last_choices:
     the end ranks, which also run the embedding and the output layer, hold fewer layers), for the schedules
-    Megatron runs them with (LAYOUT_SCHEDULES; not GPipe, ZB-H1 or DualPipeV's V)."""
+    Megatron runs them with (LAYOUT_SCHEDULES; not GPipe, ZB-H1 or DualPipeV's V) -- where one can be faster
+    than the default split: the layers do not split evenly over the p v chunks, the model has MTP layers (the
+    last stage's), or the output layer costs more than a layer (output_layers > 1). With layers that split
+    evenly, shedding whole layers from an end stage hands one to another stage, whose time then exceeds the end
+    stage's unless the end's own block outweighs a layer; the first stage's smaller activation peak alone is
+    not searched for (it only helps a strategy fit)."""
     if pp < 2 or schedule not in LAYOUT_SCHEDULES:
+        return ()
+    mtp = getattr(model, "mtp_layers", 0)
+    if model.layers % (pp * chunks) == 0 and not mtp and output_layers(model) <= 1:
         return ()
     return tuple(text for _, text in first_last_choices(model.layers, getattr(model, "mtp_layers", 0), pp, chunks))
 
