@@ -67,6 +67,10 @@ op = right.selectbox("Operator", [None] + ops, key=f"{S.W_MICRO_OP}_{view.model.
                      format_func=lambda o: "the whole layer" if o is None else o)
 micro = C.microstep(view.model, view.strategy, view.cluster, layer, op)
 st.plotly_chart(C.shown(animated_gantt(micro["figure"]) if play else micro["figure"]), key="timeline_microstep_chart")
+if view.model.is_moe and view.strategy.overlap_ep:
+    st.caption("One micro-batch's operators: its dispatch and combine all-to-alls are drawn whole. With the EP "
+               "overlap on they run under another micro-batch's compute; the super-step above and the Cost page "
+               "count what stays exposed, max(σE, E − C) (σ: the fused dispatcher's share of the SMs).")
 
 with st.expander("Event tables: every operator, message and sync with its start and end"):
     events = sup["events"] if sup is not None else micro["events"].iloc[:0]

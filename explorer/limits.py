@@ -62,6 +62,7 @@ CLUSTER_BOUNDS = {  # field -> (low, high, why)
     "gemm_half_flops": (0.0, 1e18, "A100 reaches half its GEMM peak near 1e9-1e11 FLOPs"),
     "gemm_max": (1e-3, 1.0, "real GEMMs reach 0.5-0.9 of peak"),
     "hbm": (1e-3, 1.0, "real kernels reach 0.6-0.9 of the HBM bandwidth"),
+    "sms": (0, 10_000, "an H100 SXM has 132 SMs, a B200 148; 0 = not given"),
 }
 
 
@@ -168,6 +169,7 @@ def check_cluster(cluster) -> None:
     if eff.gemm_max_fp8:
         _bound("efficiency: gemm_max_fp8", eff.gemm_max_fp8, "gemm_max")
     _bound("efficiency: hbm", eff.hbm, "hbm")
+    _bound("device: sms", dev.sms, "sms")
 
 
 def _bound(where: str, value: float, key: str) -> None:

@@ -81,6 +81,9 @@ def test_dispatcher_cuda_graphs_and_ep_overlap_controls_reach_the_strategy():
     assert (s.moe_dispatcher, s.cuda_graphs, s.overlap_ep) == ("hybridep", "full", True)
     comm = next(df.value for df in at.dataframe if "type" in df.value.columns)
     assert (comm.loc[comm["type"] == "EP all-to-all", "hidden_s"] > 0).any()
+    at.switch_page("app_pages/timeline.py").run()        # one micro-batch's all-to-alls are drawn whole: said so
+    assert not at.exception and any("drawn whole" in c.value for c in at.caption)
+    at.switch_page("app_pages/cost.py").run()
     next(w for w in at.sidebar.selectbox if w.key == S.W_MOE_DISPATCHER).set_value("alltoall").run()
     assert at.error and "full-iteration CUDA graphs" in at.error[0].value.splitlines()[0]   # the library's one line
 

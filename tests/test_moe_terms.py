@@ -230,3 +230,22 @@ def test_a_device_sm_count_is_a_whole_number():
     with pytest.raises(ExplorerError) as err:
         cluster_from_dict(d)
     assert "\n" not in str(err.value) and "sms" in str(err.value)
+
+
+def test_a_device_with_fewer_sms_than_the_dispatch_kernels_runs_no_compute_beside_them():
+    """sigma is at most 1: a dispatcher keeping 20 SMs on an 8-SM device leaves the all-to-alls wholly exposed, never
+    more than their length (before, sigma = 2.5 priced an exposed all-to-all at 2.5 E and a negative hidden part); a
+    cluster file's SM count is bounded (explorer/limits.py CLUSTER_BOUNDS 'sms')."""
+    assert fused_dispatch.overlap_sm_share("deepep", 8) == 1.0
+    from explorer.io.clusters import cluster_from_dict, cluster_to_dict
+    d = cluster_to_dict(load_cluster("gb200-nvl72"))
+    d["device"]["sms"] = 8
+    small = cluster_from_dict(d)
+    base = Strategy(dp=8, micro_batch=4, global_batch=512, ep=8, expert_tp=1, dtype="fp8", cuda_graphs="full",
+                    moe_dispatcher="hybridep")
+    plain, over = evaluate(QWEN, base, small, 8), evaluate(QWEN, base.with_(overlap_ep=True), small, 8)
+    assert over.breakdown_s["ep_comm"] == pytest.approx(plain.breakdown_s["ep_comm"], rel=1e-9)
+    assert over.hidden_s["ep_comm"] == pytest.approx(0.0, abs=1e-15)
+    d["device"]["sms"] = 10 ** 6
+    with pytest.raises(ExplorerError, match="sms"):
+        cluster_from_dict(d)

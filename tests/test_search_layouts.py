@@ -5,7 +5,7 @@ exactly as evaluate() prices the strategy it reports."""
 import numpy as np
 import pytest
 
-from explorer import ModelSpec, evaluate, load_cluster
+from explorer import ModelSpec, evaluate, load_cluster, load_model
 from explorer.errors import ExplorerError
 from explorer.search.search import point_strategy
 from explorer.search.space import enumerate_space, layouts
@@ -37,6 +37,17 @@ def test_first_last_choices_follow_megatrons_rule():
     assert all(text.endswith("mL") for _, text in first_last_choices(61, 1, 8, 1))
     # 3 layers on 2 ranks: (2, 1) is the default split already; only (1, 2) is new
     assert [pair for pair, _ in first_last_choices(3, 0, 2, 1)] == [(1, None)]
+
+
+def test_layers_that_split_evenly_still_get_shorter_end_ranks_where_the_output_layer_outweighs_one():
+    """Llama 3 8B (32 layers, an output layer of 1.47 layers: space.output_layers) on 4 ranks: the ends hold fewer
+    than the even 8 and the middle ranks take the rest (8, 9, 9, 6 and 7, 9, 9, 7); before, a pair had to shed a
+    multiple of p layers off the ends, so no 4-rank pipeline of evenly split layers got one."""
+    llama = load_model("llama3-8b")
+    choices = dict(first_last_choices(32, 0, 4, 1))
+    assert {first_last_counts(32, 4, *pair) for pair in choices} == {(8, 9, 9, 6), (7, 9, 9, 7)}
+    assert layouts(llama, 4, "1f1b", 1) == tuple(choices.values())
+    assert layouts(llama, 4, "gpipe", 1) == ()
 
 
 def test_a_bad_first_last_pair_names_the_flag():

@@ -127,7 +127,8 @@ def _result(ev: Evaluation, strategy: Strategy, cluster: Cluster) -> Result:
     bytes_b = {c: one(a) for c, a in ev.boundary.bytes.items()}
     fwd_x, bwd_x = ({c: one(a) for c, a in part.items()} for part in ev.exposed_boundary())   # EP overlap's
     ep_all = fwd_b["ep_comm"][k] + bwd_b["ep_comm"][k]
-    ep_share = float(fwd_x["ep_comm"][k] + bwd_x["ep_comm"][k]) / ep_all if ev.ep_overlap and ep_all > 0 else None
+    ep_exposed_share = (float(fwd_x["ep_comm"][k] + bwd_x["ep_comm"][k]) / ep_all
+                        if ev.ep_overlap and ep_all > 0 else None)
     memory = [{name: float(ev.memory(name)[i, 0]) for name in MEMORY_PARTS} for i in range(strategy.pp)]
     for row in memory:
         row["total"] = sum(row.values())
@@ -149,7 +150,7 @@ def _result(ev: Evaluation, strategy: Strategy, cluster: Cluster) -> Result:
                          out("zero_pass_bwd_exposed"))}
     sends_exposed, sends_hidden = float(out("pp_sends_exposed")), float(out("pp_sends_hidden"))
     sends_share = sends_exposed / (sends_exposed + sends_hidden) if sends_exposed + sends_hidden > 0 else None
-    rows = comm_rows(ev, k, M, sync, dp_bytes, zero_bytes, strategy, sends_share, ep_share)
+    rows = comm_rows(ev, k, M, sync, dp_bytes, zero_bytes, strategy, sends_share, ep_exposed_share)
     by_level = {name: 0.0 for name in level_names}
     for row in rows:
         by_level[row["level"]] += row["time_s"]

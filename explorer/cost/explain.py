@@ -230,8 +230,9 @@ def symbolic_stages(model, strategy, cluster) -> dict:
     tree = cost_tree(model, strategy, cluster)
     g, L = level_symbols(cluster)
     per_stage, fwd_b, bwd_b, sends_b = _stage_tables(tree, strategy, g, L)
+    sigma = ep_sm_share(model, strategy, cluster, exact=True)      # a fraction in the formulas (16/148), not 0.108
     stage = stage_inputs(per_stage, fwd_b, bwd_b, _tied(tree, strategy, g, L), sends_b, ep_overlaps(model, strategy),
-                         ep_sm_share(model, strategy, cluster))
+                         sp.Rational(sigma.numerator, sigma.denominator) if sigma else 0)
     routes = [coll.route_g_L("all_reduce", route, g, L) for route in stage_dp_routes(cluster, strategy.mesh, strategy.pp)]
     stage[g_r] = np.array([x for x, _ in routes], dtype=object)
     stage[L_r] = np.array([y for _, y in routes], dtype=object)

@@ -57,11 +57,18 @@ def fused_rdma_factor(dispatcher: str, experts: int, top_k: int, route: tuple) -
 
 def fused_factor(model, strategy, route: tuple) -> Fraction:
     """The strategy's dispatcher's bytes over the all-to-all's for an ep group of `route` (fused_rdma_factor),
-    as explorer.cost.experts.ep_sized and the search's explorer.search.expert_a2a apply it."""
+    as explorer.cost.experts.ep_sized and the search's explorer.cost.tree.expert_seconds apply it."""
     return fused_rdma_factor(strategy.moe_dispatcher, model.experts, model.experts_per_token, route)
 
 
-def overlap_sm_share(dispatcher: str, device_sms: int) -> float:
+def overlap_sm_fraction(dispatcher: str, device_sms: int) -> Fraction:
     """sigma: the share of the device's SMs `dispatcher`'s kernels hold while they run under compute (module
-    docstring); 0 for the all-to-all and all-gather dispatchers and for a device without an SM count."""
-    return DISPATCH_SMS.get(dispatcher, 0) / device_sms if device_sms else 0.0
+    docstring), exact (explain prints it as a fraction); 0 for the all-to-all and all-gather dispatchers and for a
+    device without an SM count; at most 1 (a device with fewer SMs than the kernels keep runs no compute beside
+    them: the all-to-alls wholly exposed)."""
+    return min(Fraction(1), Fraction(DISPATCH_SMS.get(dispatcher, 0), device_sms)) if device_sms else Fraction(0)
+
+
+def overlap_sm_share(dispatcher: str, device_sms: int) -> float:
+    """overlap_sm_fraction as a float, for the numbers."""
+    return float(overlap_sm_fraction(dispatcher, device_sms))

@@ -3,7 +3,7 @@ pipeline stage and model chunk, and an MoE block's expert arguments. explorer.co
 with these; explorer.search.tables prices the same placement in numbers."""
 from __future__ import annotations
 
-from explorer.cost.fused_dispatch import overlap_sm_share
+from explorer.cost.fused_dispatch import overlap_sm_fraction, overlap_sm_share
 from explorer.model.spec import ModelSpec
 from explorer.schedules import chunked, get as schedule_of
 from explorer.strategy.pipeline_layout import resolve as resolve_layout
@@ -101,11 +101,14 @@ def ep_overlaps(model: ModelSpec, strategy: Strategy) -> bool:
     return bool(model.is_moe and getattr(strategy, "overlap_ep", False) and strategy.ep > 1)
 
 
-def ep_sm_share(model: ModelSpec, strategy: Strategy, cluster) -> float:
+def ep_sm_share(model: ModelSpec, strategy: Strategy, cluster, exact: bool = False):
     """Under expert-parallel overlap, the share of the SMs the fused dispatcher's kernels hold from the partner
-    pass's compute (explorer/cost/fused_dispatch.py overlap_sm_share); 0 without overlap."""
+    pass's compute (explorer/cost/fused_dispatch.py overlap_sm_share); 0 without overlap. `exact`: as a Fraction
+    (explain's formulas print it as one), else a float."""
     if not ep_overlaps(model, strategy):
-        return 0.0
+        return 0 if exact else 0.0
+    if exact:
+        return overlap_sm_fraction(strategy.moe_dispatcher, cluster.device.sms)
     return overlap_sm_share(strategy.moe_dispatcher, cluster.device.sms)
 
 

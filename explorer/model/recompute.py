@@ -24,7 +24,6 @@ hybrid-model modules are not modelled: explorer.strategy.strategy refuses them.
 """
 from __future__ import annotations
 
-from explorer.strategy.recompute_rules import recompute_module_absent
 from explorer.strategy.strategy import RECOMPUTE_MODULES
 
 LAYER_NORMS = ("ln1", "ln2", "rms1", "rms2")
@@ -32,12 +31,6 @@ LAYER_NORMS = ("ln1", "ln2", "rms1", "rms2")
 ln2, Llama and the MoE layers rms1 and rms2; not MLA's latent norm nor the head's final norm)."""
 DENSE_MLP = ("fc1", "gelu", "swiglu", "fc2")
 DEFAULT = ("core_attn",)
-
-
-def modules_for(model) -> tuple:
-    """The modules of RECOMPUTE_MODULES that `model` has, in their order (what the sidebar offers; the rule table
-    refuses the others with recompute_module_absent's line)."""
-    return tuple(m for m in RECOMPUTE_MODULES if recompute_module_absent(m, model) is None)
 
 
 def _discards_output(op, modules: tuple) -> bool:

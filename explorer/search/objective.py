@@ -101,7 +101,7 @@ class Objective:
         self.norm_s = lambda zero: grad_norm_seconds(cluster, mesh, int(zero), dtype)
         self.g, self.L = np.array(g), np.array(L)
         self.moe = experts is not None
-        if self.moe:       # the super-step's g^e_r, L^e_r and e (evaluate._core)
+        if self.moe:       # the super-step's g^e_r, L^e_r and e (explorer.cost.evaluation.build_evaluation)
             g, L = stage_expert_dp_g_L(cluster, experts, pp)
             self.g_e, self.L_e, self.e = np.array(g), np.array(L), expert_dp_ratio(experts)
         self.ranks = np.arange(pp)

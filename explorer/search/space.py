@@ -3,8 +3,8 @@
 The raw grid, for N devices and global batch B: every t dividing N, every p
 dividing N/t (d = N/(t p)), every micro-batch b dividing B, every registered
 schedule (the chunked ones with v = 2..l chunks) with the default split of the layers and, for
-Megatron's 1F1B and interleaved schedules, each of its --decoder-first/last-pipeline-num-layers
-splits that sheds a little of the end ranks' layers (layouts()), ZeRO 0-3, the three
+Megatron's 1F1B and interleaved schedules where one can be faster (layouts()), each of its
+--decoder-first/last-pipeline-num-layers splits that sheds a little of the end ranks' layers, ZeRO 0-3, the three
 recomputation modes, sequence parallelism off/on and gradient-sync overlap
 off/on. Each raw point is either kept or counted under the first rule of
 explorer.strategy.rules it breaks -- the same table that refuses a Strategy --
@@ -224,10 +224,6 @@ def enumerate_space(model, gpus: int, global_batch: int, cp: int | None = None, 
     if carried:
         _with_options(space, carried)
     return space
-
-
-MOMENTS_ZERO = "bf16 Adam moments without the distributed optimizer"
-"""The bf16 Adam moments' pruning reason (their record's zero_reason)."""
 
 
 def _with_options(space, carried: tuple) -> None:

@@ -146,8 +146,8 @@ class Chain:
         if key not in self._nodes:
             args = (block, split.effective_preset, split.overrides, self.probe.sequence_parallel,
                     self.probe.recompute, incoming, self.probe.cp, self.probe.cp_algo, self.probe.overlap_tp)
-            if moe:     # the experts' load and all-to-alls: the BlockCost itself (sympy)
-                from explorer.cost.block import block_cost
+            if moe:     # the experts' load and all-to-alls: the BlockCost itself (sympy, imported here only: a
+                from explorer.cost.block import block_cost   # dense search from a warm disk cache imports none)
                 from explorer.cost.tree import expert_seconds
                 full = block_cost(block.block(), *args[1:], **expert_options(self.model, self.probe),
                                   **host_options(self.model, self.probe))

@@ -225,8 +225,8 @@ OPTIONS = [
            "Recompute modules",
            "selective recomputation of these modules (Megatron-LM --recompute-modules; none chosen = "
            "core_attn, its default); only the modules this model has; explorer/model/recompute.py",
-           choices=RECOMPUTE_MODULES, absent=recompute_module_absent, when=lambda f: f.get("recompute") == "selective", structure=True,
-           search=True, search_help="what the candidates with selective recomputation recompute (evaluate --help; "
+           choices=RECOMPUTE_MODULES, absent=recompute_module_absent, when=lambda f: f.get("recompute") == "selective",
+           structure=True, search=True, search_help="what the candidates with selective recomputation recompute (evaluate --help; "
                                     "default core_attn)",
            exporters=("megatron", "megatron-bridge"), canonical=_core_attn_is_default),
     Option("fp8_param_gather", "bool", False, "FP8 parameters: Transformer Engine keeps the weights in FP8 (no BF16 "

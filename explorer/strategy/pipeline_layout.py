@@ -297,8 +297,8 @@ SHED_FIRST, SHED_LAST = 1, 2
 first rank also runs the embedding (a lookup: one layer per chunk leaves room for a remainder or its memory), the
 last the output layer and the loss (and the MTP layers), which Megatron-LM's --decoder-first/last-pipeline-num-
 layers exist to offset: two per chunk covers an output layer worth up to about two layers per chunk (Llama 3 8B's,
-V = 128,256 at h = 4,096, is 2.4 of its layers: assets/models). Bounded so that the search's space grows by a few
-families per (p, v), not by every split."""
+V = 128,256 at h = 4,096 and s = 8,192, costs 1.47 of its layers in training FLOPs: explorer/search/space.py
+output_layers). Bounded so that the search's space grows by a few families per (p, v), not by every split."""
 
 
 def first_last_choices(layers: int, mtp_layers: int, pp: int, chunks: int = 1, shed: tuple = (SHED_FIRST, SHED_LAST)
@@ -316,23 +316,37 @@ def first_last_choices(layers: int, mtp_layers: int, pp: int, chunks: int = 1, s
     out = []
     for shed_first in range(shed[0] + 1):
         for shed_last in range(shed[1] + 1):
-            total = layers + (shed_first + shed_last) * chunks      # as if the end ranks held the middle count
-            if not shed_first + shed_last or total % (pp * chunks):
+            if not shed_first + shed_last:
                 continue
-            middle = total // pp
-            first = middle - shed_first * chunks if shed_first else None
-            last = middle - shed_last * chunks if shed_last else None
-            if min(x for x in (first, last) if x is not None) < chunks:
-                continue
-            try:
-                counts = first_last_counts(layers, pp, first, last, chunks)
-            except ExplorerError:
-                continue
-            if len(set(counts)) == 1 or counts in seen:      # the even or default split, or stages already listed
-                continue
-            seen.add(counts)
-            out.append(((first, last), first_last_layout(layers, mtp_layers, pp, chunks, first, last).text()))
+            for first, last in _end_pairs(layers, pp, chunks, shed_first, shed_last):
+                if min(x for x in (first, last) if x is not None) < chunks:
+                    continue
+                try:
+                    counts = first_last_counts(layers, pp, first, last, chunks)
+                except ExplorerError:
+                    continue
+                if len(set(counts)) == 1 or counts in seen:      # the even or default split, or listed already
+                    continue
+                seen.add(counts)
+                out.append(((first, last), first_last_layout(layers, mtp_layers, pp, chunks, first, last).text()))
     return tuple(out)
+
+
+def _end_pairs(layers: int, pp: int, chunks: int, shed_first: int, shed_last: int) -> list:
+    """(first, last) flag values whose end ranks hold `shed_first` and `shed_last` fewer layers per chunk: fewer
+    than the middle ranks (the rest then splits evenly over all ranks as if the ends held the middle count), and,
+    where the layers split evenly over p x v, fewer than that even split, the middle ranks taking the rest (Llama 3
+    8B's 32 layers over 4 ranks: 8, 9, 9, 6). None = the flag not given."""
+    pairs = []
+    total = layers + (shed_first + shed_last) * chunks
+    if not total % (pp * chunks):
+        middle = total // pp
+        pairs.append((middle - shed_first * chunks if shed_first else None,
+                      middle - shed_last * chunks if shed_last else None))
+    if pp > 2 and not layers % (pp * chunks):
+        even = layers // pp
+        pairs.append((even - shed_first * chunks, even - shed_last * chunks))
+    return pairs
 
 
 def resolve(layers: int, mtp_layers: int, strategy) -> PipelineLayout | None:

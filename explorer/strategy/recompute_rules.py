@@ -1,6 +1,7 @@
 """Which of selective recomputation's modules (Megatron-Core --recompute-modules, explorer/model/recompute.py)
 a model has: the rule table refuses the others (explorer/strategy/rules.py _recompute_modules) and the sidebar
-offers only these (explorer/model/recompute.py modules_for): one definition for both."""
+offers only these (explorer/strategy/options.py: the recompute_modules record's `absent`, Option.offered): one
+definition for both."""
 from __future__ import annotations
 
 
