@@ -84,20 +84,28 @@ def show_errors(error, flag_memory: bool = True, refusal_box=None) -> None:
 
 # ---- bounded caches of library calls (no widgets inside) -------------------------------
 
-@st.cache_resource(max_entries=32, show_spinner=False)
+SPINNER = {"symbolic": "Building the formulas of this strategy (the first view of a new structure takes a few seconds)…", "graph": "Drawing the operator graph…", "breakdown_figures": "Computing the cost breakdown…",
+           "superstep": "Laying out the super-step timeline…",
+           "microstep": "Laying out the micro-steps (the first view of a new layer compiles its operators)…"}
+# What the heavy caches say while they compute: Streamlit shows a cached function's spinner only after half a second
+# (streamlit/elements/spinner.py DELAY_SECS), so a warm call shows nothing and a first view of a new structure (its
+# formulas, compiled functions) says what the page waits for, inside the cache's replay where no other element may be
+# drawn (app_pages/jobs.py: compile_waits_shown covers the sidebar strategy's own evaluation).
+
+@st.cache_resource(max_entries=32, show_spinner=SPINNER["symbolic"])
 def symbolic(model, strategy, cluster):
     """explain() of a strategy (~30-80 ms for gpt3-175b, so cached by strategy)."""
     return explain(model, strategy, cluster)
 
 
-@st.cache_resource(max_entries=16, show_spinner=False)
+@st.cache_resource(max_entries=16, show_spinner=SPINNER["graph"])
 def graph(model, strategy, cluster, expanded, colour_by: str):
     the_plan = plan_of(model, strategy, cluster)
     fig = graph_figure(the_plan, symbol_values(model, strategy, cluster), expanded, colour_by)
     return fig.update_layout(title_text=plain_html(fig.layout.title.text or "", limit=400))   # names the model
 
 
-@st.cache_resource(max_entries=32, show_spinner=False)
+@st.cache_resource(max_entries=32, show_spinner=SPINNER["breakdown_figures"])
 def breakdown_figures(model, strategy, cluster) -> dict:
     """Tables and figures of the Cost page for one strategy."""
     result = evaluate(model, strategy, cluster)
@@ -132,7 +140,7 @@ def strategy_label(s: Strategy) -> str:
     return " ".join(parts)
 
 
-@st.cache_resource(max_entries=16, show_spinner=False)
+@st.cache_resource(max_entries=16, show_spinner=SPINNER["superstep"])
 def superstep(model, strategy, cluster, schedule: str) -> dict:
     """Super-step events, their Gantt figure and the agreement with the cost model."""
     result = evaluate(model, strategy, cluster)
@@ -155,7 +163,7 @@ def superstep_or_refusal(model, strategy, cluster, schedule: str) -> tuple:
         return None, str(err)
 
 
-@st.cache_resource(max_entries=32, show_spinner=False)
+@st.cache_resource(max_entries=32, show_spinner=SPINNER["microstep"])
 def microstep(model, strategy, cluster, layer: int, op) -> dict:
     events = timeline.microstep_events(model, strategy, cluster, layer=layer, op=op)
     what = f"layer {layer}" + (f", operator {op}" if op else "")
