@@ -12,7 +12,7 @@ import pytest
 import sympy as sp
 
 from explorer.cost import collectives as coll
-from explorer.cost import evaluate as evaluate_module
+from explorer.cost import evaluation as evaluation_module
 from explorer.cost.block import block_cost
 from explorer.cost.evaluate import evaluate
 from explorer.cost.numeric import grad_norm_seconds
@@ -69,7 +69,7 @@ def test_the_optimizer_step_waits_for_the_gradient_norm_all_reduce(monkeypatch):
     assert grad_norm_seconds(A100, s.mesh, 1, "fp16") == pytest.approx(2 * norm, rel=1e-12)  # + the inf/nan flag
     assert grad_norm_seconds(A100, Strategy().mesh, 1, "bf16") == 0.0                         # one GPU
     with_norm = evaluate(model, s, A100)
-    monkeypatch.setattr(evaluate_module, "grad_norm_seconds", lambda *args: 0.0)
+    monkeypatch.setattr(evaluation_module, "grad_norm_seconds", lambda *args: 0.0)   # build_evaluation reads it
     without = evaluate(model, s, A100)
     assert with_norm.breakdown_s["optimizer"] - without.breakdown_s["optimizer"] == pytest.approx(norm, rel=1e-9)
     assert with_norm.iteration_time_s - without.iteration_time_s == pytest.approx(norm, rel=1e-6)
