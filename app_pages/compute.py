@@ -135,6 +135,8 @@ def strategy_label(s: Strategy) -> str:
         parts.append("SP")
     if s.cp > 1:
         parts.append(f"cp{s.cp}" + (" ulysses" if s.cp_algo == "ulysses" else ""))
+    if s.ep > 1:                    # expert parallelism (MoE): the same d t p with another e is another strategy
+        parts.append(f"e{s.ep}")
     if s.layer_splits or s.stage_map:
         parts.append("per-layer")
     return " ".join(parts)

@@ -159,6 +159,6 @@ def render(slug: str) -> None:
                type="primary", help=f"loads this example into every page and opens the {setup.page} page")
     with st.expander("Slides: this picture at 1920×1080, the lesson as an offline deck"):
         _slides(lesson, values, setup, reveal, items)
-    act.caption("Share link of this example:")
-    act.code(share_link.link_to(setup.page, setup.model, setup.cluster, setup.strategy), language=None,
-             wrap_lines=True)
+    with act.expander("Share link of this example"):     # closed: lesson 8's example is its answer (the search's
+        st.code(share_link.link_to(setup.page, setup.model, setup.cluster, setup.strategy), language=None,   # winner)
+                wrap_lines=True)

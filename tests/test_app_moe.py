@@ -118,3 +118,12 @@ def test_recompute_modules_offered_are_the_models_own():
     at.session_state[S.MODEL] = load_model("deepseek-v3")
     at.run()
     assert {"mla_up_proj", "mlp", "shared_experts"} <= set(modules())
+
+
+def test_a_strategy_label_names_its_expert_parallelism():
+    """The Cost and Compare pages' labels dropped e: d8 t1 p1 with e = 8 and with e = 1 read alike next to very
+    different numbers (a lecturer's walk)."""
+    from app_pages.compute import strategy_label
+    from explorer import Strategy
+    base = Strategy(dp=8, micro_batch=1, global_batch=64)
+    assert "e8" in strategy_label(base.with_(ep=8)).split() and "e8" not in strategy_label(base)

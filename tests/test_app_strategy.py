@@ -182,7 +182,7 @@ def test_a_bad_pipeline_layout_is_one_line_and_the_last_valid_choice_stays():
     for text, words in (("12,12", "lists 2 stages; the strategy has p x v = 8"),
                         ("11,12,12,12,12,12,12,12", "add up to 95; the model has 96 layers"),
                         ("12,12,12,0,24,12,12,12", "stage 3 holds no layer"),
-                        ("12,x,12,12,12,12,12,12", "not a layout piece"),
+                        ("12,x,12,12,12,12,12,12", "character 'x' is neither a digit nor a comma"),
                         ("E(t|)*", "must be followed by a repeat count")):
         _layout_box(at).input(text).run()
         assert not at.exception

@@ -234,6 +234,10 @@ def layout_from_text(text: str, layers: int, mtp_layers: int, pp: int, virtual_s
     if not text:
         raise ExplorerError("pipeline layout is empty: give layer counts per stage, e.g. 11,12,13, or a Megatron-LM "
                             "layout such as Et|(tt|)*30mL")
+    if text[0].isdigit() and not set(text) <= COUNTS_CHARS:     # counts with a typo: name it, not the first digit
+        bad = next(c for c in text if c not in COUNTS_CHARS)
+        raise ExplorerError(f"pipeline layout {text[:40]!r}: character {bad!r} is neither a digit nor a comma; give "
+                            "layer counts per stage, e.g. 8,9,9,6, or a Megatron-LM layout such as Et|(tt|)*30mL")
     layout = counts_layout(text, layers, mtp_layers, virtual_stages) if set(text) <= COUNTS_CHARS \
         else parse(text, virtual_stages)
     problem = check_against(layout, layers, mtp_layers, pp)
