@@ -50,8 +50,8 @@ TEXTBOOK = {
                 r"layer)}", "Shoeybi et al., Megatron-LM 2019, Sec. 3"),
     "pp_comm": (r"T \approx 2\,m\,\frac{b s h \beta}{t}\, g \;\;\text{(each micro-batch's activations forward, "
                 r"gradients back; scatter/gather)}", "Narayanan et al. SC'21 Sec. 4.1"),
-    "ep_comm": (r"T = 4\, l_{\mathrm{moe}}\, m \cdot \frac{e-1}{e}\, \frac{b s k h \beta}{t}\, g \;\;\text{(dispatch and "
-                r"combine all-to-alls, forward and backward)}",
+    "ep_comm": (r"T = 4\, l_{\mathrm{moe}}\, m \cdot \frac{e-1}{e}\, \frac{b s k h \beta}{t}\, g \;\;\text{(dispatch + "
+                r"combine, fwd + bwd)}",
                 "Lepikhin et al., GShard, ICLR'21 Sec. 2.2; Megatron-Core MoEAlltoAllTokenDispatcher"),
     "zero_comm": (r"T_{\mathrm{ZeRO\text{-}3}} \approx 1.5 \times T_{\mathrm{all\text{-}reduce}}",
                   "Rajbhandari et al., ZeRO, SC'20 Sec. 7"),
