@@ -15,7 +15,11 @@ Attention needs every key and value of the sequence; two algorithms (`cp_algo`):
   balancing"). Forward: each device sends (cp-1) x (K+V bytes of its local s/cp tokens) -- that
   is 2(cp-1) x (K+V bytes of one of the 2cp chunks); backward: K/V again and their gradients,
   2 (cp-1) x (K+V bytes). Exposed per step: max(0, transfer - attention compute of the step),
-  with the attention spread evenly over the cp steps.
+  with the attention spread evenly over the cp steps. TE's backward moves the same bytes in cp
+  transfers (K,V at the first step, K,V and the partial dK,dV in the middle ones, dK,dV at the
+  last), each under one step's kernel (transformer_engine/pytorch/attention/dot_product_attention/
+  context_parallel.py, AttnFuncWithCPAndKVP2P.backward); lumping them into cp - 1 steps is the more
+  pessimistic when a step is exposed (docs/modelling.md, "What the context-parallel ring prices").
 * ulysses (DeepSpeed-Ulysses, Jacobs et al. 2023, Sec 3.1): an all-to-all turns the sequence
   split into a head split before attention (Q, K, V) and back after it (the output): 4 all-to-alls
   of the local tensors per layer forward, 4 of their gradients backward, not overlapped. Each
