@@ -57,6 +57,28 @@ def test_llama2_70b_at_32k_with_cp4_fits_80gb_and_ring_traffic_is_2cp_minus_1_kv
     assert sum(r.breakdown_s.values()) == pytest.approx(r.iteration_time_s, rel=1e-12)
 
 
+def test_the_ring_backward_runs_transformer_engines_schedule():
+    """TE AttnFuncWithCPAndKVP2P.backward (transformer_engine/pytorch/attention/dot_product_attention/
+    context_parallel.py): cp transfers, K,V at the first step, K,V with the partial dK,dV at the cp-2 middle ones,
+    dK,dV at the last, each one message under one step's kernel -- 2(cp-1) x (K+V) bytes and cp latencies (the
+    lumped form before, cp-1 steps of 2(K+V) and two messages each, paid 2(cp-1)); a step is exposed only by what
+    outlasts its kernel, so with a long kernel nothing is, with none all of it is."""
+    import sympy as sp
+    from explorer.cost import context_parallel as cpx
+    from explorer.symbols import L_c, g_c
+    for cp in (2, 4, 8):
+        kv = cpx.kv_bytes(False, cp)
+        bare, hidden = (cpx.ring(False, cp, sp.Integer(0), sp.Integer(0)),
+                        cpx.ring(False, cp, sp.Integer(10), sp.Integer(10)))
+        values = {x: 1e-6 if x in (g_c, L_c) else 2.0 for x in (bare.bwd_total_s + kv).free_symbols}
+        assert float((bare.bwd_bytes - 2 * (cp - 1) * kv).subs(values)) == 0
+        assert float(bare.bwd_total_s.subs(values)) == pytest.approx(float((2 * (cp - 1) * kv * g_c + cp * L_c)
+                                                                          .subs(values)), rel=1e-12)
+        assert float(bare.bwd_s.subs(values)) == pytest.approx(float(bare.bwd_total_s.subs(values)), rel=1e-12)
+        assert float(hidden.bwd_s.subs(values)) == 0 and float(hidden.fwd_s.subs(values)) == 0
+        assert float(bare.fwd_total_s.subs(values)) == pytest.approx(float(((cp - 1) * (kv * g_c + L_c)).subs(values)))
+
+
 def test_sequence_split_divides_activations_and_compute_by_cp():
     """Same t, p, micro-batches in flight: every kept activation is that of s/cp tokens."""
     one = evaluate(LLAMA_32K, long_context(cp=1, dp=16, zero=0), A100)

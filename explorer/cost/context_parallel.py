@@ -9,17 +9,17 @@ Weights are replicated over the cp group; their gradients are reduced over dp x 
 Attention needs every key and value of the sequence; two algorithms (`cp_algo`):
 
 * ring (Megatron-LM CP, Transformer Engine `AttnFuncWithCPAndKVP2P`; Ring Attention, Liu et al.
-  2023, Sec 3): the K/V chunks travel around the cp ring by point-to-point sends, cp - 1 steps,
-  each overlapped with the attention of the chunk in hand. The sequence is cut into 2 cp chunks
+  2023, Sec 3): the K/V chunks travel around the cp ring by point-to-point sends (cp - 1 forward,
+  cp backward), each overlapped with the attention of the step in hand. The sequence is cut into 2 cp chunks
   and device i holds chunks i and 2cp-1-i so the causal work is balanced (Megatron docs, "load
   balancing"). Forward: each device sends (cp-1) x (K+V bytes of its local s/cp tokens) -- that
-  is 2(cp-1) x (K+V bytes of one of the 2cp chunks); backward: K/V again and their gradients,
-  2 (cp-1) x (K+V bytes). Exposed per step: max(0, transfer - attention compute of the step),
-  with the attention spread evenly over the cp steps. TE's backward moves the same bytes in cp
-  transfers (K,V at the first step, K,V and the partial dK,dV in the middle ones, dK,dV at the
-  last), each under one step's kernel (transformer_engine/pytorch/attention/dot_product_attention/
-  context_parallel.py, AttnFuncWithCPAndKVP2P.backward); lumping them into cp - 1 steps is the more
-  pessimistic when a step is exposed (docs/modelling.md, "What the context-parallel ring prices").
+  is 2(cp-1) x (K+V bytes of one of the 2cp chunks) -- step i+1's K,V posted before step i's
+  kernel; backward: K/V again and their gradients, 2 (cp-1) x (K+V bytes), in cp transfers as
+  Transformer Engine runs them (transformer_engine/pytorch/attention/dot_product_attention/
+  context_parallel.py, AttnFuncWithCPAndKVP2P.backward): K,V at the first step, K,V with the
+  partial dK,dV at the cp-2 middle ones, dK,dV at the last, each one message under one step's
+  kernel. Exposed per step: max(0, transfer - attention compute of the step), with the attention
+  spread evenly over the cp steps (the load-balanced split gives every step the same work).
 * ulysses (DeepSpeed-Ulysses, Jacobs et al. 2023, Sec 3.1): an all-to-all turns the sequence
   split into a head split before attention (Q, K, V) and back after it (the output): 4 all-to-alls
   of the local tensors per layer forward, 4 of their gradients backward, not overlapped. Each
@@ -69,14 +69,15 @@ def kv_bytes(heads_sharded: bool, cp: int) -> sp.Expr:
 
 
 def ring(heads_sharded: bool, cp: int, attn_fwd_s, attn_bwd_s) -> CPExchange:
-    """Ring attention: cp - 1 overlapped point-to-point steps forward and backward."""
+    """Ring attention: cp - 1 overlapped point-to-point steps forward, cp backward (TE's schedule)."""
     kv = kv_bytes(heads_sharded, cp)
     steps = cp - 1
-    fwd_step = coll.time("p2p", kv, 2, g_c, L_c)               # send K,V to the next rank
-    bwd_step = coll.time("p2p", 2 * kv, 2, g_c, L_c) + L_c     # K,V and dK,dV: two messages
-    fwd = steps * QuickMax(0, fwd_step - attn_fwd_s / cp)
-    bwd = steps * QuickMax(0, bwd_step - attn_bwd_s / cp)
-    return CPExchange(fwd, bwd, steps * kv, steps * 2 * kv, steps * fwd_step, steps * bwd_step, "p2p")
+    one = coll.time("p2p", kv, 2, g_c, L_c)            # K,V (or dK,dV) to the next rank: one message
+    both = coll.time("p2p", 2 * kv, 2, g_c, L_c)       # K,V with the partial dK,dV: one message (TE)
+    fwd = steps * QuickMax(0, one - attn_fwd_s / cp)
+    under = attn_bwd_s / cp
+    bwd = 2 * QuickMax(0, one - under) + (cp - 2) * QuickMax(0, both - under)
+    return CPExchange(fwd, bwd, steps * kv, steps * 2 * kv, steps * one, 2 * one + (cp - 2) * both, "p2p")
 
 
 def ulysses(heads_sharded: bool, cp: int) -> CPExchange:
