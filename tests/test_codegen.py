@@ -73,8 +73,12 @@ def test_the_megatron_export_pins_the_attention_that_was_costed(name, backend):
     assert parse_megatron_args(text)[0]["attention"] == model.attention
     older = text.replace(f"--attention-backend {backend}", "--use-flash-attn")      # arguments written before
     assert parse_megatron_args(older)[0]["attention"] == "flash"
-    with pytest.raises(ExplorerError, match="--attention-backend 'fused': the explorer prices flash and unfused"):
-        parse_megatron_args(text.replace(f"--attention-backend {backend}", "--attention-backend fused"))
+    with pytest.raises(ExplorerError, match="--attention-backend 'local': the explorer prices flash, fused and unfused"):
+        parse_megatron_args(text.replace(f"--attention-backend {backend}", "--attention-backend local"))
+    # cuDNN's fused kernel (what a model with attention sinks pins, codegen.megatron.attention_backend_of) is the
+    # explorer's fused kernel too
+    assert parse_megatron_args(text.replace(f"--attention-backend {backend}", "--attention-backend fused"))[0][
+        "attention"] == "flash"
 
 
 def test_uneven_stages_use_first_and_last_and_round_trip():

@@ -27,11 +27,11 @@ def kernel_head_dim(model) -> float:
 
 def attention_curve_figure(model, strategy, cluster) -> tuple:
     """(figure, caption): the efficiency of the cluster's attention kernel by tokens per call."""
-    hw = hardware_numbers(cluster, strategy.dtype)
+    hw = hardware_numbers(cluster, strategy.dtype, model.softmax_type)
     p, d = hw["attention"], kernel_head_dim(model)
     causal = model.family != "bert"
     attn = "bf16" if strategy.dtype == "fp8" else strategy.dtype
-    found = att.kernel_for(cluster.device.name, attn)
+    found = att.kernel_for(cluster.device.name, attn, model.softmax_type)
     fig = go.Figure()
     for backward, name, colour in ((False, "forward", DEFAULT["compute"]), (True, "backward", DEFAULT["recompute"])):
         fig.add_trace(go.Scatter(x=TOKENS, y=att.efficiency(p, TOKENS, d, causal, backward), mode="lines",

@@ -192,9 +192,10 @@ def megatron_args(model, strategy) -> str:
         out += [("--group-query-attention",), ("--num-query-groups", model.kv_heads)]
     if llama_style(model):
         out += [("--swiglu",), ("--normalization", "RMSNorm"), ("--position-embedding-type", "rope"),
-                ("--untie-embeddings-and-output-weights",), ("--disable-bias-linear",),
+                ("--untie-embeddings-and-output-weights",),
+                *(() if getattr(model, "linear_bias", False) else (("--disable-bias-linear",),)),
                 ("--attention-dropout", 0.0), ("--hidden-dropout", 0.0)]
-    out.append(("--attention-backend", ATTENTION_BACKEND[model.attention]))    # the kernel that was costed
+    out.append(("--attention-backend", attention_backend_of(model)))    # the kernel that was costed
     out += moe_flags(model, s)                       # experts, head size, latent attention (issue 11)
     out += graph_flags(model, s)                     # CUDA graphs (issue 27; megatron_moe.py)
     if model.mtp_layers:                             # DeepSeek-V3's MTP modules (explorer/model/graph/mtp.py)
@@ -248,7 +249,17 @@ attention the explorer prices (explorer/model/spec.py ATTENTION): FlashAttention
 unfused core materialises them (Korthikanti et al. 2022 Sec 4.1). Always written: with auto Transformer Engine
 picks a kernel by GPU and shape (cuDNN's fused attention on Hopper), which is not what a 'standard' model costs.
 The Megatron-Bridge recipe writes the same (model.attention_backend = AttnBackend.flash / .unfused)."""
-BACKEND_ATTENTION = {backend: attention for attention, backend in ATTENTION_BACKEND.items()}
+BACKEND_ATTENTION = {backend: attention for attention, backend in ATTENTION_BACKEND.items()} | {"fused": "flash"}
+"""Read back: 'fused' (cuDNN's fused attention, what a model with attention sinks pins: attention_backend_of) is
+the explorer's fused kernel too."""
+
+
+def attention_backend_of(model) -> str:
+    """--attention-backend for `model`: ATTENTION_BACKEND, but 'fused' (cuDNN) for a fused kernel with attention
+    sinks, which Transformer Engine never runs on FlashAttention (explorer/hardware/attention.py kernel_for)."""
+    if model.attention == "flash" and getattr(model, "attention_sinks", False):
+        return "fused"
+    return ATTENTION_BACKEND[model.attention]
 
 
 def _parser() -> _Parser:
@@ -321,7 +332,7 @@ def parse_megatron_args(text: str, world_size: int | None = None) -> tuple:
     if args.attention_backend != "auto":     # the kernel named, as the export writes it (ATTENTION_BACKEND)
         if args.attention_backend not in BACKEND_ATTENTION:
             raise ExplorerError(f"--attention-backend {args.attention_backend[:40]!r}: the explorer prices "
-                                f"{' and '.join(BACKEND_ATTENTION)} (FlashAttention, the unfused core) only")
+                                "flash, fused and unfused (FlashAttention or cuDNN's fused kernel, the unfused core) only")
         model["attention"] = BACKEND_ATTENTION[args.attention_backend]
     elif args.use_flash_attn:    # older arguments; else the family's default attention (ModelSpec.DEFAULT_ATTENTION)
         model["attention"] = "flash"
@@ -411,7 +422,7 @@ def notes(model, strategy) -> list:
     if llama_style(model):
         out.append("Megatron's defaults are learned positions, tied embeddings, biases and dropout 0.1: the "
                    "Llama-style flags are written so that it builds the model that was costed.")
-    out.append(f"The attention kernel is pinned (--attention-backend {ATTENTION_BACKEND[model.attention]}): with "
+    out.append(f"The attention kernel is pinned (--attention-backend {attention_backend_of(model)}): with "
                "Megatron's default, auto, Transformer Engine picks one by GPU and shape.")
     out.append(f"Megatron pads the vocabulary to a multiple of 128 x t; the explorer costs V = {model.vocab}.")
     return out

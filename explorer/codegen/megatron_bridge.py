@@ -35,7 +35,7 @@ from __future__ import annotations
 import ast
 
 from explorer.codegen.common import pipeline_layout_text, refuse, stage_counts, title
-from explorer.codegen.megatron import ATTENTION_BACKEND, FSDP_DTYPE, FSDP_SHARDING, _check, _virtual, llama_style
+from explorer.codegen.megatron import FSDP_DTYPE, FSDP_SHARDING, _check, _virtual, attention_backend_of, llama_style
 from explorer.codegen.megatron_moe import DISPATCHER_TYPE, GRAPH_IMPL, graph_modules, layer_pattern
 from explorer.io.quoting import comment_text, python_string
 from explorer.schedules import chunked
@@ -77,12 +77,18 @@ def _model_fields(model, s) -> list:
            ("seq_length", model.seq_len), ("vocab_size", model.vocab)]
     if llama_style(model):   # as Megatron-LM's exporter: RMSNorm, SwiGLU, rotary, no biases, untied, no dropout
         out += [("normalization", '"RMSNorm"'), ("activation_func", "F.silu"), ("gated_linear_unit", True),
-                ("position_embedding_type", '"rope"'), ("add_bias_linear", False),
+                ("position_embedding_type", '"rope"'), ("add_bias_linear", bool(getattr(model, "linear_bias", False))),
                 ("share_embeddings_and_output_weights", False), ("hidden_dropout", 0.0),
                 ("attention_dropout", 0.0)]
-    out.append(("attention_backend", f"AttnBackend.{ATTENTION_BACKEND[model.attention]}"))   # as Megatron-LM's
+    out.append(("attention_backend", f"AttnBackend.{attention_backend_of(model)}"))   # as Megatron-LM's
     if model.head_dim:
         out.append(("kv_channels", model.head_dim))
+    if getattr(model, "sliding_window_tokens", 0):   # gpt-oss (Megatron-Bridge gpt_oss_bridge.py at v0.4.1)
+        out.append(("window_size", f"({model.sliding_window_tokens - 1}, 0)"))
+        if model.window_attn_skip_freq:
+            out.append(("window_attn_skip_freq", model.window_attn_skip_freq))
+    if getattr(model, "attention_sinks", False):
+        out.append(("softmax_type", '"learnable"'))
     if model.is_moe:
         out += [("num_moe_experts", model.experts), ("moe_router_topk", model.experts_per_token),
                 ("moe_ffn_hidden_size", model.moe_ffn_hidden), ("moe_layer_freq", _moe_list(model)),

@@ -57,6 +57,12 @@ def moe_flags(model, strategy) -> list:
                 ("--v-head-dim", model.v_head_dim)]
         if model.q_lora_rank:
             out.append(("--q-lora-rank", model.q_lora_rank))
+    if getattr(model, "sliding_window_tokens", 0):     # gpt-oss: TE window_size (w - 1, 0) on windowed layers
+        out.append(("--window-size", f"{model.sliding_window_tokens - 1},0"))
+        if model.window_attn_skip_freq:
+            out.append(("--window-attn-skip-freq", model.window_attn_skip_freq))
+    if getattr(model, "attention_sinks", False):
+        out.append(("--softmax-type", "learnable"))
     if not model.is_moe:
         return out
     out += [("--num-experts", model.experts), ("--moe-router-topk", model.experts_per_token),

@@ -12,7 +12,10 @@ kappa_a of the unmasked rate. With the load-balanced causal split (2cp chunks, d
 i and 2cp-1-i) one of the cp steps is the causal diagonal (s/cp x s/cp under the mask) and the other
 cp-1 are unmasked blocks of s/cp x s/(2cp): the same work each, priced on the unmasked curve at the
 half chunk s/(2cp), so the kernel's mean efficiency is g(s/2cp) / (1/(kappa_a cp) + (cp-1)/cp).
-Without cp (or under Ulysses) a causal kernel runs at kappa_a g(s/2), an unmasked one at g(s).
+Without cp (or under Ulysses) a causal kernel runs at kappa_a g(s/2), an unmasked one at g(s). A sliding
+window (op.window: the keys a query block loops over, explorer/model/graph/moe.py window_keys) runs at
+kappa_a g(min(s/2, window)) -- the band's blocks as a call of that many keys, masked at its edges; under ring
+context parallelism too (a window this short stays within a rank's chunk and its neighbour's).
 The explanation, the LaTeX and the compiled numbers read this one expression.
 """
 from __future__ import annotations
@@ -34,6 +37,8 @@ def efficiency(op, cp: int, cp_algo: str, backward: bool) -> sp.Expr:
     """The fused attention kernel's achieved fraction of F_a for operator `op` (its head_dim and mask)."""
     ring = cp > 1 and cp_algo == "ring"
     n = s / cp if ring else s
+    if op.causal and op.window:
+        return kappa_a * curve(sp.Min(n / 2, sp.Integer(op.window)), op.head_dim, backward)
     if not op.causal:
         return curve(n, op.head_dim, backward)
     if ring:

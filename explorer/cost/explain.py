@@ -109,7 +109,7 @@ def readable(expr: sp.Expr, max_ops: int = 600) -> sp.Expr:
 
 
 def symbol_values(model, strategy, cluster) -> dict:
-    hw = hardware_numbers(cluster, strategy.dtype)
+    hw = hardware_numbers(cluster, strategy.dtype, model.softmax_type)
     return {b: strategy.micro_batch, s: model.seq_len, h: model.hidden, a: model.heads,
             a_kv: model.kv_heads, f: model.ffn_hidden, V: model.vocab, l: model.layers,
             t: strategy.tp, d: strategy.dp * strategy.cp, p: strategy.pp, v: strategy.chunks,

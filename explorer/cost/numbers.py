@@ -17,7 +17,7 @@ from explorer.hardware import attention as attention_kernel
 from explorer.hardware.cluster import BYTES_PER_ELEMENT
 
 
-def hardware_numbers(cluster, dtype: str) -> dict:
+def hardware_numbers(cluster, dtype: str, softmax: str = "vanilla") -> dict:
     eff = cluster.efficiency
     # Transformer Engine's FP8 recipes cast the GEMMs' operands only: the attention core (FlashAttention,
     # or the unfused score and context bmm) runs in bf16 (fp8_dot_product_attention is off by default)
@@ -25,7 +25,8 @@ def hardware_numbers(cluster, dtype: str) -> dict:
     return {"F": cluster.device.flops(dtype), "eta": eff.gemm_max_for(dtype), "phi": eff.gemm_half_flops,
             "F_a": cluster.device.flops(attn), "eta_a": eff.gemm_max_for(attn),
             # the fused kernel's curve (explorer/hardware/attention.py): a published kernel's, else flat at eta_a
-            "attention": attention_kernel.params(cluster.device.name, attn, eff.gemm_max_for(attn)),
+            # (softmax: the model's, ModelSpec.softmax_type: a sink softmax runs on cuDNN's kernel, never FlashAttention)
+            "attention": attention_kernel.params(cluster.device.name, attn, eff.gemm_max_for(attn), softmax),
             "W": cluster.device.hbm_bandwidth_bytes_per_s * eff.hbm, "tau": eff.kernel_launch_s,
             "tau_h": eff.host_launch_s, "tau_s": eff.host_sync_s,     # the host side of a pass (model/kernels.py)
             "beta": BYTES_PER_ELEMENT[dtype],
@@ -45,7 +46,8 @@ class Numbers:
     def of(cls, model, micro_batch, cluster, dtype: str) -> "Numbers":
         b = np.asarray(micro_batch, dtype=float) if np.ndim(micro_batch) else micro_batch
         dims = (b, model.seq_len, model.hidden, model.heads, model.kv_heads, model.ffn_hidden, model.vocab)
-        return cls(dims, hardware_numbers(cluster, dtype), tuple(lv.name for lv in cluster.levels))
+        return cls(dims, hardware_numbers(cluster, dtype, getattr(model, "softmax_type", "vanilla")),
+                   tuple(lv.name for lv in cluster.levels))
 
     def route_g_L(self, kind: str, route: tuple) -> tuple:
         """Seconds per byte and latency per step of a group with this route (levels at once,

@@ -33,10 +33,24 @@ def kernels() -> dict:
     return json.loads(PATH.read_text())
 
 
-def kernel_for(device_name: str, dtype: str):
-    """(name, entry) of the published kernel for this device and the attention's dtype, or None."""
+SOFTMAX_TYPES = ("vanilla", "off-by-one", "learnable")
+"""Transformer Engine's DotProductAttention softmax_type: the plain softmax, and the two with a sink logit per
+row (a zero one, or a learnable one per head: gpt-oss' attention sinks, ModelSpec.attention_sinks)."""
+
+
+def kernel_for(device_name: str, dtype: str, softmax: str = "vanilla"):
+    """(name, entry) of the published kernel for this device, the attention's dtype and softmax type, or None.
+
+    Which kernel runs a softmax with sinks is Transformer Engine's backend selection
+    (transformer_engine/pytorch/attention/dot_product_attention/utils.py get_attention_backend, "Filter: Softmax
+    type", TE 2.8-2.18): softmax_type != "vanilla" disables FlashAttention and leaves FusedAttention (cuDNN's
+    arbitrary-sequence-length kernel: transformer_engine/common/fused_attn/fused_attn.cpp
+    nvte_get_fused_attn_backend, "9.13.1+: vanilla, off-by-one, learnable", with sliding windows and at head
+    dimension 64, sm80 to sm100) and the unfused core. Each kernel entry lists the softmax types it runs
+    (assets/attention_kernels.json softmax_types; vanilla when absent)."""
     for name, entry in kernels()["kernels"].items():
-        if device_name in entry["devices"] and dtype in entry["precisions"]:
+        if device_name in entry["devices"] and dtype in entry["precisions"] and \
+                softmax in entry.get("softmax_types", ("vanilla",)):
             return name, entry
     return None
 
@@ -46,9 +60,9 @@ def flat(eta_max: float) -> dict:
     return dict(eta_f=eta_max, eta_b=eta_max, n_f=0.0, n_b=0.0, d_f=0.0, d_b=0.0, kappa=1.0)
 
 
-def params(device_name: str, dtype: str, gemm_max: float) -> dict:
-    """The PARAMS of the attention kernel for a device and the attention core's dtype."""
-    found = kernel_for(device_name, dtype)
+def params(device_name: str, dtype: str, gemm_max: float, softmax: str = "vanilla") -> dict:
+    """The PARAMS of the attention kernel for a device, the attention core's dtype and its softmax type."""
+    found = kernel_for(device_name, dtype, softmax)
     if found is None:
         return flat(gemm_max)
     fit = found[1]["fit"]

@@ -173,7 +173,7 @@ def _from_our_schema(d: dict, name_hint: str) -> ModelSpec:
         raise ExplorerError(f"field 'family' is {short_repr(family)}; use one of {', '.join(FAMILIES)}")
     for key in d:
         kind = "text" if key in ("name", "family", "source", "attention") else "list" if key == "stage_blocks" else \
-            "non-negative" if key in MOE_FLOAT_FIELDS else "int"
+            "non-negative" if key in MOE_FLOAT_FIELDS else "bool" if key in ("linear_bias", "attention_sinks") else "int"
         field(d, key, kind, "")
     missing = [key for key in REQUIRED[family] if key not in d]
     if missing:
@@ -272,9 +272,35 @@ def _hf_moe(d: dict, values: dict) -> dict:
     head_dim = d.get("head_dim")
     if head_dim is not None and field(d, "head_dim", "int", "") * values.get("heads", 0) != values.get("hidden"):
         out["head_dim"] = head_dim        # only a head size other than hidden / heads changes the graph
+    if d.get("model_type") == "gpt_oss":
+        out.update(_hf_gpt_oss(d))
     if d.get("mlp_only_layers"):
         raise ExplorerError("HuggingFace config lists 'mlp_only_layers'; dense layers in between MoE layers "
                             "are read only as first_k_dense_replace or decoder_sparse_step")
+    return out
+
+
+def _hf_gpt_oss(d: dict) -> dict:
+    """gpt-oss' attention as our fields: biases on the linear layers (attention_bias, and the experts'), learnable
+    sinks, and a sliding window on the layers layer_types calls 'sliding_attention' -- every layer n (1-based)
+    with n % k != 0 for one k (Megatron-Core window_attn_skip_freq; gpt-oss: k = 2), else refused."""
+    out = {"linear_bias": True, "attention_sinks": True}
+    window, kinds = d.get("sliding_window"), d.get("layer_types")
+    if not window:
+        return out
+    out["sliding_window_tokens"] = field(d, "sliding_window", "count", "")
+    if not kinds:
+        return out
+    if not isinstance(kinds, list) or not all(k in ("sliding_attention", "full_attention") for k in kinds):
+        raise ExplorerError("HuggingFace config's 'layer_types' must list 'sliding_attention' / 'full_attention'")
+    full = [i + 1 for i, k in enumerate(kinds) if k == "full_attention"]
+    if not full:
+        return out
+    freq = full[0]
+    if full != list(range(freq, len(kinds) + 1, freq)):
+        raise ExplorerError("HuggingFace config's 'layer_types': full attention on every k-th layer is the only "
+                            "pattern read (Megatron-Core window_attn_skip_freq)")
+    out["window_attn_skip_freq"] = freq
     return out
 
 

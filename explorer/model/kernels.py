@@ -33,6 +33,9 @@ the modules that implement each operator (one count per CUDA kernel or NCCL call
     that sorts the received tokens by local expert (sort_chunks_by_idxs, 3): 15 forward; 7 backward.
   - the experts' grouped GEMMs (TE GroupedLinear): one GEMM per local expert (E/ep of them) and the split
     forward, two GEMMs per expert backward; FP8 quantises each grouped operand once (fused per group).
+  - the experts' second bias (gpt-oss, ModelSpec.linear_bias; TEGroupedMLP._apply_bias): per local expert
+    the product b * p and the add forward, and torch.cat (2n + 1); backward per expert the two products and
+    their two sums and the bias gradient's accumulation, and the two gradients' concatenations (5n + 2).
   - combine: the inverse sort (3), the all-to-all (1), the unpermute with the routing weights (4): 8
     forward; 10 backward (the weights' gradient too).
   - the fused dispatchers (Megatron-Core MoEFlexTokenDispatcher with DeepEP or HybridEP: fused_dispatch /
@@ -105,6 +108,9 @@ def launches(op, recipe: Recipe = Recipe()) -> tuple:
         return DISPATCH_KERNELS if op.name == "dispatch" else COMBINE_KERNELS
     if op.name == "router":
         return 1 + ROUTER_KERNELS[0], 2 + ROUTER_KERNELS[1]
+    if op.expert and op.name == "expert_bias":
+        n = recipe.local_experts
+        return 2 * n + 1, 5 * n + 2
     if op.expert and op.kind == "matmul":
         n = recipe.local_experts
         return n + 1 + int(fp8), 2 * n + 2 * int(fp8)

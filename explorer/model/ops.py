@@ -55,6 +55,8 @@ class Operator:
     #                                     the masked blocks); model FLOPs count them all (Narayanan Eq. 3)
     causal: bool = False            # a fused attention kernel under the causal mask (its efficiency curve)
     head_dim: sp.Expr = ZERO        # a fused attention kernel's head dimension (its efficiency curve)
+    window: int = 0                 # a windowed fused attention kernel: the keys each query block loops over
+    #                                 (explorer/model/graph/moe.py window_keys; its efficiency curve's tokens)
     expert: bool = False            # weights of the E routed experts: sharded over ep, time x the load factor
     routes: bool = False            # token dispatch/combine: an all-to-all over the ep group
 

@@ -27,7 +27,7 @@ def _positive_int(name: str, value) -> None:
 
 MOE_INT_FIELDS = ("experts", "experts_per_token", "moe_ffn_hidden", "shared_experts", "shared_ffn_hidden",
                   "first_dense_layers", "head_dim", "q_lora_rank", "kv_lora_rank", "qk_nope_head_dim",
-                  "qk_rope_head_dim", "v_head_dim")
+                  "qk_rope_head_dim", "v_head_dim", "sliding_window_tokens", "window_attn_skip_freq")
 MOE_FLOAT_FIELDS = ("moe_capacity_factor", "expert_load_share")
 MAX_EXPERTS = 4096   # well above the largest published router (DeepSeek-V3: 256, Qwen3: 128)
 
@@ -45,6 +45,17 @@ def _check_moe(spec) -> None:
     if spec.kv_lora_rank and not (spec.qk_nope_head_dim and spec.qk_rope_head_dim and spec.v_head_dim):
         raise ExplorerError("latent attention (kv_lora_rank > 0) needs qk_nope_head_dim, qk_rope_head_dim "
                             "and v_head_dim")
+    for name in ("linear_bias", "attention_sinks"):
+        if not isinstance(getattr(spec, name), bool):
+            raise ExplorerError(f"model field '{name}' must be true or false, got {getattr(spec, name)!r}")
+    if (spec.linear_bias or spec.sliding_window_tokens or spec.attention_sinks) and spec.family != "llama":
+        raise ExplorerError(f"'linear_bias', 'sliding_window_tokens' and 'attention_sinks' are for the llama family "
+                            f"(gpt-oss), not {spec.family!r} (whose layers carry biases and attend fully already)")
+    if spec.window_attn_skip_freq and not spec.sliding_window_tokens:
+        raise ExplorerError("model field 'window_attn_skip_freq' needs 'sliding_window_tokens' (the window) > 0")
+    if spec.sliding_window_tokens > spec.seq_len:
+        raise ExplorerError(f"model field 'sliding_window_tokens' ({spec.sliding_window_tokens}) is longer than the "
+                            f"sequence ({spec.seq_len}); 0 = no window")
     moe_set = [n for n in MOE_INT_FIELDS[1:6] + MOE_FLOAT_FIELDS if getattr(spec, n)]
     if not spec.experts:
         if moe_set:
@@ -111,6 +122,11 @@ class ModelSpec:
     qk_rope_head_dim: int = 0    # MLA per-head query/key size with rotary embedding (keys share it)
     v_head_dim: int = 0          # MLA per-head value size
     mtp_layers: int = 0          # multi-token-prediction modules (DeepSeek-V3: 1; explorer/model/graph/mtp.py)
+    # ---- gpt-oss (explorer/model/graph/moe.py; Megatron-Core TransformerConfig's fields of the same meaning)
+    sliding_window_tokens: int = 0   # keys a windowed layer's query attends, itself included (gpt-oss: 128); 0 = none
+    window_attn_skip_freq: int = 0   # layer n (1-based) is windowed when n % this != 0 (gpt-oss: 2); 0 = all layers
+    linear_bias: bool = False        # the linear layers carry biases (Megatron add_bias_linear; gpt-oss: true)
+    attention_sinks: bool = False    # a learnable sink logit per head (Megatron softmax_type "learnable"; gpt-oss)
 
     def __post_init__(self):
         check_model(self)                # sizes within explorer/limits.py, before anything else
@@ -174,7 +190,21 @@ class ModelSpec:
     @property
     def uses_moe_graph(self) -> bool:
         """Experts, a head size of its own or latent attention: built by explorer/model/graph/moe.py."""
-        return self.is_moe or self.head_dim > 0 or self.kv_lora_rank > 0
+        return self.is_moe or self.head_dim > 0 or self.kv_lora_rank > 0 or self.sliding_window_tokens > 0 \
+            or self.linear_bias
+
+    @property
+    def softmax_type(self) -> str:
+        """The attention softmax as Transformer Engine names it (explorer/hardware/attention.py kernel_for)."""
+        return "learnable" if self.attention_sinks else "vanilla"
+
+    def is_window_layer(self, index: int) -> bool:
+        """Layer `index` (0-based) attends within the sliding window: Megatron-Core is_layer_window_attention
+        (megatron/core/transformer/utils.py at d7288711, the Megatron-LM of Megatron-Bridge v0.4.x):
+        layer_number % window_attn_skip_freq != 0, layer_number 1-based; every layer without a skip frequency."""
+        if not self.sliding_window_tokens:
+            return False
+        return not self.window_attn_skip_freq or (index + 1) % self.window_attn_skip_freq != 0
 
     def is_moe_layer(self, index: int) -> bool:
         return self.is_moe and index >= self.first_dense_layers and (index + 1) % self.moe_layer_frequency == 0

@@ -329,8 +329,9 @@ def moe_case_of(entry: dict) -> Case:
               "(explorer/cost/fused_dispatch.py); " if dispatcher in ("deepep", "hybridep") else "")
            + ("DeepSeek-V3 keys: explorer/validation/deepseek_v3_runs.py; " if x["model"] == "deepseek-v3" else "")
            + ("gradient reduce not overlapped (overlap_grad_reduce False); " if not strategy.overlap_dp else "")
-           + ("full causal attention on every layer (the 128-token sliding window of every other layer is not "
-              "modelled); " if x["model"] == "gpt-oss-120b" else "")
+           + ("the 128-token sliding window on every other layer (window_attn_skip_freq 2) and the linear biases, "
+              "the experts' second one added per local expert outside the grouped GEMM (gpt-oss preset); "
+              if x["model"] == "gpt-oss-120b" else "")
            + (f"{model.mtp_layers} MTP layer (recipes: mtp_num_layers=1); " if model.mtp_layers else "")
            + (f"selective recomputation of {', '.join(strategy.recompute_modules)} (MEMORY_KEYS); "
               if strategy.recompute_modules else "")

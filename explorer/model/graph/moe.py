@@ -31,7 +31,8 @@ from __future__ import annotations
 
 import sympy as sp
 
-from explorer.model.graph.transformer import causal_fraction, embedding, head, linear, mlp_ops, norm, residual
+from explorer.model.graph.transformer import (FLASH_BLOCK, causal_fraction, embedding, head, linear, mlp_ops, norm,
+                                              residual)
 from explorer.model.ops import ActTerm, Block, Operator
 from explorer.symbols import V, a, a_kv, b, beta, f, h, s
 
@@ -71,40 +72,87 @@ def moe_ffn(spec) -> list:
     combine = Operator("combine", "elementwise", "stream", (b, routed, h), BSH,
                        mem_bytes_fwd=beta * b * (3 * routed + s) * h, act=(ActTerm(beta * b * s * k, "out"),),
                        routes=True)
-    ops = [router, dispatch, *_gated("expert", _int(spec.moe_ffn_hidden), routed, True, E), combine]
+    experts = _gated("expert", _int(spec.moe_ffn_hidden), routed, True, E)
+    if spec.linear_bias:
+        experts.append(expert_bias(routed))
+    ops = [router, dispatch, *experts, combine]
     if spec.shared_ffn_hidden:
         ops += _gated("shared", _int(spec.shared_ffn_hidden), s, False)
     return ops
 
 
-def flash_core(qk: sp.Expr, v: sp.Expr, kept_in: sp.Expr, causal: bool = True) -> list:
+def expert_bias(routed: sp.Expr) -> Operator:
+    """The experts' second bias, added outside the grouped GEMM (gpt-oss: ModelSpec.linear_bias).
+
+    Megatron-Core's TEGroupedMLP builds linear_fc2 with skip_bias_add=True and applies its bias afterwards,
+    eagerly and one local expert at a time, scaled by the routing weight (TEGroupedMLP._apply_bias,
+    megatron/core/transformer/moe/experts.py at d7288711, the Megatron-LM of Megatron-Bridge v0.4.x: torch.cat
+    of t + b * p over torch.split(output, tokens_per_expert)); fc1's bias rides in the grouped GEMM's
+    epilogue (skip_bias_add=False; Transformer Engine fuses its gradient with the wgrad GEMM). Forward, per
+    routed element: b * p written (1), t + b p read twice and written (3), torch.cat read and written (2):
+    6 beta bytes over the b s k routed rows of h; backward the memory-bound rule (3/2: the two products
+    grad x p, grad x b and their sums). Kernels: explorer/model/kernels.py (per local expert)."""
+    return Operator("expert_bias", "elementwise", "follow", (b, routed, h), (b, routed, h),
+                    mem_bytes_fwd=6 * beta * b * routed * h, expert=True)
+
+
+def bias_add(name: str, width: sp.Expr = h) -> Operator:
+    """A row-parallel linear's bias, added after its reduction (Megatron-Core builds linear_proj and a dense
+    linear_fc2 with skip_bias_add=True; gpt-oss' bias_dropout_fusion=False leaves the add unfused,
+    megatron/core/fusions/fused_bias_dropout.py _bias_dropout_add_func: x + bias): reads and writes b s width."""
+    return Operator(name, "elementwise", "stream", (b, s, width), (b, s, width),
+                    mem_bytes_fwd=2 * beta * b * s * width)
+
+
+def window_keys(window: int) -> int:
+    """The keys a query block of a windowed kernel loops over: the FLASH_BLOCK-wide key blocks that meet
+    [q0 - w + 1, q0 + FLASH_BLOCK - 1] for a block starting at q0, 1 + ceil((w - 1) / FLASH_BLOCK) of them (cuDNN
+    and FlashAttention skip the blocks left of the band as they skip those above the diagonal: the cuDNN
+    frontend's GB200 benchmark of gpt-oss attention with a 128-token window, benchmark/sdpa_benchmark_training/
+    results/gpt_oss/gb200/gpt_oss_20260424_100011.csv, grows linearly in s, 0.109 -> 0.822 ms forward from
+    s = 2048 to 16384)."""
+    return FLASH_BLOCK * (1 + -(-(window - 1) // FLASH_BLOCK))
+
+
+def flash_core(qk: sp.Expr, v: sp.Expr, kept_in: sp.Expr, causal: bool = True, window: int = 0) -> list:
     """FlashAttention as one fused kernel (as explorer/model/graph/transformer.py flash_attention_core
     for the dense families; Dao et al. NeurIPS 2022, FlashAttention-2 Sec 4.1): per sequence QK^T
     2bs^2 (a qk) and attention x V 2bs^2 (a v) FLOPs forward, twice that backward, plus the
     backward's recomputation of S = QK^T (hardware FLOPs only); no s x s tensor in HBM or kept.
     Kept: Q, K, V (`kept_in` elements per sequence) and the fp32 logsumexp of each query row. A causal
     kernel runs causal_fraction() of the FLOPs (transformer.py). The kernel's head dimension, for its
-    efficiency curve (explorer/cost/attention_kernel.py), is the mean of its two GEMMs' per head: (qk + v)/(2a)."""
+    efficiency curve (explorer/cost/attention_kernel.py), is the mean of its two GEMMs' per head: (qk + v)/(2a).
+    A sliding window of `window` tokens (gpt-oss: 128 on every other layer; Transformer Engine window_size
+    (window - 1, 0), causal) runs only the band of key blocks, window_keys(window) of the s keys per query
+    block (at most the causal kernel's); its efficiency curve is read at that many keys per call."""
     fwd = 2 * b * s * s * (qk + v)
+    executed = causal_fraction() if causal else sp.Integer(1)
+    keys = window_keys(window) if window else 0
+    if keys:
+        executed = sp.Min(executed, sp.Integer(keys) / s)
     return [Operator("flash_attn", "attention", "heads", (b, s, kept_in), (b, s, v), flops_fwd=fwd,
                      flops_bwd=2 * fwd, act=(ActTerm(beta * b * s * kept_in, "in"), ActTerm(4 * b * a * s, "out")),
                      bwd_recompute_flops=2 * b * s * s * qk,
-                     executed=causal_fraction() if causal else sp.Integer(1), causal=causal,
-                     head_dim=(qk + v) / (2 * a))]
+                     executed=executed, causal=causal, head_dim=(qk + v) / (2 * a), window=keys)]
 
 
-def attention(spec) -> list:
+def attention(spec, window: int = 0) -> list:
     """Grouped-query attention with head size d (head_dim, else h/a), or DeepSeek's latent attention;
-    the core follows ModelSpec.attention ('flash': one fused kernel, else the unfused core)."""
+    the core follows ModelSpec.attention ('flash': one fused kernel, else the unfused core, which masks the
+    window's s x s scores without skipping them: `window` changes the fused kernel only); with
+    ModelSpec.linear_bias the output projection's bias is added after it (bias_add)."""
     if spec.kv_lora_rank:
         return latent_attention(spec)
     d = _int(spec.head_dim) if spec.head_dim else h / a
     q, kv = a * d, a_kv * d
+    bias = spec.linear_bias
+    after = [bias_add("proj_bias")] if bias else []
     if spec.attention == "flash":
-        return [linear("qkv", "column", h, q + 2 * kv, bias=False),
-                *flash_core(q, q, q + 2 * kv, spec.family != "bert"), linear("proj", "row", q, h, bias=False)]
+        return [linear("qkv", "column", h, q + 2 * kv, bias=bias),
+                *flash_core(q, q, q + 2 * kv, spec.family != "bert", window),
+                linear("proj", "row", q, h, bias=bias), *after]
     scores = (b, a, s, s)
-    qkv = linear("qkv", "column", h, q + 2 * kv, bias=False)
+    qkv = linear("qkv", "column", h, q + 2 * kv, bias=bias)
     score = Operator("score", "attention", "heads", (b, s, q + 2 * kv), scores,
                      flops_fwd=2 * b * s * s * q, flops_bwd=4 * b * s * s * q,
                      act=(ActTerm(beta * b * s * (q + kv), "in"),), gemm=(s, s, d, b * a), attention_core=True)
@@ -113,7 +161,7 @@ def attention(spec) -> list:
     context = Operator("context", "attention", "heads", scores, (b, s, q), flops_fwd=2 * b * s * s * q,
                        flops_bwd=4 * b * s * s * q, act=(ActTerm(beta * b * s * kv, "in"),),
                        gemm=(s, d, s, b * a), attention_core=True)
-    return [qkv, score, softmax, context, linear("proj", "row", q, h, bias=False)]
+    return [qkv, score, softmax, context, linear("proj", "row", q, h, bias=bias), *after]
 
 
 def latent_attention(spec) -> list:
@@ -158,12 +206,16 @@ def latent_attention(spec) -> list:
     return [down, latent_norm, up, score, softmax, context, linear("proj", "row", a * dv, h, bias=False)]
 
 
-def layer_key(spec, moe: bool) -> tuple:
+def layer_key(spec, moe: bool, window: int = 0) -> tuple:
     """The structure of a layer: equal keys, equal expressions."""
     attn = ("mla", spec.q_lora_rank, spec.kv_lora_rank, spec.qk_nope_head_dim, spec.qk_rope_head_dim,
             spec.v_head_dim) if spec.kv_lora_rank else ("gqa", spec.head_dim)
     if spec.attention == "flash":
         attn += ("flash",)
+    if window and spec.attention == "flash":
+        attn += ("window", window)
+    if spec.linear_bias:
+        attn += ("bias",)
     ffn = ("moe", spec.experts, spec.experts_per_token, spec.moe_ffn_hidden, spec.shared_ffn_hidden) if moe \
         else ("dense",)
     return ("moe-layer",) + attn + ffn
@@ -171,10 +223,13 @@ def layer_key(spec, moe: bool) -> tuple:
 
 def moe_layer(spec, index: int) -> Block:
     moe = spec.is_moe_layer(index)
-    ffn = moe_ffn(spec) if moe else mlp_ops(gated=True, bias=False)
-    ops = [norm("rms1", params=h), *attention(spec), residual("add1", dropout=False), norm("rms2", params=h),
+    ffn = moe_ffn(spec) if moe else mlp_ops(gated=True, bias=spec.linear_bias) + \
+        ([bias_add("fc2_bias")] if spec.linear_bias else [])
+    window = spec.sliding_window_tokens if spec.is_window_layer(index) else 0
+    ops = [norm("rms1", params=h), *attention(spec, window), residual("add1", dropout=False), norm("rms2", params=h),
            *ffn, residual("add2", dropout=False)]
-    return Block(f"layer{index}", "layer", index, layer_key(spec, moe), tuple(ops))
+    return Block(f"layer{index}", "layer", index, layer_key(spec, moe, window if spec.attention == "flash" else 0),
+                 tuple(ops))
 
 
 def moe_blocks(spec) -> list:

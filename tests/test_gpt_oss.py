@@ -1,0 +1,134 @@
+"""gpt-oss' own attention and biases (issue 27, GPT-OSS 120B predicted too fast): the sliding window of every
+other layer, the learnable attention sinks (which select the kernel), and the linear biases -- above all the
+experts' second bias, which Megatron-Core adds outside the grouped GEMM one local expert at a time."""
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from explorer.cost.evaluate import evaluate
+from explorer.cost.numbers import hardware_numbers
+from explorer.errors import ExplorerError
+from explorer.hardware.attention import kernel_for
+from explorer.io.clusters import load_cluster
+from explorer.io.models import load_model, model_from_dict
+from explorer.model import kernels as kn
+from explorer.model.graph.moe import moe_blocks, window_keys
+from explorer.strategy.strategy import Strategy
+from explorer.symbols import b, beta, h, s
+
+
+@pytest.fixture(scope="module")
+def oss():
+    return load_model("gpt-oss-120b")
+
+
+def test_the_preset_carries_the_window_the_sinks_and_the_biases(oss):
+    assert (oss.sliding_window_tokens, oss.window_attn_skip_freq, oss.linear_bias, oss.attention_sinks) == \
+        (128, 2, True, True)
+    # Megatron-Core is_layer_window_attention: layer_number % 2 != 0, 1-based: the first layer is windowed
+    assert [oss.is_window_layer(i) for i in range(4)] == [True, False, True, False]
+    assert sum(oss.is_window_layer(i) for i in range(oss.layers)) == 18
+
+
+def test_a_window_layer_is_its_own_block_running_the_band_of_key_blocks(oss):
+    blocks = moe_blocks(oss)
+    windowed, full = blocks[1], blocks[2]
+    assert windowed.key != full.key and blocks[3].key == windowed.key
+    attn = {blk.key: next(op for op in blk.ops if op.name == "flash_attn") for blk in (windowed, full)}
+    w, f = attn[windowed.key], attn[full.key]
+    # 128 keys each query attends (window_size (127, 0)) span two 128-wide key blocks per query block
+    assert window_keys(128) == 256 and window_keys(129) == 256 and window_keys(130) == 384 and window_keys(1) == 128
+    assert float(w.executed.subs(s, 4096)) == pytest.approx(256 / 4096)
+    assert float(f.executed.subs(s, 4096)) == pytest.approx((4096 + 128) / (2 * 4096))
+    assert w.window == 256 and f.window == 0
+
+
+def test_the_window_makes_a_layer_cheaper_but_not_free_on_the_published_cudnn_curve(oss):
+    """On H100 the kernel's curve (cuDNN, FlashAttention-3 paper's points) prices the band as a call of 256 keys:
+    less efficient than a long causal call, so the windowed layer's attention costs more than 256/2112 of it."""
+    from explorer.timeline.microstep import microstep_events
+    strategy = Strategy(dp=8, micro_batch=1, global_batch=8, ep=8, expert_tp=1)
+    cluster = load_cluster("dgx-h100")
+
+    def attention_s(layer):
+        df = microstep_events(oss, strategy, cluster, 8, layer=layer)
+        return float(df[df.operator == "flash_attn"].duration_s.sum())
+    windowed, full = attention_s(0), attention_s(1)
+    assert 256 / 2112 * full < windowed < 0.5 * full
+
+
+def test_sinks_rule_out_flashattention_and_keep_cudnn():
+    """Transformer Engine's get_attention_backend: softmax_type != vanilla disables FlashAttention; cuDNN's
+    fused attention (9.13.1+) runs the learnable softmax. A100's published kernel is FlashAttention-2's, so a
+    sink model there falls back to the flat curve; H100's is cuDNN's and stays."""
+    assert kernel_for("A100-SXM4-80GB", "bf16")[0] == "fa2-a100"
+    assert kernel_for("A100-SXM4-80GB", "bf16", "learnable") is None
+    assert kernel_for("H100-SXM", "bf16", "learnable")[0] == "cudnn-h100-bf16"
+    a100 = load_cluster("dgx-a100-80gb")
+    sinks = hardware_numbers(a100, "bf16", "learnable")["attention"]
+    assert sinks["n_f"] == 0 and sinks["eta_f"] == pytest.approx(a100.efficiency.gemm_max_for("bf16"))
+    assert hardware_numbers(a100, "bf16")["attention"]["n_f"] > 0
+
+
+def test_the_experts_second_bias_is_sized_and_launched_per_local_expert(oss):
+    layer = moe_blocks(oss)[1]
+    names = [op.name for op in layer.ops]
+    assert names.index("expert_fc2") + 1 == names.index("expert_bias") and "proj_bias" in names
+    bias = layer.ops[names.index("expert_bias")]
+    k = oss.experts_per_token
+    assert sp_equal(bias.mem_bytes_fwd, 6 * beta * b * s * k * h) and bias.expert
+    recipe = kn.Recipe(local_experts=16)
+    assert kn.launches(bias, recipe) == (33, 82)
+    assert kn.launches(bias, kn.Recipe(local_experts=2)) == (5, 12)
+    assert kn.eager(bias, "layer", kn.Recipe(graphs="full", local_experts=16)) == (0, 0)
+
+
+def sp_equal(x, y) -> bool:
+    return bool((x - y).expand() == 0)
+
+
+def test_the_biases_bind_the_host_of_the_h100_rows(oss):
+    """64 H100s, p 4, e 8 (16 local experts), b = 1: the host issues the 16 experts' bias kernels one by one;
+    without the biases the same run is more than 10 % faster."""
+    strategy = Strategy(dp=16, pp=4, micro_batch=1, global_batch=1280, zero=1, ep=8, expert_tp=1,
+                        grad_dtype="model", overlap_dp=True)
+    cluster = load_cluster("dgx-h100")
+    with_bias = evaluate(oss, strategy, cluster, 64)
+    without = evaluate(replace(oss, linear_bias=False), strategy, cluster, 64)
+    assert with_bias.iteration_time_s > 1.10 * without.iteration_time_s
+    assert with_bias.extra["host_exposed_s"] > without.extra["host_exposed_s"]
+
+
+def test_huggingface_gpt_oss_config_reads_window_sinks_and_biases():
+    cfg = {"model_type": "gpt_oss", "num_hidden_layers": 4, "hidden_size": 2880, "num_attention_heads": 64,
+           "num_key_value_heads": 8, "head_dim": 64, "intermediate_size": 2880, "num_local_experts": 128,
+           "num_experts_per_tok": 4, "vocab_size": 201088, "max_position_embeddings": 131072, "sliding_window": 128,
+           "layer_types": ["sliding_attention", "full_attention"] * 2}
+    m = model_from_dict(cfg, "oss", 4096)
+    assert (m.sliding_window_tokens, m.window_attn_skip_freq, m.linear_bias, m.attention_sinks) == (128, 2, True, True)
+    cfg["layer_types"] = ["sliding_attention", "full_attention", "full_attention", "sliding_attention"]
+    with pytest.raises(ExplorerError, match="every k-th layer"):
+        model_from_dict(cfg, "oss", 4096)
+
+
+@pytest.mark.parametrize("change,message", [
+    ({"sliding_window_tokens": 8192}, "longer than the sequence"),
+    ({"sliding_window_tokens": 0}, "needs 'sliding_window_tokens'"),
+    ({"linear_bias": 1}, "must be true or false"),
+    ({"attention_sinks": "yes"}, "must be true or false"),
+    ({"family": "gpt"}, "llama family"),
+])
+def test_bad_window_and_bias_fields_say_one_line(oss, change, message):
+    with pytest.raises(ExplorerError, match=message):
+        replace(oss, **change)
+
+
+def test_export_writes_the_window_the_sinks_and_the_biases(oss):
+    from explorer.codegen.megatron import megatron_args
+    strategy = Strategy(dp=16, pp=4, micro_batch=1, global_batch=1280, zero=1, ep=8, expert_tp=1)
+    text = megatron_args(oss, strategy)
+    assert "--window-size 127,0" in text and "--window-attn-skip-freq 2" in text
+    assert "--softmax-type learnable" in text and "--attention-backend fused" in text
+    assert "--disable-bias-linear" not in text
