@@ -211,11 +211,6 @@ def enumerate_space(model, gpus: int, global_batch: int, cp: int | None = None, 
                     continue
                 _add_families(space, model, tp, pp, gpus // (tp * c * pp), global_batch, batches, grids[pp],
                               inner, c, cp_algo)
-    if ep is not None:      # one expert-parallel degree asked for: the other families are not searched
-        dropped = sum(f.size for f in space.families if f.ep != ep)
-        if dropped:
-            space.pruned[OTHER_EP] += dropped
-        space.families = [f for f in space.families if f.ep == ep]
     unknown = sorted(set(options) - {o.name for o in searched()})
     if unknown:
         raise ExplorerError(f"the search does not carry the option {unknown[0][:40]!r}")
@@ -224,6 +219,11 @@ def enumerate_space(model, gpus: int, global_batch: int, cp: int | None = None, 
     if carried:
         _with_options(space, carried)
     _with_ep_overlap(space, model)
+    if ep is not None:      # one expert-parallel degree asked for: the other families are not searched
+        dropped = sum(f.size for f in space.families if f.ep != ep)
+        if dropped:
+            space.pruned[OTHER_EP] += dropped
+        space.families = [f for f in space.families if f.ep == ep]
     return space
 
 
