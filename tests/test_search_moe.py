@@ -144,6 +144,8 @@ def test_the_searchs_overlapped_strategies_evaluate_to_its_own_times():
     model = load_model("qwen3-30b-a3b")
     result = search(model, H100, 16, 256, ep=16, top=5, refine_top=2, moe_dispatcher="hybridep")
     assert any(c.strategy.overlap_ep for c in result.top)
+    from explorer.search.report import label
+    assert all(label(c.strategy).endswith(" overlapped") == c.strategy.overlap_ep for c in result.top)
     for c in result.top + result.pareto:
         assert c.searched_s == pytest.approx(c.iteration_time_s, rel=AGREE)
         assert c.searched_bytes == pytest.approx(c.peak_memory_bytes, rel=AGREE)
