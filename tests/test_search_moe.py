@@ -111,8 +111,11 @@ def test_every_overlapped_point_is_priced_as_evaluate_prices_it(name, gpus, batc
     model = load_model(name)
     space = enumerate_space(model, gpus, batch, ep=ep, moe_dispatcher=dispatcher)
     points = sweep(model, H100, space.families, batch)
+    bound, exact = points.time_s.copy(), points.exact.copy()
     settle(points, np.arange(points.time_s.size))
     on = np.array([space.families[f].overlap_ep for f in points.family])
+    assert (~exact[on]).any()                             # the sweep's first pass bounds them: lower bounds
+    assert (bound[on] <= points.time_s[on] * (1 + 1e-12)).all()
     fits = np.flatnonzero(on & (points.memory_bytes <= H100.device.memory_bytes))
     fastest = fits[np.argsort(points.time_s[fits], kind="stable")][:6]
     picked = np.unique(np.concatenate([fastest, fits[:: max(1, fits.size // 10)]]))
