@@ -4,7 +4,9 @@ For each (t, recompute, sequence parallelism) the chain's numbers are built
 once (tables.Chain) as arrays over every micro-batch size; each (p, schedule)
 then sums them by stage and the objective evaluates every micro-batch, ZeRO
 stage and overlap setting as numpy arrays. The result is one row per
-(global choice, uniform option).
+(global choice, uniform option). A family with expert-parallel overlap (space._with_ep_overlap) shares its
+twin's stage sums, each stage's forward and backward then holding only the exposed all-to-alls
+(tables.ep_overlapped): exact stage inputs, from which every bound and time below follows as for any other.
 
 GPipe's stage ends are a closed form, priced for every row at once; the other schedules'
 are first bounded below (explorer.schedules.critical_path.stage_end_lower_bounds: exact
