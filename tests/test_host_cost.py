@@ -299,3 +299,53 @@ def test_megatron_exporters_write_the_host_side_and_read_it_back(framework, opti
                                                   else s.moe_dispatcher)
         assert args.cuda_graph_impl == {"none": "none", "full": "full_iteration"}.get(s.cuda_graphs,
                                                                                       "transformer_engine")
+
+
+def _best_micro_batches(model, cluster, gpus, batch, dtype, **options):
+    """Every family of the search's space under `options` (CUDA graphs, dispatcher), the fastest micro-batch of
+    each at its first ZeRO stage without the gradient overlap, every point on its critical path."""
+    from explorer.search.space import enumerate_space
+    from explorer.search.sweep import settle, sweep
+    space = enumerate_space(model, gpus, batch, **options)
+    points = sweep(model, cluster, space.families, batch, dtype)
+    settle(points, np.arange(points.time_s.size))
+    best = {}
+    for k in range(points.time_s.size):
+        i = int(points.family[k])
+        if points.zero[k] != space.families[i].zeros[0] or points.overlap[k]:
+            continue
+        if i not in best or points.time_s[k] < points.time_s[best[i]] * (1 - 1e-9):
+            best[i] = k
+    return space, points, best
+
+
+@pytest.mark.parametrize("name,cluster,dtype,eager,graphed", [
+    ("bert-large", "dgx-h100", "bf16", {}, {"cuda_graphs": "full"}),
+    ("qwen3-30b-a3b", "dgx-b200", "fp8", {"moe_dispatcher": "alltoall"},
+     {"cuda_graphs": "full", "moe_dispatcher": "hybridep"})])
+def test_the_search_prefers_larger_micro_batches_exactly_where_the_host_binds(name, cluster, dtype, eager, graphed):
+    """Issue 27's done-when, over the search's whole space on 8 GPUs (B = 64): with the host's issue time priced
+    (eager; the all-to-all dispatcher, which syncs) against none (full-iteration CUDA graphs; HybridEP, which does
+    not), every family's fastest micro-batch is never smaller; it is larger only where the eager strategy at the
+    graphed one's micro-batch is host-bound (evaluate()'s host_exposed_s > 0), and the same wherever it is not --
+    and it does move somewhere."""
+    from explorer.search.search import point_strategy
+    model = QWEN if name.startswith("qwen3") else load_model(name)
+    cluster = load_cluster(cluster)
+    kw = {"ep": 4} if model.is_moe else {}        # (ep 8 leaves p = 1, where b = B / d is always fastest)
+    space_e, points_e, best_e = _best_micro_batches(model, cluster, 8, 64, dtype, **kw, **eager)
+    space_g, points_g, best_g = _best_micro_batches(model, cluster, 8, 64, dtype, **kw, **graphed)
+    assert len(space_e.families) == len(space_g.families) and best_e.keys() == best_g.keys()
+    moved = 0
+    for i, k_e in best_e.items():
+        k_g = best_g[i]
+        fam_e, fam_g = space_e.families[i], space_g.families[i]
+        assert (fam_e.tp, fam_e.pp, fam_e.schedule, fam_e.recompute, fam_e.overlap_ep) == \
+            (fam_g.tp, fam_g.pp, fam_g.schedule, fam_g.recompute, fam_g.overlap_ep)
+        b_e, b_g = int(points_e.micro_batch[k_e]), int(points_g.micro_batch[k_g])
+        at = point_strategy(space_e, points_e, k_e, 64, dtype).with_(micro_batch=b_g)    # eager, graphed's b
+        host_bound = evaluate(model, at, cluster).extra["host_exposed_s"] > 0
+        assert b_e >= b_g, (i, b_e, b_g)
+        assert host_bound or b_e == b_g, (i, b_e, b_g)
+        moved += b_e > b_g
+    assert moved > 0

@@ -60,3 +60,98 @@ def test_the_searchs_top_strategies_evaluate_to_its_own_times():
         assert c.strategy.ep == 8
         assert c.searched_s == pytest.approx(c.iteration_time_s, rel=AGREE)
         assert c.searched_bytes == pytest.approx(c.peak_memory_bytes, rel=AGREE)
+
+
+def _twins(space):
+    """family index -> the index of its twin with expert-parallel overlap (the family after it)."""
+    fams = space.families
+    return {i: i + 1 for i in range(len(fams) - 1)
+            if fams[i + 1].overlap_ep and not fams[i].overlap_ep
+            and fams[i + 1].options[:-1] == fams[i].options and
+            (fams[i + 1].tp, fams[i + 1].pp, fams[i + 1].schedule, fams[i + 1].chunks, fams[i + 1].recompute,
+             fams[i + 1].ep, fams[i + 1].expert_tp, fams[i + 1].pipeline_layout) ==
+            (fams[i].tp, fams[i].pp, fams[i].schedule, fams[i].chunks, fams[i].recompute, fams[i].ep,
+             fams[i].expert_tp, fams[i].pipeline_layout)}
+
+
+@pytest.mark.parametrize("dispatcher", ["alltoall", "hybridep", "allgather"])
+def test_the_search_tries_expert_parallel_overlap_where_megatron_core_runs_it(dispatcher):
+    """Issue 27: every family with ep > 1 is tried again with Strategy.overlap_ep exactly where the option's
+    blocker (Megatron-Core's checks, explorer/strategy/moe_rules.py) lets it on: not with full recomputation,
+    not at p > 1 without a chunked schedule, never with the all-gather dispatcher; the raw count still adds up."""
+    from explorer.strategy.moe_rules import ep_overlap_blocker
+    model = load_model("qwen3-30b-a3b")
+    space = enumerate_space(model, 32, 128, moe_dispatcher=dispatcher)
+    assert space.kept + sum(space.pruned.values()) == space.total
+    twins = _twins(space)
+    overlapped = [f for f in space.families if f.overlap_ep]
+    assert len(overlapped) == len(twins)                   # each one the twin of the family before it
+    for i, f in enumerate(space.families):
+        if f.overlap_ep:
+            continue
+        can = ep_overlap_blocker(model, f.ep, dispatcher, f.recompute, f.pp, f.schedule) is None and f.ep > 1
+        assert (i in twins) == can, f
+    if dispatcher == "allgather":
+        assert not overlapped
+    else:
+        assert {f.pp > 1 for f in overlapped} == {False, True} and {f.recompute for f in overlapped} == \
+            {"none", "selective"}
+        assert all(f.pp == 1 or f.schedule in ("interleaved", "dualpipev") for f in overlapped)
+    dense = enumerate_space(load_model("tiny-gpt"), 8, 8)
+    assert not any(f.overlap_ep for f in dense.families)
+
+
+@pytest.mark.parametrize("name,gpus,batch,ep,dispatcher", [("mixtral-8x7b", 64, 256, 8, "alltoall"),
+                                                           ("qwen3-30b-a3b", 32, 128, 8, "hybridep")])
+def test_every_overlapped_point_is_priced_as_evaluate_prices_it(name, gpus, batch, ep, dispatcher):
+    """The sweep prices expert-parallel overlap on each stage's sums (explorer.search.tables.ep_overlapped:
+    max(sigma E, E - C), sigma > 0 for HybridEP's 16 SMs of 132) as evaluate() does (rel 1e-9), pipelines
+    (interleaved, DualPipeV) among them; an overlapped point is never slower than its twin without the overlap,
+    and faster where the all-to-alls were exposed."""
+    model = load_model(name)
+    space = enumerate_space(model, gpus, batch, ep=ep, moe_dispatcher=dispatcher)
+    points = sweep(model, H100, space.families, batch)
+    bound, exact = points.time_s.copy(), points.exact.copy()
+    settle(points, np.arange(points.time_s.size))
+    on = np.array([space.families[f].overlap_ep for f in points.family])
+    assert (~exact[on]).any()                             # the sweep's first pass bounds them: lower bounds
+    assert (bound[on] <= points.time_s[on] * (1 + 1e-12)).all()
+    fits = np.flatnonzero(on & (points.memory_bytes <= H100.device.memory_bytes))
+    fastest = fits[np.argsort(points.time_s[fits], kind="stable")][:6]
+    picked = np.unique(np.concatenate([fastest, fits[:: max(1, fits.size // 10)]]))
+    strategies = [point_strategy(space, points, int(k), batch) for k in picked]
+    assert any(s.pp > 1 for s in strategies) and any(s.pp == 1 for s in strategies)
+    for k, s in zip(picked, strategies):
+        assert s.overlap_ep and s.moe_dispatcher == dispatcher
+        _agrees(model, s, points.time_s[k], points.memory_bytes[k])
+    # twins: the same (micro-batch, zero, DP overlap) point of the family without the overlap
+    index = {(int(f), int(b), int(z), bool(o)): k for k, (f, b, z, o) in
+             enumerate(zip(points.family, points.micro_batch, points.zero, points.overlap))}
+    twin_of = {j: i for i, j in _twins(space).items()}
+    faster = compared = 0
+    for (f, b, z, o), k in index.items():
+        if f in twin_of:
+            plain = index[(twin_of[f], b, z, o)]
+            assert points.time_s[k] <= points.time_s[plain] * (1 + 1e-12)
+            assert points.memory_bytes[k] == points.memory_bytes[plain]
+            faster += points.time_s[k] < points.time_s[plain] * (1 - 1e-6)
+            compared += 1
+    assert compared == on.sum() and faster > 0
+
+
+def test_the_searchs_overlapped_strategies_evaluate_to_its_own_times():
+    """The search lists expert-parallel overlap (Qwen3-30B-A3B on 16 H100s, HybridEP) at evaluate()'s times; the
+    DPs do not refine it (its exposed all-to-alls are not monotone in a stage's blocks) and say so in one line."""
+    from explorer.errors import ExplorerError
+    from explorer.search.problem import problem_for
+    model = load_model("qwen3-30b-a3b")
+    result = search(model, H100, 16, 256, ep=16, top=5, refine_top=2, moe_dispatcher="hybridep")
+    assert any(c.strategy.overlap_ep for c in result.top)
+    from explorer.search.report import label
+    assert all(label(c.strategy).endswith(" overlapped") == c.strategy.overlap_ep for c in result.top)
+    for c in result.top + result.pareto:
+        assert c.searched_s == pytest.approx(c.iteration_time_s, rel=AGREE)
+        assert c.searched_bytes == pytest.approx(c.peak_memory_bytes, rel=AGREE)
+    with pytest.raises(ExplorerError) as err:
+        problem_for(model, H100, next(c.strategy for c in result.top if c.strategy.overlap_ep))
+    assert "\n" not in str(err.value) and "expert-parallel overlap" in str(err.value)

@@ -340,8 +340,16 @@ def ep_exposed(per_stage, fwd_b: dict, bwd_b: dict, maximum=None, share=0.0) -> 
     if maximum is None:
         return fwd_b, bwd_b
     q = lambda name: per_stage[:, Q[name]]
-    return ({**fwd_b, "ep_comm": maximum(share * fwd_b["ep_comm"], fwd_b["ep_comm"] - q("bwd_compute"))},
-            {**bwd_b, "ep_comm": maximum(share * bwd_b["ep_comm"], bwd_b["ep_comm"] - q("fwd_compute"))})
+    return ({**fwd_b, "ep_comm": exposed_all_to_alls(fwd_b["ep_comm"], q("bwd_compute"), share, maximum)},
+            {**bwd_b, "ep_comm": exposed_all_to_alls(bwd_b["ep_comm"], q("fwd_compute"), share, maximum)})
+
+
+def exposed_all_to_alls(a2a, partner_compute, share, maximum):
+    """What expert-parallel overlap leaves exposed of a pass's MoE all-to-alls `a2a` (seconds) under the partner
+    pass's compute: max(sigma E, E - C) (explorer/cost/fused_dispatch.py: the dispatch kernels' SM share sigma slows
+    the compute beside them; sigma = 0: max(0, E - C)); ep_exposed for a stage, the search's
+    explorer.search.tables.ep_overlapped for its stage sums."""
+    return maximum(share * a2a, a2a - partner_compute)
 
 
 def stage_values(per_stage, fwd_b: dict, bwd_b: dict, tied: dict | None = None, sends=None, ep_overlap=None,
@@ -355,6 +363,7 @@ def stage_values(per_stage, fwd_b: dict, bwd_b: dict, tied: dict | None = None, 
     (Strategy.overlap_ep, explorer/cost/moe_terms.py): the forward's exposed max(0, E_f - C_b), the
     backward's max(0, E_b - C_f), or max(sigma E, E - C) with `ep_share` sigma (ep_exposed); None: all exposed."""
     q = lambda name: per_stage[:, Q[name]]
+    a2a = {"E^f_r": fwd_b["ep_comm"], "E^b_r": bwd_b["ep_comm"]}              # before the overlap hides any
     fwd_b, bwd_b = ep_exposed(per_stage, fwd_b, bwd_b, ep_overlap, ep_share)   # the hidden part leaves ep_comm
     both = lambda c: fwd_b[c] + bwd_b[c]
     out = {"F_r": q("F") + sum(fwd_b.values()), "B_r": q("B") + sum(bwd_b.values()), "W_r": q("bwd_weight"),
@@ -364,7 +373,11 @@ def stage_values(per_stage, fwd_b: dict, bwd_b: dict, tied: dict | None = None, 
            "CP_r": q("cp_fwd") + q("cp_bwd"),
            "P_r": both("pp_comm"), "Psi_r": q("params_dev") - q("expert_params_dev"), "A_r": q("act"),
            "GS_r": q("grad_sync"), "GSB_r": q("grad_sync_bytes"),
-           "E_r": both("ep_comm"), "Psi^e_r": q("expert_params_dev")}
+           "E_r": both("ep_comm"), "Psi^e_r": q("expert_params_dev"),
+           # what expert-parallel overlap reads (ep_exposed; not super-step inputs): each pass's all-to-alls before
+           # it hides any, and the compute of each pass that hides the partner's (the search composes its stage
+           # sums' overlap from them: explorer.search.tables.ep_overlapped)
+           **a2a, "C^f_r": q("fwd_compute"), "C^b_r": q("bwd_compute")}
     if sends is not None:
         out["S^f_r"], out["S^b_r"] = sends
     for name, extra in (tied or {}).items():

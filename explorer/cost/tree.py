@@ -232,7 +232,7 @@ def stage_inputs(per_stage: np.ndarray, fwd_b: dict, bwd_b: dict, tied: dict | N
     by_name = {sym.name: sym for sym in STAGE_INPUTS}
     maximum = _SYMBOLIC_MAX if ep_overlap else None
     return {by_name[name]: x for name, x in stage_values(per_stage, fwd_b, bwd_b, tied, sends, maximum,
-                                                         ep_share).items()}
+                                                         ep_share).items() if name in by_name}   # not E^f_r, C^f_r...
 
 
 _SYMBOLIC_MAX = np.frompyfunc(lambda x, y: QuickMax(x, y), 2, 1)   # element by element over object arrays

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from explorer.cost.placement import ep_overlaps
+from explorer.errors import ExplorerError
 from explorer.hardware.cluster import BYTES_PER_ELEMENT
 from explorer.schedules import chunked
 from explorer.strategy import rules
@@ -47,6 +49,10 @@ class Problem:
 def problem_for(model, cluster, strategy: Strategy, cap_bytes: float | None = None, chains=None) -> Problem:
     """The DP problem of `strategy`'s global choices; `chains` caches chains between problems."""
     rules.check(model, strategy)
+    if ep_overlaps(model, strategy):
+        raise ExplorerError("the dynamic programmes do not refine a strategy with expert-parallel overlap (its "
+                            "exposed all-to-alls, max(sigma E, E - C) of a stage's sums, are not monotone in the "
+                            "stage's blocks, as their labels and bounds assume); the sweep prices it as it stands")
     key = (strategy.tp, strategy.dp * strategy.tp, strategy.recompute, strategy.sequence_parallel,
            strategy.scatter_gather, strategy.dtype, strategy.micro_batch, strategy.cp, strategy.cp_algo, strategy.ep,
            strategy.etp, strategy.fp8_recipe)

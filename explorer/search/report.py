@@ -21,7 +21,8 @@ def label(strategy) -> str:
               dp_overlap,
               "per-layer splits" if s.layer_splits else "", "stage map" if s.stage_map else "",
               f"layout {s.pipeline_layout}" if getattr(s, "pipeline_layout", "") else "",
-              f"EP {s.ep}" + (f" (expert t={s.etp})" if s.etp != s.tp else "") if getattr(s, "ep", 1) > 1 else ""]
+              f"EP {s.ep}" + (f" (expert t={s.etp})" if s.etp != s.tp else "") +
+              (" overlapped" if getattr(s, "overlap_ep", False) else "") if getattr(s, "ep", 1) > 1 else ""]
     cp = f" cp={s.cp}" + (" ulysses" if s.cp_algo == "ulysses" else "") if s.cp > 1 else ""
     return f"d={s.dp} t={s.tp}{cp} p={s.pp} b={s.micro_batch} {sched}" + "".join(f", {e}" for e in extras if e)
 

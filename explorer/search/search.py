@@ -243,7 +243,10 @@ def _choose_refined(space, points: Points, fits: np.ndarray, count: int) -> list
     every layer's stage of the same global choice without it (a free stage map, which covers those layouts).
     Interleaving revisits every stage once per chunk, so the DP's labels would
     carry all p stages' open sums and multiply; zero-bubble schedules need the
-    weight-gradient sums the labels do not carry: those keep Megatron's split.
+    weight-gradient sums the labels do not carry: those keep Megatron's split. So do the points with
+    expert-parallel overlap: a stage's exposed all-to-alls, max(sigma E, E - C) of its sums
+    (explorer.search.tables.ep_overlapped), are not monotone in its blocks (a block with more backward compute
+    can shorten the stage's forward), which the labels' dominance and bounds assume.
     Points with the same time, degrees and micro-batch (variants that differ only
     in memory, e.g. ZeRO-1 vs 2, GPipe vs 1F1B without pipelining, selective
     recomputation of a model without attention) are refined once: the one with
@@ -260,7 +263,7 @@ def _choose_refined(space, points: Points, fits: np.ndarray, count: int) -> list
         key = (float(f"{points.time_s[k]:.12g}"), fam.tp, fam.cp, fam.pp, int(points.micro_batch[k]),
                bool(points.overlap[k]))
         if schedule_of(fam.schedule).chunked or schedule_of(fam.schedule).splits_weight or fam.pipeline_layout \
-                or key in seen:
+                or fam.overlap_ep or key in seen:
             continue
         seen.add(key)
         chosen.append(int(k))

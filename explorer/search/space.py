@@ -211,11 +211,6 @@ def enumerate_space(model, gpus: int, global_batch: int, cp: int | None = None, 
                     continue
                 _add_families(space, model, tp, pp, gpus // (tp * c * pp), global_batch, batches, grids[pp],
                               inner, c, cp_algo)
-    if ep is not None:      # one expert-parallel degree asked for: the other families are not searched
-        dropped = sum(f.size for f in space.families if f.ep != ep)
-        if dropped:
-            space.pruned[OTHER_EP] += dropped
-        space.families = [f for f in space.families if f.ep == ep]
     unknown = sorted(set(options) - {o.name for o in searched()})
     if unknown:
         raise ExplorerError(f"the search does not carry the option {unknown[0][:40]!r}")
@@ -223,7 +218,33 @@ def enumerate_space(model, gpus: int, global_batch: int, cp: int | None = None, 
                     if o.name in options and options[o.name] != o.default)
     if carried:
         _with_options(space, carried)
+    _with_ep_overlap(space, model)
+    if ep is not None:      # one expert-parallel degree asked for: the other families are not searched
+        dropped = sum(f.size for f in space.families if f.ep != ep)
+        if dropped:
+            space.pruned[OTHER_EP] += dropped
+        space.families = [f for f in space.families if f.ep == ep]
     return space
+
+
+def _with_ep_overlap(space, model) -> None:
+    """Each family with experts over ep > 1 devices once more with expert-parallel overlap (Strategy.overlap_ep:
+    the MoE all-to-alls under the partner micro-batch's compute, Megatron-LM --overlap-moe-expert-parallel-comm)
+    where Megatron-Core runs it -- the option record's blocker (explorer/strategy/moe_rules.py ep_overlap_blocker:
+    not with the all-gather dispatcher, full recomputation, or p > 1 without a chunked schedule); like the ep
+    degrees, these are more raw points, all kept. Both settings stay: the overlap leaves max(sigma E, E - C) <= E
+    of a pass's all-to-alls exposed (explorer/cost/numeric.py exposed_all_to_alls), never more in the model, but
+    only Megatron-LM and Megatron-Bridge's exporters write it (a framework filter keeps the others' strategies)."""
+    o = option("overlap_ep")
+    out = []
+    for f in space.families:
+        out.append(f)
+        fields = {"ep": f.ep, "moe_dispatcher": f.moe_dispatcher, "recompute": f.recompute, "pp": f.pp,
+                  "schedule": f.schedule}
+        if getattr(model, "is_moe", False) and o.applies(fields) and o.blocked(fields, model) is None:
+            out.append(replace(f, options=f.options + ((o.name, True),)))
+            space.total += f.size
+    space.families = out
 
 
 def _with_options(space, carried: tuple) -> None:

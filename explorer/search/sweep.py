@@ -4,7 +4,9 @@ For each (t, recompute, sequence parallelism) the chain's numbers are built
 once (tables.Chain) as arrays over every micro-batch size; each (p, schedule)
 then sums them by stage and the objective evaluates every micro-batch, ZeRO
 stage and overlap setting as numpy arrays. The result is one row per
-(global choice, uniform option).
+(global choice, uniform option). A family with expert-parallel overlap (space._with_ep_overlap) shares its
+twin's stage sums, each stage's forward and backward then holding only the exposed all-to-alls
+(tables.ep_overlapped): exact stage inputs, from which every bound and time below follows as for any other.
 
 GPipe's stage ends are a closed form, priced for every row at once; the other schedules'
 are first bounded below (explorer.schedules.critical_path.stage_end_lower_bounds: exact
@@ -20,6 +22,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
+from explorer.cost.fused_dispatch import overlap_sm_share
 from explorer.hardware.cluster import BYTES_PER_ELEMENT
 from explorer.limits import spend
 from explorer.schedules import get as schedule_of
@@ -28,7 +31,7 @@ from explorer.strategy.frameworks import default_grad_dtype
 from explorer.strategy.strategy import GRAD_BYTES, LayerSplit, Strategy, memory_options
 from explorer.strategy.options import OPTIONS
 from explorer.search.objective import Objective
-from explorer.search.tables import A, B, F, GS, PE, PSI, SB, SF, W, Chain, node_stages, stage_sums
+from explorer.search.tables import A, B, F, GS, PE, PSI, SB, SF, W, Chain, ep_overlapped, node_stages, stage_sums
 
 
 @dataclass
@@ -154,7 +157,10 @@ def _sweep_group(model, cluster, families, members, global_batch, dtype, options
                 by_stages[stages] = np.stack([stage_sums(chain, chain.chain([o] * model.layers, stages), stages, pp)
                                               for o in options]).transpose(0, 1, 3, 2)   # (options, ROWS, b, pp)
             pick = np.searchsorted(sizes, fam.micro_batches)
-            picked.append((i, fam, by_stages[stages][:, :, pick], sizes[pick]))
+            sums = by_stages[stages][:, :, pick]
+            if fam.overlap_ep:      # the all-to-alls under the partner pass's compute, stage by stage
+                sums = ep_overlapped(sums, overlap_sm_share(fam.moe_dispatcher, cluster.device.sms))
+            picked.append((i, fam, sums, sizes[pick]))
         exact = [k for k, (_, fam, _, _) in enumerate(picked) if schedule_of(fam.schedule).closed_form_exact]
         ends = dict(zip(exact, _stage_ends([picked[k] for k in exact], objective, global_batch)))
         for k, (i, fam, sums, b) in enumerate(picked):

@@ -20,25 +20,27 @@ from explorer.cost import layouts as lay
 from explorer.cost.fused_dispatch import fused_factor
 from explorer.cost.numbers import Numbers
 from explorer.cost.boundary import boundary_parts, part_route, payer_side, same_split
-from explorer.cost.numeric import (COMM_CATEGORIES, cp_group_route, ep_group_route, sharded_expert_params,
-                                   stage_values, tied_place, tied_values)
+from explorer.cost.numeric import (COMM_CATEGORIES, cp_group_route, ep_group_route, exposed_all_to_alls,
+                                   sharded_expert_params, stage_values, tied_place, tied_values)
 from explorer.cost.placement import block_ends, block_place, block_splits, block_stages, expert_options, host_options
 from explorer.cost.summary import block_function, block_summary, summarise
 from explorer.errors import ExplorerError
 from explorer.cost.outline import block_outlines
 from explorer.strategy.mesh import group_route
 
-NODE_INPUTS = ("F_r", "B_r", "Psi_r", "A_r", "GS_r", "W_r", "Psi^e_r")
+NODE_INPUTS = ("F_r", "B_r", "Psi_r", "A_r", "GS_r", "W_r", "Psi^e_r", "E^f_r", "E^b_r", "C^f_r", "C^b_r")
 """Rows of a node's values, by the super-step's stage inputs they are (composed by
 explorer.cost.numeric.stage_values from the block's quantities, as evaluate() composes a stage): forward and
 backward seconds of one micro-batch (backward includes recomputation; with experts both include the block's
 all-to-alls), the dense parameters held per device, activation bytes kept, the once-per-iteration gradient
 all-reduce of batch-split weights, the weight-gradient part of the backward (zero-bubble schedules), and the
 expert parameters per device after the ep sharding (they synchronise over their own expert-data-parallel
-group; 0 without experts). A stage's inputs are its nodes' and links' sums: stage_values is linear in its
-blocks and boundaries (without expert-parallel overlap, which the search leaves off)."""
-F, B, PSI, A, GS, W, PE = (NODE_INPUTS.index(name) for name in ("F_r", "B_r", "Psi_r", "A_r", "GS_r", "W_r",
-                                                                 "Psi^e_r"))
+group; 0 without experts); then what expert-parallel overlap reads (explorer.cost.numeric.ep_exposed): the
+forward's and the backward's all-to-alls (within F_r and B_r) and the forward's and the backward's compute.
+A stage's inputs are its nodes' and links' sums: stage_values is linear in its blocks and boundaries, but for
+expert-parallel overlap, which takes max(sigma E, E - C) of a stage's sums (ep_overlapped)."""
+F, B, PSI, A, GS, W, PE, EF, EB, CF, CB = (NODE_INPUTS.index(name) for name in (
+    "F_r", "B_r", "Psi_r", "A_r", "GS_r", "W_r", "Psi^e_r", "E^f_r", "E^b_r", "C^f_r", "C^b_r"))
 ROWS = len(NODE_INPUTS)
 F_FROM, F_TO, B_FROM, B_TO = range(4)
 """Rows of a link's values: forward / backward seconds paid by the producer's
@@ -284,6 +286,20 @@ def stage_sums(chain: Chain, nodes, stages, pp: int) -> np.ndarray:
     np.add.at(out[B], s_to, links[:, B_TO])
     np.add.at(out[SF], s_from, links[:, S_FROM])
     np.add.at(out[SB], s_to, links[:, S_TO])
+    return out
+
+
+def ep_overlapped(sums: np.ndarray, share: float) -> np.ndarray:
+    """Stage sums (axis 1: STAGE_SUMS' rows; any other axes: options, micro-batch sizes, stages) as expert-parallel
+    overlap leaves them (Strategy.overlap_ep): each stage's forward with its all-to-alls E^f_r exposed only by
+    max(sigma E^f_r, E^f_r - C^b_r) under the partner pass's backward compute, its backward likewise under the
+    forward's -- explorer.cost.numeric.exposed_all_to_alls of the stage's sums, as stage_values composes an
+    evaluated stage (`share` sigma: explorer.cost.fused_dispatch.overlap_sm_share of the family's dispatcher).
+    Not a sum of the blocks' values: the search prices it on whole stages only (the sweep), not in the DPs'
+    partial sums."""
+    out = sums.copy()
+    for row, a2a, partner in ((F, EF, CB), (B, EB, CF)):
+        out[:, row] += exposed_all_to_alls(sums[:, a2a], sums[:, partner], share, np.maximum) - sums[:, a2a]
     return out
 
 

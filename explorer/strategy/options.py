@@ -183,7 +183,8 @@ OPTIONS = [
            "forward to size the exchange, which full-iteration CUDA graphs cannot hold",
            choices=MOE_DISPATCHERS, moe_only=True, structure=True, search=True,
            search_help="MoE token dispatcher of every candidate: alltoall (default), allgather, deepep or hybridep "
-                       "(expert-parallel overlap, evaluate --overlap-ep, is not searched)",
+                       "(every candidate with ep > 1 is tried with and without expert-parallel overlap, evaluate --overlap-ep, "
+                       "where Megatron-Core runs it)",
            exporters=("megatron", "megatron-bridge")),
     Option("overlap_ep", "bool", False, "MoE all-to-alls under the other micro-batch's compute (Megatron-LM "
            "--overlap-moe-expert-parallel-comm; explorer/cost/numeric.py ep_exposed)", "--overlap-ep",
