@@ -1,6 +1,6 @@
 """The attention kernel's efficiency: a curve per kernel, hardware and precision, from published benchmarks.
 
-A fused attention kernel (FlashAttention-2 on A100, cuDNN's fused attention on H100) reaches a
+A fused attention kernel (FlashAttention-2 on A100, cuDNN's fused attention on H100, B200, GB200) reaches a
 fraction of the device's 16-bit peak that grows with the tokens of one kernel call and the head
 dimension, is lower under the causal mask and lower backward than forward. The curve, per direction:
 
@@ -89,11 +89,13 @@ def efficiency(p: dict, n, head_dim, causal: bool, backward: bool = False):
 def published_points(entry: dict, seq_lens):
     """(direction, causal, head dim, tokens per call, eta) of every published point of a kernel entry, eta
     on the FLOPs the explorer counts as executed: a causal point's published TFLOP/s counts half the
-    full FLOPs, the kernel runs 1/2 + 64/n of them (FlashAttention-2 Sec 3.1.1), so x (n + 128)/n."""
+    full FLOPs, the kernel runs 1/2 + 64/n of them (FlashAttention-2 Sec 3.1.1), so x (n + 128)/n.
+    The sequence lengths are the entry's own (seq_lens) where it lists them, else `seq_lens`; a key is
+    direction|mask|head dim, optionally |the benchmark it comes from."""
     peak = entry["peak_tflops"]
     for key, values in entry["points"].items():
-        direction, mask, head_dim = key.split("|")
-        for n, tflops in zip(seq_lens, values):
+        direction, mask, head_dim = key.split("|")[:3]
+        for n, tflops in zip(entry.get("seq_lens", seq_lens), values):
             if tflops is None:
                 continue
             eta = tflops / peak * ((n + 128) / n if mask == "causal" else 1)
