@@ -15,7 +15,7 @@ from explorer.facade import timeline
 from explorer.facade import breakdown_bar, comm_figure, memory_figure
 from explorer.facade import breakdown_table, comm_table, memory_table, microstep_figure, superstep_figure
 from explorer.facade import graph_figure
-from explorer.facade import explain, symbol_values
+from explorer.facade import explanation, symbol_values
 from explorer.facade import fallback_strategy, strategy_presets
 from explorer.facade import plan_of, schedule_is_chunked
 from explorer.facade import band_text, evidence, mfu_warning  # noqa: F401  (pages read band_text here too)
@@ -94,8 +94,9 @@ SPINNER = {"symbolic": "Building the formulas of this strategy (the first view o
 
 @st.cache_resource(max_entries=32, show_spinner=SPINNER["symbolic"])
 def symbolic(model, strategy, cluster):
-    """explain() of a strategy (~30-80 ms for gpt3-175b, so cached by strategy)."""
-    return explain(model, strategy, cluster)
+    """The printed explain() of a strategy (explorer.facade.explanation: its LaTeX and legend), built in the worker
+    pool when it is new (app_pages/jobs.py compiles_in_pool; 0.03-1 s of sympy), cached by strategy."""
+    return explanation(model, strategy, cluster)
 
 
 @st.cache_resource(max_entries=16, show_spinner=SPINNER["graph"])
@@ -105,15 +106,22 @@ def graph(model, strategy, cluster, expanded, colour_by: str):
     return fig.update_layout(title_text=plain_html(fig.layout.title.text or "", limit=400))   # names the model
 
 
+@st.cache_resource(max_entries=32, show_spinner=False)
+def breakdown_chart(model, strategy, cluster):
+    """The stacked bar of time by category alone: what the Strategy page draws of breakdown_figures (a drag
+    there builds no communication or memory figure, issue 31)."""
+    return breakdown_bar({strategy_label(strategy): result_of(model, strategy, cluster)})
+
+
 @st.cache_resource(max_entries=32, show_spinner=SPINNER["breakdown_figures"])
 def breakdown_figures(model, strategy, cluster) -> dict:
     """Tables and figures of the Cost page for one strategy."""
-    result = evaluate(model, strategy, cluster)
+    result = result_of(model, strategy, cluster)
     capacity = cluster.device.memory_bytes
     comm = comm_table(result, cluster.levels[0].name)
     memory = memory_table(result, capacity)
     return {"breakdown_table": breakdown_table(result), "comm_table": comm, "memory_table": memory,
-            "breakdown": breakdown_bar({strategy_label(strategy): result}),
+            "breakdown": breakdown_chart(model, strategy, cluster),
             "comm": comm_figure(comm), "memory": memory_figure(memory, capacity)}
 
 
