@@ -14,7 +14,7 @@ from explorer.facade import ExplorerError, Strategy, evaluate
 from explorer.facade import timeline
 from explorer.facade import breakdown_bar, comm_figure, memory_figure
 from explorer.facade import breakdown_table, comm_table, memory_table, microstep_figure, superstep_figure
-from explorer.facade import graph_figure
+from explorer.facade import attention_curve_figure, graph_figure
 from explorer.facade import explanation, symbol_values
 from explorer.facade import fallback_strategy, strategy_presets
 from explorer.facade import plan_of, schedule_is_chunked
@@ -260,6 +260,13 @@ def memory_problem(result, cluster) -> str:
 @st.cache_resource(max_entries=32, show_spinner=False)
 def result_of(model, strategy, cluster):
     return evaluate(model, strategy, cluster)
+
+
+@st.cache_resource(max_entries=32, show_spinner=False)
+def attention_curve_of(model, strategy, cluster) -> tuple:
+    """(figure, caption) of the attention kernel's efficiency curve (app_pages/attention_curve.py), built once per
+    strategy, not on every run of the Cost page."""
+    return attention_curve_figure(model, strategy, cluster)
 
 
 @st.cache_resource(max_entries=256, show_spinner=False)
