@@ -23,6 +23,7 @@ from explorer.cost.explain import explain, symbol_values
 from explorer.model.graph import build_blocks
 from explorer.io.models import list_models, load_model
 from explorer.model.spec import ModelSpec
+from explorer.hardware.cluster import Cluster
 from explorer.io.presets import (DEFAULT_CLUSTER, DEFAULT_MODEL, DEFAULT_STRATEGY, fallback_strategy, strategy_presets)
 from explorer.cost.superstep import CATEGORIES
 from explorer.cost.tree import cost_tree
