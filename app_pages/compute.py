@@ -10,12 +10,12 @@ from dataclasses import dataclass
 
 import streamlit as st
 
-from explorer.facade import ExplorerError, Strategy, evaluate
+from explorer.facade import Cluster, ExplorerError, ModelSpec, Strategy, evaluate
 from explorer.facade import timeline
 from explorer.facade import breakdown_bar, comm_figure, memory_figure
 from explorer.facade import breakdown_table, comm_table, memory_table, microstep_figure, superstep_figure
-from explorer.facade import graph_figure
-from explorer.facade import explain, symbol_values
+from explorer.facade import attention_curve_figure, graph_figure
+from explorer.facade import explanation, symbol_values
 from explorer.facade import fallback_strategy, strategy_presets
 from explorer.facade import plan_of, schedule_is_chunked
 from explorer.facade import band_text, evidence, mfu_warning  # noqa: F401  (pages read band_text here too)
@@ -84,6 +84,12 @@ def show_errors(error, flag_memory: bool = True, refusal_box=None) -> None:
 
 # ---- bounded caches of library calls (no widgets inside) -------------------------------
 
+BY_REPR = {ModelSpec: repr, Cluster: repr, Strategy: repr}
+# How the caches below key a model, cluster or strategy: by its repr (a frozen dataclass of plain fields, each in its
+# repr, floats exactly: the disk cache's key text too, explorer/cost/cold.py), 0.2 ms for the three, where Streamlit's
+# own hashing walks every nested field: 3.7 ms for each call of a cached function, a fifth of a page run's CPU when
+# 30 sessions each evaluate their own model (issue 31).
+
 SPINNER = {"symbolic": "Building the formulas of this strategy (the first view of a new structure takes a few seconds)…", "graph": "Drawing the operator graph…", "breakdown_figures": "Computing the cost breakdown…",
            "superstep": "Laying out the super-step timeline…",
            "microstep": "Laying out the micro-steps (the first view of a new layer compiles its operators)…"}
@@ -92,32 +98,40 @@ SPINNER = {"symbolic": "Building the formulas of this strategy (the first view o
 # formulas, compiled functions) says what the page waits for, inside the cache's replay where no other element may be
 # drawn (app_pages/jobs.py: compile_waits_shown covers the sidebar strategy's own evaluation).
 
-@st.cache_resource(max_entries=32, show_spinner=SPINNER["symbolic"])
+@st.cache_resource(hash_funcs=BY_REPR, max_entries=32, show_spinner=SPINNER["symbolic"])
 def symbolic(model, strategy, cluster):
-    """explain() of a strategy (~30-80 ms for gpt3-175b, so cached by strategy)."""
-    return explain(model, strategy, cluster)
+    """The printed explain() of a strategy (explorer.facade.explanation: its LaTeX and legend), built in the worker
+    pool when it is new (app_pages/jobs.py compiles_in_pool; 0.03-1 s of sympy), cached by strategy."""
+    return explanation(model, strategy, cluster)
 
 
-@st.cache_resource(max_entries=16, show_spinner=SPINNER["graph"])
+@st.cache_resource(hash_funcs=BY_REPR, max_entries=16, show_spinner=SPINNER["graph"])
 def graph(model, strategy, cluster, expanded, colour_by: str):
     the_plan = plan_of(model, strategy, cluster)
     fig = graph_figure(the_plan, symbol_values(model, strategy, cluster), expanded, colour_by)
     return fig.update_layout(title_text=plain_html(fig.layout.title.text or "", limit=400))   # names the model
 
 
-@st.cache_resource(max_entries=32, show_spinner=SPINNER["breakdown_figures"])
+@st.cache_resource(hash_funcs=BY_REPR, max_entries=32, show_spinner=False)
+def breakdown_chart(model, strategy, cluster):
+    """The stacked bar of time by category alone: what the Strategy page draws of breakdown_figures (a drag
+    there builds no communication or memory figure, issue 31)."""
+    return breakdown_bar({strategy_label(strategy): result_of(model, strategy, cluster)})
+
+
+@st.cache_resource(hash_funcs=BY_REPR, max_entries=32, show_spinner=SPINNER["breakdown_figures"])
 def breakdown_figures(model, strategy, cluster) -> dict:
     """Tables and figures of the Cost page for one strategy."""
-    result = evaluate(model, strategy, cluster)
+    result = result_of(model, strategy, cluster)
     capacity = cluster.device.memory_bytes
     comm = comm_table(result, cluster.levels[0].name)
     memory = memory_table(result, capacity)
     return {"breakdown_table": breakdown_table(result), "comm_table": comm, "memory_table": memory,
-            "breakdown": breakdown_bar({strategy_label(strategy): result}),
+            "breakdown": breakdown_chart(model, strategy, cluster),
             "comm": comm_figure(comm), "memory": memory_figure(memory, capacity)}
 
 
-@st.cache_resource(max_entries=16, show_spinner=False)
+@st.cache_resource(hash_funcs=BY_REPR, max_entries=16, show_spinner=False)
 def presets(model, cluster, gpus: int, global_batch: int, micro_batch: int) -> dict:
     return strategy_presets(model, cluster, gpus, global_batch, micro_batch)
 
@@ -142,7 +156,7 @@ def strategy_label(s: Strategy) -> str:
     return " ".join(parts)
 
 
-@st.cache_resource(max_entries=16, show_spinner=SPINNER["superstep"])
+@st.cache_resource(hash_funcs=BY_REPR, max_entries=16, show_spinner=SPINNER["superstep"])
 def superstep(model, strategy, cluster, schedule: str) -> dict:
     """Super-step events, their Gantt figure and the agreement with the cost model."""
     result = evaluate(model, strategy, cluster)
@@ -165,14 +179,14 @@ def superstep_or_refusal(model, strategy, cluster, schedule: str) -> tuple:
         return None, str(err)
 
 
-@st.cache_resource(max_entries=32, show_spinner=SPINNER["microstep"])
+@st.cache_resource(hash_funcs=BY_REPR, max_entries=32, show_spinner=SPINNER["microstep"])
 def microstep(model, strategy, cluster, layer: int, op) -> dict:
     events = timeline.microstep_events(model, strategy, cluster, layer=layer, op=op)
     what = f"layer {layer}" + (f", operator {op}" if op else "")
     return {"events": events, "figure": microstep_figure(events, f"Micro-steps: {what}, one micro-batch")}
 
 
-@st.cache_resource(max_entries=16, show_spinner=False)
+@st.cache_resource(hash_funcs=BY_REPR, max_entries=16, show_spinner=False)
 def small_superstep(model, strategy, cluster, label: str, legend: bool, x_max_s: float | None = None):
     """The super-step Gantt re-titled and shorter, for side-by-side views (Compare page); with
     x_max_s, its time axis runs from 0 to x_max_s seconds (in the figure's own unit). None when
@@ -193,7 +207,7 @@ def small_superstep(model, strategy, cluster, label: str, legend: bool, x_max_s:
 SMALL_TABLE_ROWS = 20_000   # larger event tables are written on demand (deferred download), not on every run
 
 
-@st.cache_resource(max_entries=8, show_spinner=False)
+@st.cache_resource(hash_funcs=BY_REPR, max_entries=8, show_spinner=False)
 def export_csv(model, strategy, cluster) -> dict:
     """CSV bytes of the Export page's tables, built once per strategy. Downloads get bytes, not
     callables: a deferred callable gets a new id on every rerun, and a click that still holds the
@@ -249,18 +263,25 @@ def memory_problem(result, cluster) -> str:
             f"(stage {result.extra['peak_memory_stage']}).")
 
 
-@st.cache_resource(max_entries=32, show_spinner=False)
+@st.cache_resource(hash_funcs=BY_REPR, max_entries=32, show_spinner=False)
 def result_of(model, strategy, cluster):
     return evaluate(model, strategy, cluster)
 
 
-@st.cache_resource(max_entries=256, show_spinner=False)
+@st.cache_resource(hash_funcs=BY_REPR, max_entries=32, show_spinner=False)
+def attention_curve_of(model, strategy, cluster) -> tuple:
+    """(figure, caption) of the attention kernel's efficiency curve (app_pages/attention_curve.py), built once per
+    strategy, not on every run of the Cost page."""
+    return attention_curve_figure(model, strategy, cluster)
+
+
+@st.cache_resource(hash_funcs=BY_REPR, max_entries=256, show_spinner=False)
 def evidence_of(model, strategy, cluster) -> dict:
     """The validated runs nearest to this configuration and their errors (explorer.validation.evidence)."""
     return evidence(model, strategy, cluster)
 
 
-@st.cache_resource(max_entries=64, show_spinner=False)
+@st.cache_resource(hash_funcs=BY_REPR, max_entries=64, show_spinner=False)
 def sensitivity_of(model, strategy, cluster) -> dict:
     """The iteration time's elasticity to each constant of the cluster file (explorer.validation.sensitivity)."""
     return sensitivity_or_reason(model, strategy, cluster, result_of(model, strategy, cluster))

@@ -5,7 +5,7 @@ import streamlit as st
 from explorer.facade import CATEGORY_LABELS, GIB
 from explorer.facade import CATEGORIES
 from explorer.facade import EQ3_FLOPS_CONVENTION, MEGATRON_FLOPS_CONVENTION
-from explorer.facade import TEXTBOOK_FORMULAS, glossary, symbol_legend
+from explorer.facade import TEXTBOOK_FORMULAS, glossary
 from explorer.facade import BUBBLE_MEANING, IDLE_TO_IDEAL
 from app_pages import compute as C
 from app_pages import attention_curve
@@ -61,7 +61,7 @@ st.caption(f"Terms of the most loaded stage (stage {sym.stage}); every symbol is
            "(g and L are seconds per byte and latency of each machine level).")
 with st.expander("What the symbols mean", expanded=S.classroom()):
     st.markdown("\n".join(["| symbol | meaning |", "| --- | --- |"] +
-                           [f"| ${tex}$ | {plain(meaning)} |" for tex, meaning in symbol_legend(sym)]))
+                           [f"| ${tex}$ | {plain(meaning)} |" for tex, meaning in sym.legend]))
 latex = sym.latex()
 for category in CATEGORIES:
     seconds = r.breakdown_s[category]

@@ -5,12 +5,13 @@ A session has at most one job of each kind (its handle: `st.session_state[S.WORK
 request replaces the previous one. While a job runs, `progress` draws a fragment that polls it every
 POLL_S seconds (a bar, its message and a Cancel button) and reruns the page once it has finished; the page
 reads the finished job with `take`. The pool cancels the jobs of a session whose tab was closed.
-`compiles_in_pool` (app.py, around each run) sends the first compile of a new model structure to the pool too.
+`compiles_in_pool` (app.py, around each run) sends the first compile of a new model structure, and the formulas of
+a new strategy (the Cost page's symbolic explanation), to the pool too.
 `BRIDGING_DL_WORKERS` sets the pool's size (docs/limits.md); 0 runs jobs in the page's own thread.
 """
 from __future__ import annotations
 
-from contextlib import contextmanager, nullcontext
+from contextlib import ExitStack, contextmanager, nullcontext
 from contextvars import ContextVar
 import os
 
@@ -19,6 +20,7 @@ from streamlit.runtime import Runtime
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from explorer.facade import WORKERS_ENV, ExplorerError, Job, WorkerPool, compile_elsewhere, compiles_in
+from explorer.facade import explain_elsewhere, explains_in
 from app_pages import state as S
 from app_pages.text import plain
 
@@ -77,9 +79,13 @@ def compiles_in_pool():
     (`compile_waits_shown`), the wait is shown. A bad $BRIDGING_DL_WORKERS leaves the compiles here: the
     pages that start jobs say what is wrong with it."""
     try:
-        return compile_elsewhere(compiles_in(pool(), on_wait=_show_wait))
+        shared = pool()
     except ExplorerError:
         return nullcontext()
+    stack = ExitStack()
+    stack.enter_context(compile_elsewhere(compiles_in(shared, on_wait=_show_wait)))
+    stack.enter_context(explain_elsewhere(explains_in(shared, on_wait=_show_wait)))   # the Cost page's formulas
+    return stack
 
 
 def owner() -> str:

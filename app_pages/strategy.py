@@ -151,8 +151,8 @@ with chart_box:
     optimistic = C.mfu_warning(C.evidence_of(view.model, view.strategy, view.cluster), r)
     if optimistic:                  # above what every published run of the regime reached (issue 30 item 6)
         st.warning(plain(optimistic))
-    figs = C.breakdown_figures(view.model, view.strategy, view.cluster)
-    st.plotly_chart(C.shown(figs["breakdown"]), key="strategy_breakdown_chart")
+    st.plotly_chart(C.shown(C.breakdown_chart(view.model, view.strategy, view.cluster)),
+                    key="strategy_breakdown_chart")
 # The sidebar stays on screen while the drag columns below are scrolled to: the numbers they change too.
 st.sidebar.markdown(f"**Now:** {C.sig(r.iteration_time_s)} s per iteration  \n"
                     f"bubble {r.breakdown_s['bubble']:.3g} s · MFU {100 * r.mfu:.1f} % · critical stage {r.critical_stage}")

@@ -25,7 +25,8 @@ page of the interleaved p = 32 case (d = 16, so 4,096 GPUs); CPU seconds of this
 the app's worker processes (/proc), with the pool as the app runs it and with BRIDGING_DL_WORKERS=0.
 Measured 2026-12-03 (2 cores, load average 4.2 from other work): 1.03 s CPU with BRIDGING_DL_WORKERS=0; with the
 pool 0.87 s in the server and 0.72 s in a worker (the tree compiled there, explorer/runtime/offload.py; the
-server still builds the symbolic tree that explain() prints). Target (issue 31): <= 2 s.
+server still built the symbolic tree that explain() prints). Target (issue 31): <= 2 s. Since 2026-12-06 the
+formulas are built in the pool too (explorer/runtime/explanation.py, the "explain" job).
 """
 from __future__ import annotations
 

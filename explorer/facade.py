@@ -23,6 +23,7 @@ from explorer.cost.explain import explain, symbol_values
 from explorer.model.graph import build_blocks
 from explorer.io.models import list_models, load_model
 from explorer.model.spec import ModelSpec
+from explorer.hardware.cluster import Cluster
 from explorer.io.presets import (DEFAULT_CLUSTER, DEFAULT_MODEL, DEFAULT_STRATEGY, fallback_strategy, strategy_presets)
 from explorer.cost.superstep import CATEGORIES
 from explorer.cost.tree import cost_tree
@@ -194,10 +195,12 @@ from explorer.runtime.jobs import image_request, reference_run_request, search_r
 from explorer.runtime.jobs import search_result_from_dict, slide_request                # noqa: E402
 
 from explorer.cost.cold import compile_elsewhere                                       # noqa: E402
-from explorer.runtime.offload import compiles_in                                      # noqa: E402
+from explorer.runtime.offload import compiles_in, explains_in                         # noqa: E402
+from explorer.runtime.explanation import explain_elsewhere, explanation               # noqa: E402
 
 __all__ += ["WORKERS_ENV", "Job", "WorkerPool", "image_request", "reference_run_request", "search_request",
-            "search_result_from_dict", "slide_request", "compile_elsewhere", "compiles_in"]
+            "search_result_from_dict", "slide_request", "compile_elsewhere", "compiles_in", "explains_in",
+            "explain_elsewhere", "explanation"]
 # ---- what a prediction depends on (issue 28 item 2): elasticities to the cluster's constants ----
 from explorer.charts.sensitivity import tornado_figure                                # noqa: E402
 from explorer.validation.sensitivity import sensitivity, sensitivity_or_reason, sensitivity_text  # noqa: E402

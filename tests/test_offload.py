@@ -14,7 +14,8 @@ from explorer.cost.cold import compile_elsewhere
 from explorer.limits import WorkCancelled, work_budget
 from explorer.cost.numeric import structure_key
 from explorer.runtime.jobs import JOBS, SELFTEST_JOBS, compile_request, same_key
-from explorer.runtime.offload import COMPILE_KIND, compiles_in, structure_owner
+from explorer.runtime.offload import COMPILE_KIND, EXPLAIN_KIND, compiles_in, explains_in, structure_owner
+from explorer.runtime import explanation as X
 from explorer.runtime.workers import WorkerPool
 from work import measure
 
@@ -152,7 +153,7 @@ def test_the_app_sends_a_new_structure_to_its_pool_and_reruns_cleanly(monkeypatc
         assert not at.exception and not errors(at), (at.exception, errors(at))
     finally:
         del pool.submit
-    assert "compile" in submitted
+    assert "compile" in submitted and "explain" in submitted      # the Cost page's formulas were built there too
     assert "offload-6" in " ".join(c.value for c in at.caption)
     # the sidebar strategy's own evaluation (compute.current, outside any cached function) showed its wait
     assert ("the first compile of this model structure", True) in shown, shown
@@ -188,3 +189,29 @@ def test_a_page_never_waits_behind_a_search():
         assert busy.job(structure_owner(compile_request(model, STRATEGY, cluster, "")), COMPILE_KIND) is None
     finally:
         busy.close()
+
+
+def test_a_strategys_formulas_are_built_in_a_worker_and_read_back(pool):
+    model, cluster = unseen(8), load_cluster("dgx-a100-80gb")
+    asked = []
+    with X.explain_elsewhere(explains_in(pool, on_wait=asked.append)):
+        there = measure(X.explanation, model, STRATEGY, cluster)
+    assert there.error is None, there.error
+    assert "cost/explain.py:explain" not in there.by_function, there       # no sympy explanation in this process
+    assert asked == ["the formulas of this strategy"]
+    assert pool.job("any", EXPLAIN_KIND) is None
+    X.clear_memory()
+    again = measure(X.explanation, model, STRATEGY, cluster)                # read back from the disk cache
+    assert "cost/explain.py:explain" not in again.by_function and again.value == there.value
+    here = X.build(model, STRATEGY, cluster)                                # built here: the same text
+    assert here == there.value and here.stage == there.value.stage
+    assert set(here.latex()) >= {"compute", "bubble"} and here.total_latex().startswith("T_{iter} = ")
+    assert any(tex == "m" for tex, _ in here.legend)
+
+
+def test_a_stored_explanation_is_read_only_when_it_is_one():
+    made = X.Explanation(2, {"compute": "a"}, {"P": "b"}, "T", (("m", "micro-batches"),))
+    assert X.from_plain(X.to_plain(made)) == made
+    for bad in (None, [], {"stage": "2"}, dict(X.to_plain(made), latex={"compute": 5}),
+                dict(X.to_plain(made), legend=[["m"]])):
+        assert X.from_plain(bad) is None

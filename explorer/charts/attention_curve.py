@@ -32,24 +32,27 @@ def attention_curve_figure(model, strategy, cluster) -> tuple:
     causal = model.family != "bert"
     attn = "bf16" if strategy.dtype == "fp8" else strategy.dtype
     found = att.kernel_for(cluster.device.name, attn, model.softmax_type)
-    fig = go.Figure()
-    for backward, name, colour in ((False, "forward", DEFAULT["compute"]), (True, "backward", DEFAULT["recompute"])):
-        fig.add_trace(go.Scatter(x=TOKENS, y=att.efficiency(p, TOKENS, d, causal, backward), mode="lines",
-                                 name=f"{name} ({'causal' if causal else 'no mask'}, head dim {d:g})",
-                                 line=dict(color=colour)))
+    data = [dict(type="scatter", x=TOKENS, y=att.efficiency(p, TOKENS, d, causal, backward), mode="lines",
+                 name=f"{name} ({'causal' if causal else 'no mask'}, head dim {d:g})", line=dict(color=colour))
+            for backward, name, colour in ((False, "forward", DEFAULT["compute"]),
+                                           (True, "backward", DEFAULT["recompute"]))]
     if found:
-        data = att.kernels()
-        for direction, mask, head_dim, n, eta in att.published_points(found[1], data["seq_lens"]):
-            fig.add_trace(go.Scatter(x=[n], y=[eta], mode="markers", showlegend=False,
-                                     marker=dict(symbol="circle-open", color="gray"),
-                                     hovertemplate=f"published {direction}, {'causal' if mask else 'no mask'}, head dim "
-                                                   f"{head_dim}: %{{y:.3f}} at %{{x}} tokens<extra></extra>"))
+        for direction, mask, head_dim, n, eta in att.published_points(found[1], att.kernels()["seq_lens"]):
+            data.append(dict(type="scatter", x=[n], y=[eta], mode="markers", showlegend=False,
+                             marker=dict(symbol="circle-open", color="gray"),
+                             hovertemplate=f"published {direction}, {'causal' if mask else 'no mask'}, head dim "
+                                           f"{head_dim}: %{{y:.3f}} at %{{x}} tokens<extra></extra>"))
     n = att.call_tokens(model.seq_len, strategy.cp, strategy.cp_algo)
-    fig.add_vline(x=n, line=dict(dash="dot", color="gray"),
-                  annotation_text=f"this strategy: {n:,.0f} tokens per call")
-    fig.update_layout(xaxis=dict(type="log", title="tokens per kernel call"),
-                      yaxis=dict(title="fraction of the 16-bit peak", rangemode="tozero"),
-                      height=320, margin=dict(l=40, r=20, t=30, b=40))
+    # the whole figure in one call (explorer/charts/breakdown.py _figure); the strategy's tokens per call a dotted
+    # vertical line with its label at the top right of it, as plotly's add_vline draws them
+    fig = go.Figure(dict(data=data, layout=dict(
+        xaxis=dict(type="log", title=dict(text="tokens per kernel call")),
+        yaxis=dict(title=dict(text="fraction of the 16-bit peak"), rangemode="tozero"),
+        height=320, margin=dict(l=40, r=20, t=30, b=40),
+        shapes=[dict(type="line", x0=n, x1=n, xref="x", y0=0, y1=1, yref="y domain",
+                     line=dict(dash="dot", color="gray"))],
+        annotations=[dict(showarrow=False, text=f"this strategy: {n:,.0f} tokens per call", x=n, xanchor="left",
+                          xref="x", y=1, yanchor="top", yref="y domain")])))
     if found:
         name, entry = found
         caption = (f"{entry['kernel']} on {cluster.device.name} (kernel {name}): curve fitted to the published points "

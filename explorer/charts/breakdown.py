@@ -6,7 +6,6 @@ a plotly Figure; one trace per category/part, so the figures stay light.
 from __future__ import annotations
 
 import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 
 from explorer.cost.superstep import CATEGORIES
 from explorer.charts.palette import CATEGORY_COLOURS, MEMORY_COLOURS     # one colour per category on every chart
@@ -16,61 +15,82 @@ SCOPE_COLOURS = {("intra-node", "exposed"): "#F58518", ("intra-node", "hidden"):
                  ("inter-node", "exposed"): "#4C78A8", ("inter-node", "hidden"): "#9ECAE9"}
 
 
-def _layout(fig: go.Figure, title: str, height: int, legend_below: bool = True) -> go.Figure:
+def _layout(title: str, height: int, legend_below: bool = True, **axes) -> dict:
+    """The layout every breakdown figure shares; `axes`: its axes (each gets automargin)."""
     legend = dict(orientation="h", yanchor="top", y=-0.22, x=0) if legend_below else dict(traceorder="normal")
-    fig.update_layout(title=title, height=height, margin=dict(l=10, r=10, t=60, b=10), legend=legend,
-                      barmode="stack")
-    fig.update_xaxes(automargin=True)
-    fig.update_yaxes(automargin=True)
-    return fig
+    for axis in axes.values():
+        axis["automargin"] = True
+    return dict(title=dict(text=title), height=height, margin=dict(l=10, r=10, t=60, b=10), legend=legend,
+                barmode="stack", **axes)
+
+
+def _figure(data: list, layout: dict) -> go.Figure:
+    """One Figure from its whole spec, validated once: plotly's incremental calls (add_bar, update_layout,
+    make_subplots, add_hline) re-walk the figure on each call and cost 20-70 ms a figure; this, 1-3 ms
+    (issue 31: the figures of a new strategy were a fifth of the serving interpreter's CPU)."""
+    return go.Figure(dict(data=data, layout=layout))
 
 
 def breakdown_bar(results: dict, title: str = "Iteration time by category (exposed)") -> go.Figure:
     """label -> Result: one horizontal stacked bar each, one trace per category."""
     labels = list(results)
     tables = {label: breakdown_table(r) for label, r in results.items()}
-    fig = go.Figure()
+    data = []
     for i, category in enumerate(CATEGORIES):
         secs = [float(tables[label]["seconds"].iloc[i]) for label in labels]
         share = [float(tables[label]["share_%"].iloc[i]) for label in labels]
-        fig.add_bar(y=labels, x=secs, orientation="h", name=CATEGORY_LABELS[category],
-                    marker_color=CATEGORY_COLOURS[category], customdata=share,
-                    hovertemplate="%{fullData.name}: %{x:.4g} s (%{customdata:.1f} %)<extra>%{y}</extra>")
-    fig.update_xaxes(title="seconds per iteration")
-    fig.update_yaxes(autorange="reversed")
-    return _layout(fig, title, max(300, 150 + 45 * len(labels)), legend_below=False)
+        data.append(dict(type="bar", y=labels, x=secs, orientation="h", name=CATEGORY_LABELS[category],
+                         marker=dict(color=CATEGORY_COLOURS[category]), customdata=share,
+                         hovertemplate="%{fullData.name}: %{x:.4g} s (%{customdata:.1f} %)<extra>%{y}</extra>"))
+    return _figure(data, _layout(title, max(300, 150 + 45 * len(labels)), legend_below=False,
+                                 xaxis=dict(title=dict(text="seconds per iteration")),
+                                 yaxis=dict(autorange="reversed")))
+
+
+SUBPLOT_TITLE = dict(font=dict(size=16), showarrow=False, xanchor="center", xref="paper", y=1.0, yanchor="bottom",
+                     yref="paper")
+"""A subplot's title as plotly.subplots.make_subplots places it (above the middle of its x domain)."""
 
 
 def comm_figure(table, title: str = "Communication per device by type") -> go.Figure:
     """charts.tables.comm_table: bytes (left) and seconds (right), intra vs inter node,
-    exposed vs hidden."""
-    fig = make_subplots(rows=1, cols=2, shared_yaxes=True, horizontal_spacing=0.04,
-                        subplot_titles=("GB sent per device per iteration", "seconds per iteration"))
+    exposed vs hidden. Two subplots sharing the y axis, laid out as make_subplots(rows=1, cols=2,
+    shared_yaxes=True, horizontal_spacing=0.04) does."""
     types = list(dict.fromkeys(table["type"])) or ["(no communication)"]
+    data = []
     for scope in ("intra-node", "inter-node"):
         rows = table[table["scope"] == scope]
         part = rows.groupby("type")[["bytes", "exposed_s", "hidden_s"]].sum().reindex(types, fill_value=0)
-        fig.add_bar(y=types, x=part["bytes"] / 1e9, orientation="h", name=f"{scope} bytes", row=1, col=1,
-                    marker_color=SCOPE_COLOURS[(scope, "exposed")], legendgroup=scope, showlegend=False,
-                    hovertemplate="%{y}: %{x:.4g} GB<extra>" + scope + "</extra>")
+        data.append(dict(type="bar", y=types, x=part["bytes"] / 1e9, orientation="h", name=f"{scope} bytes",
+                         xaxis="x", yaxis="y", marker=dict(color=SCOPE_COLOURS[(scope, "exposed")]),
+                         legendgroup=scope, showlegend=False,
+                         hovertemplate="%{y}: %{x:.4g} GB<extra>" + scope + "</extra>"))
         for state in ("exposed", "hidden"):
-            fig.add_bar(y=types, x=part[f"{state}_s"], orientation="h", name=f"{scope} {state}", row=1, col=2,
-                        marker_color=SCOPE_COLOURS[(scope, state)], legendgroup=scope,
-                        hovertemplate="%{y}: %{x:.4g} s<extra>" + f"{scope} {state}" + "</extra>")
-    fig.update_yaxes(autorange="reversed")
-    return _layout(fig, title, 260 + 30 * len(types))
+            data.append(dict(type="bar", y=types, x=part[f"{state}_s"], orientation="h", name=f"{scope} {state}",
+                             xaxis="x2", yaxis="y2", marker=dict(color=SCOPE_COLOURS[(scope, state)]),
+                             legendgroup=scope,
+                             hovertemplate="%{y}: %{x:.4g} s<extra>" + f"{scope} {state}" + "</extra>"))
+    layout = _layout(title, 260 + 30 * len(types),
+                     xaxis=dict(anchor="y", domain=[0.0, 0.48]), xaxis2=dict(anchor="y2", domain=[0.52, 1.0]),
+                     yaxis=dict(anchor="x", domain=[0.0, 1.0], autorange="reversed"),
+                     yaxis2=dict(anchor="x2", domain=[0.0, 1.0], matches="y", showticklabels=False,
+                                 autorange="reversed"))
+    layout["annotations"] = [dict(SUBPLOT_TITLE, text="GB sent per device per iteration", x=0.24),
+                             dict(SUBPLOT_TITLE, text="seconds per iteration", x=0.76)]
+    return _figure(data, layout)
 
 
 def memory_figure(table, capacity_bytes: float, title: str = "Memory of the most loaded device per stage") -> go.Figure:
-    """charts.tables.memory_table: stacked GiB per stage and the device capacity as a line."""
-    fig = go.Figure()
+    """charts.tables.memory_table: stacked GiB per stage and the device capacity as a line (a dashed line across
+    the plot with its label above its left end, as plotly's add_hline draws it)."""
     stages = [f"stage {s}" for s in table["stage"]]
-    for part in MEMORY_PARTS:
-        fig.add_bar(x=stages, y=table[f"{part}_GiB"], name=part, marker_color=MEMORY_COLOURS[part],
-                    hovertemplate="%{x} " + part + ": %{y:.2f} GiB<extra></extra>")
+    data = [dict(type="bar", x=stages, y=table[f"{part}_GiB"], name=part, marker=dict(color=MEMORY_COLOURS[part]),
+                 hovertemplate="%{x} " + part + ": %{y:.2f} GiB<extra></extra>") for part in MEMORY_PARTS]
     capacity = capacity_bytes / GIB
-    fig.add_hline(y=capacity, line_dash="dash", line_color="#C0392B",
-                  annotation_text=f"capacity {capacity:.0f} GiB", annotation_position="top left")
     top = max(capacity, float(table["total_GiB"].max()) if len(table) else 0.0)
-    fig.update_yaxes(title="GiB", range=[0, top * 1.12])
-    return _layout(fig, title, 400)
+    layout = _layout(title, 400, xaxis=dict(), yaxis=dict(title=dict(text="GiB"), range=[0, top * 1.12]))
+    layout["shapes"] = [dict(type="line", x0=0, x1=1, xref="x domain", y0=capacity, y1=capacity, yref="y",
+                             line=dict(color="#C0392B", dash="dash"))]
+    layout["annotations"] = [dict(showarrow=False, text=f"capacity {capacity:.0f} GiB", x=0, xanchor="left",
+                                  xref="x domain", y=capacity, yanchor="bottom", yref="y")]
+    return _figure(data, layout)

@@ -125,23 +125,25 @@ def gantt_figure(events: pd.DataFrame, title: str = "", label: str | None = None
     # anyway (uniformtext): leave the text out and keep the figure small.
     text = _labels(events, label) if len(events) <= MAX_LABELLED_BARS else np.full(len(events), "", dtype=object)
     rows = list(dict.fromkeys(events.sort_values(["stage", "row"], kind="stable")["row"]))
-    fig = go.Figure()
     cats = events["category"].to_numpy()
     start, dur, row = events["start_s"].to_numpy() * factor, events["duration_s"].to_numpy() * factor, \
         events["row"].to_numpy(dtype=object)
     custom = _hover_data(events, start, dur)
     order = [c for c in CATEGORY_COLORS if c in set(cats)] + sorted(set(cats) - set(CATEGORY_COLORS))
+    data = []
     for cat in order:
         sel = cats == cat
-        fig.add_trace(go.Bar(
-            name=IDLE_NAME if cat == "bubble" else cat, meta=cat, orientation="h", base=start[sel], x=dur[sel], y=row[sel], text=text[sel],
-            customdata=custom[sel], marker_color=CATEGORY_COLORS.get(cat, "#888888"), marker_line_width=0,
-            textposition="inside", insidetextanchor="middle", textangle=0, hovertemplate=HOVER.replace("{u}", unit)))
-    fig.update_layout(title=title, barmode="overlay", bargap=0.15, legend_title_text="category",
-                      uniformtext=dict(minsize=8, mode="hide"), xaxis_title=f"time ({unit})",
-                      yaxis=dict(categoryorder="array", categoryarray=rows, autorange="reversed"),
-                      height=max(300, ROW_PX * len(rows) + CHROME_PX))
-    return fig
+        data.append(dict(type="bar", name=IDLE_NAME if cat == "bubble" else cat, meta=cat, orientation="h",
+                         base=start[sel], x=dur[sel], y=row[sel], text=text[sel], customdata=custom[sel],
+                         marker=dict(color=CATEGORY_COLORS.get(cat, "#888888"), line=dict(width=0)),
+                         textposition="inside", insidetextanchor="middle", textangle=0,
+                         hovertemplate=HOVER.replace("{u}", unit)))
+    # the whole figure in one call (explorer/charts/breakdown.py _figure: add_trace and update_layout re-walk it)
+    return go.Figure(dict(data=data, layout=dict(
+        title=dict(text=title), barmode="overlay", bargap=0.15, legend=dict(title=dict(text="category")),
+        uniformtext=dict(minsize=8, mode="hide"), xaxis=dict(title=dict(text=f"time ({unit})")),
+        yaxis=dict(categoryorder="array", categoryarray=rows, autorange="reversed"),
+        height=max(300, ROW_PX * len(rows) + CHROME_PX))))
 
 
 def superstep_figure(events: pd.DataFrame, title: str = "Super-step") -> go.Figure:

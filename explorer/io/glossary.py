@@ -91,7 +91,7 @@ def legend_rows(symbols) -> list:
     'm'
     """
     rows = {(sp.latex(sym), meaning(sym.name)) for sym in symbols if meaning(sym.name)}
-    return sorted(rows, key=lambda row: row[0].lower())
+    return sorted(rows, key=lambda row: (row[0].lower(), row))     # ties (L and l) in one order everywhere
 
 
 def legend_of(symbolic_cost) -> list:

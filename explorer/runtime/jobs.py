@@ -29,6 +29,8 @@ from explorer.io.slides import slide_image
 from explorer.io.strategies import strategy_from_dict, strategy_to_dict
 from explorer.limits import WorkCancelled, spend
 from explorer.runtime.calibrate import calibrate
+from explorer.runtime.explanation import explanation, explanation_key
+from explorer.runtime.explanation import store as store_explanation, stored as stored_explanation
 from explorer.runtime.measure import run_strategy
 from explorer.search.search import MEMORY_HEADROOM, Candidate, SearchResult, search
 
@@ -143,6 +145,18 @@ def compile_job(model: dict, strategy: dict, cluster: dict, key: str = "") -> di
     return {"key": text, "stored": stored is not None}
 
 
+def explain_job(model: dict, strategy: dict, cluster: dict, key: str = "") -> dict:
+    """The symbolic explanation of a strategy (explorer/runtime/explanation.py), built here and stored in the disk
+    cache under the server's own key text `key` when it names the same strategy (same_key), where the server
+    then reads it. Returns the key text it stored under and whether it stored it."""
+    spec, plan, machine = model_from_dict(model), strategy_from_dict(strategy), cluster_from_dict(cluster)
+    text = explanation_key(spec, plan, machine)
+    made = explanation(spec, plan, machine)
+    if key and key != text and same_key(key, text) and store_explanation(key, made):
+        text = key
+    return {"key": text, "stored": stored_explanation(text) is not None}
+
+
 def as_json(value):
     """`value` as JSON would carry it (tuples become lists): what the *_from_dict readers of files accept."""
     return json.loads(json.dumps(value))
@@ -178,6 +192,7 @@ def crash_job(code: int = 70) -> None:
 
 JOBS = {"search": (search_job, "the search"), "image": (image_job, "the image"),
         "compile": (compile_job, "the first compile of this model structure"),
+        "explain": (explain_job, "the formulas of this strategy"),
         "slide": (slide_job, "the slide"), "reference_run": (reference_run_job, "the reference run")}
 """The allowlist: job name -> (function, what it is called in messages). Only these run in a worker."""
 SELFTEST_JOBS = {"pid": (pid_job, "the pid job"), "spin": (spin_job, "the spin job"),

@@ -1,4 +1,4 @@
-"""First compiles of a new model structure in the worker pool (issue 31 items 4-5).
+"""First compiles of a new model structure, and a strategy's formulas, in the worker pool (issue 31 items 4-5).
 
 The first evaluation of a structure nobody has evaluated (a new model, a new t or p, a new layer map) builds
 its cost tree with sympy and lambdifies it: up to seconds of one core, in the interpreter that serves every
@@ -18,6 +18,8 @@ on), then loads the stored tree.
 * **only to a free worker**: a page never waits behind a search; when every worker is busy (and no job for
   this structure is under way) the page compiles itself, as without a pool; a compile job goes ahead of the
   waiting jobs;
+* **formulas too**: `explains_in(pool)` does the same for the symbolic explanation of a strategy (the "explain"
+  job, explorer/runtime/explanation.py), owned by the strategy;
 * **the same tree or none**: the job stores the tree under the caller's key text when its own key text names
   the same tree (explorer.runtime.jobs.same_key: equal numbers written alike) and returns the key it stored
   under; a different key (an object that did not survive plain data), a tree too large for the disk cache, a
@@ -33,10 +35,11 @@ from explorer.limits import spend
 from explorer.runtime.jobs import compile_request
 
 COMPILE_KIND = "compile"
+EXPLAIN_KIND = "explain"            # the job kind of a strategy's formulas (explorer/runtime/explanation.py)
 STRUCTURE_OWNER = "structure:"      # + a digest of the job's arguments: the owner of a shared compile job
 WAIT_STEP_S = 0.05                  # how often a waiting page run checks whether its session still wants it
 _LOCK = threading.Lock()            # one check-then-submit at a time (two sessions, one structure: one job)
-_WAITING: dict = {}                 # owner -> page runs waiting for its job (the last one to leave cancels it)
+_WAITING: dict = {}                 # (owner, kind) -> page runs waiting for its job (the last one to leave cancels it)
 
 
 def structure_owner(kwargs: dict) -> str:
@@ -44,33 +47,46 @@ def structure_owner(kwargs: dict) -> str:
     return STRUCTURE_OWNER + hashlib.sha256(json.dumps(kwargs, sort_keys=True).encode()).hexdigest()[:32]
 
 
-def compiles_in(pool, on_wait=None):
-    """The compile function for explorer.cost.cold.compile_elsewhere that compiles in `pool` (a WorkerPool).
-    `on_wait(what)`, when given, is called once before waiting (the page shows that it waits)."""
-    def compile_fn(model, strategy, cluster, key_text: str) -> bool:
+def _in_pool(pool, job_name: str, kind: str, on_wait=None):
+    """The function (model, strategy, cluster, key_text) -> bool that runs allowlisted job `job_name` (a "compile"
+    or an "explain": both store what they built in the disk cache under the caller's key text and return
+    {"key", "stored"}) in `pool` as the shared job of kind `kind`, and waits for it (see the module docstring)."""
+    def run(model, strategy, cluster, key_text: str) -> bool:
         if pool.synchronous:
             return False
         kwargs = compile_request(model, strategy, cluster, key_text)
         owner = structure_owner(kwargs)
         with _LOCK:
-            job = pool.job(owner, COMPILE_KIND)
+            job = pool.job(owner, kind)
             if job is None or job.state in ("failed", "cancelled"):
-                if not pool.free():         # every worker busy (searches): compiling here is sooner
+                if not pool.free():         # every worker busy (searches): doing it here is sooner
                     return False
-                job = pool.submit(owner, "compile", kwargs, kind=COMPILE_KIND, shared=True, first=True)
-            _WAITING[owner] = _WAITING.get(owner, 0) + 1
+                job = pool.submit(owner, job_name, kwargs, kind=kind, shared=True, first=True)
+            _WAITING[(owner, kind)] = _WAITING.get((owner, kind), 0) + 1
         try:
             if not job.finished and on_wait is not None:
                 on_wait(job.what)
             while not job.wait(WAIT_STEP_S):
-                spend("waiting for the first compile of this model structure in a worker process")
+                spend(f"waiting for {job.what} in a worker process")
         finally:
             with _LOCK:
-                _WAITING[owner] -= 1
-                if not _WAITING[owner]:          # nobody waits any more: a job still running is cancelled
-                    del _WAITING[owner]
-                    pool.cancel(owner, COMPILE_KIND)
-        pool.forget(owner, COMPILE_KIND, job)
+                _WAITING[(owner, kind)] -= 1
+                if not _WAITING[(owner, kind)]:     # nobody waits any more: a job still running is cancelled
+                    del _WAITING[(owner, kind)]
+                    pool.cancel(owner, kind)
+        pool.forget(owner, kind, job)
         result = job.result if job.state == "done" else None
         return bool(isinstance(result, dict) and result.get("stored") and result.get("key") == key_text)
-    return compile_fn
+    return run
+
+
+def compiles_in(pool, on_wait=None):
+    """The compile function for explorer.cost.cold.compile_elsewhere that compiles in `pool` (a WorkerPool).
+    `on_wait(what)`, when given, is called once before waiting (the page shows that it waits)."""
+    return _in_pool(pool, "compile", COMPILE_KIND, on_wait)
+
+
+def explains_in(pool, on_wait=None):
+    """The function for explorer.runtime.explanation.explain_elsewhere that builds a strategy's formulas in
+    `pool` (the "explain" job), as compiles_in does the first compile of a structure."""
+    return _in_pool(pool, "explain", EXPLAIN_KIND, on_wait)
