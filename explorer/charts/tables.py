@@ -17,7 +17,8 @@ CATEGORY_LABELS = {"compute": "compute", "recompute": "recompute", "op_comm": "T
                    "ep_comm": "EP all-to-all",
                    "redistribution": "redistribution", "pp_comm": "PP point-to-point", "bubble": "bubble",
                    "dp_comm": "DP gradient sync", "zero_comm": "ZeRO gathers", "optimizer": "optimizer",
-                   "cp_comm": "CP context exchange"}
+                   "cp_comm": "CP context exchange",
+                   "host": "host issuing kernels"}     # the micro-step Gantt's host row (no cost category)
 COMM_PREFIX = {"op_comm": "TP", "ep_comm": "EP", "redistribution": "redistribution", "pp_comm": "PP",
                "dp_comm": "DP", "zero_comm": "ZeRO", "cp_comm": "CP"}
 KIND_LABELS = {"all_reduce": "all-reduce", "all_gather": "all-gather", "reduce_scatter": "reduce-scatter",
