@@ -12,7 +12,7 @@ def _select(at, key, value):
 
 def test_precision_controls_reach_the_strategy():
     at = open_page("cost")
-    at.session_state[S.CLUSTER] = load_cluster("dgx-h100")          # an FP8 peak
+    at.session_state[S.CLUSTER] = load_cluster("dgx-b200")          # an FP8 peak and MXFP8 (Blackwell only)
     at.run()
     _select(at, S.W_DTYPE, "fp8")
     _select(at, S.W_FP8_RECIPE, "mxfp8")

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from explorer.charts.tables import CATEGORY_LABELS
+from explorer.charts.tables import TRACE_LABELS
 
 DEFAULT = {
     # DESIGN.md categories; idle time is the bubble, drawn light
@@ -60,7 +60,7 @@ def colour_of(trace_name: str, name: str = "default") -> str | None:
     palette = colours(name)
     if trace_name in palette:
         return palette[trace_name]
-    by_label = {label: palette[cat] for cat, label in CATEGORY_LABELS.items()}
+    by_label = {label: palette[cat] for cat, label in TRACE_LABELS.items()}
     if trace_name in by_label:
         return by_label[trace_name]
     for scope, colour in SCOPES[name].items():

@@ -46,7 +46,7 @@ class Problem:
 
 def problem_for(model, cluster, strategy: Strategy, cap_bytes: float | None = None, chains=None) -> Problem:
     """The DP problem of `strategy`'s global choices; `chains` caches chains between problems."""
-    rules.check(model, strategy)
+    rules.check(model, strategy, None, cluster)       # the cluster's rules too (e.g. an FP8 recipe its device runs)
     key = (strategy.tp, strategy.dp * strategy.tp, strategy.recompute, strategy.sequence_parallel,
            strategy.scatter_gather, strategy.dtype, strategy.micro_batch, strategy.cp, strategy.cp_algo, strategy.ep,
            strategy.etp, strategy.fp8_recipe)
