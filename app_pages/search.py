@@ -22,6 +22,7 @@ from app_pages.compute import shown, table as shown_table     # classroom mode: 
 SEARCH_SELECTED_STRATEGY = "search_selected_strategy"  # the Strategy last loaded from a search
 SEARCH_RESULT = "search_result"          # dict(model, cluster, gpus, global_batch, result) of the last search
 W_GPUS, W_BATCH, W_CAP, W_TOP = "w_search_gpus", "w_search_batch", "w_search_cap_gib", "w_search_top"
+PROMPT = "Set the number of GPUs and the global batch, then press Search."
 W_FRAMEWORK = "w_search_framework"       # ANY_FRAMEWORK, or a framework whose exporter must express the strategies
 ANY_FRAMEWORK = "any"                     # a value, not None: a selectbox shows None as no choice at all
 W_HEADROOM = "w_search_headroom_pct"     # per cent of the device's memory left free when no cap is given
@@ -121,7 +122,8 @@ if J.running(SEARCH_JOB):     # in a worker process: this page (and every other 
 
 found = ss[SEARCH_RESULT]
 if found is None:
-    st.info("Set the number of GPUs and the global batch, then press Search.")
+    if not J.running(SEARCH_JOB):    # while it runs, its progress bar above says so instead
+        st.info(PROMPT)
     st.stop()
 result = found["result"]
 if (found["model"], found["cluster"]) != (model, cluster):
