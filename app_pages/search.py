@@ -18,6 +18,7 @@ from app_pages import state as S
 from app_pages.text import plain
 from app_pages.compute import evidence_of, show_errors
 from app_pages.compute import shown, table as shown_table     # classroom mode: palette, 3 significant digits
+from app_pages.compute import pinned_names                       # the strategy column stays when scrolled sideways
 
 SEARCH_SELECTED_STRATEGY = "search_selected_strategy"  # the Strategy last loaded from a search
 SEARCH_RESULT = "search_result"          # dict(model, cluster, gpus, global_batch, result) of the last search
@@ -143,7 +144,8 @@ st.caption("Select a point to load its strategy into the editor and every page. 
            + (f"Error bars: ±{100 * band:.0f} %, the validated error of {plain(ev['regime'])}."
               if band else f"No error bars: extrapolating ({plain(ev['reason'])})."))
 st.subheader(f"The {len(result.top)} fastest")
-st.dataframe(shown_table(readable_columns(pd.DataFrame(rows(result.top)))), hide_index=True, key=TOP_TABLE,
+top_table = shown_table(readable_columns(pd.DataFrame(rows(result.top))))
+st.dataframe(top_table, hide_index=True, key=TOP_TABLE, column_config=pinned_names(top_table),
              on_select=_on_table_select, selection_mode="single-row")
 st.caption(f"{SUMMARY_LABELS['mfu_%']}: {EQ3_FLOPS_CONVENTION}. {SUMMARY_LABELS[MEGATRON_MFU_COLUMN]}: "
            f"{MEGATRON_FLOPS_CONVENTION} "

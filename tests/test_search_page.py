@@ -54,6 +54,9 @@ def select_point(at, name: str, index: int):
 
 def test_search_shows_the_scatter_and_the_table():
     at = searched()
+    table = next(d for d in at.dataframe if d.proto.id.endswith("search_top_table") or "strategy" in d.proto.columns)
+    config = json.loads(table.proto.columns)      # rank and strategy stay when the table is scrolled sideways
+    assert config["#"]["pinned"] is True and config["strategy"]["pinned"] is True, config
     titles = [spec["layout"]["title"]["text"] for spec in chart_specs(at)]
     assert any("peak memory" in t for t in titles)
     table = at.dataframe[0].value
