@@ -240,9 +240,9 @@ def table(frame):
     return significant_table(frame) if S.classroom() else frame
 
 
+# The columns that name a table's rows (SUMMARY_LABELS of rank and strategy): pinned to the left, so a wide table
+# scrolled sideways (the Search and Compare tables at 1280x720 in classroom mode) still says whose numbers they are.
 NAME_COLUMNS = ("#", "strategy")
-"""The columns that name a table's rows (SUMMARY_LABELS of rank and strategy): pinned to the left, so a wide table
-scrolled sideways (the Search and Compare tables at 1280x720 in classroom mode) still says whose numbers they are."""
 
 
 def pinned_names(frame) -> dict:
