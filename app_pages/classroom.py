@@ -11,7 +11,9 @@ from app_pages import state as S
 # stLayoutWrapper, is the element as tall as the bar: sticky moves within its parent, the page's block);
 # page links', the sidebar menu's and buttons' labels wrap onto a second line instead of ending in an ellipsis (Streamlit sets them
 # nowrap with text-overflow: ellipsis: at 1280x720 in classroom mode the Start page's links and the Compare
-# page's pin button were cut; tests/test_browser_projector.py checks every page it visits).
+# page's pin button were cut; tests/test_browser_projector.py checks every page it visits); a select box's value (an
+# <input>, which cannot wrap) gets the 8 px its right padding kept beside the box's arrow button: 'interleaved' was
+# cut by 4 px in a half-width sidebar column at 1920x1080 (classroom mode stacks those columns: sidebar._pair).
 BASE_CSS = """<style>
 .katex-display {overflow-x: auto; overflow-y: hidden; padding: 4px 0 10px 0;
                 scrollbar-width: thin; scrollbar-color: #8a8a8a transparent;}
@@ -30,6 +32,7 @@ BASE_CSS = """<style>
 [data-testid^="stBaseButton"] p, [data-testid="stSidebarNavLink"] span, [data-testid="stSidebarNavLink"] p,
 [data-testid="stSidebarNavLink"] [data-testid="stMarkdownContainer"]
   {white-space: normal; overflow: visible; text-overflow: clip; height: auto; min-width: 0;}
+input[role="combobox"] {padding-right: 0;}
 </style>"""
 # Classroom mode: Streamlit sizes type in rem, so a larger root size enlarges everything at once;
 # 20 px body text is readable from the back of a room on a 1280x720 projector.

@@ -49,7 +49,8 @@ if not any((p.model, p.cluster, p.strategy) == (view.model, view.cluster, view.s
 if not pins:
     st.info("Pin strategies to compare them; the current one is shown for reference.")
 results = {label: p.result for label, p in shown.items()}
-st.dataframe(C.table(readable_columns(summary_table(results))), hide_index=True)
+summary = C.table(readable_columns(summary_table(results)))
+st.dataframe(summary, hide_index=True, column_config=C.pinned_names(summary))   # names stay when scrolled sideways
 bars = breakdown_bar({plain_html(label): r for label, r in results.items()}, "Iteration time by category")
 st.plotly_chart(C.shown(bars), key="compare_breakdown_chart")
 

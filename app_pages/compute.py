@@ -254,6 +254,16 @@ def table(frame):
     return significant_table(frame) if S.classroom() else frame
 
 
+# The columns that name a table's rows (SUMMARY_LABELS of rank and strategy): pinned to the left, so a wide table
+# scrolled sideways (the Search and Compare tables at 1280x720 in classroom mode) still says whose numbers they are.
+NAME_COLUMNS = ("#", "strategy")
+
+
+def pinned_names(frame) -> dict:
+    """st.dataframe's column_config pinning the NAME_COLUMNS `frame` has."""
+    return {name: st.column_config.Column(pinned=True) for name in NAME_COLUMNS if name in frame.columns}
+
+
 def memory_problem(result, cluster) -> str:
     """'' when the most loaded device fits in its memory, else one line saying by how much it does not."""
     need, have = result.memory_bytes_per_device["total"], cluster.device.memory_bytes

@@ -18,10 +18,12 @@ from app_pages import state as S
 from app_pages.text import plain
 from app_pages.compute import evidence_of, show_errors
 from app_pages.compute import shown, table as shown_table     # classroom mode: palette, 3 significant digits
+from app_pages.compute import pinned_names                       # the strategy column stays when scrolled sideways
 
 SEARCH_SELECTED_STRATEGY = "search_selected_strategy"  # the Strategy last loaded from a search
 SEARCH_RESULT = "search_result"          # dict(model, cluster, gpus, global_batch, result) of the last search
 W_GPUS, W_BATCH, W_CAP, W_TOP = "w_search_gpus", "w_search_batch", "w_search_cap_gib", "w_search_top"
+PROMPT = "Set the number of GPUs and the global batch, then press Search."
 W_FRAMEWORK = "w_search_framework"       # ANY_FRAMEWORK, or a framework whose exporter must express the strategies
 ANY_FRAMEWORK = "any"                     # a value, not None: a selectbox shows None as no choice at all
 W_HEADROOM = "w_search_headroom_pct"     # per cent of the device's memory left free when no cap is given
@@ -121,7 +123,8 @@ if J.running(SEARCH_JOB):     # in a worker process: this page (and every other 
 
 found = ss[SEARCH_RESULT]
 if found is None:
-    st.info("Set the number of GPUs and the global batch, then press Search.")
+    if not J.running(SEARCH_JOB):    # while it runs, its progress bar above says so instead
+        st.info(PROMPT)
     st.stop()
 result = found["result"]
 if (found["model"], found["cluster"]) != (model, cluster):
@@ -141,7 +144,8 @@ st.caption("Select a point to load its strategy into the editor and every page. 
            + (f"Error bars: ±{100 * band:.0f} %, the validated error of {plain(ev['regime'])}."
               if band else f"No error bars: extrapolating ({plain(ev['reason'])})."))
 st.subheader(f"The {len(result.top)} fastest")
-st.dataframe(shown_table(readable_columns(pd.DataFrame(rows(result.top)))), hide_index=True, key=TOP_TABLE,
+top_table = shown_table(readable_columns(pd.DataFrame(rows(result.top))))
+st.dataframe(top_table, hide_index=True, key=TOP_TABLE, column_config=pinned_names(top_table),
              on_select=_on_table_select, selection_mode="single-row")
 st.caption(f"{SUMMARY_LABELS['mfu_%']}: {EQ3_FLOPS_CONVENTION}. {SUMMARY_LABELS[MEGATRON_MFU_COLUMN]}: "
            f"{MEGATRON_FLOPS_CONVENTION} "

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from explorer.facade import FRAMEWORK_TITLES, GRAD_FROM_FRAMEWORK, STRATEGY_FRAMEWORKS
+from explorer.facade import FRAMEWORK_TITLES, GENERIC_FRAMEWORK, GRAD_FROM_FRAMEWORK, STRATEGY_FRAMEWORKS
 from explorer.facade import (CP_ALGOS, DTYPES, GRAD_DTYPES, RECOMPUTE, schedule_is_chunked, schedule_names_for,
                              schedule_overlaps_sends)
 
@@ -107,6 +107,18 @@ def _moe_host_controls(bar) -> None:
         draw_option(bar, option)
 
 
+def _pair(bar) -> tuple:
+    """Two controls side by side, or, in classroom mode, one under the other: at 1280x720 its 20 px type left a
+    half-width select box about 63 px, which cut 'delayed', 'selective' and 'framework' (a select's value is an
+    <input>, which cannot wrap; tests/svg_layout.py clipped_controls checks the values)."""
+    return (bar, bar) if S.classroom() else tuple(bar.columns(2))
+
+
+def _framework_title(name: str) -> str:
+    """A framework's name as the select box shows it: the generic target shortly (its meaning is in the help)."""
+    return "generic" if name == GENERIC_FRAMEWORK else FRAMEWORK_TITLES[name]
+
+
 def draw() -> None:
     ss = st.session_state
     bar = st.sidebar
@@ -118,7 +130,7 @@ def draw() -> None:
     bar.select_slider("t — operator (tensor) parallel", _options(TP_DEGREES, S.W_TP), key=S.W_TP,
                       on_change=_degree_moved)
     bar.select_slider("p — pipeline stages", _options(PP_DEGREES, S.W_PP), key=S.W_PP, on_change=_degree_moved)
-    left, right = bar.columns(2)
+    left, right = _pair(bar)
     left.select_slider("cp — context parallel", _options(CP_DEGREES, S.W_CP), key=S.W_CP, on_change=_degree_moved,
                        help="the sequence split over cp devices (long context; 2·cp must divide the sequence)")
     right.selectbox("CP algorithm", CP_ALGOS, key=S.W_CP_ALGO, disabled=ss[S.W_CP] == 1,
@@ -132,7 +144,7 @@ def draw() -> None:
     bar.select_slider("b — micro-batch (sequences)", _options(MICRO_BATCHES, S.W_MICRO), key=S.W_MICRO)
     bar.number_input("B — global batch (sequences)", min_value=1, max_value=S.WIDGET_MAX[S.W_BATCH], step=1,
                      key=S.W_BATCH)
-    left, right = bar.columns(2)
+    left, right = _pair(bar)
     offered = schedule_names_for(ss[S.W_PP])        # those the pipeline's p admits (the registry's rules)
     left.selectbox("Schedule", offered + ((ss[S.W_SCHEDULE],) if ss[S.W_SCHEDULE] not in offered else ()),
                    key=S.W_SCHEDULE, help="the schedules that apply to p stages (ZB-H1, interleaved and "
@@ -140,7 +152,7 @@ def draw() -> None:
     right.number_input("v — chunks", min_value=1, max_value=S.WIDGET_MAX[S.W_CHUNKS], step=1, key=S.W_CHUNKS,
                        disabled=not schedule_is_chunked(ss[S.W_SCHEDULE]),
                        help="model chunks per stage (interleaved schedule only)")
-    left, right = bar.columns(2)
+    left, right = _pair(bar)
     left.selectbox("ZeRO stage", (0, 1, 2, 3), key=S.W_ZERO)
     right.selectbox("Recompute", RECOMPUTE, key=S.W_RECOMPUTE)
     bar.toggle("Sequence parallelism", key=S.W_SP, on_change=_sp_moved)
@@ -155,7 +167,7 @@ def draw() -> None:
                     "between stages run under computation and a stage waits only for the input it needs; the Cost "
                     "page shows what stays exposed and what is hidden")
     draw_option(bar, S.option_widgets()[S.W_CUDA_GRAPHS])
-    left, right = bar.columns(2)
+    left, right = _pair(bar)
     left.selectbox("Precision", DTYPES, key=S.W_DTYPE,
                    help="fp8: Transformer Engine FP8 GEMMs at the device's FP8 peak; weights, gradients and "
                         "activations stay bf16, fp32 master weights and Adam states")
@@ -163,15 +175,15 @@ def draw() -> None:
                     help="framework: the framework's own default (below); model: reduced in the training dtype; fp32: "
                          "Megatron-LM's fp32 gradient accumulation and all-reduce (4 B/param, twice the dp bytes). "
                          "ZeRO 1 + fp32 = Megatron's distributed optimizer")
-    left, right = bar.columns(2)
+    left, right = _pair(bar)
     draw_option(left, S.option_widgets()[S.W_FP8_RECIPE])
     draw_option(right, S.option_widgets()[S.W_ADAM_MOMENTS])
     draw_option(bar, S.option_widgets()[S.W_RECOMPUTE_MODULES])
     for option in S.option_widgets(moe_only=False).values():     # the table's other options, in its order
         if option.name not in PLACED:
             draw_option(bar, option)
-    bar.selectbox("Framework", STRATEGY_FRAMEWORKS, key=S.W_FRAMEWORK, format_func=FRAMEWORK_TITLES.get,
-                  help="the framework the strategy targets: its defaults are costed (gradients reduced in fp32 by "
+    bar.selectbox("Framework", STRATEGY_FRAMEWORKS, key=S.W_FRAMEWORK, format_func=_framework_title,
+                  help="the framework the strategy targets (generic: the explorer's own defaults): its defaults are costed (gradients reduced in fp32 by "
                        "Megatron-LM with bf16, Megatron-Bridge's bf16 recipes, torchtitan and MindSpore; in the "
                        "training dtype by DeepSpeed), and the Export page writes them")
 

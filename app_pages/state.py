@@ -20,6 +20,7 @@ CLUSTER = "cluster"              # Cluster in use
 LAYER_SPLITS = "layer_splits"    # tuple of LayerSplit, () = Megatron over all tp devices
 STAGE_MAP = "stage_map"          # tuple of stages per layer, () = even split
 PIPELINE_LAYOUT = "pipeline_layout"  # Megatron-LM layout string of the applied strategy, "" = none (read only)
+PIPELINE_LAYOUT_TYPED = "pipeline_layout_typed"  # (text as typed, its Megatron-LM layout): the box shows the text back
 LAST_VALID = "last_valid"        # compute.View of the last strategy that evaluated
 NOTICES = "notices"              # messages to show once at the top of the next page run
 CHOICE_MESSAGE = "choice_message"  # why the last per-layer edit was refused (stays until the next edit)

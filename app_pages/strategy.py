@@ -59,6 +59,7 @@ def _layout_entered():
         ss[S.CHOICE_MESSAGE] = f"Pipeline layout refused, the last valid choice is kept: {err}"
         return
     ss[S.PIPELINE_LAYOUT], ss[S.STAGE_MAP] = layout, ()
+    ss[S.PIPELINE_LAYOUT_TYPED] = (text, layout)      # shown back as typed while this layout applies
 
 
 model, cluster = ss[S.MODEL], ss[S.CLUSTER]
@@ -113,9 +114,11 @@ else:     # read only: what each stage's model chunks hold (E embedding, t layer
                "layers again), or pick p and v whose chunks split the layers evenly.")
     st.dataframe(layout, hide_index=True)
 try:                                            # the box shows the layout applied (a link or a file may set it)
-    ss[S.W_PIPELINE_LAYOUT] = S.candidate().pipeline_layout
+    applied = S.candidate().pipeline_layout
 except ExplorerError:
-    ss[S.W_PIPELINE_LAYOUT] = ss[S.PIPELINE_LAYOUT]
+    applied = ss[S.PIPELINE_LAYOUT]
+typed, typed_layout = ss.get(S.PIPELINE_LAYOUT_TYPED, ("", ""))
+ss[S.W_PIPELINE_LAYOUT] = typed if applied and applied == typed_layout else applied    # in the notation typed
 st.text_input("Uneven stages: layers per stage, or a Megatron-LM layout", key=S.W_PIPELINE_LAYOUT,
               on_change=_layout_entered, max_chars=2000, placeholder="e.g. 11,12,12,13 or Et|(tt|)*30mL",
               help="Comma-separated transformer layers per virtual stage (p × v of them, in model order; the "

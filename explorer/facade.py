@@ -221,5 +221,7 @@ __all__ += ["MEGATRON_FLOPS_CONVENTION", "EQ3_FLOPS_CONVENTION", "MEGATRON_MFU_C
 from explorer.strategy.frameworks import FRAMEWORKS as STRATEGY_FRAMEWORKS                # noqa: E402
 from explorer.strategy.frameworks import GRAD_FROM_FRAMEWORK, default_grad_dtype          # noqa: E402
 from explorer.strategy.frameworks import TITLES as FRAMEWORK_TITLES                       # noqa: E402
+from explorer.strategy.frameworks import GENERIC as GENERIC_FRAMEWORK                     # noqa: E402
 
-__all__ += ["STRATEGY_FRAMEWORKS", "GRAD_FROM_FRAMEWORK", "default_grad_dtype", "FRAMEWORK_TITLES"]
+__all__ += ["STRATEGY_FRAMEWORKS", "GRAD_FROM_FRAMEWORK", "default_grad_dtype", "FRAMEWORK_TITLES",
+            "GENERIC_FRAMEWORK"]

@@ -97,6 +97,13 @@ CLIPPED_JS = r"""
   const shown = (el) => { const r = el.getBoundingClientRect();     // visually hidden (1 px) helpers left out
     return r.width > 2 && r.height > 2 && !el.closest('details:not([open]), [aria-hidden="true"]'); };
   const problems = new Set();
+  // A select box's value (Streamlit's selectbox is a combo box around an <input>: its text cannot wrap, and one
+  // longer than the box is cut at the box's edge, e.g. "delaye" for "delayed" at 1280x720 in classroom mode).
+  for (const input of document.querySelectorAll('input[role="combobox"]')) {
+    if (!shown(input) || !input.value) continue;
+    if (input.scrollWidth > input.clientWidth + tolerance)
+      problems.add(`select value "${input.value.slice(0, 60)}": cut (${input.scrollWidth} px of text in ${input.clientWidth})`);
+  }
   for (const control of document.querySelectorAll(CONTROLS)) {
     if (!shown(control)) continue;
     const name = (control.innerText || control.textContent || '').replace(/\s+/g, ' ').trim().slice(0, 60);
@@ -134,7 +141,8 @@ CLIPPED_JS = r"""
 
 
 def clipped_controls(page, tolerance_px: float = 2.0) -> list:
-    """Buttons, links and labels whose text is cut by their box (an ellipsis, or text past a clipping box)."""
+    """Buttons, links, labels and select boxes' values whose text is cut by their box (an ellipsis, text past a
+    clipping box, a value wider than its input)."""
     return page.evaluate(CLIPPED_JS, tolerance_px)
 
 

@@ -73,3 +73,17 @@ def test_classroom_mode_draws_at_most_32_micro_batches_on_one_axis():
     assert any("first 32 micro-batches" in c.value for c in at.caption)
     ranges = [spec["layout"]["xaxis"]["range"] for spec in chart_specs(at) if "range" in spec["layout"].get("xaxis", {})]
     assert ranges and all(r == ranges[0] for r in ranges)
+
+
+def test_the_strategy_column_is_pinned_for_sideways_scrolling():
+    """A wide comparison scrolled sideways in classroom mode hid which strategy a row is (the browser walk): the
+    strategy column is pinned (st.column_config pinned), in both modes."""
+    import json
+    from app_util import open_page as _open
+    for classroom in (False, True):
+        at = _open("compare")
+        if classroom:
+            at.session_state["classroom"] = True          # app_pages/state.py CLASSROOM
+            at.run()
+        config = json.loads(at.dataframe[0].proto.columns)
+        assert config["strategy"]["pinned"] is True, config

@@ -116,3 +116,21 @@ def test_long_terms_show_the_textbook_form_first_and_the_metric_bar_holds_the_re
     assert any(label.startswith("Peak memory") for label in labels)
     at.sidebar.number_input(key="w_global_batch").set_value(1000).run()
     assert any("cannot run" in e.value for e in outside_expanders(metric_bar(at), "error"))
+
+
+def test_the_evidence_names_the_nearest_runs_as_a_person_reads_them():
+    """The nearest validated runs by model, GPUs, system, precision and publication (explorer.validation.run_labels),
+    not by run id (the browser walk read 'mb_2511_...'); the ids sit in the caption's tooltip."""
+    import re
+    from explorer.validation.evidence import evidence
+    at = open_page("cost")
+    assert not at.exception
+    line = next(c for c in at.caption if c.value.startswith("Nearest validated runs:"))
+    ev = evidence(at.session_state["model"], at.session_state["last_valid"].strategy, at.session_state["cluster"])
+    ids = [row["id"] for row in ev["nearest_rows"]]
+    assert ids and not any(i in line.value for i in ids)
+    assert not re.search(r"\b(mb|ptdp|kor|mlm|automodel)_\w+", line.value)
+    assert all(i in line.help for i in ids)
+    first = ev["nearest_rows"][0]
+    assert first["label"].split(" on ")[0] in line.value       # the model name
+    assert " %" in line.value and ("Table" in line.value or "container" in line.value)

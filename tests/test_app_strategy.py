@@ -168,9 +168,17 @@ def test_uneven_stages_typed_on_the_strategy_page_are_costed_and_shared():
     assert strategy.pipeline_layout == "Et*11|(t*12|)*6t*13L" and strategy.stages(96).count(7) == 13
     assert metric(at, "Iteration time") != total
     assert at.query_params["layout"] in ("Et*11|(t*12|)*6t*13L", ["Et*11|(t*12|)*6t*13L"])   # str or its list
-    assert _layout_box(at).value == "Et*11|(t*12|)*6t*13L"          # the box shows the layout applied
+    # the box shows the layout applied in the notation typed (it came back as 'Et*11|(t*12|)*6t*13L' before);
+    # the link keeps Megatron-LM's
+    assert _layout_box(at).value == "11,12,12,12,12,12,12,13"
     _layout_box(at).input("Et*13|(t*12|)*6t*11L").run()               # a Megatron-LM layout string
     assert not errors(at) and at.session_state["last_valid"].strategy.stages(96).count(0) == 13
+    assert _layout_box(at).value == "Et*13|(t*12|)*6t*11L"
+    _layout_box(at).input("8, 9,9,6").run()                          # wrong count: refused, the last layout kept
+    assert errors(at) and _layout_box(at).value == "Et*13|(t*12|)*6t*11L"
+    at.session_state["pipeline_layout"] = "Et*11|(t*12|)*6,t*13L"     # set otherwise (a link): its own spelling
+    at.run()
+    assert _layout_box(at).value == at.session_state["last_valid"].strategy.pipeline_layout != "11,12,12,12,12,12,12,13"
     _layout_box(at).input("").run()
     assert not errors(at) and at.session_state["last_valid"].strategy.pipeline_layout == ""
     assert "layout" not in at.query_params and metric(at, "Iteration time") == total

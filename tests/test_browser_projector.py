@@ -184,3 +184,27 @@ def test_the_explore_pages_figures_fit(server, browser, screen):  # noqa: F811
                 assert gantt["rows"] == stages, gantt
                 assert gantt["plot_px"] >= stages * 1.5 * font_px, gantt
     page.close()
+
+
+LONG_VALUES = ("model=gpt3-175b&cluster=dgx-h100&dp=16&tp=8&pp=8&b=1&B=1536&v=2&zero=1&sched=interleaved&rc=selective"
+               "&dtype=fp8&sp=1&ov=0&sg=1&fw=megatron-bridge&f8r=tensorwise&mom=bf16&gd=fp32")
+"""A link whose sidebar select boxes hold their longest values (interleaved, selective, tensorwise, Megatron-Bridge)."""
+
+
+@pytest.mark.parametrize("screen", SCREENS)
+def test_the_sidebars_select_values_are_not_cut(server, browser, screen):  # noqa: F811
+    """The browser walk read 'delaye' for 'delayed' in the sidebar at 1280x720 in classroom mode: a select box's
+    value is an <input>, which cannot wrap. Classroom mode stacks the sidebar's paired controls; the value keeps the
+    box's right padding (both sizes); clipped_controls checks every select box's value (tests/svg_layout.py)."""
+    viewport, classroom = SCREENS[screen]
+    page = browser.new_page(viewport=viewport)
+    for query in ("", LONG_VALUES):
+        page.goto(f"{server}/strategy?{query}" + ("&classroom=1" if classroom else ""))
+        _settle(page)
+        values = page.evaluate("() => [...document.querySelectorAll('[data-testid=\"stSidebar\"] "
+                               "input[role=\"combobox\"]')].map(i => i.value)")
+        assert len(values) >= 8 and (not query or {"interleaved", "tensorwise"} <= set(values)), values
+        shot = f"sidebar_{'long' if query else 'default'}_{screen}"
+        page.screenshot(path=str(SHOTS / f"{shot}.png"))
+        assert clipped_controls(page) == [], f"the strategy page's sidebar at {screen}"
+    page.close()

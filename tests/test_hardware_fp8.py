@@ -189,3 +189,35 @@ def test_megatron_export_of_fp8_and_fp32_gradients_round_trips():
     assert back.dtype == "fp8" and back.grad_dtype == "fp32"
     with pytest.raises(ExplorerError, match="fp8"):
         export("deepspeed", model, s, cluster)
+
+
+def test_mxfp8_on_hopper_is_refused_in_one_line_everywhere(tmp_path):
+    """MXFP8 (1x32 blocks, E8M0 scales) needs Blackwell tensor cores: Transformer Engine's support matrix lists
+    MXFP8BlockScaling on compute capability 10.0 and 10.3 only (explorer.hardware.precision.RECIPE_HARDWARE). One
+    rule of the table (rules.fp8_recipe_hardware) refuses it on H100 in evaluate, the CLI, a link, a strategy file and
+    the search, in the same line naming the device and the recipes it runs; on B200 it runs."""
+    from explorer.io.share import decode, encode
+    from explorer.io.strategies import strategy_to_dict
+    from explorer.search.search import search
+    model, h100, b200 = load_model("gpt-1.7b"), load_cluster("dgx-h100"), load_cluster("dgx-b200")
+    s = Strategy(dp=8, global_batch=8, dtype="fp8", fp8_recipe="mxfp8")
+    line = "fp8_recipe 'mxfp8' does not run on H100-SXM"
+    runs = "H100-SXM runs delayed, tensorwise, blockwise"
+    with pytest.raises(ExplorerError) as err:
+        evaluate(model, s, h100)
+    assert line in str(err.value) and runs in str(err.value) and "\n" not in str(err.value)
+    assert evaluate(model, s, b200).iteration_time_s > 0
+    for recipe in ("delayed", "tensorwise", "blockwise"):           # what Hopper runs, runs
+        assert evaluate(model, s.with_(fp8_recipe=recipe), h100).iteration_time_s > 0
+    with pytest.raises(ExplorerError, match=line):
+        search(model, h100, 8, 8, dtype="fp8", fp8_recipe="mxfp8")
+    shared = decode(encode(model, h100, s))                         # the link: refused, the default strategy kept
+    assert shared.strategy.fp8_recipe != "mxfp8" and any(line in m for m in shared.messages)
+    path = tmp_path / "mxfp8.json"
+    path.write_text(json.dumps(strategy_to_dict(s)))
+    for args in (["--dtype", "fp8", "--fp8-recipe", "mxfp8", "--dp", "8", "--global-batch", "8"],
+                 ["--strategy", str(path)]):
+        out = subprocess.run([sys.executable, "-m", "explorer", "evaluate", "--model", "gpt-1.7b", "--cluster",
+                              "dgx-h100", "--gpus", "8", *args], cwd=ROOT, capture_output=True, text=True,
+                             timeout=120)
+        assert out.returncode != 0 and line in out.stderr and "Traceback" not in out.stderr, out.stderr

@@ -243,6 +243,19 @@ def test_the_micro_step_gantt_has_a_host_row():
     assert float(fwd["end_s"].iloc[0] - fwd["start_s"].iloc[0]) == pytest.approx(86 * 45e-6)   # 82 + FP8's 4
     assert float(fwd["start_s"].iloc[0]) == 0.0
     assert (frame["kind"] == "host_wait").any() and set(frame[frame["kind"] == "host_wait"]["category"]) == {"compute"}
+    # the host row has its own category, hence its own legend entry and colour (it drew as 'compute' before)
+    from explorer.charts.classroom import classroom_figure
+    from explorer.charts.gantt import microstep_figure
+    from explorer.charts.palette import OKABE_ITO
+    from explorer.timeline.microstep import HOST_CATEGORY
+    assert set(host["category"]) == {HOST_CATEGORY}
+    fig = microstep_figure(frame)
+    traces = {t.name: t for t in fig.data}
+    assert set(traces[HOST_CATEGORY].y) == set(host["row"]) and len(traces[HOST_CATEGORY].x) == len(host)
+    assert not any(str(y).endswith("· host") for y in traces["compute"].y)
+    assert traces[HOST_CATEGORY].marker.color != traces["compute"].marker.color
+    room = {t.name: t.marker.color for t in classroom_figure(fig).data}
+    assert room["host issuing kernels"] == OKABE_ITO["host"] != room["compute"]
     graphed = microstep_table(QWEN, replace(eager, cuda_graphs="full", moe_dispatcher="hybridep"), cluster,
                               layer=0).to_frame()
     assert not graphed["row"].str.endswith("· host").any() and not (graphed["kind"] == "host_wait").any()

@@ -134,7 +134,9 @@ GPT3 = dict(dp=16, tp=8, pp=8, global_batch=1536, dtype="fp8", zero=1, grad_dtyp
 
 
 def _pair(**extra):
-    model, cluster = load_model("gpt3-175b"), load_cluster("dgx-h100")
+    """Without and with FP8 parameters, on H100 (an MXFP8 pair on B200: MXFP8 needs Blackwell, RECIPE_HARDWARE)."""
+    cluster = load_cluster("dgx-b200" if extra.get("fp8_recipe") == "mxfp8" else "dgx-h100")
+    model = load_model("gpt3-175b")
     off = evaluate_checked(model, Strategy(**GPT3, **extra), cluster)
     on = evaluate_checked(model, Strategy(**GPT3, fp8_param_gather=True, **extra), cluster)
     return off, on
@@ -178,8 +180,9 @@ def test_fp8_parameters_without_fp8_or_the_distributed_optimizer_are_refused_in_
 
 
 def test_the_megatron_exporters_write_fp8_parameters_and_their_readers_read_them_back():
-    model, cluster = load_model("llama2-7b"), load_cluster("dgx-h100")
+    model = load_model("llama2-7b")
     for recipe in ("tensorwise", "mxfp8"):
+        cluster = load_cluster("dgx-b200" if recipe == "mxfp8" else "dgx-h100")     # MXFP8 needs Blackwell
         s = Strategy(dp=8, tp=1, pp=1, global_batch=64, dtype="fp8", zero=1, fp8_recipe=recipe, fp8_param_gather=True,
                      framework="megatron-lm", grad_dtype="fp32")
         text = export("megatron", model, s, cluster)

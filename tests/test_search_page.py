@@ -54,6 +54,9 @@ def select_point(at, name: str, index: int):
 
 def test_search_shows_the_scatter_and_the_table():
     at = searched()
+    table = next(d for d in at.dataframe if d.proto.id.endswith("search_top_table") or "strategy" in d.proto.columns)
+    config = json.loads(table.proto.columns)      # rank and strategy stay when the table is scrolled sideways
+    assert config["#"]["pinned"] is True and config["strategy"]["pinned"] is True, config
     titles = [spec["layout"]["title"]["text"] for spec in chart_specs(at)]
     assert any("peak memory" in t for t in titles)
     table = at.dataframe[0].value
@@ -132,3 +135,22 @@ def test_the_search_leaves_the_headroom_free_and_says_how_sure_its_ranking_is():
     assert not at.exception and not errors(at)
     rob = at.session_state["search_robustness"][1]
     assert rob["pairs"] and rob["sigma"] > 0
+
+
+def test_the_prompt_gives_way_to_the_running_search():
+    """Before a search the page asks for one; while it runs (in a worker process) the page shows its progress bar
+    and Cancel button, not the 'press Search' prompt as well (it stayed, under the bar, before)."""
+    at = open_page()
+    at.session_state["model"] = load_model("tiny-gpt")
+    at.session_state["cluster"] = load_cluster("classroom")
+    at.session_state["w_search_gpus"] = 8
+    at.session_state["w_search_batch"] = 16
+    at.switch_page("app_pages/search.py").run()
+    prompt = lambda: [i.value for i in at.info if "press Search" in i.value]
+    assert prompt() and not at.get("progress")
+    at.button[0].click().run()
+    assert at.get("progress"), "the search finished before the page looked: nothing to check"
+    assert not prompt()
+    assert any(b.label == "Cancel" for b in at.button)
+    finished(at)
+    assert not prompt() and at.session_state["search_result"] is not None

@@ -120,6 +120,26 @@ def test_the_table_and_its_frame_hold_the_same_events():
     assert isinstance(hidden, EventTable) and 0 < len(hidden) < len(events) and hidden["hidden"].all()
 
 
+def test_a_given_result_s_evaluation_is_reused_not_rebuilt(monkeypatch):
+    """superstep_table(result=evaluate(...)) reads the Result's own Evaluation (explorer.cost.evaluate.evaluation_of):
+    build_evaluation runs once for the Result and not again for the timeline; the events are the same."""
+    import explorer.cost.evaluation as evaluation_module
+    model, cluster = load_model("gpt3-175b"), load_cluster("dgx-a100-80gb")
+    strategy = Strategy(dp=2, tp=8, pp=8, global_batch=64, schedule="interleaved", chunks=2, overlap_dp=True)
+    fresh = superstep_table(model, strategy, cluster)
+    calls = []
+    real = evaluation_module.build_evaluation
+    monkeypatch.setattr(evaluation_module, "build_evaluation", lambda *a, **k: calls.append(1) or real(*a, **k))
+    monkeypatch.setattr("explorer.cost.evaluate.build_evaluation", evaluation_module.build_evaluation)
+    result = evaluate(model, strategy, cluster)
+    assert len(calls) == 1
+    events = superstep_table(model, strategy, cluster, result=result)
+    assert len(calls) == 1                            # the old code built a second Evaluation here
+    assert events["end_s"].tolist() == fresh["end_s"].tolist() and events["level"].tolist() == fresh["level"].tolist()
+    superstep_table(model, strategy, cluster)         # without a Result it builds its own
+    assert len(calls) == 2
+
+
 def test_the_exports_write_what_pandas_reads_back():
     model, strategy, cluster = _case(CASES[2])
     events = superstep_table(model, strategy, cluster)

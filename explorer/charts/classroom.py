@@ -16,7 +16,7 @@ import plotly.graph_objects as go
 
 from explorer.charts.palette import recolour
 from explorer.io.projector import projector_layout, rows_height
-from explorer.charts.tables import CATEGORY_LABELS
+from explorer.charts.tables import TRACE_LABELS
 
 FONT_PX = 18            # readable from the back of a room at 1280x720 (about 2.5 % of the height)
 MAX_MICRO_BATCHES = 32  # a Gantt shows at most this many micro-batches at once in classroom mode
@@ -58,8 +58,8 @@ def classroom_figure(fig, palette: str = "okabe-ito", font_px: int = FONT_PX, me
     for trace in out.data:
         if getattr(trace, "hovertemplate", None):
             trace.hovertemplate = fewer_digits(trace.hovertemplate)
-        if trace.name in CATEGORY_LABELS and not memory:      # 'op_comm' -> 'TP / operator comm'
-            trace.name = CATEGORY_LABELS[trace.name]
+        if trace.name in TRACE_LABELS and not memory:      # 'op_comm' -> 'TP / operator comm'
+            trace.name = TRACE_LABELS[trace.name]
     out.update_layout(font=dict(size=font_px), uniformtext=dict(minsize=12, mode="hide"),
                       hoverlabel=dict(font_size=font_px))
     out.update_annotations(font_size=font_px)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from explorer.charts.tables import CATEGORY_LABELS
+from explorer.charts.tables import TRACE_LABELS
 
 DEFAULT = {
     # DESIGN.md categories; idle time is the bubble, drawn light
@@ -21,6 +21,9 @@ DEFAULT = {
     "ep_comm": "#17BECF",   # MoE all-to-all: Tableau's cyan, apart from the others
     "pp_comm": "#54A24B", "dp_comm": "#B279A2", "zero_comm": "#FF9DA6", "optimizer": "#9D755D",
     "bubble": "#DDDDDD", "cp_comm": "#72B7B2",
+    # the micro-step Gantt's host row (explorer.timeline.microstep.HOST_CATEGORY): Tableau's yellow, which no
+    # cost category uses (only the optimizer state's bar in the memory charts, never on a Gantt)
+    "host": "#EECA3B",
     # memory parts
     "params": "#4C78A8", "grads": "#72B7B2", "optimizer_state": "#EECA3B", "activations": "#E45756",
 }
@@ -29,6 +32,8 @@ OKABE_ITO = {
     "ep_comm": "#999999",   # MoE all-to-all: the grey often added as Okabe-Ito's ninth colour
     "pp_comm": "#009E73", "dp_comm": "#CC79A7", "zero_comm": "#F0E442", "optimizer": "#000000",
     "bubble": "#D9D9D9", "cp_comm": "#999999",   # Okabe-Ito's grey (the eight hues are taken)
+    "host": "#F0E442",   # the yellow of zero_comm, which never shares a Gantt with the host row (a super-step's ZeRO
+                         # gathers vs a micro-step's host row)
     "params": "#0072B2", "grads": "#56B4E9", "optimizer_state": "#E69F00", "activations": "#CC79A7",
 }
 SCOPES = {"default": {"intra-node hidden": "#FFBF79", "inter-node hidden": "#9ECAE9",
@@ -36,10 +41,9 @@ SCOPES = {"default": {"intra-node hidden": "#FFBF79", "inter-node hidden": "#9EC
           "okabe-ito": {"intra-node hidden": "#F0E442", "inter-node hidden": "#56B4E9",
                         "intra-node": "#E69F00", "inter-node": "#0072B2"}}
 PALETTES = {"default": DEFAULT, "okabe-ito": OKABE_ITO}
-GANTT_ORDER = ("compute", "recompute", "op_comm", "ep_comm", "cp_comm", "redistribution", "pp_comm", "dp_comm",
-               "zero_comm", "optimizer",
-               "bubble")
-CATEGORY_COLOURS = {c: DEFAULT[c] for c in GANTT_ORDER}       # the default colour of each cost category
+GANTT_ORDER = ("compute", "host", "recompute", "op_comm", "ep_comm", "cp_comm", "redistribution", "pp_comm",
+               "dp_comm", "zero_comm", "optimizer", "bubble")
+CATEGORY_COLOURS = {c: DEFAULT[c] for c in GANTT_ORDER}       # the default colour of each Gantt category
 MEMORY_COLOURS = {"params": DEFAULT["params"], "grads": DEFAULT["grads"], "optimizer": DEFAULT["optimizer_state"],
                   "activations": DEFAULT["activations"]}
 
@@ -56,7 +60,7 @@ def colour_of(trace_name: str, name: str = "default") -> str | None:
     palette = colours(name)
     if trace_name in palette:
         return palette[trace_name]
-    by_label = {label: palette[cat] for cat, label in CATEGORY_LABELS.items()}
+    by_label = {label: palette[cat] for cat, label in TRACE_LABELS.items()}
     if trace_name in by_label:
         return by_label[trace_name]
     for scope, colour in SCOPES[name].items():

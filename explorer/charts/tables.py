@@ -18,6 +18,11 @@ CATEGORY_LABELS = {"compute": "compute", "recompute": "recompute", "op_comm": "T
                    "redistribution": "redistribution", "pp_comm": "PP point-to-point", "bubble": "bubble",
                    "dp_comm": "DP gradient sync", "zero_comm": "ZeRO gathers", "optimizer": "optimizer",
                    "cp_comm": "CP context exchange"}
+ROW_LABELS = {"host": "host issuing kernels"}
+"""Gantt categories that are no cost category: the micro-step Gantt's host row (explorer.timeline.microstep
+HOST_CATEGORY)."""
+TRACE_LABELS = {**CATEGORY_LABELS, **ROW_LABELS}
+"""Every category a chart draws -> the name classroom mode shows."""
 COMM_PREFIX = {"op_comm": "TP", "ep_comm": "EP", "redistribution": "redistribution", "pp_comm": "PP",
                "dp_comm": "DP", "zero_comm": "ZeRO", "cp_comm": "CP"}
 KIND_LABELS = {"all_reduce": "all-reduce", "all_gather": "all-gather", "reduce_scatter": "reduce-scatter",

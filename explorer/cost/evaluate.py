@@ -77,8 +77,22 @@ def evaluate(model: ModelSpec, strategy: Strategy, cluster: Cluster, gpus: int |
 
 
 def result_of(ev: Evaluation, model: ModelSpec, strategy: Strategy, cluster: Cluster) -> Result:
-    """The Result of a single strategy's Evaluation (explorer.cost.evaluation.evaluation: checked as evaluate())."""
-    return _with_megatron_flops(_result(ev, strategy, cluster), model, strategy, cluster)
+    """The Result of a single strategy's Evaluation (explorer.cost.evaluation.evaluation: checked as evaluate()).
+    The Evaluation stays beside the Result (evaluation_of), so the timeline reads it instead of rebuilding it."""
+    result = _with_megatron_flops(_result(ev, strategy, cluster), model, strategy, cluster)
+    object.__setattr__(result, _EVALUATION, ev)
+    return result
+
+
+_EVALUATION = "_evaluation"
+"""The attribute that keeps a Result's Evaluation: not a dataclass field, so asdict() and fields() (the search
+workers' JSON, explorer/runtime/jobs.py; the finiteness check, explorer/limits.py) see only the Result's data."""
+
+
+def evaluation_of(result: Result) -> Evaluation | None:
+    """The Evaluation `result` was read from (result_of), or None for a Result built otherwise (e.g. one that came
+    back from a worker process as data)."""
+    return getattr(result, _EVALUATION, None)
 
 
 def _with_megatron_flops(result: Result, model: ModelSpec, strategy: Strategy, cluster: Cluster) -> Result:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from explorer.errors import ExplorerError
+from explorer.hardware.precision import FP8_RECIPES
 
 DTYPES = ("bf16", "fp16", "fp32", "fp8")
 BYTES_PER_ELEMENT = {"bf16": 2, "fp16": 2, "fp32": 4, "fp8": 2}
@@ -87,9 +88,14 @@ class Device:
     hbm_bandwidth_bytes_per_s: float
     source: str = ""
     sms: int = 0                     # streaming multiprocessors (0: not given; nothing reads an SM share then)
+    fp8_recipes: tuple = ()          # the FP8 scaling recipes its tensor cores run (explorer.hardware.precision
+    #                                  FP8_RECIPES, RECIPE_HARDWARE); () = not stated: every recipe is taken
 
     def __post_init__(self):
         owner = f"device {self.name!r}"
+        if not isinstance(self.fp8_recipes, tuple) or not set(self.fp8_recipes) <= set(FP8_RECIPES):
+            raise ExplorerError(f"{owner} field 'fp8_recipes' must list FP8 recipes among {', '.join(FP8_RECIPES)}, "
+                                f"got {self.fp8_recipes!r}")
         if isinstance(self.sms, bool) or not isinstance(self.sms, int) or self.sms < 0:
             raise ExplorerError(f"{owner} field 'sms' must be a whole number of streaming multiprocessors "
                                 f"(0: not given), got {self.sms!r}")
@@ -104,7 +110,7 @@ class Device:
 
     def __hash__(self):  # peak_flops is a dict; hash its items
         return hash((self.name, tuple(sorted(self.peak_flops.items())), self.memory_bytes,
-                     self.hbm_bandwidth_bytes_per_s, self.sms))
+                     self.hbm_bandwidth_bytes_per_s, self.sms, self.fp8_recipes))
 
     def flops(self, dtype: str) -> float:
         if dtype not in self.peak_flops:

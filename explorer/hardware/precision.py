@@ -43,6 +43,17 @@ from fractions import Fraction
 
 FP8_RECIPES = ("delayed", "tensorwise", "blockwise", "mxfp8")
 """Megatron-LM --fp8-recipe choices we cost ('custom' is not a recipe we can price)."""
+RECIPE_HARDWARE = {"delayed": "FP8 tensor cores (compute capability 8.9 or later)",
+                   "tensorwise": "FP8 tensor cores (compute capability 8.9 or later)",
+                   "blockwise": "Hopper or later tensor cores (compute capability 9.0 or later)",
+                   "mxfp8": "Blackwell data-centre tensor cores (compute capability 10.x): its 1x32 blocks carry E8M0 "
+                            "scales the tensor cores apply in the GEMM"}
+"""What each recipe needs of the device, from Transformer Engine's 'Datatype and hardware support matrix'
+(nvidia.github.io/TransformerEngine/support_matrix.html: FP8 per tensor -- DelayedScaling, Float8CurrentScaling --
+from 8.9; Float8BlockScaling on 9.0, 10.x, 12.0; MXFP8BlockScaling on 10.0 and 10.3 only) and its MXFP8 page
+(features/low_precision_training/mxfp8: 'native hardware acceleration on Blackwell GPUs (SM 10.0+)', one E8M0 scale
+per 32 consecutive values). A device's `fp8_recipes` (explorer.hardware.cluster.Device) lists those it runs; the rule
+table refuses the others (explorer/strategy/rules.py fp8_recipe_hardware)."""
 SAVED_INPUT_BYTES = {"delayed": Fraction(1), "tensorwise": Fraction(1), "blockwise": Fraction(33, 32),
                      "mxfp8": Fraction(33, 32)}
 """Bytes per element of a Transformer Engine linear's input saved for its weight gradient (module docstring)."""

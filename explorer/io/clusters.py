@@ -18,6 +18,7 @@ import re
 from pathlib import Path
 
 from explorer.hardware.cluster import Cluster, Device, Efficiency, Level
+from explorer.hardware.precision import FP8_RECIPES
 from explorer.hardware.units import GB, GIB, TERA, US_PER_S
 from explorer.errors import ExplorerError
 from explorer.limits import check_cluster
@@ -27,7 +28,7 @@ PRESET_DIR = Path(__file__).resolve().parents[2] / "assets" / "clusters"
 
 
 CLUSTER_KEYS = ("name", "source", "device", "levels", "efficiency")
-DEVICE_KEYS = ("name", "peak_tflops", "memory_gib", "hbm_bandwidth_gbps", "sms", "source")
+DEVICE_KEYS = ("name", "peak_tflops", "memory_gib", "hbm_bandwidth_gbps", "sms", "fp8_recipes", "source")
 LEVEL_KEYS = ("name", "fanout", "allocated", "bandwidth_gbps", "latency_us", "bandwidth_efficiency", "source")
 EFFICIENCY_KEYS = ("gemm_max", "gemm_half_flops", "hbm", "kernel_launch_s", "gemm_max_fp8", "host_launch_s",
                    "host_sync_s", "source")
@@ -45,7 +46,17 @@ def _device(d, where: str = "device: ") -> Device:
                   memory_bytes=field(d, "memory_gib", "positive", where) * GIB,
                   hbm_bandwidth_bytes_per_s=field(d, "hbm_bandwidth_gbps", "positive", where) * GB,
                   source=field(d, "source", "text", where, default=""),
-                  sms=field(d, "sms", "count", where, default=0))
+                  sms=field(d, "sms", "count", where, default=0),
+                  fp8_recipes=_fp8_recipes(d, where))
+
+
+def _fp8_recipes(d, where: str) -> tuple:
+    """The device's 'fp8_recipes': a list of FP8_RECIPES (absent: not stated)."""
+    recipes = d.get("fp8_recipes", [])
+    if not isinstance(recipes, list) or not all(isinstance(r, str) and r in FP8_RECIPES for r in recipes):
+        raise ExplorerError(f"{where}field 'fp8_recipes' must be a list of FP8 recipes among {', '.join(FP8_RECIPES)}, "
+                            f"got {short_repr(recipes)}")
+    return tuple(dict.fromkeys(recipes))
 
 
 def _level(d, where: str) -> Level:
@@ -116,7 +127,8 @@ def cluster_to_dict(cluster: Cluster) -> dict:
                    "peak_tflops": {k: _num(v / TERA) for k, v in dev.peak_flops.items()},
                    "memory_gib": _num(dev.memory_bytes / GIB),
                    "hbm_bandwidth_gbps": _num(dev.hbm_bandwidth_bytes_per_s / GB),
-                   **({"sms": dev.sms} if dev.sms else {}), "source": dev.source},
+                   **({"sms": dev.sms} if dev.sms else {}),
+                   **({"fp8_recipes": list(dev.fp8_recipes)} if dev.fp8_recipes else {}), "source": dev.source},
         "levels": [{"name": lv.name, "fanout": lv.fanout, **({"allocated": lv.allocated} if lv.allocated else {}),
                     "bandwidth_gbps": _num(lv.bandwidth_bytes_per_s / GB),
                     "latency_us": _num(lv.latency_s * US_PER_S),

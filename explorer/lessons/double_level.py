@@ -33,9 +33,10 @@ def picture(setup: Setup, values: dict):
 
 
 def parts(values: dict) -> tuple:
-    """(computation, communication + barriers) seconds of GPU 0's drawn micro-steps."""
+    """(computation, communication + barriers) seconds of GPU 0's drawn micro-steps: its own row, not the rows
+    beside it that take none of its time (hidden, e.g. the host issuing kernels, explorer.timeline.microstep)."""
     events = _events(values)
-    mine = events[events["device"] == events["device"].iloc[0]]
+    mine = events[(events["device"] == events["device"].iloc[0]) & ~events["hidden"]]
     busy = mine["end_s"] - mine["start_s"]
     compute = float(busy[mine["category"] == "compute"].sum())
     return compute, float(busy.sum()) - compute

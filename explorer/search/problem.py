@@ -48,7 +48,7 @@ class Problem:
 
 def problem_for(model, cluster, strategy: Strategy, cap_bytes: float | None = None, chains=None) -> Problem:
     """The DP problem of `strategy`'s global choices; `chains` caches chains between problems."""
-    rules.check(model, strategy)
+    rules.check(model, strategy, None, cluster)       # the cluster's rules too (e.g. an FP8 recipe its device runs)
     if ep_overlaps(model, strategy):
         raise ExplorerError("the dynamic programmes do not refine a strategy with expert-parallel overlap (its "
                             "exposed all-to-alls, max(sigma E, E - C) of a stage's sums, are not monotone in the "

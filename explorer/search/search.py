@@ -177,7 +177,7 @@ def search(model, cluster, gpus: int, global_batch: int, max_memory_bytes: float
         raise ExplorerError(refused)
     fixed = Strategy(dtype=dtype, zero=max([1] + [o.needs_zero for o in searched()]), recompute="selective",
                      **options)       # refuses a bad option in one line
-    check_rules(model, fixed)
+    check_rules(model, fixed, None, cluster)     # and on the cluster: e.g. an FP8 recipe its device does not run
     space = enumerate_space(model, gpus, global_batch, cp, cp_algo, ep,
                             **{k: getattr(fixed, k) for k in options})
     target = check_framework(framework) if framework else GENERIC     # the Strategy.framework of every candidate

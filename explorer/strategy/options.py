@@ -129,6 +129,15 @@ class Option:
         return None if self.blocker is None else self.blocker(fields, model)
 
 
+def _fp8_params_blocked(fields, model):
+    """FP8 parameters where Megatron-LM gathers them: through the distributed optimizer's or FSDP's buffers
+    (ZeRO >= 1, the record's needs_zero; megatron/core/distributed/param_and_grad_buffer.py). At ZeRO 0 the toggle is
+    greyed out saying so, instead of a refusal after it is switched on."""
+    zero = fields.get("zero", 0)
+    return None if zero >= 1 else (f"FP8 parameters need the distributed optimizer or FSDP (ZeRO ≥ 1), not ZeRO {zero}: "
+                                   "Megatron-LM gathers them through its buffers")
+
+
 def _ep_overlap_blocked(fields, model):
     """EP overlap where Megatron-Core runs it (explorer/strategy/moe_rules.py ep_overlap_blocker: not 1F1B at p > 1,
     not with full recomputation or the all-gather dispatcher, e > 1)."""
@@ -247,7 +256,7 @@ OPTIONS = [
            refusal="fp8_param_gather needs FP8 training and the distributed optimizer or FSDP (dtype fp8, ZeRO >= 1), "
                    "not dtype {dtype} at ZeRO {zero}: Megatron-LM gathers FP8 parameters through the distributed "
                    "optimizer's buffers (megatron/core/distributed/param_and_grad_buffer.py)",
-           megatron="--fp8-param-gather",
+           megatron="--fp8-param-gather", blocker=_fp8_params_blocked,
            megatron_with=lambda s: [("--reuse-grad-buf-for-mxfp8-param-ag",)] if s.fp8_recipe == "mxfp8" else []),
 ]
 """The option table, in the order the sidebar draws the options it does not place itself and the order of the

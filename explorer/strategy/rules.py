@@ -14,6 +14,7 @@ from types import SimpleNamespace
 from typing import Callable
 
 from explorer.errors import ExplorerError
+from explorer.hardware.precision import RECIPE_HARDWARE
 from explorer.schedules import get as schedule_of
 from explorer.strategy.moe_rules import dispatcher_hardware, ep_overlap_refusal
 from explorer.strategy.options import refusal as option_refusal
@@ -24,9 +25,9 @@ from explorer.strategy.recompute_rules import recompute_module_absent
 @dataclass(frozen=True)
 class Rule:
     reason: str              # short, stable: the search's pruning key
-    scope: str               # 'strategy' (fields only), 'model' (+ model), 'devices' (+ gpus, cluster)
+    scope: str               # 'strategy' (fields only), 'model' (+ model), 'cluster' (+ the cluster: check())
     fields: tuple            # the view attributes the predicate reads
-    broken: Callable         # (view, model, devices) -> message naming the values, or None
+    broken: Callable         # (view, model) -> message naming the values, or None; scope 'cluster': (view, cluster)
     searched: bool = True    # the search's enumeration can break it (counted when pruning)
 
 
@@ -268,6 +269,18 @@ def _precision(v, model=None):
     return None
 
 
+def fp8_recipe_hardware(v, cluster=None):
+    """An FP8 recipe the cluster's device does not run (Device.fp8_recipes, from Transformer Engine's support
+    matrix: explorer.hardware.precision.RECIPE_HARDWARE), e.g. MXFP8 on Hopper: one line naming the device and the
+    recipes that run there. A device that states no recipes takes every one."""
+    device = getattr(cluster, "device", None)
+    recipe = getattr(v, "fp8_recipe", "delayed")
+    if device is None or v.dtype != "fp8" or not device.fp8_recipes or recipe in device.fp8_recipes:
+        return None
+    return (f"fp8_recipe {recipe!r} does not run on {device.name}: it needs {RECIPE_HARDWARE[recipe]} "
+            f"(Transformer Engine's support matrix); {device.name} runs {', '.join(device.fp8_recipes)}")
+
+
 def _options(v, model=None):
     """An option of the table (explorer/strategy/options.py) on where its record says it does not apply (its
     `when`, its ZeRO stage): the record's one-line refusal, naming the values."""
@@ -385,6 +398,8 @@ RULES = (
     Rule("an option where its record says it does not apply", "strategy", ("dtype", "zero"), _options, False),
     Rule("recompute modules the model or recipe does not allow", "model",
          ("recompute", "recompute_modules", "dtype", "fp8_recipe"), _recompute_modules, False),
+    # the cluster's device (check() with a cluster: evaluate, the CLI, links, files, the search's problem)
+    Rule("FP8 recipe the device does not run", "cluster", ("dtype", "fp8_recipe"), fp8_recipe_hardware, False),
 )
 REASONS = tuple(rule.reason for rule in RULES if rule.searched) + (MEMORY,)
 """The search's pruning reasons, in the order a raw choice is checked."""
@@ -419,6 +434,19 @@ def check(model, strategy, gpus: int | None = None, cluster=None) -> None:
     message = _gpus(strategy, model, None, cluster) or dispatcher_hardware(strategy, model, cluster)
     if message:
         raise ExplorerError(message)
+    rule, message = first_broken_on(strategy, cluster)
+    if rule:
+        raise ExplorerError(message)
+
+
+def first_broken_on(view, cluster) -> tuple:
+    """(rule, message) of the first rule of scope 'cluster' `view` breaks on `cluster`, or (None, None)."""
+    for rule in RULES:
+        if rule.scope == "cluster" and cluster is not None:
+            message = rule.broken(view, cluster)
+            if message:
+                return rule, message
+    return None, None
 
 
 def view(**fields) -> SimpleNamespace:

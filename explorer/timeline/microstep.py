@@ -68,6 +68,11 @@ def _cp(phase, category, sn, cp) -> list:
 
 HIDDEN = "hidden"   # an 8th field: the segment overlaps the compute before it (its own row, no time taken)
 HOST = "host"       # an 8th field: the host's issue time of the phase, on the row 'gpu N · host' from the phase's start
+HOST_CATEGORY = "host"
+"""The category of the host's issue time (kind host_issue): the CPU launching the phase's kernels
+(explorer/model/kernels.py), which takes no device time of its own. The cost model prices only what the device
+waits for it (kind host_wait, category compute), so this is no cost category (explorer.cost.numeric.CATEGORIES);
+the Gantt gives it its own legend entry and colour (explorer/charts/palette.py) like every other row's category."""
 
 
 def _host(placed, ctx: Numbers, cp_algo: str) -> tuple:
@@ -79,9 +84,10 @@ def _host(placed, ctx: Numbers, cp_algo: str) -> tuple:
 
 
 def _host_segments(phase: str, issue: float, exposed: float) -> list:
-    """The host row of a phase (its issue time, drawn from the phase's start) and what it adds to the GPU's row:
-    the wait for the host's kernels and the synchronisation stalls (category compute, explorer/model/kernels.py)."""
-    out = [(phase, "host_issue", "compute", "host", issue, 0.0, "", HOST)] if issue > 0 else []
+    """The host row of a phase (its issue time, drawn from the phase's start; category HOST_CATEGORY) and what it
+    adds to the GPU's row: the wait for the host's kernels and the synchronisation stalls (category compute,
+    explorer/model/kernels.py)."""
+    out = [(phase, "host_issue", HOST_CATEGORY, "host", issue, 0.0, "", HOST)] if issue > 0 else []
     return out + ([(phase, "host_wait", "compute", "host", exposed, 0.0, "")] if exposed > 0 else [])
 
 

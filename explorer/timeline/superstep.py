@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from explorer.errors import ExplorerError
-from explorer.cost.evaluate import result_of
+from explorer.cost.evaluate import evaluation_of, result_of
 from explorer.cost.evaluation import evaluation
 from explorer.limits import check_timeline, check_timeline_passes
 from explorer.timeline.costs import PART_CATEGORIES, PART_KINDS, SEND_PART, PassCosts, from_result
@@ -37,7 +37,7 @@ def superstep_table(model, strategy, cluster, gpus=None, schedule: str | None = 
                     result=None) -> EventTable:
     """Events of one iteration; schedule defaults to the strategy's, or one it may be drawn as
     (Schedule.drawn_as: a 1f1b strategy as 'zb-h1', the same costs with the weight gradient moved to W
-    passes)."""
+    passes). `result`: evaluate(model, strategy, cluster)'s Result, if at hand; its Evaluation is reused."""
     schedule = schedule or strategy.schedule
     if schedule != strategy.schedule and schedule not in get(strategy.schedule).drawn_as:
         origins = [name for name, s in SCHEDULES.items() if schedule in s.drawn_as]
@@ -46,8 +46,11 @@ def superstep_table(model, strategy, cluster, gpus=None, schedule: str | None = 
                                 f"got schedule {strategy.schedule!r}")
         raise ExplorerError(f"schedule {schedule!r} differs from the strategy's {strategy.schedule!r}")
     check_timeline_passes(strategy)      # before any cost is built (limits.py)
-    ev = evaluation(model, strategy, cluster, gpus)      # the one numeric evaluation (explorer.cost.evaluation)
-    result = result or result_of(ev, model, strategy, cluster)
+    # the one numeric evaluation (explorer.cost.evaluation): the given Result's own when it has one
+    ev = evaluation_of(result) if result is not None else None
+    if ev is None:
+        ev = evaluation(model, strategy, cluster, gpus)
+        result = result or result_of(ev, model, strategy, cluster)
     costs = from_result(result, strategy, pass_layout(model, strategy, ev), ev.nums.level_names,
                         get(schedule).splits_weight)
     return pipeline_table(costs, strategy.micro_batches, schedule, overlap_dp=strategy.overlap_dp)

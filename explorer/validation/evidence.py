@@ -9,7 +9,8 @@ tests/test_evidence.py checks it against a fresh validation). For a strategy the
   GEMM efficiency per accelerator and precision, and MoE's own costs);
 * the regime's validated rows and their mean and max absolute relative error (the band shown with a
   number);
-* the three **nearest rows** by `distance` (below), with their errors;
+* the three **nearest rows** by `distance` (below), with their errors and a label a person reads (model, GPUs,
+  system, precision, publication: explorer.validation.run_labels);
 * **extrapolating** when no validated row is within EXTRAPOLATING_BEYOND of it, with the reason: the
   first thing the nearest row differs in.
 
@@ -29,6 +30,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from explorer.cost.evaluate import evaluate
+from explorer.validation.run_labels import run_label
 
 RESIDUALS = Path(__file__).resolve().parents[2] / "assets" / "validation" / "residuals.json"
 EXTRAPOLATING_BEYOND = 2.0
@@ -117,7 +119,8 @@ def evidence(model, strategy, cluster) -> dict:
     mine = features_of(model, strategy, cluster)
     rows = residuals()
     ranked = sorted(rows, key=lambda r: (distance(mine, r[3]), r[0]))
-    nearest = [{"id": r[0], "error": r[4], "distance": round(distance(mine, r[3]), 3), "source": r[2]}
+    nearest = [{"id": r[0], "error": r[4], "distance": round(distance(mine, r[3]), 3), "source": r[2],
+                "label": run_label(r[0], r[3].accelerator, r[3].gpus, r[4])}      # what a person reads of it
                for r in ranked[:NEAREST]]
     regime_rows = [r for r in rows if r[3].regime == mine.regime]
     held_out = [r for r in regime_rows if r[5] != "fitted"] or regime_rows

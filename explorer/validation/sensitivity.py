@@ -77,9 +77,10 @@ def _fields(tree, path=()):
     if isinstance(tree, dict):
         for key, value in tree.items():
             yield from _fields(value, path + (key,))
-    elif isinstance(tree, list):
+    elif isinstance(tree, list):        # the levels (by name); a list of names (fp8_recipes) holds no number
         for item in tree:
-            yield from _fields({k: v for k, v in item.items() if k != "name"}, path + (item["name"],))
+            if isinstance(item, dict):
+                yield from _fields({k: v for k, v in item.items() if k != "name"}, path + (item["name"],))
     elif isinstance(tree, (int, float)) and not isinstance(tree, bool) and path[-1] not in STRUCTURAL:
         yield path, float(tree)
 

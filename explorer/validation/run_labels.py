@@ -1,0 +1,60 @@
+"""What a person reads of a validated run: its model, system, precision and where it was published, instead of its id.
+
+The evidence (explorer.validation.evidence) names the validated runs nearest to a prediction; their ids
+(`mb_2511_pretrain_gpt-oss-120b_h100_bf16`) are keys, not words. `run_label(id, features, error)` says the same
+run as "gpt-oss-120b on 64 H100-SXM, bf16, Megatron-Bridge 25.11 container: +3 %", from the validation case of
+that id (explorer.validation.load_all_cases: its model's name, strategy and source) and the residual row's
+features (accelerator, GPU count). The id stays available beside it (a page's detail, the CLI's --json).
+
+>>> short_source("Narayanan et al., 'Efficient ...', SC'21 (arXiv:2104.04473), Table 1 (weak scaling)")
+"Narayanan et al. SC'21 Table 1"
+>>> short_source("NVIDIA-NeMo/Megatron-Bridge, docs/performance-summary.md (...), section '## 26.08 NeMo Container' > ...")
+'Megatron-Bridge 26.08 container'
+"""
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+
+CONTAINER = re.compile(r"## ([\d.]+) NeMo Container")
+"""Megatron-Bridge's performance summaries head each table with the NeMo container it was measured in."""
+PAPER = re.compile(r"^(.+? et al\.), '[^']*', ([^ ,(]+)[^,]*, (Table \w+)")
+"""A paper's table: 'Author et al., 'Title', Venue (arXiv:...), Table N'."""
+SOFTWARE = re.compile(r"software: ([^;)]+)")
+METRIC_WORDS = {"layer_fwd_s": "one layer's forward", "layer_bwd_s": "one layer's backward"}
+"""Rows that time less than an iteration say so."""
+
+
+def short_source(source: str) -> str:
+    """The publication of a validated run in a few words: the container, the paper's table, or the repository."""
+    found = CONTAINER.search(source)
+    if found:
+        return f"Megatron-Bridge {found.group(1)} container"
+    found = PAPER.match(source)
+    if found:
+        return " ".join(found.groups())
+    repository = source.split(",", 1)[0].strip()
+    software = SOFTWARE.search(source)
+    return f"{repository} ({software.group(1).strip()})" if software else repository
+
+
+@lru_cache(maxsize=1)
+def _cases() -> dict:
+    """id -> (model name, precision words, metric words, short source) of every bundled validation case."""
+    from explorer.validation import GROUPS, load_all_cases
+    out = {}
+    for case in load_all_cases(GROUPS):
+        s = case.strategy
+        precision = f"{s.dtype} ({s.fp8_recipe})" if s.dtype == "fp8" else s.dtype
+        out[case.id] = (case.model.name, precision, METRIC_WORDS.get(case.metric, ""), short_source(case.source))
+    return out
+
+
+def run_label(run_id: str, accelerator: str, gpus: int, error: float) -> str:
+    """One validated run as a person reads it (module docstring); the id itself for a run no case describes."""
+    known = _cases().get(run_id)
+    if known is None:
+        return f"{run_id}: {100 * error:+.0f} %"
+    model, precision, metric, source = known
+    what = f"{model}{', ' + metric if metric else ''} on {gpus:,} {accelerator}, {precision}, {source}"
+    return f"{what}: {100 * error:+.0f} %"
