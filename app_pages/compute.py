@@ -257,11 +257,14 @@ def table(frame):
 # The columns that name a table's rows (SUMMARY_LABELS of rank and strategy): pinned to the left, so a wide table
 # scrolled sideways (the Search and Compare tables at 1280x720 in classroom mode) still says whose numbers they are.
 NAME_COLUMNS = ("#", "strategy")
+NAME_WIDTHS = {"#": "small", "strategy": "medium"}   # st.column_config widths of the pinned columns
 
 
 def pinned_names(frame) -> dict:
-    """st.dataframe's column_config pinning the NAME_COLUMNS `frame` has."""
-    return {name: st.column_config.Column(pinned=True) for name in NAME_COLUMNS if name in frame.columns}
+    """st.dataframe's column_config pinning the NAME_COLUMNS `frame` has, at a bounded width: pinned at its natural
+    width a long strategy label took ~620 of 680 px of a 1280x720 classroom table (the full label shows on hover)."""
+    return {name: st.column_config.Column(pinned=True, width=NAME_WIDTHS[name])
+            for name in NAME_COLUMNS if name in frame.columns}
 
 
 def memory_problem(result, cluster) -> str:

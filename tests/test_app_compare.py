@@ -87,3 +87,5 @@ def test_the_strategy_column_is_pinned_for_sideways_scrolling():
             at.run()
         config = json.loads(at.dataframe[0].proto.columns)
         assert config["strategy"]["pinned"] is True, config
+        # bounded: pinned at its natural width a long label took ~620 of 680 px of a classroom table
+        assert config["strategy"]["width"] == "medium", config
