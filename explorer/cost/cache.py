@@ -197,3 +197,14 @@ def prune(path: Path, max_entries: int | None = None) -> None:
             old.unlink()
         except OSError:
             pass
+
+
+def stored_or_elsewhere(lookup, elsewhere, model, strategy, cluster, key_text: str):
+    """What `lookup(key_text)` finds in this process's disk cache, else after `elsewhere` (a worker-pool job that
+    builds it and stores it there: explorer/runtime/offload.py) said it did; None when neither has it. The one
+    read-through order of the cold tree (explorer/cost/cold.py) and the formulas (explorer/runtime/explanation.py)."""
+    found = lookup(key_text)
+    if found is None and elsewhere is not None and directory() is not None and \
+            elsewhere(model, strategy, cluster, key_text):
+        found = lookup(key_text)
+    return found

@@ -132,14 +132,9 @@ def _stored_tree(text: str) -> NumericTree | None:
 
 
 def _tree(text: str, model, strategy, cluster) -> NumericTree:
-    found = _stored_tree(text)
+    found = cache.stored_or_elsewhere(_stored_tree, _ELSEWHERE.get(), model, strategy, cluster, text)
     if found is not None:
         return found
-    elsewhere = _ELSEWHERE.get()
-    if elsewhere is not None and cache.directory() is not None and elsewhere(model, strategy, cluster, text):
-        found = _stored_tree(text)
-        if found is not None:
-            return found
     from explorer.cost.tree import cost_tree
     spend(f"building the cost tree of {model.name!s:.40} (a structure not seen before)")
     full = cost_tree(model, strategy, cluster)

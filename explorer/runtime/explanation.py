@@ -112,14 +112,9 @@ def explanation(model, strategy, cluster) -> Explanation:
     key = explanation_key(model, strategy, cluster)
 
     def make() -> Explanation:
-        found = stored(key)
+        found = cache.stored_or_elsewhere(stored, _ELSEWHERE.get(), model, strategy, cluster, key)
         if found is not None:
             return found
-        elsewhere = _ELSEWHERE.get()
-        if elsewhere is not None and cache.directory() is not None and elsewhere(model, strategy, cluster, key):
-            found = stored(key)
-            if found is not None:
-                return found
         made = build(model, strategy, cluster)
         store(key, made)
         return made
