@@ -451,3 +451,12 @@ def test_the_405b_misses_are_in_what_was_run(bridge):
     predicted = [c.model_flops / (evaluate(c.model, c.strategy, load_cluster(c.cluster), c.gpus).iteration_time_s
                                   * c.gpus) for c in (h100, later)]
     assert predicted[1] / predicted[0] - 1 < 0.04 and later.expected / h100.expected - 1 > 0.10
+
+
+def test_the_moe_run_keys_name_the_systems_the_group_has():
+    """explorer/validation/moe_runs.py keys rows by the published system names megatron_bridge.SYSTEMS maps to
+    presets: a system added to one and not the other would leave its rows unkeyed (priced eager, all-to-all)."""
+    from explorer.validation.megatron_bridge import SYSTEMS
+    from explorer.validation.moe_runs import RUN_KEYS, SYSTEM_NAMES
+    assert SYSTEM_NAMES == tuple(SYSTEMS)
+    assert {system for _, _, system in RUN_KEYS} <= set(SYSTEMS)

@@ -3,7 +3,7 @@ performance recipes: CUDA graph scope, token dispatcher, EP/all-to-all overlap a
 
 Before this table every DeepSeek-V3 row was priced eager, with the all-to-all dispatcher, exposed all-to-alls and
 no selective recomputation -- none of which the recipes ran from 25.11 on. Read from NVIDIA-NeMo/Megatron-Bridge
-(tags and commits as explorer.validation.megatron_bridge.RECIPE_TAGS):
+(tags and commits as explorer.validation.moe_runs.RECIPE_TAGS):
 
 * 25.09, v0.1.0rc4 (6725f704) scripts/performance/configs/deepseek/deepseek_v3_llm_pretrain.yaml perf_matrix
   (cuda_graphs false on every system) and scripts/performance/run_script.py (the deepseek branch): H100 enable_deepep
@@ -61,13 +61,13 @@ overlap_grad_reduce False): Strategy.overlap_dp False."""
 
 
 def deepseek_v3_run_keys() -> dict:
-    """(container, model, system) -> (cuda_graphs, moe_dispatcher), as megatron_bridge.RUN_KEYS."""
+    """(container, model, system) -> (cuda_graphs, moe_dispatcher), as moe_runs.RUN_KEYS."""
     return {(c, DEEPSEEK_V3, sys): (graphs, dispatcher) for (c, sys), (graphs, dispatcher, _, _) in
             DEEPSEEK_V3_RUNS.items()}
 
 
 def deepseek_v3_a2a_overlap() -> set:
-    """The (container, model, system) whose recipe set moe_a2a_overlap, as megatron_bridge.A2A_OVERLAP."""
+    """The (container, model, system) whose recipe set moe_a2a_overlap, as moe_runs.A2A_OVERLAP."""
     return {(c, DEEPSEEK_V3, sys) for (c, sys), (_, _, overlap, _) in DEEPSEEK_V3_RUNS.items() if overlap}
 
 
