@@ -1,5 +1,6 @@
-"""The MoE rules of explorer/strategy/rules.py's table that are the host side's and the dispatchers' (issue 27):
-expert-parallel overlap as Megatron-Core accepts it, and the hardware a fused dispatcher needs."""
+"""The MoE rules of explorer/strategy/rules.py's table: how expert parallelism divides the ranks and the experts,
+sequence parallelism under tensor parallelism, and the host side's and the dispatchers' (issue 27): expert-parallel
+overlap as Megatron-Core accepts it, and the hardware a fused dispatcher needs."""
 from __future__ import annotations
 
 from types import SimpleNamespace
@@ -53,4 +54,38 @@ def dispatcher_hardware(strategy, model, cluster):
     if "fp8" not in cluster.device.peak_flops:
         return (f"the {dispatcher} dispatcher needs a Hopper or later GPU (its kernels use the Tensor Memory "
                 f"Accelerator / SM90 instructions); {cluster.device.name} is older (use alltoall or allgather)")
+    return None
+
+
+def ep_divides_dp(v, model=None):
+    ep, cp = getattr(v, "ep", 1), getattr(v, "cp", 1)
+    etp = getattr(v, "expert_tp", 0) or v.tp
+    ranks = v.dp * cp * v.tp // etp      # the ranks of a stage outside the expert tensor-parallel group
+    if ranks % ep:
+        where = "dp" + (" x cp" if cp > 1 else "") + (" x tp" if etp != v.tp else "")
+        return (f"ep={ep} does not divide {where} = {ranks}: expert parallelism is carved out of the "
+                f"data-parallel ranks (Megatron-Core: ep x expert_tp divides tp x cp x dp, and each expert's "
+                "weights are replicated over the rest, the expert-data-parallel ranks)")
+    if etp != v.tp and not getattr(v, "sequence_parallel", False):
+        return ("expert_tp=1 with tp > 1 needs sequence parallelism (Megatron-LM refuses MoE with tensor "
+                "parallelism without it)")
+    return None
+
+
+def ep_divides_experts(v, model):
+    ep = getattr(v, "ep", 1)
+    if ep == 1:
+        return None
+    experts = getattr(model, "experts", 0)
+    if not experts:
+        return f"ep={ep} needs a model with experts; {model.name} is dense"
+    if experts % ep:
+        return f"ep={ep} does not divide the model's {experts} experts (each ep rank holds experts / ep of them)"
+    return None
+
+
+def moe_needs_sequence_parallel(v, model):
+    if getattr(model, "is_moe", False) and v.tp > 1 and not v.sequence_parallel:
+        return (f"{model.name} has experts: with tp={v.tp} it needs sequence parallelism (Megatron-Core's "
+                "MoELayer refuses to train MoE with tensor parallelism without it)")
     return None

@@ -16,7 +16,8 @@ from typing import Callable
 from explorer.errors import ExplorerError
 from explorer.hardware.precision import RECIPE_HARDWARE
 from explorer.schedules import get as schedule_of
-from explorer.strategy.moe_rules import dispatcher_hardware, ep_overlap_refusal
+from explorer.strategy.moe_rules import (dispatcher_hardware, ep_divides_dp, ep_divides_experts, ep_overlap_refusal,
+                                         moe_needs_sequence_parallel)
 from explorer.strategy.options import refusal as option_refusal
 from explorer.strategy.pipeline_layout import check_against, even_layout
 from explorer.strategy.recompute_rules import recompute_module_absent
@@ -303,40 +304,6 @@ def _recompute_modules(v, model):
     return None
 
 
-def _ep_divides_dp(v, model=None):
-    ep, cp = getattr(v, "ep", 1), getattr(v, "cp", 1)
-    etp = getattr(v, "expert_tp", 0) or v.tp
-    ranks = v.dp * cp * v.tp // etp      # the ranks of a stage outside the expert tensor-parallel group
-    if ranks % ep:
-        where = "dp" + (" x cp" if cp > 1 else "") + (" x tp" if etp != v.tp else "")
-        return (f"ep={ep} does not divide {where} = {ranks}: expert parallelism is carved out of the "
-                f"data-parallel ranks (Megatron-Core: ep x expert_tp divides tp x cp x dp, and each expert's "
-                "weights are replicated over the rest, the expert-data-parallel ranks)")
-    if etp != v.tp and not getattr(v, "sequence_parallel", False):
-        return ("expert_tp=1 with tp > 1 needs sequence parallelism (Megatron-LM refuses MoE with tensor "
-                "parallelism without it)")
-    return None
-
-
-def _ep_divides_experts(v, model):
-    ep = getattr(v, "ep", 1)
-    if ep == 1:
-        return None
-    experts = getattr(model, "experts", 0)
-    if not experts:
-        return f"ep={ep} needs a model with experts; {model.name} is dense"
-    if experts % ep:
-        return f"ep={ep} does not divide the model's {experts} experts (each ep rank holds experts / ep of them)"
-    return None
-
-
-def _moe_needs_sequence_parallel(v, model):
-    if getattr(model, "is_moe", False) and v.tp > 1 and not v.sequence_parallel:
-        return (f"{model.name} has experts: with tp={v.tp} it needs sequence parallelism (Megatron-Core's "
-                "MoELayer refuses to train MoE with tensor parallelism without it)")
-    return None
-
-
 HEADS = "t does not divide the attention heads"
 KV_HEADS = "t does not divide the key/value heads"
 STAGES = "more pipeline stages than layers"
@@ -384,11 +351,11 @@ RULES = (
     Rule("batch split of a micro-batch it does not divide", "model", ("micro_batch", "layer_splits"),
          _batch_split, False),
     Rule("MoE with t > 1 needs sequence parallelism", "model", ("tp", "sequence_parallel"),
-         _moe_needs_sequence_parallel),
+         moe_needs_sequence_parallel),
     # expert parallelism (issue 11): the search enumerates only ep that obey these
     Rule("ep does not divide d", "strategy", ("ep", "dp", "tp", "expert_tp", "sequence_parallel"),
-         _ep_divides_dp, False),
-    Rule("ep does not divide the experts", "model", ("ep",), _ep_divides_experts, False),
+         ep_divides_dp, False),
+    Rule("ep does not divide the experts", "model", ("ep",), ep_divides_experts, False),
     Rule("full CUDA graphs with a dropless MoE dispatcher", "model", ("cuda_graphs", "moe_dispatcher"),
          graphs_refusal, False),
     Rule("expert-parallel overlap Megatron-Core refuses", "model",
