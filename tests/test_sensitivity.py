@@ -231,3 +231,15 @@ def test_cost_page_shows_the_tornado_chart():
     specs = tornado()
     assert specs and specs[0]["data"][0]["orientation"] == "h"
     assert any(sub.value == "What this number depends on" for sub in at.subheader)
+
+
+def test_a_sink_model_reads_the_kernel_evaluate_picks():
+    """GPT-OSS's learnable sinks rule FlashAttention out (Transformer Engine), so on A100 its attention runs on the
+    flat curve; the derivatives read the same kernel as evaluate (before, they read FlashAttention-2's curve and the
+    panel said the two disagreed: 'unavailable')."""
+    from dataclasses import replace as _replace
+    from explorer.validation.sensitivity import sensitivity_or_reason
+    model = _replace(load_model("gpt-oss-120b"), layers=2)
+    out = sensitivity_or_reason(model, Strategy(dp=8, ep=8, global_batch=8, micro_batch=1), load_cluster(A100))
+    assert "unavailable" not in out, out
+    assert out["elasticities"]

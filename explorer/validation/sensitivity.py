@@ -48,11 +48,11 @@ _COMPILED = cache.BoundedCache(64)
 _EXPONENTS = cache.BoundedCache(64)
 
 
-def hardware_values(cluster, dtype: str) -> dict:
+def hardware_values(cluster, dtype: str, softmax: str = "vanilla") -> dict:
     """Symbol name -> value of every hardware number the formulas read: the compiled blocks' hardware
     arguments (explorer.cost.numeric.BLOCK_ARG_NAMES after the model's dimensions and the degree, as
     explorer.cost.numbers.Numbers.block_args gives them) and each machine level's g_{level}, L_{level}."""
-    hw = hardware_numbers(cluster, dtype)
+    hw = hardware_numbers(cluster, dtype, softmax)     # the kernel evaluate picks for the model's softmax
     first = BLOCK_ARG_NAMES.index("t") + 1
     args = Numbers((0.0,) * (first - 1), hw, ()).block_args(1, (1,) * len(cluster.levels))
     values = {name: x for name, x in list(zip(BLOCK_ARG_NAMES, args))[first:] if name not in ROUTE_ARGS}
@@ -68,7 +68,7 @@ def symbol_values(model, strategy, cluster) -> dict:
               "a_{kv}": model.kv_heads, "f": model.ffn_hidden, "V": model.vocab, "l": model.layers,
               "t": strategy.tp, "d": strategy.dp * strategy.cp, "p": strategy.pp, "v": strategy.chunks,
               "m": strategy.micro_batches, "e": strategy.ep * strategy.etp / strategy.tp}
-    values.update(hardware_values(cluster, strategy.dtype))
+    values.update(hardware_values(cluster, strategy.dtype, model.softmax_type))
     return {k: float(x) for k, x in values.items()}
 
 
@@ -94,17 +94,17 @@ def _set(tree, path, value):
     return {**tree, path[0]: _set(tree[path[0]], path[1:], value)}
 
 
-def field_exponents(cluster, dtype: str) -> dict:
+def field_exponents(cluster, dtype: str, softmax: str = "vanilla") -> dict:
     """Field path -> {symbol name: exponent}: each hardware number is a product of powers of the file's
     fields (a field it does not read: exponent 0, left out). Read by loading the file with one field
     multiplied by PROBE's factors (exact for such products; two factors that disagree mean a hardware
     number that is not one, refused)."""
-    return _EXPONENTS.get((cluster, dtype), lambda: _exponents(cluster, dtype))
+    return _EXPONENTS.get((cluster, dtype, softmax), lambda: _exponents(cluster, dtype, softmax))
 
 
-def _exponents(cluster, dtype: str) -> dict:
+def _exponents(cluster, dtype: str, softmax: str) -> dict:
     text = cluster_to_dict(cluster)
-    base = hardware_values(cluster_from_dict(text), dtype)
+    base = hardware_values(cluster_from_dict(text), dtype, softmax)
     out = {}
     for path, value in _fields(text):
         name = ".".join(path)
@@ -114,7 +114,8 @@ def _exponents(cluster, dtype: str) -> dict:
         seen = []
         for factors in (PROBE, tuple(1 / x for x in PROBE)):
             try:
-                seen = [(f, hardware_values(cluster_from_dict(_set(text, path, value * f)), dtype)) for f in factors]
+                seen = [(f, hardware_values(cluster_from_dict(_set(text, path, value * f)), dtype, softmax))
+                        for f in factors]
                 break
             except ExplorerError:
                 continue
@@ -156,7 +157,7 @@ def _load_or_build(text: str, model, strategy, cluster, critical: int, sync: int
         except (KeyError, TypeError, ValueError):
             pass
     from explorer.cost.elasticity import build
-    hardware = {x for powers in field_exponents(cluster, strategy.dtype).values() for x in powers}
+    hardware = {x for powers in field_exponents(cluster, strategy.dtype, model.softmax_type).values() for x in powers}
     entry = build(model, strategy, cluster, critical, sync, hardware)
     sources = {name: source_of(entry[name]) for name in ("stage_fn", "total_fn")}
     if all(sources.values()):
@@ -211,7 +212,7 @@ def sensitivity(model, strategy, cluster, result=None) -> dict:
     by_output = dict(zip(d["outputs"], scaled))
     per_symbol = {c: by_output.get(c, np.zeros(len(hw))) for c in CATEGORIES if c != "bubble"}
     per_symbol["bubble"] = by_output["iteration"] - sum(per_symbol.values())
-    exponents = field_exponents(cluster, strategy.dtype)
+    exponents = field_exponents(cluster, strategy.dtype, model.softmax_type)
     index = {x: i for i, x in enumerate(hw)}
 
     def on_fields(row) -> dict:
