@@ -132,3 +132,17 @@ def test_export_writes_the_window_the_sinks_and_the_biases(oss):
     assert "--window-size 127,0" in text and "--window-attn-skip-freq 2" in text
     assert "--softmax-type learnable" in text and "--attention-backend fused" in text
     assert "--disable-bias-linear" not in text
+
+
+@pytest.mark.parametrize("change, what", [({}, "sliding-window attention"),
+                                           ({"sliding_window_tokens": 0, "window_attn_skip_freq": 0},
+                                            "learnable attention sinks")])
+def test_ring_context_parallelism_is_refused_for_a_window_or_sinks(oss, change, what):
+    """Transformer Engine's context-parallel attention asserts a sliding window only with cp_comm_type a2a or
+    all_gather and a sink softmax only with a2a (attn_forward_func_with_cp): the ring (p2p) is refused in one line
+    naming what the model has; Ulysses (a2a) still evaluates."""
+    model = replace(oss, layers=2, **change)
+    ring = Strategy(dp=4, cp=2, cp_algo="ring", ep=4, global_batch=8, micro_batch=1)
+    with pytest.raises(ExplorerError, match=what):
+        evaluate(model, ring, load_cluster("dgx-h100"))
+    assert evaluate(model, ring.with_(cp_algo="ulysses"), load_cluster("dgx-h100")).iteration_time_s > 0

@@ -14,8 +14,9 @@ cp-1 are unmasked blocks of s/cp x s/(2cp): the same work each, priced on the un
 half chunk s/(2cp), so the kernel's mean efficiency is g(s/2cp) / (1/(kappa_a cp) + (cp-1)/cp).
 Without cp (or under Ulysses) a causal kernel runs at kappa_a g(s/2), an unmasked one at g(s). A sliding
 window (op.window: the keys a query block loops over, explorer/model/graph/moe.py window_keys) runs at
-kappa_a g(min(s/2, window)) -- the band's blocks as a call of that many keys, masked at its edges; under ring
-context parallelism too (a window this short stays within a rank's chunk and its neighbour's).
+kappa_a g(min(s/2, window)) -- the band's blocks as a call of that many keys, masked at its edges (Ulysses
+keeps the whole sequence per call; ring context parallelism refuses a window: explorer/strategy/rules.py _cp_algo,
+after Transformer Engine).
 The explanation, the LaTeX and the compiled numbers read this one expression.
 """
 from __future__ import annotations
@@ -37,8 +38,8 @@ def efficiency(op, cp: int, cp_algo: str, backward: bool) -> sp.Expr:
     """The fused attention kernel's achieved fraction of F_a for operator `op` (its head_dim and mask)."""
     ring = cp > 1 and cp_algo == "ring"
     n = s / cp if ring else s
-    if op.causal and op.window:
-        return kappa_a * curve(sp.Min(n / 2, sp.Integer(op.window)), op.head_dim, backward)
+    if op.causal and op.window:       # never under ring CP (the rule table refuses it)
+        return kappa_a * curve(sp.Min(s / 2, sp.Integer(op.window)), op.head_dim, backward)
     if not op.causal:
         return curve(n, op.head_dim, backward)
     if ring:

@@ -238,6 +238,12 @@ def _cp_algo(v, model):
         return (f"ring context parallelism (cp={cp}) needs FlashAttention: Megatron-LM's CP runs Transformer "
                 "Engine's context-parallel attention, whose backends are the flash and fused attention kernels "
                 "(use --attention flash, or --cp-algo ulysses)")
+    if algo == "ring" and (getattr(model, "sliding_window_tokens", 0) or getattr(model, "attention_sinks", False)):
+        what = "sliding-window attention" if getattr(model, "sliding_window_tokens", 0) else "learnable attention sinks"
+        return (f"ring context parallelism (cp={cp}) cannot run {model.name}'s {what}: Transformer Engine's "
+                "context-parallel attention takes a sliding window only with cp_comm_type a2a or all_gather and a "
+                "sink softmax only with a2a (context_parallel.py attn_forward_func_with_cp @ d0067d0d); use "
+                "--cp-algo ulysses")
     if algo == "ulysses":
         for what, heads in (("attention heads", model.heads), ("key/value heads", model.kv_heads)):
             if heads % (v.tp * cp):
