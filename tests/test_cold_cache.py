@@ -207,3 +207,18 @@ def test_a_block_function_from_disk_is_the_lambdified_one(disk):
 def test_what_json_cannot_hold_is_not_stored(disk):
     assert not cache.store("tree", "k", {"x": np.int64(3)})
     assert cache.load("tree", "k") is None
+
+
+def test_the_glossary_is_part_of_the_disk_caches_key(monkeypatch):
+    """Stored formulas carry the glossary's legend (explorer/runtime/explanation.py): an edit of the glossary alone
+    must change the fingerprint every entry is keyed by, or a restarted server serves the old legend (review)."""
+    from pathlib import Path
+    from explorer.cost import cache as disk
+    from explorer.io.glossary import GLOSSARY
+    monkeypatch.setattr(disk, "_STATE", {})
+    before = disk.fingerprint()
+    real = Path.read_bytes
+    monkeypatch.setattr(Path, "read_bytes",
+                        lambda self: real(self) + (b" " if self.resolve() == GLOSSARY.resolve() else b""))
+    monkeypatch.setattr(disk, "_STATE", {})
+    assert before is not None and disk.fingerprint() != before

@@ -22,6 +22,7 @@ import json
 import os
 import stat
 import tempfile
+import threading
 from collections import OrderedDict
 from pathlib import Path
 
@@ -30,8 +31,11 @@ MAX_ENTRIES = 4096
 32k tokens with cp ~490; each a few KB: ~20 MB when full)."""
 MAX_ENTRY_BYTES = 4 << 20
 _PACKAGE = Path(__file__).resolve().parents[1]
-_SOURCES = ("cost", "model", "schedules", "strategy", "hardware", "symbols.py")
-"""What the cached functions and arrays are built from: their source is part of every key."""
+_SOURCES = ("cost", "model", "schedules", "strategy", "hardware", "symbols.py", "io/glossary.py")
+"""What the cached functions, arrays and formulas are built from: their source is part of every key (the glossary
+names the stored formulas' legend: explorer/runtime/explanation.py)."""
+_ASSETS = ("glossary.json",)
+"""Bundled assets the stored formulas read (the legend's text), part of every key as the sources are."""
 
 
 class BoundedCache:
@@ -40,15 +44,19 @@ class BoundedCache:
     def __init__(self, max_entries: int):
         self.max_entries = max_entries
         self._data: OrderedDict = OrderedDict()
+        self._lock = threading.Lock()     # the app's sessions are threads of one server: look-up and eviction
+                                          # are one step each (make() runs outside it; two makers may both build)
 
     def get(self, key, make):
-        if key in self._data:
-            self._data.move_to_end(key)
-            return self._data[key]
+        with self._lock:
+            if key in self._data:
+                self._data.move_to_end(key)
+                return self._data[key]
         value = make()
-        self._data[key] = value
-        if len(self._data) > self.max_entries:
-            self._data.popitem(last=False)
+        with self._lock:
+            self._data[key] = value
+            if len(self._data) > self.max_entries:
+                self._data.popitem(last=False)
         return value
 
     def __len__(self):
@@ -71,6 +79,8 @@ def fingerprint() -> str | None:
                 root = _PACKAGE / name
                 for path in sorted(root.rglob("*.py")) if root.is_dir() else [root]:
                     digest.update(str(path.relative_to(_PACKAGE)).encode() + b"\0" + path.read_bytes() + b"\0")
+            for name in _ASSETS:
+                digest.update(name.encode() + b"\0" + (_PACKAGE.parent / "assets" / name).read_bytes() + b"\0")
         except OSError:
             return None
         _STATE["fingerprint"] = digest.hexdigest()
