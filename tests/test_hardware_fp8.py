@@ -221,3 +221,13 @@ def test_mxfp8_on_hopper_is_refused_in_one_line_everywhere(tmp_path):
                               "dgx-h100", "--gpus", "8", *args], cwd=ROOT, capture_output=True, text=True,
                              timeout=120)
         assert out.returncode != 0 and line in out.stderr and "Traceback" not in out.stderr, out.stderr
+
+
+def test_mxfp8_on_mi300x_is_refused_and_its_per_tensor_recipes_run():
+    """ROCm's Transformer Engine runs MXFP8 on gfx95x only; MI300X (gfx942) states the recipes it runs in its cluster
+    file, so MXFP8 is refused there as on Hopper (before, a device stating none took every recipe)."""
+    model, mi300x = load_model("gpt-1.7b"), load_cluster("mi300x")
+    s = Strategy(dp=8, global_batch=8, dtype="fp8", fp8_recipe="mxfp8")
+    with pytest.raises(ExplorerError, match="fp8_recipe 'mxfp8' does not run on MI300X"):
+        evaluate(model, s, mi300x)
+    assert evaluate(model, s.with_(fp8_recipe="tensorwise"), mi300x).iteration_time_s > 0

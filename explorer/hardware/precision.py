@@ -46,7 +46,8 @@ FP8_RECIPES = ("delayed", "tensorwise", "blockwise", "mxfp8")
 RECIPE_HARDWARE = {"delayed": "FP8 tensor cores (compute capability 8.9 or later)",
                    "tensorwise": "FP8 tensor cores (compute capability 8.9 or later)",
                    "blockwise": "Hopper or later tensor cores (compute capability 9.0 or later)",
-                   "mxfp8": "Blackwell data-centre tensor cores (compute capability 10.x): its 1x32 blocks carry E8M0 "
+                   "mxfp8": "Blackwell data-centre tensor cores (compute capability 10.x; on AMD, gfx95x: ROCm's "
+                            "Transformer Engine README): its 1x32 blocks carry E8M0 "
                             "scales the tensor cores apply in the GEMM"}
 """What each recipe needs of the device, from Transformer Engine's 'Datatype and hardware support matrix'
 (nvidia.github.io/TransformerEngine/support_matrix.html: FP8 per tensor -- DelayedScaling, Float8CurrentScaling --
