@@ -207,7 +207,8 @@ def _ends_periodic(schedule: str, durations: np.ndarray, ms: np.ndarray, v: int,
     modulo k), where both differences are k T_* on every stage, the ends at m follow by adding the
     remaining blocks (m up to m_3 is one of the three). Candidates whose pipeline has not settled by
     then try again from four times m_1, and are computed in full once that would reach m. (With
-    overlapped sends the pace may exceed T_*: such candidates are computed in full.)"""
+    overlapped sends the pace may exceed T_* after looking steady: such candidates are computed in full up to
+    MAX_GRAPH_PASSES passes.)"""
     p = durations.shape[0]
     m1 = int(_base(get(schedule), p, k, int(ms[0]))) if m1 is None else m1    # the same for every column here
     if int(ms.max()) < m1 + 2 * k:       # every column is one of the short ones: only those are walked
@@ -221,7 +222,16 @@ def _ends_periodic(schedule: str, durations: np.ndarray, ms: np.ndarray, v: int,
     out = e3 + ((ms - m1 - 2 * k) // k) * pace
     short = ms <= m1 + 2 * k                                     # one of the three itself
     out[:, short] = np.choose(((ms[short] - m1) // k)[None, :], (e1[:, short], e2[:, short], e3[:, short]))
-    steady |= short
+    # with overlapped sends, stage ends that moved by T_* twice do not show that every pass did: the pace can
+    # still rise (a 6-stage ZB-H1 with two sends: 6, 6, then 7 a micro-batch, period 3), so such columns are
+    # computed in full wherever their graph stays within MAX_GRAPH_PASSES (past that the extrapolation stands)
+    walked = np.zeros(len(ms), dtype=bool) if sent is None else \
+        (sent.reshape(-1, sent.shape[-1]) > 0).any(axis=0) & (get(schedule).pass_kinds * p * ms * v <= MAX_GRAPH_PASSES)
+    walked &= ~short
+    for count in np.unique(ms[walked]):                          # one walk per micro-batch count
+        cols = np.flatnonzero(walked & (ms == count))
+        out[:, cols] = ends_graph(schedule, durations[..., cols], int(count), v, sent[..., cols])
+    steady |= short | walked
     later = m1 + 3 * m1 // k * k                                 # four times m_1, the same remainder
     for c in np.flatnonzero(~steady):
         one, one_sent = durations[..., c:c + 1], None if sent is None else sent[..., c:c + 1]
