@@ -89,5 +89,8 @@ def test_the_warning_fires_only_above_every_published_run_of_the_regime():
     assert hfu_of(r) < ev["published_hfu_max"] and mfu_warning(ev, r) == ""
     lower = {**ev, "published_hfu_max": 0.4}
     text = mfu_warning(lower, r)
-    assert f"{100 * hfu_of(r):.0f} %" in text and "40 %" in text and ev["published_hfu_row"] in text
+    assert f"{100 * hfu_of(r):.0f} %" in text and "40 %" in text
+    # the run named as a person reads it (the browser walk read 'mb_260201_pretrain_...'), not by its id
+    assert ev["published_hfu_label"] in text and ev["published_hfu_row"] not in text
+    assert "A100" in ev["published_hfu_label"], ev
     assert mfu_warning({**ev, "published_hfu_max": None}, r) == ""

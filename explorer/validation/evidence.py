@@ -30,7 +30,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from explorer.cost.evaluate import evaluate
-from explorer.validation.run_labels import run_label
+from explorer.validation.run_labels import run_label, run_name
 
 RESIDUALS = Path(__file__).resolve().parents[2] / "assets" / "validation" / "residuals.json"
 EXTRAPOLATING_BEYOND = 2.0
@@ -132,13 +132,15 @@ def evidence(model, strategy, cluster) -> dict:
     elif not regime_rows:
         reason = f"no validated run in the regime {mine.regime}"
     hfus = published_hfus()
-    reached = sorted((hfus[r[0]], r[0]) for r in regime_rows if r[0] in hfus)
+    reached = sorted((hfus[r[0]], r[0], run_name(r[0], r[3].accelerator, r[3].gpus)) for r in regime_rows
+                     if r[0] in hfus)
     return {"regime": mine.regime, "validated_rows": len(held_out),
             "mean_abs_error": float(sum(errors) / len(errors)) if errors else None,
             "max_abs_error": float(max(errors)) if errors else None,
             "nearest_rows": nearest, "extrapolating": bool(far or not regime_rows), "reason": reason,
             "published_hfu_max": reached[-1][0] if reached else None,
-            "published_hfu_row": reached[-1][1] if reached else None, "published_hfu_runs": len(reached)}
+            "published_hfu_row": reached[-1][1] if reached else None,
+            "published_hfu_label": reached[-1][2] if reached else None, "published_hfu_runs": len(reached)}
 
 
 def mfu_warning(ev: dict, result) -> str:
@@ -150,7 +152,8 @@ def mfu_warning(ev: dict, result) -> str:
         return ""
     return (f"Optimistic? This strategy keeps the GPUs {100 * hfu:.0f} % busy with FLOPs (MFU {100 * result.mfu:.0f} %, "
             f"recomputation counted: {100 * hfu:.0f} %), more than any of the {ev['published_hfu_runs']} published runs "
-            f"of this regime reached ({100 * top:.0f} %, {ev['published_hfu_row']}): see the evidence and the "
+            f"of this regime reached ({100 * top:.0f} %, {ev.get('published_hfu_label') or ev['published_hfu_row']}): see "
+            "the evidence and the "
             "Validation page.")
 
 

@@ -50,11 +50,15 @@ def _cases() -> dict:
     return out
 
 
-def run_label(run_id: str, accelerator: str, gpus: int, error: float) -> str:
+def run_name(run_id: str, accelerator: str, gpus: int) -> str:
     """One validated run as a person reads it (module docstring); the id itself for a run no case describes."""
     known = _cases().get(run_id)
     if known is None:
-        return f"{run_id}: {100 * error:+.0f} %"
+        return run_id
     model, precision, metric, source = known
-    what = f"{model}{', ' + metric if metric else ''} on {gpus:,} {accelerator}, {precision}, {source}"
-    return f"{what}: {100 * error:+.0f} %"
+    return f"{model}{', ' + metric if metric else ''} on {gpus:,} {accelerator}, {precision}, {source}"
+
+
+def run_label(run_id: str, accelerator: str, gpus: int, error: float) -> str:
+    """run_name with the model's error on that run."""
+    return f"{run_name(run_id, accelerator, gpus)}: {100 * error:+.0f} %"
