@@ -11,13 +11,19 @@ CHART = "search_pareto_chart"
 JOB_WAIT_S = 120
 
 
-def searched():
+def search_page():
+    """The Search page of tiny-gpt on the classroom cluster, 8 GPUs, batch 16, before any search."""
     at = open_page()
     at.session_state["model"] = load_model("tiny-gpt")
     at.session_state["cluster"] = load_cluster("classroom")
     at.session_state["w_search_gpus"] = 8
     at.session_state["w_search_batch"] = 16
     at.switch_page("app_pages/search.py").run()
+    return at
+
+
+def searched():
+    at = search_page()
     assert not at.exception, at.exception
     at.button[0].click().run()
     return finished(at)
@@ -100,12 +106,7 @@ def test_selecting_a_point_loads_the_strategy_everywhere():
 
 def test_a_framework_filter_on_the_page():
     """Only strategies DeepSpeed's config can express (no tensor parallelism) when it is chosen."""
-    at = open_page()
-    at.session_state["model"] = load_model("tiny-gpt")
-    at.session_state["cluster"] = load_cluster("classroom")
-    at.session_state["w_search_gpus"] = 8
-    at.session_state["w_search_batch"] = 16
-    at.switch_page("app_pages/search.py").run()
+    at = search_page()
     at.selectbox(key="w_search_framework").set_value("deepspeed").run()
     finished(at.button[0].click().run())
     result = at.session_state["search_result"]["result"]
@@ -140,12 +141,7 @@ def test_the_search_leaves_the_headroom_free_and_says_how_sure_its_ranking_is():
 def test_the_prompt_gives_way_to_the_running_search():
     """Before a search the page asks for one; while it runs (in a worker process) the page shows its progress bar
     and Cancel button, not the 'press Search' prompt as well (it stayed, under the bar, before)."""
-    at = open_page()
-    at.session_state["model"] = load_model("tiny-gpt")
-    at.session_state["cluster"] = load_cluster("classroom")
-    at.session_state["w_search_gpus"] = 8
-    at.session_state["w_search_batch"] = 16
-    at.switch_page("app_pages/search.py").run()
+    at = search_page()
     prompt = lambda: [i.value for i in at.info if "press Search" in i.value]
     assert prompt() and not at.get("progress")
     at.button[0].click().run()
