@@ -249,3 +249,33 @@ def test_a_device_with_fewer_sms_than_the_dispatch_kernels_runs_no_compute_besid
     d["device"]["sms"] = 10 ** 6
     with pytest.raises(ExplorerError, match="sms"):
         cluster_from_dict(d)
+
+
+def test_expert_parallel_overlap_holds_one_more_layer_of_activations():
+    """Megatron-Core's merged forward-backward steps (combined_1f1b.py; one extra warm-up forward in
+    schedules.py get_pp_rank_microbatches) run the next micro-batch's layer i beside the oldest one's layer L-1-i,
+    each backward node freeing its tensors: the peak is one layer above the plain schedule's
+    (explorer.cost.superstep.activations_in_flight). Qwen3-30B-A3B on 16 H100s, ep 16, HybridEP, b = 1, s = 4096:
+    21.50 -> 21.90 GiB of activations (+0.399 GiB, the MoE layer's, not the head's 2.35 GiB of logits); with one
+    micro-batch (no forward after the warm-up) nothing more; the interleaved schedule adds the layer on every stage."""
+    from explorer.cost.evaluation import build_evaluation
+    h100 = load_cluster("dgx-h100")
+    base = Strategy(dp=16, micro_batch=1, global_batch=256, ep=16, expert_tp=1, moe_dispatcher="hybridep")
+    plain, over = evaluate(QWEN, base, h100, 16), evaluate(QWEN, base.with_(overlap_ep=True), h100, 16)
+    act = build_evaluation(QWEN, [base], h100).block_q("act")[:, 0]      # embedding, layer, head
+    assert act[1] / 2**30 == pytest.approx(0.399, abs=1e-3) and act[2] > 5 * act[1]
+    extra = over.memory_bytes_per_device["activations"] - plain.memory_bytes_per_device["activations"]
+    assert extra == pytest.approx(act[1], rel=1e-9)
+    assert plain.memory_bytes_per_device["activations"] / 2**30 == pytest.approx(21.50, abs=0.01)
+    for part in ("params", "grads", "optimizer"):
+        assert over.memory_bytes_per_device[part] == plain.memory_bytes_per_device[part]
+    one = base.with_(global_batch=16)                                    # m = 1: the first forward alone
+    assert evaluate(QWEN, one.with_(overlap_ep=True), h100, 16).memory_bytes_per_device == \
+        pytest.approx(evaluate(QWEN, one, h100, 16).memory_bytes_per_device, rel=1e-12)
+    chunked = Strategy(dp=8, pp=2, schedule="interleaved", chunks=2, micro_batch=1, global_batch=256, ep=8,
+                       expert_tp=1, moe_dispatcher="hybridep")
+    plain, over = evaluate(QWEN, chunked, h100, 16), evaluate(QWEN, chunked.with_(overlap_ep=True), h100, 16)
+    act = build_evaluation(QWEN, [chunked], h100).block_q("act")[:, 0]
+    layer = max(act[:-1])
+    assert [o["activations"] - p_["activations"] for o, p_ in zip(over.memory_by_stage, plain.memory_by_stage)] == \
+        pytest.approx([layer, layer], rel=1e-9)

@@ -87,15 +87,17 @@ def test_vector_of_micro_batches_equals_one_at_a_time():
 
 def block_by_block(chain, nodes, stages, pp):
     """stage_sums' scalar path: every node and every link added one at a time (with the sends each
-    stage makes, SF and SB)."""
-    from explorer.search.tables import B_FROM, B_TO, F_FROM, F_TO, ROWS, S_FROM, S_TO, SB, SF, STAGE_ROWS
+    stage makes, SF and SB); AL, the largest layer's activations, the largest node's, not their sum."""
+    from explorer.search.tables import AL, B_FROM, B_TO, F_FROM, F_TO, ROWS, S_FROM, S_TO, SB, SF, STAGE_ROWS
     out = np.zeros((STAGE_ROWS, pp, chain.b.size))
     tied = chain.tied(pp)
     if tied:
         out[PSI] += tied["Psi_r"]
         out[GS] += tied["GS_r"]
     for i, node in enumerate(nodes):
+        largest = np.maximum(out[AL, stages[i]], node.values[AL])
         out[:ROWS, stages[i]] += node.values
+        out[AL, stages[i]] = largest
         if i:
             link = chain.link(i, nodes[i - 1], node, stages[i - 1], stages[i])
             out[F, stages[i - 1]] += link[F_FROM]

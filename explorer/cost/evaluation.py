@@ -18,7 +18,7 @@ import numpy as np
 from explorer.cost.cold import NumericTree, numeric_tree, superstep_function
 from explorer.cost.numbers import Numbers
 from explorer.cost.numeric import (MEMORY_PARTS, OUTPUTS, SCALAR_INPUT_NAMES, STAGE_INPUT_NAMES, BoundaryNumbers,
-                                   block_quantity, ep_exposed, expert_dp_ratio, grad_norm_seconds,
+                                   block_quantity, ep_exposed, expert_dp_ratio, grad_norm_seconds, layer_activations,
                                    optimizer_state_bytes, optimizer_update_bytes, sharded_expert_params,
                                    stage_dp_g_L, stage_expert_dp_g_L, stage_values, tied_values)
 from explorer.cost.placement import ep_overlaps, ep_sm_share
@@ -138,7 +138,8 @@ def build_evaluation(model: ModelSpec, strategies: list, cluster: Cluster,
     ep_overlap = ep_overlaps(model, first)                                 # expert-parallel overlap (moe_terms.py)
     ep_share = ep_sm_share(model, first, cluster)                  # its dispatch kernels' SMs (fused_dispatch.py)
     stage = stage_values(per_stage, bound.fwd_s, bound.bwd_s, tied_values(tree.tied, first.tp, tree.stages, nums),
-                         (bound.sends_fwd_s, bound.sends_bwd_s), np.maximum if ep_overlap else None, ep_share)
+                         (bound.sends_fwd_s, bound.sends_bwd_s), np.maximum if ep_overlap else None, ep_share,
+                         layer_activations(tree.counts, block_quantity(values, "act")))
     stage["g_r"], stage["L_r"] = _dp_g_L(cluster, strategies, tree.stages)
     stage["r"] = np.arange(tree.stages, dtype=float)[:, None]
     # the gradients are reduced (and ZeRO shards them) over dp x cp (Megatron-LM's data-parallel group

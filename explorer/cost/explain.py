@@ -123,7 +123,8 @@ def symbol_values(model, strategy, cluster) -> dict:
 def _stage_tables(tree, strategy, g, L):
     """Per stage, the block quantities (stages x BLOCK_Q, object array of sympy expressions,
     degree and level substituted), the boundary seconds by category and phase, and the
-    point-to-point sends' seconds by phase (numeric.boundary_values' sends)."""
+    point-to-point sends' seconds by phase (numeric.boundary_values' sends), and each stage's largest layer's
+    activations (numeric.layer_activations: the kinds but the last, the head)."""
     uniform = not schedule_of(strategy.schedule).chunked and not strategy.stage_map and \
         tree.plan.model.layers % strategy.pp == 0
     per_layer = tree.plan.model.layers // strategy.pp
@@ -155,7 +156,15 @@ def _stage_tables(tree, strategy, g, L):
         (fwd if grp.phase == "fwd" else bwd)[grp.category][grp.stage] += secs
         if grp.category == "pp_comm" and grp.kind == "p2p":
             sends[grp.phase != "fwd"][grp.stage] += secs
-    return per_stage, fwd, bwd, sends
+    layer_act = np.array([_largest([exprs[Q["act"]] for k, exprs in enumerate(kinds[:-1])
+                                    if tree.counts[i, k] and exprs[Q["act"]] != 0]) for i in range(stages)],
+                         dtype=object)
+    return per_stage, fwd, bwd, sends, layer_act
+
+
+def _largest(exprs: list):
+    """The largest of `exprs` (QuickMax), the one itself, or 0 for none."""
+    return QuickMax(*exprs) if len(exprs) > 1 else (exprs[0] if exprs else sp.Integer(0))
 
 
 def _expand(expr, stage: dict, at: dict, stages: int, ends: tuple = (), constants: dict | None = None):
@@ -229,10 +238,10 @@ def symbolic_stages(model, strategy, cluster) -> dict:
     explorer.cost.elasticity alike."""
     tree = cost_tree(model, strategy, cluster)
     g, L = level_symbols(cluster)
-    per_stage, fwd_b, bwd_b, sends_b = _stage_tables(tree, strategy, g, L)
+    per_stage, fwd_b, bwd_b, sends_b, layer_act = _stage_tables(tree, strategy, g, L)
     sigma = ep_sm_share(model, strategy, cluster, exact=True)      # a fraction in the formulas (16/148), not 0.108
     stage = stage_inputs(per_stage, fwd_b, bwd_b, _tied(tree, strategy, g, L), sends_b, ep_overlaps(model, strategy),
-                         sp.Rational(sigma.numerator, sigma.denominator) if sigma else 0)
+                         sp.Rational(sigma.numerator, sigma.denominator) if sigma else 0, layer_act)
     routes = [coll.route_g_L("all_reduce", route, g, L) for route in stage_dp_routes(cluster, strategy.mesh, strategy.pp)]
     stage[g_r] = np.array([x for x, _ in routes], dtype=object)
     stage[L_r] = np.array([y for _, y in routes], dtype=object)

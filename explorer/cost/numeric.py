@@ -32,7 +32,7 @@ OUTPUTS = ("iteration", "makespan", "stage_end") + CATEGORIES + ("critical_stage
     tuple(f"memory_{part}" for part in MEMORY_PARTS)
 """The super-step terms evaluate() reads (explorer.cost.superstep.terms)."""
 STAGE_INPUT_NAMES = ("F_r", "B_r", "W_r", "C_r", "R_r", "O_r", "X_r", "P_r", "Psi_r", "A_r", "GS_r", "GSB_r",
-                     "g_r", "L_r", "r", "CP_r", "E_r", "Psi^e_r", "g^e_r", "L^e_r", "S^f_r", "S^b_r")
+                     "g_r", "L_r", "r", "CP_r", "E_r", "Psi^e_r", "g^e_r", "L^e_r", "S^f_r", "S^b_r", "A^l_r")
 """Names of explorer.cost.superstep.STAGE_INPUTS, in order (superstep checks it)."""
 SCALAR_INPUT_NAMES = ("m", "v", "p", "d", "beta", "W_{hbm}", "K_{opt}", "e", "T_{norm}")
 """Names of explorer.cost.superstep.SCALAR_INPUTS, in order."""
@@ -352,8 +352,20 @@ def exposed_all_to_alls(a2a, partner_compute, share, maximum):
     return maximum(share * a2a, a2a - partner_compute)
 
 
+def layer_activations(counts: np.ndarray, act: np.ndarray) -> np.ndarray:
+    """Per stage (stages x candidates), the activations of the largest block on it but the head (counts: stages x
+    kinds; `act`: each kind's activation bytes, kinds x candidates): what a merged forward-backward step of
+    expert-parallel overlap holds beyond the micro-batches in flight (explorer.cost.superstep.activations_in_flight).
+    The head is the last kind (explorer.cost.tree.build numbers the kinds in chain order, the head last): its
+    logits are made after the partner's layers are freed. explorer.cost.explain composes the same maximum."""
+    act = np.asarray(act, dtype=float)
+    if counts.shape[1] < 2:
+        return np.zeros((counts.shape[0],) + act.shape[1:])
+    return np.where(counts[:, :-1, None] > 0, act[None, :-1], 0.0).max(axis=1)
+
+
 def stage_values(per_stage, fwd_b: dict, bwd_b: dict, tied: dict | None = None, sends=None, ep_overlap=None,
-                 ep_share=0.0) -> dict:
+                 ep_share=0.0, layer_act=None) -> dict:
     """The one composition of a stage: its blocks' quantities (per_stage: stages x BLOCK_Q x C)
     plus the boundary collectives it pays, by the super-step's per-stage symbol names (arrays,
     or sympy expressions when explain() composes the same sums); `tied` adds a tied embedding's
@@ -361,7 +373,8 @@ def stage_values(per_stage, fwd_b: dict, bwd_b: dict, tied: dict | None = None, 
     (fwd, bwd) the point-to-point sends within P_r (boundary_values). `ep_overlap`: a two-argument max
     (np.maximum for numbers, QuickMax for sympy) when the MoE all-to-alls run under the partner pass's compute
     (Strategy.overlap_ep, explorer/cost/moe_terms.py): the forward's exposed max(0, E_f - C_b), the
-    backward's max(0, E_b - C_f), or max(sigma E, E - C) with `ep_share` sigma (ep_exposed); None: all exposed."""
+    backward's max(0, E_b - C_f), or max(sigma E, E - C) with `ep_share` sigma (ep_exposed); None: all exposed.
+    `layer_act`: A^l_r, each stage's largest layer's activations (layer_activations), 0 if not given."""
     q = lambda name: per_stage[:, Q[name]]
     a2a = {"E^f_r": fwd_b["ep_comm"], "E^b_r": bwd_b["ep_comm"]}              # before the overlap hides any
     fwd_b, bwd_b = ep_exposed(per_stage, fwd_b, bwd_b, ep_overlap, ep_share)   # the hidden part leaves ep_comm
@@ -377,7 +390,8 @@ def stage_values(per_stage, fwd_b: dict, bwd_b: dict, tied: dict | None = None, 
            # what expert-parallel overlap reads (ep_exposed; not super-step inputs): each pass's all-to-alls before
            # it hides any, and the compute of each pass that hides the partner's (the search composes its stage
            # sums' overlap from them: explorer.search.tables.ep_overlapped)
-           **a2a, "C^f_r": q("fwd_compute"), "C^b_r": q("bwd_compute")}
+           **a2a, "C^f_r": q("fwd_compute"), "C^b_r": q("bwd_compute"),
+           "A^l_r": 0 * q("act") if layer_act is None else layer_act}
     if sends is not None:
         out["S^f_r"], out["S^b_r"] = sends
     for name, extra in (tied or {}).items():

@@ -38,8 +38,9 @@ g_e_r = sp.Symbol("g^e_r", nonnegative=True)   # seconds per byte of stage r's e
 L_e_r = sp.Symbol("L^e_r", nonnegative=True)   # latency of that level
 e = sp.Symbol("e", positive=True)              # d over the expert weights' data-parallel replicas: ep (ep etp / t)
 T_norm = sp.Symbol("T_{norm}", nonnegative=True)  # gradient-norm all-reduce(s) before the step (numeric.grad_norm_seconds)
+A_l_r = sp.Symbol("A^l_r", nonnegative=True)   # the largest layer's activations on stage r (numeric.layer_activations)
 STAGE_INPUTS = (F_r, B_r, W_r, C_r, R_r, O_r, X_r, P_r, Psi_r, A_r, GS_r, GSB_r, g_r, L_r, r, CP_r, E_r, Psi_e_r,
-                g_e_r, L_e_r, S_f_r, S_b_r)
+                g_e_r, L_e_r, S_f_r, S_b_r, A_l_r)
 """Per-stage arrays (axis 0 = stage) a variant reads; F_r + B_r = C_r + R_r + O_r + E_r + X_r + P_r + CP_r,
 and S^f_r + S^b_r the point-to-point sends within P_r."""
 SENDS_EXPOSED = sp.Symbol("T^{sends}", nonnegative=True)
@@ -267,7 +268,7 @@ def overlapped_sends(schedule: str, after):
 def terms(schedule: str, zero: int, overlap: bool, k_states: int, moe: bool = False, *, grad_bytes=None,
           param_gather_overlap: bool = False, zero_prefetch: bool = False, p2p_overlap: bool = False,
           fp8_weights: str | None = None, moment_bytes: int | None = None, master_bytes: int | None = None,
-          fp8_params: bool = False) -> dict:
+          fp8_params: bool = False, ep_overlap: bool = False) -> dict:
     """name -> Term: the super-step of one (schedule, ZeRO stage, overlap, optimizer states); with
     `moe`, the expert weights (Psi^e_r) synchronise, shard and update over their own d/e group;
     grad_bytes: None = beta, or 4 for fp32 gradients; param_gather_overlap: ZeRO-1/2's parameter
@@ -275,7 +276,9 @@ def terms(schedule: str, zero: int, overlap: bool, k_states: int, moe: bool = Fa
     the layers' compute (zero_gathers_exposed); p2p_overlap: the pipeline's sends under computation
     (overlapped_sends); fp8_weights, moment_bytes, master_bytes: what the precision recipe keeps
     (Strategy.memory_options: model_states, optimizer_bytes); fp8_params: FP8 parameters, gathered at
-    param_gather_bytes and kept without their BF16 copy (Strategy.fp8_param_gather: model_states)."""
+    param_gather_bytes and kept without their BF16 copy (Strategy.fp8_param_gather: model_states); ep_overlap: the
+    MoE all-to-alls under the partner pass (Strategy.overlap_ep), whose merged steps hold one more layer
+    (activations_in_flight)."""
     sched = schedule_of(schedule)
     pb = _rational(PARAM_GATHER_BYTES[fp8_weights]) if fp8_params and fp8_weights is not None else beta
     grad_bytes = None if grad_bytes is None else sp.Integer(grad_bytes)
@@ -349,7 +352,9 @@ def terms(schedule: str, zero: int, overlap: bool, k_states: int, moe: bool = Fa
     for part, expr in model_states(zero, k_states, grad_bytes=grad_bytes, fp8_weights=fp8_weights,
                                    fp8_params=fp8_params).items():
         add(f"memory_{part}", "", "Rajbhandari et al. SC'20 Sec 5", _with_experts(moe, expr, experts[part]), True)
-    add("memory_activations", "", sched.source + " (micro-batches in flight)", sched.in_flight * A_r, True)
+    add("memory_activations", "", sched.source + " (micro-batches in flight)" +
+        ("; Megatron-Core combined_1f1b.py: one more layer under EP overlap" if ep_overlap else ""),
+        activations_in_flight(sched, ep_overlap), True)
     add("memory_total", "", "model states + activations in flight",
         sum(t[f"memory_{part}"].expr for part in MEMORY_PARTS), True)
     per_mb = {"compute": C_r, "recompute": R_r, "op_comm": O_r, "ep_comm": E_r, "redistribution": X_r,
@@ -369,6 +374,27 @@ def terms(schedule: str, zero: int, overlap: bool, k_states: int, moe: bool = Fa
     add("iteration", "", "each stage's end + its synchronisation, the latest (DESIGN.md super-step; E9)",
         StageMax(finish))
     return t
+
+
+def activations_in_flight(sched, ep_overlap: bool = False) -> sp.Expr:
+    """Activation bytes stage r holds at its peak: the schedule's micro-batches in flight times A_r; under
+    expert-parallel overlap (Strategy.overlap_ep) one more layer's, A^l_r, wherever the schedule has a steady
+    state (a forward after the warm-up: v (m - in_flight) >= 1).
+
+    Megatron-Core (NVIDIA/Megatron-LM @ d98e8a6) schedules one extra warm-up forward with the overlap
+    (megatron/core/pipeline_parallel/schedules.py get_pp_rank_microbatches: num_warmup_microbatches + 1, for the
+    interleaved schedule; at p = 1 combined_1f1b.py combined_1f1b_schedule_for_no_pipelining runs the first forward
+    alone), so before each merged step the stage holds the same warm-up + 1 (chunk-)micro-batches as the plain
+    1F1B step after its forward; the merged step then runs the forward of the next micro-batch and the backward of
+    the oldest layer by layer, layer i's forward beside layer L-1-i's backward
+    (megatron/core/models/common/model_chunk_schedule_plan.py TransformerModelChunkSchedulePlan.run), each
+    backward node releasing its saved tensors when it ends (pipeline_parallel/utils.py ScheduleNode._backward:
+    _release_state). The peak is therefore one layer above the plain schedule's, not one micro-batch: the largest
+    layer of the stage (the head's logits are made after the partner's layers are freed: forward_postprocess)."""
+    held = sched.in_flight * A_r
+    if not ep_overlap:
+        return held
+    return held + A_l_r * sp.Min(1, v * (m - sched.in_flight))
 
 
 @dataclass(frozen=True, eq=False)

@@ -223,16 +223,16 @@ class CostTree:
 
 
 def stage_inputs(per_stage: np.ndarray, fwd_b: dict, bwd_b: dict, tied: dict | None = None, sends=None,
-                 ep_overlap: bool = False, ep_share: float = 0.0) -> dict:
+                 ep_overlap: bool = False, ep_share: float = 0.0, layer_act=None) -> dict:
     """The one composition of a stage (explorer.cost.numeric.stage_values) keyed by the super-step's
     per-stage symbols; `tied` (by name) adds a tied embedding's copy and gradient all-reduce; `sends`
     (fwd, bwd) the point-to-point sends within pp_comm; `ep_overlap`: the MoE all-to-alls under the partner
     pass's compute (explorer.cost.placement.ep_overlaps), as max(sigma E, E - C) of sympy expressions with `ep_share`
-    sigma (explorer.cost.placement.ep_sm_share)."""
+    sigma (explorer.cost.placement.ep_sm_share); `layer_act`: each stage's largest layer's activations (A^l_r)."""
     by_name = {sym.name: sym for sym in STAGE_INPUTS}
     maximum = _SYMBOLIC_MAX if ep_overlap else None
-    return {by_name[name]: x for name, x in stage_values(per_stage, fwd_b, bwd_b, tied, sends, maximum,
-                                                         ep_share).items() if name in by_name}   # not E^f_r, C^f_r...
+    values = stage_values(per_stage, fwd_b, bwd_b, tied, sends, maximum, ep_share, layer_act)
+    return {by_name[name]: x for name, x in values.items() if name in by_name}   # not E^f_r, C^f_r...
 
 
 _SYMBOLIC_MAX = np.frompyfunc(lambda x, y: QuickMax(x, y), 2, 1)   # element by element over object arrays
@@ -305,6 +305,8 @@ def build(the_plan: ExecutionPlan) -> CostTree:
             kinds.append(BlockKind(placed.cost, placed.split.degree, placed.route, _block_exprs(placed.cost),
                                    placed.cp_route))
         kind_of.append(index[key])
+    # the head (the chain's last block) is the last kind: numeric.layer_activations reads it so
+    assert kind_of[-1] == len(kinds) - 1, "the head's kind is not the last"
     counts = np.zeros((the_plan.stages, len(kinds)))
     for placed, k in zip(the_plan.blocks, kind_of):
         counts[placed.stage, k] += 1

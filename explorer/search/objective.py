@@ -116,13 +116,15 @@ class Objective:
         self.precision = tuple(sorted((memory or {}).items()))
 
     def _lean(self, schedule: str, zero: int, overlap: bool, name: str, param_gather: bool | None = None,
-              sends: bool = False) -> tuple:
+              sends: bool = False, precision: tuple | None = None) -> tuple:
         """The variant's term `name` compiled over the symbols it uses (Variant.lean), with those
-        symbols' names (looked up by name: hashing sympy symbols in the search's loops is slow)."""
-        key = (schedule, zero, bool(overlap), name, param_gather, sends)
+        symbols' names (looked up by name: hashing sympy symbols in the search's loops is slow); `precision`:
+        a family's own memory options (memory()), else the objective's."""
+        precision = self.precision if precision is None else precision
+        key = (schedule, zero, bool(overlap), name, param_gather, sends, precision)
         if key not in self._lean_fns:
             self._lean_fns[key] = lean_term(schedule, zero, overlap, self.k_states, name, param_gather, sends,
-                                            self.moe, self.grad_bytes_of(zero), self.precision)
+                                            self.moe, self.grad_bytes_of(zero), precision)
         return self._lean_fns[key]
 
     def _experts(self, values: dict, psi_e, ranks) -> dict:
@@ -177,19 +179,26 @@ class Objective:
                 self.sync(psi, B, split_sync, m_stage, v, zero, overlap, schedule=schedule, fwd=F,
                           param_gather=param_gather, psi_e=psi_e)).max(-1)
 
-    def memory(self, psi, act, m, v, zero: int, schedule: str, ranks=None, psi_e=None):
+    def memory(self, psi, act, m, v, zero: int, schedule: str, ranks=None, psi_e=None, layer_act=None,
+               precision: dict | None = None):
         """Per stage bytes per device (model states + activations in flight); `ranks` default all
-        stages. Elementwise over stages, evaluated with the stage on the last axis."""
-        fn, args = self._lean(schedule, zero, False, "memory_total")
+        stages. Elementwise over stages, evaluated with the stage on the last axis. `precision`: the family's
+        own memory options (Strategy.memory_options: expert-parallel overlap's extra layer, A^l_r = `layer_act`,
+        superstep.activations_in_flight), else the objective's."""
+        own = None if precision is None else tuple(sorted(precision.items()))
+        fn, args = self._lean(schedule, zero, False, "memory_total", precision=own)
         m_stage = np.asarray(m)[..., None] if np.ndim(m) else m
         values = self._experts({"Psi_r": psi, "A_r": act, "r": self.ranks if ranks is None else ranks,
                                 "m": m_stage, "v": v, "p": self.pp, "d": self.dp, "beta": self.beta,
-                                "W_{hbm}": self.hw["W"], "K_{opt}": self.k_update}, psi_e, ranks)
+                                "W_{hbm}": self.hw["W"], "K_{opt}": self.k_update,
+                                "A^l_r": 0.0 if layer_act is None else layer_act}, psi_e, ranks)
         out = fn(*[values[a] for a in args])
         return _broadcast(out, np.shape(psi), np.shape(act), np.shape(psi_e))
 
-    def peak_memory(self, psi, act, m, v, zero: int, schedule: str, psi_e=None):
-        return self.memory(psi, act, m, v, zero, schedule, psi_e=psi_e).max(-1)
+    def peak_memory(self, psi, act, m, v, zero: int, schedule: str, psi_e=None, layer_act=None,
+                    precision: dict | None = None):
+        return self.memory(psi, act, m, v, zero, schedule, psi_e=psi_e, layer_act=layer_act,
+                           precision=precision).max(-1)
 
 
 __all__ = ["Objective"]

@@ -31,7 +31,7 @@ from explorer.strategy.frameworks import default_grad_dtype
 from explorer.strategy.strategy import GRAD_BYTES, LayerSplit, Strategy, memory_options
 from explorer.strategy.options import OPTIONS
 from explorer.search.objective import Objective
-from explorer.search.tables import A, B, F, GS, PE, PSI, SB, SF, W, Chain, ep_overlapped, node_stages, stage_sums
+from explorer.search.tables import AL, A, B, F, GS, PE, PSI, SB, SF, W, Chain, ep_overlapped, node_stages, stage_sums
 
 
 @dataclass
@@ -80,8 +80,9 @@ def probe(family, global_batch: int, dtype: str = "bf16", framework: str = "gene
 def precision_view(family, dtype: str):
     """The family's options as Strategy.memory_options reads them (the probe has ZeRO 0, which bf16 moments
     refuse: the options that do not change the blocks are priced here, by the objective; the probe carries
-    those that do: Family.carried)."""
-    return SimpleNamespace(dtype=dtype, **{**{o.name: o.default for o in OPTIONS}, **family.carried(dtype)})
+    those that do: Family.carried); with its ep, which expert-parallel overlap applies to."""
+    return SimpleNamespace(dtype=dtype, ep=family.ep, **{**{o.name: o.default for o in OPTIONS},
+                                                         **family.carried(dtype)})
 
 
 def p2p_overlap(family, allowed: bool = True) -> bool:
@@ -146,10 +147,10 @@ def _sweep_group(model, cluster, families, members, global_batch, dtype, options
         objective = Objective(cluster, BYTES_PER_ELEMENT[dtype], chain.hw, fam0.dp, fam0.tp, pp, fam0.cp,
                               chain.probe if model.is_moe else None,
                               lambda zero: GRAD_BYTES.get(default_grad_dtype(framework, dtype, zero)),
-                              memory_options(precision_view(fam0, dtype)), dtype=dtype)
+                              _shared(memory_options(precision_view(fam0, dtype))), dtype=dtype)
         objective.sends_allowed = overlap_sends
         by_stages = {}                 # schedules placing the blocks alike share their stage sums
-        picked = []
+        picked, precision = [], {}
         for i in fams:
             fam = families[i]
             stages = node_stages(model, probe(fam, global_batch, dtype, framework))
@@ -161,12 +162,19 @@ def _sweep_group(model, cluster, families, members, global_batch, dtype, options
             if fam.overlap_ep:      # the all-to-alls under the partner pass's compute, stage by stage
                 sums = ep_overlapped(sums, overlap_sm_share(fam.moe_dispatcher, cluster.device.sms))
             picked.append((i, fam, sums, sizes[pick]))
+            precision[i] = memory_options(precision_view(fam, dtype))   # each family's own memory (overlap_ep)
         exact = [k for k, (_, fam, _, _) in enumerate(picked) if schedule_of(fam.schedule).closed_form_exact]
         ends = dict(zip(exact, _stage_ends([picked[k] for k in exact], objective, global_batch)))
         for k, (i, fam, sums, b) in enumerate(picked):
             if k not in ends:
                 pending[i] = _Pending(fam, objective, sums, b, global_batch / (b * fam.dp))
-            _evaluate_family(i, fam, sums, b, ends.get(k), degree, objective, global_batch, rows)
+            _evaluate_family(i, fam, sums, b, ends.get(k), degree, objective, global_batch, rows, precision[i])
+
+
+def _shared(memory: dict) -> dict:
+    """The memory options the group's objective prices its times with: all but expert-parallel overlap's, which
+    only its families' memory reads (_evaluate_family's `precision`), so that twins share compiled terms."""
+    return {k: v for k, v in memory.items() if k != "ep_overlap"}
 
 
 def _stage_ends(picked: list, objective, global_batch: int) -> list:
@@ -195,8 +203,9 @@ def _stage_ends(picked: list, objective, global_batch: int) -> list:
     return out
 
 
-def _evaluate_family(index, fam, sums, b, ends, degree, objective, global_batch, rows):
-    """The family's rows; `ends` its stage ends (options, b, pp), or None: their lower bounds."""
+def _evaluate_family(index, fam, sums, b, ends, degree, objective, global_batch, rows, precision=None):
+    """The family's rows; `ends` its stage ends (options, b, pp), or None: their lower bounds; `precision` the
+    family's memory options (Strategy.memory_options of precision_view), None: the objective's."""
     m = global_batch / (b * fam.dp)                                   # micro-batches, per b
     Fs, Bs, psi, act, split, Ws, psi_e = (sums[:, k] for k in (F, B, PSI, A, GS, W, PE))  # each (options, b, pp)
     exact = ends is not None
@@ -207,7 +216,7 @@ def _evaluate_family(index, fam, sums, b, ends, degree, objective, global_batch,
     valid = (b[None, :] % degree[:, None]) == 0                        # 'batch' needs b % degree == 0
     opt_idx, b_idx = np.nonzero(valid)
     for zero in fam.zeros:
-        memory = objective.peak_memory(psi, act, m, fam.chunks, zero, fam.schedule, psi_e)
+        memory = objective.peak_memory(psi, act, m, fam.chunks, zero, fam.schedule, psi_e, sums[:, AL], precision)
         for overlap in fam.overlaps:
             time = (ends + objective.sync(psi, Bs, split, m[:, None], fam.chunks, zero, overlap,
                                           schedule=fam.schedule, fwd=Fs, psi_e=psi_e)).max(-1)

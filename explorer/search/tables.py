@@ -20,15 +20,15 @@ from explorer.cost import layouts as lay
 from explorer.cost.fused_dispatch import fused_factor
 from explorer.cost.numbers import Numbers
 from explorer.cost.boundary import boundary_parts, part_route, payer_side, same_split
-from explorer.cost.numeric import (COMM_CATEGORIES, cp_group_route, ep_group_route, exposed_all_to_alls,
-                                   sharded_expert_params, stage_values, tied_place, tied_values)
+from explorer.cost.numeric import (COMM_CATEGORIES, block_quantity, cp_group_route, ep_group_route,
+                                   exposed_all_to_alls, sharded_expert_params, stage_values, tied_place, tied_values)
 from explorer.cost.placement import block_ends, block_place, block_splits, block_stages, expert_options, host_options
 from explorer.cost.summary import block_function, block_summary, summarise
 from explorer.errors import ExplorerError
 from explorer.cost.outline import block_outlines
 from explorer.strategy.mesh import group_route
 
-NODE_INPUTS = ("F_r", "B_r", "Psi_r", "A_r", "GS_r", "W_r", "Psi^e_r", "E^f_r", "E^b_r", "C^f_r", "C^b_r")
+NODE_INPUTS = ("F_r", "B_r", "Psi_r", "A_r", "GS_r", "W_r", "Psi^e_r", "E^f_r", "E^b_r", "C^f_r", "C^b_r", "A^l_r")
 """Rows of a node's values, by the super-step's stage inputs they are (composed by
 explorer.cost.numeric.stage_values from the block's quantities, as evaluate() composes a stage): forward and
 backward seconds of one micro-batch (backward includes recomputation; with experts both include the block's
@@ -36,11 +36,13 @@ all-to-alls), the dense parameters held per device, activation bytes kept, the o
 all-reduce of batch-split weights, the weight-gradient part of the backward (zero-bubble schedules), and the
 expert parameters per device after the ep sharding (they synchronise over their own expert-data-parallel
 group; 0 without experts); then what expert-parallel overlap reads (explorer.cost.numeric.ep_exposed): the
-forward's and the backward's all-to-alls (within F_r and B_r) and the forward's and the backward's compute.
+forward's and the backward's all-to-alls (within F_r and B_r) and the forward's and the backward's compute; last
+the block's activations again as A^l_r, 0 for the head (the largest layer of a stage: numeric.layer_activations).
 A stage's inputs are its nodes' and links' sums: stage_values is linear in its blocks and boundaries, but for
-expert-parallel overlap, which takes max(sigma E, E - C) of a stage's sums (ep_overlapped)."""
-F, B, PSI, A, GS, W, PE, EF, EB, CF, CB = (NODE_INPUTS.index(name) for name in (
-    "F_r", "B_r", "Psi_r", "A_r", "GS_r", "W_r", "Psi^e_r", "E^f_r", "E^b_r", "C^f_r", "C^b_r"))
+expert-parallel overlap, which takes max(sigma E, E - C) of a stage's sums (ep_overlapped), and A^l_r, the
+largest of its nodes' (stage_sums)."""
+F, B, PSI, A, GS, W, PE, EF, EB, CF, CB, AL = (NODE_INPUTS.index(name) for name in (
+    "F_r", "B_r", "Psi_r", "A_r", "GS_r", "W_r", "Psi^e_r", "E^f_r", "E^b_r", "C^f_r", "C^b_r", "A^l_r"))
 ROWS = len(NODE_INPUTS)
 F_FROM, F_TO, B_FROM, B_TO = range(4)
 """Rows of a link's values: forward / backward seconds paid by the producer's
@@ -161,20 +163,22 @@ class Chain:
             else:       # a dense block: its summary, from the disk cache without sympy where it is there
                 cost = block_summary(*args, **host_options(self.model, self.probe))
                 a2a = (0.0, 0.0)
-            values = self._values(cost, split.degree, route, cp_route, a2a)
+            values = self._values(cost, split.degree, route, cp_route, a2a, block.kind != "head")
             self._nodes[key] = Node(cost, split, route, values)
         return self._nodes[key]
 
-    def _values(self, cost, degree: int, route: tuple, cp_route: tuple = (), a2a: tuple = (0.0, 0.0)) -> np.ndarray:
+    def _values(self, cost, degree: int, route: tuple, cp_route: tuple = (), a2a: tuple = (0.0, 0.0),
+                layer: bool = True) -> np.ndarray:
         """The block's rows (NODE_INPUTS) as the super-step reads them: the one composition of a stage
         (explorer.cost.numeric.stage_values) of this block alone, its all-to-alls `a2a` (forward, backward
-        seconds) in ep_comm; Psi^e_r after the ep sharding (sharded_expert_params), as evaluate() reads it."""
+        seconds) in ep_comm; Psi^e_r after the ep sharding (sharded_expert_params), as evaluate() reads it; A^l_r its
+        activations unless it is the head (`layer` False: numeric.layer_activations)."""
         q = block_function(cost)(*self.nums.block_args(degree, route, cp_route, self.probe.cp_algo))
         one = np.array([np.broadcast_to(np.asarray(x, dtype=float), self.b.shape) for x in q])[None]  # 1 x Q x C
         zero = np.zeros((1, self.b.size))
         fwd_b, bwd_b = ({c: zero for c in COMM_CATEGORIES} for _ in range(2))
         fwd_b["ep_comm"], bwd_b["ep_comm"] = zero + a2a[0], zero + a2a[1]
-        stage = stage_values(one, fwd_b, bwd_b)
+        stage = stage_values(one, fwd_b, bwd_b, layer_act=block_quantity(one, "act") if layer else None)
         stage["Psi^e_r"] = sharded_expert_params(stage["Psi^e_r"], self.probe.ep)
         return np.vstack([stage[name] for name in NODE_INPUTS])
 
@@ -270,6 +274,8 @@ def stage_sums(chain: Chain, nodes, stages, pp: int) -> np.ndarray:
     counts = np.diff(np.append(starts, n)).astype(float)
     np.add.at(out[:ROWS].transpose(1, 0, 2), at[starts],
               counts[:, None, None] * np.stack([nodes[j].values for j in starts]))
+    out[AL] = 0.0                                # the largest node's, not their sum
+    np.maximum.at(out[AL], at[starts], np.stack([nodes[j].values[AL] for j in starts]))
     if n < 2:
         return out
     # links: one per distinct (producer node, consumer node, their stages) -- the link's value

@@ -204,7 +204,7 @@ OPTIONS = [
            "under another's compute in the 1F1B steady state (needs e > 1; with p > 1 the interleaved "
            "schedule); the Cost page shows what stays exposed and what is hidden",
            when=lambda f: f.get("ep", 1) != 1, moe_only=True, exporters=("megatron", "megatron-bridge"),
-           blocker=_ep_overlap_blocked),
+           blocker=_ep_overlap_blocked, superstep="ep_overlap"),   # its merged steps' extra layer (memory)
     Option("fp8_recipe", "choice", "delayed", "what Transformer Engine keeps in FP8 (Megatron-LM --fp8-recipe; "
            "explorer/hardware/precision.py)", "--fp8-recipe",
            "with --dtype fp8: Megatron-LM's --fp8-recipe (default delayed); decides what Transformer "
