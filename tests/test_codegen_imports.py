@@ -145,6 +145,42 @@ BAD = [
 ]
 
 
+_GPT_OSS_ARGS = ("# world size: 8\n--num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 32 --swiglu "
+                 "--micro-batch-size 1 --global-batch-size 8 ")
+BAD += [("megatron", _GPT_OSS_ARGS + "--window-size 127,5", "--window-size '127,5'"),
+        ("megatron", _GPT_OSS_ARGS + "--window-size=-1,0", "--window-size '-1,0'"),
+        ("megatron", _GPT_OSS_ARGS + "--window-size 15,0 --window-attn-skip-freq '[1,0]*1'",
+         "--window-attn-skip-freq '[1,0]*1'"),
+        ("megatron", _GPT_OSS_ARGS + "--window-attn-skip-freq 2", "with --window-size"),
+        ("megatron", _GPT_OSS_ARGS + "--softmax-type off-by-one", "--softmax-type 'off-by-one'"),
+        ("megatron", _GPT_OSS_ARGS + "--attention-backend local", "--attention-backend 'local'")]
+
+
+def test_gpt_oss_round_trips_its_attention_and_biases():
+    """GPT-OSS 120B exported for Megatron-LM (--window-size 127,0, --window-attn-skip-freq 2, --softmax-type
+    learnable, --attention-backend fused, no --disable-bias-linear) and Megatron-Bridge (cfg.model.window_size,
+    window_attn_skip_freq, softmax_type, attention_backend, add_bias_linear) reads back as the same model fields and
+    strategy (issue 27); a Llama export (--disable-bias-linear, no window) reads back without them."""
+    from explorer.io.models import load_model
+    from explorer.model.spec import ModelSpec
+    model = load_model("gpt-oss-120b")
+    strategy = Strategy(dp=64, micro_batch=4, global_batch=1024, ep=8, moe_dispatcher="alltoall", overlap_ep=True,
+                        pp=1)
+    cluster = load_cluster("dgx-b200")
+    fields = ("sliding_window_tokens", "window_attn_skip_freq", "attention_sinks", "linear_bias", "attention",
+              "experts", "experts_per_token", "head_dim") + SHAPE
+    for framework in ("megatron", "megatron-bridge"):
+        back = import_config(export(framework, model, strategy, cluster), framework)
+        assert back.strategy == strategy, framework
+        assert {k: back.model[k] for k in fields} == {k: getattr(model, k) for k in fields}, framework
+        assert (back.model["sliding_window_tokens"], back.model["window_attn_skip_freq"]) == (128, 2)
+        rebuilt = ModelSpec(**{**{k: back.model[k] for k in fields}, "name": "back", "family": "llama",
+                               "vocab": model.vocab, "moe_ffn_hidden": back.model["moe_ffn_hidden"]})
+        assert rebuilt.attention_sinks and rebuilt.linear_bias and rebuilt.sliding_window_tokens == 128
+        plain = import_config(export(framework, LLAMA, MATRIX[0][1], CLUSTER), framework).model
+        assert not {"sliding_window_tokens", "window_attn_skip_freq", "attention_sinks", "linear_bias"} & set(plain)
+
+
 @pytest.mark.parametrize("framework,text,needle", BAD)
 def test_bad_input_is_one_line_naming_the_problem(framework, text, needle):
     with pytest.raises(ExplorerError) as err:

@@ -74,6 +74,7 @@ def read_bridge(text: str, world_size):
         model["attention"] = choice(attention, "attention_backend",
                                      {f"AttnBackend.{b}": a for b, a in BACKEND_ATTENTION.items()})
     _bridge_moe(get, model)
+    _bridge_attention(get, model)
     precision = recipe["precision"]
     if precision == "MixedPrecisionConfig" and recipe["precision_kw"].get("fp32") is True:
         dtype = "fp32"
@@ -197,6 +198,27 @@ def _bridge_host(get, overlapped, moe: bool) -> dict:
 BRIDGE_MOE = {"num_moe_experts": "experts", "moe_router_topk": "experts_per_token",
               "moe_ffn_hidden_size": "moe_ffn_hidden", "moe_shared_expert_intermediate_size": "shared_ffn_hidden",
               "kv_channels": "head_dim"}
+
+
+def _bridge_attention(get, model: dict) -> None:
+    """gpt-oss's fields from cfg.model as explorer/codegen/megatron_bridge.py writes them (Megatron-Bridge
+    gpt_oss_bridge.py at v0.4.1; Megatron-Core TransformerConfig window_size (w - 1, 0), window_attn_skip_freq,
+    softmax_type, add_bias_linear), as the Megatron-LM reader reads their flags (megatron_moe.attention_fields)."""
+    window = get("model", "window_size")
+    if window is not None:
+        if not (isinstance(window, (tuple, list)) and len(window) == 2 and window[1] == 0):
+            raise ExplorerError(f"window_size {str(window)[:40]}: the explorer reads (w - 1, 0), a causal window of "
+                                "w keys")
+        model["sliding_window_tokens"] = whole(window[0], "window_size[0]", 0) + 1
+    freq = get("model", "window_attn_skip_freq")
+    if freq is not None:
+        model["window_attn_skip_freq"] = whole(freq, "window_attn_skip_freq")
+    softmax = get("model", "softmax_type")
+    if softmax is not None and choice(softmax, "softmax_type", ("vanilla", "learnable")) == "learnable":
+        model["attention_sinks"] = True
+    if model.get("family") == "llama" and get("model", "add_bias_linear") is not None and \
+            flag(get("model", "add_bias_linear"), "add_bias_linear"):
+        model["linear_bias"] = True
 
 
 def _bridge_moe(get, model: dict) -> None:

@@ -158,8 +158,10 @@ def add_arguments(parser) -> None:
     for flag in ("--cuda-graph-modules", "--cuda-graph-scope"):
         parser.add_argument(flag, nargs="+")
     for flag in ("--moe-enable-deepep", "--overlap-moe-expert-parallel-comm", "--enable-cuda-graph",
-                 "--external-cuda-graph"):
+                 "--external-cuda-graph", "--disable-bias-linear"):
         parser.add_argument(flag, action="store_true")
+    for flag in ("--window-size", "--window-attn-skip-freq", "--softmax-type"):   # gpt-oss (moe_flags writes them)
+        parser.add_argument(flag)
 
 
 def _first_dense(text: str, layers: int) -> int:
@@ -181,10 +183,46 @@ def _first_dense(text: str, layers: int) -> int:
     return runs[0][1] if runs[0][0] == 0 else 0
 
 
+def attention_fields(args) -> dict:
+    """gpt-oss's ModelSpec fields from the flags moe_flags and megatron.py write (Megatron-Core TransformerConfig
+    at d98e8a64: window_size, a (left, right) tuple read by arguments.py tuple_type, 'w-1,0' for a causal window
+    of w keys; window_attn_skip_freq, an int or a list pattern -- the int only is read; softmax_type vanilla,
+    off-by-one or learnable; add_bias_linear, on unless --disable-bias-linear). The biases are read only with
+    --swiglu (the llama family, whose export writes --disable-bias-linear when the model has none); a value the
+    explorer does not model is refused in one line naming the flag."""
+    out = {}
+    if args.window_size is not None:
+        words = str(args.window_size).strip().strip("()").replace(" ", "").split(",")
+        if len(words) != 2 or not all(w.isdigit() for w in words) or int(words[1]) != 0 or \
+                int(words[0]) > MAX_WINDOW:
+            raise ExplorerError(f"--window-size {str(args.window_size)[:40]!r}: the explorer reads 'w-1,0' (a causal "
+                                f"window of w keys, w - 1 up to {MAX_WINDOW:,})")
+        out["sliding_window_tokens"] = int(words[0]) + 1
+    if args.window_attn_skip_freq is not None:
+        freq = str(args.window_attn_skip_freq).strip()
+        if not freq.isdigit() or not 0 < int(freq) <= MAX_WINDOW or args.window_size is None:
+            raise ExplorerError(f"--window-attn-skip-freq {freq[:40]!r}: the explorer reads a whole number N >= 1 "
+                                "(every Nth layer full attention), with --window-size")
+        out["window_attn_skip_freq"] = int(freq)
+    if args.softmax_type not in (None, "vanilla", "learnable"):
+        raise ExplorerError(f"--softmax-type {str(args.softmax_type)[:40]!r}: the explorer models vanilla and "
+                            "learnable (attention sinks)")
+    if args.softmax_type == "learnable":
+        out["attention_sinks"] = True
+    if args.swiglu and not args.disable_bias_linear:
+        out["linear_bias"] = True
+    return out
+
+
+MAX_WINDOW = 1 << 24
+"""The longest window read back (16M keys; the model's own check bounds it by its sequence length)."""
+
+
 def model_fields(args) -> dict:
-    """The ModelSpec fields the MoE / attention flags give (none for a dense model)."""
+    """The ModelSpec fields the MoE / attention flags give (the experts none for a dense model; attention_fields)."""
     out = {name: getattr(args, flag[2:].replace("-", "_")) for flag, name in INT_FLAGS.items()
            if getattr(args, flag[2:].replace("-", "_")) is not None}
+    out.update(attention_fields(args))
     if not args.multi_latent_attention:
         for name in ("q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"):
             out.pop(name, None)
