@@ -255,7 +255,7 @@ def test_expert_parallel_overlap_holds_one_more_layer_of_activations():
     """Megatron-Core's merged forward-backward steps (combined_1f1b.py; one extra warm-up forward in
     schedules.py get_pp_rank_microbatches) run the next micro-batch's layer i beside the oldest one's layer L-1-i,
     each backward node freeing its tensors: the peak is one layer above the plain schedule's
-    (explorer.cost.superstep.activations_in_flight). Qwen3-30B-A3B on 16 H100s, ep 16, HybridEP, b = 1, s = 4096:
+    (explorer.cost.model_states.activations_in_flight). Qwen3-30B-A3B on 16 H100s, ep 16, HybridEP, b = 1, s = 4096:
     21.50 -> 21.90 GiB of activations (+0.399 GiB, the MoE layer's, not the head's 2.35 GiB of logits); with one
     micro-batch (no forward after the warm-up) nothing more; the interleaved schedule adds the layer on every stage."""
     from explorer.cost.evaluation import build_evaluation

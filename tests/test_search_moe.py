@@ -108,7 +108,7 @@ def test_every_overlapped_point_is_priced_as_evaluate_prices_it(name, gpus, batc
     max(sigma E, E - C), sigma > 0 for HybridEP's 16 SMs of 132) as evaluate() does (rel 1e-9), pipelines
     (interleaved, DualPipeV) among them; an overlapped point is never slower than its twin without the overlap,
     and faster where the all-to-alls were exposed; its peak memory is its twin's plus at most one layer's
-    activations (Megatron-Core's merged forward-backward steps, explorer.cost.superstep.activations_in_flight),
+    activations (Megatron-Core's merged forward-backward steps, explorer.cost.model_states.activations_in_flight),
     as evaluate() prices the twin pair."""
     model = load_model(name)
     space = enumerate_space(model, gpus, batch, ep=ep, moe_dispatcher=dispatcher)

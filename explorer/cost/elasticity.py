@@ -26,8 +26,9 @@ import sympy as sp
 from explorer.cost.compile import lambdify
 from explorer.cost.explain import _expand, level_symbols, symbolic_stages
 from explorer.cost.numbers import hardware_numbers
-from explorer.cost.numeric import grad_norm_time
-from explorer.cost.superstep import CATEGORIES, T_norm, optimizer_state_bytes, optimizer_update_bytes, variant
+from explorer.cost.numeric import grad_norm_time, optimizer_state_bytes, optimizer_update_bytes
+from explorer.cost.superstep import CATEGORIES, variant
+from explorer.cost.superstep_inputs import T_norm
 from explorer.schedules.base import AGGREGATES
 from explorer.schedules.registry import SCHEDULES
 from explorer.strategy.strategy import options_of

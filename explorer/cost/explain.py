@@ -24,11 +24,11 @@ from explorer.cost.numbers import hardware_numbers
 from explorer.strategy.strategy import GRAD_BYTES, options_of  # noqa: F401
 from explorer.cost.placement import ep_overlaps, ep_sm_share
 from explorer.cost.plan import expert_dp_route
-from explorer.cost.superstep import (CATEGORIES, SENDS_EXPOSED, L_e_r, Psi_e_r, bubble_term, g_e_r,
-                                     optimizer_state_bytes, optimizer_update_bytes, variant)
-from explorer.cost.superstep import e as ep_symbol
-from explorer.cost.superstep import T_norm
-from explorer.cost.numeric import Q, grad_norm_seconds, sharded_expert_params, stage_dp_routes
+from explorer.cost.superstep import CATEGORIES, bubble_term, variant
+from explorer.cost.superstep_inputs import SENDS_EXPOSED, L_e_r, Psi_e_r, T_norm, g_e_r
+from explorer.cost.superstep_inputs import e as ep_symbol
+from explorer.cost.numeric import (Q, grad_norm_seconds, optimizer_state_bytes, optimizer_update_bytes,
+                                   sharded_expert_params, stage_dp_routes)
 from explorer.cost.tree import cost_tree, stage_inputs, tied_terms
 from explorer.schedules import get as schedule_of
 from explorer.schedules.base import AGGREGATES
@@ -234,7 +234,7 @@ def symbolic_stages(model, strategy, cluster) -> dict:
     """The super-step's per-stage inputs of this strategy's stages as sympy expressions (symbol -> object array
     over stages): the same composition as the numbers (explorer.cost.tree.stage_inputs, numeric.stage_values),
     with each stage's data-parallel routes (g_r, L_r), its index r and, for a model with experts, the expert
-    weights sharded over ep and their own group's g^e_r, L^e_r (superstep.EXPERT_GROUP). Read by explain() and
+    weights sharded over ep and their own group's g^e_r, L^e_r (superstep_inputs.EXPERT_GROUP). Read by explain() and
     explorer.cost.elasticity alike."""
     tree = cost_tree(model, strategy, cluster)
     g, L = level_symbols(cluster)
@@ -246,7 +246,7 @@ def symbolic_stages(model, strategy, cluster) -> dict:
     stage[g_r] = np.array([x for x, _ in routes], dtype=object)
     stage[L_r] = np.array([y for _, y in routes], dtype=object)
     stage[r] = np.array([sp.Integer(i) for i in range(strategy.pp)], dtype=object)
-    if model.is_moe:    # the expert weights' data-parallel groups (explorer.cost.superstep.EXPERT_GROUP)
+    if model.is_moe:    # the expert weights' data-parallel groups (explorer.cost.superstep_inputs.EXPERT_GROUP)
         stage[Psi_e_r] = np.array([sharded_expert_params(x, strategy.ep) for x in stage[Psi_e_r]], dtype=object)
         pairs = [coll.route_g_L("all_reduce", expert_dp_route(cluster, strategy, i), g, L) for i in range(strategy.pp)]
         stage[g_e_r] = np.array([x for x, _ in pairs], dtype=object)

@@ -355,7 +355,7 @@ def exposed_all_to_alls(a2a, partner_compute, share, maximum):
 def layer_activations(counts: np.ndarray, act: np.ndarray) -> np.ndarray:
     """Per stage (stages x candidates), the activations of the largest block on it but the head (counts: stages x
     kinds; `act`: each kind's activation bytes, kinds x candidates): what a merged forward-backward step of
-    expert-parallel overlap holds beyond the micro-batches in flight (explorer.cost.superstep.activations_in_flight).
+    expert-parallel overlap holds beyond the micro-batches in flight (explorer.cost.model_states.activations_in_flight).
     The head is the last kind (explorer.cost.tree.build numbers the kinds in chain order, the head last): its
     logits are made after the partner's layers are freed. explorer.cost.explain composes the same maximum."""
     act = np.asarray(act, dtype=float)

@@ -24,8 +24,9 @@ from explorer.cost.experts import block_expert_collectives, expert_collectives
 from explorer.cost.plan import ExecutionPlan, plan
 from explorer.cost.numeric import COMM_KINDS, block_values, boundary_values, stage_values, structure_key
 from explorer.cost.numeric import BLOCK_ARG_NAMES, tied_place
+from explorer.cost.numeric import COMM_CATEGORIES
 from explorer.cost.numeric import tied_values as numeric_tied_values
-from explorer.cost.superstep import COMM_CATEGORIES, STAGE_INPUTS
+from explorer.cost.superstep_inputs import STAGE_INPUTS
 from explorer.symbols import QuickMax
 from explorer.symbols import (ATTENTION_KERNEL, F, F_a, L_c, L_t, V, W_hbm, a, a_kv, b, beta, eta, eta_a, f, g_c,
                               g_t, h, phi, s, t, t_launch, tau_h, tau_s)

@@ -33,7 +33,7 @@ def lean_term(schedule: str, zero: int, overlap: bool, k_states: int, name: str,
     (superstep.Variant.lean) -- from memory, from the disk cache (explorer.cost.cache: the source
     lambdify wrote, as for evaluate()'s functions), or built with sympy and stored. `sends`: the
     variant with the pipeline's sends overlapped (superstep.overlapped_sends); `moe`: the variant
-    whose expert weights synchronise, shard and update over their own group (superstep.EXPERT_GROUP);
+    whose expert weights synchronise, shard and update over their own group (superstep_inputs.EXPERT_GROUP);
     `grad_bytes`: 4 for gradients reduced in fp32 (Strategy.grad_dtype, options_of), None = beta; `memory`:
     the precision recipe's (name, value) options (Strategy.memory_options: FP8 weight copies, Adam moments)."""
     key = ("lean", schedule, int(zero), bool(overlap), int(k_states), name) + \
@@ -184,7 +184,7 @@ class Objective:
         """Per stage bytes per device (model states + activations in flight); `ranks` default all
         stages. Elementwise over stages, evaluated with the stage on the last axis. `precision`: the family's
         own memory options (Strategy.memory_options: expert-parallel overlap's extra layer, A^l_r = `layer_act`,
-        superstep.activations_in_flight), else the objective's."""
+        model_states.activations_in_flight), else the objective's."""
         own = None if precision is None else tuple(sorted(precision.items()))
         fn, args = self._lean(schedule, zero, False, "memory_total", precision=own)
         m_stage = np.asarray(m)[..., None] if np.ndim(m) else m

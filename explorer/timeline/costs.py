@@ -86,7 +86,7 @@ def from_result(result, strategy, layout: PassLayout, level_names: tuple, split_
         sec[:, B, SEND_PART] -= sends[:, B]
         sends = sends / v
     if strategy.zero == 3:   # ZeRO-3 gathers the parameters before every forward and backward pass (their
-        # exposed part: with prefetch the rest runs under the pass, explorer.cost.superstep.zero_pass_exposed)
+        # exposed part: with prefetch the rest runs under the pass, explorer.cost.gradient_sync.zero_pass_exposed)
         sec[:, F, ZERO_PART] = [row["zero_pass_fwd_exposed_s"] for row in result.stage_times_s]
         sec[:, B, ZERO_PART] = [row["zero_pass_bwd_exposed_s"] for row in result.stage_times_s]
         after["zero_comm_s"] = np.zeros(p)

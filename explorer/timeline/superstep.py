@@ -198,7 +198,7 @@ def _chunk_syncs(sim: dict, sync, hidden, share, rows, devices, level, chunks: i
 
 def _per_backward_syncs(sim: dict, hidden, share, rows, devices, level):
     """The hidden part of a ZeRO-2/3 sync drawn as equal reduce-scatters, one from the start of each
-    backward of its stage (explorer.cost.superstep.sharded_sync_exposed)."""
+    backward of its stage (explorer.cost.gradient_sync.sharded_sync_exposed)."""
     bwd = sim["pass"] == B
     stage, start = sim["stage"][bwd], sim["start_s"][bwd]
     count = np.bincount(stage, minlength=len(hidden))

@@ -19,7 +19,7 @@ to fit the number):
 * FSDP > 1 rows (FSDP = dp) are Megatron FSDP "optim_grads_params" (= ZeRO-3, scripts/performance/
   utils/helpers.py, set_megatron_fsdp_overrides) with its parameter all-gathers prefetched under
   compute (our ZeRO-3 prefetch, Strategy.zero_prefetch) and each micro-batch's gradient
-  reduce-scatter queued under the compute after its backward (superstep.sharded_sync_exposed);
+  reduce-scatter queued under the compute after its backward (gradient_sync.sharded_sync_exposed);
   held out even in the fitted container (the fit was made without them). FSDP over part of dp
   (hybrid sharding) is skipped. FSDP = 0 or absent is Megatron's distributed
   optimizer = ZeRO-1 over dp (use_distributed_optimizer = True in the recipes), with the gradient
