@@ -27,7 +27,8 @@ Measured 2026-12-02, fourth session (`--runs 3 --prev` 565318b): evaluate whole 
   * whole process `evaluate --json` of an unseen 128-layer model (UNSEEN_128: a model file of its own, hidden
     10240) interleaved on p = 16 stages x v = 8 chunks, t = 8, 1,024 GPUs, with the disk cache empty (issue 31
     item 5: <= 5 s CPU, goal <= 1 s). Measured 2026-12-03 (2 cores, load average 4): median 2.3 s CPU of 3 runs
-    (2.2-2.6 s; 22-27 s when the issue was filed); without --json about the same (2.2 s).
+    (2.2-2.6 s; 22-27 s when the issue was filed); without --json about the same (2.2 s). 2026-12-06
+    (`--unseen-only --prev` dc7be65 --runs 5, load 20-25): 2.66 s (2.17-3.75 s), dc7be65 3.96 s (2.61-5.36 s).
 Targets (issue 14): whole process <= 1.0 s CPU (Calculon's `llm` measured 0.77-0.93 s on a 2-core
 machine), first evaluation <= 50 ms after imports, warm evaluation <= 1 ms.
 
@@ -110,8 +111,13 @@ def main() -> None:
     opts.add_argument("--runs", type=int, default=7)
     opts.add_argument("--prev", help="checkout of the previous release to pair with")
     opts.add_argument("--llm-analysis", help="a Python with llm-analysis installed, to pair with")
+    opts.add_argument("--unseen-only", action="store_true",
+                      help="only the unseen 128-layer model's cold figure (paired run for run with --prev)")
     a = opts.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="bench-cold-"))
+    if a.unseen_only:
+        unseen_figure(a, tmp)
+        return
     env = dict(os.environ, BRIDGING_DL_CACHE=str(tmp / "cache"))
     python = sys.executable
     child_cpu([python, "-m", "explorer"] + ARGS, ROOT, env)            # warm the disk cache once
@@ -194,17 +200,31 @@ def main() -> None:
         print(f"  {label:<28} {statistics.median(runs):6.3f} s   (min {min(runs):.3f}, max {max(runs):.3f})")
     print(f"  micro-steps (--level micro), disk cache warm {statistics.median(micro):6.3f} s "
           f"(min {min(micro):.3f}, max {max(micro):.3f})")
-    model_file = tmp / "unseen-128.json"
-    model_file.write_text(json.dumps(UNSEEN_128))
-    unseen = [child_cpu([python, "-m", "explorer", "evaluate", "--model", str(model_file)] + UNSEEN_ARGS, ROOT,
-                        dict(os.environ, BRIDGING_DL_CACHE=str(tmp / f"unseen{i}"))) for i in range(a.runs)]
-    print(f"whole process `evaluate --json` of an unseen 128-layer model, interleaved p16 v8, disk cache empty "
-          f"(target <= 5 s, goal <= 1 s): median {statistics.median(unseen):6.3f} s CPU (min {min(unseen):.3f}, "
-          f"max {max(unseen):.3f})")
+    unseen_figure(a, tmp)
     out = subprocess.run([python, "-c", WARM], cwd=ROOT, env=env, check=True, capture_output=True,
                          text=True).stdout.split()
     print(f"evaluate() alone: first in the process {1e3 * float(out[0]):.1f} ms CPU (disk cache warm); "
           f"warm median {1e3 * float(out[1]):.3f} ms (target <= 1 ms)")
+
+
+def unseen_figure(a, tmp: Path) -> None:
+    """Whole process `evaluate --json` of UNSEEN_128 with an empty disk cache each run (and, with --prev, the
+    previous checkout's, run for run), CPU seconds: median, range, and the load average before and after."""
+    python = sys.executable
+    model_file = tmp / "unseen-128.json"
+    model_file.write_text(json.dumps(UNSEEN_128))
+    cmd = [python, "-m", "explorer", "evaluate", "--model", str(model_file)] + UNSEEN_ARGS
+    load = os.getloadavg()[0]
+    runs = {"this": []} | ({"previous release": []} if a.prev else {})
+    for i in range(a.runs):
+        for name, cwd in (("this", ROOT), ("previous release", a.prev)):
+            if name in runs:
+                cache = tmp / f"unseen-{name[0]}{i}"
+                runs[name].append(child_cpu(cmd, cwd, dict(os.environ, BRIDGING_DL_CACHE=str(cache))))
+    for name, cpu in runs.items():
+        print(f"whole process `evaluate --json` of an unseen 128-layer model, interleaved p16 v8, disk cache empty "
+              f"(target <= 5 s, goal <= 1 s), {name}: median {statistics.median(cpu):6.3f} s CPU "
+              f"(min {min(cpu):.3f}, max {max(cpu):.3f}, {len(cpu)} runs; load {load:.1f} -> {os.getloadavg()[0]:.1f})")
 
 
 if __name__ == "__main__":

@@ -4,7 +4,7 @@ The Cost page's first view of gpt3-175b, interleaved with the data-parallel sync
 CPU at p = 8, 31 s at p = 16 and 87 s at p = 32: rebuilding each stage maximum as sympy's Max made
 sympy try to prove an order between every pair of stage expressions (factor_terms of each
 difference). Here, at p = 8, 16 and 32 (interleaved, v = 3; GPipe): the Python function calls of
-explaining and printing (cProfile, sympy's cache cleared first) at most double when p doubles,
+explaining and printing (cProfile, sympy's cache and explain's memo cleared first) at most double when p doubles,
 sympy's ordering proofs and factor_terms run a number of times that does not grow with p, the
 expressions explain() returns have a node count at most linear in p (doubling p at most doubles it)
 and the LaTeX the page prints does not grow faster either; the terms still evaluate to evaluate()'s
@@ -21,7 +21,7 @@ from sympy.functions.elementary import miscellaneous
 from sympy.functions.elementary.miscellaneous import MinMaxBase
 
 from explorer import Strategy, evaluate, load_cluster, load_model
-from explorer.cost.explain import explain
+from explorer.cost.explain import clear_memory, explain
 
 STAGES = (8, 16, 32)
 WARM_UP = 4             # explained first, untimed: the schedule's super-step variant, built once for any p
@@ -63,6 +63,7 @@ def measured():
                 mp.setattr(miscellaneous, "factor_terms", counted_factor_terms)
                 mp.setattr(sp, "factor_terms", counted_factor_terms)
                 clear_cache()
+                clear_memory()      # the symbolic stages an earlier test may have built for the same strategy
                 profile = cProfile.Profile()
                 profile.enable()
                 try:

@@ -3,15 +3,30 @@ from __future__ import annotations
 
 import sys
 
+import importlib
+
 from explorer.errors import ExplorerError
-from explorer.cli import evaluate_cmd, export_config_cmd, lesson_cmd, presets_cmd, search_cmd, timeline_cmd, validate_cmd
 from explorer.cli.args import Parser
-from explorer.cli import calibrate_cmd, import_config_cmd, run_cmd
 from explorer.io.quoting import comment_text
 from explorer.limits import MAX_ACTION_CPU_S, work_budget
 
-COMMANDS = (presets_cmd, evaluate_cmd, validate_cmd, timeline_cmd, search_cmd, lesson_cmd, export_config_cmd,
-            import_config_cmd, run_cmd, calibrate_cmd)
+COMMAND_MODULES = {"models": "presets_cmd", "clusters": "presets_cmd", "evaluate": "evaluate_cmd",
+                   "validate": "validate_cmd", "timeline": "timeline_cmd", "search": "search_cmd",
+                   "lesson": "lesson_cmd", "export-config": "export_config_cmd",
+                   "import-config": "import_config_cmd", "run": "run_cmd", "calibrate": "calibrate_cmd"}
+"""Each command's module in explorer/cli, in the order of the help. A command line that names one imports only
+that module: the others pull in what it does not run (the exporters, the importers, the search, PyTorch's probe:
+~0.05 s CPU of every `evaluate`, issue 31 item 5)."""
+
+
+def _modules(argv) -> list:
+    """The command modules to register for `argv`: the named command's alone, or all (help, or no command)."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    while args[:1] == ["--max-cpu-s"] or (args[:1] and args[0].startswith("--max-cpu-s=")):
+        args = args[2:] if args[0] == "--max-cpu-s" else args[1:]
+    named = COMMAND_MODULES.get(args[0]) if args else None
+    names = [named] if named else list(dict.fromkeys(COMMAND_MODULES.values()))
+    return [importlib.import_module(f"explorer.cli.{name}") for name in names]
 
 
 def _cpu_seconds(text: str) -> float:
@@ -24,20 +39,20 @@ def _cpu_seconds(text: str) -> float:
     return value
 
 
-def build_parser() -> Parser:
+def build_parser(argv=None) -> Parser:
     parser = Parser(prog="python -m explorer", description="Bridging DL Explorer: cost of hybrid parallelism")
     parser.add_argument("--max-cpu-s", type=_cpu_seconds, default=MAX_ACTION_CPU_S, metavar="S",
                         help=f"CPU seconds the command's model work may take (default {MAX_ACTION_CPU_S:g}): "
                              "past them it stops and says what it was doing")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
-    for module in COMMANDS:
+    for module in _modules(argv):
         module.register(sub)
     return parser
 
 
 def main(argv=None) -> int:
     try:
-        args = build_parser().parse_args(argv)
+        args = build_parser(argv).parse_args(argv)
         with work_budget(f"explorer {args.command}", cpu_s=args.max_cpu_s):
             return args.run(args)
     except ExplorerError as err:      # one line, however long or multi-line the names in it are

@@ -2,6 +2,10 @@
 found in memory or on disk needs none."""
 from __future__ import annotations
 
+import importlib
+
+import numpy
+
 from explorer.cost import generated
 from explorer.cost.cache import BoundedCache  # noqa: F401 (re-exported)
 from explorer.limits import spend
@@ -21,7 +25,33 @@ def lambdify(args, exprs, modules="numpy", cse: bool = True):
     used; the walk over every node cost ~0.6 s of a cold search)."""
     import sympy as sp
     spend("compiling the cost formulas")
+    _numpy_namespace()
     return sp.lambdify(args, exprs, modules=modules, cse=cse, docstring_limit=0, use_imps=False)
+
+
+NUMPY_IMPORT = "import numpy; from numpy import *; from numpy.linalg import *"
+"""sympy's command for lambdify's numpy namespace (sympy/utilities/lambdify.py, MODULES["numpy"], sympy 1.14)."""
+
+
+def _numpy_namespace() -> None:
+    """Fill lambdify's numpy namespace once per process as sympy would, but with numpy's public names listed
+    instead of `from numpy import *`: numpy 2 exports its subpackages in __all__ and imports them lazily on first
+    access (numpy/__init__.py __getattr__, __numpy_submodules__), so the star import loads f2py, testing, ma,
+    random, polynomial, fft... (0.23 s CPU in a fresh process, listed: 2 ms) that no generated
+    function reads (explorer.cost.generated._resolve). The namespace gets the same objects under the same names
+    otherwise, so lambdify generates and binds exactly the same functions."""
+    module = importlib.import_module("sympy.utilities.lambdify")
+    entry = module.MODULES.get("numpy")
+    if entry is None or entry[0] != entry[1] or entry[3] != (NUMPY_IMPORT,):
+        return          # already filled, or a sympy whose command differs: left to sympy
+    lazy = set(getattr(numpy, "__numpy_submodules__", ()))
+    names = [n for n in numpy.__all__ if n not in lazy and n.isidentifier()]
+    command = f"import numpy; from numpy import {', '.join(names)}; from numpy.linalg import *"
+    module.MODULES["numpy"] = entry[:3] + ((command,),)
+    try:
+        module._import("numpy")
+    finally:
+        module.MODULES["numpy"] = entry
 
 
 def compile_exprs(key, args, exprs, disk_key=None, names: tuple | None = None):

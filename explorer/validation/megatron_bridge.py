@@ -73,6 +73,7 @@ rows: GPT-OSS's MLP and window counting, DeepSeek-V3's MTP layer). How a MoE row
 from __future__ import annotations
 
 from dataclasses import replace
+from functools import lru_cache
 
 from explorer.cost.megatron_flops import CONVENTION as MEGATRON_CONVENTION
 from explorer.cost.megatron_flops import megatron_model_flops, padded_vocab  # noqa: F401 (bf16.py reads it here)
@@ -169,9 +170,18 @@ def _default_layout_note(model, pp: int, vp: int) -> str:
             "account_for_embedding/loss_in_pipeline_split); ")
 
 
+@lru_cache(maxsize=64)
+def _model_at(name: str, seq_len: int):
+    """A bundled model preset at a sequence length, read once per process: the tables' rows name a dozen presets,
+    read and validated again for each row before (load_all_cases took 0.31 s CPU, now 0.03 s, in every
+    `evaluate --json`, whose evidence labels the nearest runs with their models: explorer.validation.run_labels).
+    ModelSpec is frozen."""
+    return load_model(name).with_seq_len(seq_len)
+
+
 def _row_model(x: dict):
     """The row's model at its sequence length; DeepSeek-V3 with its MTP module unless the row ran 'w/o MTP'."""
-    model = load_model(x["model"]).with_seq_len(int(x["seq_len"]))
+    model = _model_at(x["model"], int(x["seq_len"]))
     if model.mtp_layers and "w/o MTP" in (x.get("label_annotation") or ""):
         model = replace(model, mtp_layers=0)
     return model
@@ -285,7 +295,7 @@ def case_of(entry: dict) -> Case:
     dp, vp = n // (tp * pp * cp), x.get("virtual_pipeline") or 1
     fsdp = _fsdp(x) > 1
     zero = 3 if fsdp else 1
-    model = load_model(x["model"]).with_seq_len(int(x["seq_len"]))
+    model = _model_at(x["model"], int(x["seq_len"]))
     strategy = Strategy(dp=dp, tp=tp, pp=pp, micro_batch=x["micro_batch_size"], global_batch=x["global_batch_size"],
                         schedule="interleaved" if vp > 1 else "1f1b", chunks=vp, zero=zero,
                         sequence_parallel=tp > 1, overlap_dp=True, dtype=x["dtype"], grad_dtype="model",
