@@ -134,15 +134,11 @@ def gantt_figure(events: pd.DataFrame, title: str = "", label: str | None = None
     for cat in order:
         sel = cats == cat
         data.append(dict(type="bar", name=IDLE_NAME if cat == "bubble" else cat, meta=cat, orientation="h",
-                         base=start[sel].tolist(), x=dur[sel], y=row[sel].tolist(), text=text[sel].tolist(),
-                         customdata=custom[sel].tolist(),
+                         base=start[sel], x=dur[sel], y=row[sel], text=text[sel], customdata=custom[sel],
                          marker=dict(color=CATEGORY_COLORS.get(cat, "#888888"), line=dict(width=0)),
                          textposition="inside", insidetextanchor="middle", textangle=0,
                          hovertemplate=HOVER.replace("{u}", unit)))
-    # the whole figure in one call (explorer/charts/breakdown.py _figure: add_trace and update_layout re-walk it);
-    # base, y, text and customdata as lists, x a float array: plotly keeps numpy arrays of those as object arrays,
-    # which orjson cannot write, so every serialisation (st.plotly_chart on every run) walked each value in Python
-    # (plotly/io/_json.py clean_to_json_compatible); as lists the figure is written in one orjson call (issue 31)
+    # the whole figure in one call (explorer/charts/breakdown.py _figure: add_trace and update_layout re-walk it)
     return go.Figure(dict(data=data, layout=dict(
         title=dict(text=title), barmode="overlay", bargap=0.15, legend=dict(title=dict(text="category")),
         uniformtext=dict(minsize=8, mode="hide"), xaxis=dict(title=dict(text=f"time ({unit})")),
