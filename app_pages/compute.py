@@ -225,6 +225,13 @@ def export_csv(model, strategy, cluster) -> dict:
     return {label: X.table_csv(table) for label, table in tables.items()}
 
 
+def lazy_expander(label: str, key: str):
+    """An expander whose contents a page builds only while it is open (`.open`; Streamlit's lazy expander: a key and
+    on_change="rerun", so opening it reruns the page): a closed expander's tables were converted to Arrow and sent on
+    every run (the Timelines page's two event tables of up to 500 rows, the Cost page's four), for nobody to see."""
+    return st.expander(label, key=key, on_change="rerun")
+
+
 def shown(fig, memory: bool = False, events=None):
     """The figure as classroom mode shows it (large type, Okabe–Ito colours, at most
     MAX_MICRO_BATCHES micro-batches of a Gantt given its events), else unchanged."""

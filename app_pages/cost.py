@@ -94,17 +94,20 @@ for symbol, definition in sym.definitions_latex().items():
 with st.expander("Total: the whole formula"):
     st.latex(sym.total_latex() + rf" = {C.sig(r.iteration_time_s)}\,\mathrm{{s}}")
     st.caption(SCROLL_HINT)
-with st.expander("Glossary: the symbols"):
-    st.dataframe(pd.DataFrame(glossary()).drop(columns="latex"), hide_index=True)
+glossary_box = C.lazy_expander("Glossary: the symbols", S.W_GLOSSARY_TABLE)
+if glossary_box.open:
+    glossary_box.dataframe(pd.DataFrame(glossary()).drop(columns="latex"), hide_index=True)
 attention_curve.show(view)      # the attention kernel's efficiency curve, with its source
 
 st.subheader("Communication by type")
 st.plotly_chart(C.shown(figs["comm"]), key="cost_comm_chart")
-with st.expander("Communication table"):
-    st.dataframe(C.table(figs["comm_table"]), hide_index=True)
+comm_box = C.lazy_expander("Communication table", S.W_COMM_TABLE)
+if comm_box.open:
+    comm_box.dataframe(C.table(figs["comm_table"]), hide_index=True)
 
 st.subheader("Memory per device against capacity")
 st.plotly_chart(C.shown(figs["memory"], memory=True), key="cost_memory_chart")
-with st.expander("Tables: time by category, memory by stage"):
-    st.dataframe(C.table(figs["breakdown_table"]), hide_index=True)
-    st.dataframe(C.table(figs["memory_table"]), hide_index=True)
+tables_box = C.lazy_expander("Tables: time by category, memory by stage", S.W_COST_TABLES)
+if tables_box.open:
+    tables_box.dataframe(C.table(figs["breakdown_table"]), hide_index=True)
+    tables_box.dataframe(C.table(figs["memory_table"]), hide_index=True)

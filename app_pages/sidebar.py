@@ -76,14 +76,16 @@ def _fields() -> dict:
             **{o.name: ss[key] for key, o in S.option_widgets().items() if key in ss}}
 
 
-def draw_option(container, option) -> None:
+def draw_option(container, option, fields: dict | None = None) -> None:
     """An option's control from its record (explorer/strategy/options.py): a select box, a toggle or a
     multi-select under its session key, greyed out where the option does not apply (its `when`) or cannot be
     switched on with the other choices (its `blocker`, named in the help); a multi-select offers only the modules
-    the model has (its `absent`), a chosen one the model lacks dropped with a notice."""
+    the model has (its `absent`), a chosen one the model lacks dropped with a notice. `fields`: _fields() read once
+    for the whole sidebar (S.init sets every key it reads at the start of each run; a dropped module is written back
+    into it here): read for each of the ~10 options it was a twentieth of a page run's Python calls (issue 31)."""
     ss, key = st.session_state, option.widget_key
     S.seed(key, list(option.default) if option.kind == "modules" else option.default)
-    fields = _fields()
+    fields = _fields() if fields is None else fields
     reason = option.blocked(fields, ss[S.MODEL])
     disabled = not option.applies(fields) or reason is not None
     help_text = option.widget_help + (f". Not available now: {reason}" if reason else "")
@@ -95,16 +97,16 @@ def draw_option(container, option) -> None:
         offered = option.offered(ss[S.MODEL])
         dropped = [m for m in ss[key] if m not in offered]
         if dropped:
-            ss[key] = [m for m in ss[key] if m in offered]
+            ss[key] = fields[option.name] = [m for m in ss[key] if m in offered]
             S.notify(f"{option.label} {', '.join(dropped)} dropped: {ss[S.MODEL].name} has no such module.")
         container.multiselect(option.label, offered, key=key, disabled=disabled, help=help_text)
 
 
-def _moe_host_controls(bar) -> None:
+def _moe_host_controls(bar, fields: dict) -> None:
     """The MoE layer's dispatcher and expert-parallel overlap (explorer/cost/moe_terms.py, explorer/model/kernels.py):
     the options drawn for MoE models only."""
     for option in S.option_widgets(moe_only=True).values():
-        draw_option(bar, option)
+        draw_option(bar, option, fields)
 
 
 def _pair(bar) -> tuple:
@@ -136,9 +138,11 @@ def draw() -> None:
     right.selectbox("CP algorithm", CP_ALGOS, key=S.W_CP_ALGO, disabled=ss[S.W_CP] == 1,
                     help="ring: K/V passed around the cp ring, hidden under attention (Megatron-LM CP); "
                          "ulysses: all-to-all on heads (DeepSpeed-Ulysses)")
+    fields = None
     if ss[S.MODEL].is_moe:     # expert parallelism: only a model with experts has it
         _ep_control(bar, ss[S.MODEL].experts, ss[S.W_DP], ss[S.W_TP])
-        _moe_host_controls(bar)
+        fields = _fields()
+        _moe_host_controls(bar, fields)
     bar.toggle("Keep the GPU count fixed", key=S.W_KEEP_GPUS,
                help="when t or p moves, d follows so that d·t·p stays the same (when it divides)")
     bar.select_slider("b — micro-batch (sequences)", _options(MICRO_BATCHES, S.W_MICRO), key=S.W_MICRO)
@@ -166,7 +170,8 @@ def draw() -> None:
                help="Megatron-LM --overlap-p2p-communication (interleaved schedule only): the point-to-point sends "
                     "between stages run under computation and a stage waits only for the input it needs; the Cost "
                     "page shows what stays exposed and what is hidden")
-    draw_option(bar, S.option_widgets()[S.W_CUDA_GRAPHS])
+    fields = fields or _fields()
+    draw_option(bar, S.option_widgets()[S.W_CUDA_GRAPHS], fields)
     left, right = _pair(bar)
     left.selectbox("Precision", DTYPES, key=S.W_DTYPE,
                    help="fp8: Transformer Engine FP8 GEMMs at the device's FP8 peak; weights, gradients and "
@@ -176,12 +181,12 @@ def draw() -> None:
                          "Megatron-LM's fp32 gradient accumulation and all-reduce (4 B/param, twice the dp bytes). "
                          "ZeRO 1 + fp32 = Megatron's distributed optimizer")
     left, right = _pair(bar)
-    draw_option(left, S.option_widgets()[S.W_FP8_RECIPE])
-    draw_option(right, S.option_widgets()[S.W_ADAM_MOMENTS])
-    draw_option(bar, S.option_widgets()[S.W_RECOMPUTE_MODULES])
+    draw_option(left, S.option_widgets()[S.W_FP8_RECIPE], fields)
+    draw_option(right, S.option_widgets()[S.W_ADAM_MOMENTS], fields)
+    draw_option(bar, S.option_widgets()[S.W_RECOMPUTE_MODULES], fields)
     for option in S.option_widgets(moe_only=False).values():     # the table's other options, in its order
         if option.name not in PLACED:
-            draw_option(bar, option)
+            draw_option(bar, option, fields)
     bar.selectbox("Framework", STRATEGY_FRAMEWORKS, key=S.W_FRAMEWORK, format_func=_framework_title,
                   help="the framework the strategy targets (generic: the explorer's own defaults): its defaults are costed (gradients reduced in fp32 by "
                        "Megatron-LM with bf16, Megatron-Bridge's bf16 recipes, torchtitan and MindSpore; in the "

@@ -103,6 +103,9 @@ W_PIPELINE_LAYOUT = "w_pipeline_layout"   # layer counts per virtual stage, or a
 W_TIMELINE_SCHEDULE = "w_timeline_schedule"
 W_TIMELINE_PLAY = "w_timeline_play"
 W_MICRO_LAYER, W_MICRO_OP = "w_micro_layer", "w_micro_op"   # W_MICRO_OP + "_" + model family
+W_EVENT_TABLES = "w_event_tables"       # the Timelines page's event tables expander is open
+# Cost page: its table expanders are open (built only then: app_pages/compute.py lazy_expander)
+W_GLOSSARY_TABLE, W_COMM_TABLE, W_COST_TABLES = "w_glossary_table", "w_comm_table", "w_cost_tables"
 # Compare page
 W_PIN_LABEL = "w_pin_label"
 # Export page

@@ -72,9 +72,10 @@ if view.model.is_moe and view.strategy.overlap_ep:
                "overlap on they run under another micro-batch's compute; the super-step above and the Cost page "
                "count what stays exposed, max(σE, E − C) (σ: the fused dispatcher's share of the SMs).")
 
-with st.expander("Event tables: every operator, message and sync with its start and end"):
+tables = C.lazy_expander("Event tables: every operator, message and sync with its start and end", S.W_EVENT_TABLES)
+if tables.open:
     events = sup["events"] if sup is not None else micro["events"].iloc[:0]
-    st.caption(f"First {min(len(events), ROWS_SHOWN)} of {len(events)} super-step events; "
-               "every event is on the Export page (CSV).")
-    st.dataframe(events.head(ROWS_SHOWN), hide_index=True, height=240)
-    st.dataframe(micro["events"], hide_index=True, height=240)
+    tables.caption(f"First {min(len(events), ROWS_SHOWN)} of {len(events)} super-step events; "
+                   "every event is on the Export page (CSV).")
+    tables.dataframe(events.head(ROWS_SHOWN), hide_index=True, height=240)
+    tables.dataframe(micro["events"], hide_index=True, height=240)

@@ -13,8 +13,10 @@ def _labels(at) -> list:
 
 
 def _moe(at, model="qwen3-30b-a3b"):
-    """Switch to an MoE model with t = 2 (its 4 key/value heads allow it) and the largest e offered."""
+    """Switch to an MoE model with t = 2 (its 4 key/value heads allow it) and the largest e offered; the Cost page's
+    communication table open (its expander builds the table only while open)."""
     at.session_state[S.MODEL] = load_model(model)
+    at.session_state[S.W_COMM_TABLE] = True
     at.run()
     next(w for w in at.sidebar.select_slider if w.key == S.W_TP).set_value(2).run()
     slider = next(w for w in at.sidebar.select_slider if w.key == S.W_EP)

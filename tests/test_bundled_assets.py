@@ -88,10 +88,14 @@ def test_every_symbol_of_the_cost_page_is_in_the_glossary(model, cluster, strate
 
 
 def test_the_cost_page_shows_the_glossary_not_a_file_outside_the_repository():
+    from app_pages import state as S
     from tests.app_util import open_page
     at = open_page("cost")
     assert not any("DESIGN.md" in c.value for c in at.caption)
     assert any("Glossary" in e.label for e in at.expander)
+    assert not [df for df in at.dataframe if "meaning" in df.value.columns]     # closed: not built
+    at.session_state[S.W_GLOSSARY_TABLE] = True                                 # opened
+    at.run()
     shown = [df.value for df in at.dataframe if "meaning" in df.value.columns]
     assert shown and len(shown[0]) == len(glossary())
 

@@ -41,7 +41,8 @@ def animated_gantt(fig, steps: int = 40) -> go.Figure:
         data = []
         for i in bars:
             shown = np.clip(t - starts[i], 0.0, lengths[i])
-            data.append(go.Bar(x=shown, text=np.where(shown >= lengths[i], texts[i], "")))
+            # the labels as a list: plotly keeps an object array, which orjson cannot write (explorer/charts/gantt.py)
+            data.append(go.Bar(x=shown, text=np.where(shown >= lengths[i], texts[i], "").tolist()))
         cursor = dict(type="line", x0=t, x1=t, y0=0, y1=1, yref="paper", line=dict(color="#000000", width=2))
         frames.append(go.Frame(data=data, traces=bars, name=str(k), layout=dict(shapes=[cursor])))
     out.frames = frames
