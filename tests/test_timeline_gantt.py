@@ -6,6 +6,7 @@ from explorer import Strategy, load_cluster, load_model
 from explorer.charts import CATEGORY_COLORS, gantt_figure, microstep_figure, superstep_figure, time_unit
 from explorer.charts.classroom import FONT_PX, classroom_figure
 from explorer.charts.gantt import IDLE_NAME
+from explorer.charts.tables import TRACE_LABELS
 from explorer.io.projector import LINE_FONTS, ROW_FONTS
 from explorer.timeline import PassCosts, microstep_events, pipeline_events, superstep_events
 from tests.work import measure
@@ -19,7 +20,8 @@ def test_one_trace_per_category_with_numeric_bars():
     fig = superstep_figure(ev)
     assert len(fig.data) == ev.category.nunique()
     assert {t.meta for t in fig.data} == set(ev.category)       # each trace's category (meta)
-    assert {t.name for t in fig.data} == set(ev.category) - {"bubble"} | {IDLE_NAME}   # idle on any stage
+    assert {t.name for t in fig.data} == {TRACE_LABELS[c] for c in set(ev.category) - {"bubble"}} | {IDLE_NAME}
+    assert {t.meta for t in fig.data} == set(ev.category)     # idle on any stage; names as every chart (not dp_comm)
     assert sum(len(t.x) for t in fig.data) == len(ev)
     unit, factor = time_unit(ev.end_s.max())
     for trace in fig.data:
