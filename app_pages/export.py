@@ -121,8 +121,9 @@ except ExplorerError as err:
     st.warning(plain(str(err)))
 else:
     st.code(config, language=CONFIG_LANGUAGE[framework])
-    st.download_button(f"{framework} config", config.encode(), f"{name}_{framework}{CONFIG_SUFFIX[framework]}",
-                       "text/plain", on_click="ignore", key="export_framework_config")
+    st.download_button(f"{CONFIG_TITLES[framework].split(' (')[0]} config ({CONFIG_SUFFIX[framework]})", config.encode(),
+                       f"{name}_{framework}{CONFIG_SUFFIX[framework]}", "text/plain", on_click="ignore",
+                       key="export_framework_config")      # named as the select box names it, not 'megatron-bridge'
     notes = framework_notes(framework, m, s)       # from the exporter itself
     st.markdown(f"**What it expresses:** {plain(notes['expresses'])}")
     st.markdown("**What the framework would do on its own, and how the file pins it to what was costed:**\n"

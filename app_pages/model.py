@@ -13,6 +13,11 @@ from app_pages.text import plain
 DIMS = {"transformer": ("layers", "hidden", "heads", "kv_heads", "ffn_hidden", "seq_len", "vocab"),
         "mlp": ("layers", "hidden", "seq_len", "vocab"),
         "cnn": ("image_size", "in_channels", "base_width", "vocab")}
+DIM_LABELS = {"layers": "layers l", "hidden": "hidden size h", "heads": "heads a", "kv_heads": "KV heads",
+              "ffn_hidden": "FFN size f", "seq_len": "sequence s", "vocab": "vocabulary V", "image_size": "image size",
+              "in_channels": "input channels", "base_width": "base width"}
+# Each dimension's input as a person reads it, with the letter the formulas use (assets/glossary.json); the model
+# file's field name is in its help (the page showed kv_heads, ffn_hidden and seq_len).
 
 
 @st.cache_resource(max_entries=2, show_spinner=False)
@@ -139,7 +144,8 @@ st.subheader(f"Dimensions of {plain(model.name)} ({model.family})")
 dims = _dims(model)
 for col, name in zip(st.columns(len(dims)), dims):
     S.seed(S.W_DIM_PREFIX + name, getattr(model, name))
-    col.number_input(name, min_value=1, max_value=MODEL_DIM_MAX[name], step=1, key=S.W_DIM_PREFIX + name, on_change=_edit_dims)
+    col.number_input(DIM_LABELS.get(name, name), min_value=1, max_value=MODEL_DIM_MAX[name], step=1,
+                     key=S.W_DIM_PREFIX + name, on_change=_edit_dims, help=f"`{name}` in a model file")
 if model.is_transformer:
     S.seed(S.W_ATTENTION, model.attention)
     st.radio("Attention", ATTENTION, key=S.W_ATTENTION, horizontal=True, on_change=_edit_attention,
@@ -160,7 +166,7 @@ with st.expander(f"Cluster {plain(cluster.name)}: {plain(cluster.device.name)}, 
              f"memory {cluster.device.memory_bytes / 2**30:.0f} GiB.")
 
 st.subheader("Operator graph")
-c1, c2, c3 = st.columns([1, 1, 3])
+c1, c2, c3 = st.columns([2, 2, 3])     # the toggle's label was cut at 1280x720 in classroom mode
 colour = c1.radio("Colour by", ("stage", "degree"), key=S.W_GRAPH_COLOUR, horizontal=True,
                   format_func=lambda x: {"stage": "pipeline stage", "degree": "TP degree"}[x])
 expand_all = c2.toggle("Expand every layer", key=S.W_GRAPH_ALL)

@@ -150,7 +150,10 @@ st.dataframe(top_table, hide_index=True, key=TOP_TABLE, column_config=pinned_nam
 st.caption(f"{SUMMARY_LABELS['mfu_%']}: {EQ3_FLOPS_CONVENTION}. {SUMMARY_LABELS[MEGATRON_MFU_COLUMN]}: "
            f"{MEGATRON_FLOPS_CONVENTION} "
            "(what Megatron-LM's training log prints; empty for a model that is not a causal decoder).")
-st.plotly_chart(shown(breakdown_bar({f"#{i + 1} {label(c.strategy)}": c.result for i, c in enumerate(result.top)})),
+# Each bar named by its rank in the table above (a strategy's whole name, up to 100 characters, ran past the figure
+# at 1280x720), the name in its hover.
+st.plotly_chart(shown(breakdown_bar({f"#{i + 1}": c.result for i, c in enumerate(result.top)},
+                                    names={f"#{i + 1}": f"#{i + 1} {label(c.strategy)}" for i, c in enumerate(result.top)})),
                 key="search_breakdown_chart")
 with st.expander("How sure is this ranking?"):
     st.caption("As the fitted efficiencies and latencies vary across the validated error, how often does each "

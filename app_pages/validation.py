@@ -6,6 +6,7 @@ from explorer.facade import ExplorerError, load_cluster
 from explorer.facade import band_of, parity_figure, residual_heatmap, validated_regimes
 from explorer.facade import VALIDATION_TARGETS as TARGETS
 from explorer.facade import load_all_cases, load_megatron_bridge, summarize, validate
+from explorer.facade import validation_group_name as group_name
 from app_pages.text import plain
 from app_pages.compute import shown, table as shown_table     # classroom mode: palette, 3 significant digits
 
@@ -26,10 +27,15 @@ def _metrics(summary: dict, groups) -> None:
         mean_t, max_t = TARGETS.get(group, (None, None))
         parts = "; ".join(f"{k}: {v['cases']} cases, mean {100 * v['mean_abs_error']:.1f} %, "
                           f"max {100 * v['max_abs_error']:.1f} %" for k, v in s.items() if isinstance(v, dict))
-        col.metric(f"{group}: mean |error|", f"{100 * s['mean_abs_error']:.1f} %",
+        col.metric(f"{group_name(group)}: mean |error|", f"{100 * s['mean_abs_error']:.1f} %",
                    help=f"{s['cases']} cases; max {100 * s['max_abs_error']:.1f} %; "
                         f"targets mean <= {100 * mean_t:.0f} %, max <= {100 * max_t:.0f} %" + (f"; {parts}" if parts else ""))
-        col.metric(f"{group}: max |error|", f"{100 * s['max_abs_error']:.1f} %")
+        col.metric(f"{group_name(group)}: max |error|", f"{100 * s['max_abs_error']:.1f} %")
+
+
+def _parity(rows):
+    """The parity plot of `rows`, each group named as a person reads it."""
+    return shown(parity_figure(rows, band_of(rows), names={r.group: group_name(r.group) for r in rows}))
 
 
 def _table(rows) -> pd.DataFrame:
@@ -51,7 +57,7 @@ st.caption("Every measured run in assets/validation/published.json (with its cit
            "constants for the hardware (assets/clusters/dgx-a100-80gb.json).")
 old = [r for r in rows if r.group in A100_GROUPS]
 _metrics(summary, A100_GROUPS)
-st.plotly_chart(shown(parity_figure(old, band_of(old))), key="validation_parity")
+st.plotly_chart(_parity(old), key="validation_parity")
 
 st.subheader("Megatron-Bridge 2025–26: DGX H100, DGX B200, GB200 NVL72")
 st.caption("NVIDIA's published pre-training throughput (NVIDIA-NeMo/Megatron-Bridge docs/performance-summary*.md, "
@@ -63,7 +69,7 @@ st.caption("NVIDIA's published pre-training throughput (NVIDIA-NeMo/Megatron-Bri
 new = [r for r in rows if r.group not in A100_GROUPS and r.metric != "tokens_per_sec_per_gpu"]
 if new:
     _metrics(summary, sorted({r.group for r in new}))
-    st.plotly_chart(shown(parity_figure(new, band_of(new))), key="validation_parity_bridge")
+    st.plotly_chart(_parity(new), key="validation_parity_bridge")
 
 moe = [r for r in rows if r.metric == "tokens_per_sec_per_gpu"]
 if moe:
@@ -74,7 +80,7 @@ if moe:
                "(one constant, fitted on the NeMo 26.02 DGX-B200 rows; every other row held out). What is still "
                "missing is in each case's assumptions and docs/validation.md.")
     _metrics(summary, sorted({r.group for r in moe}))
-    st.plotly_chart(shown(parity_figure(moe, band_of(moe))), key="validation_parity_bridge_moe")
+    st.plotly_chart(_parity(moe), key="validation_parity_bridge_moe")
 
 st.subheader("Residuals by regime: the error bar beside every number")
 st.caption("Each cell is a regime (accelerator × precision × dense/MoE): the mean and worst |error| of its validated "

@@ -126,8 +126,9 @@ from explorer.strategy.strategy import DTYPES, GRAD_DTYPES                      
 from explorer.validation import GROUPS as VALIDATION_GROUPS                             # noqa: E402
 from explorer.validation import load_all_cases, load_megatron_bridge                    # noqa: E402
 from explorer.validation.regimes import regimes as validated_regimes                    # noqa: E402
+from explorer.validation.run_labels import group_name as validation_group_name          # noqa: E402
 
-__all__ += ["DTYPES", "GRAD_DTYPES", "VALIDATION_GROUPS", "load_all_cases", "load_megatron_bridge",
+__all__ += ["DTYPES", "GRAD_DTYPES", "VALIDATION_GROUPS", "validation_group_name", "load_all_cases", "load_megatron_bridge",
             "validated_regimes"]
 # ---- long context (issue 10): context parallelism and FlashAttention ---------------------------
 from explorer.strategy.strategy import CP_ALGOS                                          # noqa: E402

@@ -87,7 +87,7 @@ def test_framework_config_panel_shows_configs_and_refusals():
     box = at.selectbox(key="w_export_framework")
     assert box.value == "megatron"
     assert any("--tensor-model-parallel-size" in c.value for c in at.code)
-    assert "megatron config" in {b.label for b in at.get("download_button")}
+    assert "Megatron-LM config (.sh)" in {b.label for b in at.get("download_button")}
     box.set_value("mindspore").run()
     assert any('parallel_mode="semi_auto_parallel"' in c.value for c in at.code)
     box.set_value("deepspeed").run()                 # the default strategy has t > 1: DeepSpeed refuses
@@ -106,7 +106,7 @@ def test_framework_panel_shows_notes_from_the_exporter_and_megatron_bridge():
     assert any("def explorer_pretrain_config()" in c.value for c in at.code)
     text = " ".join(md.value for md in at.markdown)
     assert "CommOverlapConfig" in text or "grad\\_reduce\\_in\\_fp32" in text or "WORLD\\_SIZE" in text
-    assert "megatron-bridge config" in {b.label for b in at.get("download_button")}
+    assert "Megatron-Bridge config (.py)" in {b.label for b in at.get("download_button")}    # was 'megatron-bridge config'
 
 
 def test_uploaded_framework_config_sets_the_strategy_and_a_bad_one_is_refused():

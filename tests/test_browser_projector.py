@@ -208,3 +208,78 @@ def test_the_sidebars_select_values_are_not_cut(server, browser, screen):  # noq
         page.screenshot(path=str(SHOTS / f"{shot}.png"))
         assert clipped_controls(page) == [], f"the strategy page's sidebar at {screen}"
     page.close()
+
+
+TINY_SEARCH = "model=tiny-gpt&cluster=classroom&dp=8&tp=1&pp=1&b=1&B=16"
+"""A search that finishes in seconds: times of 0.3 to 2.4 ms (under a decade), 0.04 GiB at most under a 61 GiB cap."""
+
+
+@pytest.mark.parametrize("screen", SCREENS)
+def test_the_search_pages_charts_fit_after_a_search(server, browser, screen):  # noqa: F811
+    """The browser walk of this session: at 1280x720 in classroom mode the Pareto scatter's log axis labelled every
+    digit (7, 8, 9, 0.001 overlapping) with every point on the y axis (the x axis ran to the 61 GiB cap), and the
+    bars below were squeezed to a sliver by their 100-character strategy names, which ran past the figure."""
+    viewport, classroom = SCREENS[screen]
+    page = browser.new_page(viewport=viewport)
+    page.goto(f"{server}/search?{TINY_SEARCH}" + ("&classroom=1" if classroom else ""))
+    page.get_by_role("button", name="Search", exact=True).click(timeout=90_000)
+    _settle(page)
+    page.wait_for_timeout(1500)
+    for number in range(page.locator(".js-plotly-plot").count()):
+        page.locator(".js-plotly-plot").nth(number).scroll_into_view_if_needed()
+        page.wait_for_timeout(500)
+        _clean(page, f"the Search page's chart {number + 1} at {screen}", f"search_{number + 1}_{screen}")
+    bars = page.locator(".js-plotly-plot").filter(has_text="Iteration time by category").first
+    figure, plot = bars.locator(".main-svg").first.bounding_box(), bars.locator(".nsewdrag").first.bounding_box()
+    assert plot["width"] >= 0.6 * figure["width"], (plot, figure)
+    page.close()
+
+
+LONG_LABEL = ("model=gpt3-175b&cluster=dgx-a100-80gb&dp=16&tp=8&pp=8&b=1&B=1536&v=2&zero=1&sched=interleaved"
+              "&rc=selective&dtype=bf16&sp=1&ov=0&sg=1")
+"""The Strategy page's bar named 'd16 t8 p8 b1 B1536 interleaved v2 ZeRO-1 rc:selective SP'."""
+DEFAULT_DRAWN = {"compute", "recompute", "TP / operator comm", "PP point-to-point", "bubble", "DP gradient sync",
+                 "optimizer"}
+"""The categories the default strategy's bar draws (no EP, CP, ZeRO or redistribution)."""
+
+
+@pytest.mark.parametrize("screen", SCREENS)
+def test_the_strategy_pages_bar_keeps_its_width_and_lists_what_it_draws(server, browser, screen):  # noqa: F811
+    """At 1280x720 in classroom mode the strategy's name on one line took half of the figure; at 1920x1080 the
+    legend listed all 11 categories in a column with a scroll bar."""
+    viewport, classroom = SCREENS[screen]
+    page = browser.new_page(viewport=viewport)
+    for query in ("", LONG_LABEL):
+        page.goto(f"{server}/strategy?{query}" + ("&classroom=1" if classroom else ""))
+        _settle(page)
+        bars = page.locator(".js-plotly-plot").first
+        figure, plot = bars.locator(".main-svg").first.bounding_box(), bars.locator(".nsewdrag").first.bounding_box()
+        page.screenshot(path=str(SHOTS / f"strategy_bar_{'long' if query else 'default'}_{screen}.png"))
+        assert plot["width"] >= 0.6 * figure["width"], (query, plot, figure)
+        if not query:
+            legend = set(bars.locator(".legendtext").evaluate_all("els => els.map(e => e.textContent)"))
+            assert legend == DEFAULT_DRAWN, legend
+        _clean(page, f"the strategy page ({query or 'default'}) at {screen}", f"strategy_bar_{screen}")
+    page.close()
+
+
+@pytest.mark.parametrize("screen", SCREENS)
+def test_the_model_and_validation_pages_fit(server, browser, screen):  # noqa: F811
+    """The walk read 'Expand every layer' cut at 1280x720 in classroom mode, kv_heads, ffn_hidden and seq_len as the
+    Model page's labels, the Validation page's parity plot's 2 and 5 over its 10 and 100, and its groups by their
+    ids (megatron_table1, megatron_bridge_moe_b200)."""
+    viewport, classroom = SCREENS[screen]
+    page = browser.new_page(viewport=viewport)
+    for path in ("model", "validation"):
+        page.goto(f"{server}/{path}" + ("?classroom=1" if classroom else ""))
+        page.locator(".js-plotly-plot .main-svg").first.wait_for(timeout=300_000)   # Validation predicts every run
+        _settle(page)
+        page.wait_for_timeout(1500)
+        for number in range(page.locator(".js-plotly-plot").count()):
+            page.locator(".js-plotly-plot").nth(number).scroll_into_view_if_needed()
+            page.wait_for_timeout(400)
+            _clean(page, f"the {path} page's chart {number + 1} at {screen}", f"{path}_{number + 1}_{screen}")
+        text = page.get_by_test_id("stMain").inner_text()
+        for raw in ("kv_heads", "ffn_hidden", "seq_len", "megatron_table1", "korthikanti_table4", "megatron_bridge_"):
+            assert raw not in text, f"the {path} page shows '{raw}' at {screen}"
+    page.close()

@@ -39,6 +39,32 @@ def test_breakdown_bar_one_trace_per_category(result):
     assert sum(trace.x[0] for trace in fig.data) == pytest.approx(result.iteration_time_s)
 
 
+def test_breakdown_bar_legend_lists_only_the_categories_drawn_below_the_plot(result):
+    """The Strategy page's legend at 1920x1080 listed all 11 categories in a column with a scroll bar: EP all-to-all,
+    redistribution, ZeRO gathers and CP of the default dense run without ZeRO included."""
+    fig = breakdown_bar({"a": result})
+    listed = [trace.name for trace in fig.data if trace.showlegend is not False]
+    drawn = [tables.CATEGORY_LABELS[c] for c in CATEGORIES if tables.breakdown_table(result).set_index("category")
+             .loc[c, "seconds"] > 0]
+    assert listed == drawn and "EP all-to-all" not in listed and "CP context exchange" not in listed
+    assert set(listed) <= set(tables.CATEGORY_LABELS.values())          # the friendly names, never 'op_comm'
+    assert fig.layout.legend.orientation == "h" and fig.layout.legend.yref == "container"
+
+
+def test_breakdown_bar_wraps_a_long_label_and_keeps_a_rank_a_name(result):
+    """A long strategy label took half of the Strategy page's chart at 1280x720 and ran past the Search page's
+    figure; '#1' was read by plotly as the number 1 (an axis labelled 2, 4, 6)."""
+    long = "d16 t8 p8 b1 B1536 interleaved v2 ZeRO-1 rc:selective SP cp2 ulysses e8 per-layer"
+    fig = breakdown_bar({long: result})
+    lines = fig.data[0].y[0].split("<br>")
+    assert len(lines) > 1 and max(map(len, lines)) <= 24 and " ".join(lines) == long
+    assert fig.layout.height >= 190 + 24 * len(lines)
+    ranks = breakdown_bar({"#1": result, "#2": result}, names={"#1": "#1 d16 t8", "#2": "#2 d8 t8"})
+    assert ranks.layout.yaxis.type == "category" and list(ranks.data[0].y) == ["#1", "#2"]
+    assert [row[1] for row in ranks.data[0].customdata] == ["#1 d16 t8", "#2 d8 t8"]
+    assert "customdata[1]" in ranks.data[0].hovertemplate
+
+
 def test_comm_figure_splits_exposed_hidden_and_levels(result):
     fig = comm_figure(tables.comm_table(result, "node"))
     names = {trace.name for trace in fig.data}

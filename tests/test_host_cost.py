@@ -250,7 +250,7 @@ def test_the_micro_step_gantt_has_a_host_row():
     from explorer.timeline.microstep import HOST_CATEGORY
     assert set(host["category"]) == {HOST_CATEGORY}
     fig = microstep_figure(frame)
-    traces = {t.name: t for t in fig.data}
+    traces = {t.meta: t for t in fig.data}                 # by category (the names are the legend's words)
     assert set(traces[HOST_CATEGORY].y) == set(host["row"]) and len(traces[HOST_CATEGORY].x) == len(host)
     assert not any(str(y).endswith("· host") for y in traces["compute"].y)
     assert traces[HOST_CATEGORY].marker.color != traces["compute"].marker.color

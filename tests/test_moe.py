@@ -324,9 +324,10 @@ def test_megatron_export_writes_the_moe_flags_and_reads_them_back():
         assert parameter_counts(again) == parameter_counts(m)
     assert "--moe-layer-freq '([0]*3+[1]*58)'" in export("megatron", load_model("deepseek-v3"),
                                                           Strategy(dp=8, ep=8, global_batch=8), H100)
-    for framework in ("deepspeed", "torchtitan", "mindspore"):
-        with pytest.raises(ExplorerError, match="has experts; only the Megatron-LM exporter"):
+    for framework, title in (("deepspeed", "DeepSpeed"), ("torchtitan", "torchtitan"), ("mindspore", "MindSpore")):
+        with pytest.raises(ExplorerError, match="has experts; only the Megatron-LM exporter") as err:
             export(framework, load_model("qwen3-30b-a3b"), Strategy(dp=16, ep=8, global_batch=64), H100)
+        assert str(err.value).startswith(f"{title} cannot express")     # named as the Export page names it
 
 
 @pytest.mark.parametrize("kw", [dict(), dict(pp=2, dp=4, ep=2, recompute="full"),

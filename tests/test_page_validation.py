@@ -11,27 +11,30 @@ def test_validation_page_shows_cases_and_parity_plot():
     at = AppTest.from_file(str(ROOT / "app_pages" / "validation.py"), default_timeout=120).run()
     assert not at.exception
     metrics = {m.label: m.value for m in at.metric}
-    assert any("megatron_table1" in label for label in metrics)
+    assert any("Megatron-LM SC'21 Table 1" in label for label in metrics)
+    assert not any("_" in label for label in metrics), "groups by name, not by id (megatron_table1)"
     table = at.dataframe[0].value
     a100 = table[~table["case"].str.startswith("mb_")]
     assert len(a100) == 20 and a100["source"].str.contains("Table").all()
     bridge = table[table["case"].str.startswith("mb_")]             # Megatron-Bridge group (issue 11)
     assert len(bridge) >= 15 and bridge["source"].str.contains("Megatron-Bridge").all()
     assert set(bridge["fit"]) == {"fitted", "held out"}
-    assert any("megatron_bridge_gb200" in label for label in metrics)
+    assert any("Megatron-Bridge, GB200 NVL72" in label for label in metrics)
     skipped = at.dataframe[1].value
     assert skipped["why"].str.contains("no model preset").any()     # each skipped row says why
-    assert any("megatron_bridge_moe_h100" in label for label in metrics)      # the MoE rows' own groups
+    assert any("Megatron-Bridge MoE, DGX H100" in label for label in metrics)      # the MoE rows' own groups
     charts = at.get("plotly_chart")
     assert charts, "the parity plot is drawn"
     spec = json.loads(charts[0].proto.spec)
     names = {trace.get("name") for trace in spec["data"]}
-    assert {"megatron_table1", "korthikanti_table4", "predicted = published"} <= names
+    assert {"Megatron-LM SC'21 Table 1", "Korthikanti et al. Table 4", "predicted = published"} <= names
+    ticks = spec["layout"]["yaxis"]["tickvals"]          # decades only: 2 and 5 overlapped 10 and 100 at 1280x720
+    assert ticks == sorted(ticks) and len(ticks) <= 8 and spec["layout"]["yaxis"]["ticktext"][0] == f"{ticks[0]:g}"
     bridge_spec = json.loads(charts[1].proto.spec)
     assert "TFLOP/s" in bridge_spec["layout"]["xaxis"]["title"]["text"]
     moe_spec = json.loads(charts[2].proto.spec)                      # MoE rows: tokens/s, a chart of their own
     assert "tokens/s" in moe_spec["layout"]["xaxis"]["title"]["text"]
-    assert {"megatron_bridge_moe_h100", "megatron_bridge_moe_gb200"} <= {t.get("name") for t in moe_spec["data"]}
+    assert {"Megatron-Bridge MoE, DGX H100", "Megatron-Bridge MoE, GB200 NVL72"} <= {t.get("name") for t in moe_spec["data"]}
 
 
 def test_validation_page_draws_the_residuals_by_regime_and_the_bands():

@@ -6,6 +6,7 @@ from explorer import Strategy, load_cluster, load_model
 from explorer.charts import CATEGORY_COLORS, gantt_figure, microstep_figure, superstep_figure, time_unit
 from explorer.charts.classroom import FONT_PX, classroom_figure
 from explorer.charts.gantt import IDLE_NAME
+from explorer.charts.tables import TRACE_LABELS
 from explorer.io.projector import LINE_FONTS, ROW_FONTS
 from explorer.timeline import PassCosts, microstep_events, pipeline_events, superstep_events
 from tests.work import measure
@@ -19,7 +20,8 @@ def test_one_trace_per_category_with_numeric_bars():
     fig = superstep_figure(ev)
     assert len(fig.data) == ev.category.nunique()
     assert {t.meta for t in fig.data} == set(ev.category)       # each trace's category (meta)
-    assert {t.name for t in fig.data} == set(ev.category) - {"bubble"} | {IDLE_NAME}   # idle on any stage
+    assert {t.name for t in fig.data} == {TRACE_LABELS[c] for c in set(ev.category) - {"bubble"}} | {IDLE_NAME}
+    assert {t.meta for t in fig.data} == set(ev.category)     # idle on any stage; names as every chart (not dp_comm)
     assert sum(len(t.x) for t in fig.data) == len(ev)
     unit, factor = time_unit(ev.end_s.max())
     for trace in fig.data:
@@ -40,7 +42,7 @@ def test_micro_figure_labels_operators_and_collectives():
     fig = microstep_figure(ev)
     assert len(fig.data) == ev.category.nunique()
     texts = {x for t in fig.data for x in t.text}
-    assert {"qkv", "fc2", "all_reduce"} <= texts and "barrier" not in texts
+    assert {"qkv", "fc2", "all-reduce"} <= texts and "barrier" not in texts and "all_reduce" not in texts
     assert "µs" in fig.layout.xaxis.title.text or "ms" in fig.layout.xaxis.title.text
 
 
@@ -95,3 +97,11 @@ def test_a_classroom_gantt_gives_each_stage_a_readable_row(pp):
     assert fig.layout.height == max(300, 28 * pp + 160)       # the explorer's own figure: 28 px a row at 12 px type
     small = classroom_figure(fig.update_layout(showlegend=False))     # Compare's small Gantts: no legend to fit
     assert pp * ROW_FONTS * FONT_PX < small.layout.height <= shown.layout.height
+
+
+def test_micro_figure_names_the_hosts_bars_in_words():
+    """The walk read 'host_issue' on gpt-oss-120b's host row and 'all_to_all' on its dispatch (1280x720)."""
+    model, b200 = load_model("gpt-oss-120b"), load_cluster("dgx-b200")
+    strategy = Strategy(dp=16, tp=1, pp=2, ep=8, micro_batch=1, global_batch=256, zero=1, recompute="selective")
+    texts = {x for t in microstep_figure(microstep_events(model, strategy, b200, layer=0)).data for x in t.text}
+    assert {"issuing kernels", "all-to-all"} <= texts and not {"host_issue", "all_to_all"} & texts

@@ -31,20 +31,55 @@ def _figure(data: list, layout: dict) -> go.Figure:
     return go.Figure(dict(data=data, layout=layout))
 
 
-def breakdown_bar(results: dict, title: str = "Iteration time by category (exposed)") -> go.Figure:
-    """label -> Result: one horizontal stacked bar each, one trace per category."""
+LABEL_CHARS = 24
+"""A bar's label wraps into lines of at most this many characters (at spaces): a strategy's name of 40 to 100
+characters on one line took half of the Strategy page's chart at 1280x720 in classroom mode, and ran past the
+Search page's figure."""
+ROW_PX, LINE_PX = 45, 24    # a bar's height in the figure, and a label line's (18 px type, classroom mode)
+
+
+def wrap_label(label: str, width: int = LABEL_CHARS) -> str:
+    """`label` in lines of at most `width` characters, broken at spaces (plotly's line break is <br>); a word
+    longer than `width` keeps its own line.
+
+    >>> wrap_label("d16 t8 p8 b1 B1536 1f1b rc:selective SP")
+    'd16 t8 p8 b1 B1536 1f1b<br>rc:selective SP'
+    """
+    lines: list = []
+    for word in label.split():
+        if lines and len(lines[-1]) + 1 + len(word) <= width:
+            lines[-1] += " " + word
+        else:
+            lines.append(word)
+    return "<br>".join(lines) or label
+
+
+def breakdown_bar(results: dict, title: str = "Iteration time by category (exposed)",
+                  names: dict | None = None) -> go.Figure:
+    """label -> Result: one horizontal stacked bar each, one trace per category, its label wrapped (wrap_label).
+    `names`: label -> the longer name a hover shows (the Search page's bars are '#1', '#2', ... as its table).
+    The legend, below the plot, lists only the categories drawn (a category of zeros everywhere leaves it: the
+    Strategy page listed all 11 at 1920x1080, EP, CP and ZeRO of a dense model without ZeRO included)."""
     labels = list(results)
+    shown = [wrap_label(label) for label in labels]
+    hover = [(names or {}).get(label, label) for label in labels]
     tables = {label: breakdown_table(r) for label, r in results.items()}
     data = []
     for i, category in enumerate(CATEGORIES):
         secs = [float(tables[label]["seconds"].iloc[i]) for label in labels]
         share = [float(tables[label]["share_%"].iloc[i]) for label in labels]
-        data.append(dict(type="bar", y=labels, x=secs, orientation="h", name=CATEGORY_LABELS[category],
-                         marker=dict(color=CATEGORY_COLOURS[category]), customdata=share,
-                         hovertemplate="%{fullData.name}: %{x:.4g} s (%{customdata:.1f} %)<extra>%{y}</extra>"))
-    return _figure(data, _layout(title, max(300, 150 + 45 * len(labels)), legend_below=False,
-                                 xaxis=dict(title=dict(text="seconds per iteration")),
-                                 yaxis=dict(autorange="reversed")))
+        data.append(dict(type="bar", y=shown, x=secs, orientation="h", name=CATEGORY_LABELS[category],
+                         marker=dict(color=CATEGORY_COLOURS[category]), customdata=list(zip(share, hover)),
+                         showlegend=any(secs),
+                         hovertemplate="%{fullData.name}: %{x:.4g} s (%{customdata[0]:.1f} %)"
+                                       "<extra>%{customdata[1]}</extra>"))
+    lines = max([label.count("<br>") + 1 for label in shown] or [1])
+    layout = _layout(title, max(300, 190 + max(ROW_PX, LINE_PX * lines) * len(labels)),
+                     xaxis=dict(title=dict(text="seconds per iteration")),
+                     yaxis=dict(autorange="reversed", type="category"))    # '#1' is a name, not the number 1
+    layout["legend"] = dict(orientation="h", yref="container", y=0, yanchor="bottom", x=0, xanchor="left",
+                            traceorder="normal")
+    return _figure(data, layout)
 
 
 SUBPLOT_TITLE = dict(font=dict(size=16), showarrow=False, xanchor="center", xref="paper", y=1.0, yanchor="bottom",

@@ -12,6 +12,7 @@ import plotly.graph_objects as go
 
 from explorer.limits import check_gantt_bars
 from explorer.charts.palette import CATEGORY_COLOURS as CATEGORY_COLORS     # one palette for every chart (palette.py)
+from explorer.charts.tables import KIND_LABELS, TRACE_LABELS
 UNITS = (("s", 1.0), ("ms", 1e3), ("µs", 1e6))
 # Start, duration and end come from customdata: with base=start, plotly's %{x} of a horizontal
 # bar is where the bar ends, not its length. The micro-batch line is empty on bars of no
@@ -30,6 +31,9 @@ def time_unit(seconds: float) -> tuple:
 
 
 PASS_LETTER = {"forward": "F", "backward": "B", "weight": "W"}
+BAR_KINDS = {**KIND_LABELS, "host_issue": "issuing kernels"}
+"""A communication or host bar's text, as the tables name its kind (the micro-step Gantt showed 'all_reduce' and
+'host_issue' on its bars)."""
 MAX_LABELLED_BARS = 5000
 
 
@@ -53,7 +57,7 @@ def _labels(events: pd.DataFrame, label: str | None) -> np.ndarray:
         ops = events["operator"].to_numpy(dtype=object)
         text[computing] = ops[computing]
         comm = ~computing & (kind != "barrier") & (kind != "idle")
-        text[comm] = kind[comm]
+        text[comm] = [BAR_KINDS.get(k, str(k).replace("_", " ")) for k in kind[comm]]
     else:
         text = events[label].astype(str).to_numpy(dtype=object)
     return text
@@ -133,7 +137,9 @@ def gantt_figure(events: pd.DataFrame, title: str = "", label: str | None = None
     data = []
     for cat in order:
         sel = cats == cat
-        data.append(dict(type="bar", name=IDLE_NAME if cat == "bubble" else cat, meta=cat, orientation="h",
+        # the legend names a category as every chart does (the Timelines page at 1920x1080 listed dp_comm, ep_comm)
+        data.append(dict(type="bar", name=IDLE_NAME if cat == "bubble" else TRACE_LABELS.get(cat, cat), meta=cat,
+                         orientation="h",
                          base=start[sel], x=dur[sel], y=row[sel], text=text[sel], customdata=custom[sel],
                          marker=dict(color=CATEGORY_COLORS.get(cat, "#888888"), line=dict(width=0)),
                          textposition="inside", insidetextanchor="middle", textangle=0,

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
+from explorer.io.projector import log_ticks
+
 
 def band_of(rows) -> float | None:
     """The rows' validated band: the mean |relative error| of those no constant was fitted on (all of them
@@ -11,16 +13,17 @@ def band_of(rows) -> float | None:
     return sum(abs(r.relative_error) for r in held) / len(held) if held else None
 
 
-def parity_figure(rows, band: float | None = None) -> go.Figure:
-    """rows: explorer.validation.ValidationRow; axes in the rows' own units (log scale). `band`: a fraction
-    drawn as the shaded band predicted = published x (1 ± band) (the rows' validated error, band_of);
-    None: the ±10 % guides."""
+def parity_figure(rows, band: float | None = None, names: dict | None = None) -> go.Figure:
+    """rows: explorer.validation.ValidationRow; axes in the rows' own units (log scale, ticks from
+    projector.log_ticks). `band`: a fraction drawn as the shaded band predicted = published x (1 ± band) (the
+    rows' validated error, band_of); None: the ±10 % guides. `names`: group -> the name its legend entry shows
+    (explorer.validation.run_labels.group_name), else the group's id."""
     fig = go.Figure()
     groups = sorted({r.group for r in rows})
     for group in groups:
         pts = [r for r in rows if r.group == group]
         fig.add_trace(go.Scatter(
-            x=[r.expected for r in pts], y=[r.predicted for r in pts], mode="markers", name=group,
+            x=[r.expected for r in pts], y=[r.predicted for r in pts], mode="markers", name=(names or {}).get(group, group),
             text=[r.id for r in pts],
             customdata=[100 * r.relative_error for r in pts],
             hovertemplate="%{text}<br>published %{x:.4g}<br>predicted %{y:.4g}<br>error %{customdata:.1f}%<extra></extra>"))
@@ -42,7 +45,8 @@ def parity_figure(rows, band: float | None = None) -> go.Figure:
     units = {"model_tflops_per_gpu": "model TFLOP/s per GPU", "tokens_per_sec_per_gpu": "tokens/s per GPU"}
     metrics = {r.metric for r in rows}
     unit = units.get(next(iter(metrics)), "s") if len(metrics) == 1 else "s"
-    fig.update_layout(xaxis=dict(type="log", title=f"published ({unit})"),
-                      yaxis=dict(type="log", title=f"predicted ({unit})"),
+    ticks = log_ticks(low, high)
+    axis = dict(type="log", tickvals=ticks, ticktext=[f"{t:g}" for t in ticks])
+    fig.update_layout(xaxis=dict(axis, title=f"published ({unit})"), yaxis=dict(axis, title=f"predicted ({unit})"),
                       height=520, margin=dict(l=40, r=20, t=30, b=40))
     return fig

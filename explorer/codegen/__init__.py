@@ -18,6 +18,7 @@ from explorer.codegen.megatron import megatron_args, parse_megatron_args
 from explorer.codegen.megatron_bridge import megatron_bridge_recipe
 from explorer.codegen.mindspore import mindspore_script
 from explorer.codegen.torchtitan import torchtitan_toml
+from explorer.codegen.common import refuse
 from explorer.errors import ExplorerError
 from explorer.strategy import rules
 
@@ -67,8 +68,8 @@ def export(framework: str, model, strategy, cluster) -> str:
                             f"(cp={strategy.cp}) yet; export to Megatron-LM (--context-parallel-size)")
     if getattr(model, "uses_moe_graph", False) and framework not in WRITES_ALL:   # issue 11
         what = "experts" if model.is_moe else "a head size of its own or latent attention"
-        raise ExplorerError(f"{framework} cannot express this strategy: {model.name} has {what}; only the "
-                            "Megatron-LM exporter (and Megatron-Bridge's) writes them")
+        raise refuse(TITLES.get(framework, framework).split(" (")[0],    # 'DeepSpeed', as its exporter's own refusals
+                     f"{model.name} has {what}; only the Megatron-LM exporter (and Megatron-Bridge's) writes them")
     out = EXPORTERS[framework](model, strategy, cluster)
     return json.dumps(out, indent=2) + "\n" if isinstance(out, dict) else out
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
+from explorer.io.projector import log_ticks
+
 from explorer.search.report import GIB, label
 
 
@@ -20,16 +22,37 @@ def _trace(candidates, name: str, mode: str, symbol: str, colour: str, band: flo
         hovertemplate="%{text}<br>%{y:.4g} s, %{x:.3g} GiB<extra>" + name + "</extra>")
 
 
+LOG_SPAN = 10.0
+"""The y axis (iteration time) is logarithmic only where the times span at least this factor: below it plotly
+labels every digit of the decade (2, 3, ... 9, 0.001), whose labels overlapped at 1280x720 in classroom mode."""
+CAP_ROOM = 3.0
+"""The x axis reaches the memory cap while the largest peak memory is at least 1/CAP_ROOM of it; else it ends past
+the points and the cap is named in the corner (tiny-gpt's points, 0.02 GiB under a 61 GiB cap, were all on the y
+axis)."""
+
+
 def pareto_figure(result, title: str = "Iteration time vs peak memory per device", band: float | None = None) -> go.Figure:
     """`band`: a fraction drawn as error bars on the times, ± band x T (the regime's validated error,
     explorer.validation.evidence); None: no error bars."""
     fig = go.Figure()
     fig.add_trace(_trace(result.pareto, "pareto", "lines+markers", "circle", "#4C78A8", band))
     fig.add_trace(_trace(result.top, "top", "markers", "diamond-open", "#E45756", band))
-    fig.add_vline(x=result.memory_cap_bytes / GIB, line_dash="dot", line_color="#888",
-                  annotation_text="memory cap", annotation_position="top left")
+    cap = result.memory_cap_bytes / GIB
+    memory = [c.peak_memory_bytes / GIB for c in (*result.pareto, *result.top)]
+    times = [c.iteration_time_s for c in (*result.pareto, *result.top) if c.iteration_time_s > 0]
+    if not memory or max(memory) * CAP_ROOM >= cap:
+        fig.add_vline(x=cap, line_dash="dot", line_color="#888",
+                      annotation_text="memory cap", annotation_position="top left")
+    else:
+        fig.update_xaxes(range=[0, max(memory) * 1.15])
+        fig.add_annotation(text=f"memory cap {cap:.3g} GiB (far right)", x=1, xref="paper", xanchor="right",
+                           y=1, yref="paper", yanchor="top", showarrow=False, font=dict(color="#888"))
     fig.update_layout(title=title, height=460, margin=dict(l=10, r=10, t=60, b=10), clickmode="event+select",
                       legend=dict(orientation="h", yanchor="bottom", y=1.0, x=1.0, xanchor="right"))
     fig.update_xaxes(title="peak memory per device (GiB)", rangemode="tozero")
-    fig.update_yaxes(title="iteration time (s)", type="log")
+    if times and max(times) >= LOG_SPAN * min(times):
+        ticks = log_ticks(min(times) * (1 - (band or 0)), max(times) * (1 + (band or 0)))
+        fig.update_yaxes(title="iteration time (s)", type="log", tickvals=ticks, ticktext=[f"{t:g}" for t in ticks])
+    else:
+        fig.update_yaxes(title="iteration time (s)")
     return fig

@@ -62,3 +62,24 @@ def run_name(run_id: str, accelerator: str, gpus: int) -> str:
 def run_label(run_id: str, accelerator: str, gpus: int, error: float) -> str:
     """run_name with the model's error on that run."""
     return f"{run_name(run_id, accelerator, gpus)}: {100 * error:+.0f} %"
+
+
+GROUP_NAMES = {"megatron_table1": "Megatron-LM SC'21 Table 1", "korthikanti_table4": "Korthikanti et al. Table 4"}
+"""The A100 papers' groups (explorer.validation.cases), as their sources name them (short_source)."""
+SYSTEM_NAMES = {"h100": "DGX H100", "b200": "DGX B200", "gb200": "GB200 NVL72"}
+"""Megatron-Bridge's systems, as its performance summaries name them (the Validation page's headings)."""
+
+
+def group_name(group: str) -> str:
+    """A validation group as a person reads it (the Validation page's metrics and legends): the group's id
+    (`megatron_bridge_moe_b200`) is a key.
+
+    >>> group_name("megatron_bridge_moe_b200"), group_name("megatron_table1"), group_name("bf16_h100")
+    ('Megatron-Bridge MoE, DGX B200', "Megatron-LM SC'21 Table 1", 'bf16_h100')
+    """
+    if group in GROUP_NAMES:
+        return GROUP_NAMES[group]
+    found = re.fullmatch(r"megatron_bridge(_moe)?_([a-z0-9]+)", group)
+    if found and found.group(2) in SYSTEM_NAMES:
+        return f"Megatron-Bridge{' MoE' if found.group(1) else ''}, {SYSTEM_NAMES[found.group(2)]}"
+    return group
