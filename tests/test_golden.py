@@ -50,6 +50,10 @@ the model-dtype gradients), FP8 memory (no golden case runs fp8), the MoE terms 
 layouts (no case is uneven) moved none. Existing keys only. Then for the refit that followed (gemm_max 0.481 -> 0.482 on
 dgx-h100 and h200, benchmarks/fit_megatron_bridge.py; tests/test_bf16_efficiency.py): 79 of the dgx-h100 and h200 cases
 moved, all down, by -0.21 % to -0.001 % (no golden case runs fp8, whose constants were refitted too).
+Rewritten on 2026-12-06 for the measured HBM fractions (issue 26: efficiency.hbm dgx-h100 0.846 -> 0.887, h200 0.846 ->
+0.865, BabelStream Triad on Azure ND H100 v5 / ND H200 v5) and the refit they brought (gemm_max 0.482 -> 0.48 on dgx-h100
+and h200, benchmarks/fit_megatron_bridge.py): all 118 dgx-h100 and h200 cases moved, 73 down (memory-bound time, -2.06 %
+at most: gpt-1.7b) and 45 up (the refit, +0.40 % at most); no dgx-a100-80gb or classroom case moved. Existing keys only.
 """
 import json
 import math

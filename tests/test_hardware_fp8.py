@@ -43,6 +43,20 @@ def test_every_constant_has_a_source(name):
     assert "NIC" in c.levels[-1].source, "network per GPU = NIC rate x NICs per GPU"
 
 
+
+def test_hbm_fraction_is_the_measured_triad_over_the_peak():
+    """efficiency.hbm is BabelStream's Triad over the HBM peak where one is published (Azure's ND H100 v5, ND H200 v5,
+    ND MI300X v5 runs); Blackwell takes H200's HBM3e fraction, B200's against the peak its driver reports (7.672 of
+    the datasheet's 8.0 TB/s). A preset carrying another device's fraction (A100's 0.846, as all did) fails."""
+    triad = lambda dev: _source(dev, "measured_hbm_triad") / _source(dev, "hbm_bandwidth")
+    for name in ("dgx-h100", "h200", "mi300x"):
+        assert load_cluster(name).efficiency.hbm == round(triad(DEVICE_OF[name]), 3), name
+    b200 = DEVICE_OF["dgx-b200"]
+    expected = triad("H200 SXM") * _source(b200, "hbm_bandwidth_driver") / _source(b200, "hbm_bandwidth")
+    assert load_cluster("dgx-b200").efficiency.hbm == pytest.approx(expected, abs=1e-3)
+    assert load_cluster("gb200-nvl72").efficiency.hbm == round(triad("H200 SXM"), 3)
+    assert load_cluster("dgx-a100-80gb").efficiency.hbm == 0.846     # its own BabelStream Triad, 1724.8 of 2039 GB/s
+
 @pytest.mark.parametrize("name", NEW)
 def test_fp8_peak_is_the_datasheets_dense_value(name):
     """Dense FP8 = 2 x dense BF16 on Hopper, Blackwell and MI300X (no 2:4 sparsity)."""
