@@ -298,7 +298,7 @@ machine and 8-10 s while seven other processes compete for it (CPU time grows un
 NOTICE_EVERY_CPU_S = 5.0
 """CPU seconds after which a long action with a `notify` says what it is doing, and again every as many seconds
 after (issue 31: nothing holds a core > 10 s without saying so; a cold `explorer validate` compiles every
-published run's structure, 10-23 s of CPU on the 2-core machine). Twice the 2-3 s of a cold `evaluate`, so
+published run's structure, 10-24 s of CPU on the 2-core machine). Twice the 2-3 s of a cold `evaluate`, so
 ordinary commands stay silent."""
 
 
