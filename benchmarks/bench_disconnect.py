@@ -17,7 +17,8 @@ closed 1 s in (still importing: imports are not interruptible): 1.48 and 2.44 s;
 0.0 s. A per-process trace (3 s in) shows the server stopping within 0.05 s and the worker's compile within
 0.45 s of the close; the slower runs were not traced (the server's first imports, which no check interrupts,
 take 1-3 s on this machine). 2026-12-06, closed 1 s in, load 16-24: warm_start 0.94, 1.05, 13.94, 81.7, 2.28,
-12.97 s, plain 7.82, 25.26, 4.72 s (docs/benchmarks-classroom.md).
+12.97 s, plain 7.82, 25.26, 4.72 s; at load 0.4-4: warm_start 1.39, 0.39, 0.32 s, plain 11.99, 65.31, 26.80 s
+(docs/benchmarks-classroom.md).
 """
 from __future__ import annotations
 
