@@ -6,14 +6,19 @@ the websocket `--after` seconds into that first run, then samples the CPU of the
 processes every 50 ms: "stopped after" is the time from the close until neither used more than 5 % of a core
 over 200 ms. Each case `--runs` times, a fresh server each.
 
-    python benchmarks/bench_disconnect.py [--after 3.0] [--runs 3]
+    python benchmarks/bench_disconnect.py [--after 3.0] [--runs 3] [--plain]
+
+The server is `serve/warm_start.py` (the library imported and the worker pool started before the port opens);
+`--plain` starts `streamlit run app.py` as before 2026-12-06 (the first run imports the library).
 
 Measured 2026-12-03 (2 cores, load average 3-5 from other work): tab closed 3 s into the link's first run
 (the server's first run: its imports, then the first compile in a worker): idle 0.42, 1.08 and 1.80 s later;
 closed 1 s in (still importing: imports are not interruptible): 1.48 and 2.44 s; 6 s in (the run had finished):
 0.0 s. A per-process trace (3 s in) shows the server stopping within 0.05 s and the worker's compile within
 0.45 s of the close; the slower runs were not traced (the server's first imports, which no check interrupts,
-take 1-3 s on this machine).
+take 1-3 s on this machine). 2026-12-06, closed 1 s in, load 16-24: warm_start 0.94, 1.05, 13.94, 81.7, 2.28,
+12.97 s, plain 7.82, 25.26, 4.72 s; at load 0.4-4: warm_start 1.39, 0.39, 0.32 s, plain 11.99, 65.31, 26.80 s
+(docs/benchmarks-classroom.md).
 """
 from __future__ import annotations
 
@@ -60,20 +65,39 @@ def stopped_after(pid: int, limit_s: float = 120.0) -> float:
     return float("inf")
 
 
+def wait_healthy(port: int, limit_s: float = 180.0) -> None:
+    """Until the server answers its health endpoint (a fixed 8 s wait was too short on a loaded machine)."""
+    import urllib.request
+    start = time.perf_counter()
+    while time.perf_counter() - start < limit_s:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=5) as answer:
+                if answer.status == 200:
+                    return
+        except OSError:
+            pass
+        time.sleep(0.25)
+    raise SystemExit(f"the server on port {port} did not start within {limit_s:g} s")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--after", type=float, default=3.0, help="seconds into the first run when the tab closes")
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--plain", action="store_true",
+                        help="start `streamlit run app.py` (the library imported in the first run), not "
+                             "serve/warm_start.py (imported before the port opens)")
     args = parser.parse_args()
     query = busy_query("llama3.1-405b", 8, 16, 1024, 1024)
     for run in range(args.runs):
         with tempfile.TemporaryDirectory() as cache:
             env = dict(os.environ, BRIDGING_DL_CACHE=cache)
-            server = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(PORT),
-                                       "--server.headless", "true"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
-                                      stderr=subprocess.DEVNULL)
+            start = [sys.executable, "-m", "streamlit", "run", "app.py"] if args.plain else \
+                [sys.executable, "serve/warm_start.py"]
+            server = subprocess.Popen([*start, "--server.port", str(PORT), "--server.headless", "true"], cwd=ROOT,
+                                      env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             try:
-                time.sleep(8)
+                wait_healthy(PORT)
                 stopped_after(server.pid, 30)                 # the server and its workers have started
                 asyncio.run(leave_early(f"ws://127.0.0.1:{PORT}", query, args.after))
                 print(f"run {run + 1}: tab closed {args.after:g} s into the link's first run; server and workers "

@@ -295,9 +295,10 @@ def _children(pid: int) -> list:
 
 
 def serving_pids() -> list:
-    """The `streamlit run app.py` interpreters whose working directory is this checkout (not a test's or another
+    """The `streamlit run app.py` (or serve/warm_start.py) interpreters whose working directory is this checkout (not a test's or another
     checkout's, nor a profiler wrapping one): the processes that run the page scripts."""
-    out = subprocess.run(["pgrep", "-f", "streamlit run app.py"], capture_output=True, text=True).stdout.split()
+    out = subprocess.run(["pgrep", "-f", "streamlit run app.py|serve/warm_start.py"], capture_output=True,
+                         text=True).stdout.split()
     mine = []
     for pid in map(int, out):
         try:

@@ -295,6 +295,13 @@ action measured: the README's search of GPT-3 175B on 1,024 GPUs takes 3 s of CP
 machine and 8-10 s while seven other processes compete for it (CPU time grows under contention)."""
 
 
+NOTICE_EVERY_CPU_S = 5.0
+"""CPU seconds after which a long action with a `notify` says what it is doing, and again every as many seconds
+after (issue 31: nothing holds a core > 10 s without saying so; a cold `explorer validate` compiles every
+published run's structure, 10-24 s of CPU on the 2-core machine). Twice the 2-3 s of a cold `evaluate`, so
+ordinary commands stay silent."""
+
+
 class WorkCancelled(ExplorerError):
     """The action's caller asked it to stop (its session went away, or asked for a newer run)."""
 
@@ -307,6 +314,8 @@ class WorkBudget:
     clock: Callable[[], float]                   # CPU seconds of this thread (a fake one in tests)
     start_s: float
     checks: int = 0                              # spend() calls so far (tests count them)
+    notify: Callable[[str], None] | None = None  # told what the action is doing, every NOTICE_EVERY_CPU_S
+    next_notice_s: float = NOTICE_EVERY_CPU_S    # CPU seconds used at which it is told next
 
 
 _BUDGET: ContextVar[WorkBudget | None] = ContextVar("explorer_work_budget", default=None)
@@ -314,11 +323,14 @@ _BUDGET: ContextVar[WorkBudget | None] = ContextVar("explorer_work_budget", defa
 
 @contextmanager
 def work_budget(what: str, cpu_s: float = MAX_ACTION_CPU_S, should_stop: Callable[[], bool] | None = None,
-                clock: Callable[[], float] = time.thread_time):
+                clock: Callable[[], float] = time.thread_time, notify: Callable[[str], None] | None = None):
     """Run the block's library work under a budget: `spend()` in the library's long loops raises
     ExplorerError past `cpu_s` seconds of this thread's CPU, and WorkCancelled once `should_stop()` says
-    so. A context variable carries it, so each Streamlit session's script thread has its own."""
-    budget = WorkBudget(what, float(cpu_s), should_stop, clock, clock())
+    so; `notify(line)` (the CLI: a line on stderr) hears what the work is doing once it has run
+    NOTICE_EVERY_CPU_S, and every NOTICE_EVERY_CPU_S after. A context variable carries it, so each
+    Streamlit session's script thread has its own."""
+    budget = WorkBudget(what, float(cpu_s), should_stop, clock, clock(), notify=notify,
+                        next_notice_s=NOTICE_EVERY_CPU_S)
     token = _BUDGET.set(budget)
     try:
         yield budget
@@ -340,3 +352,7 @@ def spend(doing: str) -> None:
         raise ExplorerError(f"{budget.what} needs more than the {budget.cpu_s:g} s of computation one action "
                             f"may take (stopped while {doing}); ask for less: fewer stages, layers or "
                             "candidates")
+    if budget.notify is not None and used >= budget.next_notice_s:
+        budget.next_notice_s = used + NOTICE_EVERY_CPU_S
+        budget.notify(f"{budget.what}: {used:.0f} s of computation so far, now {doing} (it stops past "
+                      f"{budget.cpu_s:g} s)")

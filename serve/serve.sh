@@ -31,7 +31,7 @@ stop
 servers=""
 for ((i = 0; i < N; i++)); do
   port=$((BASE + i))
-  python -m streamlit run app.py --server.port "$port" --server.address 127.0.0.1 --server.headless true \
+  python serve/warm_start.py --server.port "$port" --server.address 127.0.0.1 --server.headless true \
     >"$RUN/streamlit-$port.log" 2>&1 &
   echo $! >"$RUN/streamlit-$port.pid"
   servers+="    server 127.0.0.1:$port;"$'\n'
@@ -69,7 +69,7 @@ CONF
 
 for ((i = 0; i < N; i++)); do          # wait until every process answers its health check
   port=$((BASE + i))
-  for _ in $(seq 120); do
+  for _ in $(seq 360); do              # up to 3 min: serve/warm_start.py imports the library first
     curl -sf "http://127.0.0.1:$port/_stcore/health" >/dev/null && break
     sleep 0.5
   done

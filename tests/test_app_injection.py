@@ -55,8 +55,10 @@ def test_model_spec_named_like_an_image_is_inert_on_every_page_that_names_it():
 # ---- every page, with a hostile model name and cluster name (issue 31) --------------------------------------
 
 HOSTILE = ('[Log in again](http://evil/) ![t](http://evil/t.png) <img src="http://evil/i.png"> '
-           '<a href="http://evil/">x</a> www.evil.com :red[red] $x$')
-LIVE = re.compile(r"http://evil|www\.evil|(?<!\\)<(?:img|a)\b|(?<!\\)\]\((?:http|www)|(?<!\\)!(?<!\\)\[t")
+           '<a href="http://evil/">x</a> www.evil.com :red[red] $x$\n\n[r]: http://evil/r\u2028<IMG SRC=x> '
+           '<javascript:a> x@evil.com')
+LIVE = re.compile(r"(?i)http://evil|www\.evil|(?<!\\)<(?:img|a|javascript)\b|(?<!\\)\]\((?:http|www)|(?<!\\)!(?<!\\)\[t"
+                  r"|(?<!\\)@evil|^\s*\[r\]:")
 """What the hostile text would leave live in markdown if printed raw: a link or an autolink, an image, a tag.
 plain() writes http:\\/\\/evil, www\\.evil, \\<img, \\[Log in again\\]\\(, \\!\\[t\\]."""
 HTML_LIVE = re.compile(r"<(?:img|a)\b")     # what plotly draws as a tag in a title, legend or hover

@@ -24,6 +24,7 @@ from explorer.io.export import formulas_latex
 from explorer.io.models import load_model
 from explorer.io.quoting import LATEX_SPECIALS, comment_text, latex_text, python_string, toml_string
 from explorer.io.share import decode, encode
+from explorer.limits import MAX_NAME_CHARS
 from explorer.strategy.strategy import Strategy
 
 CLUSTER = load_cluster("dgx-a100-80gb")
@@ -50,9 +51,16 @@ ATTACKS = [
     r"\input{/etc/passwd}\catcode`\^^M=13 ^^5cinput %",  # TeX: commands, ^^ notation, comments
     "x\x00y\x7f\x1b[31m",
 ]
-HOSTILE = st.text(alphabet=st.one_of(
-    st.sampled_from(list("\n\r\t\x0b\x0c\x00\x1b\x7f\x85\u2028\u2029\u202e\"'`\\$(){}[]#%&~^_;=:|<> ")),
-    st.characters(blacklist_categories=("Cs",))), min_size=1, max_size=60)
+# every control, line-break, quoting and escape character, and the multi-character tokens a single-character
+# alphabet almost never draws: triple quotes, TeX's \catcode and ^^ notation, HTML's </script>, a PEP 263 cookie
+HOSTILE_CHARS = list("\n\r\t\x0b\x0c\x00\x1b\x1c\x1d\x1e\x1f\x7f\x85\xa0\u2028\u2029\u202e\u2066\u2069\ufeff"
+                     "\"'`\\$(){}[]#%&~^_;=:|<>! ")
+HOSTILE_TOKENS = ['"""', "'''", "\r\n", "\\\n", "\\catcode`\\^^M=13", "^^M", "^^5c", "^^^^2028", "\\input{x}",
+                  "\\def\\x{", "</script><script>", "<img src=x onerror=alert(1)>", "$(touch PWNED)", "${IFS}",
+                  "\n# -*- coding: utf-7 -*-\n", "+AAo-", "\\u0022", "\\x22", "\\N{QUOTATION MARK}", "[[x]]\n"]
+HOSTILE = st.lists(st.one_of(st.sampled_from(HOSTILE_CHARS), st.sampled_from(HOSTILE_TOKENS),
+                             st.characters(blacklist_categories=("Cs",))),
+                   min_size=1, max_size=40).map(lambda parts: "".join(parts)[:MAX_NAME_CHARS])
 
 
 def _framework(target: str) -> str:
@@ -104,7 +112,7 @@ def test_known_attacks_stay_in_their_comment(framework, name, tmp_path):
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(name=HOSTILE)
 def test_generated_names_never_change_the_program(name):
-    for framework in ("megatron", "mindspore", "torchtitan", "deepspeed", "megatron_bridge"):
+    for framework in ("megatron", "megatron-moe", "mindspore", "torchtitan", "deepspeed", "megatron_bridge"):
         _same_program(framework, _export(framework, name), _export(framework, "plain"))
 
 
@@ -177,3 +185,27 @@ def test_megatron_bridge_model_name_reads_back_as_itself(name):
     """MODEL_NAME is a Python string literal (python_string): the recipe reader gives back the very name."""
     from explorer.codegen.imports import import_config
     assert import_config(_export("megatron_bridge", name), "megatron-bridge").model["name"] == name
+
+
+def _markup(page: str) -> tuple:
+    """What an HTML parser would open or close: script, image and link tags, case-insensitively."""
+    low = page.lower()
+    return tuple(low.count(tag) for tag in ("<script", "</script", "<img", "<a ", "<iframe", "<svg", "<!--"))
+
+
+@pytest.mark.parametrize("name", ATTACKS + ["</script><img src=x onerror=alert(1)><script>alert(1)</script>",
+                                            "</SCRIPT ><!--<a href=//x>"])
+def test_html_exports_keep_a_hostile_name_inside_their_json(name):
+    """The interactive HTML figure and a lesson's deck embed plotly's figure JSON in a <script>: a name in a
+    title or a trace must not close it (plotly writes '<', '>' and '/' as \\u escapes) nor open a tag."""
+    import plotly.graph_objects as go
+    from explorer.io.export import figure_html
+    from explorer.io.slides import lesson_deck
+    from explorer.lessons import by_slug
+
+    def figure(label):
+        return go.Figure(go.Bar(x=[label], y=[1.0], name=label, hovertext=[label]), layout=dict(title=label))
+    assert _markup(figure_html(figure(name))) == _markup(figure_html(figure("plain")))
+    lesson = by_slug("pipeline")
+    decks = [lesson_deck(lesson, lesson.values(), figure(label), lesson.reveal(), label) for label in (name, "plain")]
+    assert _markup(decks[0]) == _markup(decks[1])

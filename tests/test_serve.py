@@ -55,3 +55,17 @@ def test_a_browser_stays_on_its_process(served):
     assert cookie.startswith("explorer_backend=")
     again = urllib.request.urlopen(urllib.request.Request(f"http://127.0.0.1:{PORT}/", headers={"Cookie": cookie}))
     assert again.headers["Set-Cookie"].split(";")[0] == cookie
+
+
+def test_warm_start_imports_the_library_before_streamlit_runs():
+    """serve/warm_start.py (issue 31: a session closed 1 s into a fresh server's first run must stop within 1 s,
+    and imports cannot be interrupted): what every first run imports is imported before the server starts, and
+    the rest is `streamlit run app.py` itself."""
+    check = ("import runpy, sys; ns = runpy.run_path('serve/warm_start.py'); ns['preload'](); "
+             "print(all(name in sys.modules for name in ns['PRELOAD']), 'explorer.facade' in ns['PRELOAD'])")
+    out = subprocess.run([sys.executable, "-c", check], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert out.stdout.split() == ["True", "True"], out.stderr[-2000:]
+    helped = subprocess.run([sys.executable, "serve/warm_start.py", "--help"], cwd=ROOT, capture_output=True,
+                            text=True, timeout=300)
+    assert helped.returncode == 0 and "--server.port" in helped.stdout + helped.stderr
+    assert "python serve/warm_start.py --server.port" in (ROOT / "serve" / "serve.sh").read_text()

@@ -54,6 +54,33 @@ def test_past_the_budget_the_action_stops_naming_what_it_was_doing():
     spend("after the block")                 # the budget ended with its block
 
 
+def test_long_work_says_what_it_is_doing_every_few_seconds():
+    """Issue 31: nothing holds a core > 10 s without saying so (a cold `explorer validate`: 10-24 s of CPU)."""
+    from explorer.limits import NOTICE_EVERY_CPU_S
+    heard = []
+    with work_budget("explorer validate", cpu_s=30.0, clock=FakeClock(NOTICE_EVERY_CPU_S / 2 + 0.1),
+                     notify=heard.append):
+        for n in range(6):                  # 2.6, 5.2, 7.8, 10.4, 13.0, 15.6, 18.2 s read at the checks
+            spend(f"building tree {n}")
+    assert heard == ["explorer validate: 5 s of computation so far, now building tree 1 (it stops past 30 s)",
+                     "explorer validate: 10 s of computation so far, now building tree 3 (it stops past 30 s)",
+                     "explorer validate: 16 s of computation so far, now building tree 5 (it stops past 30 s)"]
+    with work_budget("quiet", clock=FakeClock(0.1), notify=heard.append):
+        spend("short work")
+    assert len(heard) == 3, "short work says nothing"
+
+
+def test_the_cli_says_on_stderr_what_a_long_command_does(capsys, monkeypatch):
+    from explorer import limits
+    from explorer.cli.main import main
+    monkeypatch.setattr(limits, "NOTICE_EVERY_CPU_S", 0.0)        # every check of the search is long
+    code = main(["search", "--model", "tiny-gpt", "--cluster", "classroom", "--gpus", "8", "--global-batch", "16"])
+    captured = capsys.readouterr()
+    notices = [line for line in captured.err.splitlines() if line.startswith("explorer search: ")]
+    assert code == 0 and notices and all(" s of computation so far, now " in line for line in notices)
+    assert any("now searching (t=" in line for line in notices) and "so far" not in captured.out
+
+
 def test_a_caller_that_asks_to_stop_stops_the_work_at_the_next_check():
     with work_budget("a search", should_stop=StopAfter(2)) as budget:
         spend("a")

@@ -1,9 +1,8 @@
 """Entry point: dispatch to a command; bad input -> one line on stderr, exit 2."""
 from __future__ import annotations
 
-import sys
-
 import importlib
+import sys
 
 from explorer.errors import ExplorerError
 from explorer.cli.args import Parser
@@ -39,6 +38,11 @@ def _cpu_seconds(text: str) -> float:
     return value
 
 
+def _notice(line: str) -> None:
+    """What a long command is doing (explorer.limits.NOTICE_EVERY_CPU_S), on stderr: stdout stays its result."""
+    print(comment_text(line, 1000), file=sys.stderr, flush=True)
+
+
 def build_parser(argv=None) -> Parser:
     parser = Parser(prog="python -m explorer", description="Bridging DL Explorer: cost of hybrid parallelism")
     parser.add_argument("--max-cpu-s", type=_cpu_seconds, default=MAX_ACTION_CPU_S, metavar="S",
@@ -53,7 +57,7 @@ def build_parser(argv=None) -> Parser:
 def main(argv=None) -> int:
     try:
         args = build_parser(argv).parse_args(argv)
-        with work_budget(f"explorer {args.command}", cpu_s=args.max_cpu_s):
+        with work_budget(f"explorer {args.command}", cpu_s=args.max_cpu_s, notify=_notice):
             return args.run(args)
     except ExplorerError as err:      # one line, however long or multi-line the names in it are
         text = comment_text(" ".join(str(err).split()), 1000)     # names from files: no terminal controls

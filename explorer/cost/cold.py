@@ -97,6 +97,7 @@ def _variant(key: tuple):
     if fn is not None:
         return fn
     from explorer.cost.superstep import variant
+    spend(f"compiling the super-step terms of the {key[0]} schedule (ZeRO-{key[1]}; not seen before)")
     fn = variant(*key[:5], grad_bytes=key[5], **dict(key[7:])).function(OUTPUTS)
     source = source_of(fn)
     if source:
