@@ -142,8 +142,9 @@ def test_timeline_bound_is_an_upper_bound():
 def test_model_page_inputs_stop_at_the_limits():
     from tests.app_util import open_page
     at = open_page("model")
-    inputs = {n.label: n for n in at.number_input}
-    assert inputs["layers"].max == L.MAX_LAYERS and inputs["hidden"].max == L.MAX_HIDDEN
+    from app_pages.state import W_DIM_PREFIX
+    layers, hidden = (at.number_input(key=W_DIM_PREFIX + name) for name in ("layers", "hidden"))
+    assert layers.max == L.MAX_LAYERS and hidden.max == L.MAX_HIDDEN
 
 
 def test_the_megatron_1t_run_of_table_1_has_a_timeline():
