@@ -46,8 +46,8 @@ def test_timeline_page_draws_the_all_to_all():
     _moe(at)
     at.switch_page("app_pages/timeline.py").run()
     assert not at.exception
-    names = {trace.get("name") for chart in at.get("plotly_chart") for trace in json.loads(chart.proto.spec)["data"]}
-    assert "ep_comm" in names          # the micro-step Gantt of layer 0, an MoE layer
+    categories = {trace.get("meta") for chart in at.get("plotly_chart") for trace in json.loads(chart.proto.spec)["data"]}
+    assert "ep_comm" in categories     # the micro-step Gantt of layer 0, an MoE layer (the name reads 'EP all-to-all')
 
 
 def test_whole_experts_toggle_sets_expert_tp_1():

@@ -35,7 +35,7 @@ LABEL_CHARS = 24
 """A bar's label wraps into lines of at most this many characters (at spaces): a strategy's name of 40 to 100
 characters on one line took half of the Strategy page's chart at 1280x720 in classroom mode, and ran past the
 Search page's figure."""
-ROW_PX, LINE_PX = 45, 24    # a bar's height in the figure, and a label line's (18 px type, classroom mode)
+ROW_PX, LINE_PX = 45, 24    # a bar's height in the figure, and a label line's (classroom mode: projector.rows_height)
 
 
 def wrap_label(label: str, width: int = LABEL_CHARS) -> str:
@@ -76,7 +76,8 @@ def breakdown_bar(results: dict, title: str = "Iteration time by category (expos
     lines = max([label.count("<br>") + 1 for label in shown] or [1])
     layout = _layout(title, max(300, 190 + max(ROW_PX, LINE_PX * lines) * len(labels)),
                      xaxis=dict(title=dict(text="seconds per iteration")),
-                     yaxis=dict(autorange="reversed", type="category"))    # '#1' is a name, not the number 1
+                     yaxis=dict(autorange="reversed", type="category",    # '#1' is a name, not the number 1
+                                categoryorder="array", categoryarray=shown))   # rows: projector.rows_height
     layout["legend"] = dict(orientation="h", yref="container", y=0, yanchor="bottom", x=0, xanchor="left",
                             traceorder="normal")
     return _figure(data, layout)

@@ -79,8 +79,9 @@ CHAR_FONTS = 0.5       # a character's width, in font sizes (Source Sans, Stream
 
 
 def rows_height(fig: go.Figure, font_px: int, width_px: int = PLOT_WIDTH_PX):
-    """The height a figure with one row per category of its y axis (a Gantt: a row per stage or device) needs
-    so that each row is ROW_FONTS font sizes tall after the title, the x axis and the legend below the plot took
+    """The height a figure with one row per category of its y axis (a Gantt: a row per stage or device; a bar
+    chart's bars, their labels wrapped) needs so that each row is ROW_FONTS font sizes tall (a label of n lines:
+    n LINE_FONTS) after the title, the x axis and the legend below the plot took
     theirs; the figure's own height when that is more, or when it has no such rows. Classroom mode's 18 px type
     left the 8 stages of the default Gantt about 50 px in a 300 px figure (issue 30)."""
     rows = fig.layout.yaxis.categoryarray
@@ -98,7 +99,9 @@ def rows_height(fig: go.Figure, font_px: int, width_px: int = PLOT_WIDTH_PX):
         per_row = max(1, int((width_px - title_w) // entry_px))
         legend_px = LINE_FONTS * font_px * math.ceil(len(names) / per_row) + 10
     margins = (fig.layout.margin.t or 0) + (fig.layout.margin.b or 0)
-    needed = len(rows) * ROW_FONTS * font_px + title_px + axis_px + legend_px + margins
+    lines = max(str(row).count("<br>") + 1 for row in rows)       # a wrapped bar label (breakdown.wrap_label)
+    row_px = max(ROW_FONTS, LINE_FONTS * lines) * font_px          # two lines at 18 px overlapped in 36 px (lesson 7)
+    needed = len(rows) * row_px + title_px + axis_px + legend_px + margins
     return max(fig.layout.height, math.ceil(needed))
 
 
