@@ -13,7 +13,7 @@ from app_pages.text import plain
 DIMS = {"transformer": ("layers", "hidden", "heads", "kv_heads", "ffn_hidden", "seq_len", "vocab"),
         "mlp": ("layers", "hidden", "seq_len", "vocab"),
         "cnn": ("image_size", "in_channels", "base_width", "vocab")}
-DIM_LABELS = {"layers": "layers l", "hidden": "hidden size h", "heads": "heads a", "kv_heads": "KV heads",
+DIM_LABELS = {"layers": "layers l", "hidden": "hidden size h", "heads": "heads a", "kv_heads": "KV heads a_kv",
               "ffn_hidden": "FFN size f", "seq_len": "sequence s", "vocab": "vocabulary V", "image_size": "image size",
               "in_channels": "input channels", "base_width": "base width"}
 # Each dimension's input as a person reads it, with the letter the formulas use (assets/glossary.json); the model

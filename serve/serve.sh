@@ -69,10 +69,18 @@ CONF
 
 for ((i = 0; i < N; i++)); do          # wait until every process answers its health check
   port=$((BASE + i))
+  up=0
   for _ in $(seq 360); do              # up to 3 min: serve/warm_start.py imports the library first
-    curl -sf "http://127.0.0.1:$port/_stcore/health" >/dev/null && break
+    curl -sf "http://127.0.0.1:$port/_stcore/health" >/dev/null && { up=1; break; }
+    kill -0 "$(cat "$RUN/streamlit-$port.pid")" 2>/dev/null || break     # the process died: no use waiting
     sleep 0.5
   done
+  if ((!up)); then
+    echo "the server on port $port did not start; the end of $RUN/streamlit-$port.log:" >&2
+    tail -n 20 "$RUN/streamlit-$port.log" >&2
+    stop
+    exit 1
+  fi
 done
 nginx -c "$RUN/nginx.conf" -p "$RUN"
 echo "serving $N processes at http://127.0.0.1:$PORT (bash serve/serve.sh stop to end)"

@@ -42,10 +42,22 @@ def preload() -> None:
         context_log.setLevel(level)
 
 
+def warm() -> bool:
+    """preload() and start the worker pool; False (and one line on stderr) if either fails: the server then starts
+    as a plain `streamlit run app.py` would, and its first run imports what it needs (and says what failed)."""
+    try:
+        preload()
+        from app_pages import jobs
+        jobs.pool()     # the worker processes start now and import the library too (their first job waits for none)
+    except Exception as err:     # never a dead port for a failed warm-up
+        print(f"warm_start: not warmed ({type(err).__name__}: {' '.join(str(err).split())[:200]}); "
+              "starting the server anyway", file=sys.stderr, flush=True)
+        return False
+    return True
+
+
 def main() -> int:
-    preload()
-    from app_pages import jobs
-    jobs.pool()     # the worker processes start now and import the library too (their first job waits for none)
+    warm()
     from streamlit.web import cli
     sys.argv = ["streamlit", "run", str(ROOT / "app.py"), *sys.argv[1:]]
     return cli.main()

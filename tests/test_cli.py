@@ -221,3 +221,19 @@ def test_evaluate_names_a_fitting_strategy_when_the_given_one_does_not_fit():
                 timeout=300)
     assert again.returncode == 0, again.stderr
     assert json.loads(again.stdout)["fits_memory"] is True
+
+
+def test_every_command_module_is_named_and_registers_its_commands():
+    """The CLI imports only the named command's module (explorer/cli/main.py COMMAND_MODULES): a module left out
+    of the table would vanish from the CLI, --help included. Each module registers exactly the commands the
+    table gives it, and the explorer/cli/*_cmd.py files are all in it."""
+    import importlib
+    from pathlib import Path
+    from explorer.cli.args import Parser
+    from explorer.cli.main import COMMAND_MODULES
+    package = Path(importlib.import_module("explorer.cli").__file__).parent
+    assert {p.stem for p in package.glob("*_cmd.py")} == set(COMMAND_MODULES.values())
+    for module_name in set(COMMAND_MODULES.values()):
+        sub = Parser(prog="x").add_subparsers(dest="command", parser_class=Parser)
+        importlib.import_module(f"explorer.cli.{module_name}").register(sub)
+        assert set(sub.choices) == {c for c, m in COMMAND_MODULES.items() if m == module_name}, module_name

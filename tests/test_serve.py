@@ -69,3 +69,14 @@ def test_warm_start_imports_the_library_before_streamlit_runs():
                             text=True, timeout=300)
     assert helped.returncode == 0 and "--server.port" in helped.stdout + helped.stderr
     assert "python serve/warm_start.py --server.port" in (ROOT / "serve" / "serve.sh").read_text()
+
+
+def test_a_failed_warm_up_still_starts_the_server():
+    """A module of PRELOAD that fails to import (a broken install, a renamed page helper) must not leave a dead
+    port: warm() says what failed in one line and returns False, and main() goes on to `streamlit run`."""
+    check = ("import runpy; ns = runpy.run_path('serve/warm_start.py'); "
+             "ns['preload'].__globals__['PRELOAD'] = ('explorer.no_such_module',); print(ns['warm']())")
+    out = subprocess.run([sys.executable, "-c", check], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert out.stdout.split() == ["False"], out.stderr[-2000:]
+    assert "not warmed (ModuleNotFoundError" in out.stderr and "Traceback" not in out.stderr
+    assert "kill -0" in (ROOT / "serve" / "serve.sh").read_text()      # serve.sh stops waiting for a dead process

@@ -1,6 +1,6 @@
 """ZeRO-2/3 with the sync overlapped: a gradient reduce-scatter after every micro-batch's backward (E2),
 each launched under its own backward and queued on the data-parallel link, which the prefetched
-gathers share (superstep.sharded_sync_exposed; DeepSpeed overlap_comm, PyTorch FSDP, Megatron FSDP).
+gathers share (gradient_sync.sharded_sync_exposed; DeepSpeed overlap_comm, PyTorch FSDP, Megatron FSDP).
 The closed form is checked against a fluid replay of that queue over the schedule's own order at
 p = 1, and through evaluate()."""
 import pytest

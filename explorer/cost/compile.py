@@ -3,6 +3,7 @@ found in memory or on disk needs none."""
 from __future__ import annotations
 
 import importlib
+import threading
 
 import numpy
 
@@ -40,7 +41,14 @@ def _numpy_namespace() -> None:
     random, polynomial, fft... (0.23 s CPU in a fresh process, listed: 2 ms) that no generated
     function reads (explorer.cost.generated._resolve). The namespace gets the same objects under the same names
     otherwise, so lambdify generates and binds exactly the same functions."""
-    module = importlib.import_module("sympy.utilities.lambdify")
+    with _NAMESPACE_LOCK:      # MODULES is sympy's global: two sessions' first compiles must not interleave
+        _fill_numpy_namespace(importlib.import_module("sympy.utilities.lambdify"))
+
+
+_NAMESPACE_LOCK = threading.Lock()
+
+
+def _fill_numpy_namespace(module) -> None:
     entry = module.MODULES.get("numpy")
     if entry is None or entry[0] != entry[1] or entry[3] != (NUMPY_IMPORT,):
         return          # already filled, or a sympy whose command differs: left to sympy

@@ -33,9 +33,9 @@ OUTPUTS = ("iteration", "makespan", "stage_end") + CATEGORIES + ("critical_stage
 """The super-step terms evaluate() reads (explorer.cost.superstep.terms)."""
 STAGE_INPUT_NAMES = ("F_r", "B_r", "W_r", "C_r", "R_r", "O_r", "X_r", "P_r", "Psi_r", "A_r", "GS_r", "GSB_r",
                      "g_r", "L_r", "r", "CP_r", "E_r", "Psi^e_r", "g^e_r", "L^e_r", "S^f_r", "S^b_r", "A^l_r")
-"""Names of explorer.cost.superstep.STAGE_INPUTS, in order (superstep checks it)."""
+"""Names of explorer.cost.superstep_inputs.STAGE_INPUTS, in order (superstep checks it)."""
 SCALAR_INPUT_NAMES = ("m", "v", "p", "d", "beta", "W_{hbm}", "K_{opt}", "e", "T_{norm}")
-"""Names of explorer.cost.superstep.SCALAR_INPUTS, in order."""
+"""Names of explorer.cost.superstep_inputs.SCALAR_INPUTS, in order."""
 
 COMM_KINDS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")
 BLOCK_Q = ("F", "B", "W", "fwd_compute", "bwd_compute", "bwd_weight", "fwd_comm", "bwd_comm", "recompute",
