@@ -151,9 +151,21 @@ BAD += [("megatron", _GPT_OSS_ARGS + "--window-size 127,5", "--window-size '127,
         ("megatron", _GPT_OSS_ARGS + "--window-size=-1,0", "--window-size '-1,0'"),
         ("megatron", _GPT_OSS_ARGS + "--window-size 15,0 --window-attn-skip-freq '[1,0]*1'",
          "--window-attn-skip-freq '[1,0]*1'"),
-        ("megatron", _GPT_OSS_ARGS + "--window-attn-skip-freq 2", "with --window-size"),
+        ("megatron", _GPT_OSS_ARGS + "--window-attn-skip-freq 2", "with a window size"),
         ("megatron", _GPT_OSS_ARGS + "--softmax-type off-by-one", "--softmax-type 'off-by-one'"),
-        ("megatron", _GPT_OSS_ARGS + "--attention-backend local", "--attention-backend 'local'")]
+        ("megatron", _GPT_OSS_ARGS + "--attention-backend local", "--attention-backend 'local'"),
+        ("megatron", _GPT_OSS_ARGS + "--window-size " + "9" * 500 + ",0", "--window-size '999"),
+        ("megatron", _GPT_OSS_ARGS + "--window-size 15,0 --window-attn-skip-freq " + "7" * 30,
+         "--window-attn-skip-freq '777")]
+_BRIDGE_ARGS = "WORLD_SIZE = 8\ndef f():\n" + "".join(
+    f"    cfg.model.{k} = {v}\n" for k, v in (("num_layers", 2), ("hidden_size", 64), ("num_attention_heads", 4),
+                                              ("seq_length", 32))) + \
+    "    cfg.train.micro_batch_size = 1\n    cfg.train.global_batch_size = 8\n"
+BAD += [("megatron-bridge", _BRIDGE_ARGS + "    cfg.model.window_size = (" + "9" * 500 + ", 0)\n", "window_size"),
+        ("megatron-bridge", _BRIDGE_ARGS + "    cfg.model.window_size = (127, 5)\n", "window_size '[127, 5]'"),
+        ("megatron-bridge", _BRIDGE_ARGS + "    cfg.model.window_attn_skip_freq = 2\n", "with a window size"),
+        ("megatron-bridge", _BRIDGE_ARGS + "    cfg.model.window_size = (15, 0)\n"
+                            "    cfg.model.window_attn_skip_freq = " + "7" * 30 + "\n", "window_attn_skip_freq")]
 
 
 def test_gpt_oss_round_trips_its_attention_and_biases():

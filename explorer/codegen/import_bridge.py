@@ -8,6 +8,7 @@ import ast
 from explorer.codegen.import_fields import choice, divide, flag, whole
 from explorer.codegen.megatron import BACKEND_ATTENTION, _stage_map
 from explorer.codegen.megatron_bridge import read_recipe
+from explorer.codegen.megatron_moe import skip_freq, window_keys
 from explorer.errors import ExplorerError
 from explorer.limits import check_count
 from explorer.strategy.pipeline_layout import parse as parse_layout
@@ -206,13 +207,11 @@ def _bridge_attention(get, model: dict) -> None:
     softmax_type, add_bias_linear), as the Megatron-LM reader reads their flags (megatron_moe.attention_fields)."""
     window = get("model", "window_size")
     if window is not None:
-        if not (isinstance(window, (tuple, list)) and len(window) == 2 and window[1] == 0):
-            raise ExplorerError(f"window_size {str(window)[:40]}: the explorer reads (w - 1, 0), a causal window of "
-                                "w keys")
-        model["sliding_window_tokens"] = whole(window[0], "window_size[0]", 0) + 1
+        pair = tuple(window) if isinstance(window, (tuple, list)) and len(window) == 2 else (None, None)
+        model["sliding_window_tokens"] = window_keys(*pair, "window_size", window)
     freq = get("model", "window_attn_skip_freq")
     if freq is not None:
-        model["window_attn_skip_freq"] = whole(freq, "window_attn_skip_freq")
+        model["window_attn_skip_freq"] = skip_freq(freq, window is not None, "window_attn_skip_freq", freq)
     softmax = get("model", "softmax_type")
     if softmax is not None and choice(softmax, "softmax_type", ("vanilla", "learnable")) == "learnable":
         model["attention_sinks"] = True

@@ -193,17 +193,13 @@ def attention_fields(args) -> dict:
     out = {}
     if args.window_size is not None:
         words = str(args.window_size).strip().strip("()").replace(" ", "").split(",")
-        if len(words) != 2 or not all(w.isdigit() for w in words) or int(words[1]) != 0 or \
-                int(words[0]) > MAX_WINDOW:
-            raise ExplorerError(f"--window-size {str(args.window_size)[:40]!r}: the explorer reads 'w-1,0' (a causal "
-                                f"window of w keys, w - 1 up to {MAX_WINDOW:,})")
-        out["sliding_window_tokens"] = int(words[0]) + 1
+        ok = len(words) == 2 and all(w.isdigit() and len(w) <= 9 for w in words)
+        out["sliding_window_tokens"] = window_keys(int(words[0]) if ok else -1, int(words[1]) if ok else -1,
+                                                   "--window-size", args.window_size)
     if args.window_attn_skip_freq is not None:
         freq = str(args.window_attn_skip_freq).strip()
-        if not freq.isdigit() or not 0 < int(freq) <= MAX_WINDOW or args.window_size is None:
-            raise ExplorerError(f"--window-attn-skip-freq {freq[:40]!r}: the explorer reads a whole number N >= 1 "
-                                "(every Nth layer full attention), with --window-size")
-        out["window_attn_skip_freq"] = int(freq)
+        out["window_attn_skip_freq"] = skip_freq(int(freq) if freq.isdigit() and len(freq) <= 9 else 0,
+                                                 args.window_size is not None, "--window-attn-skip-freq", freq)
     if args.softmax_type not in (None, "vanilla", "learnable"):
         raise ExplorerError(f"--softmax-type {str(args.softmax_type)[:40]!r}: the explorer models vanilla and "
                             "learnable (attention sinks)")
@@ -216,6 +212,25 @@ def attention_fields(args) -> dict:
 
 MAX_WINDOW = 1 << 24
 """The longest window read back (16M keys; the model's own check bounds it by its sequence length)."""
+
+
+def window_keys(left, right, name: str, shown) -> int:
+    """w from Megatron-Core's window_size (w - 1, 0), a causal window of w keys (TransformerConfig at d98e8a64),
+    as both readers take it (the Megatron-LM flag and the Megatron-Bridge recipe's field): anything else, or w - 1
+    past MAX_WINDOW, is refused in one line naming `name`."""
+    if not (type(left) is int and type(right) is int and right == 0 and 0 <= left <= MAX_WINDOW):
+        raise ExplorerError(f"{name} {str(shown)[:40]!r}: the explorer reads 'w-1,0' (a causal window of w keys, "
+                            f"w - 1 up to {MAX_WINDOW:,})")
+    return left + 1
+
+
+def skip_freq(freq, has_window: bool, name: str, shown) -> int:
+    """window_attn_skip_freq N (every Nth layer full attention), a whole number 1..MAX_WINDOW given with a window
+    (both readers; Megatron-Core's list pattern is not read): anything else is refused in one line naming `name`."""
+    if not (type(freq) is int and 0 < freq <= MAX_WINDOW and has_window):
+        raise ExplorerError(f"{name} {str(shown)[:40]!r}: the explorer reads a whole number N >= 1 (every Nth layer "
+                            "full attention), with a window size")
+    return freq
 
 
 def model_fields(args) -> dict:
