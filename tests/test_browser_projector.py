@@ -214,6 +214,14 @@ TINY_SEARCH = "model=tiny-gpt&cluster=classroom&dp=8&tp=1&pp=1&b=1&B=16"
 """A search that finishes in seconds: times of 0.3 to 2.4 ms (under a decade), 0.04 GiB at most under a 61 GiB cap."""
 
 
+def _every_chart_clean(page, what: str, stem: str, screen: str, wait_ms: int) -> None:
+    """Each plotly chart of the page scrolled into view and checked (_clean); `stem` has a {} for its number."""
+    for number in range(page.locator(".js-plotly-plot").count()):
+        page.locator(".js-plotly-plot").nth(number).scroll_into_view_if_needed()
+        page.wait_for_timeout(wait_ms)
+        _clean(page, f"{what} chart {number + 1} at {screen}", stem.format(number + 1))
+
+
 @pytest.mark.parametrize("screen", SCREENS)
 def test_the_search_pages_charts_fit_after_a_search(server, browser, screen):  # noqa: F811
     """The browser walk of this session: at 1280x720 in classroom mode the Pareto scatter's log axis labelled every
@@ -225,10 +233,7 @@ def test_the_search_pages_charts_fit_after_a_search(server, browser, screen):  #
     page.get_by_role("button", name="Search", exact=True).click(timeout=90_000)
     _settle(page)
     page.wait_for_timeout(1500)
-    for number in range(page.locator(".js-plotly-plot").count()):
-        page.locator(".js-plotly-plot").nth(number).scroll_into_view_if_needed()
-        page.wait_for_timeout(500)
-        _clean(page, f"the Search page's chart {number + 1} at {screen}", f"search_{number + 1}_{screen}")
+    _every_chart_clean(page, "the Search page's", f"search_{{}}_{screen}", screen, 500)
     bars = page.locator(".js-plotly-plot").filter(has_text="Iteration time by category").first
     figure, plot = bars.locator(".main-svg").first.bounding_box(), bars.locator(".nsewdrag").first.bounding_box()
     assert plot["width"] >= 0.6 * figure["width"], (plot, figure)
@@ -275,10 +280,7 @@ def test_the_model_and_validation_pages_fit(server, browser, screen):  # noqa: F
         page.locator(".js-plotly-plot .main-svg").first.wait_for(timeout=300_000)   # Validation predicts every run
         _settle(page)
         page.wait_for_timeout(1500)
-        for number in range(page.locator(".js-plotly-plot").count()):
-            page.locator(".js-plotly-plot").nth(number).scroll_into_view_if_needed()
-            page.wait_for_timeout(400)
-            _clean(page, f"the {path} page's chart {number + 1} at {screen}", f"{path}_{number + 1}_{screen}")
+        _every_chart_clean(page, f"the {path} page's", f"{path}_{{}}_{screen}", screen, 400)
         text = page.get_by_test_id("stMain").inner_text()
         for raw in ("kv_heads", "ffn_hidden", "seq_len", "megatron_table1", "korthikanti_table4", "megatron_bridge_"):
             assert raw not in text, f"the {path} page shows '{raw}' at {screen}"
