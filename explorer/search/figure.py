@@ -31,6 +31,12 @@ the points and the cap is named in the corner (tiny-gpt's points, 0.02 GiB under
 axis)."""
 
 
+ORIGIN_ROOM = 0.03
+"""The x axis starts this fraction of its width left of 0 GiB, so that its '0' is not under the y axis's lowest
+label in the corner (a linear time axis put '0.15' on '0' in lesson 8's slide); less than a tick step, so no
+negative tick is drawn."""
+
+
 def pareto_figure(result, title: str = "Iteration time vs peak memory per device", band: float | None = None) -> go.Figure:
     """`band`: a fraction drawn as error bars on the times, ± band x T (the regime's validated error,
     explorer.validation.evidence); None: no error bars."""
@@ -43,13 +49,14 @@ def pareto_figure(result, title: str = "Iteration time vs peak memory per device
     if not memory or max(memory) * CAP_ROOM >= cap:
         fig.add_vline(x=cap, line_dash="dot", line_color="#888",
                       annotation_text="memory cap", annotation_position="top left")
+        right = max([cap, *memory]) * 1.05
     else:
-        fig.update_xaxes(range=[0, max(memory) * 1.15])
+        right = max(memory) * 1.15
         fig.add_annotation(text=f"memory cap {cap:.3g} GiB (far right)", x=1, xref="paper", xanchor="right",
                            y=1, yref="paper", yanchor="top", showarrow=False, font=dict(color="#888"))
     fig.update_layout(title=title, height=460, margin=dict(l=10, r=10, t=60, b=10), clickmode="event+select",
                       legend=dict(orientation="h", yanchor="bottom", y=1.0, x=1.0, xanchor="right"))
-    fig.update_xaxes(title="peak memory per device (GiB)", rangemode="tozero")
+    fig.update_xaxes(title="peak memory per device (GiB)", range=[-ORIGIN_ROOM * right, right])
     if times and max(times) >= LOG_SPAN * min(times):
         ticks = log_ticks(min(times) * (1 - (band or 0)), max(times) * (1 + (band or 0)))
         fig.update_yaxes(title="iteration time (s)", type="log", tickvals=ticks, ticktext=[f"{t:g}" for t in ticks])
