@@ -7,7 +7,7 @@ import json
 import pytest
 
 from explorer import limits
-from explorer.cli import main as cli_main
+from explorer.cli import evaluate_cmd, main as cli_main   # the CLI imports the named command's module (COMMAND_MODULES)
 from explorer.io.clusters import cluster_from_dict, cluster_to_dict, load_cluster
 from explorer.errors import ExplorerError
 from explorer.cost.checked import evaluate_checked
@@ -96,7 +96,7 @@ def run_cli(argv, capsys):
 def test_cli_catches_anything_with_one_line(monkeypatch, capsys):
     def boom(args):
         raise RuntimeError("unexpected\nsecond line")
-    monkeypatch.setattr(cli_main.evaluate_cmd, "run", boom)
+    monkeypatch.setattr(evaluate_cmd, "run", boom)
     code, _, err = run_cli(["evaluate", "--model", "tiny-gpt", "--cluster", "classroom", "--gpus", "1"], capsys)
     assert code == 2 and "RuntimeError: unexpected second line" in err
 
@@ -104,7 +104,7 @@ def test_cli_catches_anything_with_one_line(monkeypatch, capsys):
 def test_cli_keeps_keyboard_interrupt(monkeypatch):
     def stop(args):
         raise KeyboardInterrupt
-    monkeypatch.setattr(cli_main.evaluate_cmd, "run", stop)
+    monkeypatch.setattr(evaluate_cmd, "run", stop)
     with pytest.raises(KeyboardInterrupt):
         cli_main.main(["evaluate", "--model", "tiny-gpt", "--cluster", "classroom", "--gpus", "1"])
 
