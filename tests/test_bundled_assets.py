@@ -108,7 +108,7 @@ at.switch_page("app_pages/validation.py").run()
 assert not at.exception, at.exception
 assert not at.error, [e.value for e in at.error]
 labels = [m.label for m in at.metric]
-assert any("megatron_table1" in label for label in labels), labels
+assert any("Megatron-LM SC'21 Table 1" in label for label in labels), labels   # run_labels.group_name
 print("validation page ok", sum(not c.startswith("mb_") for c in at.dataframe[0].value["case"]))
 """
 
