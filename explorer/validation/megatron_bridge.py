@@ -67,6 +67,8 @@ rows: GPT-OSS's MLP and window counting, DeepSeek-V3's MTP layer). How a MoE row
   dispatcher, overlap, recomputed modules, the gradient reduce's overlap) are explorer/validation/deepseek_v3_runs.py.
 * DeepSeek-V3 runs its multi-token-prediction layer (every row except 25.11 "w/o MTP": README, implied
   FLOPs/token; assets/models/deepseek-v3.json mtp_layers) in the recipe's pipeline layout (DEEPSEEK_V3_LAYOUTS).
+* A row its source footnotes as a known regression (explorer/validation/published_regressions.py: GPT-OSS 120B in
+  26.06.01, cudnn-frontend issue 256) is skipped with the footnote: it measures the bug, not the recipe.
 * Not expressible, skipped with the reason: rows whose layers split over pp x v chunks neither evenly, nor
   with the embedding and loss counted, nor by a published layout; rows without a published tokens/s.
 """
@@ -82,6 +84,7 @@ from explorer.io.models import load_model
 from explorer.strategy.pipeline_layout import even_layout
 from explorer.strategy.strategy import Strategy
 from explorer.validation.deepseek_v3_runs import NO_GRAD_OVERLAP
+from explorer.validation.published_regressions import regression_reason
 from explorer.validation.moe_runs import A2A_OVERLAP, MEMORY_KEYS, RECIPE_TAGS, RUN_KEYS  # noqa: F401 (read here)
 from explorer.validation.cases import ROOT, Case
 from explorer.validation.spread import MOE, SAME_RUN_FIELDS, container_spread  # noqa: F401 (read here)
@@ -132,6 +135,9 @@ def skip_reason(entry: dict) -> str:
         return f"{x.get('task')} row: packed-sequence FLOPs convention, not comparable to pre-training"
     if x["dtype"] not in ("bf16", "fp8"):
         return f"{x['dtype']} training is not modelled"
+    regressed = regression_reason(entry)
+    if regressed:
+        return regressed
     if x["model"] in MOE:
         why = _moe_skip_reason(entry)
         if why:

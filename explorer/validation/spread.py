@@ -32,5 +32,5 @@ def container_spread(entries) -> dict:
         listed = ", ".join(f"{c.replace('NeMo ', '')} {v:.0f}" for c, v, _ in sorted(rows))
         for _, _, rid in rows:
             notes[rid] = (f"; same configuration published in {len(rows)} containers ({listed} tokens/s/GPU, "
-                          f"max/min {hi / lo:.2f}): each kept as its own case")
+                          f"max/min {hi / lo:.2f}): each its own case, or a skipped row with its reason")
     return notes
