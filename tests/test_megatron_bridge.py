@@ -483,3 +483,33 @@ def test_the_moe_run_keys_name_the_systems_the_group_has():
     from explorer.validation.moe_runs import RUN_KEYS, SYSTEM_NAMES
     assert SYSTEM_NAMES == tuple(SYSTEMS)
     assert {system for _, _, system in RUN_KEYS} <= set(SYSTEMS)
+
+
+def test_the_moe_misses_over_30_percent_are_two_families_the_model_names(bridge):
+    """What is left of issue 27's max target (<= 30 % held out), 2026-12-06: every held-out MoE row missed by more
+    than 30 % is (a) GPT-OSS 120B in BF16 on Blackwell -- GPU-bound in the model, on the BF16 GEMM efficiency derived
+    from H100's (docs/validation.md) -- or (b) a run with the all-to-all under the partner micro-batch
+    (moe_a2a_overlap: Strategy.overlap_ep) whose layers are issued eagerly (no full-iteration CUDA graph). Of (b)
+    Megatron-LM says "EP Overlap brings extra cpu overhead and may cause GPU bubble during execution" (NVIDIA/
+    Megatron-LM PR 2184), and Megatron-Bridge turned the overlap off where it cost time (PR 1760: Qwen3-235B-A22B on
+    B200, "Disable moe_a2a_overlap due to CPU overhead", step 20.1 -> 16.9 s with VP off too; issue 1705): the model
+    prices the overlap's hidden all-to-alls but has no term for the merged schedule's own host work (no published
+    measurement of it per layer). Either family's rows all miss in the same direction (the model too fast), and one
+    25.09 row (Qwen3-30B-A3B on B200, token-drop, whole-layer graphs) sits at the threshold. A new kind of miss fails
+    this test."""
+    cases = [c for c in bridge[0] if c.group in MOE_GROUPS and c.subset == "held out"]
+    rows = {r.id: r for r in validate(cases, None)}
+    by_id = {c.id: c for c in cases}
+    misses = {i: r.relative_error for i, r in rows.items() if abs(r.relative_error) > 0.30}
+    gpt_oss_blackwell = {i for i in misses if by_id[i].model.name == "gpt-oss-120b" and by_id[i].strategy.dtype == "bf16"
+                         and by_id[i].cluster in ("dgx-b200", "gb200-nvl72")}
+    overlap_eager = {i for i in misses if by_id[i].strategy.overlap_ep and by_id[i].strategy.cuda_graphs != "full"}
+    threshold = {i for i in misses if i == "mb_2509_pretrain_qwen3-30b-a3b_b200_fp8" and misses[i] < 0.32}
+    assert set(misses) == gpt_oss_blackwell | overlap_eager | threshold, sorted(misses)
+    assert all(e > 0 for e in misses.values())                              # too fast, every one
+    assert len(gpt_oss_blackwell) >= 5 and len(overlap_eager) >= 2
+    # the two H100 overlapped rows against their same-layout twin without the overlap (26.02.01: hybridep, no
+    # moe_a2a_overlap, 9058 tokens/s; the model is within 13 % of it)
+    twin = rows["mb_260201_pretrain_qwen3-30b-a3b_h100_fp8"]
+    assert not by_id[twin.id].strategy.overlap_ep and abs(twin.relative_error) < 0.15
+    assert {"mb_2602_pretrain_qwen3-30b-a3b_h100_fp8", "mb_2511_pretrain_qwen3-30b-a3b_h100_fp8cs"} <= overlap_eager
