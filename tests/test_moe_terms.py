@@ -280,3 +280,21 @@ def test_expert_parallel_overlap_holds_one_more_layer_of_activations():
     layer = max(act[:-1])
     assert [o["activations"] - p_["activations"] for o, p_ in zip(over.memory_by_stage, plain.memory_by_stage)] == \
         pytest.approx([layer, layer], rel=1e-9)
+
+
+def test_the_head_is_the_one_block_left_out_of_the_extra_layer():
+    """One rule (explorer.cost.numeric.holds_layer_activations) says which blocks count towards the extra layer:
+    all but the head. The cost tree puts the head's kind last, as numeric.layer_activations and explain read it,
+    for a plain chain and for DeepSeek-V3's uneven layout with its MTP layer and loss on the last stage."""
+    from explorer.cost.numeric import holds_layer_activations
+    from explorer.cost.tree import cost_tree
+    assert not holds_layer_activations("head")
+    assert all(holds_layer_activations(k) for k in ("embedding", "layer", "mtp"))
+    h100 = load_cluster("dgx-h100")
+    ds = load_model("deepseek-v3").with_seq_len(4096)
+    for model, strategy in ((QWEN, Strategy(dp=16, micro_batch=1, global_batch=256, ep=16, expert_tp=1)),
+                            (ds, Strategy(dp=64, tp=2, pp=8, schedule="interleaved", chunks=4, micro_batch=1,
+                                          global_batch=8192, ep=64, expert_tp=1, sequence_parallel=True))):
+        tree = cost_tree(model, strategy, h100)
+        kinds = [next(p.block.kind for p in tree.plan.blocks if p.cost is k.cost) for k in tree.kinds]
+        assert [holds_layer_activations(k) for k in kinds] == [True] * (len(kinds) - 1) + [False], kinds

@@ -124,7 +124,7 @@ def _stage_tables(tree, strategy, g, L):
     """Per stage, the block quantities (stages x BLOCK_Q, object array of sympy expressions,
     degree and level substituted), the boundary seconds by category and phase, and the
     point-to-point sends' seconds by phase (numeric.boundary_values' sends), and each stage's largest layer's
-    activations (numeric.layer_activations: the kinds but the last, the head)."""
+    activations (numeric.layer_activations: the kinds but the last, the head: numeric.holds_layer_activations)."""
     uniform = not schedule_of(strategy.schedule).chunked and not strategy.stage_map and \
         tree.plan.model.layers % strategy.pp == 0
     per_layer = tree.plan.model.layers // strategy.pp

@@ -352,12 +352,21 @@ def exposed_all_to_alls(a2a, partner_compute, share, maximum):
     return maximum(share * a2a, a2a - partner_compute)
 
 
+def holds_layer_activations(block_kind: str) -> bool:
+    """Whether a block of `block_kind` counts towards A^l_r, the one more layer of activations a merged
+    forward-backward step of expert-parallel overlap holds (explorer.cost.model_states.activations_in_flight):
+    every block but the head, whose logits are made after the partner pass's layers are freed. The one statement of
+    that rule: explorer.cost.tree.build checks with it that the head is the last kind (what layer_activations and
+    explorer.cost.explain read), explorer.search.tables asks it per block."""
+    return block_kind != "head"
+
+
 def layer_activations(counts: np.ndarray, act: np.ndarray) -> np.ndarray:
     """Per stage (stages x candidates), the activations of the largest block on it but the head (counts: stages x
     kinds; `act`: each kind's activation bytes, kinds x candidates): what a merged forward-backward step of
     expert-parallel overlap holds beyond the micro-batches in flight (explorer.cost.model_states.activations_in_flight).
-    The head is the last kind (explorer.cost.tree.build numbers the kinds in chain order, the head last): its
-    logits are made after the partner's layers are freed. explorer.cost.explain composes the same maximum."""
+    The last kind is the one that does not count (holds_layer_activations: the head; explorer.cost.tree.build numbers
+    the kinds in chain order and checks it). explorer.cost.explain composes the same maximum."""
     act = np.asarray(act, dtype=float)
     if counts.shape[1] < 2:
         return np.zeros((counts.shape[0],) + act.shape[1:])

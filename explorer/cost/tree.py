@@ -24,7 +24,7 @@ from explorer.cost.experts import block_expert_collectives, expert_collectives
 from explorer.cost.plan import ExecutionPlan, plan
 from explorer.cost.numeric import COMM_KINDS, block_values, boundary_values, stage_values, structure_key
 from explorer.cost.numeric import BLOCK_ARG_NAMES, tied_place
-from explorer.cost.numeric import COMM_CATEGORIES
+from explorer.cost.numeric import COMM_CATEGORIES, holds_layer_activations
 from explorer.cost.numeric import tied_values as numeric_tied_values
 from explorer.cost.superstep_inputs import STAGE_INPUTS
 from explorer.symbols import QuickMax
@@ -306,8 +306,10 @@ def build(the_plan: ExecutionPlan) -> CostTree:
             kinds.append(BlockKind(placed.cost, placed.split.degree, placed.route, _block_exprs(placed.cost),
                                    placed.cp_route))
         kind_of.append(index[key])
-    # the head (the chain's last block) is the last kind: numeric.layer_activations reads it so
-    assert kind_of[-1] == len(kinds) - 1, "the head's kind is not the last"
+    # the one kind whose activations A^l_r leaves out (numeric.holds_layer_activations: the head) is the last:
+    # numeric.layer_activations and explain read it so
+    left_out = {k for placed, k in zip(the_plan.blocks, kind_of) if not holds_layer_activations(placed.block.kind)}
+    assert left_out <= {len(kinds) - 1} and kind_of[-1] == len(kinds) - 1, "the head's kind is not the last"
     counts = np.zeros((the_plan.stages, len(kinds)))
     for placed, k in zip(the_plan.blocks, kind_of):
         counts[placed.stage, k] += 1

@@ -21,7 +21,8 @@ from explorer.cost.fused_dispatch import fused_factor
 from explorer.cost.numbers import Numbers
 from explorer.cost.boundary import boundary_parts, part_route, payer_side, same_split
 from explorer.cost.numeric import (COMM_CATEGORIES, block_quantity, cp_group_route, ep_group_route,
-                                   exposed_all_to_alls, sharded_expert_params, stage_values, tied_place, tied_values)
+                                   exposed_all_to_alls, holds_layer_activations, sharded_expert_params, stage_values,
+                                   tied_place, tied_values)
 from explorer.cost.placement import block_ends, block_place, block_splits, block_stages, expert_options, host_options
 from explorer.cost.summary import block_function, block_summary, summarise
 from explorer.errors import ExplorerError
@@ -163,7 +164,7 @@ class Chain:
             else:       # a dense block: its summary, from the disk cache without sympy where it is there
                 cost = block_summary(*args, **host_options(self.model, self.probe))
                 a2a = (0.0, 0.0)
-            values = self._values(cost, split.degree, route, cp_route, a2a, block.kind != "head")
+            values = self._values(cost, split.degree, route, cp_route, a2a, holds_layer_activations(block.kind))
             self._nodes[key] = Node(cost, split, route, values)
         return self._nodes[key]
 
@@ -172,7 +173,7 @@ class Chain:
         """The block's rows (NODE_INPUTS) as the super-step reads them: the one composition of a stage
         (explorer.cost.numeric.stage_values) of this block alone, its all-to-alls `a2a` (forward, backward
         seconds) in ep_comm; Psi^e_r after the ep sharding (sharded_expert_params), as evaluate() reads it; A^l_r its
-        activations unless it is the head (`layer` False: numeric.layer_activations)."""
+        activations unless its block does not count (`layer` False: numeric.holds_layer_activations, the head)."""
         q = block_function(cost)(*self.nums.block_args(degree, route, cp_route, self.probe.cp_algo))
         one = np.array([np.broadcast_to(np.asarray(x, dtype=float), self.b.shape) for x in q])[None]  # 1 x Q x C
         zero = np.zeros((1, self.b.size))
