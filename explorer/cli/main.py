@@ -7,7 +7,7 @@ import sys
 from explorer.errors import ExplorerError
 from explorer.cli.args import Parser
 from explorer.io.quoting import comment_text
-from explorer.limits import MAX_ACTION_CPU_S, work_budget
+from explorer.limits import CASE_CPU_S, MAX_ACTION_CPU_S, work_budget
 
 COMMAND_MODULES = {"models": "presets_cmd", "clusters": "presets_cmd", "evaluate": "evaluate_cmd",
                    "validate": "validate_cmd", "timeline": "timeline_cmd", "search": "search_cmd",
@@ -45,9 +45,10 @@ def _notice(line: str) -> None:
 
 def build_parser(argv=None) -> Parser:
     parser = Parser(prog="python -m explorer", description="Bridging DL Explorer: cost of hybrid parallelism")
-    parser.add_argument("--max-cpu-s", type=_cpu_seconds, default=MAX_ACTION_CPU_S, metavar="S",
-                        help=f"CPU seconds the command's model work may take (default {MAX_ACTION_CPU_S:g}): "
-                             "past them it stops and says what it was doing")
+    parser.add_argument("--max-cpu-s", type=_cpu_seconds, default=None, metavar="S",
+                        help=f"CPU seconds the command's model work may take (default {MAX_ACTION_CPU_S:g}; "
+                             f"validate: {CASE_CPU_S:g} per case, at least {MAX_ACTION_CPU_S:g}): past them it "
+                             "stops and says what it was doing")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
     for module in _modules(argv):
         module.register(sub)
@@ -57,7 +58,8 @@ def build_parser(argv=None) -> Parser:
 def main(argv=None) -> int:
     try:
         args = build_parser(argv).parse_args(argv)
-        with work_budget(f"explorer {args.command}", cpu_s=args.max_cpu_s, notify=_notice):
+        cpu_s = MAX_ACTION_CPU_S if args.max_cpu_s is None else args.max_cpu_s
+        with work_budget(f"explorer {args.command}", cpu_s=cpu_s, notify=_notice):
             return args.run(args)
     except ExplorerError as err:      # one line, however long or multi-line the names in it are
         text = comment_text(" ".join(str(err).split()), 1000)     # names from files: no terminal controls

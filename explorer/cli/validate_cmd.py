@@ -22,6 +22,16 @@ def register(sub) -> None:
     cmd.set_defaults(run=run)
 
 
+def _validated(args, cases, cluster, validate) -> list:
+    """validate(cases, cluster) under a budget of CASE_CPU_S per case (at least one action's) unless --max-cpu-s
+    was given (explorer.limits.CASE_CPU_S: a cold batch compiles every case's structure)."""
+    from explorer.limits import CASE_CPU_S, MAX_ACTION_CPU_S, batch_budget
+    if getattr(args, "max_cpu_s", None) is not None:
+        return validate(cases, cluster)
+    with batch_budget(f"explorer validate ({len(cases)} cases)", max(MAX_ACTION_CPU_S, CASE_CPU_S * len(cases))):
+        return validate(cases, cluster)
+
+
 def run(args) -> int:
     from explorer.validation import (TARGETS, load_all_cases, load_cases, load_megatron_bridge,  # (sympy: only
                                      summarize, validate)                                       # when run)
@@ -31,7 +41,7 @@ def run(args) -> int:
     else:
         cases = load_all_cases(args.group or GROUPS)
     skipped = load_megatron_bridge()[1] if not args.cases and "megatron_bridge" in (args.group or GROUPS) else []
-    rows = validate(cases, cluster)
+    rows = _validated(args, cases, cluster, validate)
     summary = summarize(rows)
     if args.json:
         print(dumps({"cases": [dict(id=r.id, group=r.group, source=r.source, metric=r.metric,
