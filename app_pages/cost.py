@@ -51,6 +51,8 @@ st.caption(f"Nearest validated runs: {plain('; '.join(row['label'] for row in ev
 optimistic = C.mfu_warning(ev, r)   # above what every published run of the regime reached (issue 30 item 6)
 if optimistic:
     st.warning(plain(optimistic))
+for gap in ev["known_gaps"]:        # a cost the model does not price, with the validated runs that show it
+    st.warning(plain(gap))
 
 figs = C.breakdown_figures(view.model, view.strategy, view.cluster)
 st.plotly_chart(C.shown(figs["breakdown"]), key="cost_breakdown_chart")

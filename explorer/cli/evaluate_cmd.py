@@ -32,7 +32,10 @@ def run(args) -> int:
                  f"b={strategy.micro_batch} "
                  f"B={strategy.global_batch} {strategy.schedule}")
         print(result_table(result, title))
-        print(f"\nevidence: {band_text(evidence(model, strategy, cluster))}")
+        ev = evidence(model, strategy, cluster)
+        print(f"\nevidence: {band_text(ev)}")
+        for gap in ev["known_gaps"]:     # a cost the model does not price (explorer.validation.evidence.KNOWN_GAPS)
+            print(gap)
         print("\n" + sensitivity_text(sensitivity_or_reason(model, strategy, cluster, result)))
         hint = fitting_hint(model, strategy, cluster, gpus, result)
         if hint:
