@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from explorer.cli.output import dumps
 from explorer.io.clusters import load_cluster
+from explorer.limits import CASE_CPU_S, MAX_ACTION_CPU_S, batch_budget
 
 GROUPS = ("megatron_table1", "korthikanti_table4", "megatron_bridge", "bf16_h100")
 """explorer.validation.GROUPS, repeated so that registering the command imports no sympy (a test
@@ -25,7 +26,6 @@ def register(sub) -> None:
 def _validated(args, cases, cluster, validate) -> list:
     """validate(cases, cluster) under a budget of CASE_CPU_S per case (at least one action's) unless --max-cpu-s
     was given (explorer.limits.CASE_CPU_S: a cold batch compiles every case's structure)."""
-    from explorer.limits import CASE_CPU_S, MAX_ACTION_CPU_S, batch_budget
     if getattr(args, "max_cpu_s", None) is not None:
         return validate(cases, cluster)
     with batch_budget(f"explorer validate ({len(cases)} cases)", max(MAX_ACTION_CPU_S, CASE_CPU_S * len(cases))):
