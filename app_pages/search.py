@@ -143,6 +143,14 @@ st.plotly_chart(shown(pareto_figure(result, band=band)), key=PARETO_CHART, on_se
 st.caption("Select a point to load its strategy into the editor and every page. "
            + (f"Error bars: ±{100 * band:.0f} %, the validated error of {plain(ev['regime'])}."
               if band else f"No error bars: extrapolating ({plain(ev['reason'])})."))
+# strategies the model prices without a cost it knows it lacks (explorer.validation.evidence.KNOWN_GAPS): the
+# ranking may favour them, so their ranks are named with the gap
+gaps = {}
+for i, c in enumerate(result.top):
+    for gap in evidence_of(found["model"], c.strategy, found["cluster"])["known_gaps"]:
+        gaps.setdefault(gap, []).append(f"#{i + 1}")
+for gap, ranks in gaps.items():
+    st.warning(f"{', '.join(ranks)}: {plain(gap)}")
 st.subheader(f"The {len(result.top)} fastest")
 top_table = shown_table(readable_columns(pd.DataFrame(rows(result.top))))
 st.dataframe(top_table, hide_index=True, key=TOP_TABLE, column_config=pinned_names(top_table),

@@ -150,3 +150,25 @@ def test_the_prompt_gives_way_to_the_running_search():
     assert any(b.label == "Cancel" for b in at.button)
     finished(at)
     assert not prompt() and at.session_state["search_result"] is not None
+
+
+def test_strategies_with_a_known_gap_are_named_above_the_table():
+    """The search may rank expert-parallel overlap without full-iteration graphs first: the model lacks that
+    schedule's host work (explorer.validation.evidence.KNOWN_GAPS), so the page names those ranks with the gap;
+    a result without such strategies shows no such warning."""
+    from explorer.search import search
+    from explorer.validation.evidence import evidence
+    qwen, h100 = load_model("qwen3-30b-a3b").with_seq_len(4096), load_cluster("dgx-h100")
+    result = search(qwen, h100, gpus=16, global_batch=256, top=8, dtype="fp8")
+    gapped = [i + 1 for i, c in enumerate(result.top) if evidence(qwen, c.strategy, h100)["known_gaps"]]
+    assert gapped and any(c.strategy.overlap_ep for c in result.top)
+    at = search_page()
+    at.session_state["search_result"] = dict(model=qwen, cluster=h100, gpus=16, global_batch=256, result=result)
+    at.run()
+    assert not at.exception, at.exception
+    warned = [w.value for w in at.warning if "Known gap" in w.value]
+    assert len(warned) == 1 and warned[0].startswith(", ".join(f"#{i}" for i in gapped) + ": Known gap")
+    assert all(not c.strategy.overlap_ep or c.strategy.cuda_graphs == "full"
+               for i, c in enumerate(result.top) if i + 1 not in gapped)
+    tiny = searched()
+    assert not [w.value for w in tiny.warning if "Known gap" in w.value]
