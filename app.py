@@ -20,7 +20,12 @@ with work_budget("this page", should_stop=budget.stop_requested) as run_budget, 
 
     # A first-time visitor lands on Start here; a shared configuration without a page (older links) on Cost
     # (switched to below: every page keeps its own address, so a link to /cost always finds it).
-    START = [st.Page("app_pages/start.py", title="Start here", url_path="start", default=True)]
+    START = [st.Page("app_pages/start.py", title="Start here", url_path="start-here", default=True)]
+    # Streamlit serves the default page at "/" only (streamlit/navigation/page.py: a default Page's url_path is "",
+    # and runtime/pages_manager.py finds a typed address by url_path), so /start showed "Page not found" first.
+    # START_ADDRESS, hidden from the menu, is that address: it opens the Start page ("start-here" above only
+    # keeps the default page's reserved name off "start").
+    START_ADDRESS = st.Page(lambda: None, title="Start here", url_path="start", visibility="hidden")
     LEARN = [st.Page(f"app_pages/learn_{lesson.number}_{lesson.slug.replace('-', '_')}.py",
                      title=f"{lesson.number}. {lesson.title.split(':')[0]}", url_path=f"learn-{lesson.slug}")
              for lesson in lessons.LESSONS]
@@ -42,10 +47,11 @@ with work_budget("this page", should_stop=budget.stop_requested) as run_budget, 
     ]
 
     # classroom mode: the menu goes to the top bar, so the sidebar holds only the lesson's controls
-    page = st.navigation({"Start": START, "Learn": LEARN, "Explore": EXPLORE, "Check": CHECK},
+    page = st.navigation({"Start": START + [START_ADDRESS], "Learn": LEARN, "Explore": EXPLORE, "Check": CHECK},
                          position="top" if S.classroom() else "sidebar")
-    if st.session_state.pop(S.OPENED_LINK, False) and page is START[0]:
-        st.switch_page(EXPLORE[2])          # a shared configuration opened at the root address: its cost
+    opened_link = st.session_state.pop(S.OPENED_LINK, False)
+    if page is START_ADDRESS or (opened_link and page is START[0]):
+        st.switch_page(EXPLORE[2] if opened_link else START[0])   # a shared configuration at the root: its cost
     teaching = any(page is p for p in START + LEARN)
     # Explore pages evaluate the sidebar's strategy and show it or the last valid one (LAST_VALID, written
     # after the page ran). Check pages evaluate nothing: their address bar names the sidebar's configuration,

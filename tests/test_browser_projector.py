@@ -12,6 +12,7 @@ root (git-ignored), for a person to look at. Heavy: run it on its own
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -284,4 +285,61 @@ def test_the_model_and_validation_pages_fit(server, browser, screen):  # noqa: F
         text = page.get_by_test_id("stMain").inner_text()
         for raw in ("kv_heads", "ffn_hidden", "seq_len", "megatron_table1", "korthikanti_table4", "megatron_bridge_"):
             assert raw not in text, f"the {path} page shows '{raw}' at {screen}"
+    page.close()
+
+
+TIME_AXES = {"Cost": {"Iteration time by category": ".xtick", "Communication per device": ".x2tick"},
+             "Timelines": {"Super-step": ".xtick", "Micro-steps": ".xtick"}}
+"""Each page's charts (by the start of their title) and the tick group of their axis of times."""
+TIME_TICK = r"^(0|[\d.,]+(n|µ|μ|m)?s)$"
+"""A time tick label with its unit: '0', '100µs', '2ms', '1.5s', '1,500s', '200ms' (plotly writes μ, Greek mu)."""
+TICKS_JS = """(groups) => Object.fromEntries(Object.entries(groups).map(([title, ticks]) => {
+  const plot = [...document.querySelectorAll('.js-plotly-plot')].find(p =>
+    ((p.querySelector('.gtitle') || {}).textContent || '').startsWith(title));
+  const boxes = (s) => plot ? [...plot.querySelectorAll(s + ' text')].filter(t => t.getBoundingClientRect().width) : [];
+  return [title, {ticks: boxes(ticks).map(t => t.textContent),
+                  leftEnd: Math.max(...boxes('.xtick').map(t => t.getBoundingClientRect().right)),
+                  rightStart: Math.min(...boxes('.x2tick').map(t => t.getBoundingClientRect().left))}];
+}))"""
+
+
+def test_time_axes_say_their_unit_and_the_communication_charts_halves_stay_apart(server, browser):  # noqa: F811
+    """The walk of 2026-12-06 read '100μ' and '2m' (plotly's bare SI prefixes) on the Timelines Gantt charts and the
+    Cost page's charts, at 1280x720 in classroom mode: '2m' reads as minutes. Each tick now ends in its unit. The
+    communication chart's two plots had 28 px between their tick labels (about 1.5 of classroom mode's 18 px type);
+    they keep at least two font sizes (explorer/io/projector.py spread_subplots)."""
+    page = browser.new_page(viewport={"width": 1280, "height": 720})
+    for name, path in (("Cost", "cost"), ("Timelines", "timeline")):
+        page.goto(f"{server}/{path}?classroom=1")
+        _settle(page)
+        page.wait_for_timeout(1500)
+        for number in range(page.locator(".js-plotly-plot").count()):       # drawn once scrolled into view
+            page.locator(".js-plotly-plot").nth(number).scroll_into_view_if_needed()
+            page.wait_for_timeout(300)
+        found = page.evaluate(TICKS_JS, TIME_AXES[name])
+        for title, axis in found.items():
+            assert len(axis["ticks"]) >= 3, f"the {name} page's {title} chart draws its time axis: {axis}"
+            bare = [t for t in axis["ticks"] if not re.match(TIME_TICK, t)]
+            assert not bare, f"the {name} page's {title} chart: ticks without a unit {bare}"
+        if name == "Cost":
+            comm = found["Communication per device"]
+            page.locator(".js-plotly-plot").filter(has_text="Communication per device").first.scroll_into_view_if_needed()
+            page.screenshot(path=str(SHOTS / "cost_comm_1280x720-classroom.png"))
+            assert comm["rightStart"] - comm["leftEnd"] >= 2 * 18, comm
+    page.close()
+
+
+@pytest.mark.parametrize("query", ["", "?classroom=1"])
+def test_start_is_an_address_of_the_start_page(server, browser, query):  # noqa: F811
+    """A lecturer typed /start (the Start page's name) and got Streamlit's "Page not found" over the main page:
+    Streamlit 1.67 serves the default page at / only. /start opens the Start page; classroom mode stays on."""
+    page = browser.new_page(viewport={"width": 1280, "height": 720})
+    page.goto(f"{server}/start{query}")
+    page.get_by_role("heading", name="Bridging DL Explorer").wait_for(timeout=90_000)
+    page.wait_for_timeout(1500)                 # the dialog came with the first run
+    assert page.get_by_text("Page not found").count() == 0
+    assert page.get_by_text("does not seem to exist").count() == 0
+    page.screenshot(path=str(SHOTS / f"start_address{'_classroom' if query else ''}.png"))
+    if query:
+        assert "classroom=1" in page.url, page.url
     page.close()

@@ -8,6 +8,7 @@ from __future__ import annotations
 import plotly.graph_objects as go
 
 from explorer.cost.superstep import CATEGORIES
+from explorer.io.projector import time_axis
 from explorer.charts.palette import CATEGORY_COLOURS, MEMORY_COLOURS     # one colour per category on every chart
 from explorer.charts.tables import CATEGORY_LABELS, GIB, MEMORY_PARTS, breakdown_table
 
@@ -75,7 +76,7 @@ def breakdown_bar(results: dict, title: str = "Iteration time by category (expos
                                        "<extra>%{customdata[1]}</extra>"))
     lines = max([label.count("<br>") + 1 for label in shown] or [1])
     layout = _layout(title, max(300, 190 + max(ROW_PX, LINE_PX * lines) * len(labels)),
-                     xaxis=dict(title=dict(text="seconds per iteration")),
+                     xaxis=dict(time_axis(), title=dict(text="time per iteration")),
                      yaxis=dict(autorange="reversed", type="category",    # '#1' is a name, not the number 1
                                 categoryorder="array", categoryarray=shown))   # rows: projector.rows_height
     layout["legend"] = dict(orientation="h", yref="container", y=0, yanchor="bottom", x=0, xanchor="left",
@@ -107,12 +108,12 @@ def comm_figure(table, title: str = "Communication per device by type") -> go.Fi
                              legendgroup=scope,
                              hovertemplate="%{y}: %{x:.4g} s<extra>" + f"{scope} {state}" + "</extra>"))
     layout = _layout(title, 260 + 30 * len(types),
-                     xaxis=dict(anchor="y", domain=[0.0, 0.48]), xaxis2=dict(anchor="y2", domain=[0.52, 1.0]),
+                     xaxis=dict(anchor="y", domain=[0.0, 0.48]), xaxis2=dict(time_axis(), anchor="y2", domain=[0.52, 1.0]),
                      yaxis=dict(anchor="x", domain=[0.0, 1.0], autorange="reversed"),
                      yaxis2=dict(anchor="x2", domain=[0.0, 1.0], matches="y", showticklabels=False,
                                  autorange="reversed"))
     layout["annotations"] = [dict(SUBPLOT_TITLE, text="GB sent per device per iteration", x=0.24),
-                             dict(SUBPLOT_TITLE, text="seconds per iteration", x=0.76)]
+                             dict(SUBPLOT_TITLE, text="time per iteration", x=0.76)]
     return _figure(data, layout)
 
 

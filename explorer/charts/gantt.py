@@ -11,6 +11,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from explorer.limits import check_gantt_bars
+from explorer.io.projector import time_axis
 from explorer.charts.palette import CATEGORY_COLOURS as CATEGORY_COLORS     # one palette for every chart (palette.py)
 from explorer.charts.tables import KIND_LABELS, TRACE_LABELS
 UNITS = (("s", 1.0), ("ms", 1e3), ("µs", 1e6))
@@ -147,7 +148,7 @@ def gantt_figure(events: pd.DataFrame, title: str = "", label: str | None = None
     # the whole figure in one call (explorer/charts/breakdown.py _figure: add_trace and update_layout re-walk it)
     return go.Figure(dict(data=data, layout=dict(
         title=dict(text=title), barmode="overlay", bargap=0.15, legend=dict(title=dict(text="category")),
-        uniformtext=dict(minsize=8, mode="hide"), xaxis=dict(title=dict(text=f"time ({unit})")),
+        uniformtext=dict(minsize=8, mode="hide"), xaxis=dict(time_axis(unit), title=dict(text=f"time ({unit})")),
         yaxis=dict(categoryorder="array", categoryarray=rows, autorange="reversed"),
         height=max(300, ROW_PX * len(rows) + CHROME_PX))))
 

@@ -10,6 +10,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from explorer.charts.palette import CATEGORY_COLOURS
+from explorer.io.projector import time_axis
 from explorer.charts.tables import CATEGORY_LABELS
 
 COMM = ("op_comm", "redistribution", "pp_comm", "dp_comm", "zero_comm")
@@ -54,7 +55,7 @@ def gantt_overlay(measured: list, modelled: list, normalise: bool = False,
                 hovertemplate="%{customdata[3]}: %{customdata[0]} mb %{customdata[1]} %{customdata[2]}"
                               f"<br>%{{base:.3g}} {unit} + %{{x:.3g}}<extra></extra>"))
     fig.update_layout(title=title, barmode="overlay", height=140 + 28 * len(order),
-                      xaxis_title=f"time ({unit})", legend_title="category",
+                      xaxis=dict(time_axis(unit) if unit == "ms" else {}, title=f"time ({unit})"), legend_title="category",
                       yaxis={"categoryorder": "array", "categoryarray": list(reversed(order))})
     return fig
 

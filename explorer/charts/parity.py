@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from explorer.io.projector import log_ticks
+from explorer.io.projector import log_ticks, time_axis
 
 
 def band_of(rows) -> float | None:
@@ -46,7 +46,8 @@ def parity_figure(rows, band: float | None = None, names: dict | None = None) ->
     metrics = {r.metric for r in rows}
     unit = units.get(next(iter(metrics)), "s") if len(metrics) == 1 else "s"
     ticks = log_ticks(low, high)
-    axis = dict(type="log", tickvals=ticks, ticktext=[f"{t:g}" for t in ticks])
+    axis = dict(type="log", **(time_axis(tickvals=ticks) if unit == "s" and len(metrics) == 1 else
+                               dict(tickvals=ticks, ticktext=[f"{t:g}" for t in ticks])))
     fig.update_layout(xaxis=dict(axis, title=f"published ({unit})"), yaxis=dict(axis, title=f"predicted ({unit})"),
                       height=520, margin=dict(l=40, r=20, t=30, b=40))
     return fig

@@ -67,7 +67,7 @@ def projector_layout(fig: go.Figure, font_px: int, title_px: int | None = None, 
                       margin=dict(t=30, b=30, l=10, r=20))
     for axes in (fig.update_xaxes, fig.update_yaxes):      # sized here: a page's theme would shrink them
         axes(automargin=True, tickfont=dict(size=font_px), title_font=dict(size=font_px))
-    return fig
+    return spread_subplots(fig, font_px)
 
 
 PLOT_WIDTH_PX = 700
@@ -142,3 +142,81 @@ def log_ticks(low: float, high: float, most: int = 8) -> list:
         if len(ticks) <= most:
             return ticks
     return ticks[::math.ceil(len(ticks) / most)]
+
+
+SUBPLOT_GAP_FONTS = 5.0
+"""The room between two side-by-side plots, in font sizes: half of each plot's outer tick label hangs past its plot
+(the left's '300' and the right's '500ms', 3 and 5 characters at CHAR_FONTS), and two font sizes of space between
+them. The Cost page's communication chart at 1280x720 in classroom mode had 0.04 of the width (28 px at 18 px type):
+its two plots' tick labels nearly touched."""
+
+
+def spread_subplots(fig: go.Figure, font_px: int, width_px: int | None = None) -> go.Figure:
+    """Side-by-side plots (an x axis and an x2 axis, each with its domain) moved apart so that SUBPLOT_GAP_FONTS
+    font sizes separate them in a figure `width_px` wide (default: the figure's width, a slide's 1920 px, else
+    PLOT_WIDTH_PX), their titles above the middle of each (in place; returns it). Unchanged when the figure has
+    one plot or its plots are already that far apart.
+
+    >>> fig = go.Figure(layout=dict(xaxis=dict(domain=[0, 0.48]), xaxis2=dict(domain=[0.52, 1]),
+    ...                             annotations=[dict(text="GB", x=0.24, xref="paper", y=1),
+    ...                                          dict(text="time", x=0.76, xref="paper", y=1)]))
+    >>> spread_subplots(fig, 18).layout.xaxis.domain, fig.layout.xaxis2.domain, fig.layout.annotations[1].x
+    ((0, 0.4357142857142857), (0.5642857142857143, 1), 0.7821428571428571)
+    """
+    axes = fig.layout.to_plotly_json()
+    left, right = (axes.get(name, {}).get("domain") for name in ("xaxis", "xaxis2"))
+    if left is None or right is None or right[0] < left[1]:
+        return fig
+    gap = min(0.3, SUBPLOT_GAP_FONTS * font_px / (width_px or fig.layout.width or PLOT_WIDTH_PX))
+    if right[0] - left[1] >= gap:
+        return fig
+    middle = (left[1] + right[0]) / 2
+    centres = {(left[0] + left[1]) / 2: (left[0] + middle - gap / 2) / 2,
+               (right[0] + right[1]) / 2: (middle + gap / 2 + right[1]) / 2}
+    fig.update_layout(xaxis_domain=[left[0], middle - gap / 2], xaxis2_domain=[middle + gap / 2, right[1]])
+    for note in fig.layout.annotations:           # make_subplots' titles: above the middle of their plot
+        if note.xref == "paper" and note.x is not None:
+            note.x = next((new for old, new in centres.items() if abs(note.x - old) < 1e-9), note.x)
+    return fig
+
+
+SI_PREFIXES = {-9: "n", -6: "µ", -3: "m", 0: ""}
+"""Prefixes of a time tick below a second (a time axis never shows k: 1500 s, not 1.5 ks)."""
+PLAIN_TICKS_FROM_S = 100.0
+"""Ticks this far apart or more are plain seconds with thousands separators ("1,500s"): plotly's SI format would
+write 1.5 ks for an iteration of 25 minutes."""
+
+
+def time_text(value: float, unit: str = "s") -> str:
+    """One tick label of a time axis as time_axis labels them: an SI prefix below a second when `unit` is s.
+
+    >>> [time_text(v) for v in (0, 5e-5, 0.002, 0.25, 1.5, 120, 1500)]
+    ['0s', '50µs', '2ms', '250ms', '1.5s', '120s', '1,500s']
+    >>> time_text(1500, "ms")
+    '1,500ms'
+    """
+    if unit != "s" or value == 0 or abs(value) >= 1:
+        return f"{value:,.6g}{unit}" if abs(value) < 1e6 else f"{value:.6g}{unit}"
+    power = max(-9, 3 * math.floor(math.log10(abs(value)) / 3 + 1e-9))
+    return f"{value / 10.0 ** power:.6g}{SI_PREFIXES[power]}s"
+
+
+def time_axis(unit: str = "s", tickvals=None) -> dict:
+    """The properties of an axis of times whose every tick label carries its unit: '100µs', '2ms', '1.5s' (a
+    lecturer read plotly's bare SI prefixes, '2m' on an axis of seconds, as minutes). `unit`: what the values are
+    in; s: plotly picks one prefix for the axis from the range it shows (minexponent 0: '200ms' rather than
+    '0.2s'), so a zoomed Gantt relabels itself; ticks PLAIN_TICKS_FROM_S apart or more are plain seconds. A figure
+    scaled to one unit (ms, µs: explorer/charts/gantt.py time_unit) gets that unit after each number. `tickvals`:
+    fixed ticks (a log axis, log_ticks), labelled by time_text.
+
+    >>> time_axis("ms")
+    {'exponentformat': 'none', 'separatethousands': True, 'ticksuffix': 'ms'}
+    >>> time_axis(tickvals=[0.001, 0.01])
+    {'tickvals': [0.001, 0.01], 'ticktext': ['1ms', '10ms']}
+    """
+    if tickvals is not None:
+        return dict(tickvals=list(tickvals), ticktext=[time_text(v, unit) for v in tickvals])
+    if unit != "s":
+        return dict(exponentformat="none", separatethousands=True, ticksuffix=unit)
+    return dict(exponentformat="SI", minexponent=0, ticksuffix="s",
+                tickformatstops=[dict(dtickrange=[PLAIN_TICKS_FROM_S, None], value=",~r")])

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from explorer.io.projector import log_ticks
+from explorer.io.projector import log_ticks, time_axis
 
 from explorer.search.report import GIB, label
 
@@ -59,7 +59,7 @@ def pareto_figure(result, title: str = "Iteration time vs peak memory per device
     fig.update_xaxes(title="peak memory per device (GiB)", range=[-ORIGIN_ROOM * right, right])
     if times and max(times) >= LOG_SPAN * min(times):
         ticks = log_ticks(min(times) * (1 - (band or 0)), max(times) * (1 + (band or 0)))
-        fig.update_yaxes(title="iteration time (s)", type="log", tickvals=ticks, ticktext=[f"{t:g}" for t in ticks])
+        fig.update_yaxes(title="iteration time", type="log", **time_axis(tickvals=ticks))
     else:
-        fig.update_yaxes(title="iteration time (s)")
+        fig.update_yaxes(title="iteration time", **time_axis())
     return fig
