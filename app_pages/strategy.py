@@ -151,9 +151,12 @@ with top:
     cols[3].metric("Bubble", f"{C.sig(r.breakdown_s['bubble'])} s", help=BUBBLE_MEANING.capitalize())
     cols[4].metric("Critical stage", f"{r.critical_stage}")
 with chart_box:
-    optimistic = C.mfu_warning(C.evidence_of(view.model, view.strategy, view.cluster), r)
+    ev = C.evidence_of(view.model, view.strategy, view.cluster)
+    optimistic = C.mfu_warning(ev, r)
     if optimistic:                  # above what every published run of the regime reached (issue 30 item 6)
         st.warning(plain(optimistic))
+    for gap in ev["known_gaps"]:    # a cost the model does not price (explorer.validation.evidence.KNOWN_GAPS)
+        st.warning(plain(gap))
     st.plotly_chart(C.shown(C.breakdown_chart(view.model, view.strategy, view.cluster)),
                     key="strategy_breakdown_chart")
 # The sidebar stays on screen while the drag columns below are scrolled to: the numbers they change too.

@@ -93,5 +93,5 @@ st.subheader("Every case")
 table = _table(rows)
 st.dataframe(shown_table(table), hide_index=True)
 st.download_button("Download CSV", table.to_csv(index=False), "validation.csv", "text/csv", on_click="ignore")
-with st.expander(f"Megatron-Bridge rows the model cannot express today ({len(skipped)})"):
+with st.expander(f"Megatron-Bridge rows not compared, each with its reason ({len(skipped)})"):
     st.dataframe(pd.DataFrame([{"row": i, "system": s, "why": why} for i, s, why in skipped]), hide_index=True)

@@ -301,6 +301,9 @@ with its cases (a cases file is size-capped, so the work stays bounded) instead 
 all of them. A cold validate of the 158 bundled cases (every structure compiled) took 12.8 s of CPU on a quiet 2-core
 machine (2026-12-06, load 1.8: 0.08 s a case) and 24 s at load average 12, close to the 30 s of one action; 0.5 s a
 case gives the bundled set 79 s, six times the quiet figure."""
+MAX_BATCH_CPU_S = 300.0
+"""The most a batch's per-case budget grows to (about 4x the bundled set's 79 s): a user's --cases file of thousands of
+entries stops with a message rather than holding a core for an hour."""
 
 
 NOTICE_EVERY_CPU_S = 5.0

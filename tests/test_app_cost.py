@@ -137,8 +137,9 @@ def test_the_evidence_names_the_nearest_runs_as_a_person_reads_them():
 
 
 def test_a_known_gap_of_the_model_is_a_warning_beside_the_numbers():
-    """Expert-parallel overlap issued eagerly: the Cost page warns with the validated runs that show the cost the
+    """Expert-parallel overlap without full-iteration graphs: the Cost and Strategy pages warn with the validated runs that show the cost the
     model does not price (explorer.validation.evidence.KNOWN_GAPS); the same strategy without the overlap does not."""
+    from app_pages import state as S
     from explorer.io import share
     from explorer.io.clusters import load_cluster
     from explorer.io.models import load_model
@@ -146,9 +147,10 @@ def test_a_known_gap_of_the_model_is_a_warning_beside_the_numbers():
     qwen, h100 = load_model("qwen3-30b-a3b").with_seq_len(4096), load_cluster("dgx-h100")
     plain_ = Strategy(dp=16, micro_batch=1, global_batch=256, ep=16, expert_tp=1, dtype="fp8")
     for strategy, shown in ((plain_.with_(overlap_ep=True), True), (plain_, False)):
-        at = open_page("cost", query=share.encode(qwen, h100, strategy))
-        assert not at.exception and at.session_state["last_valid"].strategy.overlap_ep == strategy.overlap_ep
-        warned = [w.value for w in at.warning if w.value.startswith("Known gap")]
-        assert bool(warned) == shown, warned
-        if shown:
-            assert "slower than predicted" in warned[0] and "PR 2184" in warned[0]
+        for page in ("cost", "strategy"):
+            at = open_page(page, query=share.encode(qwen, h100, strategy))
+            assert not at.exception and at.session_state[S.LAST_VALID].strategy.overlap_ep == strategy.overlap_ep
+            warned = [w.value for w in at.warning if w.value.startswith("Known gap")]
+            assert bool(warned) == shown, (page, warned)
+            if shown:
+                assert "x the predicted time" in warned[0] and "PR 2184" in warned[0]

@@ -489,7 +489,7 @@ def test_the_moe_misses_over_30_percent_are_two_families_the_model_names(bridge)
     """What is left of issue 27's max target (<= 30 % held out), 2026-12-06: every held-out MoE row missed by more
     than 30 % is (a) GPT-OSS 120B in BF16 on Blackwell -- GPU-bound in the model, on the BF16 GEMM efficiency derived
     from H100's (docs/validation.md) -- or (b) a run with the all-to-all under the partner micro-batch
-    (moe_a2a_overlap: Strategy.overlap_ep) whose layers are issued eagerly (no full-iteration CUDA graph). Of (b)
+    (moe_a2a_overlap: Strategy.overlap_ep) without a full-iteration CUDA graph. Of (b)
     Megatron-LM says "EP Overlap brings extra cpu overhead and may cause GPU bubble during execution" (NVIDIA/
     Megatron-LM PR 2184), and Megatron-Bridge turned the overlap off where it cost time (PR 1760: Qwen3-235B-A22B on
     B200, "Disable moe_a2a_overlap due to CPU overhead", step 20.1 -> 16.9 s with VP off too; issue 1705): the model

@@ -174,9 +174,8 @@ def test_validate_takes_a_budget_per_case_unless_one_is_given(monkeypatch, capsy
     """A cold `explorer validate` compiles every published run's structure (12.8 s of CPU quiet, 24 s at load 12
     for 158 cases): its batch gets CASE_CPU_S a case, at least one action's, with the action's notices; an
     explicit --max-cpu-s stays the limit."""
-    from explorer.cli import validate_cmd
     from explorer.cli.main import main
-    from explorer.limits import CASE_CPU_S, MAX_ACTION_CPU_S, _BUDGET
+    from explorer.limits import CASE_CPU_S, MAX_ACTION_CPU_S, MAX_BATCH_CPU_S, _BUDGET
     seen = []
 
     def fake_validate(cases, cluster):
@@ -188,13 +187,15 @@ def test_validate_takes_a_budget_per_case_unless_one_is_given(monkeypatch, capsy
     monkeypatch.setattr("explorer.validation.load_all_cases", lambda groups: list(range(200)))
     monkeypatch.setattr("explorer.validation.load_megatron_bridge", lambda: ([], []))
     assert main(["validate", "--json"]) == 0
-    assert seen[-1] == ("explorer validate (200 cases)", 200 * CASE_CPU_S, True)
+    assert seen[-1] == ("explorer validate (200 cases; --max-cpu-s sets another limit)", 200 * CASE_CPU_S, True)
     monkeypatch.setattr("explorer.validation.load_all_cases", lambda groups: list(range(3)))
     assert main(["validate", "--json"]) == 0
     assert seen[-1][1] == MAX_ACTION_CPU_S                                  # never less than one action's
+    monkeypatch.setattr("explorer.validation.load_all_cases", lambda groups: list(range(100_000)))
+    assert main(["validate", "--json"]) == 0
+    assert seen[-1][1] == MAX_BATCH_CPU_S < 100_000 * CASE_CPU_S           # nor more than a bounded batch's
     assert main(["--max-cpu-s", "7", "validate", "--json"]) == 0
     assert seen[-1] == ("explorer validate", 7.0, True)                    # the user's limit, the action's budget
-    assert validate_cmd.GROUPS
     capsys.readouterr()
 
 

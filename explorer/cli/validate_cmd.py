@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from explorer.cli.output import dumps
 from explorer.io.clusters import load_cluster
-from explorer.limits import CASE_CPU_S, MAX_ACTION_CPU_S, batch_budget
+from explorer.limits import CASE_CPU_S, MAX_ACTION_CPU_S, MAX_BATCH_CPU_S, batch_budget
 
 GROUPS = ("megatron_table1", "korthikanti_table4", "megatron_bridge", "bf16_h100")
 """explorer.validation.GROUPS, repeated so that registering the command imports no sympy (a test
@@ -24,11 +24,12 @@ def register(sub) -> None:
 
 
 def _validated(args, cases, cluster, validate) -> list:
-    """validate(cases, cluster) under a budget of CASE_CPU_S per case (at least one action's) unless --max-cpu-s
-    was given (explorer.limits.CASE_CPU_S: a cold batch compiles every case's structure)."""
+    """validate(cases, cluster) under a budget of CASE_CPU_S per case (at least one action's, at most MAX_BATCH_CPU_S)
+    unless --max-cpu-s was given (explorer.limits.CASE_CPU_S: a cold batch compiles every case's structure)."""
     if getattr(args, "max_cpu_s", None) is not None:
         return validate(cases, cluster)
-    with batch_budget(f"explorer validate ({len(cases)} cases)", max(MAX_ACTION_CPU_S, CASE_CPU_S * len(cases))):
+    cpu_s = max(MAX_ACTION_CPU_S, min(CASE_CPU_S * len(cases), MAX_BATCH_CPU_S))
+    with batch_budget(f"explorer validate ({len(cases)} cases; --max-cpu-s sets another limit)", cpu_s):
         return validate(cases, cluster)
 
 
@@ -68,7 +69,7 @@ def run(args) -> int:
                 print(f"  {subset}: {part['cases']} cases, mean |error| {100 * part['mean_abs_error']:.1f}%, "
                       f"max {100 * part['max_abs_error']:.1f}%")
     if skipped:
-        print(f"\nskipped Megatron-Bridge rows ({len(skipped)}; the model cannot express them today):")
+        print(f"\nMegatron-Bridge rows not compared ({len(skipped)}), each with its reason:")
         reasons = {}
         for _, system, why in skipped:
             reasons[(system, why)] = reasons.get((system, why), 0) + 1

@@ -309,7 +309,7 @@ def build(the_plan: ExecutionPlan) -> CostTree:
     # the one kind whose activations A^l_r leaves out (numeric.holds_layer_activations: the head) is the last:
     # numeric.layer_activations and explain read it so
     left_out = {k for placed, k in zip(the_plan.blocks, kind_of) if not holds_layer_activations(placed.block.kind)}
-    assert left_out <= {len(kinds) - 1} and kind_of[-1] == len(kinds) - 1, "the head's kind is not the last"
+    assert left_out == {len(kinds) - 1} and kind_of[-1] == len(kinds) - 1, "the head's kind is not the last"
     counts = np.zeros((the_plan.stages, len(kinds)))
     for placed, k in zip(the_plan.blocks, kind_of):
         counts[placed.stage, k] += 1

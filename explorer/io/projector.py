@@ -194,9 +194,12 @@ def time_text(value: float, unit: str = "s") -> str:
     ['0s', '50µs', '2ms', '250ms', '1.5s', '120s', '1,500s']
     >>> time_text(1500, "ms")
     '1,500ms'
+    >>> [time_text(v) for v in (0.9999999, 2e6)]          # rounded before the prefix is chosen; no exponent
+    ['1s', '2,000,000s']
     """
+    value = float(f"{value:.6g}")
     if unit != "s" or value == 0 or abs(value) >= 1:
-        return f"{value:,.6g}{unit}" if abs(value) < 1e6 else f"{value:.6g}{unit}"
+        return f"{value:,.6g}{unit}" if abs(value) < 1e6 else f"{value:,.0f}{unit}"
     power = max(-9, 3 * math.floor(math.log10(abs(value)) / 3 + 1e-9))
     return f"{value / 10.0 ** power:.6g}{SI_PREFIXES[power]}s"
 

@@ -19,7 +19,7 @@ tests/test_evidence.py checks it against a fresh validation). For a strategy the
 The distance adds, for each feature that differs: accelerator 2 (a different chip: peaks and fitted
 efficiencies differ), precision 1 within 16-bit formats and 2 across (FP8 vs BF16: another peak and
 efficiency), dense vs MoE 3 (MoE adds dispatch, expert GEMMs and host costs), context and expert
-parallelism 1 each, expert-parallel overlap issued eagerly 1, and for scale |log2| of the GPU count ratio x 0.25 (8x more GPUs: 0.75) and of the
+parallelism 1 each, expert-parallel overlap outside a full-iteration CUDA graph 1, and for scale |log2| of the GPU count ratio x 0.25 (8x more GPUs: 0.75) and of the
 sequence length ratio x 0.5 (4x longer: 1). A row of the same regime at most 8x away in scale and 4x
 in sequence is within 1.75.
 """
@@ -67,18 +67,18 @@ def features_of(model, strategy, cluster) -> Features:
 
 
 def overlap_eager(model, strategy) -> bool:
-    """Expert-parallel overlap (Strategy.overlap_ep, MoE with ep > 1) whose layers the host issues eagerly: no
-    full-iteration CUDA graph (cuda_graphs other than 'full')."""
+    """Expert-parallel overlap (Strategy.overlap_ep, MoE with ep > 1) without a full-iteration CUDA graph
+    (cuda_graphs other than 'full'): the host issues the merged schedule's nodes, whole or around partial graphs of
+    some of their parts ('router', 'layer')."""
     return bool(model.is_moe and strategy.ep > 1 and strategy.overlap_ep and strategy.cuda_graphs != "full")
 
 
 KNOWN_GAPS = (
     ("ep_overlap_eager",
      "Known gap: expert-parallel overlap without full-iteration CUDA graphs. The model prices the all-to-alls the "
-     "overlap hides, not the merged schedule's own host work, which Megatron-LM says \"brings extra cpu overhead "
-     "and may cause GPU bubble\" (NVIDIA/Megatron-LM PR 2184) and which made NVIDIA turn the overlap off in recipes "
-     "(NVIDIA-NeMo/Megatron-Bridge PR 1760). Published runs like this one were {low:.0f}-{high:.0f} % slower than "
-     "predicted ({runs}; the same Qwen3-30B-A3B layout on H100 without the overlap is predicted within 13 %)."),
+     "overlap hides, not the host work of its merged schedule, which Megatron-LM says \"brings extra cpu overhead "
+     "and may cause GPU bubble\" (NVIDIA/Megatron-LM PR 2184). The {runs} validated runs with this feature took "
+     "{low:.2f}-{high:.2f}x the predicted time."),
 )
 """(Features field, text) of each known gap: a strategy with the field set is shown the text, filled with the
 validated rows that have it (their errors, signed: the model too fast). Each gap is a cost the model does not price
@@ -110,6 +110,9 @@ def _differs(a: Features, b: Features) -> str:
         return f"no validated {a.precision} run of this kind on {a.accelerator}"
     if a.cp != b.cp or a.ep != b.ep:
         return "no validated run with this context/expert parallelism"
+    if a.ep_overlap_eager != b.ep_overlap_eager:
+        return (f"no validated run {'with' if a.ep_overlap_eager else 'without'} expert-parallel overlap outside a "
+                "full-iteration CUDA graph near this one")
     return (f"no validated run near {a.gpus:,} GPUs and {a.seq_len:,}-token sequences "
             f"(nearest: {b.gpus:,} GPUs, {b.seq_len:,} tokens)")
 
@@ -169,8 +172,8 @@ def evidence(model, strategy, cluster) -> dict:
 
 def known_gaps(mine: Features, rows) -> list:
     """KNOWN_GAPS' texts that apply to a prediction with features `mine`, each filled with the bundled validated
-    rows of that feature: how much slower the published runs were than predicted (relative_error = predicted /
-    published - 1, so a run is 1 - 1 / (1 + e) slower)."""
+    rows of that feature: how many times the predicted time the published runs took (relative_error = predicted /
+    published - 1 of a throughput, so published over predicted time is 1 + e)."""
     out = []
     for field, text in KNOWN_GAPS:
         if not getattr(mine, field):
@@ -178,8 +181,8 @@ def known_gaps(mine: Features, rows) -> list:
         same = [r for r in rows if getattr(r[3], field) and r[5] != "fitted"]
         if not same:
             continue
-        slower = sorted(100 * (1 - 1 / (1 + r[4])) for r in same)
-        out.append(text.format(low=slower[0], high=slower[-1], runs=f"{len(same)} validated runs"))
+        took = sorted(1 + r[4] for r in same)          # published time over predicted time
+        out.append(text.format(low=took[0], high=took[-1], runs=len(same)))
     return out
 
 
