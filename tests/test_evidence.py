@@ -76,7 +76,7 @@ QWEN30 = Strategy(dp=16, micro_batch=1, global_batch=256, ep=16, expert_tp=1, dt
 
 def test_expert_parallel_overlap_without_full_graphs_is_a_known_gap_with_its_runs():
     """A strategy with the MoE all-to-alls under the partner pass and no full-iteration graph is shown the gap
-    the validation found (tests/test_megatron_bridge.py: the misses over 30 %), filled with the validated runs
+    the validation found (tests/test_validation_misses.py: the misses over 30 %), filled with the validated runs
     that have it: every one slower than predicted. Its nearest rows are such runs. Without the overlap, or with
     full-iteration graphs, no gap."""
     qwen, h100 = load_model("qwen3-30b-a3b").with_seq_len(4096), load_cluster("dgx-h100")

@@ -82,7 +82,7 @@ KNOWN_GAPS = (
 )
 """(Features field, text) of each known gap: a strategy with the field set is shown the text, filled with the
 validated rows that have it (their errors, signed: the model too fast). Each gap is a cost the model does not price
-and whose rows all miss in one direction (tests/test_megatron_bridge.py names the families of the misses)."""
+and whose rows all miss in one direction (tests/test_validation_misses.py names the families of the misses)."""
 
 
 def _precision_distance(a: str, b: str) -> float:
