@@ -7,7 +7,7 @@ import sys
 from explorer.errors import ExplorerError
 from explorer.cli.args import Parser
 from explorer.io.quoting import comment_text
-from explorer.limits import CASE_CPU_S, MAX_ACTION_CPU_S, work_budget
+from explorer.limits import CASE_CPU_S, MAX_ACTION_CPU_S, MAX_BATCH_CPU_S, work_budget
 
 COMMAND_MODULES = {"models": "presets_cmd", "clusters": "presets_cmd", "evaluate": "evaluate_cmd",
                    "validate": "validate_cmd", "timeline": "timeline_cmd", "search": "search_cmd",
@@ -47,7 +47,7 @@ def build_parser(argv=None) -> Parser:
     parser = Parser(prog="python -m explorer", description="Bridging DL Explorer: cost of hybrid parallelism")
     parser.add_argument("--max-cpu-s", type=_cpu_seconds, default=None, metavar="S",
                         help=f"CPU seconds the command's model work may take (default {MAX_ACTION_CPU_S:g}; "
-                             f"validate: {CASE_CPU_S:g} per case, at least {MAX_ACTION_CPU_S:g}): past them it "
+                             f"validate: {CASE_CPU_S:g} per case, {MAX_ACTION_CPU_S:g} to {MAX_BATCH_CPU_S:g}): past them it "
                              "stops and says what it was doing")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
     for module in _modules(argv):

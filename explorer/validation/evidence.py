@@ -19,8 +19,8 @@ tests/test_evidence.py checks it against a fresh validation). For a strategy the
 The distance adds, for each feature that differs: accelerator 2 (a different chip: peaks and fitted
 efficiencies differ), precision 1 within 16-bit formats and 2 across (FP8 vs BF16: another peak and
 efficiency), dense vs MoE 3 (MoE adds dispatch, expert GEMMs and host costs), context and expert
-parallelism 1 each, expert-parallel overlap outside a full-iteration CUDA graph 1, and for scale |log2| of the GPU count ratio x 0.25 (8x more GPUs: 0.75) and of the
-sequence length ratio x 0.5 (4x longer: 1). A row of the same regime at most 8x away in scale and 4x
+parallelism 1 each, expert-parallel overlap outside a full-iteration CUDA graph 1, and for scale |log2| of
+the GPU count ratio x 0.25 (8x more GPUs: 0.75) and of the sequence length ratio x 0.5 (4x longer: 1). A row of the same regime at most 8x away in scale and 4x
 in sequence is within 1.75.
 """
 from __future__ import annotations
