@@ -20,7 +20,7 @@ from explorer.facade import fallback_strategy, strategy_presets
 from explorer.facade import plan_of, schedule_is_chunked
 from explorer.facade import band_text, evidence, mfu_warning  # noqa: F401  (pages read band_text here too)
 from explorer.facade import sensitivity_or_reason
-from explorer.facade import MAX_MICRO_BATCHES, classroom_figure, time_unit, zoom_micro_batches
+from explorer.facade import MAX_MICRO_BATCHES, classroom_figure, time_unit, wire_figure, zoom_micro_batches
 from explorer.facade import SIGNIFICANT, significant_table
 
 from app_pages import jobs, state as S
@@ -233,13 +233,14 @@ def lazy_expander(label: str, key: str):
 
 
 def shown(fig, memory: bool = False, events=None):
-    """The figure as classroom mode shows it (large type, Okabe–Ito colours, at most
-    MAX_MICRO_BATCHES micro-batches of a Gantt given its events), else unchanged."""
-    if not S.classroom():
-        return fig
-    if events is not None:
-        fig = zoom_micro_batches(fig, events, MAX_MICRO_BATCHES)
-    return classroom_figure(fig, memory=memory)
+    """The figure as `st.plotly_chart` draws it: as classroom mode shows it (large type, Okabe–Ito colours, at
+    most MAX_MICRO_BATCHES micro-batches of a Gantt given its events), else unchanged; in its wire form
+    (explorer/charts/wire.py: plotly's JSON without plotly's deep copies)."""
+    if S.classroom():
+        if events is not None:
+            fig = zoom_micro_batches(fig, events, MAX_MICRO_BATCHES)
+        fig = classroom_figure(fig, memory=memory)
+    return wire_figure(fig)
 
 
 def digits() -> int:

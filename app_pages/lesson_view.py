@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import streamlit as st
 
-from explorer.facade import ExplorerError, animated_gantt, classroom_figure, lessons
+from explorer.facade import ExplorerError, animated_gantt, classroom_figure, lessons, wire_figure
 from explorer.facade import lesson_deck, slide_request
 from app_pages import compute as C
 from app_pages import jobs as J
@@ -41,10 +41,11 @@ def caption_of(slug: str, items: tuple, palette_name: str) -> str:
 
 @st.cache_resource(max_entries=16, show_spinner=False)
 def shown_figure(slug: str, items: tuple, classroom: bool, animated: bool):
+    """The lesson's picture as `st.plotly_chart` draws it (in its wire form, explorer/charts/wire.py)."""
     fig = computed(slug, items)[1]
     if animated:
         fig = animated_gantt(fig)
-    return classroom_figure(fig, memory=slug in MEMORY_LESSONS) if classroom else fig
+    return wire_figure(classroom_figure(fig, memory=slug in MEMORY_LESSONS) if classroom else fig)
 
 
 def setting_text(lesson, values: dict) -> str:

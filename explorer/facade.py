@@ -102,6 +102,7 @@ __all__ += ["TEXTBOOK_FORMULAS", "symbol_legend", "BUBBLE_MEANING", "IDLE_TO_IDE
             "significant_table"]
 from explorer.io.share_pins import decode_pins, encode_pins                          # noqa: E402
 from explorer.charts.gantt import time_unit                                          # noqa: E402
+from explorer.charts.wire import wire_figure                                         # noqa: E402
 
 __all__ += ["decode_pins", "encode_pins", "time_unit"]
 # ---- framework configs (issue 13, part 1): Megatron-LM, DeepSpeed, torchtitan, MindSpore -----

@@ -8,8 +8,8 @@ for a ring step under context parallelism). The Cost page shows it with its sour
 from __future__ import annotations
 
 import numpy as np
-import plotly.graph_objects as go
 
+from explorer.charts.spec_figure import SpecFigure
 from explorer.charts.palette import DEFAULT
 from explorer.cost.numbers import hardware_numbers
 from explorer.hardware import attention as att
@@ -45,7 +45,7 @@ def attention_curve_figure(model, strategy, cluster) -> tuple:
     n = att.call_tokens(model.seq_len, strategy.cp, strategy.cp_algo)
     # the whole figure in one call (explorer/charts/breakdown.py _figure); the strategy's tokens per call a dotted
     # vertical line with its label at the top right of it, as plotly's add_vline draws them
-    fig = go.Figure(dict(data=data, layout=dict(
+    fig = SpecFigure(dict(data=data, layout=dict(
         xaxis=dict(type="log", title=dict(text="tokens per kernel call")),
         yaxis=dict(title=dict(text="fraction of the 16-bit peak"), rangemode="tozero"),
         height=320, margin=dict(l=40, r=20, t=30, b=40),

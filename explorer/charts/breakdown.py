@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
+from explorer.charts.spec_figure import SpecFigure
 from explorer.cost.superstep import CATEGORIES
 from explorer.io.projector import time_axis
 from explorer.charts.palette import CATEGORY_COLOURS, MEMORY_COLOURS     # one colour per category on every chart
@@ -26,10 +27,11 @@ def _layout(title: str, height: int, legend_below: bool = True, **axes) -> dict:
 
 
 def _figure(data: list, layout: dict) -> go.Figure:
-    """One Figure from its whole spec, validated once: plotly's incremental calls (add_bar, update_layout,
-    make_subplots, add_hline) re-walk the figure on each call and cost 20-70 ms a figure; this, 1-3 ms
+    """One Figure from its whole spec, validated once and only when read as a figure (a page sends its JSON
+    without: explorer/charts/spec_figure.py): plotly's incremental calls (add_bar, update_layout, make_subplots,
+    add_hline) re-walk the figure on each call and cost 20-70 ms a figure; this, 1-3 ms when validated
     (issue 31: the figures of a new strategy were a fifth of the serving interpreter's CPU)."""
-    return go.Figure(dict(data=data, layout=layout))
+    return SpecFigure(dict(data=data, layout=layout))
 
 
 LABEL_CHARS = 24

@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
+from explorer.charts.spec_figure import SpecFigure
 from explorer.limits import check_gantt_bars
 from explorer.io.projector import time_axis
 from explorer.charts.palette import CATEGORY_COLOURS as CATEGORY_COLORS     # one palette for every chart (palette.py)
@@ -146,7 +147,7 @@ def gantt_figure(events: pd.DataFrame, title: str = "", label: str | None = None
                          textposition="inside", insidetextanchor="middle", textangle=0,
                          hovertemplate=HOVER.replace("{u}", unit)))
     # the whole figure in one call (explorer/charts/breakdown.py _figure: add_trace and update_layout re-walk it)
-    return go.Figure(dict(data=data, layout=dict(
+    return SpecFigure(dict(data=data, layout=dict(
         title=dict(text=title), barmode="overlay", bargap=0.15, legend=dict(title=dict(text="category")),
         uniformtext=dict(minsize=8, mode="hide"), xaxis=dict(time_axis(unit), title=dict(text=f"time ({unit})")),
         yaxis=dict(categoryorder="array", categoryarray=rows, autorange="reversed"),

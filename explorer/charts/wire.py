@@ -1,0 +1,93 @@
+"""A figure as it goes to the browser: the same JSON as plotly's own `to_dict`, built without its deep copies.
+
+Streamlit's `st.plotly_chart` turns a figure into its specification with `Figure.to_dict()`
+(`plotly.tools.return_figure_from_figure_or_data`) and then into JSON with `plotly.io.to_json`. For a
+Gantt of a few thousand bars that was the largest share of a page run in the serving interpreter
+(py-spy of `benchmarks/bench_load.py --diverse`, docs/benchmarks-classroom.md): `to_dict` deep-copies every
+array, and plotly keeps text columns as numpy object arrays, which orjson refuses, so plotly's encoder then
+walks every value in Python (`clean_to_json_compatible`). `wire_figure` builds the dictionary in one walk,
+numeric arrays as plotly's base64 typed arrays and object arrays as lists (numpy's `tolist`), and hands Streamlit
+a figure whose `to_dict` returns it: plotly's JSON encoder then takes it in one orjson call.
+
+A `SpecFigure` (explorer/charts/spec_figure.py) that plotly has not validated yet goes from its specification
+directly, with what validation would add: the default template (Streamlit's theme, as `BaseFigure.__init__` applies
+`plotly.io.templates.default`), arrays of text as lists, pandas columns as numpy arrays.
+The numeric arrays become plotly's base64 typed arrays as `to_dict` makes them (`to_typed_array_spec`).
+
+The JSON is plotly's own (tests/test_wire_figure.py compares it with `plotly.io.to_json` for every chart a page
+draws, with plotly's typed arrays read as the numbers they stand for).
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+import plotly.io as pio
+from _plotly_utils.utils import is_skipped_key, to_typed_array_spec
+
+from explorer.charts.spec_figure import SpecFigure
+
+NUMERIC_KINDS = "biuf"
+"""numpy dtype kinds plotly sends as base64 typed arrays; every other array goes as a list."""
+
+
+def _plain(value, typed: bool = True):
+    """`value` with fresh dicts and lists (a figure's own containers and a specification stay untouched), pandas
+    columns as numpy arrays, non-numeric arrays as lists and, where `typed`, numeric arrays as plotly's base64 typed
+    arrays (`to_typed_array_spec`, what `convert_to_base64` makes of them in `to_dict`, which leaves out the
+    values under its skipped keys, e.g. an axis range). This is convert_to_base64's walk done at once, without
+    walking again into the lists made of text arrays (half of the wire's time with plotly's walk)."""
+    if isinstance(value, dict):
+        return {k: _plain(v, typed and not is_skipped_key(k)) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v, typed) for v in value]
+    if isinstance(value, (pd.Series, pd.Index)):
+        value = value.to_numpy()
+    if isinstance(value, np.ndarray):
+        if value.dtype.kind not in NUMERIC_KINDS:
+            return value.tolist()
+        return to_typed_array_spec(value) if typed else value
+    return value
+
+
+def _template() -> dict | None:
+    """What validation puts in layout.template: plotly.io.templates.default (Streamlit sets its theme there)."""
+    default = pio.templates.default
+    if default is None:
+        return None
+    return (default if isinstance(default, go.layout.Template) else pio.templates[default]).to_plotly_json()
+
+
+def wire_spec(fig: go.Figure | dict) -> dict:
+    """`fig.to_dict()`, the same content, without deep-copying arrays (nor validating a SpecFigure or a figure's
+    dictionary: what `st.plotly_chart` would validate first)."""
+    given = fig if isinstance(fig, dict) else fig.unvalidated_spec() if isinstance(fig, SpecFigure) else None
+    if given is not None:
+        spec = {"data": _plain(list(given.get("data", ()))), "layout": _plain(dict(given.get("layout", {})))}
+        if "template" not in spec["layout"] and (template := _template()) is not None:
+            spec["layout"]["template"] = template           # plain values only: nothing in it to convert
+        frames = _plain(list(given.get("frames", ())))
+    else:
+        spec = {"data": _plain(fig._data), "layout": _plain(fig._layout)}
+        frames = [_plain(frame._props) for frame in fig._frame_objs]
+    if frames:
+        spec["frames"] = frames
+    return spec
+
+
+class WireFigure(go.Figure):
+    """A drawn figure's specification in the one form `st.plotly_chart` reads (`to_dict`); it is not a
+    figure to edit: `plotly.basedatatypes.BaseFigure.__init__` is not run, so nothing but `to_dict` works."""
+
+    def __init__(self, spec: dict):         # noqa: the base initialiser (validation of every value) is skipped
+        self._wire = spec
+
+    def to_dict(self) -> dict:
+        return self._wire
+
+    to_plotly_json = to_dict
+
+
+def wire_figure(fig: go.Figure | dict) -> WireFigure:
+    """`fig` (a figure or its dictionary) ready for `st.plotly_chart` (its JSON unchanged)."""
+    return fig if isinstance(fig, WireFigure) else WireFigure(wire_spec(fig))
