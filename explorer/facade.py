@@ -104,7 +104,7 @@ from explorer.io.share_pins import decode_pins, encode_pins                     
 from explorer.charts.gantt import time_unit                                          # noqa: E402
 from explorer.charts.wire import wire_figure                                         # noqa: E402
 
-__all__ += ["decode_pins", "encode_pins", "time_unit"]
+__all__ += ["decode_pins", "encode_pins", "time_unit", "wire_figure"]
 # ---- framework configs (issue 13, part 1): Megatron-LM, DeepSpeed, torchtitan, MindSpore -----
 from explorer.codegen import FILE_SUFFIX as CONFIG_SUFFIX                           # noqa: E402
 from explorer.codegen import FRAMEWORKS as CONFIG_FRAMEWORKS                        # noqa: E402

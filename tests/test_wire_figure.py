@@ -5,6 +5,7 @@ import base64
 import copy
 import json
 import pickle
+import sys
 import threading
 
 import numpy as np
@@ -120,3 +121,43 @@ def test_page_runs_reading_one_cached_spec_figure_at_once_see_one_figure():
     for t in threads:
         t.join()
     assert seen == [len(go.Figure(FIGURES["super-step Gantt"]().unvalidated_spec()).data)] * 8
+
+
+def test_a_page_run_wiring_a_spec_figure_while_another_builds_it_sends_every_trace_whole():
+    """plotly's initialiser edits the dictionaries it is given (a trace's "type" out and back in): the figure is
+    built from a copy, so a page run wiring the shared specification meanwhile never sends a trace without its
+    type (plotly.js would draw it as a scatter)."""
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(1e-5)
+    try:
+        broken = walks = 0
+        for _ in range(5):
+            fig, stop, seen = FIGURES["super-step Gantt"](), threading.Event(), []
+
+            def wire():
+                while not stop.is_set():
+                    seen.append(all("type" in trace for trace in wire_spec(fig)["data"]))
+            reader = threading.Thread(target=wire)
+            reader.start()
+            assert fig.layout.title is not None          # builds the figure in this thread
+            stop.set()
+            reader.join()
+            walks, broken = walks + len(seen), broken + seen.count(False)
+    finally:
+        sys.setswitchinterval(switch)
+    assert walks and broken == 0
+
+
+@pytest.mark.parametrize("spec", [
+    dict(data=[dict(type="bar", x=np.array([1.0, 2.0]), y=["a", "b"], customdata=[np.array([1, 2]), np.array([3, 4])],
+                    name=None)], layout=dict(template="plotly_white", xaxis=dict(range=np.array([0.0, 3.0])))),
+    dict(data=[dict(type="scatter", x=np.array(["2026-01-01", "2026-01-02"], dtype="datetime64[ns]"), y=[1, 2])],
+         layout=dict(title=dict(text=None))),
+], ids=["arrays in lists, None, a template's name, a range", "dates"])
+def test_a_specification_goes_as_plotly_sends_it(spec):
+    assert _sent(wire_figure(SpecFigure(spec))) == _sent(go.Figure(spec))
+
+
+def test_a_wire_figure_says_what_it_is_when_read_as_a_figure():
+    with pytest.raises(AttributeError, match="not a figure to read"):
+        wire_figure(FIGURES["breakdown"]()).layout

@@ -4,9 +4,16 @@ Building a `go.Figure` validates and deep-copies every value (`BaseFigure.__init
 and the Cost page's three bar charts that was an eighth of the serving interpreter's time under a class's load
 (py-spy of `benchmarks/bench_load.py --diverse`, docs/benchmarks-classroom.md), although a page only sends the
 figure's JSON. A `SpecFigure` keeps the specification it was given; `explorer/charts/wire.py` sends it as plotly
-would have (the same JSON, tests/test_wire_figure.py), and the first read of anything else -- `fig.data`,
-`fig.layout`, `update_layout`, a copy, a pickle -- runs plotly's own initialiser on it once, after which it is an
-ordinary `go.Figure`. The specification is written as plotly's JSON is (nested dicts, not `marker_color`).
+would have (tests/test_wire_figure.py), and the first read of anything else -- `fig.data`, `fig.layout`,
+`update_layout`, a copy, a pickle -- builds the figure with plotly's own initialiser once, after which it is an
+ordinary `go.Figure`. The specification is written as plotly's JSON is (nested dicts, not `marker_color`), and it is
+never changed: plotly's initialiser edits the dictionaries it is given (it takes each trace's "type" out and puts it
+back), so it gets a copy of the containers.
+
+Figures in a cache shared by every session can be read by two page runs at once. The figure is built aside, under a
+lock, and handed over in one `dict.update` of the instance's attributes (atomic under the GIL: no Python code runs
+between its keys), so another page run sees either the specification alone (and waits for the lock, or wires the
+specification) or the whole figure, never half of one.
 """
 from __future__ import annotations
 
@@ -14,31 +21,42 @@ import threading
 
 import plotly.graph_objects as go
 
-_SPEC, _LOCK, _VALIDATING = "_spec", "_spec_lock", "_spec_validating"
+_SPEC, _LOCK = "_spec", "_spec_lock"
+
+
+def _containers(value):
+    """`value` with fresh dicts and lists all the way down (arrays and other values shared)."""
+    if isinstance(value, dict):
+        return {k: _containers(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_containers(v) for v in value]
+    return value
 
 
 class SpecFigure(go.Figure):
-    """`go.Figure(spec)`, validated when first read (thread-safe: a figure cached for every session may be read
-    by two page runs at once)."""
+    """`go.Figure(spec)`, built when first read as a figure."""
 
     def __init__(self, spec: dict):                 # noqa: the base initialiser runs when the figure is first read
         self.__dict__.update({_SPEC: spec, _LOCK: threading.Lock()})
 
     def __getattr__(self, name: str):
-        """Only reached for what is not set yet: validate (once), then read it as a go.Figure."""
+        """Only reached for what the instance does not have: before the figure is built, everything plotly keeps
+        on it. Build it (once), then read it as a go.Figure."""
         state = self.__dict__
-        if _SPEC not in state or state.get(_VALIDATING) == threading.get_ident():
-            raise AttributeError(name)          # validated already (it is missing), or plotly's initialiser asking
+        if _SPEC not in state:
+            raise AttributeError(name)              # built already: plotly has no such attribute
         with state[_LOCK]:
-            if _SPEC in state:                      # not validated by another page run meanwhile
-                state[_VALIDATING] = threading.get_ident()
-                try:
-                    go.Figure.__init__(self, state[_SPEC])
-                finally:
-                    del state[_VALIDATING]
+            if _SPEC in state:                      # not built by another page run meanwhile
+                built = go.Figure(_containers(state[_SPEC]))
+                own = dict(built.__dict__)
+                for trace in own["_data_objs"]:         # what BaseFigure.__init__ points at the figure it builds
+                    trace._parent = self
+                own["_layout_obj"]._parent = self
+                own["_data_validator"].set_uid = self._set_trace_uid
+                state.update(own)
                 del state[_SPEC]
         return getattr(self, name)
 
     def unvalidated_spec(self) -> dict | None:
-        """The specification while plotly has not read it (else None: read the figure)."""
+        """The specification while the figure is not built (else None: read the figure). Never changed."""
         return self.__dict__.get(_SPEC)

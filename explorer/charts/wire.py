@@ -27,46 +27,59 @@ from _plotly_utils.utils import is_skipped_key, to_typed_array_spec
 
 from explorer.charts.spec_figure import SpecFigure
 
-NUMERIC_KINDS = "biuf"
-"""numpy dtype kinds plotly sends as base64 typed arrays; every other array goes as a list."""
+NUMERIC_KINDS, TEXT_KINDS = "biuf", "OUS"
+"""numpy dtype kinds plotly sends as base64 typed arrays, and those it sends as lists; an array of any other kind
+(dates, durations) is left as it is, for plotly's own encoder to clean as it always did."""
 
 
-def _plain(value, typed: bool = True):
-    """`value` with fresh dicts and lists (a figure's own containers and a specification stay untouched), pandas
-    columns as numpy arrays, non-numeric arrays as lists and, where `typed`, numeric arrays as plotly's base64 typed
-    arrays (`to_typed_array_spec`, what `convert_to_base64` makes of them in `to_dict`, which leaves out the
-    values under its skipped keys, e.g. an axis range). This is convert_to_base64's walk done at once, without
-    walking again into the lists made of text arrays (half of the wire's time with plotly's walk)."""
-    if isinstance(value, dict):
-        return {k: _plain(v, typed and not is_skipped_key(k)) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v, typed) for v in value]
+def _leaf(value, typed: bool):
+    """An array as plotly's `to_dict` leaves it for its encoder: a typed array where `typed` (a dict's value that
+    `convert_to_base64` reaches), text as a list; a pandas column as its numpy array."""
     if isinstance(value, (pd.Series, pd.Index)):
         value = value.to_numpy()
     if isinstance(value, np.ndarray):
-        if value.dtype.kind not in NUMERIC_KINDS:
+        if value.dtype.kind in TEXT_KINDS:
             return value.tolist()
-        return to_typed_array_spec(value) if typed else value
+        if value.dtype.kind in NUMERIC_KINDS and typed:
+            return to_typed_array_spec(value)
     return value
 
 
-def _template() -> dict | None:
-    """What validation puts in layout.template: plotly.io.templates.default (Streamlit sets its theme there)."""
-    default = pio.templates.default
-    if default is None:
-        return None
-    return (default if isinstance(default, go.layout.Template) else pio.templates[default]).to_plotly_json()
+def _plain(value, typed: bool = True):
+    """`value` with fresh dicts and lists (a figure's own containers and a specification stay untouched), its
+    arrays as `_leaf` makes them: convert_to_base64's walk done at once (it types the arrays that are a dict's
+    values, not those in lists nor under its skipped keys, e.g. an axis range), without walking again into the
+    lists made of text arrays (half of the wire's time with plotly's walk). A dict's None values, and the dicts left
+    empty, are left out, as plotly's validation leaves out what sets nothing."""
+    if isinstance(value, dict):
+        plain = ((k, _plain(v, typed and not is_skipped_key(k))) for k, v in value.items() if v is not None)
+        return {k: v for k, v in plain if not (isinstance(v, dict) and not v)}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v, typed) if isinstance(v, (dict, list, tuple)) else _leaf(v, False) for v in value]
+    return _leaf(value, typed)
+
+
+def _template(given) -> dict | None:
+    """What validation puts in layout.template: the given template (a name or a Template), else
+    plotly.io.templates.default (Streamlit sets its theme there)."""
+    template = pio.templates.default if given is None else given
+    if template is None or isinstance(template, dict):
+        return template
+    return (template if isinstance(template, go.layout.Template) else pio.templates[template]).to_plotly_json()
 
 
 def wire_spec(fig: go.Figure | dict) -> dict:
-    """`fig.to_dict()`, the same content, without deep-copying arrays (nor validating a SpecFigure or a figure's
-    dictionary: what `st.plotly_chart` would validate first)."""
+    """`fig.to_dict()`, the same figure (plotly's typed arrays where `to_dict` has them or where validation would
+    have kept a column of numbers as objects), without deep-copying arrays (nor validating a SpecFigure or a
+    figure's dictionary: what `st.plotly_chart` would validate first)."""
     given = fig if isinstance(fig, dict) else fig.unvalidated_spec() if isinstance(fig, SpecFigure) else None
     if given is not None:
-        spec = {"data": _plain(list(given.get("data", ()))), "layout": _plain(dict(given.get("layout", {})))}
-        if "template" not in spec["layout"] and (template := _template()) is not None:
+        layout = dict(given.get("layout") or {})
+        template = _template(layout.pop("template", None))
+        spec = {"data": _plain(list(given.get("data") or ())), "layout": _plain(layout)}
+        if template is not None:
             spec["layout"]["template"] = template           # plain values only: nothing in it to convert
-        frames = _plain(list(given.get("frames", ())))
+        frames = _plain(list(given.get("frames") or ()))
     else:
         spec = {"data": _plain(fig._data), "layout": _plain(fig._layout)}
         frames = [_plain(frame._props) for frame in fig._frame_objs]
@@ -80,7 +93,11 @@ class WireFigure(go.Figure):
     figure to edit: `plotly.basedatatypes.BaseFigure.__init__` is not run, so nothing but `to_dict` works."""
 
     def __init__(self, spec: dict):         # noqa: the base initialiser (validation of every value) is skipped
-        self._wire = spec
+        self.__dict__["_wire"] = spec
+
+    def __getattr__(self, name: str):
+        raise AttributeError(f"{name}: a WireFigure is a figure's JSON for st.plotly_chart, not a figure to read "
+                             "(explorer/charts/wire.py); read the figure it was made of")
 
     def to_dict(self) -> dict:
         return self._wire
@@ -89,5 +106,5 @@ class WireFigure(go.Figure):
 
 
 def wire_figure(fig: go.Figure | dict) -> WireFigure:
-    """`fig` (a figure or its dictionary) ready for `st.plotly_chart` (its JSON unchanged)."""
+    """`fig` (a figure or its dictionary) ready for `st.plotly_chart` (the same figure in plotly's JSON)."""
     return fig if isinstance(fig, WireFigure) else WireFigure(wire_spec(fig))
