@@ -54,20 +54,25 @@ def setting_text(lesson, values: dict) -> str:
 
 
 def _slides(lesson, values: dict, setup, reveal, items: tuple) -> None:
-    """One click each: the picture as a 1920x1080 slide (PNG, SVG) and the lesson as an offline HTML deck."""
-    fig = classroom_figure(computed(lesson.slug, items)[1], memory=lesson.slug in MEMORY_LESSONS)
+    """One click each: the picture as a 1920x1080 slide (PNG, SVG) and the lesson as an offline HTML deck. The
+    classroom figure is made on the click (plotly validates and copies it: a page run need not)."""
+    picture = computed(lesson.slug, items)[1]
+
+    def fig():
+        return classroom_figure(picture, memory=lesson.slug in MEMORY_LESSONS)
+
     setting = setting_text(lesson, values)
     caption = f"Lesson {lesson.number} · {setting}"
     stem = f"lesson{lesson.number}_{lesson.slug}"
     cols = st.columns(3)
-    png, svg = (J.deferred("slide", lambda fmt=fmt: slide_request(fig, caption, fmt), f"slide_{fmt}")
+    png, svg = (J.deferred("slide", lambda fmt=fmt: slide_request(fig(), caption, fmt), f"slide_{fmt}")
                 for fmt in ("png", "svg"))
     cols[0].download_button("Slide PNG (1920×1080)", png, f"{stem}.png",
                             "image/png", key=f"lesson_png_{lesson.slug}",
                             help="rendered by kaleido with the system Chromium (a few seconds)")
     cols[1].download_button("Slide SVG", svg, f"{stem}.svg", "image/svg+xml",
                             key=f"lesson_svg_{lesson.slug}")
-    cols[2].download_button("HTML deck (offline)", lambda: classroom_deck(lesson, values, fig, reveal, setting),
+    cols[2].download_button("HTML deck (offline)", lambda: classroom_deck(lesson, values, fig(), reveal, setting),
                             f"{stem}_deck.html", "text/html", key=f"lesson_deck_{lesson.slug}",
                             help="title, idea, formula, the live figure and the question; opens without a network")
 
