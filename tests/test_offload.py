@@ -30,6 +30,16 @@ def pool():
     shared.close()
 
 
+def wait_until(condition, timeout: float) -> bool:
+    """Poll `condition` until it holds or `timeout` seconds have passed."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if condition():
+            return True
+        time.sleep(0.01)
+    return condition()
+
+
 def unseen(width: int):
     """llama2-7b made a structure no test evaluated (its own hidden size and 3 layers more)."""
     base = load_model("llama2-7b")
@@ -177,18 +187,54 @@ def test_a_wait_is_drawn_only_where_a_page_asked_for_it_and_then_cleared():
     assert "first time" in drawn[0] and jobs._WAIT_SLOT.get() is None
 
 
-def test_a_page_never_waits_behind_a_search():
+def test_a_page_never_waits_behind_a_search_it_takes_the_pages_worker():
+    """Searches fill the pool's `size` workers; a first compile takes the worker kept for pages beside them, in
+    another process, and the searches keep theirs (explorer/runtime/workers.py)."""
     busy = WorkerPool(1, jobs={**JOBS, **SELFTEST_JOBS})
     try:
-        busy.submit("someone-else", "spin", {"seconds": 120})
-        assert busy.free() == 0
+        search = busy.submit("someone-else", "spin", {"seconds": 120})
+        assert wait_until(lambda: search.state == "running", JOB_WAIT_S)
+        assert busy.free() == 1                      # the page's worker
         model, cluster = unseen(7), load_cluster("dgx-a100-80gb")
+        with compile_elsewhere(compiles_in(busy)):
+            work = measure(evaluate, model, STRATEGY, cluster)
+        assert work.error is None and "cost/tree.py:build" not in work.by_function, work     # built there
+        assert search.state == "running" and len(busy.pids()) == 2
+    finally:
+        busy.close()
+
+
+def test_when_the_pages_worker_is_busy_too_the_page_compiles_itself_at_once():
+    busy = WorkerPool(1, jobs={**JOBS, **SELFTEST_JOBS})
+    try:
+        search = busy.submit("someone-else", "spin", {"seconds": 120})
+        assert wait_until(lambda: search.state == "running", JOB_WAIT_S)
+        page = busy.submit("a-structure", "spin", {"seconds": 120}, first=True)
+        assert wait_until(lambda: page.state == "running", JOB_WAIT_S)
+        assert busy.free() == 0
+        model, cluster = unseen(9), load_cluster("dgx-a100-80gb")
         with compile_elsewhere(compiles_in(busy)):
             work = measure(evaluate, model, STRATEGY, cluster)
         assert work.error is None and work.by_function.get("cost/tree.py:build") == 1, work   # built here, at once
         assert busy.job(structure_owner(compile_request(model, STRATEGY, cluster, "")), COMPILE_KIND) is None
     finally:
         busy.close()
+
+
+def test_the_pages_worker_never_runs_a_search():
+    """At most `size` workers run the jobs pages do not wait for: a second search waits, the page's worker idle."""
+    pool = WorkerPool(1, jobs={**JOBS, **SELFTEST_JOBS})
+    try:
+        first = pool.submit("student-1", "spin", {"seconds": 120})
+        second = pool.submit("student-2", "spin", {"seconds": 120})
+        assert wait_until(lambda: first.state == "running", JOB_WAIT_S)
+        page = pool.submit("a-structure", "pid", first=True)
+        assert page.wait(JOB_WAIT_S) and page.state == "done"
+        assert first.state == "running" and second.state == "queued" and len(pool.pids()) == 2
+        pool.cancel("student-1", "spin")
+        assert wait_until(lambda: second.state == "running", JOB_WAIT_S)
+    finally:
+        pool.close()
 
 
 def test_a_strategys_formulas_are_built_in_a_worker_and_read_back(pool):

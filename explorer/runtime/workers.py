@@ -7,6 +7,12 @@ PNG/SVG renderings (kaleido), the reference run -- in a few separate processes i
 * **bounded**: `size` processes (default min(2, cpu count); `$BRIDGING_DL_WORKERS` sets it, docs/limits.md),
   each a fresh interpreter running explorer/runtime/worker.py (never a fork of a server that runs threads),
   in a process group of its own, at a lower CPU priority;
+* **a worker kept for pages**: a job a page waits for (`submit(first=True)`: the first compile of a new structure,
+  a strategy's formulas) may start one worker beyond `size` when every worker is busy, and only such jobs run on
+  it: at most `size` workers run the other jobs (searches, images, runs). Without it, thirty sessions' searches
+  held every worker and each new structure was compiled in the serving interpreter itself (explorer/runtime/
+  offload.py), stalling every session: 30 diverse sessions with searches, 47.3 s of serving CPU and page actions
+  p95 5.9 s; with a third worker 37.2 s and 3.8 s (docs/benchmarks-classroom.md);
 * **plain data only**: a job is a name from the allowlist (explorer/runtime/jobs.py) and plain-data
   arguments; its result is plain data too. A name outside the pool's allowlist is refused;
 * **one job per owner and kind**: an owner (a Streamlit session) has at most one job of each kind
@@ -72,6 +78,7 @@ class Job:
     error: str = ""
     pid: int | None = None                          # the worker process that ran it
     shared: bool = False                            # waited on by several sessions: never cancelled for one
+    page: bool = False                              # a page waits for it (submit(first=True)): it may use the page's worker
     finished_event: threading.Event = field(default_factory=threading.Event, repr=False)
     stopped: threading.Event = field(default_factory=threading.Event, repr=False)
     """Set once no process runs this job any more (finished, never started, or stopped after a cancel)."""
@@ -174,7 +181,8 @@ class WorkerPool:
                                 f"({', '.join(sorted(self.jobs))})")
         kwargs = plain(dict(kwargs or {}))
         kind = name if kind is None else kind
-        job = Job(next(self._ids), str(owner), kind, name, self.jobs[name][1], kwargs, meta, shared=shared)
+        job = Job(next(self._ids), str(owner), kind, name, self.jobs[name][1], kwargs, meta, shared=shared,
+                  page=bool(first))
         with self._lock:
             if self._closed:
                 raise ExplorerError("the worker pool is closed")
@@ -244,11 +252,17 @@ class WorkerPool:
         with self._lock:
             return [w.pid for w in self._workers]
 
+    @property
+    def most_workers(self) -> int:
+        """Processes the pool may run at once: `size`, and the page's worker beside them."""
+        return self.size + 1 if self.size else 0
+
     def free(self) -> int:
-        """Workers that would start a job now: idle ones and those not started yet, less the jobs waiting."""
+        """Workers that would start a page's job now (submit(first=True)): idle ones and those not started yet,
+        the page's worker included, less the page jobs waiting."""
         with self._lock:
-            idle = sum(w.job is None for w in self._workers) + max(0, self.size - len(self._workers))
-            return max(0, idle - len(self._queue))
+            idle = sum(w.job is None for w in self._workers) + max(0, self.most_workers - len(self._workers))
+            return max(0, idle - sum(job.page for job in self._queue))
 
     def close(self) -> None:
         """Cancel everything and end the workers."""
@@ -376,21 +390,28 @@ class WorkerPool:
                     self.cancel(owner, kind)
                     del self._by_owner[(owner, kind)]
 
+    def _next_job(self, background_running: int):
+        """The first waiting job an idle worker may take: a page's job always, another only while fewer than
+        `size` workers run such jobs."""
+        for job in self._queue:
+            if job.page or background_running < self.size:
+                return job
+        return None
+
     def _dispatch(self) -> None:
+        busy = sum(w.job is not None for w in self._workers)
+        if (len(self._workers) < self.most_workers and busy == len(self._workers) and len(self._workers) >= self.size
+                and any(job.page for job in self._queue)):
+            self._spawn()                   # the page's worker: every other one is busy
         while len(self._workers) < self.size and (self._queue or self._warm):
-            try:
-                self._workers.append(_Worker())
-            except Exception as err:      # noqa: BLE001 -- no process: the waiting jobs say why
-                self._warm = False
-                while self._queue and not self._workers:
-                    job = self._queue.popleft()
-                    self._finish(job, FAILED, error=short(f"{job.what} could not start a worker process "
-                                                           f"({type(err).__name__}: {err})"))
-                    job.stopped.set()
+            if not self._spawn():
                 break
         for worker in self._workers:
             if worker.job is None and self._queue:
-                job = self._queue.popleft()
+                job = self._next_job(sum(w.job is not None and not w.job.page for w in self._workers))
+                if job is None:
+                    break
+                self._queue.remove(job)
                 try:
                     worker.conn.send(("job", job.id, job.name, job.kwargs))
                 except OSError:
@@ -398,3 +419,17 @@ class WorkerPool:
                     continue
                 worker.job, worker.deadline = job, None
                 job.state, job.message, job.pid = RUNNING, "started", worker.pid
+
+    def _spawn(self) -> bool:
+        """One more worker process (False, and the waiting jobs failed with the reason, when none starts)."""
+        try:
+            self._workers.append(_Worker())
+            return True
+        except Exception as err:      # noqa: BLE001 -- no process: the waiting jobs say why
+            self._warm = False
+            while self._queue and not self._workers:
+                job = self._queue.popleft()
+                self._finish(job, FAILED, error=short(f"{job.what} could not start a worker process "
+                                                       f"({type(err).__name__}: {err})"))
+                job.stopped.set()
+            return False
