@@ -261,3 +261,23 @@ def test_a_stored_explanation_is_read_only_when_it_is_one():
     for bad in (None, [], {"stage": "2"}, dict(X.to_plain(made), latex={"compute": 5}),
                 dict(X.to_plain(made), legend=[["m"]])):
         assert X.from_plain(bad) is None
+
+
+def test_when_the_pages_worker_cannot_start_a_page_job_fails_at_once(monkeypatch):
+    """No process for the page's worker (the machine out of processes): the page's job fails with one line instead
+    of waiting behind the searches, and the page builds what it needed itself."""
+    from explorer.runtime import workers as W
+    busy = WorkerPool(1, jobs={**JOBS, **SELFTEST_JOBS})
+    try:
+        search = busy.submit("someone-else", "spin", {"seconds": 120})
+        assert wait_until(lambda: search.state == "running", JOB_WAIT_S)
+
+        def no_process():
+            raise OSError(11, "Resource temporarily unavailable")
+        monkeypatch.setattr(W, "_Worker", no_process)
+        page = busy.submit("a-structure", "pid", first=True)
+        assert page.wait(JOB_WAIT_S) and page.state == "failed" and "no free worker" in page.error
+        assert search.state == "running"
+    finally:
+        monkeypatch.undo()
+        busy.close()

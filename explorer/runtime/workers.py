@@ -7,12 +7,14 @@ PNG/SVG renderings (kaleido), the reference run -- in a few separate processes i
 * **bounded**: `size` processes (default min(2, cpu count); `$BRIDGING_DL_WORKERS` sets it, docs/limits.md),
   each a fresh interpreter running explorer/runtime/worker.py (never a fork of a server that runs threads),
   in a process group of its own, at a lower CPU priority;
-* **a worker kept for pages**: a job a page waits for (`submit(first=True)`: the first compile of a new structure,
-  a strategy's formulas) may start one worker beyond `size` when every worker is busy, and only such jobs run on
-  it: at most `size` workers run the other jobs (searches, images, runs). Without it, thirty sessions' searches
-  held every worker and each new structure was compiled in the serving interpreter itself (explorer/runtime/
-  offload.py), stalling every session: 30 diverse sessions with searches, 47.3 s of serving CPU and page actions
-  p95 5.9 s; with a third worker 37.2 s and 3.8 s (docs/benchmarks-classroom.md);
+* **room for pages**: the pool runs one worker more than `size` (started with the others by `start()`, else when
+  a job a page waits for finds every worker busy), and at most `size` of them run the jobs no page waits for
+  (searches, images, runs): a job a page waits for (`submit(first=True)`: the first compile of a new structure, a
+  strategy's formulas) always finds a worker. Without it, thirty sessions' searches held every worker and each
+  new structure was compiled in the serving interpreter itself (explorer/runtime/offload.py), stalling every
+  session: 30 diverse sessions with searches, 47.3 s of serving CPU and page actions p95 5.9 s; with a third
+  worker 37.2 s and 3.8 s (docs/benchmarks-classroom.md). The extra worker costs one more idle interpreter's
+  memory. If it cannot start, the page jobs waiting for it fail at once (the page then builds it itself);
 * **plain data only**: a job is a name from the allowlist (explorer/runtime/jobs.py) and plain-data
   arguments; its result is plain data too. A name outside the pool's allowlist is refused;
 * **one job per owner and kind**: an owner (a Streamlit session) has at most one job of each kind
@@ -236,7 +238,7 @@ class WorkerPool:
             return True
 
     def start(self) -> None:
-        """Start the workers now (the first job then waits for no process to start)."""
+        """Start the workers now, the one beyond `size` included (the first job then waits for no process to start)."""
         with self._lock:
             if not self.synchronous and not self._closed:
                 self._warm = True
@@ -401,9 +403,12 @@ class WorkerPool:
     def _dispatch(self) -> None:
         busy = sum(w.job is not None for w in self._workers)
         if (len(self._workers) < self.most_workers and busy == len(self._workers) and len(self._workers) >= self.size
-                and any(job.page for job in self._queue)):
-            self._spawn()                   # the page's worker: every other one is busy
-        while len(self._workers) < self.size and (self._queue or self._warm):
+                and any(job.page for job in self._queue) and not self._spawn()):
+            for job in [job for job in self._queue if job.page]:    # no worker for them: the pages build it
+                self._queue.remove(job)
+                self._finish(job, FAILED, error=f"{job.what} found no free worker process")
+                job.stopped.set()
+        while len(self._workers) < (self.most_workers if self._warm else self.size) and (self._queue or self._warm):
             if not self._spawn():
                 break
         for worker in self._workers:
