@@ -17,9 +17,9 @@ from explorer.runtime.jobs import JOBS, SELFTEST_JOBS, compile_request, same_key
 from explorer.runtime.offload import COMPILE_KIND, EXPLAIN_KIND, compiles_in, explains_in, structure_owner
 from explorer.runtime import explanation as X
 from explorer.runtime.workers import WorkerPool
+from waiting import JOB_WAIT_S, wait_until
 from work import measure
 
-JOB_WAIT_S = 120
 
 
 @pytest.fixture(scope="module")
@@ -28,16 +28,6 @@ def pool():
     shared.start()
     yield shared
     shared.close()
-
-
-def wait_until(condition, timeout: float) -> bool:
-    """Poll `condition` until it holds or `timeout` seconds have passed."""
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if condition():
-            return True
-        time.sleep(0.01)
-    return condition()
 
 
 def unseen(width: int):

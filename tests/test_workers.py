@@ -1,7 +1,6 @@
 """The pool of worker processes that takes heavy work off the serving interpreter (issue 31 item 4):
 explorer/runtime/workers.py, and the Search page running its search there (app_pages/jobs.py)."""
 import os
-import time
 
 import pytest
 
@@ -11,19 +10,9 @@ from explorer.errors import ExplorerError
 from explorer.runtime.jobs import (JOBS, SELFTEST_JOBS, image_request, plain, search_request,
                                    search_result_from_dict, search_result_to_dict)
 from explorer.runtime.workers import WorkerPool
+from waiting import JOB_WAIT_S, wait_until
 from explorer.search import search
 
-JOB_WAIT_S = 120          # a generous bound on a job that must finish (a worker's first imports included)
-
-
-def wait_until(condition, timeout: float) -> bool:
-    """Poll `condition` until it holds or `timeout` seconds have passed."""
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if condition():
-            return True
-        time.sleep(0.01)
-    return condition()
 
 
 @pytest.fixture(scope="module")
