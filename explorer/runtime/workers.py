@@ -80,7 +80,7 @@ class Job:
     error: str = ""
     pid: int | None = None                          # the worker process that ran it
     shared: bool = False                            # waited on by several sessions: never cancelled for one
-    page: bool = False                              # a page waits for it (submit(first=True)): it may use the page's worker
+    page: bool = False                              # a page waits for it (submit(first=True)): the extra worker
     finished_event: threading.Event = field(default_factory=threading.Event, repr=False)
     stopped: threading.Event = field(default_factory=threading.Event, repr=False)
     """Set once no process runs this job any more (finished, never started, or stopped after a cancel)."""
