@@ -13,8 +13,8 @@ PNG/SVG renderings (kaleido), the reference run -- in a few separate processes i
   strategy's formulas) always finds a worker. Without it, thirty sessions' searches held every worker and each
   new structure was compiled in the serving interpreter itself (explorer/runtime/offload.py), stalling every
   session: 30 diverse sessions with searches, 47.3 s of serving CPU and page actions p95 5.9 s; with a third
-  worker 37.2 s and 3.8 s (docs/benchmarks-classroom.md). The extra worker costs one more idle interpreter's
-  memory. If it cannot start, the page jobs waiting for it fail at once (the page then builds it itself);
+  worker 37.2 s and 3.8 s (docs/benchmarks-classroom.md). The extra worker costs one more idle interpreter
+  (about 144 MiB). If it cannot start, the page jobs waiting for it fail at once (the page then builds it itself);
 * **plain data only**: a job is a name from the allowlist (explorer/runtime/jobs.py) and plain-data
   arguments; its result is plain data too. A name outside the pool's allowlist is refused;
 * **one job per owner and kind**: an owner (a Streamlit session) has at most one job of each kind
