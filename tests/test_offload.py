@@ -211,6 +211,21 @@ def test_when_the_pages_worker_is_busy_too_the_page_compiles_itself_at_once():
         busy.close()
 
 
+def test_a_second_first_compile_takes_the_worker_beyond_size_not_the_serving_interpreter():
+    """A compile in the serving interpreter holds up every session; in a worker only its own page: with one
+    compile running on a pool of size 1, the next one still goes to a worker, the third finds none."""
+    busy = WorkerPool(1, jobs={**JOBS, **SELFTEST_JOBS})
+    try:
+        page = busy.submit("a-structure", "spin", {"seconds": 120}, first=True)
+        assert wait_until(lambda: page.state == "running", JOB_WAIT_S)
+        assert busy.free() == 1
+        other = busy.submit("another-structure", "spin", {"seconds": 120}, first=True)
+        assert wait_until(lambda: other.state == "running", JOB_WAIT_S)
+        assert busy.free() == 0 and len(busy.pids()) == 2
+    finally:
+        busy.close()
+
+
 def test_the_pages_worker_never_runs_a_search():
     """At most `size` workers run the jobs pages do not wait for: a second search waits, the page's worker idle."""
     pool = WorkerPool(1, jobs={**JOBS, **SELFTEST_JOBS})

@@ -7,14 +7,16 @@ PNG/SVG renderings (kaleido), the reference run -- in a few separate processes i
 * **bounded**: `size` processes (default min(2, cpu count); `$BRIDGING_DL_WORKERS` sets it, docs/limits.md),
   each a fresh interpreter running explorer/runtime/worker.py (never a fork of a server that runs threads),
   in a process group of its own, at a lower CPU priority;
-* **room for pages**: the pool runs one worker more than `size` (started with the others by `start()`, else when
-  a job a page waits for finds every worker busy), and at most `size` of them run the jobs no page waits for
-  (searches, images, runs): a job a page waits for (`submit(first=True)`: the first compile of a new structure, a
-  strategy's formulas) always finds a worker. Without it, thirty sessions' searches held every worker and each
-  new structure was compiled in the serving interpreter itself (explorer/runtime/offload.py), stalling every
-  session: 30 diverse sessions with searches, 47.3 s of serving CPU and page actions p95 5.9 s; with a third
-  worker 37.2 s and 3.8 s (docs/benchmarks-classroom.md). The extra worker costs one more idle interpreter
-  (about 144 MiB). If it cannot start, the page jobs waiting for it fail at once (the page then builds it itself);
+* **room for pages**: a job a page waits for (`submit(first=True)`: the first compile of a new structure, a
+  strategy's formulas) may run on one worker beyond `size`, and at most `size` workers run the jobs no page waits
+  for (searches, images, runs), so a page never waits behind a search, and a first compile seldom runs in the
+  serving interpreter, where it holds up every session (in a worker, at nice 10, it slows only the page that
+  waits for it). The extra worker starts with the others (`start()`), else when such a job finds every worker
+  busy; an idle worker holds about 144 MiB. Without it, thirty sessions' searches and first compiles held every
+  worker and the next compiles ran in the serving interpreter: 30 diverse sessions with searches, 47.3 s of
+  serving CPU and page actions p95 5.9 s; with a third worker 37.2 s and 3.8 s; with this one 33.1 s and 3.2 s
+  (docs/benchmarks-classroom.md; a third worker for pages only while a search runs: 45.1 s and 5.0 s). If the
+  extra worker cannot start, the page jobs waiting for it fail at once (the page then builds what it needed itself);
 * **plain data only**: a job is a name from the allowlist (explorer/runtime/jobs.py) and plain-data
   arguments; its result is plain data too. A name outside the pool's allowlist is refused;
 * **one job per owner and kind**: an owner (a Streamlit session) has at most one job of each kind
@@ -259,12 +261,20 @@ class WorkerPool:
         """Processes the pool may run at once: `size`, and the page's worker beside them."""
         return self.size + 1 if self.size else 0
 
+    def _room(self, page: bool) -> int:
+        """How many more jobs of this sort may run now: a page's job on any worker, the one beyond `size` included;
+        a job no page waits for only while fewer than `size` such jobs run."""
+        running = [w.job for w in self._workers if w.job is not None]
+        if page:
+            return self.most_workers - len(running)
+        return self.size - sum(not job.page for job in running)
+
     def free(self) -> int:
-        """Workers that would start a page's job now (submit(first=True)): idle ones and those not started yet,
-        the page's worker included, less the page jobs waiting."""
+        """Page jobs (submit(first=True)) that would start now: the room for them, as far as there are workers
+        (idle ones and those not started yet), less the page jobs waiting."""
         with self._lock:
             idle = sum(w.job is None for w in self._workers) + max(0, self.most_workers - len(self._workers))
-            return max(0, idle - sum(job.page for job in self._queue))
+            return max(0, min(idle, self._room(page=True)) - sum(job.page for job in self._queue))
 
     def close(self) -> None:
         """Cancel everything and end the workers."""
@@ -392,17 +402,16 @@ class WorkerPool:
                     self.cancel(owner, kind)
                     del self._by_owner[(owner, kind)]
 
-    def _next_job(self, background_running: int):
-        """The first waiting job an idle worker may take: a page's job always, another only while fewer than
-        `size` workers run such jobs."""
+    def _next_job(self):
+        """The first waiting job an idle worker may take (the room for its sort: `_room`)."""
         for job in self._queue:
-            if job.page or background_running < self.size:
+            if self._room(job.page) > 0:
                 return job
         return None
 
     def _dispatch(self) -> None:
         busy = sum(w.job is not None for w in self._workers)
-        if (len(self._workers) < self.most_workers and busy == len(self._workers) and len(self._workers) >= self.size
+        if (len(self._workers) < self.most_workers and busy == len(self._workers) and self._room(page=True) > 0
                 and any(job.page for job in self._queue) and not self._spawn()):
             for job in [job for job in self._queue if job.page]:    # no worker for them: the pages build it
                 self._queue.remove(job)
@@ -413,7 +422,7 @@ class WorkerPool:
                 break
         for worker in self._workers:
             if worker.job is None and self._queue:
-                job = self._next_job(sum(w.job is not None and not w.job.page for w in self._workers))
+                job = self._next_job()
                 if job is None:
                     break
                 self._queue.remove(job)
