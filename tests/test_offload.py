@@ -17,7 +17,7 @@ from explorer.runtime.jobs import JOBS, SELFTEST_JOBS, compile_request, same_key
 from explorer.runtime.offload import COMPILE_KIND, EXPLAIN_KIND, compiles_in, explains_in, structure_owner
 from explorer.runtime import explanation as X
 from explorer.runtime.workers import WorkerPool
-from waiting import JOB_WAIT_S, wait_until
+from waiting import JOB_WAIT_S, spinning, wait_until
 from work import measure
 
 
@@ -182,8 +182,7 @@ def test_a_page_never_waits_behind_a_search_it_takes_the_pages_worker():
     another process, and the searches keep theirs (explorer/runtime/workers.py)."""
     busy = WorkerPool(1, jobs={**JOBS, **SELFTEST_JOBS})
     try:
-        search = busy.submit("someone-else", "spin", {"seconds": 120})
-        assert wait_until(lambda: search.state == "running", JOB_WAIT_S)
+        search = spinning(busy, "someone-else")
         assert busy.free() == 1                      # the page's worker
         model, cluster = unseen(7), load_cluster("dgx-a100-80gb")
         with compile_elsewhere(compiles_in(busy)):
@@ -197,10 +196,8 @@ def test_a_page_never_waits_behind_a_search_it_takes_the_pages_worker():
 def test_when_the_pages_worker_is_busy_too_the_page_compiles_itself_at_once():
     busy = WorkerPool(1, jobs={**JOBS, **SELFTEST_JOBS})
     try:
-        search = busy.submit("someone-else", "spin", {"seconds": 120})
-        assert wait_until(lambda: search.state == "running", JOB_WAIT_S)
-        page = busy.submit("a-structure", "spin", {"seconds": 120}, first=True)
-        assert wait_until(lambda: page.state == "running", JOB_WAIT_S)
+        spinning(busy, "someone-else")
+        spinning(busy, "a-structure", first=True)
         assert busy.free() == 0
         model, cluster = unseen(9), load_cluster("dgx-a100-80gb")
         with compile_elsewhere(compiles_in(busy)):
@@ -216,11 +213,9 @@ def test_a_second_first_compile_takes_the_worker_beyond_size_not_the_serving_int
     compile running on a pool of size 1, the next one still goes to a worker, the third finds none."""
     busy = WorkerPool(1, jobs={**JOBS, **SELFTEST_JOBS})
     try:
-        page = busy.submit("a-structure", "spin", {"seconds": 120}, first=True)
-        assert wait_until(lambda: page.state == "running", JOB_WAIT_S)
+        spinning(busy, "a-structure", first=True)
         assert busy.free() == 1
-        other = busy.submit("another-structure", "spin", {"seconds": 120}, first=True)
-        assert wait_until(lambda: other.state == "running", JOB_WAIT_S)
+        spinning(busy, "another-structure", first=True)
         assert busy.free() == 0 and len(busy.pids()) == 2
     finally:
         busy.close()
@@ -274,8 +269,7 @@ def test_when_the_pages_worker_cannot_start_a_page_job_fails_at_once(monkeypatch
     from explorer.runtime import workers as W
     busy = WorkerPool(1, jobs={**JOBS, **SELFTEST_JOBS})
     try:
-        search = busy.submit("someone-else", "spin", {"seconds": 120})
-        assert wait_until(lambda: search.state == "running", JOB_WAIT_S)
+        search = spinning(busy, "someone-else")
 
         def no_process():
             raise OSError(11, "Resource temporarily unavailable")

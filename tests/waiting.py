@@ -15,3 +15,10 @@ def wait_until(condition, timeout: float) -> bool:
             return True
         time.sleep(0.01)
     return condition()
+
+
+def spinning(pool, owner: str, first: bool = False):
+    """A long selftest "spin" job of `owner` that a worker has started (`first`: a job a page waits for)."""
+    job = pool.submit(owner, "spin", {"seconds": 120}, first=first)
+    assert wait_until(lambda: job.state == "running", JOB_WAIT_S), job
+    return job
