@@ -90,6 +90,19 @@ BY_REPR = {ModelSpec: repr, Cluster: repr, Strategy: repr}
 # own hashing walks every nested field: 3.7 ms for each call of a cached function, a fifth of a page run's CPU when
 # 30 sessions each evaluate their own model (issue 31).
 
+SMALL_ENTRIES = 128
+# Entries of the caches whose entries are small (an evaluation ~40 KiB, the Cost page's tables and figures, a layer's
+# micro-steps, the presets): a class of thirty, each on its own model and strategy, visits ~4 strategies each within
+# minutes, and a page opened again (Cost, then Timelines, then Cost) should find them. With 16-32 entries every revisit
+# was computed again: 30 sessions repeating what they did took 138 ms of serving CPU per action, with 128 72 ms
+# (benchmarks/bench_load.py --diverse, twice on one server; docs/benchmarks-classroom.md).
+SMALL_TIMELINE_PASSES = 4_096
+# A super-step timeline of at most this many passes (2 m v p) is small: ~3.5 events per pass, ~350 bytes per event
+# with its Gantt (gpt3-175b d8 t8 p8, B = 1536: 3,072 passes, 10,604 events, 3.7 MiB).
+SMALL_TIMELINES, LARGE_TIMELINES = 48, 8
+# Entries of the small and large timeline caches: at most ~48 x 5 MiB = 240 MiB of small ones; a large one is up to
+# MAX_TIMELINE_EVENTS events (~200 MiB), so few of them (16 entries of any size before).
+
 SPINNER = {"symbolic": "Building the formulas of this strategy (the first view of a new structure takes a few seconds)…", "graph": "Drawing the operator graph…", "breakdown_figures": "Computing the cost breakdown…",
            "superstep": "Laying out the super-step timeline…",
            "microstep": "Laying out the micro-steps (the first view of a new layer compiles its operators)…"}
@@ -112,14 +125,14 @@ def graph(model, strategy, cluster, expanded, colour_by: str):
     return fig.update_layout(title_text=plain_html(fig.layout.title.text or "", limit=400))   # names the model
 
 
-@st.cache_resource(hash_funcs=BY_REPR, max_entries=32, show_spinner=False)
+@st.cache_resource(hash_funcs=BY_REPR, max_entries=SMALL_ENTRIES, show_spinner=False)
 def breakdown_chart(model, strategy, cluster):
     """The stacked bar of time by category alone: what the Strategy page draws of breakdown_figures (a drag
     there builds no communication or memory figure, issue 31)."""
     return breakdown_bar({strategy_label(strategy): result_of(model, strategy, cluster)})
 
 
-@st.cache_resource(hash_funcs=BY_REPR, max_entries=32, show_spinner=SPINNER["breakdown_figures"])
+@st.cache_resource(hash_funcs=BY_REPR, max_entries=SMALL_ENTRIES, show_spinner=SPINNER["breakdown_figures"])
 def breakdown_figures(model, strategy, cluster) -> dict:
     """Tables and figures of the Cost page for one strategy."""
     result = result_of(model, strategy, cluster)
@@ -131,7 +144,7 @@ def breakdown_figures(model, strategy, cluster) -> dict:
             "comm": comm_figure(comm), "memory": memory_figure(memory, capacity)}
 
 
-@st.cache_resource(hash_funcs=BY_REPR, max_entries=16, show_spinner=False)
+@st.cache_resource(hash_funcs=BY_REPR, max_entries=SMALL_ENTRIES, show_spinner=False)
 def presets(model, cluster, gpus: int, global_batch: int, micro_batch: int) -> dict:
     return strategy_presets(model, cluster, gpus, global_batch, micro_batch)
 
@@ -156,9 +169,24 @@ def strategy_label(s: Strategy) -> str:
     return " ".join(parts)
 
 
-@st.cache_resource(hash_funcs=BY_REPR, max_entries=16, show_spinner=SPINNER["superstep"])
 def superstep(model, strategy, cluster, schedule: str) -> dict:
-    """Super-step events, their Gantt figure and the agreement with the cost model."""
+    """Super-step events, their Gantt figure and the agreement with the cost model: from the cache of small
+    timelines (at most SMALL_TIMELINE_PASSES passes, 2 m v p) or of large ones."""
+    small = 2 * strategy.micro_batches * strategy.chunks * strategy.pp <= SMALL_TIMELINE_PASSES
+    return (_small_superstep if small else _large_superstep)(model, strategy, cluster, schedule)
+
+
+@st.cache_resource(hash_funcs=BY_REPR, max_entries=SMALL_TIMELINES, show_spinner=SPINNER["superstep"])
+def _small_superstep(model, strategy, cluster, schedule: str) -> dict:
+    return _superstep(model, strategy, cluster, schedule)
+
+
+@st.cache_resource(hash_funcs=BY_REPR, max_entries=LARGE_TIMELINES, show_spinner=SPINNER["superstep"])
+def _large_superstep(model, strategy, cluster, schedule: str) -> dict:
+    return _superstep(model, strategy, cluster, schedule)
+
+
+def _superstep(model, strategy, cluster, schedule: str) -> dict:
     result = evaluate(model, strategy, cluster)
     events = timeline.superstep_events(model, strategy, cluster, schedule=schedule, result=result)
     try:
@@ -179,7 +207,7 @@ def superstep_or_refusal(model, strategy, cluster, schedule: str) -> tuple:
         return None, str(err)
 
 
-@st.cache_resource(hash_funcs=BY_REPR, max_entries=32, show_spinner=SPINNER["microstep"])
+@st.cache_resource(hash_funcs=BY_REPR, max_entries=SMALL_ENTRIES, show_spinner=SPINNER["microstep"])
 def microstep(model, strategy, cluster, layer: int, op) -> dict:
     events = timeline.microstep_events(model, strategy, cluster, layer=layer, op=op)
     what = f"layer {layer}" + (f", operator {op}" if op else "")
@@ -284,12 +312,12 @@ def memory_problem(result, cluster) -> str:
             f"(stage {result.extra['peak_memory_stage']}).")
 
 
-@st.cache_resource(hash_funcs=BY_REPR, max_entries=32, show_spinner=False)
+@st.cache_resource(hash_funcs=BY_REPR, max_entries=SMALL_ENTRIES, show_spinner=False)
 def result_of(model, strategy, cluster):
     return evaluate(model, strategy, cluster)
 
 
-@st.cache_resource(hash_funcs=BY_REPR, max_entries=32, show_spinner=False)
+@st.cache_resource(hash_funcs=BY_REPR, max_entries=SMALL_ENTRIES, show_spinner=False)
 def attention_curve_of(model, strategy, cluster) -> tuple:
     """(figure, caption) of the attention kernel's efficiency curve (app_pages/attention_curve.py), built once per
     strategy, not on every run of the Cost page."""

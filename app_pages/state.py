@@ -30,6 +30,7 @@ SHARE_READ = "share_read"        # True once the URL's share parameters were rea
 DRAG_VERSION = "drag_version"    # kind -> int, bumped to remount a sortables / table widget
 DRAG_SHOWN = "drag_shown"        # kind -> the columns the widget is known to show
 DRAG_KEYS = "drag_keys"          # kind -> the widget key in use ("stage", "split", "table")
+PAGES = "pages"                 # app.py make_pages(): this session's st.Page objects by menu group
 WORKER_JOBS = "worker_jobs"     # kind -> explorer.facade.Job: this session's job of that kind in the worker pool
 MAX_PINS = 4
 

@@ -7,7 +7,7 @@ of stage 0 into stage 1 (the sortables component's value), open Timelines, chang
 Sessions start staggered over `--ramp` seconds and think `--think` seconds between
 actions. Prints p50/p95/max per action, failed sessions, and the server's CPU and
 RSS: the processes of the server this script started (and their children), or with --url the
-`streamlit run app.py` processes running from this checkout and their children (or --server-pids); and apart, the
+`streamlit run app.py` processes running from this checkout (or --server-pids), with their children; and apart, the
 serving interpreter's own CPU seconds per page run (polls included), the figure that does not depend on how busy
 the machine is: on two cores p95 <= 1 s for 30 sessions acting at once needs <= ~67 ms of it per action. An action
 ends at the first script_finished that is not FINISHED_EARLY_FOR_RERUN. Asserts nothing. --port: the port of the
@@ -310,12 +310,10 @@ def serving_pids() -> list:
     return mine
 
 
-def server_pids(started=None) -> list:
-    """The server's own processes: the one this script started and its children, else serving_pids() and
-    their children (the worker processes)."""
-    if started is not None:
-        return [started] + _children(started)
-    mine = serving_pids()
+def server_pids(started=None, given=None) -> list:
+    """The server's own processes: `given` (--server-pids), else the one this script started, else serving_pids();
+    and their children (the worker processes: given pids' too, which an earlier version left out)."""
+    mine = list(given) if given else [started] if started is not None else serving_pids()
     return mine + [child for pid in mine for child in _children(pid)]
 
 
@@ -323,7 +321,7 @@ async def main_async(args):
     actions = BUSY_ACTIONS + ("search click", "poll") if args.busy else DIVERSE_ACTIONS if args.diverse else ACTIONS
     results = {name: [] for name in set(actions) | set(DIVERSE_ACTIONS)}
     failures = []
-    pids = args.server_pids or server_pids(args.started)
+    pids = server_pids(args.started, args.server_pids)
     cpu0, _ = cpu_rss(pids)
     serving = set(args.server_pids or ([args.started] if args.started else serving_pids()))
     serving0, _ = cpu_rss(serving)      # the interpreters that run the page scripts (not their workers)
@@ -331,7 +329,7 @@ async def main_async(args):
     rss_peak, seen = 0, {}           # pid -> its CPU seconds when last seen (worker processes come and go)
 
     def sample():
-        current = args.server_pids or server_pids(args.started)
+        current = server_pids(args.started, args.server_pids)
         rss = 0
         for pid in current:
             cpu, mem = cpu_rss([pid])

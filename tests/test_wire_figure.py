@@ -161,3 +161,15 @@ def test_a_specification_goes_as_plotly_sends_it(spec):
 def test_a_wire_figure_says_what_it_is_when_read_as_a_figure():
     with pytest.raises(AttributeError, match="not a figure to read"):
         wire_figure(FIGURES["breakdown"]()).layout
+
+
+def test_a_spec_figure_is_wired_once_until_it_is_built():
+    """A figure from a cache every session shares is sent on each rerun: its wire is made once (WIRED); once the
+    figure is built (read, perhaps edited), it is wired afresh from what it is now."""
+    fig = FIGURES["breakdown"]()
+    wired = wire_figure(fig)
+    assert wire_figure(fig) is wired
+    fig.update_layout(height=123)
+    again = wire_figure(fig)
+    assert again is not wired and again.to_dict()["layout"]["height"] == 123
+    assert wired.to_dict()["layout"]["height"] != 123

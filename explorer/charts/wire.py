@@ -105,6 +105,22 @@ class WireFigure(go.Figure):
     to_plotly_json = to_dict
 
 
+WIRED = "_wired"
+"""Where an unbuilt SpecFigure keeps its wire specification: the figures of the caches every session shares are
+sent again on each rerun of each page that shows them (with thirty sessions, a tenth of the serving interpreter's
+time when nothing new was computed: docs/benchmarks-classroom.md). Its specification never changes and the template
+default is the process's (Streamlit's theme), so the wire made once stands; a figure built since (read as a figure,
+perhaps edited) is wired afresh."""
+
+
 def wire_figure(fig: go.Figure | dict) -> WireFigure:
-    """`fig` (a figure or its dictionary) ready for `st.plotly_chart` (the same figure in plotly's JSON)."""
-    return fig if isinstance(fig, WireFigure) else WireFigure(wire_spec(fig))
+    """`fig` (a figure or its dictionary) ready for `st.plotly_chart` (the same figure in plotly's JSON); a
+    SpecFigure's is made once (WIRED)."""
+    if isinstance(fig, WireFigure):
+        return fig
+    if isinstance(fig, SpecFigure) and fig.unvalidated_spec() is not None:
+        wired = fig.__dict__.get(WIRED)
+        if wired is None:
+            wired = fig.__dict__[WIRED] = WireFigure(wire_spec(fig))
+        return wired
+    return WireFigure(wire_spec(fig))

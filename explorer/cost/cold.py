@@ -67,12 +67,15 @@ class NumericTree:
 
 _TREES = cache.BoundedCache(64)
 _VARIANTS = cache.BoundedCache(64)
+RESULTS = cache.BoundedCache(256)
+"""Checked evaluations (explorer/cost/checked.py): (repr of model, strategy and cluster, gpus) -> Result, ~40 KiB each;
+here so that clear_memory forgets them with the trees they were computed from."""
 
 
 def clear_memory() -> None:
     """Forget what this process loaded or built (the disk cache stays), compiled functions included, so that
     the next evaluation is as cold as a fresh process's: for tests and benchmarks."""
-    for store in (_TREES, _VARIANTS, compile_cache()):
+    for store in (_TREES, _VARIANTS, RESULTS, compile_cache()):
         store.clear()
 
 
