@@ -91,17 +91,18 @@ BY_REPR = {ModelSpec: repr, Cluster: repr, Strategy: repr}
 # 30 sessions each evaluate their own model (issue 31).
 
 SMALL_ENTRIES = 128
-# Entries of the caches whose entries are small (an evaluation ~40 KiB, the Cost page's tables and figures, a layer's
-# micro-steps, the presets): a class of thirty, each on its own model and strategy, visits ~4 strategies each within
+# Entries of the caches whose entries are small (an evaluation ~40 KiB, the Cost page's tables and figures, the
+# presets; not a layer's micro-steps: ~40 events per tensor-parallel device, up to ~24 MiB at t = 1,024): a class of thirty, each on its own model and strategy, visits ~4 strategies each within
 # minutes, and a page opened again (Cost, then Timelines, then Cost) should find them. With 16-32 entries every revisit
 # was computed again: 30 sessions repeating what they did took 138 ms of serving CPU per action, with 128 72 ms
 # (benchmarks/bench_load.py --diverse, twice on one server; docs/benchmarks-classroom.md).
 SMALL_TIMELINE_PASSES = 4_096
-# A super-step timeline of at most this many passes (2 m v p) is small: ~3.5 events per pass, ~350 bytes per event
-# with its Gantt (gpt3-175b d8 t8 p8, B = 1536: 3,072 passes, 10,604 events, 3.7 MiB).
+# A super-step timeline of at most this many passes (2 m v p) is small: 3.5-4 events per pass (ZB-H1 and DualPipeV
+# add weight-gradient passes), ~350 bytes per event with its Gantt and ~120 more for its wire form (gpt3-175b d8 t8
+# p8, B = 1536: 3,072 passes, 10,604 events, 3.7 MiB; at 4,096 passes 6.9-7.7 MiB with the wire).
 SMALL_TIMELINES, LARGE_TIMELINES = 48, 8
-# Entries of the small and large timeline caches: at most ~48 x 5 MiB = 240 MiB of small ones; a large one is up to
-# MAX_TIMELINE_EVENTS events (~200 MiB), so few of them (16 entries of any size before).
+# Entries of the small and large timeline caches: at most ~48 x 7.7 MiB = 370 MiB of small ones; a large one is up
+# to MAX_TIMELINE_EVENTS events (~200 MiB), so few of them: ~2 GiB at worst, where 16 entries of any size were ~3 GiB.
 
 SPINNER = {"symbolic": "Building the formulas of this strategy (the first view of a new structure takes a few seconds)…", "graph": "Drawing the operator graph…", "breakdown_figures": "Computing the cost breakdown…",
            "superstep": "Laying out the super-step timeline…",
@@ -207,7 +208,7 @@ def superstep_or_refusal(model, strategy, cluster, schedule: str) -> tuple:
         return None, str(err)
 
 
-@st.cache_resource(hash_funcs=BY_REPR, max_entries=SMALL_ENTRIES, show_spinner=SPINNER["microstep"])
+@st.cache_resource(hash_funcs=BY_REPR, max_entries=32, show_spinner=SPINNER["microstep"])   # t x ~40 events each
 def microstep(model, strategy, cluster, layer: int, op) -> dict:
     events = timeline.microstep_events(model, strategy, cluster, layer=layer, op=op)
     what = f"layer {layer}" + (f", operator {op}" if op else "")

@@ -43,8 +43,10 @@ def first_load() -> tuple:
 def reruns(page: str, key: str, values: tuple) -> list:
     import streamlit as st
     from streamlit.testing.v1 import AppTest
+    from explorer.cost.cold import RESULTS
     st.cache_resource.clear()           # no figure left over from another page's measurement
     st.cache_data.clear()
+    RESULTS.clear()                     # nor an evaluation (explorer/cost/checked.py remembers them)
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
     at.run()
     at.switch_page(f"app_pages/{page}.py").run()

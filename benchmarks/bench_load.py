@@ -314,7 +314,7 @@ def server_pids(started=None, given=None) -> list:
     """The server's own processes: `given` (--server-pids), else the one this script started, else serving_pids();
     and their children (the worker processes: given pids' too, which an earlier version left out)."""
     mine = list(given) if given else [started] if started is not None else serving_pids()
-    return mine + [child for pid in mine for child in _children(pid)]
+    return list(dict.fromkeys(mine + [child for pid in mine for child in _children(pid)]))   # a worker given too: once
 
 
 async def main_async(args):

@@ -46,3 +46,13 @@ def test_a_refusal_is_not_remembered(monkeypatch):
         with pytest.raises(ExplorerError):
             evaluate_checked(TINY, impossible, CLASSROOM)
     assert len(calls) == 2
+
+
+def test_a_strategy_of_many_stages_is_not_remembered():
+    """A Result keeps its cost tree alive: past REMEMBERED_STAGES virtual stages it is evaluated each time."""
+    from explorer.cost.cold import REMEMBERED_STAGES
+    model = replace(TINY, layers=2 * REMEMBERED_STAGES)
+    deep = Strategy(dp=1, tp=1, pp=2 * REMEMBERED_STAGES, micro_batch=1, global_batch=2 * REMEMBERED_STAGES)
+    first = evaluate_checked(model, deep, CLASSROOM)
+    again = evaluate_checked(model, deep, CLASSROOM)
+    assert again is not first and again.iteration_time_s == first.iteration_time_s

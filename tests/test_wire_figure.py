@@ -172,4 +172,5 @@ def test_a_spec_figure_is_wired_once_until_it_is_built():
     fig.update_layout(height=123)
     again = wire_figure(fig)
     assert again is not wired and again.to_dict()["layout"]["height"] == 123
+    assert "_wired" not in fig.__dict__                 # the built figure does not keep the old wire
     assert wired.to_dict()["layout"]["height"] != 123

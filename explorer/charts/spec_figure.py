@@ -22,6 +22,7 @@ import threading
 import plotly.graph_objects as go
 
 _SPEC, _LOCK = "_spec", "_spec_lock"
+WIRED = "_wired"        # the wire form made of the specification (explorer/charts/wire.py), dropped when it is built
 
 
 def _containers(value):
@@ -55,6 +56,7 @@ class SpecFigure(go.Figure):
                 own["_data_validator"].set_uid = self._set_trace_uid
                 state.update(own)
                 del state[_SPEC]
+                state.pop(WIRED, None)
         return getattr(self, name)
 
     def unvalidated_spec(self) -> dict | None:

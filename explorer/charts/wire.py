@@ -25,7 +25,7 @@ import plotly.graph_objects as go
 import plotly.io as pio
 from _plotly_utils.utils import is_skipped_key, to_typed_array_spec
 
-from explorer.charts.spec_figure import SpecFigure
+from explorer.charts.spec_figure import WIRED, SpecFigure
 
 NUMERIC_KINDS, TEXT_KINDS = "biuf", "OUS"
 """numpy dtype kinds plotly sends as base64 typed arrays, and those it sends as lists; an array of any other kind
@@ -105,12 +105,11 @@ class WireFigure(go.Figure):
     to_plotly_json = to_dict
 
 
-WIRED = "_wired"
-"""Where an unbuilt SpecFigure keeps its wire specification: the figures of the caches every session shares are
-sent again on each rerun of each page that shows them (with thirty sessions, a tenth of the serving interpreter's
-time when nothing new was computed: docs/benchmarks-classroom.md). Its specification never changes and the template
-default is the process's (Streamlit's theme), so the wire made once stands; a figure built since (read as a figure,
-perhaps edited) is wired afresh."""
+# WIRED (explorer/charts/spec_figure.py) is where an unbuilt SpecFigure keeps its wire specification: the figures of
+# the caches every session shares are sent again on each rerun of each page that shows them (with thirty sessions, a
+# tenth of the serving interpreter's time when nothing new was computed: docs/benchmarks-classroom.md). Its
+# specification never changes and the template default is the process's (Streamlit's theme), so the wire made once
+# stands; a figure built since (read as a figure, perhaps edited) drops it and is wired afresh.
 
 
 def wire_figure(fig: go.Figure | dict) -> WireFigure:

@@ -9,16 +9,19 @@ changes its dicts; a refusal (ExplorerError) is not remembered.
 """
 from __future__ import annotations
 
-from explorer.cost.cold import RESULTS
+from explorer.cost.cold import REMEMBERED_STAGES, RESULTS
 from explorer.cost.evaluate import evaluate
 from explorer.limits import check_result, guarded
 
 
 def evaluate_checked(model, strategy, cluster, gpus=None):
     """evaluate() with the limits, arithmetic errors as ExplorerError, and a finite Result (or ExplorerError);
-    remembered by the reprs of model, strategy and cluster (frozen dataclasses whose reprs name every field, floats
-    exactly: the disk cache keys trees the same way) and gpus."""
-    key = (repr(model), repr(strategy), repr(cluster), gpus)
+    remembered (up to REMEMBERED_STAGES virtual stages) by the reprs of model, strategy and cluster (frozen dataclasses
+    whose reprs name every field, floats exactly: the disk cache keys trees the same way) and gpus."""
     what = f"evaluating {getattr(model, 'name', 'the model')[:40]!r}"
-    return RESULTS.get(key, lambda: check_result(guarded(evaluate, model, strategy, cluster, gpus, what=what),
-                                                 model, cluster))
+
+    def checked():
+        return check_result(guarded(evaluate, model, strategy, cluster, gpus, what=what), model, cluster)
+    if getattr(strategy, "pp", 1) * getattr(strategy, "chunks", 1) > REMEMBERED_STAGES:
+        return checked()                # a large Result (and the tree it keeps): not remembered
+    return RESULTS.get((repr(model), repr(strategy), repr(cluster), gpus), checked)

@@ -67,9 +67,14 @@ class NumericTree:
 
 _TREES = cache.BoundedCache(64)
 _VARIANTS = cache.BoundedCache(64)
-RESULTS = cache.BoundedCache(256)
-"""Checked evaluations (explorer/cost/checked.py): (repr of model, strategy and cluster, gpus) -> Result, ~40 KiB each;
-here so that clear_memory forgets them with the trees they were computed from."""
+RESULTS = cache.BoundedCache(128)
+"""Checked evaluations (explorer/cost/checked.py): (repr of model, strategy and cluster, gpus) -> Result; here so that
+clear_memory forgets them with the trees they were computed from. A Result is ~46 KiB at p = 8 (gpt3-175b) and
+keeps its Evaluation's cost tree alive (0.3-1.4 MiB), so only strategies of at most REMEMBERED_STAGES virtual stages
+are remembered: the bound is then ~128 x 1.6 MiB (a 126-stage llama3.1-405b Result alone is 350 KiB, a 1,024-stage
+one 2.7 MiB)."""
+REMEMBERED_STAGES = 64
+"""p x v of the largest strategy whose Result RESULTS keeps (the Megatron-LM and Megatron-Bridge runs have <= 64)."""
 
 
 def clear_memory() -> None:
