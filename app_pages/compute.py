@@ -16,7 +16,7 @@ from explorer.facade import breakdown_bar, comm_figure, memory_figure
 from explorer.facade import breakdown_table, comm_table, memory_table, microstep_figure, superstep_figure
 from explorer.facade import attention_curve_figure, graph_figure
 from explorer.facade import explanation, symbol_values
-from explorer.facade import fallback_strategy, strategy_presets
+from explorer.facade import fallback_strategy, presets_in
 from explorer.facade import plan_of, schedule_is_chunked
 from explorer.facade import band_text, evidence, mfu_warning  # noqa: F401  (pages read band_text here too)
 from explorer.facade import sensitivity_or_reason
@@ -147,7 +147,9 @@ def breakdown_figures(model, strategy, cluster) -> dict:
 
 @st.cache_resource(hash_funcs=BY_REPR, max_entries=SMALL_ENTRIES, show_spinner=False)
 def presets(model, cluster, gpus: int, global_batch: int, micro_batch: int) -> dict:
-    return strategy_presets(model, cluster, gpus, global_batch, micro_batch)
+    """explorer.facade.strategy_presets, built in the worker pool when a worker is free (presets_in: a new model's or
+    d's presets are up to ten evaluations, with first compiles), else here."""
+    return presets_in(jobs.pool_or_none(), model, cluster, gpus, global_batch, micro_batch)
 
 
 def strategy_label(s: Strategy) -> str:

@@ -45,6 +45,15 @@ def pool() -> WorkerPool:
     return _shared(os.environ.get(WORKERS_ENV, ""))
 
 
+def pool_or_none() -> WorkerPool | None:
+    """pool(), or None where $BRIDGING_DL_WORKERS is bad (the pages that start jobs say what is wrong with it):
+    for work a page can do itself."""
+    try:
+        return pool()
+    except ExplorerError:
+        return None
+
+
 WAIT_TEXT = ("**Waiting for {what}** in a worker process: only the first time anyone evaluates this structure "
              "(a few seconds); everyone else's pages go on meanwhile.")
 _WAIT_SLOT: ContextVar = ContextVar("compile_wait_slot", default=None)

@@ -280,3 +280,20 @@ def test_when_the_pages_worker_cannot_start_a_page_job_fails_at_once(monkeypatch
     finally:
         monkeypatch.undo()
         busy.close()
+
+
+def test_a_models_presets_are_built_in_a_worker_as_they_are_built_here(pool):
+    """The Strategy page's presets of a new model (up to ten evaluations, with first compiles) come from the
+    "presets" job, equal to strategy_presets here; without a pool they are built here."""
+    from explorer.io.presets import strategy_presets
+    from explorer.runtime.jobs import presets_request
+    from explorer.runtime.offload import PRESETS_KIND, presets_in
+    model, cluster = unseen(11), load_cluster("dgx-a100-80gb")
+    there = measure(presets_in, pool, model, cluster, 16, 64, 1)
+    assert there.error is None, there.error
+    assert there.compiled == 0, there                # no compile in this process, nor an evaluation
+    assert "cost/evaluation.py:build_evaluation" not in there.by_function, sorted(there.by_function)[:20]
+    assert pool.job(structure_owner(presets_request(model, cluster, 16, 64, 1)), PRESETS_KIND) is None   # forgotten
+    here = strategy_presets(model, cluster, 16, 64, 1)
+    assert there.value == here and any(p.strategy is not None for p in here.values())
+    assert presets_in(None, model, cluster, 16, 64, 1) == here

@@ -25,6 +25,7 @@ from explorer.errors import ExplorerError
 from explorer.io.clusters import cluster_from_dict, cluster_to_dict
 from explorer.io.export import figure_image
 from explorer.io.models import model_from_dict
+from explorer.io.presets import Preset, strategy_presets
 from explorer.io.slides import slide_image
 from explorer.io.strategies import strategy_from_dict, strategy_to_dict
 from explorer.limits import WorkCancelled, spend
@@ -157,6 +158,31 @@ def explain_job(model: dict, strategy: dict, cluster: dict, key: str = "") -> di
     return {"key": text, "stored": stored_explanation(text) is not None}
 
 
+def presets_job(model: dict, cluster: dict, gpus: int, global_batch: int, micro_batch: int = 1) -> list:
+    """The Strategy page's presets of a model on `gpus` devices (explorer.io.presets.strategy_presets), each as
+    [name, description, strategy dict or None, reason]: up to ten evaluations, and the first compiles of the
+    structures they try (t and p of each recipe), here rather than in the interpreter that serves the class."""
+    found = strategy_presets(model_from_dict(model), cluster_from_dict(cluster), int(gpus), int(global_batch),
+                             int(micro_batch))
+    return as_json([[p.name, p.description, None if p.strategy is None else strategy_to_dict(p.strategy), p.reason]
+                    for p in found.values()])
+
+
+def presets_request(model, cluster, gpus: int, global_batch: int, micro_batch: int = 1) -> dict:
+    """The plain-data arguments of a "presets" job."""
+    return as_json({"model": model.to_dict(), "cluster": cluster_to_dict(cluster), "gpus": int(gpus),
+                    "global_batch": int(global_batch), "micro_batch": int(micro_batch)})
+
+
+def presets_from_plain(rows: list) -> dict:
+    """A "presets" job's result as strategy_presets returns it (name -> Preset); ExplorerError if it is not one."""
+    if not isinstance(rows, list) or not all(isinstance(r, list) and len(r) == 4 for r in rows):
+        raise ExplorerError("the presets came back malformed")
+    return {str(name): Preset(str(name), str(description), None if strategy is None else strategy_from_dict(strategy),
+                              str(reason))
+            for name, description, strategy, reason in rows}
+
+
 def as_json(value):
     """`value` as JSON would carry it (tuples become lists): what the *_from_dict readers of files accept."""
     return json.loads(json.dumps(value))
@@ -193,6 +219,7 @@ def crash_job(code: int = 70) -> None:
 JOBS = {"search": (search_job, "the search"), "image": (image_job, "the image"),
         "compile": (compile_job, "the first compile of this model structure"),
         "explain": (explain_job, "the formulas of this strategy"),
+        "presets": (presets_job, "the presets of this model"),
         "slide": (slide_job, "the slide"), "reference_run": (reference_run_job, "the reference run")}
 """The allowlist: job name -> (function, what it is called in messages). Only these run in a worker."""
 SELFTEST_JOBS = {"pid": (pid_job, "the pid job"), "spin": (spin_job, "the spin job"),

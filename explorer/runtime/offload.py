@@ -20,6 +20,9 @@ on), then loads the stored tree.
   waiting jobs;
 * **formulas too**: `explains_in(pool)` does the same for the symbolic explanation of a strategy (the "explain"
   job, explorer/runtime/explanation.py), owned by the strategy;
+* **and presets**: `presets_in(pool, ...)` builds the Strategy page's presets of a model (the "presets" job: up to
+  ten evaluations and the first compiles of the structures they try) and returns them (`result_in_pool`: any job
+  whose result the page needs, owned by its arguments);
 * **the same tree or none**: the job stores the tree under the caller's key text when its own key text names
   the same tree (explorer.runtime.jobs.same_key: equal numbers written alike) and returns the key it stored
   under; a different key (an object that did not survive plain data), a tree too large for the disk cache, a
@@ -31,11 +34,14 @@ import hashlib
 import json
 import threading
 
+from explorer.errors import ExplorerError
+from explorer.io.presets import strategy_presets
 from explorer.limits import spend
-from explorer.runtime.jobs import compile_request
+from explorer.runtime.jobs import compile_request, presets_from_plain, presets_request
 
 COMPILE_KIND = "compile"
 EXPLAIN_KIND = "explain"            # the job kind of a strategy's formulas (explorer/runtime/explanation.py)
+PRESETS_KIND = "presets"            # the job kind of a model's presets (the Strategy page)
 STRUCTURE_OWNER = "structure:"      # + a digest of the job's arguments: the owner of a shared compile job
 WAIT_STEP_S = 0.05                  # how often a waiting page run checks whether its session still wants it
 _LOCK = threading.Lock()            # one check-then-submit at a time (two sessions, one structure: one job)
@@ -47,35 +53,42 @@ def structure_owner(kwargs: dict) -> str:
     return STRUCTURE_OWNER + hashlib.sha256(json.dumps(kwargs, sort_keys=True).encode()).hexdigest()[:32]
 
 
+def result_in_pool(pool, job_name: str, kwargs: dict, kind: str, on_wait=None):
+    """Allowlisted job `job_name` with `kwargs` run in `pool` as the shared job of kind `kind` (its owner a digest of
+    `kwargs`: callers asking the same share one job), waited for without holding the interpreter (see the module
+    docstring); its result, or None when it did not run there (a synchronous pool, every worker busy, a failed or
+    cancelled job): the caller then does the work itself."""
+    if pool.synchronous:
+        return None
+    owner = structure_owner(kwargs)
+    with _LOCK:
+        job = pool.job(owner, kind)
+        if job is None or job.state in ("failed", "cancelled"):
+            if not pool.free():         # every worker busy (searches): doing it here is sooner
+                return None
+            job = pool.submit(owner, job_name, kwargs, kind=kind, shared=True, first=True)
+        _WAITING[(owner, kind)] = _WAITING.get((owner, kind), 0) + 1
+    try:
+        if not job.finished and on_wait is not None:
+            on_wait(job.what)
+        while not job.wait(WAIT_STEP_S):
+            spend(f"waiting for {job.what} in a worker process")
+    finally:
+        with _LOCK:
+            _WAITING[(owner, kind)] -= 1
+            if not _WAITING[(owner, kind)]:     # nobody waits any more: a job still running is cancelled
+                del _WAITING[(owner, kind)]
+                pool.cancel(owner, kind)
+    pool.forget(owner, kind, job)
+    return job.result if job.state == "done" else None
+
+
 def _in_pool(pool, job_name: str, kind: str, on_wait=None):
     """The function (model, strategy, cluster, key_text) -> bool that runs allowlisted job `job_name` (a "compile"
     or an "explain": both store what they built in the disk cache under the caller's key text and return
-    {"key", "stored"}) in `pool` as the shared job of kind `kind`, and waits for it (see the module docstring)."""
+    {"key", "stored"}) in `pool` (result_in_pool)."""
     def run(model, strategy, cluster, key_text: str) -> bool:
-        if pool.synchronous:
-            return False
-        kwargs = compile_request(model, strategy, cluster, key_text)
-        owner = structure_owner(kwargs)
-        with _LOCK:
-            job = pool.job(owner, kind)
-            if job is None or job.state in ("failed", "cancelled"):
-                if not pool.free():         # every worker busy (searches): doing it here is sooner
-                    return False
-                job = pool.submit(owner, job_name, kwargs, kind=kind, shared=True, first=True)
-            _WAITING[(owner, kind)] = _WAITING.get((owner, kind), 0) + 1
-        try:
-            if not job.finished and on_wait is not None:
-                on_wait(job.what)
-            while not job.wait(WAIT_STEP_S):
-                spend(f"waiting for {job.what} in a worker process")
-        finally:
-            with _LOCK:
-                _WAITING[(owner, kind)] -= 1
-                if not _WAITING[(owner, kind)]:     # nobody waits any more: a job still running is cancelled
-                    del _WAITING[(owner, kind)]
-                    pool.cancel(owner, kind)
-        pool.forget(owner, kind, job)
-        result = job.result if job.state == "done" else None
+        result = result_in_pool(pool, job_name, compile_request(model, strategy, cluster, key_text), kind, on_wait)
         return bool(isinstance(result, dict) and result.get("stored") and result.get("key") == key_text)
     return run
 
@@ -84,6 +97,21 @@ def compiles_in(pool, on_wait=None):
     """The compile function for explorer.cost.cold.compile_elsewhere that compiles in `pool` (a WorkerPool).
     `on_wait(what)`, when given, is called once before waiting (the page shows that it waits)."""
     return _in_pool(pool, "compile", COMPILE_KIND, on_wait)
+
+
+def presets_in(pool, model, cluster, gpus: int, global_batch: int, micro_batch: int = 1) -> dict:
+    """The Strategy page's presets (explorer.io.presets.strategy_presets: up to ten evaluations of a model's recipes,
+    with the first compiles of their structures) built by the "presets" job in `pool` (result_in_pool), or here when
+    `pool` is None or the job did not run there."""
+    if pool is not None:
+        rows = result_in_pool(pool, "presets", presets_request(model, cluster, gpus, global_batch, micro_batch),
+                              PRESETS_KIND)
+        if rows is not None:
+            try:
+                return presets_from_plain(rows)
+            except ExplorerError:
+                pass                        # not what the job returns: built here
+    return strategy_presets(model, cluster, gpus, global_batch, micro_batch)
 
 
 def explains_in(pool, on_wait=None):
