@@ -139,3 +139,17 @@ def test_free_communication_leaves_computation_only():
         ev, result, cmp = run(GPT3, strat(schedule=schedule), free)
         assert ev[ev.category.isin(["op_comm", "pp_comm", "redistribution"])].duration_s.sum() < 1e-9
         assert abs(cmp["relative_difference"]) <= 1e-9
+
+
+@pytest.mark.parametrize("schedule", ["1f1b", "interleaved", "zb-h1"])
+def test_the_agreement_reads_a_frame_a_table_and_their_columns_alike(schedule):
+    """compare() reads the events' columns once (a DataFrame's text columns are converted on every read): the same
+    numbers from the page's DataFrame, the library's EventTable and the columns themselves."""
+    from explorer.timeline.events import columns_of
+    from explorer.timeline.superstep import superstep_table
+    strategy = strat(schedule=schedule, chunks=2) if schedule == "interleaved" else strat(schedule=schedule)
+    result = evaluate(GPT3, strategy, A100)
+    table = superstep_table(GPT3, strategy, A100, result=result)
+    kinds = (table, table.to_frame(), columns_of(table.to_frame()))
+    assert compare(*kinds[:1], result, schedule) == compare(kinds[1], result, schedule) \
+        == compare(kinds[2], result, schedule)

@@ -14,8 +14,8 @@ from explorer.timeline.events import PIPELINE_KINDS, columns_of, makespan
 
 
 def pipeline_end(events) -> float:
-    """End of the pipeline part: the last forward, backward, weight pass or send (an EventTable or a
-    DataFrame)."""
+    """End of the pipeline part: the last forward, backward, weight pass or send (an EventTable, a DataFrame or
+    their columns_of)."""
     ev = columns_of(events)
     mask = np.isin(ev["kind"], PIPELINE_KINDS) & ~ev["hidden"]
     return float(ev["end_s"][mask].max()) if mask.any() else 0.0
@@ -44,15 +44,17 @@ def idle_fraction(events) -> float:
     >>> round(idle_fraction(pipeline_events(PassCosts.simple([1.0] * 4, [2.0] * 4), 8, "gpipe")), 6)
     0.272727
     """
-    end = pipeline_end(events)
-    idle = _idle_seconds(columns_of(events), end)
+    ev = columns_of(events)
+    end = pipeline_end(ev)
+    idle = _idle_seconds(ev, end)
     # rounding leaves a back-to-back pipeline a few 1e-16 below zero (shown as "-0.0 %" in a browser walk)
     return max(0.0, float(idle.sum() / (len(idle) * end))) if end > 0 else 0.0
 
 
 def compare(events, result, schedule: str, model_schedule: str | None = None) -> dict:
     """Timeline makespan vs the cost model's iteration time, and the bubble on the critical stage: as
-    the model counts it, the makespan less that stage's passes and the finishing stage's step."""
+    the model counts it, the makespan less that stage's passes and the finishing stage's step. The events'
+    columns are read once (columns_of: a DataFrame's text columns are converted each time they are read)."""
     ev = columns_of(events)
     timeline, model = makespan(ev), float(result.iteration_time_s)
     after = sum(result.breakdown_s[c] for c in ("dp_comm", "zero_comm", "optimizer"))
@@ -60,7 +62,7 @@ def compare(events, result, schedule: str, model_schedule: str | None = None) ->
     passes = shown & np.isin(ev["phase"], ("fwd", "bwd")) & (ev["kind"] != "idle")
     busy = ev["duration_s"][passes & (ev["stage"] == result.critical_stage)].sum()
     step = ev["duration_s"][shown & (ev["stage"] == result.extra["sync_stage"]) & (ev["phase"] == "step")].sum()
-    end = pipeline_end(events)
+    end = pipeline_end(ev)
     model_schedule = model_schedule or schedule
     note = (f"drawn as {schedule} from a {model_schedule} strategy: model_s is the {model_schedule} iteration "
             f"time, timeline_s the {schedule} makespan" if model_schedule != schedule else "")
@@ -72,7 +74,7 @@ def compare(events, result, schedule: str, model_schedule: str | None = None) ->
             # bubble plus the sends' exposed part (which the model counts in pp_comm)
             "bubble_timeline_s": float(timeline - busy - step),
             "bubble_model_s": float(result.breakdown_s["bubble"] + result.extra.get("pp_sends_exposed_s", 0.0)),
-            "idle_fraction": idle_fraction(events), "note": note}
+            "idle_fraction": idle_fraction(ev), "note": note}
 
 
 def summary_lines(cmp: dict) -> list:

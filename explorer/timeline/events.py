@@ -100,9 +100,12 @@ def concat(tables) -> EventTable:
 
 
 def columns_of(events) -> dict:
-    """The columns of an EventTable or of its DataFrame, as numpy arrays."""
+    """The columns of an EventTable or of its DataFrame, as numpy arrays (a dict of them is returned as it is: a
+    DataFrame's text columns cost a conversion each time, so a caller reading them often converts once)."""
     if isinstance(events, EventTable):
         return events.columns
+    if isinstance(events, dict):
+        return events
     return {name: events[name].to_numpy() for name in COLUMNS}
 
 
