@@ -42,13 +42,8 @@ def make_pages() -> dict:
     return {"Start": start + [start_address], "Learn": learn, "Explore": explore, "Check": check}
 
 
-st.set_page_config(page_title="Bridging DL Explorer", layout="wide")
-S.init()
-# The whole run's library work under a budget (explorer.limits.work_budget): a session that leaves, or asks for
-# a newer run, stops its work within one loop step (a link's first evaluation included); an action that needs
-# more than the budget says so. The first compile of a new model structure runs in the worker pool
-# (app_pages/jobs.py: compiles_in_pool).
-with work_budget("this page", should_stop=budget.stop_requested) as run_budget, jobs.compiles_in_pool():
+def run(run_budget) -> None:
+    """One run of the app: share link, menu, sidebar, the page, the address bar (under app.py's work budget)."""
     classroom.read_param_once()     # ?classroom=1
     share_link.read_once()          # a shared link sets the widgets before they are drawn
     classroom.inject_css()
@@ -56,19 +51,19 @@ with work_budget("this page", should_stop=budget.stop_requested) as run_budget, 
     if S.PAGES not in st.session_state:
         st.session_state[S.PAGES] = make_pages()
     groups = st.session_state[S.PAGES]
-    (START_PAGE, START_ADDRESS), EXPLORE, CHECK = groups["Start"], groups["Explore"], groups["Check"]
+    (start_page, start_address), explore, check = groups["Start"], groups["Explore"], groups["Check"]
     teaching_pages = groups["Start"][:1] + groups["Learn"]
 
     # classroom mode: the menu goes to the top bar, so the sidebar holds only the lesson's controls
     page = st.navigation(groups, position="top" if S.classroom() else "sidebar")
     opened_link = st.session_state.pop(S.OPENED_LINK, False)
-    if page is START_ADDRESS or (opened_link and page is START_PAGE):
-        st.switch_page(EXPLORE[2] if opened_link else START_PAGE)   # a shared configuration at the root: its cost
+    if page is start_address or (opened_link and page is start_page):
+        st.switch_page(explore[2] if opened_link else start_page)   # a shared configuration at the root: its cost
     teaching = any(page is p for p in teaching_pages)
     # Explore pages evaluate the sidebar's strategy and show it or the last valid one (LAST_VALID, written
     # after the page ran). Check pages evaluate nothing: their address bar names the sidebar's configuration,
     # written before the page runs (the Search page may st.stop(); its loads happen in callbacks, before).
-    checking = page.url_path in {p.url_path for p in CHECK}
+    checking = page.url_path in {p.url_path for p in check}
     classroom.draw_toggle()
     if teaching:                    # lessons bring their own example; the explorer's strategy is kept
         S.keep_strategy_widgets()
@@ -89,3 +84,16 @@ with work_budget("this page", should_stop=budget.stop_requested) as run_budget, 
         classroom.sync_param()
     elif not checking:
         share_link.write(st.session_state[S.LAST_VALID])
+
+
+st.set_page_config(page_title="Bridging DL Explorer", layout="wide")
+S.init()
+# The whole run's library work under a budget (explorer.limits.work_budget): a session that leaves, or asks for
+# a newer run, stops its work within one loop step (a link's first evaluation included); an action that needs
+# more than the budget says so. The first compile of a new model structure runs in the worker pool
+# (app_pages/jobs.py: compiles_in_pool).
+with work_budget("this page", should_stop=budget.stop_requested) as run_budget, jobs.compiles_in_pool():
+    try:
+        run(run_budget)
+    except WorkCancelled:
+        st.stop()                   # nobody is waiting for this run (a link's first evaluation included)

@@ -147,8 +147,8 @@ def breakdown_figures(model, strategy, cluster) -> dict:
 
 @st.cache_resource(hash_funcs=BY_REPR, max_entries=SMALL_ENTRIES, show_spinner=False)
 def presets(model, cluster, gpus: int, global_batch: int, micro_batch: int) -> dict:
-    """explorer.facade.strategy_presets, built in the worker pool when a worker is free (presets_in: a new model's or
-    d's presets are up to ten evaluations, with first compiles), else here."""
+    """explorer.facade.strategy_presets, built in the worker pool when a worker is free (presets_in: the presets of a
+    new model, or of a new number of GPUs, are a dozen or more evaluations with their first compiles), else here."""
     return presets_in(jobs.pool_or_none(), model, cluster, gpus, global_batch, micro_batch)
 
 

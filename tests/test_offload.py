@@ -297,3 +297,29 @@ def test_a_models_presets_are_built_in_a_worker_as_they_are_built_here(pool):
     here = strategy_presets(model, cluster, 16, 64, 1)
     assert there.value == here and any(p.strategy is not None for p in here.values())
     assert presets_in(None, model, cluster, 16, 64, 1) == here
+
+
+def test_a_cancelled_run_is_not_cached_as_presets_that_do_not_fit():
+    """WorkCancelled is an ExplorerError: strategy_presets let it through (a cached "does not fit" for a run that was
+    only cancelled would be shown to every session), as fallback_strategy does."""
+    from explorer.io.presets import strategy_presets
+    stop = threading.Event()
+    stop.set()
+    with pytest.raises(WorkCancelled):
+        with work_budget("the presets", should_stop=stop.is_set):
+            strategy_presets(unseen(12), load_cluster("dgx-a100-80gb"), 16, 64, 1)
+
+
+def test_presets_are_built_here_when_the_cluster_does_not_survive_plain_data(pool, monkeypatch):
+    from explorer.io.presets import strategy_presets
+    from explorer.runtime import offload
+    model, cluster = unseen(13), load_cluster("dgx-a100-80gb")
+    sent = []
+    monkeypatch.setattr(offload, "result_in_pool", lambda *a, **k: sent.append(a))
+    precise = dataclasses.replace(cluster, device=dataclasses.replace(
+        cluster.device, memory_bytes=cluster.device.memory_bytes + 1e-3))     # 13+ significant digits
+    assert offload.presets_in(pool, model, precise, 16, 64, 1) == strategy_presets(model, precise, 16, 64, 1)
+    assert sent == []
+    monkeypatch.setattr(offload.cache, "directory", lambda: None)           # no disk cache: built here too
+    assert offload.presets_in(pool, model, cluster, 16, 64, 1) == strategy_presets(model, cluster, 16, 64, 1)
+    assert sent == []

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from explorer.hardware.cluster import Cluster
 from explorer.errors import ExplorerError
+from explorer.limits import WorkCancelled
 from explorer.cost.evaluate import evaluate
 from explorer.model.spec import ModelSpec
 from explorer.schedules import chunked
@@ -95,6 +96,8 @@ def _smallest_fitting_pp(model, cluster, gpus, global_batch, micro_batch, tp, **
     for pp in candidates:
         try:
             s = _build(model, cluster, gpus, global_batch, micro_batch, tp, pp, **extra)
+        except WorkCancelled:
+            raise                   # nobody waits for these presets: not a recipe that does not fit
         except ExplorerError:
             continue
         if _fits_memory(model, s, cluster):
@@ -133,6 +136,8 @@ def strategy_presets(model: ModelSpec, cluster: Cluster, gpus: int, global_batch
         try:
             strategy = _build(model, cluster, gpus, global_batch, micro_batch, tp, pp, **fields)
             out[name] = Preset(name, description, strategy)
+        except WorkCancelled:
+            raise                   # a cancelled run, not a preset that does not fit (nor one to cache)
         except ExplorerError as err:
             out[name] = Preset(name, description, None, str(err))
     return out
@@ -149,6 +154,8 @@ def fallback_strategy(model: ModelSpec, cluster: Cluster, gpus: int | None = Non
         try:
             evaluate(model, DEFAULT_STRATEGY, cluster)
             runs.append(DEFAULT_STRATEGY)
+        except WorkCancelled:
+            raise
         except ExplorerError:
             pass
         if runs and _fits_memory(model, DEFAULT_STRATEGY, cluster):

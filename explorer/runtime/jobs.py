@@ -160,7 +160,7 @@ def explain_job(model: dict, strategy: dict, cluster: dict, key: str = "") -> di
 
 def presets_job(model: dict, cluster: dict, gpus: int, global_batch: int, micro_batch: int = 1) -> list:
     """The Strategy page's presets of a model on `gpus` devices (explorer.io.presets.strategy_presets), each as
-    [name, description, strategy dict or None, reason]: up to ten evaluations, and the first compiles of the
+    [name, description, strategy dict or None, reason]: a dozen or more evaluations, and the first compiles of the
     structures they try (t and p of each recipe), here rather than in the interpreter that serves the class."""
     found = strategy_presets(model_from_dict(model), cluster_from_dict(cluster), int(gpus), int(global_batch),
                              int(micro_batch))

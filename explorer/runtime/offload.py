@@ -21,7 +21,7 @@ on), then loads the stored tree.
 * **formulas too**: `explains_in(pool)` does the same for the symbolic explanation of a strategy (the "explain"
   job, explorer/runtime/explanation.py), owned by the strategy;
 * **and presets**: `presets_in(pool, ...)` builds the Strategy page's presets of a model (the "presets" job: up to
-  ten evaluations and the first compiles of the structures they try) and returns them (`result_in_pool`: any job
+  a dozen or more evaluations and the first compiles of the structures they try) and returns them (`result_in_pool`: any job
   whose result the page needs, owned by its arguments);
 * **the same tree or none**: the job stores the tree under the caller's key text when its own key text names
   the same tree (explorer.runtime.jobs.same_key: equal numbers written alike) and returns the key it stored
@@ -34,7 +34,10 @@ import hashlib
 import json
 import threading
 
+from explorer.cost import cache
 from explorer.errors import ExplorerError
+from explorer.io.clusters import cluster_from_dict
+from explorer.io.models import model_from_dict
 from explorer.io.presets import strategy_presets
 from explorer.limits import spend
 from explorer.runtime.jobs import compile_request, presets_from_plain, presets_request
@@ -42,14 +45,15 @@ from explorer.runtime.jobs import compile_request, presets_from_plain, presets_r
 COMPILE_KIND = "compile"
 EXPLAIN_KIND = "explain"            # the job kind of a strategy's formulas (explorer/runtime/explanation.py)
 PRESETS_KIND = "presets"            # the job kind of a model's presets (the Strategy page)
-STRUCTURE_OWNER = "structure:"      # + a digest of the job's arguments: the owner of a shared compile job
+STRUCTURE_OWNER = "structure:"      # + a digest of the job's arguments: the owner of a shared job (compile, explain, presets)
 WAIT_STEP_S = 0.05                  # how often a waiting page run checks whether its session still wants it
 _LOCK = threading.Lock()            # one check-then-submit at a time (two sessions, one structure: one job)
 _WAITING: dict = {}                 # (owner, kind) -> page runs waiting for its job (the last one to leave cancels it)
 
 
 def structure_owner(kwargs: dict) -> str:
-    """The owner of the compile job with these arguments (explorer.runtime.jobs.compile_request)."""
+    """The owner of the shared job with these arguments (explorer.runtime.jobs.compile_request, presets_request):
+    every page run asking for the same arguments waits for one job."""
     return STRUCTURE_OWNER + hashlib.sha256(json.dumps(kwargs, sort_keys=True).encode()).hexdigest()[:32]
 
 
@@ -79,7 +83,7 @@ def result_in_pool(pool, job_name: str, kwargs: dict, kind: str, on_wait=None):
             if not _WAITING[(owner, kind)]:     # nobody waits any more: a job still running is cancelled
                 del _WAITING[(owner, kind)]
                 pool.cancel(owner, kind)
-    pool.forget(owner, kind, job)
+        pool.forget(owner, kind, job)           # a cancelled wait too (the pool keeps no finished job)
     return job.result if job.state == "done" else None
 
 
@@ -88,6 +92,8 @@ def _in_pool(pool, job_name: str, kind: str, on_wait=None):
     or an "explain": both store what they built in the disk cache under the caller's key text and return
     {"key", "stored"}) in `pool` (result_in_pool)."""
     def run(model, strategy, cluster, key_text: str) -> bool:
+        if pool.synchronous:
+            return False
         result = result_in_pool(pool, job_name, compile_request(model, strategy, cluster, key_text), kind, on_wait)
         return bool(isinstance(result, dict) and result.get("stored") and result.get("key") == key_text)
     return run
@@ -100,12 +106,16 @@ def compiles_in(pool, on_wait=None):
 
 
 def presets_in(pool, model, cluster, gpus: int, global_batch: int, micro_batch: int = 1) -> dict:
-    """The Strategy page's presets (explorer.io.presets.strategy_presets: up to ten evaluations of a model's recipes,
-    with the first compiles of their structures) built by the "presets" job in `pool` (result_in_pool), or here when
-    `pool` is None or the job did not run there."""
-    if pool is not None:
-        rows = result_in_pool(pool, "presets", presets_request(model, cluster, gpus, global_batch, micro_batch),
-                              PRESETS_KIND)
+    """The Strategy page's presets (explorer.io.presets.strategy_presets: a dozen or more evaluations of a model's
+    recipes, with the first compiles of their structures) built by the "presets" job in `pool` (result_in_pool), or
+    here: when `pool` is None or synchronous, when the job did not run there, when the disk cache is off (the trees
+    the worker compiled would not reach this process, which would compile them again for the preset applied), or
+    when the model or cluster does not come back equal from plain data (a cluster file's constants are written with
+    12 significant digits: the worker would cost another cluster)."""
+    if pool is not None and not pool.synchronous and cache.directory() is not None:
+        request = presets_request(model, cluster, gpus, global_batch, micro_batch)
+        same = model_from_dict(request["model"]) == model and cluster_from_dict(request["cluster"]) == cluster
+        rows = result_in_pool(pool, "presets", request, PRESETS_KIND) if same else None
         if rows is not None:
             try:
                 return presets_from_plain(rows)
