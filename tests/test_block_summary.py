@@ -131,3 +131,19 @@ def test_a_damaged_outline_is_rebuilt(disk):
     model = load_model("tiny-gpt")
     cache.store("outline", repr(model), [["layer0", "layer", "zero", ["gpt-layer"], False, False]])
     assert [o.name for o in outline.block_outlines(model)] == [b.name for b in build_blocks(model)]
+
+
+def test_a_cancelled_build_is_not_remembered_as_a_refusal(disk):
+    """WorkCancelled is an ExplorerError: a summary whose build was cancelled (a search stopped, a session gone) is
+    neither kept in memory nor written to the disk cache as "the split does not apply", where every later search,
+    in any process, would have skipped that split."""
+    from explorer.limits import WorkCancelled, work_budget
+    block = build_blocks(GPT3)[1]
+    split = layer_options(8)[0]
+    args = (block, split.effective_preset, split.overrides, False, "none", "R")
+    with pytest.raises(WorkCancelled):
+        with work_budget("the search", should_stop=lambda: True):
+            summary.block_summary(*args)
+    assert not any('"error"' in p.read_text(errors="replace") for p in disk.rglob("*") if p.is_file())
+    found = summary.block_summary(*args)            # asked again, by anyone: built, not refused
+    assert found.layout_in and found.full() is block_module.block_cost(*args)

@@ -243,3 +243,19 @@ def test_a_sink_model_reads_the_kernel_evaluate_picks():
     out = sensitivity_or_reason(model, Strategy(dp=8, ep=8, global_batch=8, micro_batch=1), load_cluster(A100))
     assert "unavailable" not in out, out
     assert out["elasticities"]
+
+
+def test_a_stopped_sensitivity_is_not_an_answer_to_cache():
+    """sensitivity_or_reason turns a refusal into {"unavailable": why}, which the Cost page caches for every session;
+    a stopped run (WorkCancelled, an ExplorerError) is raised instead."""
+    from explorer.limits import WorkCancelled, work_budget
+    from explorer.validation import sensitivity as sens
+    model = dataclasses.replace(load_model("tiny-gpt"), name="sensitivity-stopped", hidden=8 * 130, heads=8)
+    strategy, cluster = Strategy(dp=2, tp=2, pp=2, micro_batch=1, global_batch=8), load_cluster("classroom")
+    result = evaluate(model, strategy, cluster)
+    sens._COMPILED.clear()
+    sens._EXPONENTS.clear()
+    with pytest.raises(WorkCancelled):
+        with work_budget("the Cost page", should_stop=lambda: True):
+            sens.sensitivity_or_reason(model, strategy, cluster, result)
+    assert "unavailable" not in sens.sensitivity_or_reason(model, strategy, cluster, result)

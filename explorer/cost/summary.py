@@ -21,6 +21,7 @@ from explorer.cost.generated import function_of, plain_key, source_of
 from explorer.cost.keys import cost_key
 from explorer.cost.numeric import BLOCK_ARG_NAMES
 from explorer.errors import ExplorerError
+from explorer.limits import WorkCancelled
 from explorer.cost.outline import BlockOutline
 
 LAYOUT_FIELDS = ("layout_in", "layout_out", "returned_grad")
@@ -90,6 +91,8 @@ def _summary(key: tuple, args: tuple):
             return made
     try:
         cost = _full(args)()
+    except WorkCancelled:
+        raise                           # a stopped build (a cancelled search), not a refusal: nothing remembered
     except ExplorerError as error:      # the split does not apply: remembered, refused again when asked
         if text:
             cache.store("summary", text, {"error": str(error)})

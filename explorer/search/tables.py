@@ -26,6 +26,7 @@ from explorer.cost.numeric import (COMM_CATEGORIES, block_quantity, cp_group_rou
 from explorer.cost.placement import block_ends, block_place, block_splits, block_stages, expert_options, host_options
 from explorer.cost.summary import block_function, block_summary, summarise
 from explorer.errors import ExplorerError
+from explorer.limits import WorkCancelled
 from explorer.cost.outline import block_outlines
 from explorer.strategy.mesh import group_route
 
@@ -134,6 +135,8 @@ class Chain:
         if found is None:
             try:
                 found = self._node(i, split, incoming, stage)
+            except WorkCancelled:
+                raise                           # stopped, not refused: nothing remembered
             except ExplorerError as error:      # refused: remembered, refused again when asked
                 found = error
             self._placed[placed] = found

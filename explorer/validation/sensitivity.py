@@ -30,6 +30,7 @@ from explorer.cost.numbers import Numbers, hardware_numbers
 from explorer.cost.numeric import BLOCK_ARG_NAMES, CATEGORIES, structure_key
 from explorer.cost.evaluate import evaluate
 from explorer.errors import ExplorerError
+from explorer.limits import WorkCancelled
 from explorer.io.clusters import cluster_from_dict, cluster_to_dict
 from explorer.schedules.critical_path import path_weights
 from explorer.strategy.strategy import options_of
@@ -117,6 +118,8 @@ def _exponents(cluster, dtype: str, softmax: str) -> dict:
                 seen = [(f, hardware_values(cluster_from_dict(_set(text, path, value * f)), dtype, softmax))
                         for f in factors]
                 break
+            except WorkCancelled:
+                raise
             except ExplorerError:
                 continue
         if not seen:
@@ -233,6 +236,8 @@ def sensitivity_or_reason(model, strategy, cluster, result=None) -> dict:
     weights): the CLI and the Cost page then say why instead of failing the whole answer."""
     try:
         return sensitivity(model, strategy, cluster, result)
+    except WorkCancelled:
+        raise                       # a stopped run: nothing to say (nor to cache, app_pages/compute.py)
     except ExplorerError as err:
         return {"unavailable": str(err)}
 
