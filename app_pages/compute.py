@@ -92,10 +92,11 @@ BY_REPR = {ModelSpec: repr, Cluster: repr, Strategy: repr}
 
 SMALL_ENTRIES = 128
 # Entries of the caches whose entries are small (an evaluation ~40 KiB, the Cost page's tables and figures, the
-# presets; not a layer's micro-steps: ~40 events per tensor-parallel device, up to ~24 MiB at t = 1,024): a class of thirty, each on its own model and strategy, visits ~4 strategies each within
-# minutes, and a page opened again (Cost, then Timelines, then Cost) should find them. With 16-32 entries every revisit
-# was computed again: 30 sessions repeating what they did took 138 ms of serving CPU per action, with 128 72 ms
-# (benchmarks/bench_load.py --diverse, twice on one server; docs/benchmarks-classroom.md).
+# presets; not a layer's micro-steps: ~40 events per tensor-parallel device, up to ~24 MiB at t = 1,024): a class of
+# thirty, each on its own model and strategy, visits ~4 strategies each within minutes, and a page opened again
+# (Cost, then Timelines, then Cost) should find them. With 16-32 entries every revisit was computed again: 30 sessions
+# repeating what they did took 138 ms of serving CPU per action, now 84 ms (benchmarks/bench_load.py --diverse, twice
+# on one server; docs/benchmarks-classroom.md).
 SMALL_TIMELINE_PASSES = 4_096
 # A super-step timeline of at most this many passes (2 m v p) is small: 3.5-4 events per pass (ZB-H1 and DualPipeV
 # add weight-gradient passes), ~350 bytes per event with its Gantt and ~120 more for its wire form (gpt3-175b d8 t8

@@ -20,9 +20,9 @@ on), then loads the stored tree.
   waiting jobs;
 * **formulas too**: `explains_in(pool)` does the same for the symbolic explanation of a strategy (the "explain"
   job, explorer/runtime/explanation.py), owned by the strategy;
-* **and presets**: `presets_in(pool, ...)` builds the Strategy page's presets of a model (the "presets" job: up to
-  a dozen or more evaluations and the first compiles of the structures they try) and returns them (`result_in_pool`: any job
-  whose result the page needs, owned by its arguments);
+* **and presets**: `presets_in(pool, ...)` builds the Strategy page's presets of a model (the "presets" job: a
+  dozen or more evaluations and the first compiles of the structures they try) and returns them
+  (`result_in_pool`: any job whose result the page needs, owned by its arguments);
 * **the same tree or none**: the job stores the tree under the caller's key text when its own key text names
   the same tree (explorer.runtime.jobs.same_key: equal numbers written alike) and returns the key it stored
   under; a different key (an object that did not survive plain data), a tree too large for the disk cache, a
@@ -45,7 +45,7 @@ from explorer.runtime.jobs import compile_request, presets_from_plain, presets_r
 COMPILE_KIND = "compile"
 EXPLAIN_KIND = "explain"            # the job kind of a strategy's formulas (explorer/runtime/explanation.py)
 PRESETS_KIND = "presets"            # the job kind of a model's presets (the Strategy page)
-STRUCTURE_OWNER = "structure:"      # + a digest of the job's arguments: the owner of a shared job (compile, explain, presets)
+STRUCTURE_OWNER = "structure:"      # + a digest of a job's arguments: the owner of a shared job (compile, ...)
 WAIT_STEP_S = 0.05                  # how often a waiting page run checks whether its session still wants it
 _LOCK = threading.Lock()            # one check-then-submit at a time (two sessions, one structure: one job)
 _WAITING: dict = {}                 # (owner, kind) -> page runs waiting for its job (the last one to leave cancels it)
