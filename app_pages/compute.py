@@ -20,7 +20,7 @@ from explorer.facade import fallback_strategy, presets_in
 from explorer.facade import plan_of, schedule_is_chunked
 from explorer.facade import band_text, evidence, mfu_warning  # noqa: F401  (pages read band_text here too)
 from explorer.facade import sensitivity_or_reason
-from explorer.facade import MAX_MICRO_BATCHES, classroom_figure, time_unit, wire_figure, zoom_micro_batches
+from explorer.facade import MAX_MICRO_BATCHES, classroom_figure, figure_copy, time_unit, wire_figure, zoom_micro_batches
 from explorer.facade import SIGNIFICANT, significant_table
 
 from app_pages import jobs, state as S
@@ -227,8 +227,8 @@ def small_superstep(model, strategy, cluster, label: str, legend: bool, x_max_s:
     fig = sup["figure"]
     if fig is None:
         return None
-    small = fig.to_dict()
-    small["layout"].update(title={"text": plain_html(label)}, height=min(fig.layout.height or 300, 420),
+    small = figure_copy(fig).to_dict()              # the shared figure stays unbuilt (its wire form kept)
+    small["layout"].update(title={"text": plain_html(label)}, height=min(small["layout"].get("height") or 300, 420),
                            showlegend=legend)
     if x_max_s:
         _, factor = time_unit(float(sup["events"]["end_s"].max()))

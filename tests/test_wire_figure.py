@@ -174,3 +174,18 @@ def test_a_spec_figure_is_wired_once_until_it_is_built():
     assert again is not wired and again.to_dict()["layout"]["height"] == 123
     assert "_wired" not in fig.__dict__                 # the built figure does not keep the old wire
     assert wired.to_dict()["layout"]["height"] != 123
+
+
+@pytest.mark.parametrize("reader", ["classroom", "zoom", "animation"])
+def test_a_session_projecting_a_shared_figure_leaves_it_unbuilt(reader):
+    """Classroom mode, its zoom and the animation edit copies: the shared figure is not built (so every other
+    session keeps sending its wire form) and the copy is the figure they copied before."""
+    from explorer.charts.classroom import zoom_micro_batches
+    fig = FIGURES["super-step Gantt"]()
+    copy_of = {"classroom": lambda f: classroom_figure(f), "zoom": lambda f: zoom_micro_batches(f, EVENTS, 2),
+               "animation": lambda f: animated_gantt(f, steps=3)}[reader]
+    wired = wire_figure(fig)
+    made = copy_of(fig)
+    assert fig.unvalidated_spec() is not None and wire_figure(fig) is wired
+    before = copy_of(go.Figure(FIGURES["super-step Gantt"]().unvalidated_spec()))   # as a built figure was copied
+    assert json.loads(made.to_json()) == json.loads(before.to_json())

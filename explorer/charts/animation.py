@@ -14,6 +14,8 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
+from explorer.charts.spec_figure import figure_copy
+
 FRAME_MS = 250
 
 
@@ -29,7 +31,7 @@ def _extent(fig) -> float:
 
 def animated_gantt(fig, steps: int = 40) -> go.Figure:
     """A copy of the Gantt `fig` with `steps` frames; at frame k each bar is drawn up to time t_k."""
-    out = go.Figure(fig)
+    out = figure_copy(fig)
     end = _extent(out)
     bars = [i for i, t in enumerate(out.data) if t.type == "bar" and t.base is not None]
     starts = {i: np.asarray(out.data[i].base, float) for i in bars}

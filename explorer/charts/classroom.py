@@ -15,6 +15,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from explorer.charts.palette import recolour
+from explorer.charts.spec_figure import figure_copy
 from explorer.io.projector import projector_layout, rows_height
 from explorer.charts.tables import TRACE_LABELS
 
@@ -53,7 +54,7 @@ def classroom_figure(fig, palette: str = "okabe-ito", font_px: int = FONT_PX, me
     """A copy of `fig` for a projector (the original is left alone): the palette, friendly category
     names, hover numbers to 3 significant digits, large type, projector_layout, and a Gantt as tall as its
     rows need at that type (projector.rows_height)."""
-    out = go.Figure(fig)
+    out = figure_copy(fig)
     recolour(out, palette, memory=memory)
     for trace in out.data:
         if getattr(trace, "hovertemplate", None):
@@ -83,9 +84,9 @@ def zoom_micro_batches(fig, events, limit: int = MAX_MICRO_BATCHES) -> go.Figure
     if mb.max(initial=-1) < limit:
         return fig
     end = float(events.loc[(mb >= 0) & (mb < limit), "end_s"].max())
-    scale = float(np.nanmax([np.max(np.asarray(t.base, float) + np.asarray(t.x, float)) for t in fig.data
+    out = figure_copy(fig)
+    scale = float(np.nanmax([np.max(np.asarray(t.base, float) + np.asarray(t.x, float)) for t in out.data
                              if t.base is not None and len(t.x)])) / float(events["end_s"].max())
-    out = go.Figure(fig)
     out.update_xaxes(range=[0, end * scale])
     first, *rest = (out.layout.title.text or "").split("<br>", 1)      # on the title's first line, not its note's
     out.update_layout(title_text="<br>".join([f"{first} (first {limit} micro-batches; pan for more)", *rest]))

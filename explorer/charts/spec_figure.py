@@ -62,3 +62,11 @@ class SpecFigure(go.Figure):
     def unvalidated_spec(self) -> dict | None:
         """The specification while the figure is not built (else None: read the figure). Never changed."""
         return self.__dict__.get(_SPEC)
+
+
+def figure_copy(fig) -> go.Figure:
+    """A go.Figure copy of `fig` (a figure or a SpecFigure) to edit; an unbuilt SpecFigure stays unbuilt (the copy is
+    built from its specification), so that a figure in a cache every session shares keeps its wire form
+    (explorer/charts/wire.py WIRED) when one session zooms, animates or projects it."""
+    spec = fig.unvalidated_spec() if isinstance(fig, SpecFigure) else None
+    return go.Figure(_containers(spec)) if spec is not None else go.Figure(fig)
