@@ -11,12 +11,11 @@ from dataclasses import dataclass
 import streamlit as st
 
 from explorer.facade import Cluster, ExplorerError, ModelSpec, Strategy, evaluate
-from explorer.facade import timeline
 from explorer.facade import breakdown_bar, comm_figure, memory_figure
-from explorer.facade import breakdown_table, comm_table, memory_table, microstep_figure, superstep_figure
+from explorer.facade import breakdown_table, comm_table, memory_table
 from explorer.facade import attention_curve_figure, graph_figure
 from explorer.facade import explanation, symbol_values
-from explorer.facade import fallback_strategy, presets_in
+from explorer.facade import fallback_strategy, presets_in, timeline_in
 from explorer.facade import plan_of, schedule_is_chunked
 from explorer.facade import band_text, evidence, mfu_warning  # noqa: F401  (pages read band_text here too)
 from explorer.facade import sensitivity_or_reason
@@ -191,14 +190,8 @@ def _large_superstep(model, strategy, cluster, schedule: str) -> dict:
 
 
 def _superstep(model, strategy, cluster, schedule: str) -> dict:
-    result = evaluate(model, strategy, cluster)
-    events = timeline.superstep_events(model, strategy, cluster, schedule=schedule, result=result)
-    try:
-        figure, refusal = superstep_figure(events, f"Super-step: one iteration ({schedule})"), None
-    except ExplorerError as err:            # more bars than one figure draws (MAX_GANTT_BARS)
-        figure, refusal = None, str(err)
-    return {"events": events, "figure": figure, "figure_refusal": refusal,
-            "agreement": timeline.compare(events, result, schedule, strategy.schedule)}
+    """explorer.facade.superstep_view, built in the worker pool when a worker is free (timeline_in), else here."""
+    return timeline_in(jobs.pool_or_none(), "superstep", model, strategy, cluster, schedule=schedule)
 
 
 def superstep_or_refusal(model, strategy, cluster, schedule: str) -> tuple:
@@ -213,9 +206,8 @@ def superstep_or_refusal(model, strategy, cluster, schedule: str) -> tuple:
 
 @st.cache_resource(hash_funcs=BY_REPR, max_entries=32, show_spinner=SPINNER["microstep"])   # t x ~40 events each
 def microstep(model, strategy, cluster, layer: int, op) -> dict:
-    events = timeline.microstep_events(model, strategy, cluster, layer=layer, op=op)
-    what = f"layer {layer}" + (f", operator {op}" if op else "")
-    return {"events": events, "figure": microstep_figure(events, f"Micro-steps: {what}, one micro-batch")}
+    """explorer.facade.microstep_view, built in the worker pool when a worker is free (timeline_in), else here."""
+    return timeline_in(jobs.pool_or_none(), "microstep", model, strategy, cluster, layer=layer, op=op)
 
 
 @st.cache_resource(hash_funcs=BY_REPR, max_entries=16, show_spinner=False)

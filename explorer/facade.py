@@ -198,12 +198,12 @@ from explorer.runtime.jobs import image_request, reference_run_request, search_r
 from explorer.runtime.jobs import search_result_from_dict, slide_request                # noqa: E402
 
 from explorer.cost.cold import compile_elsewhere                                       # noqa: E402
-from explorer.runtime.offload import compiles_in, explains_in, presets_in             # noqa: E402
+from explorer.runtime.offload import compiles_in, explains_in, presets_in, timeline_in  # noqa: E402
 from explorer.runtime.explanation import explain_elsewhere, explanation               # noqa: E402
 
 __all__ += ["WORKERS_ENV", "Job", "WorkerPool", "image_request", "reference_run_request", "search_request",
             "search_result_from_dict", "slide_request", "compile_elsewhere", "compiles_in", "explains_in", "presets_in",
-            "explain_elsewhere", "explanation"]
+            "timeline_in", "explain_elsewhere", "explanation"]
 # ---- what a prediction depends on (issue 28 item 2): elasticities to the cluster's constants ----
 from explorer.charts.sensitivity import tornado_figure                                # noqa: E402
 from explorer.validation.sensitivity import sensitivity, sensitivity_or_reason, sensitivity_text  # noqa: E402

@@ -11,6 +11,7 @@ from app_util import errors, open_page
 from explorer import Strategy, evaluate, load_cluster, load_model
 from explorer.cost import cold
 from explorer.cost.cold import compile_elsewhere
+from explorer.errors import ExplorerError
 from explorer.limits import WorkCancelled, work_budget
 from explorer.cost.numeric import structure_key
 from explorer.runtime.jobs import JOBS, SELFTEST_JOBS, compile_request, same_key
@@ -322,4 +323,47 @@ def test_presets_are_built_here_when_the_cluster_does_not_survive_plain_data(poo
     assert sent == []
     monkeypatch.setattr(offload.cache, "directory", lambda: None)           # no disk cache: built here too
     assert offload.presets_in(pool, model, cluster, 16, 64, 1) == strategy_presets(model, cluster, 16, 64, 1)
+    assert sent == []
+
+
+def test_a_strategys_timelines_are_built_in_a_worker_as_they_are_built_here(pool):
+    """The Timelines page's super-step and micro-step views of a new strategy come from the "superstep" and
+    "microstep" jobs: the same events, figure and agreement as built here, with no timeline built in this process;
+    a timeline beyond the limits gives the library's message; without a pool they are built here."""
+    import plotly.io as pio
+    from explorer.charts.timeline_views import microstep_view, superstep_view
+    from explorer.charts.wire import wire_figure
+    from explorer.runtime.jobs import timeline_request
+    from explorer.runtime.offload import timeline_in
+    model, cluster = unseen(14), load_cluster("dgx-a100-80gb")
+    for level, kwargs, build in (("superstep", {"schedule": "interleaved"}, superstep_view),
+                                 ("microstep", {"layer": 2, "op": None}, microstep_view)):
+        there = measure(timeline_in, pool, level, model, STRATEGY, cluster, **kwargs)
+        assert there.error is None, there.error
+        built = [f for f in there.by_function if f.startswith(("timeline/superstep.py", "timeline/microstep.py",
+                                                                "charts/gantt.py", "cost/evaluation.py"))]
+        assert built == [], built                    # only the events' DataFrame is made here (events.py to_frame)
+        assert pool.job(structure_owner(timeline_request(model, STRATEGY, cluster, **kwargs)), level) is None
+        here = build(model, STRATEGY, cluster, **kwargs)
+        assert there.value["events"].equals(here["events"])
+        assert pio.to_json(wire_figure(there.value["figure"]).to_dict(), validate=False) == \
+            pio.to_json(wire_figure(here["figure"]).to_dict(), validate=False)
+        assert there.value.get("agreement") == here.get("agreement")
+        assert timeline_in(None, level, model, STRATEGY, cluster, **kwargs)["events"].equals(here["events"])
+    huge = Strategy(dp=1, tp=1, pp=8, micro_batch=1, global_batch=2 ** 16)
+    with pytest.raises(ExplorerError, match="MAX_TIMELINE_EVENTS"):
+        timeline_in(pool, "superstep", model, huge, cluster, schedule="1f1b")
+
+
+def test_timelines_are_built_here_when_the_configuration_does_not_survive_plain_data(pool, monkeypatch):
+    from explorer.runtime import offload
+    model, cluster = unseen(15), load_cluster("dgx-a100-80gb")
+    sent = []
+    monkeypatch.setattr(offload, "result_in_pool", lambda *a, **k: sent.append(a))
+    precise = dataclasses.replace(cluster, device=dataclasses.replace(
+        cluster.device, memory_bytes=cluster.device.memory_bytes + 1e-3))     # 13+ significant digits
+    assert len(offload.timeline_in(pool, "microstep", model, STRATEGY, precise, layer=0, op=None)["events"])
+    assert sent == []
+    monkeypatch.setattr(offload.cache, "directory", lambda: None)           # no disk cache: built here too
+    assert len(offload.timeline_in(pool, "superstep", model, STRATEGY, cluster, schedule="interleaved")["events"])
     assert sent == []

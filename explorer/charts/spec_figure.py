@@ -19,18 +19,26 @@ from __future__ import annotations
 
 import threading
 
+import orjson
 import plotly.graph_objects as go
 
 _SPEC, _LOCK = "_spec", "_spec_lock"
 WIRED = "_wired"        # the wire form made of the specification (explorer/charts/wire.py), dropped when it is built
 
 
+class JSONText(bytes):
+    """A value of a specification kept as its JSON text (a worker's figure: explorer/charts/wire.py
+    figure_from_wire): sent as it is, parsed only when the figure is built or copied."""
+
+
 def _containers(value):
-    """`value` with fresh dicts and lists all the way down (arrays and other values shared)."""
+    """`value` with fresh dicts and lists all the way down (arrays and other values shared; JSONText parsed)."""
     if isinstance(value, dict):
         return {k: _containers(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [_containers(v) for v in value]
+    if isinstance(value, JSONText):
+        return orjson.loads(bytes(value))
     return value
 
 

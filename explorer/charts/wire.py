@@ -19,13 +19,17 @@ draws, with plotly's typed arrays read as the numbers they stand for).
 """
 from __future__ import annotations
 
+import base64
+
 import numpy as np
+import orjson
 import pandas as pd
 import plotly.graph_objects as go
 import plotly.io as pio
 from _plotly_utils.utils import is_skipped_key, to_typed_array_spec
 
-from explorer.charts.spec_figure import WIRED, SpecFigure
+from explorer.charts.spec_figure import WIRED, JSONText, SpecFigure
+from explorer.errors import ExplorerError
 
 NUMERIC_KINDS, TEXT_KINDS = "biuf", "OUS"
 """numpy dtype kinds plotly sends as base64 typed arrays, and those it sends as lists; an array of any other kind
@@ -37,6 +41,8 @@ def _leaf(value, typed: bool):
     `convert_to_base64` reaches), text as a list; a pandas column as its numpy array."""
     if isinstance(value, (pd.Series, pd.Index)):
         value = value.to_numpy()
+    if isinstance(value, JSONText):            # already JSON (a worker's figure): orjson writes it as it is
+        return orjson.Fragment(bytes(value))
     if isinstance(value, np.ndarray):
         if value.dtype.kind in TEXT_KINDS:
             return value.tolist()
@@ -59,23 +65,40 @@ def _plain(value, typed: bool = True):
     return _leaf(value, typed)
 
 
+MAX_NAMED_TEMPLATES = 16
+_NAMED: dict = {}
+"""A named template's JSON, made once per registered Template object ((name, id) -> dict; a few names at most):
+plotly's to_plotly_json deep-copies the whole theme, 2.8 ms for Streamlit's, on every figure sent. A wire is
+never changed (WireFigure), so its figures may share the one dict."""
+
+
 def _template(given) -> dict | None:
     """What validation puts in layout.template: the given template (a name or a Template), else
     plotly.io.templates.default (Streamlit sets its theme there)."""
     template = pio.templates.default if given is None else given
     if template is None or isinstance(template, dict):
         return template
-    return (template if isinstance(template, go.layout.Template) else pio.templates[template]).to_plotly_json()
+    if isinstance(template, go.layout.Template):
+        return template.to_plotly_json()
+    registered = pio.templates[template]
+    key = (template, id(registered))
+    if key not in _NAMED:
+        if len(_NAMED) >= MAX_NAMED_TEMPLATES:      # templates registered again and again: start afresh
+            _NAMED.clear()
+        _NAMED[key] = registered.to_plotly_json()
+    return _NAMED[key]
 
 
-def wire_spec(fig: go.Figure | dict) -> dict:
+def wire_spec(fig: go.Figure | dict, default_template: bool = True) -> dict:
     """`fig.to_dict()`, the same figure (plotly's typed arrays where `to_dict` has them or where validation would
     have kept a column of numbers as objects), without deep-copying arrays (nor validating a SpecFigure or a
-    figure's dictionary: what `st.plotly_chart` would validate first)."""
+    figure's dictionary: what `st.plotly_chart` would validate first). `default_template` False: a specification
+    that names no template gets none (portable_wire)."""
     given = fig if isinstance(fig, dict) else fig.unvalidated_spec() if isinstance(fig, SpecFigure) else None
     if given is not None:
         layout = dict(given.get("layout") or {})
-        template = _template(layout.pop("template", None))
+        named = layout.pop("template", None)
+        template = _template(named) if named is not None or default_template else None
         spec = {"data": _plain(list(given.get("data") or ())), "layout": _plain(layout)}
         if template is not None:
             spec["layout"]["template"] = template           # plain values only: nothing in it to convert
@@ -123,3 +146,66 @@ def wire_figure(fig: go.Figure | dict) -> WireFigure:
             wired = fig.__dict__[WIRED] = WireFigure(wire_spec(fig))
         return wired
     return WireFigure(wire_spec(fig))
+
+
+# A figure built in another process (a worker's timeline: explorer/charts/timeline_views.py) travels as its wire
+# specification, which is plain data, less the template plotly fills in by default: pio.templates.default is
+# Streamlit's theme in the server and plotly's own in a worker.
+TYPED_ARRAY_KEYS = ({"dtype", "bdata"}, {"dtype", "bdata", "shape"})
+TYPED_DTYPES = {"i1": "int8", "u1": "uint8", "i2": "int16", "u2": "uint16", "i4": "int32", "u4": "uint32",
+                "f4": "float32", "f8": "float64"}
+"""plotly's typed array codes (_plotly_utils.utils plotlyjsShortTypes) and the numpy dtypes they stand for."""
+
+
+JSON_KEY = "json"           # {JSON_KEY: bytes}: a value of a portable wire sent as its JSON text
+JSON_AT_LEAST = 32          # lists at least this long travel as JSON text (a Gantt's labels and hover data)
+
+
+def portable_wire(fig: SpecFigure) -> dict:
+    """An unbuilt SpecFigure's wire specification as plain data another process can draw (figure_from_wire): the
+    template it names, none where it names none; each trace's long lists (text, hover data) as their JSON text,
+    {JSON_KEY: bytes}, which the other process sends as they are (a 5,900-bar Gantt: ~70,000 strings and numbers
+    it would otherwise unpickle and encode again). ExplorerError for a built figure (its template is this process's
+    default already)."""
+    if not isinstance(fig, SpecFigure) or fig.unvalidated_spec() is None:
+        raise ExplorerError("only a figure given by its specification travels to another process")
+    wire = wire_spec(fig, default_template=False)
+    wire["data"] = [{k: {JSON_KEY: orjson.dumps(v)} if isinstance(v, list) and len(v) >= JSON_AT_LEAST else v
+                     for k, v in trace.items()} for trace in wire["data"]]
+    return wire
+
+
+def _decoded(value, wired: bool):
+    """A portable wire's dicts afresh: its JSON texts as orjson Fragments (`wired`: what is sent) or as JSONText
+    (the specification: parsed when the figure is built), its typed arrays kept (`wired`) or as numpy arrays (plotly
+    validates typed arrays as opaque dicts, and a page that edits the figure reads its numbers)."""
+    if isinstance(value, dict):
+        if set(value) == {JSON_KEY} and isinstance(value[JSON_KEY], bytes):
+            return orjson.Fragment(value[JSON_KEY]) if wired else JSONText(value[JSON_KEY])
+        if set(value) in TYPED_ARRAY_KEYS and value["dtype"] in TYPED_DTYPES and isinstance(value["bdata"], str):
+            if wired:
+                return value
+            array = np.frombuffer(base64.b64decode(value["bdata"]), dtype=TYPED_DTYPES[value["dtype"]])
+            if "shape" in value:
+                array = array.reshape([int(n) for n in str(value["shape"]).split(",")])
+            return array
+        return {k: _decoded(v, wired) for k, v in value.items()}
+    if isinstance(value, list) and value and isinstance(value[0], dict):     # traces, annotations, shapes
+        return [_decoded(v, wired) for v in value]
+    return value            # a list of values (text, hover data): no typed array is inside one; shared, never changed
+
+
+def figure_from_wire(wire: dict) -> SpecFigure:
+    """The figure a portable_wire specification stands for, unbuilt, with this process's default template; it is
+    sent as it came (WIRED), and built from the decoded specification only when something reads it as a figure."""
+    if not isinstance(wire, dict) or not isinstance(wire.get("data"), list) or not isinstance(wire.get("layout"),
+                                                                                               dict):
+        raise ExplorerError("a figure's specification came back malformed")
+    fig = SpecFigure(_decoded(wire, wired=False))
+    sent = _decoded(wire, wired=True)
+    if "template" not in sent["layout"]:
+        template = _template(None)
+        if template is not None:
+            sent["layout"]["template"] = template
+    fig.__dict__[WIRED] = WireFigure(sent)
+    return fig

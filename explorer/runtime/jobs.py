@@ -18,6 +18,7 @@ from typing import Callable
 
 import plotly.io as pio
 
+from explorer.charts.timeline_views import microstep_view, superstep_view, view_to_plain
 from explorer.cost import cache
 from explorer.cost.evaluate import Result, evaluate
 from explorer.cost.numeric import structure_key
@@ -183,6 +184,33 @@ def presets_from_plain(rows: list) -> dict:
             for name, description, strategy, reason in rows}
 
 
+def superstep_job(model: dict, strategy: dict, cluster: dict, schedule: str) -> dict:
+    """The Timelines page's super-step view of a strategy (explorer/charts/timeline_views.py superstep_view) as plain
+    data; a timeline beyond the limits gives {"error": its message} (the page says it; nothing to build again)."""
+    return _view(superstep_view, model, strategy, cluster, schedule=str(schedule))
+
+
+def microstep_job(model: dict, strategy: dict, cluster: dict, layer: int, op: str | None = None) -> dict:
+    """The Timelines page's micro-step view of one layer (or operator) as plain data (timeline_views.microstep_view)."""
+    return _view(microstep_view, model, strategy, cluster, layer=int(layer), op=None if op is None else str(op))
+
+
+def _view(build, model: dict, strategy: dict, cluster: dict, **kwargs) -> dict:
+    try:
+        view = build(model_from_dict(model), strategy_from_dict(strategy), cluster_from_dict(cluster), **kwargs)
+    except WorkCancelled:
+        raise
+    except ExplorerError as err:
+        return {"error": str(err)}
+    return view_to_plain(view)
+
+
+def timeline_request(model, strategy, cluster, **kwargs) -> dict:
+    """The plain-data arguments of a "superstep" (kwargs: schedule) or "microstep" (layer, op) job."""
+    return as_json({"model": model.to_dict(), "strategy": strategy_to_dict(strategy),
+                    "cluster": cluster_to_dict(cluster), **kwargs})
+
+
 def as_json(value):
     """`value` as JSON would carry it (tuples become lists): what the *_from_dict readers of files accept."""
     return json.loads(json.dumps(value))
@@ -220,6 +248,8 @@ JOBS = {"search": (search_job, "the search"), "image": (image_job, "the image"),
         "compile": (compile_job, "the first compile of this model structure"),
         "explain": (explain_job, "the formulas of this strategy"),
         "presets": (presets_job, "the presets of this model"),
+        "superstep": (superstep_job, "the super-step timeline"),
+        "microstep": (microstep_job, "the micro-step timeline"),
         "slide": (slide_job, "the slide"), "reference_run": (reference_run_job, "the reference run")}
 """The allowlist: job name -> (function, what it is called in messages). Only these run in a worker."""
 SELFTEST_JOBS = {"pid": (pid_job, "the pid job"), "spin": (spin_job, "the spin job"),

@@ -23,6 +23,8 @@ on), then loads the stored tree.
 * **and presets**: `presets_in(pool, ...)` builds the Strategy page's presets of a model (the "presets" job: a
   dozen or more evaluations and the first compiles of the structures they try) and returns them
   (`result_in_pool`: any job whose result the page needs, owned by its arguments);
+* **and timelines**: `timeline_in(pool, "superstep" | "microstep", ...)` has the Timelines page's events and Gantt
+  of a strategy built there (explorer/charts/timeline_views.py: plain data back, the figure in its wire form);
 * **the same tree or none**: the job stores the tree under the caller's key text when its own key text names
   the same tree (explorer.runtime.jobs.same_key: equal numbers written alike) and returns the key it stored
   under; a different key (an object that did not survive plain data), a tree too large for the disk cache, a
@@ -40,11 +42,14 @@ from explorer.io.clusters import cluster_from_dict
 from explorer.io.models import model_from_dict
 from explorer.io.presets import strategy_presets
 from explorer.limits import spend
-from explorer.runtime.jobs import compile_request, presets_from_plain, presets_request
+from explorer.charts.timeline_views import microstep_view, superstep_view, view_from_plain
+from explorer.io.strategies import strategy_from_dict
+from explorer.runtime.jobs import compile_request, presets_from_plain, presets_request, timeline_request
 
 COMPILE_KIND = "compile"
 EXPLAIN_KIND = "explain"            # the job kind of a strategy's formulas (explorer/runtime/explanation.py)
 PRESETS_KIND = "presets"            # the job kind of a model's presets (the Strategy page)
+TIMELINE_KINDS = {"superstep": "superstep", "microstep": "microstep"}   # job name -> its kind (the Timelines page)
 STRUCTURE_OWNER = "structure:"      # + a digest of a job's arguments: the owner of a shared job (compile, ...)
 WAIT_STEP_S = 0.05                  # how often a waiting page run checks whether its session still wants it
 _LOCK = threading.Lock()            # one check-then-submit at a time (two sessions, one structure: one job)
@@ -122,6 +127,34 @@ def presets_in(pool, model, cluster, gpus: int, global_batch: int, micro_batch: 
             except ExplorerError:
                 pass                        # not what the job returns: built here
     return strategy_presets(model, cluster, gpus, global_batch, micro_batch)
+
+
+def _travels(model, strategy, cluster, request: dict) -> bool:
+    """Do the model, strategy and cluster come back equal from the plain data of `request` (else a worker would
+    cost another configuration: a cluster file keeps 12 significant digits)?"""
+    return (model_from_dict(request["model"]) == model and strategy_from_dict(request["strategy"]) == strategy
+            and cluster_from_dict(request["cluster"]) == cluster)
+
+
+def timeline_in(pool, level: str, model, strategy, cluster, **kwargs) -> dict:
+    """The Timelines page's view at `level` ("superstep": kwargs schedule; "microstep": layer, op) of a strategy
+    (explorer/charts/timeline_views.py), built by the job of that name in `pool` (result_in_pool) or here: when
+    `pool` is None or synchronous, when no worker is free, when the disk cache is off (a worker would compile the
+    cost tree this process holds already), or when the configuration does not survive plain data. A timeline beyond
+    the limits raises the library's ExplorerError either way."""
+    build = {"superstep": superstep_view, "microstep": microstep_view}[level]
+    if pool is not None and not pool.synchronous and cache.directory() is not None:
+        request = timeline_request(model, strategy, cluster, **kwargs)
+        data = result_in_pool(pool, level, request, TIMELINE_KINDS[level]) \
+            if _travels(model, strategy, cluster, request) else None
+        if isinstance(data, dict) and isinstance(data.get("error"), str):
+            raise ExplorerError(data["error"])
+        if data is not None:
+            try:
+                return view_from_plain(data)
+            except ExplorerError:
+                pass                        # not what the job returns: built here
+    return build(model, strategy, cluster, **kwargs)
 
 
 def explains_in(pool, on_wait=None):
