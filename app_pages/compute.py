@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import streamlit as st
 
-from explorer.facade import Cluster, ExplorerError, ModelSpec, Strategy, evaluate
+from explorer.facade import Cluster, ExplorerError, ModelSpec, Strategy, WorkCancelled, evaluate
 from explorer.facade import breakdown_bar, comm_figure, memory_figure
 from explorer.facade import breakdown_table, comm_table, memory_table
 from explorer.facade import attention_curve_figure, graph_figure
@@ -200,6 +200,8 @@ def superstep_or_refusal(model, strategy, cluster, schedule: str) -> tuple:
     (and "figure_refusal" says why) when the events are more than one Gantt draws (MAX_GANTT_BARS)."""
     try:
         return superstep(model, strategy, cluster, schedule), None
+    except WorkCancelled:
+        raise                               # the session left or reran: nothing to say (app.py stops the run)
     except ExplorerError as err:
         return None, str(err)
 

@@ -28,3 +28,17 @@ def test_zero_bubble_schedule_and_microstep_of_one_operator():
     assert "layer 3, operator fc1" in spec["layout"]["title"]["text"]
     rows = {y for trace in spec["data"] for y in trace["y"]}
     assert len(rows) == 8, "one row per device of the t=8 group"
+
+
+def test_a_cancelled_timeline_is_not_shown_as_a_refusal(monkeypatch):
+    """WorkCancelled is an ExplorerError: the Timelines page lets it through (app.py stops the run) instead of
+    showing "No super-step timeline: ... was cancelled" and going on."""
+    import pytest
+    from app_pages import compute
+    from explorer.limits import WorkCancelled
+
+    def cancelled(*args):
+        raise WorkCancelled("this page was cancelled while waiting for the super-step timeline")
+    monkeypatch.setattr(compute, "superstep", cancelled)
+    with pytest.raises(WorkCancelled):
+        compute.superstep_or_refusal(None, None, None, "1f1b")

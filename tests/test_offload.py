@@ -367,3 +367,24 @@ def test_timelines_are_built_here_when_the_configuration_does_not_survive_plain_
     monkeypatch.setattr(offload.cache, "directory", lambda: None)           # no disk cache: built here too
     assert len(offload.timeline_in(pool, "superstep", model, STRATEGY, cluster, schedule="interleaved")["events"])
     assert sent == []
+
+
+def test_a_timeline_wait_stops_when_its_session_has_left_and_the_job_is_cancelled(pool, monkeypatch):
+    """A page run whose session left stops waiting for its timeline at its next step (WorkCancelled, which the
+    Timelines page lets through: app_pages/compute.py superstep_or_refusal) and nobody waits for the job: cancelled."""
+    from explorer.runtime.offload import timeline_in
+    from explorer.runtime.jobs import timeline_request
+    model, cluster = unseen(16), load_cluster("dgx-a100-80gb")
+    long = Strategy(dp=1, tp=1, pp=8, micro_batch=1, global_batch=1024)      # ~10^5 events: a second's work
+    evaluate(model, long, cluster)                                           # its tree here (and on disk)
+    submitted, submit = [], pool.submit
+    monkeypatch.setattr(pool, "submit", lambda *a, **k: submitted.append(submit(*a, **k)) or submitted[-1])
+    left = threading.Event()
+    left.set()
+    with work_budget("this page", should_stop=left.is_set):
+        with pytest.raises(WorkCancelled, match="super-step timeline"):
+            timeline_in(pool, "superstep", model, long, cluster, schedule="1f1b")
+    assert len(submitted) == 1 and submitted[0].name == "superstep"
+    assert wait_until(lambda: submitted[0].finished, JOB_WAIT_S) and submitted[0].state == "cancelled"
+    owner = structure_owner(timeline_request(model, long, cluster, schedule="1f1b"))
+    assert pool.job(owner, "superstep") is None

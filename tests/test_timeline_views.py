@@ -14,7 +14,7 @@ from explorer.charts.spec_figure import WIRED, SpecFigure
 from explorer.charts.timeline_views import microstep_view, superstep_view, view_from_plain, view_to_plain
 from explorer.charts.wire import figure_from_wire, portable_wire, wire_figure
 from explorer.errors import ExplorerError
-from explorer.runtime.jobs import microstep_job, plain, superstep_job, timeline_request
+from explorer.runtime.jobs import microstep_job, plain, run_job, superstep_job, timeline_request
 
 MODEL, CLUSTER = load_model("gpt-1.7b"), load_cluster("dgx-a100-80gb")
 INTERLEAVED = Strategy(dp=2, tp=2, pp=4, micro_batch=1, global_batch=16, schedule="interleaved", chunks=2,
@@ -43,12 +43,14 @@ def wired(fig) -> str:
 def test_a_view_comes_back_the_same(view):
     here = view()
     back = travelled(here)
+    assert isinstance(back["figure"], SpecFigure) and WIRED in back["figure"].__dict__   # sent as it came
     assert back["events"].equals(here["events"]) and list(back["events"].dtypes) == list(here["events"].dtypes)
     assert set(back) == set(here)
     assert {k: back[k] for k in here if k not in ("events", "figure")} == \
            {k: here[k] for k in here if k not in ("events", "figure")}
-    assert wired(back["figure"]) == wired(here["figure"])            # sent as it would have been sent
-    assert isinstance(back["figure"], SpecFigure) and WIRED in back["figure"].__dict__   # not wired again
+    sent = back["figure"].__dict__[WIRED]
+    assert wired(back["figure"]) == wired(here["figure"])            # the JSON a locally built one sends
+    assert wire_figure(back["figure"]) is sent                       # not wired again
     assert pio.to_json(back["figure"]) == pio.to_json(here["figure"])  # and the same figure once built
 
 
@@ -83,10 +85,18 @@ def test_the_jobs_give_the_views_and_a_timeline_beyond_the_limits_its_message():
     micro = view_from_plain(microstep_job(**timeline_request(MODEL, INTERLEAVED, CLUSTER, layer=1, op=None)))
     assert micro["events"].equals(microstep_view(MODEL, INTERLEAVED, CLUSTER, 1, None)["events"])
     huge = Strategy(dp=1, tp=1, pp=8, micro_batch=1, global_batch=2 ** 16)      # 2 m p = 1.0 M passes
-    refused = superstep_job(**timeline_request(MODEL, huge, CLUSTER, schedule="1f1b"))
-    assert set(refused) == {"error"} and "MAX_TIMELINE_EVENTS" in refused["error"]
+    state, message = run_job("superstep", timeline_request(MODEL, huge, CLUSTER, schedule="1f1b"))
+    assert state == "failed" and "MAX_TIMELINE_EVENTS" in message      # one line, as the page would say it
     with pytest.raises(ExplorerError, match="MAX_TIMELINE_EVENTS"):
         superstep_view(MODEL, huge, CLUSTER, "1f1b")
+
+
+def _json_texts(data: dict) -> list:
+    return [v for trace in data["wire"]["data"] for v in trace.values() if isinstance(v, dict) and "json" in v]
+
+
+def _typed(data: dict) -> list:
+    return [v for trace in data["wire"]["data"] for v in trace.values() if isinstance(v, dict) and "bdata" in v]
 
 
 @pytest.mark.parametrize("change, message", [
@@ -98,19 +108,62 @@ def test_the_jobs_give_the_views_and_a_timeline_beyond_the_limits_its_message():
     (lambda d: d["columns"]["kind"].update(values=[1, 2]), "malformed"),
     (lambda d: d.update(rows=10 ** 6), "rows"),
     (lambda d: d.update(extra={"agreement": {}, "exec": "x"}), "malformed"),
+    (lambda d: d["extra"].pop("agreement"), "malformed"),
+    (lambda d: d["extra"].update(agreement="x"), "malformed"),
     (lambda d: d.update(wire={"data": "x", "layout": {}}), "malformed"),
+    (lambda d: d["wire"]["data"].append("not a trace"), "malformed"),
+    (lambda d: _typed(d)[0].update(bdata="not base64!"), "figure came back malformed"),
+    (lambda d: _typed(d)[0].update(shape="3, 1000001"), "figure came back malformed"),
+    (lambda d: _json_texts(d)[0].update(json=b'{"a": 1}'), "JSON text"),
+    (lambda d: _json_texts(d)[0].update(json="[1]"), "JSON text"),
 ])
 def test_a_view_that_came_back_malformed_is_refused_in_one_line(change, message):
-    data = pickle.loads(pickle.dumps(view_to_plain(microstep_view(MODEL, INTERLEAVED, CLUSTER, 0, None))))
+    data = pickle.loads(pickle.dumps(view_to_plain(superstep_view(MODEL, INTERLEAVED, CLUSTER, "interleaved"))))
+    assert _json_texts(data) and _typed(data)
     change(data)
     with pytest.raises(ExplorerError, match=message):
         view_from_plain(data)
 
 
+REAL = view_to_plain(superstep_view(MODEL, INTERLEAVED, CLUSTER, "interleaved"))
+PLAIN_VALUES = hs.recursive(hs.none() | hs.booleans() | hs.integers() | hs.floats() | hs.text(max_size=5)
+                            | hs.binary(max_size=8),
+                            lambda inner: hs.lists(inner, max_size=4) | hs.dictionaries(hs.text(max_size=8), inner,
+                                                                                         max_size=4), max_leaves=20)
+
+
+def _slots(value, path=()):
+    """Every (path) inside a view's plain data where a value sits."""
+    yield path
+    if isinstance(value, dict):
+        for k, v in value.items():
+            yield from _slots(v, path + (k,))
+    elif isinstance(value, list):
+        for i, v in enumerate(value[:3]):
+            yield from _slots(v, path + (i,))
+
+
+SLOTS = list(_slots(REAL))[1:]
+
+
+@settings(max_examples=150, deadline=None)
+@given(hs.sampled_from(SLOTS), PLAIN_VALUES)
+def test_a_view_with_any_one_value_replaced_is_refused_in_one_line_or_read(path, value):
+    """Any one value of a real view replaced by any plain value: view_from_plain refuses it with an ExplorerError
+    or returns a view; never another exception (a traceback on the page)."""
+    data = pickle.loads(pickle.dumps(REAL))
+    holder = data
+    for key in path[:-1]:
+        holder = holder[key]
+    holder[path[-1]] = value
+    try:
+        view_from_plain(data)
+    except ExplorerError:
+        pass
+
+
 @settings(max_examples=60, deadline=None)
-@given(hs.recursive(hs.none() | hs.booleans() | hs.integers() | hs.text(max_size=5) | hs.binary(max_size=8),
-                    lambda inner: hs.lists(inner, max_size=4) | hs.dictionaries(hs.text(max_size=8), inner,
-                                                                                 max_size=4), max_leaves=20))
+@given(PLAIN_VALUES)
 def test_anything_else_is_refused_as_malformed_never_a_traceback(data):
     try:
         view_from_plain(data)

@@ -19,6 +19,7 @@ from explorer.charts.gantt import microstep_figure, superstep_figure
 from explorer.charts.wire import figure_from_wire, portable_wire
 from explorer.cost.checked import evaluate_checked
 from explorer.errors import ExplorerError
+from explorer.limits import spend
 from explorer.timeline.agreement import compare
 from explorer.timeline.events import COLUMNS, TYPES, EventTable
 from explorer.timeline.microstep import microstep_events
@@ -33,6 +34,7 @@ def superstep_view(model, strategy, cluster, schedule: str) -> dict:
     agreement with the cost model; ExplorerError when the timeline is beyond explorer/limits.py MAX_TIMELINE_EVENTS."""
     result = evaluate_checked(model, strategy, cluster)
     events = superstep_events(model, strategy, cluster, schedule=schedule, result=result)
+    spend("drawing the super-step timeline")      # a cancelled job stops here, not CANCEL_GRACE_S later
     try:
         figure, refusal = superstep_figure(events, f"Super-step: one iteration ({schedule})"), None
     except ExplorerError as err:            # more bars than one figure draws (MAX_GANTT_BARS)
@@ -45,11 +47,13 @@ def microstep_view(model, strategy, cluster, layer: int, op: str | None) -> dict
     """Layer `layer`'s (or its operator `op`'s) forward and backward on its operator-parallel group: the events
     and their Gantt."""
     events = microstep_events(model, strategy, cluster, layer=layer, op=op)
+    spend("drawing the micro-step timeline")
     what = f"layer {layer}" + (f", operator {op}" if op else "")
     return {"events": events, "figure": microstep_figure(events, f"Micro-steps: {what}, one micro-batch")}
 
 
 def _column_to_plain(values: np.ndarray) -> dict:
+    spend("sending the timeline")
     if values.dtype != object:
         return {"dtype": values.dtype.str, "bytes": np.ascontiguousarray(values).tobytes()}
     distinct, codes = np.unique(values.astype(str), return_inverse=True)
@@ -100,7 +104,14 @@ def view_from_plain(data) -> dict:
         raise ExplorerError("the timeline came back without its columns")
     table = EventTable({name: _column_from_plain(name, columns[name], data["rows"]) for name in COLUMNS})
     extra = data.get("extra") or {}
-    if not isinstance(extra, dict) or set(extra) - set(EXTRA_KEYS):
+    if not isinstance(extra, dict) or set(extra) not in (set(), set(EXTRA_KEYS)) \
+            or not isinstance(extra.get("agreement", {}), dict) \
+            or not isinstance(extra.get("figure_refusal"), (str, type(None))):
         raise ExplorerError("the timeline came back malformed")
-    return {"events": table.to_frame(),
-            "figure": None if data.get("wire") is None else figure_from_wire(data["wire"]), **extra}
+    try:
+        figure = None if data.get("wire") is None else figure_from_wire(data["wire"])
+    except ExplorerError:
+        raise
+    except (ValueError, TypeError) as err:      # bad base64, a shape that does not fit its numbers
+        raise ExplorerError(f"the timeline's figure came back malformed ({type(err).__name__})") from None
+    return {"events": table.to_frame(), "figure": figure, **extra}

@@ -82,11 +82,12 @@ def _template(given) -> dict | None:
         return template.to_plotly_json()
     registered = pio.templates[template]
     key = (template, id(registered))
-    if key not in _NAMED:
-        if len(_NAMED) >= MAX_NAMED_TEMPLATES:      # templates registered again and again: start afresh
+    made = _NAMED.get(key)
+    if made is None:
+        if len(_NAMED) >= MAX_NAMED_TEMPLATES:      # templates made again and again ("a+b" merges): start afresh
             _NAMED.clear()
-        _NAMED[key] = registered.to_plotly_json()
-    return _NAMED[key]
+        made = _NAMED[key] = registered.to_plotly_json()
+    return made
 
 
 def wire_spec(fig: go.Figure | dict, default_template: bool = True) -> dict:
@@ -180,8 +181,11 @@ def _decoded(value, wired: bool):
     (the specification: parsed when the figure is built), its typed arrays kept (`wired`) or as numpy arrays (plotly
     validates typed arrays as opaque dicts, and a page that edits the figure reads its numbers)."""
     if isinstance(value, dict):
-        if set(value) == {JSON_KEY} and isinstance(value[JSON_KEY], bytes):
-            return orjson.Fragment(value[JSON_KEY]) if wired else JSONText(value[JSON_KEY])
+        if set(value) == {JSON_KEY}:
+            text = value[JSON_KEY]
+            if not isinstance(text, bytes) or text[:1] != b"[" or text[-1:] != b"]":   # portable_wire's lists only
+                raise ExplorerError("a figure's specification came back malformed (a value's JSON text)")
+            return orjson.Fragment(text) if wired else JSONText(text)
         if set(value) in TYPED_ARRAY_KEYS and value["dtype"] in TYPED_DTYPES and isinstance(value["bdata"], str):
             if wired:
                 return value
@@ -198,8 +202,8 @@ def _decoded(value, wired: bool):
 def figure_from_wire(wire: dict) -> SpecFigure:
     """The figure a portable_wire specification stands for, unbuilt, with this process's default template; it is
     sent as it came (WIRED), and built from the decoded specification only when something reads it as a figure."""
-    if not isinstance(wire, dict) or not isinstance(wire.get("data"), list) or not isinstance(wire.get("layout"),
-                                                                                               dict):
+    if not isinstance(wire, dict) or not isinstance(wire.get("data"), list) \
+            or not all(isinstance(trace, dict) for trace in wire["data"]) or not isinstance(wire.get("layout"), dict):
         raise ExplorerError("a figure's specification came back malformed")
     fig = SpecFigure(_decoded(wire, wired=False))
     sent = _decoded(wire, wired=True)

@@ -165,9 +165,18 @@ MAX_STORED_NUMBERS = 200_000
 """Trees with more array entries than this (hundreds of stages) stay in memory only."""
 
 
+def _numbers(tree: NumericTree) -> int:
+    return tree.counts.size + sum(x.size for x in (tree.arrays or {}).values() if isinstance(x, np.ndarray))
+
+
+def tree_is_stored(model, strategy, cluster) -> bool:
+    """Is the strategy's cost tree small enough for the disk cache (MAX_STORED_NUMBERS), where another process loads
+    it instead of compiling it again (explorer/runtime/offload.py)? Its tree is this process's (built if need be)."""
+    return _numbers(numeric_tree(model, strategy, cluster)) <= MAX_STORED_NUMBERS
+
+
 def _tree_entry(tree: NumericTree):
-    numbers = tree.counts.size + sum(x.size for x in (tree.arrays or {}).values() if isinstance(x, np.ndarray))
-    if numbers > MAX_STORED_NUMBERS:
+    if _numbers(tree) > MAX_STORED_NUMBERS:
         return None
     kinds = [[k.degree, list(k.route), source_of(k.fn), list(k.cp_route), list(k.collective_kinds)]
              for k in tree.kinds]

@@ -186,7 +186,8 @@ def presets_from_plain(rows: list) -> dict:
 
 def superstep_job(model: dict, strategy: dict, cluster: dict, schedule: str) -> dict:
     """The Timelines page's super-step view of a strategy (explorer/charts/timeline_views.py superstep_view) as plain
-    data; a timeline beyond the limits gives {"error": its message} (the page says it; nothing to build again)."""
+    data. A timeline beyond the limits fails the job (explorer/runtime/offload.py timeline_in then builds it in the
+    page, which says why)."""
     return _view(superstep_view, model, strategy, cluster, schedule=str(schedule))
 
 
@@ -196,13 +197,8 @@ def microstep_job(model: dict, strategy: dict, cluster: dict, layer: int, op: st
 
 
 def _view(build, model: dict, strategy: dict, cluster: dict, **kwargs) -> dict:
-    try:
-        view = build(model_from_dict(model), strategy_from_dict(strategy), cluster_from_dict(cluster), **kwargs)
-    except WorkCancelled:
-        raise
-    except ExplorerError as err:
-        return {"error": str(err)}
-    return view_to_plain(view)
+    return view_to_plain(build(model_from_dict(model), strategy_from_dict(strategy), cluster_from_dict(cluster),
+                               **kwargs))
 
 
 def timeline_request(model, strategy, cluster, **kwargs) -> dict:

@@ -37,11 +37,12 @@ import json
 import threading
 
 from explorer.cost import cache
+from explorer.cost.cold import tree_is_stored
 from explorer.errors import ExplorerError
 from explorer.io.clusters import cluster_from_dict
 from explorer.io.models import model_from_dict
 from explorer.io.presets import strategy_presets
-from explorer.limits import spend
+from explorer.limits import check_timeline_passes, spend
 from explorer.charts.timeline_views import microstep_view, superstep_view, view_from_plain
 from explorer.io.strategies import strategy_from_dict
 from explorer.runtime.jobs import compile_request, presets_from_plain, presets_request, timeline_request
@@ -131,24 +132,30 @@ def presets_in(pool, model, cluster, gpus: int, global_batch: int, micro_batch: 
 
 def _travels(model, strategy, cluster, request: dict) -> bool:
     """Do the model, strategy and cluster come back equal from the plain data of `request` (else a worker would
-    cost another configuration: a cluster file keeps 12 significant digits)?"""
-    return (model_from_dict(request["model"]) == model and strategy_from_dict(request["strategy"]) == strategy
-            and cluster_from_dict(request["cluster"]) == cluster)
+    cost another configuration: a cluster file keeps 12 significant digits), and does their cost tree reach the
+    disk cache (else a worker would compile again the tree this process holds: hundreds of stages)?"""
+    try:
+        same = (model_from_dict(request["model"]) == model and strategy_from_dict(request["strategy"]) == strategy
+                and cluster_from_dict(request["cluster"]) == cluster)
+    except ExplorerError:
+        return False
+    return same and tree_is_stored(model, strategy, cluster)
 
 
 def timeline_in(pool, level: str, model, strategy, cluster, **kwargs) -> dict:
     """The Timelines page's view at `level` ("superstep": kwargs schedule; "microstep": layer, op) of a strategy
     (explorer/charts/timeline_views.py), built by the job of that name in `pool` (result_in_pool) or here: when
     `pool` is None or synchronous, when no worker is free, when the disk cache is off (a worker would compile the
-    cost tree this process holds already), or when the configuration does not survive plain data. A timeline beyond
-    the limits raises the library's ExplorerError either way."""
+    cost tree this process holds already), when the configuration or its tree does not travel (_travels), or when
+    the job failed (a timeline beyond the limits: the build here says so, in the library's words; the passes' count
+    is checked first, so that the commonest refusal costs nothing here)."""
     build = {"superstep": superstep_view, "microstep": microstep_view}[level]
+    if level == "superstep":
+        check_timeline_passes(strategy)     # 2 m v p beyond MAX_TIMELINE_EVENTS: refused before any work
     if pool is not None and not pool.synchronous and cache.directory() is not None:
         request = timeline_request(model, strategy, cluster, **kwargs)
         data = result_in_pool(pool, level, request, TIMELINE_KINDS[level]) \
             if _travels(model, strategy, cluster, request) else None
-        if isinstance(data, dict) and isinstance(data.get("error"), str):
-            raise ExplorerError(data["error"])
         if data is not None:
             try:
                 return view_from_plain(data)
