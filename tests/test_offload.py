@@ -41,6 +41,13 @@ def unseen(width: int):
 STRATEGY = Strategy(dp=2, tp=2, pp=5, micro_batch=1, global_batch=20, schedule="interleaved", chunks=7)
 
 
+def too_precise(cluster):
+    """`cluster` with a constant of 13+ significant digits: a cluster file keeps 12, so it does not survive plain
+    data (a worker would cost another cluster)."""
+    return dataclasses.replace(cluster, device=dataclasses.replace(cluster.device,
+                                                                   memory_bytes=cluster.device.memory_bytes + 1e-3))
+
+
 def test_a_first_compile_runs_in_a_worker_and_gives_the_same_numbers(pool):
     model, cluster = unseen(1), load_cluster("dgx-a100-80gb")
     asked = []
@@ -317,8 +324,7 @@ def test_presets_are_built_here_when_the_cluster_does_not_survive_plain_data(poo
     model, cluster = unseen(13), load_cluster("dgx-a100-80gb")
     sent = []
     monkeypatch.setattr(offload, "result_in_pool", lambda *a, **k: sent.append(a))
-    precise = dataclasses.replace(cluster, device=dataclasses.replace(
-        cluster.device, memory_bytes=cluster.device.memory_bytes + 1e-3))     # 13+ significant digits
+    precise = too_precise(cluster)
     assert offload.presets_in(pool, model, precise, 16, 64, 1) == strategy_presets(model, precise, 16, 64, 1)
     assert sent == []
     monkeypatch.setattr(offload.cache, "directory", lambda: None)           # no disk cache: built here too
@@ -360,8 +366,7 @@ def test_timelines_are_built_here_when_the_configuration_does_not_survive_plain_
     model, cluster = unseen(15), load_cluster("dgx-a100-80gb")
     sent = []
     monkeypatch.setattr(offload, "result_in_pool", lambda *a, **k: sent.append(a))
-    precise = dataclasses.replace(cluster, device=dataclasses.replace(
-        cluster.device, memory_bytes=cluster.device.memory_bytes + 1e-3))     # 13+ significant digits
+    precise = too_precise(cluster)
     assert len(offload.timeline_in(pool, "microstep", model, STRATEGY, precise, layer=0, op=None)["events"])
     assert sent == []
     monkeypatch.setattr(offload.cache, "directory", lambda: None)           # no disk cache: built here too
