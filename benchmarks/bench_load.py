@@ -1,7 +1,8 @@
 """Many students at once: N concurrent sessions driving the running app over its websocket.
 
 Each session does what a browser does (Streamlit's own protocol: BackMsg rerun
-requests with widget states, ForwardMsg deltas until script_finished): load the
+requests with the value of every widget on the page, as a browser holds them (`browser_value`), ForwardMsg deltas
+until script_finished): load the
 default page (Start here), open the Cost page, change d in the sidebar, open the Strategy page, drag the last layer
 of stage 0 into stage 1 (the sortables component's value), open Timelines, change t.
 Sessions start staggered over `--ramp` seconds and think `--think` seconds between
@@ -45,6 +46,7 @@ from pathlib import Path
 import websockets
 from streamlit.proto.BackMsg_pb2 import BackMsg
 from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+from streamlit.proto.WidgetStates_pb2 import WidgetState
 
 ROOT = Path(__file__).resolve().parents[1]
 ACTIONS = ("load", "open cost", "change d", "open strategy", "drag", "open timelines", "change t")
@@ -62,6 +64,7 @@ class Session:
     def __init__(self, ws):
         self.ws, self.widgets, self.pages, self.page = ws, {}, {}, ""
         self.fragment, self.alerts = "", []      # the running job's polling fragment; alert texts seen
+        self.values, self.shown = {}, set()      # widget id -> its value as the browser holds it; ids on the page
 
     async def poll(self, timeout: float = 120.0) -> float:
         """One auto-rerun of the progress fragment, as the browser sends it every run_every seconds."""
@@ -69,7 +72,7 @@ class Session:
         msg.rerun_script.page_script_hash = self.page
         msg.rerun_script.fragment_id = self.fragment
         msg.rerun_script.is_auto_rerun = True
-        return await self._send(msg, timeout)
+        return await self._send(msg, timeout, page_run=False)
 
     async def rerun(self, changed=None, page: str | None = None, timeout: float = 120.0, query: str = "") -> float:
         msg = BackMsg()
@@ -77,13 +80,19 @@ class Session:
         if page is not None:
             self.page = self.pages[page]
         msg.rerun_script.page_script_hash = self.page
-        for state in changed or []:
-            msg.rerun_script.widget_states.widgets.append(state)
+        changed = list(changed or [])
+        for state in changed:
+            if state.WhichOneof("value") != "trigger_value":    # a click is sent once; a value stays
+                self.values[state.id] = state
+        ids = {state.id for state in changed}
+        msg.rerun_script.widget_states.widgets.extend(
+            changed + [state for ident, state in self.values.items() if ident in self.shown and ident not in ids])
         return await self._send(msg, timeout)
 
-    async def _send(self, msg, timeout: float) -> float:
+    async def _send(self, msg, timeout: float, page_run: bool = True) -> float:
         start = time.perf_counter()
         await self.ws.send(msg.SerializeToString())
+        shown = set()
         while True:
             raw = await asyncio.wait_for(self.ws.recv(), timeout)
             fm = ForwardMsg()
@@ -96,6 +105,10 @@ class Session:
                 ident = getattr(inner, "id", "")
                 if ident:
                     self.widgets[ident.rsplit("-", 1)[-1] if "-w_" in ident else ident] = (ident, inner)
+                    held = browser_value(ident, inner, ident in self.values)
+                    if held is not None:
+                        self.values[ident] = held
+                    shown.add(ident)
                 if which == "exception":
                     raise RuntimeError(f"exception element: {inner.message}")
                 if which == "alert":
@@ -106,6 +119,8 @@ class Session:
             elif kind == "navigation":
                 self.pages = {p.url_pathname or "default": p.page_script_hash for p in fm.navigation.app_pages}
             elif kind == "script_finished" and ForwardMsg.ScriptFinishedStatus.Name(fm.script_finished) != EARLY:
+                if page_run:
+                    self.shown = shown      # the browser forgets the widgets a page run no longer shows
                 return time.perf_counter() - start           # a run that completed, not one cut for a rerun
 
     def widget(self, part: str):
@@ -113,6 +128,49 @@ class Session:
             if part in key:
                 return ident, inner
         raise KeyError(part)
+
+
+def browser_value(ident: str, inner, known: bool):
+    """The value a browser holds for widget `inner` as a page run draws it: the value the script set (`set_value`,
+    sent once, when session state changed it: a link's t, p and B), else, for a widget it has not seen, the
+    widget's default; None: keep what it holds (the user's own choice). Widgets of other kinds (buttons, the
+    drag component) send only when used. A browser sends every value it holds with each rerun; sending only the
+    widget an action changed (before 2026-12-07) let the values a script set fall back to their defaults at the next
+    run: the diverse sessions' own strategies (p 1, B 64) became the default widgets' (p 8, B 1,536)."""
+    kind, state = type(inner).__name__, WidgetState()
+    state.id = ident
+    fresh = bool(getattr(inner, "set_value", False))
+    if not fresh and known:
+        return None
+    if kind == "Selectbox":
+        if fresh and inner.HasField("raw_value"):
+            state.string_value = inner.raw_value
+        elif inner.HasField("default") and 0 <= inner.default < len(inner.options):
+            state.string_value = inner.options[inner.default]
+        else:
+            return None
+    elif kind == "Slider" and inner.options:                # select_slider: the formatted options
+        chosen = list(inner.raw_value) if fresh and len(inner.raw_value) else \
+            [inner.options[int(i)] for i in (inner.value if fresh else inner.default)]
+        state.string_array_value.data.extend(chosen)
+    elif kind == "Slider":
+        state.double_array_value.data.extend(inner.value if fresh else inner.default)
+    elif kind == "NumberInput":
+        number = inner.value if fresh and inner.HasField("value") else inner.default if inner.HasField("default") \
+            else None
+        if number is None:
+            return None
+        state.double_value = number
+    elif kind == "Checkbox":
+        state.bool_value = inner.value if fresh else inner.default
+    elif kind == "MultiSelect":
+        state.string_array_value.data.extend(list(inner.raw_values) if fresh else
+                                             [inner.options[i] for i in inner.default])
+    elif kind == "TextInput":
+        state.string_value = inner.value if fresh else inner.default
+    else:
+        return None
+    return state
 
 
 def slider_state(session: Session, key: str, pick):
@@ -146,7 +204,7 @@ def button_state(session: Session, label: str):
 
 def diverse_query(index: int) -> str:
     """Session `index`'s own link: a preset model made unseen (each head 8 (index + 1) wider), sent as an
-    uploaded model travels (model_spec), and a strategy of its own (d, t)."""
+    uploaded model travels (model_spec), and a strategy of its own (d, t; two stages, for the drag)."""
     import dataclasses
     from urllib.parse import urlencode
     if str(ROOT) not in sys.path:
@@ -158,7 +216,7 @@ def diverse_query(index: int) -> str:
     base = load_model(DIVERSE_MODELS[index % len(DIVERSE_MODELS)])
     model = dataclasses.replace(base, name=f"student-{index}", hidden=base.hidden + 8 * base.heads * (index + 1))
     tp = (1, 2, 4, 8)[index % 4]
-    strategy = Strategy(dp=max(1, 16 // tp), tp=tp, pp=1, micro_batch=1, global_batch=64)
+    strategy = Strategy(dp=max(1, 16 // tp), tp=tp, pp=2, micro_batch=1, global_batch=64)
     params = encode(model, load_cluster("dgx-a100-80gb"), strategy)
     return urlencode({k: v for k, v in params.items() if v})
 
