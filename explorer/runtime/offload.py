@@ -36,21 +36,21 @@ import hashlib
 import json
 import threading
 
+from explorer.charts.timeline_views import microstep_view, superstep_view, view_from_plain
 from explorer.cost import cache
 from explorer.cost.cold import tree_is_stored
 from explorer.errors import ExplorerError
 from explorer.io.clusters import cluster_from_dict
 from explorer.io.models import model_from_dict
 from explorer.io.presets import strategy_presets
-from explorer.limits import check_timeline_passes, spend
-from explorer.charts.timeline_views import microstep_view, superstep_view, view_from_plain
 from explorer.io.strategies import strategy_from_dict
+from explorer.limits import check_timeline_passes, spend
 from explorer.runtime.jobs import compile_request, presets_from_plain, presets_request, timeline_request
 
 COMPILE_KIND = "compile"
 EXPLAIN_KIND = "explain"            # the job kind of a strategy's formulas (explorer/runtime/explanation.py)
 PRESETS_KIND = "presets"            # the job kind of a model's presets (the Strategy page)
-TIMELINE_KINDS = {"superstep": "superstep", "microstep": "microstep"}   # job name -> its kind (the Timelines page)
+TIMELINE_VIEWS = {"superstep": superstep_view, "microstep": microstep_view}   # a Timelines job's name (its kind too)
 STRUCTURE_OWNER = "structure:"      # + a digest of a job's arguments: the owner of a shared job (compile, ...)
 WAIT_STEP_S = 0.05                  # how often a waiting page run checks whether its session still wants it
 _LOCK = threading.Lock()            # one check-then-submit at a time (two sessions, one structure: one job)
@@ -120,8 +120,7 @@ def presets_in(pool, model, cluster, gpus: int, global_batch: int, micro_batch: 
     12 significant digits: the worker would cost another cluster)."""
     if pool is not None and not pool.synchronous and cache.directory() is not None:
         request = presets_request(model, cluster, gpus, global_batch, micro_batch)
-        same = model_from_dict(request["model"]) == model and cluster_from_dict(request["cluster"]) == cluster
-        rows = result_in_pool(pool, "presets", request, PRESETS_KIND) if same else None
+        rows = result_in_pool(pool, "presets", request, PRESETS_KIND) if _survives(request, model, cluster) else None
         if rows is not None:
             try:
                 return presets_from_plain(rows)
@@ -130,32 +129,31 @@ def presets_in(pool, model, cluster, gpus: int, global_batch: int, micro_batch: 
     return strategy_presets(model, cluster, gpus, global_batch, micro_batch)
 
 
-def _travels(model, strategy, cluster, request: dict) -> bool:
-    """Do the model, strategy and cluster come back equal from the plain data of `request` (else a worker would
-    cost another configuration: a cluster file keeps 12 significant digits), and does their cost tree reach the
-    disk cache (else a worker would compile again the tree this process holds: hundreds of stages)?"""
+def _survives(request: dict, model, cluster, strategy=None) -> bool:
+    """Do the model, cluster (and strategy) come back equal from the plain data of a job's `request`? Else a worker
+    would cost another configuration: a cluster file keeps 12 significant digits."""
     try:
-        same = (model_from_dict(request["model"]) == model and strategy_from_dict(request["strategy"]) == strategy
-                and cluster_from_dict(request["cluster"]) == cluster)
+        return (model_from_dict(request["model"]) == model and cluster_from_dict(request["cluster"]) == cluster
+                and (strategy is None or strategy_from_dict(request["strategy"]) == strategy))
     except ExplorerError:
         return False
-    return same and tree_is_stored(model, strategy, cluster)
 
 
 def timeline_in(pool, level: str, model, strategy, cluster, **kwargs) -> dict:
     """The Timelines page's view at `level` ("superstep": kwargs schedule; "microstep": layer, op) of a strategy
     (explorer/charts/timeline_views.py), built by the job of that name in `pool` (result_in_pool) or here: when
     `pool` is None or synchronous, when no worker is free, when the disk cache is off (a worker would compile the
-    cost tree this process holds already), when the configuration or its tree does not travel (_travels), or when
+    cost tree this process holds already), when the configuration does not survive plain data, when its cost tree
+    is too large for the disk cache (a worker would compile it again: hundreds of stages), or when
     the job failed (a timeline beyond the limits: the build here says so, in the library's words; the passes' count
     is checked first, so that the commonest refusal costs nothing here)."""
-    build = {"superstep": superstep_view, "microstep": microstep_view}[level]
+    build = TIMELINE_VIEWS[level]
     if level == "superstep":
         check_timeline_passes(strategy)     # 2 m v p beyond MAX_TIMELINE_EVENTS: refused before any work
     if pool is not None and not pool.synchronous and cache.directory() is not None:
         request = timeline_request(model, strategy, cluster, **kwargs)
-        data = result_in_pool(pool, level, request, TIMELINE_KINDS[level]) \
-            if _travels(model, strategy, cluster, request) else None
+        travels = _survives(request, model, cluster, strategy) and tree_is_stored(model, strategy, cluster)
+        data = result_in_pool(pool, level, request, level) if travels else None
         if data is not None:
             try:
                 return view_from_plain(data)

@@ -8,19 +8,21 @@ PNG/SVG renderings (kaleido), the reference run -- in a few separate processes i
   each a fresh interpreter running explorer/runtime/worker.py (never a fork of a server that runs threads),
   in a process group of its own, at a lower CPU priority;
 * **room for pages**: a job a page waits for (`submit(first=True)`: the first compile of a new structure, a
-  strategy's formulas, a model's presets) may run on one worker beyond `size`, and at most `size` workers run the jobs no page waits
-  for (searches, images, runs), so a page never waits behind a search, and a first compile seldom runs in the
-  serving interpreter, where it holds up every session (in a worker, at nice 10, it slows only the page that
-  waits for it). The extra worker starts with the others (`start()`), else when such a job finds every worker
-  busy; an idle worker holds about 144 MiB. Without it, thirty sessions' searches and first compiles held every
-  worker and the next compiles ran in the serving interpreter: 30 diverse sessions with searches, 47.3 s of
+  strategy's formulas, a model's presets, a strategy's timelines) may run on one worker beyond `size`, and at most
+  `size` workers run the jobs no page waits for (searches, images, runs), so a page never waits behind a search,
+  and a first compile seldom runs in the serving interpreter, where it holds up every session (in a worker, at
+  nice 10, it slows only the page that waits for it). The extra worker starts with the others (`start()`), else
+  when such a job finds every worker busy; an idle worker holds about 144 MiB. Without it, thirty sessions'
+  searches and first compiles held every worker and the next compiles ran in the serving interpreter: 30 diverse
+  sessions with searches, 47.3 s of
   serving CPU and page actions p95 5.9 s; with a third worker 37.2 s and 3.8 s; with this one 33.1 s and 3.2 s
   (docs/benchmarks-classroom.md; a third worker for pages only while a search runs: 45.1 s and 5.0 s). If the
   extra worker cannot start, the page jobs waiting for it fail at once (the page then builds what it needed itself);
 * **plain data only**: a job is a name from the allowlist (explorer/runtime/jobs.py) and plain-data
   arguments; its result is plain data too. A name outside the pool's allowlist is refused;
 * **one job per owner and kind**: an owner (a Streamlit session) has at most one job of each kind
-  (search, image, run, compile, explain, presets); a new request replaces the previous one, which is cancelled;
+  (search, image, run, compile, explain, presets, superstep, microstep); a new request replaces the previous one,
+  which is cancelled;
 * **cancellable within 1 s**: a running job's `spend()` checks (explorer/limits.py) see the request at
   their next loop step; a job still running `CANCEL_GRACE_S` later is terminated with its process group;
 * **progress**: a job's `progress(fraction, message)` calls reach `Job.fraction` / `Job.message`;
