@@ -104,6 +104,8 @@ def test_change_a_control_and_drag_a_layer(server, page, tmp_path):
     _drag(page, layer, frame.locator(".sortable-item", has_text="L12").first)
     dragged = _wait_change(page, "Iteration time", before)
     stage1 = frame.locator(".sortable-container").nth(1)
+    # the metric can change before the component's iframe is drawn again (CI, 2026-12-07): wait for the redraw
+    stage1.locator(".sortable-item", has_text="L11").first.wait_for(timeout=30_000)
     assert stage1.locator(".sortable-item", has_text="L11").count() == 1
     page.screenshot(path=str(tmp_path / "strategy_after_drag.png"), full_page=True)
 
