@@ -56,6 +56,7 @@ RESULT_MARKS = ("raw choices", "cancelled", "No strategy fits", "error: ")   # t
 DIVERSE_MODELS = ("gpt-1.7b", "llama2-7b", "gpt-7.5b", "llama3-8b", "classroom-gpt", "megatron-22b", "tiny-gpt",
                   "gpt-3.6b")
 EARLY = "FINISHED_EARLY_FOR_RERUN"
+TRACE, T0 = [], [0.0]       # --trace: each page action's start (seconds from the first session's) and duration
 
 
 class Session:
@@ -238,9 +239,11 @@ async def student(url: str, delay: float, think: float, results: dict, failures:
                 steps += [("open search", lambda: s.rerun(page="search")),
                           ("search", lambda: search(s, results))]
             for name, step in steps:
+                began = time.perf_counter()
                 took = await step()
                 if took is not None:
                     results[name].append(took)
+                    TRACE.append({"action": name, "start_s": began - T0[0], "took_s": took})
                 await asyncio.sleep(think * random.uniform(0.5, 1.5))
     except Exception as err:                       # a failed session is counted, not fatal
         failures.append(f"{type(err).__name__}: {err}"[:200])
@@ -383,7 +386,7 @@ async def main_async(args):
     cpu0, _ = cpu_rss(pids)
     serving = set(args.server_pids or ([args.started] if args.started else serving_pids()))
     serving0, _ = cpu_rss(serving)      # the interpreters that run the page scripts (not their workers)
-    wall0 = time.perf_counter()
+    wall0 = T0[0] = time.perf_counter()
     rss_peak, seen = 0, {}           # pid -> its CPU seconds when last seen (worker processes come and go)
 
     def sample():
@@ -437,6 +440,8 @@ async def main_async(args):
               f"p95 {everything[int(0.95 * (len(everything) - 1))]:6.2f} s")
     for f in failures[:5]:
         print("  failure:", f)
+    if args.trace:
+        Path(args.trace).write_text(json.dumps(TRACE))
 
 
 def main():
@@ -456,6 +461,7 @@ def main():
                         help="three sessions: a big upload, a large search, and a third one's reruns meanwhile")
     parser.add_argument("--busy-think", type=float, default=0.25,
                         help="--busy: seconds between the third session's reruns (enough reruns for a p95)")
+    parser.add_argument("--trace", help="write each page action's start and duration (JSON) to this file")
     parser.add_argument("--server-pids", type=lambda text: [int(x) for x in text.split(",")],
                         help="comma-separated pids to count as the server (default: see the module docstring)")
     args = parser.parse_args()

@@ -61,15 +61,13 @@ def test_every_option_round_trips_through_the_cli_the_link_and_the_file(option):
     params = encode(load_model("gpt3-175b"), load_cluster("dgx-h100"), strategy)
     assert option.link in params and option.link not in encode(load_model("gpt3-175b"), load_cluster("dgx-h100"),
                                                                 Strategy(**BASE))
-    messages = []
-    assert _strategy_fields(params, Strategy(**BASE), messages)[option.name] == value and not messages
+    fields, refused = _strategy_fields(params)
+    assert fields[option.name] == value and not refused
     assert strategy_from_dict(json.loads(json.dumps(strategy_to_dict(strategy)))) == strategy
 
 
 def test_a_bad_option_value_is_one_line_in_a_link_and_on_the_command_line():
-    messages = []
-    _strategy_fields({"f8pg": "yes"}, Strategy(), messages)
-    assert messages == ["link parameter 'f8pg' must be 0 or 1, got 'yes'; using 0"]
+    assert decode({"f8pg": "yes"}).messages == ["link parameter 'f8pg' must be 0 or 1, got 'yes'; using 0"]
     with pytest.raises(ExplorerError, match="fp8_param_gather must be true or false|must be true or false"):
         Strategy(**BASE, fp8_param_gather="yes")
 

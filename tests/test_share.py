@@ -90,3 +90,34 @@ def test_a_partial_link_that_cannot_run_still_says_why():
     assert shared.strategy == DEFAULT_STRATEGY
     assert shared.messages == ["the shared strategy cannot run: sequence parallelism needs tp > 1; "
                                "using the default strategy"]
+
+
+@pytest.mark.parametrize("name", ["qwen3-30b-a3b", "deepseek-v3"])
+def test_an_moe_strategy_without_expert_parallelism_travels_as_it_is(name):
+    """A link leaves ep out at its default (1). It used to take the model's default strategy's ep (128 for these
+    MoE presets on 1,024 H100s), so the shared strategy came back as another one."""
+    from explorer.io.presets import fallback_strategy
+    model, cluster = load_model(name), load_cluster("dgx-h100")
+    strategy = fallback_strategy(model, cluster).with_(ep=1)
+    assert "ep" not in encode(model, cluster, strategy)
+    shared = decode(encode(model, cluster, strategy))
+    assert (shared.strategy, shared.messages) == (strategy, [])
+
+
+def test_a_whole_link_decodes_without_the_models_default_strategy(monkeypatch):
+    """A link encode made carries every always-written key: decoding it builds no default strategy of the model
+    (its presets: a dozen evaluations, 40 % of a link's first page run); a partial link still does."""
+    import explorer.io.share as share
+    calls = []
+    monkeypatch.setattr(share, "fallback_strategy", lambda *a: calls.append(a) or DEFAULT_STRATEGY)
+    strategy = DEFAULT_STRATEGY.with_(dp=32, pp=4)
+    assert decode(encode(GPT3, A100, strategy)).strategy == strategy and calls == []
+    decode({"dp": "32", "pp": "4"})
+    assert len(calls) == 1
+
+
+def test_a_refused_optional_key_of_a_whole_link_names_the_default_it_uses():
+    params = {**encode(GPT3, A100, DEFAULT_STRATEGY), "otp": "yes"}
+    shared = decode(params)
+    assert shared.strategy == DEFAULT_STRATEGY
+    assert shared.messages == ["link parameter 'otp' must be 0 or 1, got 'yes'; using 0"]

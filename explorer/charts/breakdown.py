@@ -96,11 +96,17 @@ def comm_figure(table, title: str = "Communication per device by type") -> go.Fi
     exposed vs hidden. Two subplots sharing the y axis, laid out as make_subplots(rows=1, cols=2,
     shared_yaxes=True, horizontal_spacing=0.04) does."""
     types = list(dict.fromkeys(table["type"])) or ["(no communication)"]
+    sums = {}       # (scope, column) -> type -> sum: the table's few rows in plain Python (a groupby was 13 ms)
+    for row in table[["type", "scope", "bytes", "exposed_s", "hidden_s"]].itertuples(index=False):
+        for column in ("bytes", "exposed_s", "hidden_s"):
+            per_type = sums.setdefault((row.scope, column), dict.fromkeys(types, 0.0))
+            per_type[row.type] += getattr(row, column)
     data = []
     for scope in ("intra-node", "inter-node"):
-        rows = table[table["scope"] == scope]
-        part = rows.groupby("type")[["bytes", "exposed_s", "hidden_s"]].sum().reindex(types, fill_value=0)
-        data.append(dict(type="bar", y=types, x=part["bytes"] / 1e9, orientation="h", name=f"{scope} bytes",
+        part = {column: list(sums.get((scope, column), dict.fromkeys(types, 0.0)).values())
+                for column in ("bytes", "exposed_s", "hidden_s")}
+        data.append(dict(type="bar", y=types, x=[b / 1e9 for b in part["bytes"]], orientation="h",
+                         name=f"{scope} bytes",
                          xaxis="x", yaxis="y", marker=dict(color=SCOPE_COLOURS[(scope, "exposed")]),
                          legendgroup=scope, showlegend=False,
                          hovertemplate="%{y}: %{x:.4g} GB<extra>" + scope + "</extra>"))

@@ -3,8 +3,10 @@
 `encode` gives a flat dict of short, readable parameters; `decode` validates
 every one of them (regular expressions, ranges, known names; JSON parsed with
 json.loads only, never evaluated) and returns the built-in defaults plus one
-message per problem for anything malformed, tampered or impossible. A partial link loads: the strategy
-keys it leaves out take the default strategy's values (Strategy's own defaults where those contradict it).
+message per problem for anything malformed, tampered or impossible. A link `encode` made carries every key of
+ALWAYS_WRITTEN and leaves out the optional keys at Strategy's defaults: decoded, those take Strategy's defaults. A
+partial link (typed by hand) loads too: the strategy keys it leaves out take the model's default strategy's values
+(Strategy's own defaults where those contradict it).
 
 Parameters: `model` (preset name) or `model_spec` (base64url JSON of our model
 schema); `cluster` or `cluster_spec` likewise; dp, tp, pp, b (micro-batch),
@@ -32,7 +34,7 @@ from dataclasses import dataclass, field
 
 from explorer.io.clusters import PRESET_DIR as CLUSTER_DIR, cluster_from_dict, cluster_to_dict, load_cluster
 from explorer.errors import ExplorerError
-from explorer.limits import MAX_LAYERS
+from explorer.limits import MAX_LAYERS, WorkCancelled
 from explorer.io.safe_load import json_depth_ok
 from explorer.io.models import PRESET_DIR as MODEL_DIR, load_model, model_from_dict
 from explorer.cost.checked import evaluate_checked
@@ -63,6 +65,10 @@ rcm, ...): a choice when not the default, a switch as 1 when on, modules comma-s
 LONG_CONTEXT = {"cp": "cp", "cpa": "cp_algo"}    # context parallelism: in a link only when cp > 1
 EXPERT_INTS = {"ep": "ep", "etp": "expert_tp"}   # written only when not the default: dense links stay as they were
 MAX_INT = 10 ** 6
+ALWAYS_WRITTEN = (*INTS.values(), *(name for name, _ in CHOICES.values()), *BOOLS.values())
+"""The fields `encode` writes into every link it makes. A link with all of them is whole: the keys it leaves out
+were at Strategy's defaults (an MoE strategy with ep 1 stays at ep 1, not its model's default strategy's ep), and
+decoding it needs no default strategy of the model (a dozen evaluations: 40 % of a link's first page run, issue 31)."""
 
 
 @dataclass(frozen=True)
@@ -230,8 +236,9 @@ def _cluster(params: dict, messages: list):
                            cluster_from_dict)
 
 
-def _strategy_fields(params: dict, base: Strategy, messages: list) -> dict:
-    fields = {}
+def _strategy_fields(params: dict) -> tuple:
+    """The strategy fields a link gives, and (parameter, field, error) for each it gives but that is refused."""
+    fields, refused = {}, []
     readers = [(short, name, lambda k: _whole(params, k)) for short, name in {**INTS, **EXPERT_INTS}.items()]
     readers += [(short, name, lambda k, ok=ok: _choice(params, k, ok))
                 for short, (name, ok) in {**CHOICES, **OPTIONAL_CHOICES}.items()]
@@ -248,10 +255,13 @@ def _strategy_fields(params: dict, base: Strategy, messages: list) -> dict:
             except ExplorerError as err:
                 if not str(err).startswith("link parameter"):      # e.g. LayerSplit(degree=0): name the parameter
                     err = ExplorerError(f"link parameter '{short}': {err}")
-                messages.append(f"{err}; using {_shown(getattr(base, name))}"
-                                if short not in ("splits", "stages", "layout")
-                                else f"{err}; using the default per-layer choices")
-    return fields
+                refused.append((short, name, err))
+    return fields, refused
+
+
+def _refusal(short: str, name: str, err, base: Strategy) -> str:
+    return (f"{err}; using {_shown(getattr(base, name))}" if short not in ("splits", "stages", "layout")
+            else f"{err}; using the default per-layer choices")
 
 
 def _shown(value) -> str:
@@ -287,19 +297,24 @@ def _flag(params: dict, key: str) -> bool:
 
 
 def _strategy(params: dict, model, cluster, messages: list) -> Strategy:
-    base = fallback_strategy(model, cluster)
     try:
         if "strategy_spec" in params:
             strategy = _spec(params, "strategy_spec", lambda d, _: strategy_from_dict(d))
         else:
-            fields = _strategy_fields(params, base, messages)
+            fields, refused = _strategy_fields(params)
+            # a whole link (every key encode always writes) left its other keys out because they were at
+            # Strategy's defaults; a partial one (typed by hand) takes the model's default strategy for them
+            base = Strategy() if all(name in fields for name in ALWAYS_WRITTEN) else fallback_strategy(model, cluster)
+            messages.extend(_refusal(short, name, err, base) for short, name, err in refused)
             fields.setdefault("grad_dtype", GRAD_FROM_FRAMEWORK)    # no `gd`: the framework's own default
             strategy = _completed(base, fields)
         evaluate_checked(model, strategy, cluster)
         return strategy
+    except WorkCancelled:
+        raise
     except ExplorerError as err:
         messages.append(f"the shared strategy cannot run: {err}; using the default strategy")
-        return base
+        return fallback_strategy(model, cluster)
 
 
 def _completed(base: Strategy, fields: dict) -> Strategy:
