@@ -17,6 +17,7 @@ explorer.errors.ExplorerError: layers = 1000000 is more than the 2,048 this expl
 from __future__ import annotations
 
 import math
+import threading
 import time
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -330,6 +331,14 @@ class WorkBudget:
 
 
 _BUDGET: ContextVar[WorkBudget | None] = ContextVar("explorer_work_budget", default=None)
+_ACTIONS = [0]                  # outermost work budgets open now in this process (its threads together)
+_ACTIONS_LOCK = threading.Lock()
+
+
+def actions_running() -> int:
+    """How many actions run under a work budget in this process now (the page runs of every session a Streamlit
+    server is running at once; nested batch budgets count once): how busy the interpreter is."""
+    return _ACTIONS[0]
 
 
 @contextmanager
@@ -342,11 +351,18 @@ def work_budget(what: str, cpu_s: float = MAX_ACTION_CPU_S, should_stop: Callabl
     Streamlit session's script thread has its own."""
     budget = WorkBudget(what, float(cpu_s), should_stop, clock, clock(), notify=notify,
                         next_notice_s=NOTICE_EVERY_CPU_S)
+    outermost = _BUDGET.get() is None
     token = _BUDGET.set(budget)
+    if outermost:
+        with _ACTIONS_LOCK:
+            _ACTIONS[0] += 1
     try:
         yield budget
     finally:
         _BUDGET.reset(token)
+        if outermost:
+            with _ACTIONS_LOCK:
+                _ACTIONS[0] -= 1
 
 
 @contextmanager

@@ -185,3 +185,31 @@ def test_pages_say_why_a_timeline_is_not_drawn_and_keep_working():
     assert any("No super-step Gantt" in c.value for c in at.caption)
     at.switch_page("app_pages/compare.py").run()
     assert not at.exception and any("no timeline" in w.value for w in at.warning)
+
+
+def test_actions_running_counts_the_outermost_budgets_of_every_thread():
+    """How busy the interpreter is (explorer/runtime/offload.py BUSY_ACTIONS): one per open outermost work budget,
+    across threads; a batch budget inside an action does not count again; a failed action leaves the count."""
+    import threading
+    before = L.actions_running()
+    inside, release = threading.Event(), threading.Event()
+
+    def another_session():
+        with L.work_budget("another page run"):
+            inside.set()
+            release.wait(30)
+    thread = threading.Thread(target=another_session)
+    thread.start()
+    try:
+        assert inside.wait(30)
+        with L.work_budget("this page run"):
+            with L.batch_budget("a batch", 1.0):
+                assert L.actions_running() == before + 2
+        with pytest.raises(ExplorerError):
+            with L.work_budget("a failing run"):
+                raise ExplorerError("no")
+        assert L.actions_running() == before + 1
+    finally:
+        release.set()
+        thread.join(30)
+    assert L.actions_running() == before

@@ -41,6 +41,11 @@ def unseen(width: int):
 STRATEGY = Strategy(dp=2, tp=2, pp=5, micro_batch=1, global_batch=20, schedule="interleaved", chunks=7)
 
 
+def key_of(model, cluster) -> str:
+    """The key text of STRATEGY's cost tree on `model` and `cluster` (what a compile job is asked to store under)."""
+    return repr(structure_key(model, STRATEGY, cluster))
+
+
 def too_precise(cluster):
     """`cluster` with a constant of 13+ significant digits: a cluster file keeps 12, so it does not survive plain
     data (a worker would cost another cluster)."""
@@ -202,6 +207,8 @@ def test_a_page_never_waits_behind_a_search_it_takes_the_pages_worker():
 
 
 def test_when_the_pages_worker_is_busy_too_the_page_compiles_itself_at_once():
+    """Every worker busy (a search, a long page job) and few page runs in this interpreter: the page builds the tree
+    itself at once; nothing of it goes to the pool."""
     busy = WorkerPool(1, jobs={**JOBS, **SELFTEST_JOBS})
     try:
         spinning(busy, "someone-else")
@@ -211,7 +218,55 @@ def test_when_the_pages_worker_is_busy_too_the_page_compiles_itself_at_once():
         with compile_elsewhere(compiles_in(busy)):
             work = measure(evaluate, model, STRATEGY, cluster)
         assert work.error is None and work.by_function.get("cost/tree.py:build") == 1, work   # built here, at once
-        assert busy.job(structure_owner(compile_request(model, STRATEGY, cluster, "")), COMPILE_KIND) is None
+        assert busy.job(structure_owner(compile_request(model, STRATEGY, cluster, key_of(model, cluster))),
+                        COMPILE_KIND) is None
+    finally:
+        busy.close()
+
+
+def test_when_the_interpreter_is_busy_the_page_waits_a_while_then_compiles_itself(monkeypatch):
+    """Every worker busy and BUSY_ACTIONS page runs sharing the interpreter: the compile waits in the queue for
+    PAGE_QUEUE_S, ahead of the searches, then is dropped, and the page builds the tree itself; nothing of it is left
+    in the pool."""
+    from explorer.runtime import offload
+    monkeypatch.setattr(offload, "BUSY_ACTIONS", 0)
+    busy = WorkerPool(1, jobs={**JOBS, **SELFTEST_JOBS})
+    try:
+        spinning(busy, "someone-else")
+        spinning(busy, "a-structure", first=True)
+        assert busy.free() == 0
+        model, cluster = unseen(11), load_cluster("dgx-a100-80gb")
+        owner = structure_owner(compile_request(model, STRATEGY, cluster, key_of(model, cluster)))
+        seen = []
+        with compile_elsewhere(compiles_in(busy, on_wait=lambda what: seen.append(busy.job(owner, COMPILE_KIND)))):
+            work = measure(evaluate, model, STRATEGY, cluster)
+        assert work.error is None and work.by_function.get("cost/tree.py:build") == 1, work   # built here
+        assert seen and seen[0] is not None and seen[0].state == "cancelled"      # it was queued, then dropped
+        assert busy.job(owner, COMPILE_KIND) is None and not busy._queue
+    finally:
+        busy.close()
+
+
+def test_a_page_job_queued_behind_other_pages_jobs_runs_in_a_worker_when_one_comes_free(monkeypatch):
+    """The page's worker busy with a short page job: the next page's compile waits for it instead of compiling in
+    the serving interpreter, where it would hold up every session. (PAGE_QUEUE_S raised: a loaded machine may take
+    longer than the real one to hand the worker over; what is checked is the wait, not its bound.)"""
+    from explorer.runtime import offload
+    monkeypatch.setattr(offload, "PAGE_QUEUE_S", JOB_WAIT_S)
+    monkeypatch.setattr(offload, "BUSY_ACTIONS", 0)        # as when many sessions' runs share the interpreter
+    busy = WorkerPool(1, jobs={**JOBS, **SELFTEST_JOBS})
+    try:
+        spinning(busy, "someone-else")
+        warm = busy.submit("a-structure", "pid", first=True)        # the page's worker started and imported
+        assert warm.wait(JOB_WAIT_S) and warm.state == "done"
+        short_page = busy.submit("a-structure", "spin", {"seconds": 0.1}, first=True)
+        assert wait_until(lambda: short_page.state == "running", JOB_WAIT_S)    # on the page's worker, not queued
+        assert busy.free() == 0
+        model, cluster = unseen(10), load_cluster("dgx-a100-80gb")
+        with compile_elsewhere(compiles_in(busy)):
+            work = measure(evaluate, model, STRATEGY, cluster)
+        assert work.error is None and "cost/tree.py:build" not in work.by_function, work     # built there
+        assert short_page.state == "done"
     finally:
         busy.close()
 

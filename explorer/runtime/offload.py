@@ -15,9 +15,10 @@ on), then loads the stored tree.
   stops waiting within that step (its work budget raises WorkCancelled); when the last page run waiting for
   a job stops waiting, the job is cancelled (the worker stops at its next spend() check, or is killed
   CANCEL_GRACE_S later: explorer/runtime/workers.py);
-* **only to a free worker**: a page never waits behind a search; when every worker is busy (and no job for
-  this structure is under way) the page compiles itself, as without a pool; a compile job goes ahead of the
-  waiting jobs;
+* **never long in the queue**: a page's job goes ahead of the waiting jobs no page waits for (searches,
+  images), so a page never waits behind a search; when every worker is busy, the page does the work itself at
+  once, except a compile or a strategy's formulas while other page runs share the interpreter (`patient`,
+  BUSY_ACTIONS): those wait behind other pages' jobs for at most PAGE_QUEUE_S first;
 * **formulas too**: `explains_in(pool)` does the same for the symbolic explanation of a strategy (the "explain"
   job, explorer/runtime/explanation.py), owned by the strategy;
 * **and presets**: `presets_in(pool, ...)` builds the Strategy page's presets of a model (the "presets" job: a
@@ -35,6 +36,7 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
+import time
 
 from explorer.charts.timeline_views import microstep_view, superstep_view, view_from_plain
 from explorer.cost import cache
@@ -44,7 +46,8 @@ from explorer.io.clusters import cluster_from_dict
 from explorer.io.models import model_from_dict
 from explorer.io.presets import strategy_presets
 from explorer.io.strategies import strategy_from_dict
-from explorer.limits import check_timeline_passes, spend
+from explorer.limits import actions_running, check_timeline_passes, spend
+from explorer.runtime.workers import QUEUED
 from explorer.runtime.jobs import compile_request, presets_from_plain, presets_request, timeline_request
 
 COMPILE_KIND = "compile"
@@ -53,6 +56,19 @@ PRESETS_KIND = "presets"            # the job kind of a model's presets (the Str
 TIMELINE_VIEWS = {"superstep": superstep_view, "microstep": microstep_view}   # a Timelines job's name (its kind too)
 STRUCTURE_OWNER = "structure:"      # + a digest of a job's arguments: the owner of a shared job (compile, ...)
 WAIT_STEP_S = 0.05                  # how often a waiting page run checks whether its session still wants it
+BUSY_ACTIONS = 2
+PAGE_QUEUE_S = 0.5
+"""When every worker is busy and at least BUSY_ACTIONS page runs share this interpreter (another run than its own),
+a page's job waits in the queue for at most PAGE_QUEUE_S before the page does the work itself. Page jobs take 0.03-2 s and three workers run
+them, so one usually starts within a tenth of a second. Done in the serving interpreter, the same work holds up every
+run that shares it. When 30 sessions opened their links within 10 s, each page built what no free worker took at
+once (a strategy's formulas: 7 % of that interpreter's time), and page actions waited for it. A page run alone in
+the interpreter does the work itself at once: nobody else waits for it, and a lone student does not wait behind
+searches. A job still queued after PAGE_QUEUE_S is dropped (cancelled when no other page waits for it) and
+the page does the work itself, as it does at once when the job cannot even be queued (MAX_QUEUED). Only the
+`patient` jobs wait so: a first compile and a strategy's formulas, sympy work that costs a worker what it costs
+here. A timeline or the presets need the cost trees that this interpreter holds already, and a worker would load
+them from disk first (queued too, they made the first pass no faster: docs/benchmarks-classroom.md)."""
 _LOCK = threading.Lock()            # one check-then-submit at a time (two sessions, one structure: one job)
 _WAITING: dict = {}                 # (owner, kind) -> page runs waiting for its job (the last one to leave cancels it)
 
@@ -63,26 +79,33 @@ def structure_owner(kwargs: dict) -> str:
     return STRUCTURE_OWNER + hashlib.sha256(json.dumps(kwargs, sort_keys=True).encode()).hexdigest()[:32]
 
 
-def result_in_pool(pool, job_name: str, kwargs: dict, kind: str, on_wait=None):
+def result_in_pool(pool, job_name: str, kwargs: dict, kind: str, on_wait=None, patient: bool = False):
     """Allowlisted job `job_name` with `kwargs` run in `pool` as the shared job of kind `kind` (its owner a digest of
     `kwargs`: callers asking the same share one job), waited for without holding the interpreter (see the module
     docstring); its result, or None when it did not run there (a synchronous pool, every worker busy, a failed or
-    cancelled job): the caller then does the work itself."""
+    cancelled job): the caller then does the work itself. `patient`: when every worker is busy, wait for one
+    (PAGE_QUEUE_S at most) if BUSY_ACTIONS page runs share this interpreter."""
     if pool.synchronous:
         return None
     owner = structure_owner(kwargs)
     with _LOCK:
         job = pool.job(owner, kind)
         if job is None or job.state in ("failed", "cancelled"):
-            if not pool.free():         # every worker busy (searches): doing it here is sooner
+            if not pool.free() and (not patient or actions_running() < BUSY_ACTIONS):
+                return None             # every worker busy, and waiting does not pay: doing it here is sooner
+            try:                        # ahead of the jobs no page waits for; behind other pages' for a while
+                job = pool.submit(owner, job_name, kwargs, kind=kind, shared=True, first=True)
+            except ExplorerError:       # too many jobs waiting: doing it here is sooner
                 return None
-            job = pool.submit(owner, job_name, kwargs, kind=kind, shared=True, first=True)
         _WAITING[(owner, kind)] = _WAITING.get((owner, kind), 0) + 1
     try:
         if not job.finished and on_wait is not None:
             on_wait(job.what)
+        queued_since = time.monotonic()
         while not job.wait(WAIT_STEP_S):
             spend(f"waiting for {job.what} in a worker process")
+            if job.state == QUEUED and time.monotonic() - queued_since > PAGE_QUEUE_S:
+                return None             # no worker came free (long jobs): doing it here is sooner
     finally:
         with _LOCK:
             _WAITING[(owner, kind)] -= 1
@@ -100,7 +123,8 @@ def _in_pool(pool, job_name: str, kind: str, on_wait=None):
     def run(model, strategy, cluster, key_text: str) -> bool:
         if pool.synchronous:
             return False
-        result = result_in_pool(pool, job_name, compile_request(model, strategy, cluster, key_text), kind, on_wait)
+        result = result_in_pool(pool, job_name, compile_request(model, strategy, cluster, key_text), kind, on_wait,
+                                patient=True)
         return bool(isinstance(result, dict) and result.get("stored") and result.get("key") == key_text)
     return run
 
