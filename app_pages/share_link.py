@@ -5,7 +5,7 @@ from urllib.parse import urlencode, urlsplit
 
 import streamlit as st
 
-from explorer.facade import ExplorerError
+from explorer.facade import ExplorerError, WorkCancelled
 from explorer.facade import fallback_strategy
 from explorer.facade import decode_link as decode, encode_link as encode
 from explorer.facade import decode_pins, encode_pins, evaluate
@@ -29,7 +29,11 @@ def read_once() -> None:
     if not any(key in params for key in KNOWN):
         return
     ss[S.OPENED_LINK] = True
-    shared = decode(params)
+    try:
+        shared = decode(params)
+    except WorkCancelled:           # a newer run or a closed tab: the next run reads the link again
+        ss[S.SHARE_READ] = False
+        raise
     ss[S.MODEL], ss[S.CLUSTER] = shared.model, shared.cluster
     try:
         S.apply_strategy(shared.strategy)

@@ -359,10 +359,12 @@ def work_budget(what: str, cpu_s: float = MAX_ACTION_CPU_S, should_stop: Callabl
     try:
         yield budget
     finally:
-        _BUDGET.reset(token)
-        if outermost:
-            with _ACTIONS_LOCK:
-                _ACTIONS[0] -= 1
+        try:
+            _BUDGET.reset(token)
+        finally:
+            if outermost:
+                with _ACTIONS_LOCK:
+                    _ACTIONS[0] -= 1
 
 
 @contextmanager

@@ -206,20 +206,22 @@ def test_a_page_never_waits_behind_a_search_it_takes_the_pages_worker():
         busy.close()
 
 
-def test_when_the_pages_worker_is_busy_too_the_page_compiles_itself_at_once():
+def test_when_the_pages_worker_is_busy_too_the_page_compiles_itself_at_once(monkeypatch):
     """Every worker busy (a search, a long page job) and few page runs in this interpreter: the page builds the tree
-    itself at once; nothing of it goes to the pool."""
+    itself at once; nothing of it goes to the pool (it never waited for a job)."""
+    from explorer.runtime import offload
+    monkeypatch.setattr(offload, "BUSY_ACTIONS", 10 ** 6)       # however many page runs this test process has
     busy = WorkerPool(1, jobs={**JOBS, **SELFTEST_JOBS})
     try:
         spinning(busy, "someone-else")
         spinning(busy, "a-structure", first=True)
         assert busy.free() == 0
         model, cluster = unseen(9), load_cluster("dgx-a100-80gb")
-        with compile_elsewhere(compiles_in(busy)):
+        waited = []
+        with compile_elsewhere(compiles_in(busy, on_wait=waited.append)):
             work = measure(evaluate, model, STRATEGY, cluster)
         assert work.error is None and work.by_function.get("cost/tree.py:build") == 1, work   # built here, at once
-        assert busy.job(structure_owner(compile_request(model, STRATEGY, cluster, key_of(model, cluster))),
-                        COMPILE_KIND) is None
+        assert waited == [] and not busy._queue
     finally:
         busy.close()
 
@@ -259,12 +261,15 @@ def test_a_page_job_queued_behind_other_pages_jobs_runs_in_a_worker_when_one_com
         spinning(busy, "someone-else")
         warm = busy.submit("a-structure", "pid", first=True)        # the page's worker started and imported
         assert warm.wait(JOB_WAIT_S) and warm.state == "done"
-        short_page = busy.submit("a-structure", "spin", {"seconds": 0.1}, first=True)
+        short_page = busy.submit("a-structure", "spin", {"seconds": 2}, first=True)
         assert wait_until(lambda: short_page.state == "running", JOB_WAIT_S)    # on the page's worker, not queued
         assert busy.free() == 0
         model, cluster = unseen(10), load_cluster("dgx-a100-80gb")
-        with compile_elsewhere(compiles_in(busy)):
+        owner = structure_owner(compile_request(model, STRATEGY, cluster, key_of(model, cluster)))
+        states = []
+        with compile_elsewhere(compiles_in(busy, on_wait=lambda what: states.append(busy.job(owner, COMPILE_KIND).state))):
             work = measure(evaluate, model, STRATEGY, cluster)
+        assert states == ["queued"]                                  # it waited for the page's worker
         assert work.error is None and "cost/tree.py:build" not in work.by_function, work     # built there
         assert short_page.state == "done"
     finally:

@@ -116,8 +116,20 @@ def test_a_whole_link_decodes_without_the_models_default_strategy(monkeypatch):
     assert len(calls) == 1
 
 
-def test_a_refused_optional_key_of_a_whole_link_names_the_default_it_uses():
+def test_a_refused_key_of_a_whole_link_names_the_value_it_uses():
     params = {**encode(GPT3, A100, DEFAULT_STRATEGY), "otp": "yes"}
     shared = decode(params)
     assert shared.strategy == DEFAULT_STRATEGY
     assert shared.messages == ["link parameter 'otp' must be 0 or 1, got 'yes'; using 0"]
+    model, cluster = load_model("deepseek-v3"), load_cluster("dgx-h100")    # the preset's default strategy: e 128
+    strategy = DEFAULT_STRATEGY.with_(dp=128, tp=8, pp=1, zero=1)
+    shared = decode({**encode(model, cluster, strategy), "zero": "x"})     # still a whole link: e stays 1
+    assert shared.strategy == strategy.with_(zero=0) and shared.strategy.ep == 1
+    assert shared.messages == ["link parameter 'zero' must be a whole number, got 'x'; using 0"]
+
+
+def test_a_context_parallel_algorithm_travels_while_cp_is_1():
+    """The sidebar keeps the CP algorithm when cp goes back to 1; a link keeps it too (written only when not ring)."""
+    strategy = DEFAULT_STRATEGY.with_(cp_algo="ulysses")
+    assert decode(encode(GPT3, A100, strategy)).strategy == strategy
+    assert "cpa" not in encode(GPT3, A100, DEFAULT_STRATEGY)

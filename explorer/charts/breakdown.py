@@ -5,6 +5,7 @@ a plotly Figure; one trace per category/part, so the figures stay light.
 """
 from __future__ import annotations
 
+import numpy as np
 import plotly.graph_objects as go
 
 from explorer.charts.spec_figure import SpecFigure
@@ -103,9 +104,9 @@ def comm_figure(table, title: str = "Communication per device by type") -> go.Fi
             per_type[row.type] += getattr(row, column)
     data = []
     for scope in ("intra-node", "inter-node"):
-        part = {column: list(sums.get((scope, column), dict.fromkeys(types, 0.0)).values())
+        part = {column: np.array(list(sums.get((scope, column), dict.fromkeys(types, 0.0)).values()))
                 for column in ("bytes", "exposed_s", "hidden_s")}
-        data.append(dict(type="bar", y=types, x=[b / 1e9 for b in part["bytes"]], orientation="h",
+        data.append(dict(type="bar", y=types, x=part["bytes"] / 1e9, orientation="h",
                          name=f"{scope} bytes",
                          xaxis="x", yaxis="y", marker=dict(color=SCOPE_COLOURS[(scope, "exposed")]),
                          legendgroup=scope, showlegend=False,

@@ -65,8 +65,8 @@ rcm, ...): a choice when not the default, a switch as 1 when on, modules comma-s
 LONG_CONTEXT = {"cp": "cp", "cpa": "cp_algo"}    # context parallelism: in a link only when cp > 1
 EXPERT_INTS = {"ep": "ep", "etp": "expert_tp"}   # written only when not the default: dense links stay as they were
 MAX_INT = 10 ** 6
-ALWAYS_WRITTEN = (*INTS.values(), *(name for name, _ in CHOICES.values()), *BOOLS.values())
-"""The fields `encode` writes into every link it makes. A link with all of them is whole: the keys it leaves out
+ALWAYS_WRITTEN = (*INTS, *CHOICES, *BOOLS)
+"""The keys `encode` writes into every link it makes. A link with all of them is whole: the keys it leaves out
 were at Strategy's defaults (an MoE strategy with ep 1 stays at ep 1, not its model's default strategy's ep), and
 decoding it needs no default strategy of the model (a dozen evaluations: 40 % of a link's first page run, issue 31)."""
 
@@ -160,6 +160,8 @@ def encode(model, cluster, strategy: Strategy) -> dict:
             out[short] = "1"
     if strategy.cp > 1:
         out.update({short: str(getattr(strategy, name)) for short, name in LONG_CONTEXT.items()})
+    elif strategy.cp_algo != Strategy.__dataclass_fields__["cp_algo"].default:   # kept for when cp grows again
+        out["cpa"] = strategy.cp_algo
     for short, name in EXPERT_INTS.items():
         if getattr(strategy, name) != Strategy.__dataclass_fields__[name].default:
             out[short] = str(getattr(strategy, name))
@@ -304,10 +306,15 @@ def _strategy(params: dict, model, cluster, messages: list) -> Strategy:
             fields, refused = _strategy_fields(params)
             # a whole link (every key encode always writes) left its other keys out because they were at
             # Strategy's defaults; a partial one (typed by hand) takes the model's default strategy for them
-            base = Strategy() if all(name in fields for name in ALWAYS_WRITTEN) else fallback_strategy(model, cluster)
-            messages.extend(_refusal(short, name, err, base) for short, name, err in refused)
+            whole = all(short in params for short in ALWAYS_WRITTEN)
+            base = Strategy() if whole else fallback_strategy(model, cluster)
             fields.setdefault("grad_dtype", GRAD_FROM_FRAMEWORK)    # no `gd`: the framework's own default
-            strategy = _completed(base, fields)
+            try:
+                strategy = _completed(base, fields)
+            except ExplorerError:
+                messages.extend(_refusal(short, name, err, base) for short, name, err in refused)
+                raise
+            messages.extend(_refusal(short, name, err, strategy) for short, name, err in refused)  # what it uses
         evaluate_checked(model, strategy, cluster)
         return strategy
     except WorkCancelled:

@@ -18,7 +18,7 @@ on), then loads the stored tree.
 * **never long in the queue**: a page's job goes ahead of the waiting jobs no page waits for (searches,
   images), so a page never waits behind a search; when every worker is busy, the page does the work itself at
   once, except a compile or a strategy's formulas while other page runs share the interpreter (`patient`,
-  BUSY_ACTIONS): those wait behind other pages' jobs for at most PAGE_QUEUE_S first;
+  BUSY_ACTIONS): those are queued (the newest page job first) and wait for at most PAGE_QUEUE_S first;
 * **formulas too**: `explains_in(pool)` does the same for the symbolic explanation of a strategy (the "explain"
   job, explorer/runtime/explanation.py), owned by the strategy;
 * **and presets**: `presets_in(pool, ...)` builds the Strategy page's presets of a model (the "presets" job: a
@@ -82,8 +82,8 @@ def structure_owner(kwargs: dict) -> str:
 def result_in_pool(pool, job_name: str, kwargs: dict, kind: str, on_wait=None, patient: bool = False):
     """Allowlisted job `job_name` with `kwargs` run in `pool` as the shared job of kind `kind` (its owner a digest of
     `kwargs`: callers asking the same share one job), waited for without holding the interpreter (see the module
-    docstring); its result, or None when it did not run there (a synchronous pool, every worker busy, a failed or
-    cancelled job): the caller then does the work itself. `patient`: when every worker is busy, wait for one
+    docstring); its result, or None when it did not run there (a synchronous pool, every worker busy, the queue
+    full, still queued after PAGE_QUEUE_S, a failed or cancelled job): the caller then does the work itself. `patient`: when every worker is busy, wait for one
     (PAGE_QUEUE_S at most) if BUSY_ACTIONS page runs share this interpreter."""
     if pool.synchronous:
         return None
@@ -93,7 +93,7 @@ def result_in_pool(pool, job_name: str, kwargs: dict, kind: str, on_wait=None, p
         if job is None or job.state in ("failed", "cancelled"):
             if not pool.free() and (not patient or actions_running() < BUSY_ACTIONS):
                 return None             # every worker busy, and waiting does not pay: doing it here is sooner
-            try:                        # ahead of the jobs no page waits for; behind other pages' for a while
+            try:                        # ahead of every waiting job (the newest page job first)
                 job = pool.submit(owner, job_name, kwargs, kind=kind, shared=True, first=True)
             except ExplorerError:       # too many jobs waiting: doing it here is sooner
                 return None
