@@ -58,14 +58,14 @@ STRUCTURE_OWNER = "structure:"      # + a digest of a job's arguments: the owner
 WAIT_STEP_S = 0.05                  # how often a waiting page run checks whether its session still wants it
 BUSY_ACTIONS = 2
 PAGE_QUEUE_S = 0.5
-"""When every worker is busy and at least BUSY_ACTIONS page runs share this interpreter (another run than its own),
-a page's job waits in the queue for at most PAGE_QUEUE_S before the page does the work itself. Page jobs take 0.03-2 s and three workers run
-them, so one usually starts within a tenth of a second. Done in the serving interpreter, the same work holds up every
-run that shares it. When 30 sessions opened their links within 10 s, each page built what no free worker took at
-once (a strategy's formulas: 7 % of that interpreter's time), and page actions waited for it. A page run alone in
-the interpreter does the work itself at once: nobody else waits for it, and a lone student does not wait behind
-searches. A job still queued after PAGE_QUEUE_S is dropped (cancelled when no other page waits for it) and
-the page does the work itself, as it does at once when the job cannot even be queued (MAX_QUEUED). Only the
+"""When every worker is busy and at least BUSY_ACTIONS page runs share this interpreter (another run than its own), a
+page's job waits in the queue for at most PAGE_QUEUE_S before the page does the work itself. Page jobs take 0.03-2 s
+and three workers run them, so one usually starts within a tenth of a second. Done in the serving interpreter, the
+same work holds up every run that shares it. When 30 sessions opened their links within 10 s, each page built what
+no free worker took at once (a strategy's formulas: 7 % of that interpreter's time), and page actions waited for it.
+A page run alone in the interpreter does the work itself at once: nobody else waits for it, and a lone student does
+not wait behind searches. A job still queued after PAGE_QUEUE_S is dropped (cancelled when no other page waits for
+it) and the page does the work itself, as it does at once when the job cannot even be queued (MAX_QUEUED). Only the
 `patient` jobs wait so: a first compile and a strategy's formulas, sympy work that costs a worker what it costs
 here. A timeline or the presets need the cost trees that this interpreter holds already, and a worker would load
 them from disk first (queued too, they made the first pass no faster: docs/benchmarks-classroom.md)."""
@@ -83,8 +83,9 @@ def result_in_pool(pool, job_name: str, kwargs: dict, kind: str, on_wait=None, p
     """Allowlisted job `job_name` with `kwargs` run in `pool` as the shared job of kind `kind` (its owner a digest of
     `kwargs`: callers asking the same share one job), waited for without holding the interpreter (see the module
     docstring); its result, or None when it did not run there (a synchronous pool, every worker busy, the queue
-    full, still queued after PAGE_QUEUE_S, a failed or cancelled job): the caller then does the work itself. `patient`: when every worker is busy, wait for one
-    (PAGE_QUEUE_S at most) if BUSY_ACTIONS page runs share this interpreter."""
+    full, still queued after PAGE_QUEUE_S, a failed or cancelled job): the caller then does the work itself.
+    `patient`: when every worker is busy, wait for one (PAGE_QUEUE_S at most) if BUSY_ACTIONS page runs share this
+    interpreter."""
     if pool.synchronous:
         return None
     owner = structure_owner(kwargs)
