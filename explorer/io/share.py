@@ -299,6 +299,7 @@ def _flag(params: dict, key: str) -> bool:
 
 
 def _strategy(params: dict, model, cluster, messages: list) -> Strategy:
+    fallback = None                 # the model's default strategy, built at most once
     try:
         if "strategy_spec" in params:
             strategy = _spec(params, "strategy_spec", lambda d, _: strategy_from_dict(d))
@@ -307,7 +308,7 @@ def _strategy(params: dict, model, cluster, messages: list) -> Strategy:
             # a whole link (every key encode always writes) left its other keys out because they were at
             # Strategy's defaults; a partial one (typed by hand) takes the model's default strategy for them
             whole = all(short in params for short in ALWAYS_WRITTEN)
-            base = Strategy() if whole else fallback_strategy(model, cluster)
+            base = Strategy() if whole else (fallback := fallback_strategy(model, cluster))
             fields.setdefault("grad_dtype", GRAD_FROM_FRAMEWORK)    # no `gd`: the framework's own default
             try:
                 strategy = _completed(base, fields)
@@ -321,7 +322,7 @@ def _strategy(params: dict, model, cluster, messages: list) -> Strategy:
         raise
     except ExplorerError as err:
         messages.append(f"the shared strategy cannot run: {err}; using the default strategy")
-        return fallback_strategy(model, cluster)
+        return fallback if fallback is not None else fallback_strategy(model, cluster)
 
 
 def _completed(base: Strategy, fields: dict) -> Strategy:
