@@ -60,6 +60,25 @@ def test_the_distance_weighs_what_the_docstring_says():
     assert E.distance(a, dataclasses.replace(a, gpus=512)) == pytest.approx(0.75)
     assert E.distance(a, dataclasses.replace(a, seq_len=16384)) == pytest.approx(1.0)
     assert E.distance(a, dataclasses.replace(a, ep_overlap_eager=True)) == 1
+    moe = dataclasses.replace(a, moe=True, ep=True, local_experts=16)
+    assert E.distance(moe, dataclasses.replace(moe, local_experts=128)) == pytest.approx(1.5)   # 8x: 3 doublings
+    assert E.distance(moe, dataclasses.replace(moe, local_experts=8)) == pytest.approx(0.5)
+    assert E.distance(a, dataclasses.replace(a, local_experts=0)) == 0         # dense: no experts to compare
+
+
+def test_a_moe_strategy_holding_far_more_experts_a_gpu_than_any_validated_run_extrapolates():
+    """Qwen3-30B-A3B without expert parallelism holds all 128 experts on each GPU: host-bound (1.5 % MFU), with
+    kernel counts and per-expert GEMMs no validated run has (they hold 2-32). Its regime's band (H100 BF16 MoE:
+    GPT-OSS at e8, 16 a GPU, within a few per cent) is not its evidence; with e8 it is."""
+    qwen, h100 = load_model("qwen3-30b-a3b"), load_cluster("dgx-h100")
+    alone = Strategy(dp=8, tp=4, ep=1, sequence_parallel=True, global_batch=256)
+    ev = E.evidence(qwen, alone, h100)
+    assert ev["extrapolating"] and "128 routed experts a GPU" in ev["reason"] and "nearest: 16" in ev["reason"]
+    assert E.band_text(ev).startswith("extrapolating")
+    spread = E.evidence(qwen, alone.with_(ep=8), h100)
+    assert not spread["extrapolating"] and spread["validated_rows"] >= 3
+    assert {r[3].local_experts for r in E.residuals() if r[3].moe} <= set(range(2, 33))
+    assert all(r[3].local_experts == 0 for r in E.residuals() if not r[3].moe)
 
 
 def test_the_cli_prints_the_evidence():

@@ -20,8 +20,12 @@ The distance adds, for each feature that differs: accelerator 2 (a different chi
 efficiencies differ), precision 1 within 16-bit formats and 2 across (FP8 vs BF16: another peak and
 efficiency), dense vs MoE 3 (MoE adds dispatch, expert GEMMs and host costs), context and expert
 parallelism 1 each, expert-parallel overlap outside a full-iteration CUDA graph 1, and for scale |log2| of
-the GPU count ratio x 0.25 (8x more GPUs: 0.75) and of the sequence length ratio x 0.5 (4x longer: 1). A row of the same regime at most 8x away in scale and 4x
-in sequence is within 1.75.
+the GPU count ratio x 0.25 (8x more GPUs: 0.75), of the sequence length ratio x 0.5 (4x longer: 1) and, between
+two MoE predictions, of the ratio of their routed experts a GPU holds (experts / e) x 0.5: the host launches each
+local expert's GEMMs (explorer/model/kernels.py) and each expert's GEMM gets 1/local of the routed tokens, so 4x
+the local experts moves the host and wave terms as 4x the sequence moves attention (16 local experts against 128:
+1.5). A row of the same regime at most 8x away in scale and 4x in sequence and local experts is within 2.75; one
+within 2x in each is within 1.25.
 """
 from __future__ import annotations
 
@@ -54,6 +58,7 @@ class Features:
     cp: bool                # context parallelism (cp > 1)
     ep: bool                # expert parallelism (ep > 1)
     ep_overlap_eager: bool = False   # MoE all-to-alls under the partner pass, layers not in a full-iteration graph
+    local_experts: int = 0           # routed experts a GPU holds (experts / e); 0 for a dense model
 
     @property
     def regime(self) -> str:
@@ -63,7 +68,20 @@ class Features:
 
 def features_of(model, strategy, cluster) -> Features:
     return Features(cluster.device.name, strategy.dtype, bool(model.is_moe), int(strategy.devices),
-                    int(model.seq_len), strategy.cp > 1, strategy.ep > 1, overlap_eager(model, strategy))
+                    int(model.seq_len), strategy.cp > 1, strategy.ep > 1, overlap_eager(model, strategy),
+                    local_experts_of(model, strategy))
+
+
+def local_experts_of(model, strategy) -> int:
+    """The routed experts one GPU holds: experts / e (Megatron-Core places experts / EP on each expert-parallel
+    rank); 0 for a dense model."""
+    return int(model.experts // max(strategy.ep, 1)) if model.is_moe else 0
+
+
+def _experts_distance(a: "Features", b: "Features") -> float:
+    if not (a.moe and b.moe and a.local_experts and b.local_experts):
+        return 0.0
+    return abs(math.log2(a.local_experts / b.local_experts)) * 0.5
 
 
 def overlap_eager(model, strategy) -> bool:
@@ -97,7 +115,7 @@ def distance(a: Features, b: Features) -> float:
             + (a.moe != b.moe) * 3.0 + (a.cp != b.cp) * 1.0 + (a.ep != b.ep) * 1.0
             + (a.ep_overlap_eager != b.ep_overlap_eager) * 1.0
             + abs(math.log2(max(a.gpus, 1) / max(b.gpus, 1))) * 0.25
-            + abs(math.log2(max(a.seq_len, 1) / max(b.seq_len, 1))) * 0.5)
+            + abs(math.log2(max(a.seq_len, 1) / max(b.seq_len, 1))) * 0.5 + _experts_distance(a, b))
 
 
 def _differs(a: Features, b: Features) -> str:
@@ -108,8 +126,13 @@ def _differs(a: Features, b: Features) -> str:
         return f"no validated {'MoE' if a.moe else 'dense'} run on {a.accelerator}"
     if a.precision != b.precision:
         return f"no validated {a.precision} run of this kind on {a.accelerator}"
-    if a.cp != b.cp or a.ep != b.ep:
-        return "no validated run with this context/expert parallelism"
+    if a.cp != b.cp:
+        return f"no validated run {'with' if a.cp else 'without'} context parallelism near this one"
+    if _experts_distance(a, b) >= 1.0:
+        return (f"no validated run with {a.local_experts} routed experts a GPU near this one (nearest: "
+                f"{b.local_experts}): the host's launches and each expert's GEMM size scale with them")
+    if a.ep != b.ep:
+        return f"no validated run {'with' if a.ep else 'without'} expert parallelism near this one"
     if a.ep_overlap_eager != b.ep_overlap_eager:
         return (f"no validated run {'with' if a.ep_overlap_eager else 'without'} expert-parallel overlap outside a "
                 "full-iteration CUDA graph near this one")
@@ -234,7 +257,7 @@ def residual_rows(cases, validation_rows) -> list:
         out.append({"id": row.id, "group": row.group, "source": row.source[:200],
                     "features": {"accelerator": f.accelerator, "precision": f.precision, "moe": f.moe,
                                  "gpus": f.gpus, "seq_len": f.seq_len, "cp": f.cp, "ep": f.ep,
-                                 "ep_overlap_eager": f.ep_overlap_eager},
+                                 "ep_overlap_eager": f.ep_overlap_eager, "local_experts": f.local_experts},
                     "relative_error": row.relative_error, "subset": row.subset,
                     "published_hfu": None if hfu is None else round(hfu, 6)})
     return out
