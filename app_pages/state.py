@@ -117,8 +117,10 @@ W_EXPORT_FRAMEWORK = "w_export_framework"
 def init() -> None:
     """Set every canonical key once per session (setdefault)."""
     ss = st.session_state
-    ss.setdefault(MODEL, load_model(DEFAULT_MODEL))
-    ss.setdefault(CLUSTER, load_cluster(DEFAULT_CLUSTER))
+    if MODEL not in ss:             # not setdefault: its argument would read the preset file on every run
+        ss[MODEL] = load_model(DEFAULT_MODEL)
+    if CLUSTER not in ss:
+        ss[CLUSTER] = load_cluster(DEFAULT_CLUSTER)
     ss.setdefault(LAYER_SPLITS, ())
     ss.setdefault(STAGE_MAP, ())
     ss.setdefault(PIPELINE_LAYOUT, "")

@@ -10,7 +10,8 @@ actions. Prints p50/p95/max per action, failed sessions, and the server's CPU an
 RSS: the processes of the server this script started (and their children), or with --url the
 `streamlit run app.py` processes running from this checkout (or --server-pids), with their children; and apart, the
 serving interpreter's own CPU seconds per page run (polls included), the figure that does not depend on how busy
-the machine is: on two cores p95 <= 1 s for 30 sessions acting at once needs <= ~67 ms of it per action. An action
+the machine is: on two cores p95 <= 1 s for 30 sessions acting at once needs <= ~67 ms of it per action; and this
+script's own CPU (the browsers' share of the work: on one machine it takes cores from the server). An action
 ends at the first script_finished that is not FINISHED_EARLY_FOR_RERUN. Asserts nothing. --port: the port of the
 server it starts (default 8650), so that two checkouts can measure at once.
 
@@ -386,6 +387,8 @@ async def main_async(args):
     cpu0, _ = cpu_rss(pids)
     serving = set(args.server_pids or ([args.started] if args.started else serving_pids()))
     serving0, _ = cpu_rss(serving)      # the interpreters that run the page scripts (not their workers)
+    queries = [diverse_query(i) if args.diverse else "" for i in range(args.sessions)]   # before the clocks start
+    client0 = time.process_time()   # this script's own CPU: on one machine it competes with the server
     wall0 = T0[0] = time.perf_counter()
     rss_peak, seen = 0, {}           # pid -> its CPU seconds when last seen (worker processes come and go)
 
@@ -408,11 +411,12 @@ async def main_async(args):
         await busy(args.url, results, failures, args.busy_think)
     else:
         await asyncio.gather(*(student(args.url, args.ramp * i / max(1, args.sessions - 1), args.think, results,
-                                       failures, diverse_query(i) if args.diverse else "", args.diverse,
+                                       failures, queries[i], args.diverse,
                                        not args.no_search)
                                for i in range(args.sessions)))
     watcher.cancel()
     wall = time.perf_counter() - wall0
+    client = time.process_time() - client0
     sample()
     cpu1 = sum(seen.values())       # the server and every worker it started (a new one from 0 s)
     pids = sorted(seen)
@@ -426,6 +430,8 @@ async def main_async(args):
     print(f"  serving interpreter{'s' if len(serving) > 1 else ''}: {serving_cpu:.1f} CPU-s for {runs} page runs "
           f"(polls included), {1000 * serving_cpu / max(1, runs):.0f} ms each; worker processes "
           f"{cpu1 - cpu0 - serving_cpu:.1f} CPU-s")
+    print(f"  this client (the browsers' part, parsing every message): {client:.1f} CPU-s, "
+          f"{100 * client / wall:.0f} % of one core of the {os.cpu_count()} this machine shares with the server")
     for name in actions:
         xs = sorted(results[name])
         if name not in ("search", "large search", "big upload", "poll"):  # page actions: no whole search, no poll

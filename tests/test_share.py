@@ -133,3 +133,24 @@ def test_a_context_parallel_algorithm_travels_while_cp_is_1():
     strategy = DEFAULT_STRATEGY.with_(cp_algo="ulysses")
     assert decode(encode(GPT3, A100, strategy)).strategy == strategy
     assert "cpa" not in encode(GPT3, A100, DEFAULT_STRATEGY)
+
+
+def test_a_preset_is_read_once_and_again_when_its_file_changes(tmp_path):
+    """encode runs on every page run: the preset it compares a model with is read from its file once, and read
+    again when the file changes (a server whose presets are edited links the edited ones)."""
+    import dataclasses
+    import os
+    from explorer.io import share
+    base = load_model("gpt3-175b")
+    (tmp_path / "gpt3-175b.json").write_text("{}")
+    reads = []
+
+    def load(name):
+        reads.append(name)
+        return base if len(reads) == 1 else dataclasses.replace(base, layers=base.layers + 1)
+    assert share._matches_preset(base, tmp_path, load) and share._matches_preset(base, tmp_path, load)
+    assert reads == ["gpt3-175b"]
+    os.utime(tmp_path / "gpt3-175b.json", ns=(1, 1))                   # the file changed
+    assert not share._matches_preset(base, tmp_path, load) and len(reads) == 2
+    assert not share._matches_preset(dataclasses.replace(base, name="not-there"), tmp_path, load)
+    assert not share._matches_preset(dataclasses.replace(base, name="../x"), tmp_path, load)
