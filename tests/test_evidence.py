@@ -9,6 +9,7 @@ import pytest
 
 from explorer.io.clusters import load_cluster
 from explorer.io.models import load_model
+from explorer.io.presets import fallback_strategy
 from explorer.strategy.strategy import Strategy
 from explorer.validation import evidence as E
 
@@ -60,25 +61,39 @@ def test_the_distance_weighs_what_the_docstring_says():
     assert E.distance(a, dataclasses.replace(a, gpus=512)) == pytest.approx(0.75)
     assert E.distance(a, dataclasses.replace(a, seq_len=16384)) == pytest.approx(1.0)
     assert E.distance(a, dataclasses.replace(a, ep_overlap_eager=True)) == 1
-    moe = dataclasses.replace(a, moe=True, ep=True, local_experts=16)
-    assert E.distance(moe, dataclasses.replace(moe, local_experts=128)) == pytest.approx(1.5)   # 8x: 3 doublings
-    assert E.distance(moe, dataclasses.replace(moe, local_experts=8)) == pytest.approx(0.5)
+    # a prediction (first) with more local experts or narrower GEMMs than a row, beyond a factor 2: 0.5 a doubling
+    moe = dataclasses.replace(a, moe=True, ep=True, local_experts=128, width=2048)
+    assert E.distance(moe, dataclasses.replace(moe, local_experts=16)) == pytest.approx(1.0)    # 8x: 2 past 2x
+    assert E.distance(moe, dataclasses.replace(moe, local_experts=64)) == 0                     # within 2x
+    assert E.distance(dataclasses.replace(moe, local_experts=16), moe) == 0     # fewer: towards large GEMMs
+    assert E.distance(dataclasses.replace(a, width=128), dataclasses.replace(a, width=1024)) == pytest.approx(1.0)
+    assert E.distance(dataclasses.replace(a, width=8192), dataclasses.replace(a, width=1024)) == 0
     assert E.distance(a, dataclasses.replace(a, local_experts=0)) == 0         # dense: no experts to compare
 
 
-def test_a_moe_strategy_holding_far_more_experts_a_gpu_than_any_validated_run_extrapolates():
-    """Qwen3-30B-A3B without expert parallelism holds all 128 experts on each GPU: host-bound (1.5 % MFU), with
-    kernel counts and per-expert GEMMs no validated run has (they hold 2-32). Its regime's band (H100 BF16 MoE:
-    GPT-OSS at e8, 16 a GPU, within a few per cent) is not its evidence; with e8 it is."""
-    qwen, h100 = load_model("qwen3-30b-a3b"), load_cluster("dgx-h100")
-    alone = Strategy(dp=8, tp=4, ep=1, sequence_parallel=True, global_batch=256)
-    ev = E.evidence(qwen, alone, h100)
-    assert ev["extrapolating"] and "128 routed experts a GPU" in ev["reason"] and "nearest: 16" in ev["reason"]
-    assert E.band_text(ev).startswith("extrapolating")
-    spread = E.evidence(qwen, alone.with_(ep=8), h100)
-    assert not spread["extrapolating"] and spread["validated_rows"] >= 3
-    assert {r[3].local_experts for r in E.residuals() if r[3].moe} <= set(range(2, 33))
-    assert all(r[3].local_experts == 0 for r in E.residuals() if not r[3].moe)
+def test_the_reason_names_what_adds_most_to_the_distance():
+    row = E.Features("A100-SXM4-80GB", "fp16", False, 64, 2048, False, False, width=1536)
+    narrow = dataclasses.replace(row, width=96, precision="bf16")                  # width 1.5 > precision 1
+    assert "GEMMs this narrow" in E._differs(narrow, row) and "96" in E._differs(narrow, row)
+    assert "bf16" in E._differs(dataclasses.replace(row, width=1024, precision="bf16"), row)
+    assert "MI300X" in E._differs(dataclasses.replace(narrow, accelerator="MI300X", moe=True), row) or \
+        "MoE" in E._differs(dataclasses.replace(narrow, accelerator="MI300X", moe=True), row)
+
+
+def test_a_model_with_narrow_gemms_extrapolates_and_a_short_sequence_is_named():
+    """BERT-large (1,024 wide) at t 8 (its default strategy) runs 128-wide GEMMs where every validated run's are 768-8,192 wide: its
+    A100 prediction is not shown the band of GPT-3-sized runs, and the reason names the width. tiny-gpt (128-token
+    sequences, 256 wide) at t 2 is named for the larger of its differences, the sequence 16x shorter."""
+    a100 = load_cluster("dgx-a100-80gb")
+    bert = load_model("bert-large")
+    strategy = fallback_strategy(bert, a100)            # what the app opens with: 1,024 GPUs, t 8
+    assert strategy.tp == 8
+    ev = E.evidence(bert, strategy, a100)
+    assert ev["extrapolating"] and "GEMMs this narrow" in ev["reason"] and "hidden / t = 128" in ev["reason"]
+    assert all(r[3].width >= 768 for r in E.residuals()) and E.features_of(bert, strategy, a100).width == 128
+    assert not E.evidence(bert, Strategy(dp=8, tp=1, global_batch=64), a100)["reason"].startswith("no validated run with GEMMs")
+    tiny = E.evidence(load_model("tiny-gpt"), Strategy(dp=4, tp=2, global_batch=64), a100)
+    assert tiny["extrapolating"] and "128-token sequences" in tiny["reason"]
 
 
 def test_the_cli_prints_the_evidence():

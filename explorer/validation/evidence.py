@@ -20,12 +20,17 @@ The distance adds, for each feature that differs: accelerator 2 (a different chi
 efficiencies differ), precision 1 within 16-bit formats and 2 across (FP8 vs BF16: another peak and
 efficiency), dense vs MoE 3 (MoE adds dispatch, expert GEMMs and host costs), context and expert
 parallelism 1 each, expert-parallel overlap outside a full-iteration CUDA graph 1, and for scale |log2| of
-the GPU count ratio x 0.25 (8x more GPUs: 0.75), of the sequence length ratio x 0.5 (4x longer: 1) and, between
-two MoE predictions, of the ratio of their routed experts a GPU holds (experts / e) x 0.5: the host launches each
-local expert's GEMMs (explorer/model/kernels.py) and each expert's GEMM gets 1/local of the routed tokens, so 4x
-the local experts moves the host and wave terms as 4x the sequence moves attention (16 local experts against 128:
-1.5). A row of the same regime at most 8x away in scale and 4x in sequence and local experts is within 2.75; one
-within 2x in each is within 1.25.
+the GPU count ratio x 0.25 (8x more GPUs: 0.75) and of the sequence length ratio x 0.5 (4x longer: 1). A row of the
+same regime at most 8x away in scale and 4x in sequence is within 1.75.
+
+Two features count only where a prediction leaves what a row ran, and only beyond a factor 2 (EASY_FACTOR), by
+|log2| x 0.5 past it, as the sequence length counts: **more routed experts a GPU** (experts / e, MoE): the host
+launches each local expert's GEMMs (explorer/model/kernels.py) and each gets 1/local of the routed tokens, so many
+local experts make a pass host-bound and its GEMMs small (Qwen3-30B-A3B at e 1 holds 128, the validated runs 1-32:
+1.0 against 16); and **narrower GEMMs** (hidden / t): a GEMM's efficiency falls with its size
+(Efficiency.gemm_half_flops in explorer/hardware/cluster.py), validated from 768 to 8,192 wide (BERT-large at t 8,
+128 wide, against 1,280: 0.8). Fewer local experts or wider GEMMs move a pass towards the large GEMMs every
+constant was fitted on, and add nothing.
 """
 from __future__ import annotations
 
@@ -59,6 +64,7 @@ class Features:
     ep: bool                # expert parallelism (ep > 1)
     ep_overlap_eager: bool = False   # MoE all-to-alls under the partner pass, layers not in a full-iteration graph
     local_experts: int = 0           # routed experts a GPU holds (experts / e); 0 for a dense model
+    width: int = 0                   # hidden / t: the GEMMs' hidden dimension on one GPU; 0 where unknown
 
     @property
     def regime(self) -> str:
@@ -69,7 +75,7 @@ class Features:
 def features_of(model, strategy, cluster) -> Features:
     return Features(cluster.device.name, strategy.dtype, bool(model.is_moe), int(strategy.devices),
                     int(model.seq_len), strategy.cp > 1, strategy.ep > 1, overlap_eager(model, strategy),
-                    local_experts_of(model, strategy))
+                    local_experts_of(model, strategy), int(model.hidden // max(strategy.tp, 1)))
 
 
 def local_experts_of(model, strategy) -> int:
@@ -78,10 +84,23 @@ def local_experts_of(model, strategy) -> int:
     return int(model.experts // max(strategy.ep, 1)) if model.is_moe else 0
 
 
+EASY_FACTOR = 2.0
+"""How far (a factor) a prediction may hold more local experts, or run narrower GEMMs, than a row before it counts."""
+
+
+def _beyond(more: float, less: float, weight: float) -> float:
+    """|log2| x weight of how far `more` exceeds EASY_FACTOR x `less` (0 within it)."""
+    return max(0.0, math.log2(more / less) - math.log2(EASY_FACTOR)) * weight if more > 0 and less > 0 else 0.0
+
+
 def _experts_distance(a: "Features", b: "Features") -> float:
-    if not (a.moe and b.moe and a.local_experts and b.local_experts):
-        return 0.0
-    return abs(math.log2(a.local_experts / b.local_experts)) * 0.5
+    """Prediction `a` holding more routed experts a GPU than row `b` (the module docstring)."""
+    return _beyond(a.local_experts, b.local_experts, 0.5) if a.moe and b.moe else 0.0
+
+
+def _width_distance(a: "Features", b: "Features") -> float:
+    """Prediction `a` running narrower GEMMs than row `b` (the module docstring)."""
+    return _beyond(b.width, a.width, 0.5)
 
 
 def overlap_eager(model, strategy) -> bool:
@@ -115,29 +134,37 @@ def distance(a: Features, b: Features) -> float:
             + (a.moe != b.moe) * 3.0 + (a.cp != b.cp) * 1.0 + (a.ep != b.ep) * 1.0
             + (a.ep_overlap_eager != b.ep_overlap_eager) * 1.0
             + abs(math.log2(max(a.gpus, 1) / max(b.gpus, 1))) * 0.25
-            + abs(math.log2(max(a.seq_len, 1) / max(b.seq_len, 1))) * 0.5 + _experts_distance(a, b))
+            + abs(math.log2(max(a.seq_len, 1) / max(b.seq_len, 1))) * 0.5 + _experts_distance(a, b)
+            + _width_distance(a, b))
 
 
 def _differs(a: Features, b: Features) -> str:
-    """In words, the largest difference of `a` (the prediction) from `b` (a validated row)."""
-    if a.accelerator != b.accelerator:
-        return f"no validated run on {a.accelerator}"
-    if a.moe != b.moe:
-        return f"no validated {'MoE' if a.moe else 'dense'} run on {a.accelerator}"
-    if a.precision != b.precision:
-        return f"no validated {a.precision} run of this kind on {a.accelerator}"
-    if a.cp != b.cp:
-        return f"no validated run {'with' if a.cp else 'without'} context parallelism near this one"
-    if _experts_distance(a, b) >= 1.0:
-        return (f"no validated run with {a.local_experts} routed experts a GPU near this one (nearest: "
-                f"{b.local_experts}): the host's launches and each expert's GEMM size scale with them")
-    if a.ep != b.ep:
-        return f"no validated run {'with' if a.ep else 'without'} expert parallelism near this one"
-    if a.ep_overlap_eager != b.ep_overlap_eager:
-        return (f"no validated run {'with' if a.ep_overlap_eager else 'without'} expert-parallel overlap outside a "
-                "full-iteration CUDA graph near this one")
-    return (f"no validated run near {a.gpus:,} GPUs and {a.seq_len:,}-token sequences "
-            f"(nearest: {b.gpus:,} GPUs, {b.seq_len:,} tokens)")
+    """In words, the largest difference of `a` (the prediction) from `b` (a validated row): the feature adding the
+    most to their distance (the first of this order on a tie)."""
+    scale = (abs(math.log2(max(a.gpus, 1) / max(b.gpus, 1))) * 0.25
+             + abs(math.log2(max(a.seq_len, 1) / max(b.seq_len, 1))) * 0.5)
+    parts = (
+        ((a.accelerator != b.accelerator) * 2.0, lambda: f"no validated run on {a.accelerator}"),
+        ((a.moe != b.moe) * 3.0, lambda: f"no validated {'MoE' if a.moe else 'dense'} run on {a.accelerator}"),
+        (_precision_distance(a.precision, b.precision),
+         lambda: f"no validated {a.precision} run of this kind on {a.accelerator}"),
+        ((a.cp != b.cp) * 1.0,
+         lambda: f"no validated run {'with' if a.cp else 'without'} context parallelism near this one"),
+        (_experts_distance(a, b),
+         lambda: (f"no validated run with {a.local_experts} routed experts a GPU near this one (nearest: "
+                  f"{b.local_experts}): the host's launches and each expert's GEMM size scale with them")),
+        ((a.ep != b.ep) * 1.0,
+         lambda: f"no validated run {'with' if a.ep else 'without'} expert parallelism near this one"),
+        (_width_distance(a, b),
+         lambda: (f"no validated run with GEMMs this narrow near this one (hidden / t = {a.width:,}; nearest: "
+                  f"{b.width:,}): a GEMM's efficiency depends on its sizes")),
+        ((a.ep_overlap_eager != b.ep_overlap_eager) * 1.0,
+         lambda: (f"no validated run {'with' if a.ep_overlap_eager else 'without'} expert-parallel overlap outside "
+                  "a full-iteration CUDA graph near this one")),
+        (scale, lambda: (f"no validated run near {a.gpus:,} GPUs and {a.seq_len:,}-token sequences "
+                         f"(nearest: {b.gpus:,} GPUs, {b.seq_len:,} tokens)")),
+    )
+    return max(parts, key=lambda part: part[0])[1]()    # max keeps the first of equal weights
 
 
 @lru_cache(maxsize=1)
@@ -177,7 +204,9 @@ def evidence(model, strategy, cluster) -> dict:
     far = not ranked or distance(mine, ranked[0][3]) > EXTRAPOLATING_BEYOND
     reason = ""
     if far:
-        reason = _differs(mine, ranked[0][3]) if ranked else "no validated runs are bundled"
+        # why even the nearest row of its own regime (where there is one) is far: the runs it is priced like
+        same = [r for r in ranked if r[3].regime == mine.regime] or ranked
+        reason = _differs(mine, same[0][3]) if ranked else "no validated runs are bundled"
     elif not regime_rows:
         reason = f"no validated run in the regime {mine.regime}"
     hfus = published_hfus()
@@ -257,7 +286,8 @@ def residual_rows(cases, validation_rows) -> list:
         out.append({"id": row.id, "group": row.group, "source": row.source[:200],
                     "features": {"accelerator": f.accelerator, "precision": f.precision, "moe": f.moe,
                                  "gpus": f.gpus, "seq_len": f.seq_len, "cp": f.cp, "ep": f.ep,
-                                 "ep_overlap_eager": f.ep_overlap_eager, "local_experts": f.local_experts},
+                                 "ep_overlap_eager": f.ep_overlap_eager, "local_experts": f.local_experts,
+                                 "width": f.width},
                     "relative_error": row.relative_error, "subset": row.subset,
                     "published_hfu": None if hfu is None else round(hfu, 6)})
     return out
