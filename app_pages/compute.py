@@ -100,9 +100,18 @@ SMALL_TIMELINE_PASSES = 4_096
 # A super-step timeline of at most this many passes (2 m v p) is small: 3.5-4 events per pass (ZB-H1 and DualPipeV
 # add weight-gradient passes), ~350 bytes per event with its Gantt and ~120 more for its wire form (gpt3-175b d8 t8
 # p8, B = 1536: 3,072 passes, 10,604 events, 3.7 MiB; at 4,096 passes 6.9-7.7 MiB with the wire).
-SMALL_TIMELINES, LARGE_TIMELINES = 48, 8
-# Entries of the small and large timeline caches: at most ~48 x 7.7 MiB = 370 MiB of small ones; a large one is up
-# to MAX_TIMELINE_EVENTS events (~200 MiB), so few of them: ~2 GiB at worst, where 16 entries of any size were ~3 GiB.
+TINY_TIMELINE_PASSES = 1_024
+# ... and of at most this many, tiny (~1.9 MiB at most with the wire, at the same bytes per pass): what a student's
+# own small model and batch lays out. With 48 entries for every small one, 30 diverse sessions (two timelines each)
+# evicted each other's: their second visit laid out a fifth of them again (py-spy, 2026-12-07).
+TINY_TIMELINES, SMALL_TIMELINES, LARGE_TIMELINES = 128, 48, 8
+# Entries of the tiny, small and large timeline caches: at most 128 x 1.9 MiB = 240 MiB of tiny ones, ~48 x 7.7 MiB =
+# 370 MiB of small ones; a large one is up to MAX_TIMELINE_EVENTS events (~200 MiB), so few of them: ~2.2 GiB at
+# worst, where 16 entries of any size were ~3 GiB.
+TINY_MICROSTEP_DEVICES = 64
+# A layer's micro-steps on at most this many tensor-parallel devices are tiny (~40 events each: ~1.5 MiB at 64)
+# and kept in TINY_MICROSTEPS entries; wider ones (up to ~24 MiB at t = 1,024) in MICROSTEPS.
+TINY_MICROSTEPS, MICROSTEPS = 128, 32
 
 SPINNER = {"symbolic": "Building the formulas of this strategy (the first view of a new structure takes a few seconds)…", "graph": "Drawing the operator graph…", "breakdown_figures": "Computing the cost breakdown…",
            "superstep": "Laying out the super-step timeline…",
@@ -175,8 +184,15 @@ def strategy_label(s: Strategy) -> str:
 def superstep(model, strategy, cluster, schedule: str) -> dict:
     """Super-step events, their Gantt figure and the agreement with the cost model: from the cache of small
     timelines (at most SMALL_TIMELINE_PASSES passes, 2 m v p) or of large ones."""
-    small = 2 * strategy.micro_batches * strategy.chunks * strategy.pp <= SMALL_TIMELINE_PASSES
-    return (_small_superstep if small else _large_superstep)(model, strategy, cluster, schedule)
+    passes = 2 * strategy.micro_batches * strategy.chunks * strategy.pp
+    cache = _tiny_superstep if passes <= TINY_TIMELINE_PASSES else \
+        _small_superstep if passes <= SMALL_TIMELINE_PASSES else _large_superstep
+    return cache(model, strategy, cluster, schedule)
+
+
+@st.cache_resource(hash_funcs=BY_REPR, max_entries=TINY_TIMELINES, show_spinner=SPINNER["superstep"])
+def _tiny_superstep(model, strategy, cluster, schedule: str) -> dict:
+    return _superstep(model, strategy, cluster, schedule)
 
 
 @st.cache_resource(hash_funcs=BY_REPR, max_entries=SMALL_TIMELINES, show_spinner=SPINNER["superstep"])
@@ -206,9 +222,25 @@ def superstep_or_refusal(model, strategy, cluster, schedule: str) -> tuple:
         return None, str(err)
 
 
-@st.cache_resource(hash_funcs=BY_REPR, max_entries=32, show_spinner=SPINNER["microstep"])   # t x ~40 events each
 def microstep(model, strategy, cluster, layer: int, op) -> dict:
-    """explorer.facade.microstep_view, built in the worker pool when a worker is free (timeline_in), else here."""
+    """explorer.facade.microstep_view, built in the worker pool when a worker is free (timeline_in), else here;
+    from the cache of tiny ones (t <= TINY_MICROSTEP_DEVICES) or of the others."""
+    widest = max([strategy.tp, *(split.degree for split in strategy.layer_splits)])   # a layer's own t included
+    cache = _tiny_microstep if widest <= TINY_MICROSTEP_DEVICES else _wide_microstep
+    return cache(model, strategy, cluster, layer, op)
+
+
+@st.cache_resource(hash_funcs=BY_REPR, max_entries=TINY_MICROSTEPS, show_spinner=SPINNER["microstep"])
+def _tiny_microstep(model, strategy, cluster, layer: int, op) -> dict:
+    return _microstep(model, strategy, cluster, layer, op)
+
+
+@st.cache_resource(hash_funcs=BY_REPR, max_entries=MICROSTEPS, show_spinner=SPINNER["microstep"])  # t x ~40 events
+def _wide_microstep(model, strategy, cluster, layer: int, op) -> dict:
+    return _microstep(model, strategy, cluster, layer, op)
+
+
+def _microstep(model, strategy, cluster, layer: int, op) -> dict:
     return timeline_in(jobs.pool_or_none(), "microstep", model, strategy, cluster, layer=layer, op=op)
 
 

@@ -112,8 +112,14 @@ def _moe_host_controls(bar, fields: dict) -> None:
 def _pair(bar) -> tuple:
     """Two controls side by side, or, in classroom mode, one under the other: at 1280x720 its 20 px type left a
     half-width select box about 63 px, which cut 'delayed', 'selective' and 'framework' (a select's value is an
-    <input>, which cannot wrap; tests/svg_layout.py clipped_controls checks the values)."""
-    return (bar, bar) if S.classroom() else tuple(bar.columns(2))
+    <input>, which cannot wrap; tests/svg_layout.py clipped_controls checks the values). Side by side is one
+    horizontal container holding both (each stretches to half: the same places as st.columns(2), checked in
+    Chromium), one block where st.columns(2) sent three: each block is a message the serving interpreter builds,
+    hashes and hands to the event loop, and the sidebar's pairs were 6 % of its time (docs/benchmarks-classroom.md)."""
+    if S.classroom():
+        return bar, bar
+    row = bar.container(horizontal=True, gap="small", wrap=False)
+    return row, row
 
 
 def _framework_title(name: str) -> str:
