@@ -334,38 +334,56 @@ class WorkerPool:
                 self._enforce_deadlines()
                 self._dispatch()
                 waits = [self._wake_r] + [w.conn for w in self._workers]
+                workers = list(self._workers)
             try:
                 ready = connection.wait(waits, TICK_S)
             except OSError:
                 ready = []
+            if self._wake_r in ready:
+                while self._wake_r.poll():
+                    self._wake_r.recv_bytes()
+            # Read (and unpickle) the workers' messages before taking the lock: a result can be megabytes (a
+            # timeline), and every page run asking the pool anything waited for the lock meanwhile (py-spy --idle
+            # of 100 sessions on one serving process: the waits in offload.result_in_pool for its lock, which waits
+            # for this one, were half of the page runs' waiting samples; docs/benchmarks-classroom.md).
+            # Only this thread receives on a worker's connection; others only send on it, under the lock.
+            messages = [(worker, self._receive(worker)) for worker in workers if worker.conn in ready]
             with self._lock:
                 if self._closed:
                     return
-                for obj in ready:
-                    if obj is self._wake_r:
-                        while self._wake_r.poll():
-                            self._wake_r.recv_bytes()
-                for worker in list(self._workers):
-                    if worker.conn in ready:
-                        self._read(worker)
+                for worker, received in messages:
+                    if worker in self._workers:         # not stopped meanwhile (a cancel's grace ran out)
+                        self._read(worker, received)
 
-    def _read(self, worker: _Worker) -> None:
+    @staticmethod
+    def _receive(worker: _Worker) -> list:
+        """Every message waiting on the worker's connection; None last if the connection closed."""
+        out = []
         try:
             while worker.conn.poll():
-                kind, job_id, *rest = worker.conn.recv()
-                job = worker.job
-                if job is None or job.id != job_id:
-                    continue
-                if kind == "progress":
-                    if not job.finished:
-                        job.fraction, job.message = rest
-                    continue
-                if not job.finished:
-                    self._finish(job, kind, rest[0])
-                worker.job, worker.deadline = None, None
-                job.stopped.set()
+                out.append(worker.conn.recv())
         except (EOFError, OSError):         # the connection closed: the worker is gone
-            self._died(worker)
+            out.append(None)
+        return out
+
+    def _read(self, worker: _Worker, received: list) -> None:
+        """Apply the messages `_receive` took from the worker (under the lock)."""
+        for message in received:
+            if message is None:
+                self._died(worker)
+                return
+            kind, job_id, *rest = message
+            job = worker.job
+            if job is None or job.id != job_id:
+                continue
+            if kind == "progress":
+                if not job.finished:
+                    job.fraction, job.message = rest
+                continue
+            if not job.finished:
+                self._finish(job, kind, rest[0])
+            worker.job, worker.deadline = None, None
+            job.stopped.set()
 
     def _died(self, worker: _Worker) -> None:
         self._workers.remove(worker)
