@@ -25,6 +25,10 @@ if [[ ${1:-} == stop ]]; then stop; exit 0; fi
 N=${1:-$(nproc)}
 PORT=${2:-8080}
 BASE=${BASE:-8601}
+if ((PORT >= BASE && PORT < BASE + N)); then   # nginx could not listen, and a client would reach one process
+  echo "serve.sh: port $PORT is one of the Streamlit processes' ports $BASE-$((BASE + N - 1)) (BASE); choose another" >&2
+  exit 2
+fi
 command -v nginx >/dev/null || { echo "serve.sh needs nginx: apt-get install nginx-light" >&2; exit 2; }
 stop
 
@@ -82,5 +86,9 @@ for ((i = 0; i < N; i++)); do          # wait until every process answers its he
     exit 1
   fi
 done
-nginx -c "$RUN/nginx.conf" -p "$RUN"
+if ! nginx -c "$RUN/nginx.conf" -p "$RUN"; then   # e.g. the port is taken: no half-started class server
+  echo "serve.sh: nginx did not start (its messages above); the Streamlit processes are stopped" >&2
+  stop
+  exit 1
+fi
 echo "serving $N processes at http://127.0.0.1:$PORT (bash serve/serve.sh stop to end)"

@@ -80,3 +80,13 @@ def test_a_failed_warm_up_still_starts_the_server():
     assert out.stdout.split() == ["False"], out.stderr[-2000:]
     assert "not warmed (ModuleNotFoundError" in out.stderr and "Traceback" not in out.stderr
     assert "kill -0" in (ROOT / "serve" / "serve.sh").read_text()      # serve.sh stops waiting for a dead process
+
+
+def test_a_port_among_the_streamlit_ports_is_refused_before_anything_starts(tmp_path):
+    """nginx on one of the Streamlit processes' ports could not listen, and every client then reached one process
+    directly (a load test measured one process for two): refused in one line, nothing started."""
+    env = {"RUN": str(tmp_path), "BASE": "8695", "PATH": "/usr/sbin:/usr/bin:/bin:" + str(Path(sys.executable).parent)}
+    out = subprocess.run(["bash", "serve/serve.sh", "2", "8696"], cwd=ROOT, env=env, capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 2 and "port 8696 is one of the Streamlit processes' ports 8695-8696" in out.stderr
+    assert not list(tmp_path.glob("streamlit-*.pid"))
