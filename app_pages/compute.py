@@ -109,8 +109,9 @@ TINY_TIMELINES, SMALL_TIMELINES, LARGE_TIMELINES = 128, 48, 8
 # 370 MiB of small ones; a large one is up to MAX_TIMELINE_EVENTS events (~200 MiB), so few of them: ~2.2 GiB at
 # worst, where 16 entries of any size were ~3 GiB.
 TINY_MICROSTEP_DEVICES = 64
-# A layer's micro-steps on at most this many tensor-parallel devices are tiny (~40 events each: ~1.5 MiB at 64)
-# and kept in TINY_MICROSTEPS entries; wider ones (up to ~24 MiB at t = 1,024) in MICROSTEPS.
+# A layer's micro-steps on at most this many tensor-parallel devices are tiny (~40 events each: ~1.5 MiB at 64, 0.7
+# MiB pickled) and kept in TINY_MICROSTEPS entries; wider ones (up to ~24 MiB at t = 1,024) in MICROSTEPS: at most
+# 128 x 1.5 + 32 x 24 MiB = 0.94 GiB of micro-steps (0.75 GiB with 32 entries of any width before).
 TINY_MICROSTEPS, MICROSTEPS = 128, 32
 
 SPINNER = {"symbolic": "Building the formulas of this strategy (the first view of a new structure takes a few seconds)…", "graph": "Drawing the operator graph…", "breakdown_figures": "Computing the cost breakdown…",
@@ -182,8 +183,9 @@ def strategy_label(s: Strategy) -> str:
 
 
 def superstep(model, strategy, cluster, schedule: str) -> dict:
-    """Super-step events, their Gantt figure and the agreement with the cost model: from the cache of small
-    timelines (at most SMALL_TIMELINE_PASSES passes, 2 m v p) or of large ones."""
+    """Super-step events, their Gantt figure and the agreement with the cost model: from the cache of tiny
+    timelines (at most TINY_TIMELINE_PASSES passes, 2 m v p), of small ones (SMALL_TIMELINE_PASSES) or of large
+    ones."""
     passes = 2 * strategy.micro_batches * strategy.chunks * strategy.pp
     cache = _tiny_superstep if passes <= TINY_TIMELINE_PASSES else \
         _small_superstep if passes <= SMALL_TIMELINE_PASSES else _large_superstep
@@ -225,8 +227,7 @@ def superstep_or_refusal(model, strategy, cluster, schedule: str) -> tuple:
 def microstep(model, strategy, cluster, layer: int, op) -> dict:
     """explorer.facade.microstep_view, built in the worker pool when a worker is free (timeline_in), else here;
     from the cache of tiny ones (t <= TINY_MICROSTEP_DEVICES) or of the others."""
-    widest = max([strategy.tp, *(split.degree for split in strategy.layer_splits)])   # a layer's own t included
-    cache = _tiny_microstep if widest <= TINY_MICROSTEP_DEVICES else _wide_microstep
+    cache = _tiny_microstep if strategy.tp <= TINY_MICROSTEP_DEVICES else _wide_microstep   # a layer's t divides it
     return cache(model, strategy, cluster, layer, op)
 
 

@@ -118,7 +118,10 @@ def _pair(bar) -> tuple:
     hashes and hands to the event loop, and the sidebar's pairs were 6 % of its time (docs/benchmarks-classroom.md)."""
     if S.classroom():
         return bar, bar
-    row = bar.container(horizontal=True, gap="small", wrap=False)
+    try:
+        row = bar.container(horizontal=True, gap="small", wrap=False)
+    except TypeError:                       # a Streamlit older than horizontal containers (requirements: >= 1.40)
+        return tuple(bar.columns(2))
     return row, row
 
 

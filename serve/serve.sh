@@ -25,6 +25,9 @@ if [[ ${1:-} == stop ]]; then stop; exit 0; fi
 N=${1:-$(nproc)}
 PORT=${2:-8080}
 BASE=${BASE:-8601}
+for value in "$N" "$PORT" "$BASE"; do
+  [[ $value =~ ^[0-9]{1,5}$ ]] || { echo "serve.sh: N, PORT and BASE are numbers, not '$value'" >&2; exit 2; }
+done
 if ((PORT >= BASE && PORT < BASE + N)); then   # nginx could not listen, and a client would reach one process
   echo "serve.sh: port $PORT is one of the Streamlit processes' ports $BASE-$((BASE + N - 1)) (BASE); choose another" >&2
   exit 2

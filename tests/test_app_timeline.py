@@ -42,3 +42,23 @@ def test_a_cancelled_timeline_is_not_shown_as_a_refusal(monkeypatch):
     monkeypatch.setattr(compute, "superstep", cancelled)
     with pytest.raises(WorkCancelled):
         compute.superstep_or_refusal(None, None, None, "1f1b")
+
+
+def test_tiny_timelines_and_micro_steps_have_caches_of_their_own(monkeypatch):
+    """A student's small model lays out a tiny timeline (<= TINY_TIMELINE_PASSES passes) and tiny micro-steps
+    (t <= TINY_MICROSTEP_DEVICES): they go to caches of 128 entries, so 30 sessions' timelines do not evict each
+    other; larger ones to the bounded caches of their size (app_pages/compute.py)."""
+    from app_pages import compute
+    from explorer import Strategy, load_cluster, load_model
+    taken = []
+    for name in ("_tiny_superstep", "_small_superstep", "_large_superstep", "_tiny_microstep", "_wide_microstep"):
+        monkeypatch.setattr(compute, name, lambda *args, _name=name: taken.append(_name))
+    model, cluster = load_model("gpt3-175b"), load_cluster("dgx-a100-80gb")
+    for batch in (64, 512, 1536, 8192):         # 2 m p (p 8, d 16): 64, 512, 1,536 and 8,192 passes
+        compute.superstep(model, Strategy(dp=16, tp=8, pp=8, global_batch=batch), cluster, "1f1b")
+    for tp in (8, 128):
+        compute.microstep(model, Strategy(dp=1, tp=tp, global_batch=8), cluster, 0, None)
+    assert taken == ["_tiny_superstep", "_tiny_superstep", "_small_superstep", "_large_superstep",
+                     "_tiny_microstep", "_wide_microstep"]
+    assert compute.TINY_TIMELINES > compute.SMALL_TIMELINES > compute.LARGE_TIMELINES
+    assert compute.TINY_MICROSTEPS > compute.MICROSTEPS

@@ -68,21 +68,41 @@ def test_the_distance_weighs_what_the_docstring_says():
     assert E.distance(dataclasses.replace(moe, local_experts=16), moe) == 0     # fewer: towards large GEMMs
     assert E.distance(dataclasses.replace(a, width=128), dataclasses.replace(a, width=1024)) == pytest.approx(1.0)
     assert E.distance(dataclasses.replace(a, width=8192), dataclasses.replace(a, width=1024)) == 0
-    assert E.distance(a, dataclasses.replace(a, local_experts=0)) == 0         # dense: no experts to compare
+    assert E.distance(a, dataclasses.replace(moe, moe=True)) == pytest.approx(3 + 1)   # a dense prediction: MoE, e
+    assert E._experts_distance(a, moe) == 0 == E._experts_distance(moe, a)      # dense: no experts to compare
+
+
+def _rows(*features) -> list:
+    """Residual rows (id, group, source, Features, error, subset) of these features, for _differs."""
+    return [(f"row{i}", "", "", f, 0.0, "") for i, f in enumerate(features)]
 
 
 def test_the_reason_names_what_adds_most_to_the_distance():
     row = E.Features("A100-SXM4-80GB", "fp16", False, 64, 2048, False, False, width=1536)
+    wide = dataclasses.replace(row, width=8192)
     narrow = dataclasses.replace(row, width=96, precision="bf16")                  # width 1.5 > precision 1
-    assert "GEMMs this narrow" in E._differs(narrow, row) and "96" in E._differs(narrow, row)
-    assert "bf16" in E._differs(dataclasses.replace(row, width=1024, precision="bf16"), row)
-    assert "MI300X" in E._differs(dataclasses.replace(narrow, accelerator="MI300X", moe=True), row) or \
-        "MoE" in E._differs(dataclasses.replace(narrow, accelerator="MI300X", moe=True), row)
+    said = E._differs(narrow, row, _rows(row, wide))
+    assert "GEMMs this narrow" in said and "hidden / t = 96" in said and "down to 1,536" in said
+    assert "bf16" in E._differs(dataclasses.replace(row, width=1024, precision="bf16"), row, _rows(row))
+    # no validated run in its regime: the accelerator is named first, whatever adds most
+    elsewhere = dataclasses.replace(narrow, accelerator="MI300X", moe=True, seq_len=128)
+    assert E._differs(elsewhere, row, ()) == "no validated run on MI300X"
+    assert E._differs(dataclasses.replace(row, moe=True), row, ()) == "no validated MoE run on A100-SXM4-80GB"
+
+
+def test_a_moe_prediction_is_shown_moe_rows_first():
+    """Qwen3-30B-A3B at e 1 is farther from every MoE row (expert parallelism, 128 local experts) than from some
+    dense ones; its nearest rows are its regime's, whose band it is shown."""
+    ev = E.evidence(load_model("qwen3-30b-a3b"), Strategy(dp=8, tp=4, ep=1, sequence_parallel=True,
+                                                          global_batch=256), load_cluster("dgx-h100"))
+    ids = {r[0]: r[3] for r in E.residuals()}
+    assert all(ids[r["id"]].moe and ids[r["id"]].regime == "H100-SXM · 16-bit · MoE" for r in ev["nearest_rows"])
+    assert "at most 16" in ev["reason"]
 
 
 def test_a_model_with_narrow_gemms_extrapolates_and_a_short_sequence_is_named():
-    """BERT-large (1,024 wide) at t 8 (its default strategy) runs 128-wide GEMMs where every validated run's are 768-8,192 wide: its
-    A100 prediction is not shown the band of GPT-3-sized runs, and the reason names the width. tiny-gpt (128-token
+    """BERT-large (1,024 wide) at t 8 (its default strategy) runs 128-wide GEMMs where every validated run's are
+    768-8,192 wide: its A100 prediction is not shown the band of GPT-3-sized runs, and the reason names the width. tiny-gpt (128-token
     sequences, 256 wide) at t 2 is named for the larger of its differences, the sequence 16x shorter."""
     a100 = load_cluster("dgx-a100-80gb")
     bert = load_model("bert-large")
@@ -91,7 +111,11 @@ def test_a_model_with_narrow_gemms_extrapolates_and_a_short_sequence_is_named():
     ev = E.evidence(bert, strategy, a100)
     assert ev["extrapolating"] and "GEMMs this narrow" in ev["reason"] and "hidden / t = 128" in ev["reason"]
     assert all(r[3].width >= 768 for r in E.residuals()) and E.features_of(bert, strategy, a100).width == 128
-    assert not E.evidence(bert, Strategy(dp=8, tp=1, global_batch=64), a100)["reason"].startswith("no validated run with GEMMs")
+    whole = Strategy(dp=8, tp=1, global_batch=64)                                          # 1,024 wide
+    ev_whole = E.evidence(bert, whole, a100)
+    rows = {r[0]: r[3] for r in E.residuals()}
+    assert E._width_distance(E.features_of(bert, whole, a100), rows[ev_whole["nearest_rows"][0]["id"]]) == 0
+    assert "GEMMs this narrow" not in ev_whole["reason"]
     tiny = E.evidence(load_model("tiny-gpt"), Strategy(dp=4, tp=2, global_batch=64), a100)
     assert tiny["extrapolating"] and "128-token sequences" in tiny["reason"]
 
@@ -142,5 +166,6 @@ def test_the_known_gap_reaches_the_cli_and_the_cost_page():
 
 def test_the_overlap_is_named_when_it_is_what_sets_a_prediction_apart():
     a = E.Features("H100-SXM", "fp8", True, 16, 4096, False, True, True)
-    assert "expert-parallel overlap" in E._differs(a, dataclasses.replace(a, ep_overlap_eager=False))
-    assert "without expert-parallel overlap" in E._differs(dataclasses.replace(a, ep_overlap_eager=False), a)
+    b = dataclasses.replace(a, ep_overlap_eager=False)
+    assert "expert-parallel overlap" in E._differs(a, b, _rows(b))
+    assert "without expert-parallel overlap" in E._differs(b, a, _rows(a))

@@ -90,3 +90,10 @@ def test_a_port_among_the_streamlit_ports_is_refused_before_anything_starts(tmp_
                          timeout=60)
     assert out.returncode == 2 and "port 8696 is one of the Streamlit processes' ports 8695-8696" in out.stderr
     assert not list(tmp_path.glob("streamlit-*.pid"))
+
+
+def test_a_port_that_is_not_a_number_is_refused_in_one_line(tmp_path):
+    env = {"RUN": str(tmp_path), "BASE": "8695", "PATH": "/usr/sbin:/usr/bin:/bin:" + str(Path(sys.executable).parent)}
+    out = subprocess.run(["bash", "serve/serve.sh", "2", "80a"], cwd=ROOT, env=env, capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 2 and out.stderr.strip() == "serve.sh: N, PORT and BASE are numbers, not '80a'"

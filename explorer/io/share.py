@@ -30,6 +30,7 @@ import base64
 import binascii
 import json
 import re
+import stat
 from dataclasses import dataclass, field
 
 from explorer.io.clusters import PRESET_DIR as CLUSTER_DIR, cluster_from_dict, cluster_to_dict, load_cluster
@@ -121,7 +122,7 @@ def _is_preset(name: str, folder) -> bool:
 
 
 _PRESETS: dict = {}
-"""(folder, name) -> (the file's mtime_ns, the loaded preset): the app writes a link on every page run, and
+"""(folder, name) -> ((the file's mtime_ns, size, inode), the loaded preset): the app writes a link on every page run, and
 reading the two preset files each time was ~2 % of a cached run (py-spy, 2026-12-07). At most PRESETS_KEPT."""
 PRESETS_KEPT = 256
 
@@ -131,9 +132,12 @@ def _matches_preset(obj, folder, load) -> bool:
     if not NAME.match(obj.name):
         return False
     try:
-        stamp = (folder / f"{obj.name}.json").stat().st_mtime_ns
+        info = (folder / f"{obj.name}.json").stat()
     except OSError:
         return False
+    if not stat.S_ISREG(info.st_mode):
+        return False
+    stamp = (info.st_mtime_ns, info.st_size, info.st_ino)     # a rewrite within one clock tick changes its size
     known = _PRESETS.get((folder, obj.name))
     if known is None or known[0] != stamp:
         if len(_PRESETS) >= PRESETS_KEPT:

@@ -285,11 +285,11 @@ class WorkerPool:
             for (owner, kind) in list(self._by_owner):
                 self.cancel(owner, kind)
             workers, self._workers = self._workers, []
+        if self._thread is not None:        # first the loop thread: it receives on the workers' connections
+            self._wake()                    # outside the lock, and stop() closes them
+            self._thread.join(2)
         for worker in workers:
             worker.stop()
-        if self._thread is not None:
-            self._wake()
-            self._thread.join(2)
 
     # -- internals --
     def _run_here(self, job: Job) -> None:
@@ -352,7 +352,7 @@ class WorkerPool:
                 if self._closed:
                     return
                 for worker, received in messages:
-                    if worker in self._workers:         # not stopped meanwhile (a cancel's grace ran out)
+                    if worker in self._workers:         # not taken away meanwhile (close())
                         self._read(worker, received)
 
     @staticmethod

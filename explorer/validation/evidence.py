@@ -9,10 +9,12 @@ tests/test_evidence.py checks it against a fresh validation). For a strategy the
   GEMM efficiency per accelerator and precision, and MoE's own costs);
 * the regime's validated rows and their mean and max absolute relative error (the band shown with a
   number);
-* the three **nearest rows** by `distance` (below), with their errors and a label a person reads (model, GPUs,
-  system, precision, publication: explorer.validation.run_labels);
-* **extrapolating** when no validated row is within EXTRAPOLATING_BEYOND of it, with the reason: the
-  first thing the nearest row differs in;
+* the three **nearest rows** by `distance` (below), those of its own regime first (the rows its band is made of),
+  with their errors and a label a person reads (model, GPUs, system, precision, publication:
+  explorer.validation.run_labels);
+* **extrapolating** when the nearest of them is farther than EXTRAPOLATING_BEYOND, with the reason: where its
+  regime has validated rows, the feature that adds most to the distance from the nearest of them (with the range
+  the regime's rows cover); where it has none, the first of accelerator, dense/MoE and precision that differs;
 * a **known gap** (KNOWN_GAPS) where the strategy has a feature whose validated rows the model misses in one
   direction for a cost it does not price, with those rows' errors and the sources that name the cost.
 
@@ -21,16 +23,18 @@ efficiencies differ), precision 1 within 16-bit formats and 2 across (FP8 vs BF1
 efficiency), dense vs MoE 3 (MoE adds dispatch, expert GEMMs and host costs), context and expert
 parallelism 1 each, expert-parallel overlap outside a full-iteration CUDA graph 1, and for scale |log2| of
 the GPU count ratio x 0.25 (8x more GPUs: 0.75) and of the sequence length ratio x 0.5 (4x longer: 1). A row of the
-same regime at most 8x away in scale and 4x in sequence is within 1.75.
+same regime at most 8x away in scale and 4x in sequence (and within 2x of its local experts and width, below) is
+within 1.75.
 
 Two features count only where a prediction leaves what a row ran, and only beyond a factor 2 (EASY_FACTOR), by
 |log2| x 0.5 past it, as the sequence length counts: **more routed experts a GPU** (experts / e, MoE): the host
 launches each local expert's GEMMs (explorer/model/kernels.py) and each gets 1/local of the routed tokens, so many
-local experts make a pass host-bound and its GEMMs small (Qwen3-30B-A3B at e 1 holds 128, the validated runs 1-32:
-1.0 against 16); and **narrower GEMMs** (hidden / t): a GEMM's efficiency falls with its size
+local experts make a pass host-bound and its GEMMs small (Qwen3-30B-A3B at e 1 holds 128, the validated runs 2-32:
+1.0 against 16); and **narrower GEMMs** (hidden / t, transformers only: the attention and dense layers' GEMMs; an
+expert's own GEMMs are sized by the local experts above): a GEMM's efficiency falls with its size
 (Efficiency.gemm_half_flops in explorer/hardware/cluster.py), validated from 768 to 8,192 wide (BERT-large at t 8,
-128 wide, against 1,280: 0.8). Fewer local experts or wider GEMMs move a pass towards the large GEMMs every
-constant was fitted on, and add nothing.
+128 wide, against 768: 0.8). Fewer local experts or wider GEMMs move a pass towards the large GEMMs every constant
+was fitted on, and add nothing. The distance is one-sided for these two: `distance(prediction, row)`.
 """
 from __future__ import annotations
 
@@ -64,7 +68,7 @@ class Features:
     ep: bool                # expert parallelism (ep > 1)
     ep_overlap_eager: bool = False   # MoE all-to-alls under the partner pass, layers not in a full-iteration graph
     local_experts: int = 0           # routed experts a GPU holds (experts / e); 0 for a dense model
-    width: int = 0                   # hidden / t: the GEMMs' hidden dimension on one GPU; 0 where unknown
+    width: int = 0                   # hidden / t: the GEMMs' hidden dimension on one GPU; 0: not a transformer
 
     @property
     def regime(self) -> str:
@@ -75,7 +79,13 @@ class Features:
 def features_of(model, strategy, cluster) -> Features:
     return Features(cluster.device.name, strategy.dtype, bool(model.is_moe), int(strategy.devices),
                     int(model.seq_len), strategy.cp > 1, strategy.ep > 1, overlap_eager(model, strategy),
-                    local_experts_of(model, strategy), int(model.hidden // max(strategy.tp, 1)))
+                    local_experts_of(model, strategy), width_of(model, strategy))
+
+
+def width_of(model, strategy) -> int:
+    """hidden / t, at least 1, for a transformer; 0 (not compared) for the MLP and CNN families, whose `hidden` is
+    no GEMM width of this kind."""
+    return max(1, int(model.hidden // max(strategy.tp, 1))) if model.is_transformer else 0
 
 
 def local_experts_of(model, strategy) -> int:
@@ -129,7 +139,8 @@ def _precision_distance(a: str, b: str) -> float:
 
 
 def distance(a: Features, b: Features) -> float:
-    """The module docstring's distance between two predictions' features."""
+    """The module docstring's distance of a prediction's features `a` from a validated row's `b` (one-sided in the
+    local experts and the width: a prediction beyond the row counts, not the other way round)."""
     return ((a.accelerator != b.accelerator) * 2.0 + _precision_distance(a.precision, b.precision)
             + (a.moe != b.moe) * 3.0 + (a.cp != b.cp) * 1.0 + (a.ep != b.ep) * 1.0
             + (a.ep_overlap_eager != b.ep_overlap_eager) * 1.0
@@ -138,26 +149,36 @@ def distance(a: Features, b: Features) -> float:
             + _width_distance(a, b))
 
 
-def _differs(a: Features, b: Features) -> str:
-    """In words, the largest difference of `a` (the prediction) from `b` (a validated row): the feature adding the
-    most to their distance (the first of this order on a tie)."""
+def _differs(a: Features, b: Features, regime_rows=()) -> str:
+    """In words, the largest difference of `a` (the prediction) from `b` (a validated row of its regime): the feature
+    adding the most to their distance (the first of this order on a tie), with the range `regime_rows` cover. With
+    no `regime_rows` (no validated run in its regime), the first of accelerator, dense/MoE and precision that
+    differs: the nearest row is of another regime, and that is what sets it apart."""
+    validated = [r[3] for r in regime_rows]
+    most_experts = max((f.local_experts for f in validated), default=b.local_experts)
+    narrowest = min((f.width for f in validated if f.width), default=b.width)
     scale = (abs(math.log2(max(a.gpus, 1) / max(b.gpus, 1))) * 0.25
              + abs(math.log2(max(a.seq_len, 1) / max(b.seq_len, 1))) * 0.5)
-    parts = (
+    regime = (
         ((a.accelerator != b.accelerator) * 2.0, lambda: f"no validated run on {a.accelerator}"),
         ((a.moe != b.moe) * 3.0, lambda: f"no validated {'MoE' if a.moe else 'dense'} run on {a.accelerator}"),
         (_precision_distance(a.precision, b.precision),
          lambda: f"no validated {a.precision} run of this kind on {a.accelerator}"),
+    )
+    if not validated:
+        return next((say() for weight, say in regime if weight), f"no validated run in the regime {a.regime}")
+    parts = regime + (
         ((a.cp != b.cp) * 1.0,
          lambda: f"no validated run {'with' if a.cp else 'without'} context parallelism near this one"),
         (_experts_distance(a, b),
-         lambda: (f"no validated run with {a.local_experts} routed experts a GPU near this one (nearest: "
-                  f"{b.local_experts}): the host's launches and each expert's GEMM size scale with them")),
+         lambda: (f"no validated run with {a.local_experts:,} routed experts a GPU near this one (its regime's runs "
+                  f"hold at most {most_experts:,}; the nearest {b.local_experts:,}): the host's launches and each "
+                  "expert's GEMM size scale with them")),
         ((a.ep != b.ep) * 1.0,
          lambda: f"no validated run {'with' if a.ep else 'without'} expert parallelism near this one"),
         (_width_distance(a, b),
-         lambda: (f"no validated run with GEMMs this narrow near this one (hidden / t = {a.width:,}; nearest: "
-                  f"{b.width:,}): a GEMM's efficiency depends on its sizes")),
+         lambda: (f"no validated run with GEMMs this narrow near this one (hidden / t = {a.width:,}; its regime's "
+                  f"runs down to {narrowest:,}, the nearest {b.width:,}): a GEMM's efficiency depends on its size")),
         ((a.ep_overlap_eager != b.ep_overlap_eager) * 1.0,
          lambda: (f"no validated run {'with' if a.ep_overlap_eager else 'without'} expert-parallel overlap outside "
                   "a full-iteration CUDA graph near this one")),
@@ -194,7 +215,8 @@ def evidence(model, strategy, cluster) -> dict:
     """The evidence of the module docstring, as plain JSON values."""
     mine = features_of(model, strategy, cluster)
     rows = residuals()
-    ranked = sorted(rows, key=lambda r: (distance(mine, r[3]), r[0]))
+    # its own regime's rows first (its band is theirs), each group by distance
+    ranked = sorted(rows, key=lambda r: (r[3].regime != mine.regime, distance(mine, r[3]), r[0]))
     nearest = [{"id": r[0], "error": r[4], "distance": round(distance(mine, r[3]), 3), "source": r[2],
                 "label": run_label(r[0], r[3].accelerator, r[3].gpus, r[4])}      # what a person reads of it
                for r in ranked[:NEAREST]]
@@ -204,9 +226,7 @@ def evidence(model, strategy, cluster) -> dict:
     far = not ranked or distance(mine, ranked[0][3]) > EXTRAPOLATING_BEYOND
     reason = ""
     if far:
-        # why even the nearest row of its own regime (where there is one) is far: the runs it is priced like
-        same = [r for r in ranked if r[3].regime == mine.regime] or ranked
-        reason = _differs(mine, same[0][3]) if ranked else "no validated runs are bundled"
+        reason = _differs(mine, ranked[0][3], regime_rows) if ranked else "no validated runs are bundled"
     elif not regime_rows:
         reason = f"no validated run in the regime {mine.regime}"
     hfus = published_hfus()
