@@ -169,3 +169,14 @@ def test_the_overlap_is_named_when_it_is_what_sets_a_prediction_apart():
     b = dataclasses.replace(a, ep_overlap_eager=False)
     assert "expert-parallel overlap" in E._differs(a, b, _rows(b))
     assert "without expert-parallel overlap" in E._differs(b, a, _rows(a))
+
+
+def test_an_mlp_or_a_cnn_is_told_that_every_validated_run_is_a_transformer():
+    """resnet-50's 'sequence' is one image: its distance from the transformer rows is the sequence's, but what sets
+    it apart is that no validated run is of its kind."""
+    a100 = load_cluster("dgx-a100-80gb")
+    for name in ("resnet-50", "tiny-mlp"):
+        model = load_model(name)
+        ev = E.evidence(model, fallback_strategy(model, a100), a100)
+        assert ev["extrapolating"] and ev["reason"] == "no validated run of a model other than a transformer on " \
+                                                      "A100-SXM4-80GB"

@@ -14,7 +14,8 @@ tests/test_evidence.py checks it against a fresh validation). For a strategy the
   explorer.validation.run_labels);
 * **extrapolating** when the nearest of them is farther than EXTRAPOLATING_BEYOND, with the reason: where its
   regime has validated rows, the feature that adds most to the distance from the nearest of them (with the range
-  the regime's rows cover); where it has none, the first of accelerator, dense/MoE and precision that differs;
+  the regime's rows cover; an MLP or a CNN is told that every validated run is a transformer); where it has none,
+  the first of accelerator, dense/MoE and precision that differs;
 * a **known gap** (KNOWN_GAPS) where the strategy has a feature whose validated rows the model misses in one
   direction for a cost it does not price, with those rows' errors and the sources that name the cost.
 
@@ -167,6 +168,8 @@ def _differs(a: Features, b: Features, regime_rows=()) -> str:
     )
     if not validated:
         return next((say() for weight, say in regime if weight), f"no validated run in the regime {a.regime}")
+    if not a.width and all(f.width for f in validated):     # an MLP or a CNN: every validated run is a transformer
+        return f"no validated run of a model other than a transformer on {a.accelerator}"
     parts = regime + (
         ((a.cp != b.cp) * 1.0,
          lambda: f"no validated run {'with' if a.cp else 'without'} context parallelism near this one"),
