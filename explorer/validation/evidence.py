@@ -150,6 +150,11 @@ def distance(a: Features, b: Features) -> float:
             + _width_distance(a, b))
 
 
+def _nearest(value: int, bound: int) -> str:
+    """', the nearest N' where the nearest row's value is not the regime's bound itself."""
+    return "" if value == bound else f", the nearest {value:,}"
+
+
 def _differs(a: Features, b: Features, regime_rows=()) -> str:
     """In words, the largest difference of `a` (the prediction) from `b` (a validated row of its regime): the feature
     adding the most to their distance (the first of this order on a tie), with the range `regime_rows` cover. With
@@ -175,13 +180,14 @@ def _differs(a: Features, b: Features, regime_rows=()) -> str:
          lambda: f"no validated run {'with' if a.cp else 'without'} context parallelism near this one"),
         (_experts_distance(a, b),
          lambda: (f"no validated run with {a.local_experts:,} routed experts a GPU near this one (its regime's runs "
-                  f"hold at most {most_experts:,}; the nearest {b.local_experts:,}): the host's launches and each "
-                  "expert's GEMM size scale with them")),
+                  f"hold at most {most_experts:,}{_nearest(b.local_experts, most_experts)}): the host's launches "
+                  "and each expert's GEMM size scale with them")),
         ((a.ep != b.ep) * 1.0,
          lambda: f"no validated run {'with' if a.ep else 'without'} expert parallelism near this one"),
         (_width_distance(a, b),
          lambda: (f"no validated run with GEMMs this narrow near this one (hidden / t = {a.width:,}; its regime's "
-                  f"runs down to {narrowest:,}, the nearest {b.width:,}): a GEMM's efficiency depends on its size")),
+                  f"runs down to {narrowest:,}{_nearest(b.width, narrowest)}): a GEMM's efficiency depends on its "
+                  "size")),
         ((a.ep_overlap_eager != b.ep_overlap_eager) * 1.0,
          lambda: (f"no validated run {'with' if a.ep_overlap_eager else 'without'} expert-parallel overlap outside "
                   "a full-iteration CUDA graph near this one")),
