@@ -8,6 +8,7 @@ from explorer.facade import (CP_ALGOS, DTYPES, GRAD_DTYPES, RECOMPUTE, schedule_
                              schedule_overlaps_sends)
 
 from app_pages import state as S
+from app_pages.row import side_by_side
 from app_pages.text import plain
 
 DEGREES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024, 2048, 4096)
@@ -110,19 +111,11 @@ def _moe_host_controls(bar, fields: dict) -> None:
 
 
 def _pair(bar) -> tuple:
-    """Two controls side by side, or, in classroom mode, one under the other: at 1280x720 its 20 px type left a
-    half-width select box about 63 px, which cut 'delayed', 'selective' and 'framework' (a select's value is an
-    <input>, which cannot wrap; tests/svg_layout.py clipped_controls checks the values). Side by side is one
-    horizontal container holding both (each stretches to half: the same places as st.columns(2), checked in
-    Chromium), one block where st.columns(2) sent three: each block is a message the serving interpreter builds,
-    hashes and hands to the event loop, and the sidebar's pairs were 6 % of its time (docs/benchmarks-classroom.md)."""
-    if S.classroom():
-        return bar, bar
-    try:
-        row = bar.container(horizontal=True, gap="small", wrap=False)
-    except TypeError:                       # a Streamlit older than horizontal containers (requirements: >= 1.40)
-        return tuple(bar.columns(2))
-    return row, row
+    """Two controls side by side (one block: app_pages/row.py), or, in classroom mode, one under the other: at
+    1280x720 its 20 px type left a half-width select box about 63 px, which cut 'delayed', 'selective' and
+    'framework' (a select's value is an <input>, which cannot wrap; tests/svg_layout.py clipped_controls checks the
+    values)."""
+    return (bar, bar) if S.classroom() else side_by_side(bar, 2)
 
 
 def _framework_title(name: str) -> str:

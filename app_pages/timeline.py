@@ -6,6 +6,7 @@ from explorer.facade import BUBBLE_MEANING, STAGES_IDLE
 from app_pages import compute as C
 from app_pages import state as S
 from app_pages.text import plain
+from app_pages.row import side_by_side
 
 ROWS_SHOWN = 500        # the whole table of a large pipeline would dominate the rerun time
 MAX_ANIMATED = 3000     # events: beyond, the frames would weigh megabytes (pick a smaller m to play)
@@ -37,7 +38,7 @@ else:
         st.plotly_chart(C.shown(animated_gantt(sup["figure"]) if play else sup["figure"], events=sup["events"]),
                         key="timeline_superstep_chart")
     agree = sup["agreement"]
-    cols = st.columns(4)
+    cols = st.columns(4)      # metrics: equal columns (in one horizontal container each took its own width)
     band = C.band_text(C.evidence_of(view.model, view.strategy, view.cluster))   # the regime's validated error
     cols[0].metric("Timeline makespan", f"{C.sig(agree['timeline_s'])} s", help=f"Evidence: {plain(band)}")
     cols[1].metric(f"Cost model ({agree['model_schedule']})", f"{C.sig(agree['model_s'])} s")
@@ -60,7 +61,7 @@ layers = view.model.layers
 S.seed(S.W_MICRO_LAYER, 0)
 if st.session_state[S.W_MICRO_LAYER] >= layers:
     st.session_state[S.W_MICRO_LAYER] = 0
-left, right = st.columns(2)
+left, right = side_by_side(st, 2)
 layer = left.selectbox("Layer", range(layers), key=S.W_MICRO_LAYER, format_func=lambda i: f"layer {i}")
 ops = layer_ops(view.model)
 op = right.selectbox("Operator", [None] + ops, key=f"{S.W_MICRO_OP}_{view.model.family}",
