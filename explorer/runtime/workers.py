@@ -333,8 +333,8 @@ class WorkerPool:
                 self._check_owners()
                 self._enforce_deadlines()
                 self._dispatch()
-                waits = [self._wake_r] + [w.conn for w in self._workers]
                 workers = list(self._workers)
+                waits = [self._wake_r] + [w.conn for w in workers]
             try:
                 ready = connection.wait(waits, TICK_S)
             except OSError:

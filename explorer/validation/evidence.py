@@ -39,6 +39,7 @@ was fitted on, and add nothing. The distance is one-sided for these two: `distan
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from dataclasses import dataclass
@@ -139,15 +140,38 @@ def _precision_distance(a: str, b: str) -> float:
     return 1.0 if a in SIXTEEN_BIT and b in SIXTEEN_BIT else 2.0
 
 
+def _terms(a: Features, b: Features) -> tuple:
+    """(weight, words) of each feature the distance of prediction `a` from row `b` adds, in the order a tie is
+    named; words(validated) says it, given the features of its regime's validated rows (for their range)."""
+    scale = (abs(math.log2(max(a.gpus, 1) / max(b.gpus, 1))) * 0.25
+             + abs(math.log2(max(a.seq_len, 1) / max(b.seq_len, 1))) * 0.5)
+    return (
+        ((a.accelerator != b.accelerator) * 2.0, lambda v: f"no validated run on {a.accelerator}"),
+        ((a.moe != b.moe) * 3.0, lambda v: f"no validated {'MoE' if a.moe else 'dense'} run on {a.accelerator}"),
+        (_precision_distance(a.precision, b.precision),
+         lambda v: f"no validated {a.precision} run of this kind on {a.accelerator}"),
+        ((a.cp != b.cp) * 1.0,
+         lambda v: f"no validated run {'with' if a.cp else 'without'} context parallelism near this one"),
+        (_experts_distance(a, b), lambda v: _experts_words(a, b, max(f.local_experts for f in v))),
+        ((a.ep != b.ep) * 1.0,
+         lambda v: f"no validated run {'with' if a.ep else 'without'} expert parallelism near this one"),
+        (_width_distance(a, b), lambda v: _width_words(a, b, min(f.width for f in v if f.width))),
+        ((a.ep_overlap_eager != b.ep_overlap_eager) * 1.0,
+         lambda v: (f"no validated run {'with' if a.ep_overlap_eager else 'without'} expert-parallel overlap "
+                    "outside a full-iteration CUDA graph near this one")),
+        (scale, lambda v: (f"no validated run near {a.gpus:,} GPUs and {a.seq_len:,}-token sequences "
+                           f"(nearest: {b.gpus:,} GPUs, {b.seq_len:,} tokens)")),
+    )
+
+
+REGIME_TERMS = 3
+"""The first _terms: accelerator, dense/MoE and precision (what a regime is made of)."""
+
+
 def distance(a: Features, b: Features) -> float:
     """The module docstring's distance of a prediction's features `a` from a validated row's `b` (one-sided in the
     local experts and the width: a prediction beyond the row counts, not the other way round)."""
-    return ((a.accelerator != b.accelerator) * 2.0 + _precision_distance(a.precision, b.precision)
-            + (a.moe != b.moe) * 3.0 + (a.cp != b.cp) * 1.0 + (a.ep != b.ep) * 1.0
-            + (a.ep_overlap_eager != b.ep_overlap_eager) * 1.0
-            + abs(math.log2(max(a.gpus, 1) / max(b.gpus, 1))) * 0.25
-            + abs(math.log2(max(a.seq_len, 1) / max(b.seq_len, 1))) * 0.5 + _experts_distance(a, b)
-            + _width_distance(a, b))
+    return sum(weight for weight, _ in _terms(a, b))
 
 
 def _nearest(value: int, bound: int) -> str:
@@ -155,46 +179,30 @@ def _nearest(value: int, bound: int) -> str:
     return "" if value == bound else f", the nearest {value:,}"
 
 
+def _experts_words(a: Features, b: Features, most: int) -> str:
+    return (f"no validated run with {a.local_experts:,} routed experts a GPU near this one (its regime's runs hold "
+            f"at most {most:,}{_nearest(b.local_experts, most)}): the host's launches and each expert's GEMM size "
+            "scale with them")
+
+
+def _width_words(a: Features, b: Features, narrowest: int) -> str:
+    return (f"no validated run with GEMMs this narrow near this one (hidden / t = {a.width:,}; its regime's runs down "
+            f"to {narrowest:,}{_nearest(b.width, narrowest)}): a GEMM's efficiency depends on its size")
+
+
 def _differs(a: Features, b: Features, regime_rows=()) -> str:
     """In words, the largest difference of `a` (the prediction) from `b` (a validated row of its regime): the feature
-    adding the most to their distance (the first of this order on a tie), with the range `regime_rows` cover. With
-    no `regime_rows` (no validated run in its regime), the first of accelerator, dense/MoE and precision that
+    adding the most to their distance (the first of _terms' order on a tie), with the range `regime_rows` cover.
+    With no `regime_rows` (no validated run in its regime), the first of accelerator, dense/MoE and precision that
     differs: the nearest row is of another regime, and that is what sets it apart."""
     validated = [r[3] for r in regime_rows]
-    most_experts = max((f.local_experts for f in validated), default=b.local_experts)
-    narrowest = min((f.width for f in validated if f.width), default=b.width)
-    scale = (abs(math.log2(max(a.gpus, 1) / max(b.gpus, 1))) * 0.25
-             + abs(math.log2(max(a.seq_len, 1) / max(b.seq_len, 1))) * 0.5)
-    regime = (
-        ((a.accelerator != b.accelerator) * 2.0, lambda: f"no validated run on {a.accelerator}"),
-        ((a.moe != b.moe) * 3.0, lambda: f"no validated {'MoE' if a.moe else 'dense'} run on {a.accelerator}"),
-        (_precision_distance(a.precision, b.precision),
-         lambda: f"no validated {a.precision} run of this kind on {a.accelerator}"),
-    )
+    terms = _terms(a, b)
     if not validated:
-        return next((say() for weight, say in regime if weight), f"no validated run in the regime {a.regime}")
+        return next((words(validated) for weight, words in terms[:REGIME_TERMS] if weight),
+                    f"no validated run in the regime {a.regime}")
     if not a.width and all(f.width for f in validated):     # an MLP or a CNN: every validated run is a transformer
         return f"no validated run of a model other than a transformer on {a.accelerator}"
-    parts = regime + (
-        ((a.cp != b.cp) * 1.0,
-         lambda: f"no validated run {'with' if a.cp else 'without'} context parallelism near this one"),
-        (_experts_distance(a, b),
-         lambda: (f"no validated run with {a.local_experts:,} routed experts a GPU near this one (its regime's runs "
-                  f"hold at most {most_experts:,}{_nearest(b.local_experts, most_experts)}): the host's launches "
-                  "and each expert's GEMM size scale with them")),
-        ((a.ep != b.ep) * 1.0,
-         lambda: f"no validated run {'with' if a.ep else 'without'} expert parallelism near this one"),
-        (_width_distance(a, b),
-         lambda: (f"no validated run with GEMMs this narrow near this one (hidden / t = {a.width:,}; its regime's "
-                  f"runs down to {narrowest:,}{_nearest(b.width, narrowest)}): a GEMM's efficiency depends on its "
-                  "size")),
-        ((a.ep_overlap_eager != b.ep_overlap_eager) * 1.0,
-         lambda: (f"no validated run {'with' if a.ep_overlap_eager else 'without'} expert-parallel overlap outside "
-                  "a full-iteration CUDA graph near this one")),
-        (scale, lambda: (f"no validated run near {a.gpus:,} GPUs and {a.seq_len:,}-token sequences "
-                         f"(nearest: {b.gpus:,} GPUs, {b.seq_len:,} tokens)")),
-    )
-    return max(parts, key=lambda part: part[0])[1]()    # max keeps the first of equal weights
+    return max(terms, key=lambda term: term[0])[1](validated)    # max keeps the first of equal weights
 
 
 @lru_cache(maxsize=1)
@@ -225,14 +233,15 @@ def evidence(model, strategy, cluster) -> dict:
     mine = features_of(model, strategy, cluster)
     rows = residuals()
     # its own regime's rows first (its band is theirs), each group by distance
-    ranked = sorted(rows, key=lambda r: (r[3].regime != mine.regime, distance(mine, r[3]), r[0]))
-    nearest = [{"id": r[0], "error": r[4], "distance": round(distance(mine, r[3]), 3), "source": r[2],
+    scored = sorted(((r[3].regime != mine.regime, distance(mine, r[3]), r[0]), r) for r in rows)
+    ranked = [r for _, r in scored]
+    nearest = [{"id": r[0], "error": r[4], "distance": round(key[1], 3), "source": r[2],
                 "label": run_label(r[0], r[3].accelerator, r[3].gpus, r[4])}      # what a person reads of it
-               for r in ranked[:NEAREST]]
+               for key, r in scored[:NEAREST]]
     regime_rows = [r for r in rows if r[3].regime == mine.regime]
     held_out = [r for r in regime_rows if r[5] != "fitted"] or regime_rows
     errors = [abs(r[4]) for r in held_out]
-    far = not ranked or distance(mine, ranked[0][3]) > EXTRAPOLATING_BEYOND
+    far = not ranked or scored[0][0][1] > EXTRAPOLATING_BEYOND
     reason = ""
     if far:
         reason = _differs(mine, ranked[0][3], regime_rows) if ranked else "no validated runs are bundled"
@@ -313,10 +322,7 @@ def residual_rows(cases, validation_rows) -> list:
         hfu = published_utilisation(hfu_of(evaluate(case.model, case.strategy, cluster)), row.metric,
                                     row.relative_error)
         out.append({"id": row.id, "group": row.group, "source": row.source[:200],
-                    "features": {"accelerator": f.accelerator, "precision": f.precision, "moe": f.moe,
-                                 "gpus": f.gpus, "seq_len": f.seq_len, "cp": f.cp, "ep": f.ep,
-                                 "ep_overlap_eager": f.ep_overlap_eager, "local_experts": f.local_experts,
-                                 "width": f.width},
+                    "features": dataclasses.asdict(f),
                     "relative_error": row.relative_error, "subset": row.subset,
                     "published_hfu": None if hfu is None else round(hfu, 6)})
     return out
