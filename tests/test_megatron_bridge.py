@@ -238,7 +238,8 @@ def test_identical_moe_runs_keyed_by_what_was_run_agree(bridge):
     container's Megatron-Bridge recipes (RUN_KEYS), as well as system, model, layout and batch -- the runs
     published in several containers agree within 6 % on H100 and B200 and 11 % on GB200 (Qwen3-30B-A3B, 25.11 23766
     against 26.02.01 26373 tokens/s; the 1.99x and 1.94x pairs of issue 11
-    compared token-drop with dropless runs; the 1.77x H100 pair deepep with hybridep). The one configuration
+    compared token-drop with dropless runs; the 1.77x H100 pair was p 2 v 12 e 8 with DeepEP and the
+    overlap against 26.02.01's p 1 e 16 with HybridEP, the layout its recipe ran: RUN_LAYOUTS). The one configuration
     that stood 1.58x apart (GPT-OSS 120B MXFP8 on GB200: 26.06 28947, 26.06.01 18304, 26.08 28672 tokens/s with
     the same recipe) is the row its source footnotes as a known regression, skipped with that footnote
     (tests/test_validation_misses.py)."""
@@ -345,9 +346,10 @@ THREE = ("mb_2602_pretrain_qwen3-30b-a3b_b200_mxfp8", "mb_260401_pretrain_qwen3-
 def test_moe_rows_of_one_configuration_in_several_containers_are_kept_and_say_their_spread(bridge):
     """Issue 11: identical configurations published in several containers (GPT-OSS 120B on 64 GB200s,
     MXFP8, e=64 b=4 B=1280: 26.06 28947, 26.06.01 18304, 26.08 28672 tokens/s/GPU) are each a case (but a
-    row its source footnotes as a regression), and each case's note names the others and the max/min ratio."""
-    from explorer.validation.megatron_bridge import container_spread
-    notes = container_spread(ENTRIES)
+    row its source footnotes as a regression), and each case's note names the others and the max/min ratio. Rows are
+    grouped by the layout their recipe ran (megatron_bridge.as_run: RUN_LAYOUTS)."""
+    from explorer.validation.megatron_bridge import as_run, container_spread
+    notes = container_spread([as_run(e) for e in ENTRIES])
     ids = {c.id for c in bridge[0]}
     trio = ("mb_2606_pretrain_gpt-oss-120b_gb200_mxfp8", "mb_260601_pretrain_gpt-oss-120b_gb200_mxfp8",
             "mb_2608_pretrain_gpt-oss-120b_gb200_mxfp8")

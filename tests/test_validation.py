@@ -71,7 +71,8 @@ def test_validate_command_every_group_by_default():
     data = json.loads(out.stdout)
     assert set(data["summary"]) == {"megatron_table1", "korthikanti_table4", "megatron_bridge_h100",
                                     "megatron_bridge_b200", "megatron_bridge_gb200", "megatron_bridge_moe_h100",
-                                    "megatron_bridge_moe_b200", "megatron_bridge_moe_gb200", "bf16_h100"}
+                                    "megatron_bridge_moe_b200", "megatron_bridge_moe_gb200", "bf16_h100",
+                                    "moe_ab_h100"}
     assert {"fitted", "held out"} <= set(data["summary"]["megatron_bridge_gb200"])
     assert {"fitted", "held out"} <= set(data["summary"]["bf16_h100"])
     assert any("nvfp4 training is not modelled" in s["reason"] for s in data["skipped"])

@@ -116,8 +116,9 @@ def test_the_moe_misses_over_30_percent_are_two_families_the_model_names(bridge)
     assert set(misses) == gpt_oss_blackwell | overlap_eager | threshold, sorted(misses)
     assert all(e > 0 for e in misses.values())                              # too fast, every one
     assert len(gpt_oss_blackwell) >= 5 and len(overlap_eager) >= 2
-    # the two H100 overlapped rows against their same-layout twin without the overlap (26.02.01: hybridep, no
-    # moe_a2a_overlap, 9058 tokens/s; the model is within 13 % of it)
-    twin = rows["mb_260201_pretrain_qwen3-30b-a3b_h100_fp8"]
-    assert not by_id[twin.id].strategy.overlap_ep and abs(twin.relative_error) < 0.15
+    # the two H100 overlapped rows (p 2, v 12 or 24, e 8, with delayed weight gradients: the perf launcher's
+    # moe_a2a_overlap) have no twin without the overlap in the tables: 26.02.01 ran p 1 e 16 (RUN_LAYOUTS). Plain EP
+    # overlap alone is priced within 10 % on 16 H100 (moe_ab_h100: HybridEP p 1 e 16, 24.71 -> 20.99 s measured,
+    # tests/test_moe_ab.py), so what those rows lack is of their layout and schedule, not of the overlap itself
+    assert by_id["mb_260201_pretrain_qwen3-30b-a3b_h100_fp8"].strategy.pp == 1
     assert {"mb_2602_pretrain_qwen3-30b-a3b_h100_fp8", "mb_2511_pretrain_qwen3-30b-a3b_h100_fp8cs"} <= overlap_eager

@@ -5,7 +5,7 @@ from explorer.cli.output import dumps
 from explorer.io.clusters import load_cluster
 from explorer.limits import CASE_CPU_S, MAX_ACTION_CPU_S, MAX_BATCH_CPU_S, batch_budget
 
-GROUPS = ("megatron_table1", "korthikanti_table4", "megatron_bridge", "bf16_h100")
+GROUPS = ("megatron_table1", "korthikanti_table4", "megatron_bridge", "bf16_h100", "moe_ab_h100")
 """explorer.validation.GROUPS, repeated so that registering the command imports no sympy (a test
 checks they agree)."""
 
@@ -15,7 +15,8 @@ def register(sub) -> None:
     cmd.add_argument("--group", action="append", choices=GROUPS,
                      help="validation group (repeatable; default: all). megatron_bridge = the Megatron-Bridge "
                           "2025-26 runs on DGX H100, DGX B200 and GB200 NVL72, each on its own preset; bf16_h100 = "
-                          "the dense BF16 H100 runs the BF16 GEMM efficiency is fitted on")
+                          "the dense BF16 H100 runs the BF16 GEMM efficiency is fitted on; moe_ab_h100 = NVIDIA's "
+                          "matched Qwen3-30B-A3B A/B runs on 16 H100 (dispatcher, EP overlap, CUDA graphs)")
     cmd.add_argument("--cases", help="published.json-style file (default: assets/validation/published.json)")
     cmd.add_argument("--cluster", default="dgx-a100-80gb",
                      help="cluster of the cases that name none (default dgx-a100-80gb, the A100 groups)")

@@ -2,6 +2,7 @@
 from explorer.validation.bf16 import load_bf16_cases
 from explorer.validation.cases import Case, load_cases
 from explorer.validation.megatron_bridge import load_megatron_bridge
+from explorer.validation.moe_ab import load_moe_ab_cases
 
 _RUN_NAMES = ("TARGETS", "ValidationRow", "summarize", "validate")
 
@@ -14,11 +15,12 @@ def __getattr__(name: str):
         return getattr(run, name)
     raise AttributeError(f"module 'explorer.validation' has no attribute {name!r}")
 
-GROUPS = ("megatron_table1", "korthikanti_table4", "megatron_bridge", "bf16_h100")
+GROUPS = ("megatron_table1", "korthikanti_table4", "megatron_bridge", "bf16_h100", "moe_ab_h100")
 """Selectable validation groups: the A100 groups of published.json, the Megatron-Bridge
 2025-26 group (one summary per system: megatron_bridge_h100, _b200, _gb200; its MoE rows in
 megatron_bridge_moe_h100, _b200, _gb200), and the dense BF16 H100 runs the BF16 GEMM efficiency is
-fitted on (bf16_h100, explorer/validation/bf16.py)."""
+fitted on (bf16_h100, explorer/validation/bf16.py), and NVIDIA's matched MoE A/B runs on 16 H100 (moe_ab_h100,
+explorer/validation/moe_ab.py: dispatcher, EP overlap and CUDA graphs changed one at a time)."""
 DEFAULT_GROUPS = GROUPS[:3]
 """What load_all_cases() loads when asked for nothing (the Validation page's sections); the command line
 asks for every group (explorer/cli/validate_cmd.py)."""
@@ -36,8 +38,10 @@ def load_all_cases(groups=None) -> list:
         cases += load_megatron_bridge()[0]
     if "bf16_h100" in groups:
         cases += load_bf16_cases()
+    if "moe_ab_h100" in groups:
+        cases += load_moe_ab_cases()
     return cases
 
 
 __all__ = ["Case", "DEFAULT_GROUPS", "GROUPS", "TARGETS", "ValidationRow", "load_all_cases", "load_bf16_cases",
-           "load_cases", "load_megatron_bridge", "summarize", "validate"]
+           "load_cases", "load_megatron_bridge", "load_moe_ab_cases", "summarize", "validate"]

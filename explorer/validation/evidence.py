@@ -7,8 +7,8 @@ tests/test_evidence.py checks it against a fresh validation). For a strategy the
 
 * its **regime**: accelerator x precision class x dense/MoE (the axes the residuals depend on most: one
   GEMM efficiency per accelerator and precision, and MoE's own costs);
-* the regime's validated rows and their mean and max absolute relative error (the band shown with a
-  number);
+* the regime's validated rows and their mean and max absolute error (the band shown with a number), each row's error
+  signed as predicted over published speed - 1 (speed_error: a row that measured a time counts alike);
 * the three **nearest rows** by `distance` (below), those of its own regime first (the rows its band is made of),
   with their errors and a label a person reads (model, GPUs, system, precision, publication:
   explorer.validation.run_labels);
@@ -222,9 +222,10 @@ def hfu_of(result) -> float:
 
 @lru_cache(maxsize=1)
 def residuals(path: str = str(RESIDUALS)) -> tuple:
-    """(id, group, source, Features, relative error, subset) of every bundled validated row."""
+    """(id, group, source, Features, speed error, subset) of every bundled validated row: the error signed as
+    speed_error says (> 0: the model optimistic), whatever the row's metric."""
     rows = json.loads(Path(path).read_text(encoding="utf-8"))["rows"]
-    return tuple((r["id"], r["group"], r["source"], Features(**r["features"]), float(r["relative_error"]),
+    return tuple((r["id"], r["group"], r["source"], Features(**r["features"]), float(r["speed_error"]),
                   r.get("subset", "")) for r in rows)
 
 
@@ -262,8 +263,8 @@ def evidence(model, strategy, cluster) -> dict:
 
 def known_gaps(mine: Features, rows) -> list:
     """KNOWN_GAPS' texts that apply to a prediction with features `mine`, each filled with the bundled validated
-    rows of that feature: how many times the predicted time the published runs took (relative_error = predicted /
-    published - 1 of a throughput, so published over predicted time is 1 + e)."""
+    rows of that feature: how many times the predicted time the published runs took (their speed errors e, so
+    published over predicted time is 1 + e)."""
     out = []
     for field, text in KNOWN_GAPS:
         if not getattr(mine, field):
@@ -299,6 +300,18 @@ def band_text(ev: dict) -> str:
 
 
 THROUGHPUT_METRICS = ("model_tflops_per_gpu", "tokens_per_sec_per_gpu")
+TIME_METRICS = ("iteration_time_s", "layer_fwd_s", "layer_bwd_s")
+
+
+def speed_error(metric: str, relative_error: float) -> float:
+    """A validated row's error as predicted over published speed - 1, whatever it measured: > 0 the model is
+    optimistic. A throughput row's relative error (predicted / published - 1) is that already; a time row's is the
+    inverse (predicted / published time - 1: -20 % of the time is +25 % of the speed), so that errors of rows that
+    measured times and rows that measured throughputs are signed alike where they are listed, averaged and read as
+    "took x times the predicted time" (known_gaps; explorer.validation.regimes mean_error)."""
+    if metric in TIME_METRICS:
+        return 1 / (1 + relative_error) - 1
+    return relative_error
 
 
 def published_utilisation(predicted: float, metric: str, relative_error: float) -> float | None:
@@ -323,7 +336,8 @@ def residual_rows(cases, validation_rows) -> list:
                                     row.relative_error)
         out.append({"id": row.id, "group": row.group, "source": row.source[:200],
                     "features": dataclasses.asdict(f),
-                    "relative_error": row.relative_error, "subset": row.subset,
+                    "relative_error": row.relative_error, "speed_error": speed_error(row.metric, row.relative_error),
+                    "subset": row.subset,
                     "published_hfu": None if hfu is None else round(hfu, 6)})
     return out
 

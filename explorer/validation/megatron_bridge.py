@@ -85,7 +85,7 @@ from explorer.strategy.pipeline_layout import even_layout
 from explorer.strategy.strategy import Strategy
 from explorer.validation.deepseek_v3_runs import NO_GRAD_OVERLAP
 from explorer.validation.published_regressions import regression_reason
-from explorer.validation.moe_runs import A2A_OVERLAP, MEMORY_KEYS, RECIPE_TAGS, RUN_KEYS  # noqa: F401 (read here)
+from explorer.validation.moe_runs import A2A_OVERLAP, MEMORY_KEYS, RECIPE_TAGS, RUN_KEYS, RUN_LAYOUTS  # noqa: F401
 from explorer.validation.cases import ROOT, Case
 from explorer.validation.spread import MOE, SAME_RUN_FIELDS, container_spread  # noqa: F401 (read here)
 
@@ -220,6 +220,18 @@ def _moe_skip_reason(entry: dict) -> str:
     return ""
 
 
+def as_run(entry: dict) -> dict:
+    """The row with the parallel layout its recipe ran (RUN_LAYOUTS) where the table's columns say otherwise, and a
+    note saying so; every other row as it is."""
+    x = entry.get("inputs") if isinstance(entry, dict) else None
+    layout = RUN_LAYOUTS.get((x.get("container"), x.get("model"), x.get("system"))) if isinstance(x, dict) else None
+    if not layout:
+        return entry
+    table = ", ".join(f"{k} {x.get(k)}" for k in layout)
+    return {**entry, "inputs": {**x, **layout}, "layout_note": (
+        f"layout from the recipe, not the table's columns ({table}): RUN_LAYOUTS, Megatron-Bridge f29a269f8 (PR 2477); ")}
+
+
 def moe_case_of(entry: dict) -> Case:
     """A MoE row as a case: tokens/s per GPU predicted from our iteration time (module docstring)."""
     x = entry["inputs"]
@@ -262,7 +274,7 @@ def moe_case_of(entry: dict) -> Case:
            + (f"selective recomputation of {', '.join(strategy.recompute_modules)} (MEMORY_KEYS); "
               if strategy.recompute_modules else "")
            + (f"pipeline layout {layout} (DEEPSEEK_V3_LAYOUTS); " if layout else _default_layout_note(model, pp, vp))
-           + "predicted = GBS x s / (our iteration time x GPUs)")
+           + entry.get("layout_note", "") + "predicted = GBS x s / (our iteration time x GPUs)")
     # host_launch_s was fitted on the three 26.02 B200 rows expressible then (Qwen3-30B-A3B, Qwen3-235B-A22B, GPT-OSS);
     # DeepSeek-V3 (MTP, uneven layout: issue 26 item 7) came after the fit: held out
     subset = "fitted" if (x["container"], x["system"]) == HOST_FIT and x["model"] != "deepseek-v3" else "held out"
@@ -339,7 +351,7 @@ def load_megatron_bridge(path=None) -> tuple:
     """(cases, skipped): the rows that are cases, and (id, system, reason) for every other row
     on a system we have a preset for."""
     cases, skipped = [], []
-    entries = _entries(path)
+    entries = [as_run(e) for e in _entries(path)]
     spread = container_spread([e for e in entries if isinstance(e, dict)])
     for entry in entries:
         try:

@@ -99,6 +99,20 @@ perf_recipes/gpt_oss/gb200/gpt_oss.py (comm_overlap.overlap_moe_expert_parallel_
 V2 on every system; [] in the GB200 full-iteration MXFP8 ones) are MEMORY_KEYS."""
 
 
+RUN_LAYOUTS = {
+    ("NeMo 26.02.01", Q30, H): {"pipeline_parallel": 1, "virtual_pipeline": None, "expert_parallel": 16},
+}
+"""(container, model, system) -> the parallel layout the row's recipe ran where the table's columns say otherwise.
+Qwen3-30B-A3B on 16 H100 in 26.02.01: Megatron-Bridge commit f29a269f8 (PR 2477, "Update Qwen3 30B H100 Base Configs
+with HybridEP", 2026-02-23; in v0.3.1, not in v0.3.0) changed QWEN3_30B_A3B_PRETRAIN_CONFIG_H100_FP8_CS_V1 in one
+edit from pipeline_model_parallel_size 2, virtual 12, expert_model_parallel_size 8, moe_a2a_overlap and DeepEP to
+expert_model_parallel_size 16 (pipeline 1: WorkloadBaseConfig's default), no overlap and HybridEP. The 26.02.01
+table row (docs/performance-summary-archive.md) repeats 26.02's PP 2 / VP 12 / EP 8 columns, but its 9,058
+tokens/s/GPU is the p 1 e 16 HybridEP rows' figure (26.04 8,901, 26.04.01 8,960, 26.06 8,826), not the p 2 v 12
+ones' (26.02 5,113, 25.11 5,275). RUN_KEYS already took the dispatcher and the overlap from that edit; the layout
+comes with them (megatron_bridge.as_run)."""
+
+
 MEMORY_KEYS = {
     # DeepSeek-V3 from 25.11 on: explorer/validation/deepseek_v3_runs.py (e.g. NeMo 26.08, Megatron-Bridge v0.6.0,
     # 51885cf1: perf_recipes/deepseek/gb200/deepseek_v3.py deepseek_v3_pretrain_256gpu_gb200_fp8mx_config

@@ -10,6 +10,8 @@ features (accelerator, GPU count). The id stays available beside it (a page's de
 "Narayanan et al. SC'21 Table 1"
 >>> short_source("NVIDIA-NeMo/Megatron-Bridge, docs/performance-summary.md (...), section '## 26.08 NeMo Container' > ...")
 'Megatron-Bridge 26.08 container'
+>>> short_source("NVIDIA-NeMo/Megatron-Bridge, skills/nemo-mbridge-perf-moe-comm-overlap/SKILL.md (last changed ...)")
+'Megatron-Bridge moe-comm-overlap A/B'
 """
 from __future__ import annotations
 
@@ -21,6 +23,8 @@ CONTAINER = re.compile(r"## ([\d.]+) NeMo Container")
 PAPER = re.compile(r"^(.+? et al\.), '[^']*', ([^ ,(]+)[^,]*, (Table \w+)")
 """A paper's table: 'Author et al., 'Title', Venue (arXiv:...), Table N'."""
 SOFTWARE = re.compile(r"software: ([^;)]+)")
+SKILL = re.compile(r"skills/nemo-mbridge-perf-([a-z-]+)/SKILL\.md")
+"""Megatron-Bridge's performance skills publish matched A/B runs (explorer/validation/moe_ab.py)."""
 METRIC_WORDS = {"layer_fwd_s": "one layer's forward", "layer_bwd_s": "one layer's backward"}
 """Rows that time less than an iteration say so."""
 
@@ -30,6 +34,9 @@ def short_source(source: str) -> str:
     found = CONTAINER.search(source)
     if found:
         return f"Megatron-Bridge {found.group(1)} container"
+    found = SKILL.search(source)
+    if found:
+        return f"Megatron-Bridge {found.group(1)} A/B"
     found = PAPER.match(source)
     if found:
         return " ".join(found.groups())
@@ -64,8 +71,10 @@ def run_label(run_id: str, accelerator: str, gpus: int, error: float) -> str:
     return f"{run_name(run_id, accelerator, gpus)}: {100 * error:+.0f} %"
 
 
-GROUP_NAMES = {"megatron_table1": "Megatron-LM SC'21 Table 1", "korthikanti_table4": "Korthikanti et al. Table 4"}
-"""The A100 papers' groups (explorer.validation.cases), as their sources name them (short_source)."""
+GROUP_NAMES = {"megatron_table1": "Megatron-LM SC'21 Table 1", "korthikanti_table4": "Korthikanti et al. Table 4",
+               "moe_ab_h100": "Megatron-Bridge MoE A/B runs, DGX H100"}
+"""The A100 papers' groups (explorer.validation.cases), as their sources name them (short_source), and NVIDIA's matched
+MoE A/B runs (explorer.validation.moe_ab)."""
 SYSTEM_NAMES = {"h100": "DGX H100", "b200": "DGX B200", "gb200": "GB200 NVL72"}
 """Megatron-Bridge's systems, as its performance summaries name them (the Validation page's headings)."""
 
