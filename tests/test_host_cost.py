@@ -148,7 +148,9 @@ def test_the_host_binds_at_small_micro_batches_and_larger_ones_amortise_it():
 
 def test_host_options_from_the_strategy():
     s = Strategy(dp=8, global_batch=8, ep=8, expert_tp=1, dtype="fp8", cuda_graphs="layer", moe_dispatcher="hybridep")
-    assert host_options(QWEN, s) == {"host": ("layer", "delayed", 16, True, False, True)}   # the FP8 recipe
+    assert host_options(QWEN, s) == {"host": ("layer", "delayed", 16, True, True, True)}    # the FP8 recipe; HybridEP
+    full = s.with_(cuda_graphs="full")                   # syncs but with the static budget full graphs need (kernels.syncs)
+    assert host_options(QWEN, full) == {"host": ("full", "delayed", 16, True, False, True)}
     assert host_options(LLAMA, Strategy(dp=8, global_batch=8)) == {}                       # eager bf16: the default key
     assert host_options(LLAMA, Strategy(dp=8, global_batch=8, cuda_graphs="full")) == {"host": ("full", False)}
 
@@ -165,7 +167,7 @@ def test_bad_input_is_refused_in_one_line():
     message = str(err.value)
     assert "\n" not in message and "full-iteration CUDA graphs" in message and "alltoall" in message
     evaluate(QWEN, Strategy(dp=8, global_batch=8, ep=8, expert_tp=1, cuda_graphs="full", moe_dispatcher="hybridep"),
-             load_cluster("dgx-b200"))                                            # HybridEP does not sync
+             load_cluster("dgx-b200"))                          # HybridEP with its static budget: no sync
     evaluate(replace(QWEN, moe_capacity_factor=1.0), Strategy(dp=8, global_batch=8, ep=8, expert_tp=1, cuda_graphs="full"),
              load_cluster("dgx-b200"))                                            # token-drop: static shapes
     for bad in (0.5, -1.0):

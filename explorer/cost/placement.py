@@ -90,7 +90,7 @@ def _moe_host(model: ModelSpec, strategy: Strategy, graphs, fp8) -> tuple:
     the dispatcher's syncs, a fused dispatcher, the all-gather one (only when it is)."""
     dropless = not model.moe_capacity_factor
     dispatcher = getattr(strategy, "moe_dispatcher", "alltoall")
-    syncs = dropless and dispatcher != "hybridep"
+    syncs = dropless and not (dispatcher == "hybridep" and graphs == "full")    # kernels.syncs: HybridEP's budget
     flex, gather = dispatcher in ("deepep", "hybridep"), dispatcher == "allgather"
     return (graphs, fp8, model.experts // strategy.ep, dropless, syncs, flex) + ((True,) if gather else ())
 

@@ -151,7 +151,11 @@ def syncs(op, recipe: Recipe = Recipe()) -> int:
     MoEAlltoAllTokenDispatcher preprocess; NVIDIA/Megatron-LM PR 3496: the AlltoAll dispatcher and
     GroupedGEMM 'rely on CPU-resident tensors for token-expert assignments, which breaks CUDA graph capture
     due to host synchronizations'), as DeepEP's normal kernels do (the host waits for the received counts) and
-    the all-gather dispatcher (MoEAllGatherTokenDispatcher.dispatch_postprocess: tokens_per_expert ... .cpu());
-    token-drop with padding has static shapes, and HybridEP sizes its buffers for the worst case on the
-    device (Megatron-Bridge captures it in full-iteration graphs): none (explorer.cost.placement.host_options)."""
+    the all-gather dispatcher (MoEAllGatherTokenDispatcher.dispatch_postprocess: tokens_per_expert ... .cpu()), and
+    dropless HybridEP too unless it is given a static receive budget: Megatron-Core core_v0.16.0
+    token_dispatcher.py _HybridEPManager "num_permuted_tokens = None ... None means no up-bound, will cause a CPU
+    sync" (fused_a2a.py hybrid_ep_dispatch: "HybridEP obtains the size from a GPU tensor, which causes a D2H
+    synchronization"); the budget (moe_expert_rank_capacity_factor) is what full-iteration graphs need, and
+    Megatron-Bridge sets it exactly there (scripts/performance/configs/*_llm_pretrain.py set_full_iter_cg_configs at
+    v0.5.0: 1.5). Token-drop with padding has static shapes: none (explorer.cost.placement.host_options)."""
     return SYNCS_DROPLESS if op.routes and op.name == "dispatch" and recipe.dropless and recipe.syncs else 0

@@ -157,8 +157,9 @@ moe_preprocess (+ moe under token-drop with padding: "layer"); the full iteratio
 --cuda-graph-impl full_iteration, or --cuda-graph-scope full_iteration; the older --enable-cuda-graph)."""
 MOE_DISPATCHERS = ("alltoall", "deepep", "hybridep", "allgather")
 """MoE token dispatchers (Megatron-Core --moe-token-dispatcher-type alltoall|allgather, or flex with
---moe-flex-dispatcher-backend deepep|hybridep): the all-to-all, the all-gather and DeepEP synchronise with the
-host once per dropless MoE forward, HybridEP does not (explorer/model/kernels.py syncs); the all-gather
+--moe-flex-dispatcher-backend deepep|hybridep): each synchronises with the host once per dropless MoE forward,
+HybridEP not under full-iteration CUDA graphs, whose recipes give it a static receive budget (explorer/model/kernels.py
+syncs); the all-gather
 dispatcher gathers every token of the ep group and reduce-scatters the outputs (explorer/cost/moe_terms.py)."""
 
 
@@ -184,12 +185,14 @@ OPTIONS = [
     Option("moe_dispatcher", "choice", "alltoall", "the MoE token dispatcher (Megatron-Core "
            "--moe-token-dispatcher-type; explorer/cost/moe_terms.py)", "--moe-dispatcher",
            "MoE token dispatcher: alltoall (default), allgather (every token of the ep group "
-           "gathered), deepep or hybridep (Megatron-LM --moe-flex-dispatcher-backend); all but "
-           "hybridep synchronise with the host once per dropless MoE forward", "disp", "MoE dispatcher",
+           "gathered), deepep or hybridep (Megatron-LM --moe-flex-dispatcher-backend); each synchronises "
+           "with the host once per dropless MoE forward, hybridep not under --cuda-graphs full (its static "
+           "receive budget)", "disp", "MoE dispatcher",
            "alltoall: Megatron-Core's all-to-all; allgather: every token of the ep group gathered, the "
            "outputs reduce-scattered; deepep / hybridep: the fused dispatchers (Megatron --moe-flex-"
-           "dispatcher-backend; Hopper or later). All but hybridep stop the host once per dropless MoE "
-           "forward to size the exchange, which full-iteration CUDA graphs cannot hold",
+           "dispatcher-backend; Hopper or later). Each stops the host once per dropless MoE forward to "
+           "size the exchange, which full-iteration CUDA graphs cannot hold; hybridep is given a static "
+           "receive budget there instead",
            choices=MOE_DISPATCHERS, moe_only=True, structure=True, search=True,
            search_help="MoE token dispatcher of every candidate: alltoall (default), allgather, deepep or hybridep "
                        "(every candidate with ep > 1 is tried with and without expert-parallel overlap, evaluate --overlap-ep, "
