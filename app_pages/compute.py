@@ -17,7 +17,7 @@ from explorer.facade import attention_curve_figure, graph_figure
 from explorer.facade import explanation, symbol_values
 from explorer.facade import fallback_strategy, presets_in, timeline_in
 from explorer.facade import plan_of, schedule_is_chunked
-from explorer.facade import band_text, evidence, mfu_warning  # noqa: F401  (pages read band_text here too)
+from explorer.facade import band_text, evidence, mfu_warning, weak_evidence  # noqa: F401  (pages read them here)
 from explorer.facade import sensitivity_or_reason
 from explorer.facade import MAX_MICRO_BATCHES, classroom_figure, figure_copy, time_unit, wire_figure, zoom_micro_batches
 from explorer.facade import SIGNIFICANT, significant_table
@@ -73,7 +73,9 @@ def show_errors(error, flag_memory: bool = True, refusal_box=None) -> None:
     st.session_state[S.NOTICES] = []
     if error:
         box = refusal_box or st
-        box.error(f"**This combination cannot run:** {plain(error)}  \nShowing the last valid strategy below; "
+        said = str(error).rstrip()
+        said += "" if said.endswith((".", "!", "?", ")")) else "."    # a sentence of its own before what follows
+        box.error(f"**This combination cannot run:** {plain(said)}  \nShowing the last valid strategy below; "
                  "your settings are kept, change one to continue.")
     view = st.session_state[S.LAST_VALID] if flag_memory else None
     over = memory_problem(view.result, view.cluster) if view is not None else ""

@@ -44,10 +44,11 @@ if r.megatron_mfu is not None:      # what Megatron-LM's and Megatron-Bridge's l
                f"per GPU, MFU {100 * r.megatron_mfu:.1f} % -- {MEGATRON_FLOPS_CONVENTION}. The figures above: "
                f"{EQ3_FLOPS_CONVENTION}.")
 ev = C.evidence_of(view.model, view.strategy, view.cluster)      # how far the numbers can be trusted (issue 28)
-(st.warning if ev["extrapolating"] else st.caption)(f"**Evidence:** {plain(C.band_text(ev))}.")
+(st.warning if C.weak_evidence(ev) else st.caption)(f"**Evidence:** {plain(C.band_text(ev))}.")
 # the runs as a person reads them (model, GPUs, system, precision, publication); their ids in the tooltip
 st.caption(f"Nearest validated runs: {plain('; '.join(row['label'] for row in ev['nearest_rows']))} "
-           "(Validation page).", help="Their ids: " + ", ".join(row["id"] for row in ev["nearest_rows"]))
+           "(each with the model's error on it: + predicted faster than the run was, − slower; Validation page).",
+           help="Their ids on the Validation page: " + ", ".join(row["id"] for row in ev["nearest_rows"]))
 optimistic = C.mfu_warning(ev, r)   # above what every published run of the regime reached (issue 30 item 6)
 if optimistic:
     st.warning(plain(optimistic))

@@ -37,13 +37,16 @@ def _degree_moved() -> None:
     if t == 1 and ss[S.W_SP]:
         ss[S.W_SP] = ss[S.W_OVERLAP_TP] = False
         S.notify("Sequence parallelism needs t > 1: switched off (switch it on again with t > 1).")
-    gpus = ss.get(S.GPUS_SHOWN)
+    kept = ss.get(S.GPUS_KEPT)      # a count a move that did not divide it left behind, while d is where it left it
+    gpus = kept[0] if kept and kept[1] == ss[S.W_DP] else ss.get(S.GPUS_SHOWN)
     if not ss[S.W_KEEP_GPUS] or not gpus:
         return
     if gpus % (t * p):
-        S.notify(f"{gpus} GPUs cannot be split with t·cp·p = {t * p}: d stays {ss[S.W_DP]}, so the GPU count "
-                 "changes.")
+        ss[S.GPUS_KEPT] = (gpus, ss[S.W_DP])
+        S.notify(f"{gpus} GPUs cannot be split with t·cp·p = {t * p}: d stays {ss[S.W_DP]} for now "
+                 f"({ss[S.W_DP] * t * p} GPUs); the count goes back to {gpus} when t·cp·p divides it.")
         return
+    ss[S.GPUS_KEPT] = None
     ss[S.W_DP] = gpus // (t * p)
 
 

@@ -55,6 +55,7 @@ W_FP8_RECIPE = "w_fp8_recipe"    # what Transformer Engine keeps in FP8 (dtype f
 W_ADAM_MOMENTS = "w_adam_moments"  # Adam's moments fp32 or bf16 (Megatron's precision-aware optimizer)
 W_RECOMPUTE_MODULES = "w_recompute_modules"  # a list: the modules selective recomputation redoes ([] = core_attn)
 GPUS_SHOWN = "gpus_shown"        # d·t·p when the sidebar was last drawn (what "keep" keeps)
+GPUS_KEPT = "gpus_kept"          # (GPUs, d) the count "keep" still holds after a t·cp·p that did not divide it left d
 STRATEGY_WIDGETS = {W_DP: "dp", W_TP: "tp", W_PP: "pp", W_MICRO: "micro_batch", W_BATCH: "global_batch",
                     W_SCHEDULE: "schedule", W_CHUNKS: "chunks", W_ZERO: "zero", W_RECOMPUTE: "recompute",
                     W_SP: "sequence_parallel", W_OVERLAP: "overlap_dp", W_OVERLAP_TP: "overlap_tp",

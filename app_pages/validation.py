@@ -4,18 +4,19 @@ import streamlit as st
 
 from explorer.facade import ExplorerError, load_cluster
 from explorer.facade import band_of, parity_figure, residual_heatmap, validated_regimes
-from explorer.facade import VALIDATION_TARGETS as TARGETS
+from explorer.facade import VALIDATION_GROUPS, VALIDATION_TARGETS as TARGETS
 from explorer.facade import load_all_cases, load_megatron_bridge, summarize, validate
 from explorer.facade import validation_group_name as group_name
 from app_pages.text import plain
 from app_pages.compute import shown, table as shown_table     # classroom mode: palette, 3 significant digits
 
 A100_GROUPS = ("megatron_table1", "korthikanti_table4")
+OTHER_GROUPS = ("bf16_h100", "moe_ab_h100")     # the dense BF16 H100 rows and NVIDIA's matched MoE A/B runs
 
 
 @st.cache_data(max_entries=2, show_spinner="Predicting the published runs…")
 def run_validation(cluster_name: str):
-    rows = validate(load_all_cases(), load_cluster(cluster_name))
+    rows = validate(load_all_cases(VALIDATION_GROUPS), load_cluster(cluster_name))
     return rows, summarize(rows), load_megatron_bridge()[1]
 
 
@@ -66,12 +67,12 @@ st.caption("NVIDIA's published pre-training throughput (NVIDIA-NeMo/Megatron-Bri
            "efficiency per system: benchmarks/fit_megatron_bridge.py, 'fit' says which rows it was fitted on). "
            "Gradients reduced in bf16; Megatron's distributed optimizer (ZeRO-1 over dp), or ZeRO-3 for the Megatron "
            "FSDP rows; TP communication under the GEMMs: as the recipes set them.")
-new = [r for r in rows if r.group not in A100_GROUPS and r.metric != "tokens_per_sec_per_gpu"]
+new = [r for r in rows if r.group not in A100_GROUPS + OTHER_GROUPS and r.metric != "tokens_per_sec_per_gpu"]
 if new:
     _metrics(summary, sorted({r.group for r in new}))
     st.plotly_chart(_parity(new), key="validation_parity_bridge")
 
-moe = [r for r in rows if r.metric == "tokens_per_sec_per_gpu"]
+moe = [r for r in rows if r.metric == "tokens_per_sec_per_gpu" and r.group not in OTHER_GROUPS]
 if moe:
     st.subheader("Megatron-Bridge 2025–26, Mixture-of-Experts rows")
     st.caption("DeepSeek-V3, Qwen3-30B-A3B, Qwen3-235B-A22B and GPT-OSS-120B rows, compared on the published "
@@ -82,6 +83,17 @@ if moe:
     _metrics(summary, sorted({r.group for r in moe}))
     st.plotly_chart(_parity(moe), key="validation_parity_bridge_moe")
 
+other = [r for r in rows if r.group in OTHER_GROUPS]
+if other:
+    st.subheader("H100: dense BF16 runs, and NVIDIA's matched MoE A/B runs")
+    st.caption("Megatron-LM's H100 weak-scaling table and NeMo AutoModel's Llama 3.1 70B row, the BF16 GEMM "
+               "efficiency's fit ('fit' says which rows; assets/validation/bf16_dense.json); and Qwen3-30B-A3B on 16 H100 "
+               "with one option changed at a time -- the token dispatcher, expert-parallel overlap, CUDA graphs -- from "
+               "Megatron-Bridge's performance skills, compared on the step time (assets/validation/moe_ab_h100.json, "
+               "all held out).")
+    _metrics(summary, [g for g in OTHER_GROUPS if g in summary])
+    st.plotly_chart(_parity(other), key="validation_parity_h100_other")
+
 st.subheader("Residuals by regime: the error bar beside every number")
 st.caption("Each cell is a regime (accelerator × precision × dense/MoE): the mean and worst |error| of its validated "
            "runs that no constant was fitted on, from assets/validation/residuals.json. The Cost page shows the "
@@ -90,6 +102,9 @@ st.caption("Each cell is a regime (accelerator × precision × dense/MoE): the m
 st.plotly_chart(shown(residual_heatmap(validated_regimes())), key="validation_regimes")
 
 st.subheader("Every case")
+st.caption("error %: predicted / published − 1 of the row's metric, so for a throughput + means the model predicted "
+           "it faster than it ran, and for a time (iteration_time_s, layer_fwd_s, layer_bwd_s) + means slower. The "
+           "Cost page's nearest runs and the regimes above sign every row as a speed: + is faster.")
 table = _table(rows)
 st.dataframe(shown_table(table), hide_index=True)
 st.download_button("Download CSV", table.to_csv(index=False), "validation.csv", "text/csv", on_click="ignore")

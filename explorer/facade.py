@@ -120,9 +120,10 @@ from explorer.codegen.imports import import_config as strategy_from_framework_co
 __all__ += ["CONFIG_LANGUAGE", "framework_notes", "strategy_from_framework_config"]
 from explorer.limits import MAX_DEVICES                                                  # noqa: E402
 from explorer.limits import MAX_ACTION_CPU_S, WorkCancelled, work_budget                 # noqa: E402
-from explorer.validation.evidence import band_text, evidence, mfu_warning             # noqa: E402
+from explorer.validation.evidence import band_text, evidence, mfu_warning, weak as weak_evidence  # noqa: E402
 
-__all__ += ["MAX_DEVICES", "MAX_ACTION_CPU_S", "WorkCancelled", "work_budget", "band_text", "evidence", "mfu_warning"]
+__all__ += ["MAX_DEVICES", "MAX_ACTION_CPU_S", "WorkCancelled", "work_budget", "band_text", "evidence", "mfu_warning",
+            "weak_evidence"]
 # ---- FP8, fp32 gradients, validation groups (issue 11 / issue 10 E7) -------------------------
 from explorer.strategy.strategy import DTYPES, GRAD_DTYPES                              # noqa: E402
 from explorer.validation import GROUPS as VALIDATION_GROUPS                             # noqa: E402

@@ -44,6 +44,9 @@ def test_impossible_strategy_names_the_problem():
     at = open_page("cost")
     at.sidebar.select_slider(key="w_tp").set_value(64).run()   # 8192 GPUs, and 64 does not divide 96 heads
     assert any("degree 64 does not divide the 96 attention heads" in e for e in errors(at))
+    refusal = next(e for e in errors(at) if "does not divide" in e)
+    said = refusal.split("cannot run:**", 1)[1].split("\n", 1)[0].rstrip()
+    assert said.endswith((".", ")")), said       # a sentence, then "Showing the last valid strategy below"
     at.sidebar.select_slider(key="w_tp").set_value(8).run()
     at.sidebar.select_slider(key="w_dp").set_value(128).run()   # 128 x 8 x 8 = 8192 GPUs: more nodes
     assert not at.exception and not errors(at), "the cluster grows with the run (fidelity issue)"
@@ -64,6 +67,20 @@ def test_moving_t_keeps_the_gpu_count_and_t1_switches_sequence_parallelism_off()
     at.sidebar.toggle(key="w_keep_gpus").set_value(False).run()
     at.sidebar.select_slider(key="w_tp").set_value(2).run()
     assert at.session_state["w_dp"] == 64, "d stays when the count is not kept"
+
+
+def test_a_gpu_count_that_does_not_split_comes_back_when_it_does():
+    """Keep the GPU count: p 8 -> 6 cannot split 1,024 GPUs at t 8 (48 does not divide it), so d stays 16 (768 GPUs)
+    for now; p 4 splits the kept 1,024 again (d 32), not the 768 shown meanwhile (a lecturer's walk, 2026-12-07)."""
+    at = open_page("cost")
+    at.sidebar.select_slider(key="w_pp").set_value(6).run()
+    assert at.session_state["w_dp"] == 16 and "768 GPUs" in " ".join(i.value for i in at.info)
+    at.sidebar.select_slider(key="w_pp").set_value(4).run()
+    assert at.session_state["w_dp"] == 32, "1024 GPUs = 32 x 8 x 4"
+    at.sidebar.select_slider(key="w_pp").set_value(3).run()        # 24 does not divide 1024 either
+    at.sidebar.select_slider(key="w_dp").set_value(8).run()        # the user sets d: that count is the kept one now
+    at.sidebar.select_slider(key="w_pp").set_value(2).run()
+    assert at.session_state["w_dp"] == 12, "8 x 8 x 3 = 192 GPUs = 12 x 8 x 2"
 
 
 def test_symbols_are_explained_and_the_textbook_formula_sits_beside_the_term():

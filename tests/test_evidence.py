@@ -27,6 +27,16 @@ def test_the_bundled_residuals_are_todays_validation():
     for ident, row in fresh.items():
         assert bundled[ident]["features"] == row["features"], ident
         assert bundled[ident]["relative_error"] == pytest.approx(row["relative_error"], rel=1e-9, abs=1e-12), ident
+        assert bundled[ident]["speed_error"] == pytest.approx(row["speed_error"], rel=1e-9, abs=1e-12), ident
+
+
+def test_errors_are_signed_as_speeds_whatever_the_row_measured():
+    """A time 20 % short is a speed 25 % high; a throughput's relative error is its speed error already."""
+    assert E.speed_error("iteration_time_s", -0.2) == pytest.approx(0.25)
+    assert E.speed_error("layer_bwd_s", 0.25) == pytest.approx(-0.2)
+    assert E.speed_error("tokens_per_sec_per_gpu", 0.3) == 0.3
+    with pytest.raises(ValueError, match="neither a time nor a throughput"):
+        E.speed_error("memory_gib", 0.1)
 
 
 def test_gpt3_on_a100_is_validated():
@@ -180,3 +190,15 @@ def test_an_mlp_or_a_cnn_is_told_that_every_validated_run_is_a_transformer():
         ev = E.evidence(model, fallback_strategy(model, a100), a100)
         assert ev["extrapolating"] and ev["reason"] == "no validated run of a model other than a transformer on " \
                                                       "A100-SXM4-80GB"
+
+
+def test_a_wide_band_is_shown_as_a_warning_like_an_extrapolation():
+    """'±47 % typical' was drawn in the same grey caption as A100's '±4 %' (a lecturer's walk, 2026-12-07): a regime
+    whose validated runs the model misses by more than WIDE_BAND on average is shown as a warning (weak)."""
+    a100 = E.evidence(load_model("gpt3-175b"), Strategy(dp=16, tp=8, pp=8, global_batch=1536),
+                      load_cluster("dgx-a100-80gb"))
+    assert not a100["extrapolating"] and a100["mean_abs_error"] < E.WIDE_BAND and not E.weak(a100)
+    moe_b200 = E.evidence(load_model("qwen3-30b-a3b").with_seq_len(4096), Strategy(dp=8, ep=8, expert_tp=1,
+                          global_batch=512), load_cluster("dgx-b200"))
+    assert moe_b200["mean_abs_error"] > E.WIDE_BAND and E.weak(moe_b200)
+    assert E.weak({**a100, "extrapolating": True})

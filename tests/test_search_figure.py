@@ -51,3 +51,16 @@ def test_log_ticks_are_one_two_five_within_the_range_and_few():
     for low, high in ((1e-6, 1e6), (0.3, 0.5), (250, 550), (1e-3, 7e3)):
         ticks = log_ticks(low, high)
         assert len(ticks) <= 8 and all(low <= t <= high for t in ticks) and ticks == sorted(ticks)
+
+
+def test_the_search_lesson_says_log_scale_only_when_the_axis_is_log(tiny):
+    """Lesson 8's caption said "Log scale in time" over a linear axis (a lecturer's walk, 2026-12-07): it now says
+    so exactly when pareto_figure draws a log axis; the far cap's note says where the cap is."""
+    from explorer.lessons.search_lesson import LESSON, _run
+    from explorer.search.figure import log_time_axis
+    assert not log_time_axis(tiny) and pareto_figure(tiny).layout.yaxis.type != "log"
+    for values in ({"gpus": 8, "global_batch": 16, "cap_gib": 64}, {"gpus": 4, "global_batch": 8, "cap_gib": 16}):
+        logged = pareto_figure(_run(values)).layout.yaxis.type == "log"
+        assert logged == log_time_axis(_run(values))
+        assert ("Log scale in time" in LESSON.caption(None, values)) == logged
+    assert "beyond the right edge" in pareto_figure(tiny).layout.annotations[0].text

@@ -125,7 +125,7 @@ def test_a_refused_key_of_a_whole_link_names_the_value_it_uses():
     strategy = DEFAULT_STRATEGY.with_(dp=128, tp=8, pp=1, zero=1)
     shared = decode({**encode(model, cluster, strategy), "zero": "x"})     # still a whole link: e stays 1
     assert shared.strategy == strategy.with_(zero=0) and shared.strategy.ep == 1
-    assert shared.messages == ["link parameter 'zero' must be a whole number, got 'x'; using 0"]
+    assert shared.messages == ["link parameter 'zero' must be a whole number of digits only (no sign), got 'x'; using 0"]
 
 
 def test_a_context_parallel_algorithm_travels_while_cp_is_1():

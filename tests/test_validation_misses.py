@@ -118,7 +118,8 @@ def test_the_moe_misses_over_30_percent_are_two_families_the_model_names(bridge)
     assert len(gpt_oss_blackwell) >= 5 and len(overlap_eager) >= 2
     # the two H100 overlapped rows (p 2, v 12 or 24, e 8, with delayed weight gradients: the perf launcher's
     # moe_a2a_overlap) have no twin without the overlap in the tables: 26.02.01 ran p 1 e 16 (RUN_LAYOUTS). Plain EP
-    # overlap alone is priced within 10 % on 16 H100 (moe_ab_h100: HybridEP p 1 e 16, 24.71 -> 20.99 s measured,
-    # tests/test_moe_ab.py), so what those rows lack is of their layout and schedule, not of the overlap itself
+    # overlap alone, at p 1 without delayed weight gradients, is priced within 10 % on 16 H100 (moe_ab_h100: HybridEP
+    # p 1 e 16, 24.71 -> 20.99 s measured, tests/test_moe_ab.py); what those rows lack is in the overlap run inside the
+    # interleaved schedule with delay_wgrad_compute, which no A/B isolates (25.09: p 2 v 24 e 8 without it, 10,494)
     assert by_id["mb_260201_pretrain_qwen3-30b-a3b_h100_fp8"].strategy.pp == 1
     assert {"mb_2602_pretrain_qwen3-30b-a3b_h100_fp8", "mb_2511_pretrain_qwen3-30b-a3b_h100_fp8cs"} <= overlap_eager

@@ -22,7 +22,7 @@ explorer/strategy/pipeline_layout.py). A strategy with per-operator overrides tr
 >>> decode(encode(m, c, DEFAULT_STRATEGY)).strategy == DEFAULT_STRATEGY
 True
 >>> decode({"dp": "16; import os"}).messages[0]
-"link parameter 'dp' must be a whole number, got '16; import os'; using 16"
+"link parameter 'dp' must be a whole number of digits only (no sign), got '16; import os'; using 16"
 """
 from __future__ import annotations
 
@@ -210,7 +210,7 @@ def _whole(params: dict, key: str) -> int:
     if text.isascii() and text.isdigit() and len(text) > 7:
         raise ExplorerError(f"link parameter '{key}' is too large: {text[:40]!r} is more than {MAX_INT:,}")
     if not WHOLE.match(text):
-        raise ExplorerError(f"link parameter '{key}' must be a whole number, got {text[:40]!r}")
+        raise ExplorerError(f"link parameter '{key}' must be a whole number of digits only (no sign), got {text[:40]!r}")
     if int(text) > MAX_INT:
         raise ExplorerError(f"link parameter '{key}' is too large: {int(text):,} is more than {MAX_INT:,}")
     return int(text)

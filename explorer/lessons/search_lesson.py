@@ -6,7 +6,7 @@ from functools import lru_cache
 from explorer.errors import ExplorerError
 from explorer.search import search
 from explorer.search.search import MEMORY_RULE
-from explorer.search.figure import pareto_figure
+from explorer.search.figure import log_time_axis, pareto_figure
 from explorer.search.report import label
 from explorer.lessons.base import Control, Lesson, Reveal, Setup, cluster, fmt_seconds, model
 from explorer.hardware.units import GIB
@@ -104,4 +104,5 @@ LESSON = Lesson(
               Control("cap_gib", "Memory cap per GPU (GiB)", (4, 8, 16, 64), 64)),
     build=build, picture=picture, question=question,
     caption=lambda setup, values, palette="default": "Line: the Pareto front (fastest first); diamonds: the "
-                                                     "five fastest. Log scale in time.")
+                                                     "five fastest." + (" Log scale in time." if log_time_axis(
+                                                         _run(values)) else ""))

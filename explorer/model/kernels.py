@@ -155,7 +155,9 @@ def syncs(op, recipe: Recipe = Recipe()) -> int:
     dropless HybridEP too unless it is given a static receive budget: Megatron-Core core_v0.16.0
     token_dispatcher.py _HybridEPManager "num_permuted_tokens = None ... None means no up-bound, will cause a CPU
     sync" (fused_a2a.py hybrid_ep_dispatch: "HybridEP obtains the size from a GPU tensor, which causes a D2H
-    synchronization"); the budget (moe_expert_rank_capacity_factor) is what full-iteration graphs need, and
-    Megatron-Bridge sets it exactly there (scripts/performance/configs/*_llm_pretrain.py set_full_iter_cg_configs at
-    v0.5.0: 1.5). Token-drop with padding has static shapes: none (explorer.cost.placement.host_options)."""
+    synchronization"; core_v0.16.x and 0.17.x have no budget at all); the budget, moe_expert_rank_capacity_factor
+    (core_v0.18.0 _HybridEPManager.setup_metadata: "Static upper bound on permuted tokens passed to HybridEP"), is what
+    full-iteration graphs need, and Megatron-Bridge sets it exactly there (scripts/performance/configs/
+    *_llm_pretrain.py set_full_iter_cg_configs at v0.5.0: 1.5). Token-drop with padding has static shapes: none
+    (explorer.cost.placement.host_options)."""
     return SYNCS_DROPLESS if op.routes and op.name == "dispatch" and recipe.dropless and recipe.syncs else 0

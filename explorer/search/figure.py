@@ -37,6 +37,12 @@ label in the corner (a linear time axis put '0.15' on '0' in lesson 8's slide); 
 negative tick is drawn."""
 
 
+def log_time_axis(result) -> bool:
+    """Whether pareto_figure draws the times on a log axis (they span LOG_SPAN or more); a caption says so only then."""
+    times = [c.iteration_time_s for c in (*result.pareto, *result.top) if c.iteration_time_s > 0]
+    return bool(times) and max(times) >= LOG_SPAN * min(times)
+
+
 def pareto_figure(result, title: str = "Iteration time vs peak memory per device", band: float | None = None) -> go.Figure:
     """`band`: a fraction drawn as error bars on the times, ± band x T (the regime's validated error,
     explorer.validation.evidence); None: no error bars."""
@@ -52,12 +58,12 @@ def pareto_figure(result, title: str = "Iteration time vs peak memory per device
         right = max([cap, *memory]) * 1.05
     else:
         right = max(memory) * 1.15
-        fig.add_annotation(text=f"memory cap {cap:.3g} GiB (far right)", x=1, xref="paper", xanchor="right",
+        fig.add_annotation(text=f"memory cap {cap:.3g} GiB: beyond the right edge", x=1, xref="paper", xanchor="right",
                            y=1, yref="paper", yanchor="top", showarrow=False, font=dict(color="#888"))
     fig.update_layout(title=title, height=460, margin=dict(l=10, r=10, t=60, b=10), clickmode="event+select",
                       legend=dict(orientation="h", yanchor="bottom", y=1.0, x=1.0, xanchor="right"))
     fig.update_xaxes(title="peak memory per device (GiB)", range=[-ORIGIN_ROOM * right, right])
-    if times and max(times) >= LOG_SPAN * min(times):
+    if log_time_axis(result):
         ticks = log_ticks(min(times) * (1 - (band or 0)), max(times) * (1 + (band or 0)))
         fig.update_yaxes(title="iteration time", type="log", **time_axis(tickvals=ticks))
     else:

@@ -64,8 +64,9 @@ def compare(events, result, schedule: str, model_schedule: str | None = None) ->
     step = ev["duration_s"][shown & (ev["stage"] == result.extra["sync_stage"]) & (ev["phase"] == "step")].sum()
     end = pipeline_end(ev)
     model_schedule = model_schedule or schedule
-    note = (f"drawn as {schedule} from a {model_schedule} strategy: model_s is the {model_schedule} iteration "
-            f"time, timeline_s the {schedule} makespan" if model_schedule != schedule else "")
+    note = (f"drawn as {schedule} from a {model_schedule} strategy (a what-if): the cost model's time is the "
+            f"{model_schedule} iteration's, the timeline's makespan the {schedule} schedule's, so they differ"
+            if model_schedule != schedule else "")
     return {"schedule": schedule, "model_schedule": model_schedule,
             "timeline_s": timeline, "model_s": model, "difference_s": timeline - model,
             "relative_difference": (timeline - model) / model if model else 0.0,

@@ -224,7 +224,8 @@ def as_run(entry: dict) -> dict:
     """The row with the parallel layout its recipe ran (RUN_LAYOUTS) where the table's columns say otherwise, and a
     note saying so; every other row as it is."""
     x = entry.get("inputs") if isinstance(entry, dict) else None
-    layout = RUN_LAYOUTS.get((x.get("container"), x.get("model"), x.get("system"))) if isinstance(x, dict) else None
+    layout = RUN_LAYOUTS.get((x.get("container"), x.get("model"), x.get("system"))) \
+        if isinstance(x, dict) and x.get("task") == "pretrain" else None
     if not layout:
         return entry
     table = ", ".join(f"{k} {x.get(k)}" for k in layout)

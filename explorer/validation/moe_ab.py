@@ -14,8 +14,9 @@ the distributed optimizer (ZeRO-1) with the gradient reduce-scatter under the ba
 (set_qwen3_common_configs: grad_reduce_in_fp32 False), expert tensor parallelism 1, no recomputation; the row's own
 dispatcher, graph scope and overlap (Strategy.moe_dispatcher, cuda_graphs, overlap_ep). What the model does not
 see, named on each case: the all-to-all rows ran without Transformer Engine's fused permutation
-(moe_permute_fusion false; the model prices one permutation's memory traffic either way), and three rows take
-inputs the paragraph leaves out from the recipe of their date, labelled in the data (`status`).
+(moe_permute_fusion false; the model prices one permutation's memory traffic either way), four rows take
+inputs the paragraph leaves out from the recipe of their date, labelled in the data (`status`), and the two skills
+call the all-to-all runs 'mock pretraining' and 'SFT' (priced as pre-training: inputs.task_note).
 """
 from __future__ import annotations
 
@@ -62,6 +63,12 @@ def _case(entry: dict) -> Case:
            + "; predicted = our iteration time")
     return Case(entry["id"], GROUP, entry["source"], model, strategy, n, "iteration_time_s",
                 float(entry["expected"]["step_time_s"]), why, cluster=CLUSTERS[x["system"]], subset="held out")
+
+
+def arm(strategy) -> str:
+    """Which arm of an A/B a row is, in words (its label beside the others: explorer/validation/run_labels.py)."""
+    graphs = "eager" if strategy.cuda_graphs == "none" else f"{strategy.cuda_graphs} graphs"
+    return f"({strategy.moe_dispatcher}, {graphs}, {'EP overlap' if strategy.overlap_ep else 'no EP overlap'})"
 
 
 def load_moe_ab_cases(path=None) -> list:

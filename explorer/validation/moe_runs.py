@@ -106,11 +106,12 @@ RUN_LAYOUTS = {
 Qwen3-30B-A3B on 16 H100 in 26.02.01: Megatron-Bridge commit f29a269f8 (PR 2477, "Update Qwen3 30B H100 Base Configs
 with HybridEP", 2026-02-23; in v0.3.1, not in v0.3.0) changed QWEN3_30B_A3B_PRETRAIN_CONFIG_H100_FP8_CS_V1 in one
 edit from pipeline_model_parallel_size 2, virtual 12, expert_model_parallel_size 8, moe_a2a_overlap and DeepEP to
-expert_model_parallel_size 16 (pipeline 1: WorkloadBaseConfig's default), no overlap and HybridEP. The 26.02.01
-table row (docs/performance-summary-archive.md) repeats 26.02's PP 2 / VP 12 / EP 8 columns, but its 9,058
-tokens/s/GPU is the p 1 e 16 HybridEP rows' figure (26.04 8,901, 26.04.01 8,960, 26.06 8,826), not the p 2 v 12
-ones' (26.02 5,113, 25.11 5,275). RUN_KEYS already took the dispatcher and the overlap from that edit; the layout
-comes with them (megatron_bridge.as_run)."""
+expert_model_parallel_size 16 (pipeline 1: WorkloadBaseConfig's default), no overlap and HybridEP. RUN_KEYS already
+took the dispatcher and the overlap from that edit, so the table's layout with them priced a run nobody made; the
+layout comes with them (megatron_bridge.as_run). The 26.02.01 table row (docs/performance-summary-archive.md) repeats
+26.02's PP 2 / VP 12 / EP 8 columns; its 9,058 tokens/s/GPU is consistent with the p 1 e 16 HybridEP rows (26.04
+8,901, 26.04.01 8,960, 26.06 8,826) but does not by itself decide the layout (25.09's token-drop run at p 2, v 24,
+e 8 without the overlap published 10,494). Pre-training rows only (as_run)."""
 
 
 MEMORY_KEYS = {

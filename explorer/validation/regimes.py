@@ -1,5 +1,6 @@
 """The validated residuals by regime (issue 28 item 4): accelerator x precision x dense/MoE, each with the
-number of held-out rows and their mean and max absolute relative error -- the bands explorer.validation.evidence
+number of held-out rows and their mean and max absolute error, each row's error signed as a speed (predicted over
+published speed - 1, explorer.validation.evidence.speed_error: + the model optimistic) -- the bands explorer.validation.evidence
 shows beside a number, laid out as the Validation page's heatmap. Read from the bundled residuals
 (assets/validation/residuals.json, explorer.validation.evidence.residuals): no prediction runs here."""
 from __future__ import annotations

@@ -10,6 +10,8 @@ features (accelerator, GPU count). The id stays available beside it (a page's de
 "Narayanan et al. SC'21 Table 1"
 >>> short_source("NVIDIA-NeMo/Megatron-Bridge, docs/performance-summary.md (...), section '## 26.08 NeMo Container' > ...")
 'Megatron-Bridge 26.08 container'
+>>> short_source("NVIDIA/Megatron-LM, README.md (software: Megatron-Core r0.8.0 (legend of images/weak_scaling.png))")
+'NVIDIA/Megatron-LM (Megatron-Core r0.8.0)'
 >>> short_source("NVIDIA-NeMo/Megatron-Bridge, skills/nemo-mbridge-perf-moe-comm-overlap/SKILL.md (last changed ...)")
 'Megatron-Bridge moe-comm-overlap A/B'
 """
@@ -22,7 +24,7 @@ CONTAINER = re.compile(r"## ([\d.]+) NeMo Container")
 """Megatron-Bridge's performance summaries head each table with the NeMo container it was measured in."""
 PAPER = re.compile(r"^(.+? et al\.), '[^']*', ([^ ,(]+)[^,]*, (Table \w+)")
 """A paper's table: 'Author et al., 'Title', Venue (arXiv:...), Table N'."""
-SOFTWARE = re.compile(r"software: ([^;)]+)")
+SOFTWARE = re.compile(r"software: ([^;()]+)")
 SKILL = re.compile(r"skills/nemo-mbridge-perf-([a-z-]+)/SKILL\.md")
 """Megatron-Bridge's performance skills publish matched A/B runs (explorer/validation/moe_ab.py)."""
 METRIC_WORDS = {"layer_fwd_s": "one layer's forward", "layer_bwd_s": "one layer's backward"}
@@ -48,12 +50,13 @@ def short_source(source: str) -> str:
 @lru_cache(maxsize=1)
 def _cases() -> dict:
     """id -> (model name, precision words, metric words, short source) of every bundled validation case."""
-    from explorer.validation import GROUPS, load_all_cases
+    from explorer.validation import GROUPS, load_all_cases, moe_ab
     out = {}
     for case in load_all_cases(GROUPS):
         s = case.strategy
         precision = f"{s.dtype} ({s.fp8_recipe})" if s.dtype == "fp8" else s.dtype
-        out[case.id] = (case.model.name, precision, METRIC_WORDS.get(case.metric, ""), short_source(case.source))
+        what = moe_ab.arm(s) if case.group == moe_ab.GROUP else METRIC_WORDS.get(case.metric, "")   # which arm of its A/B
+        out[case.id] = (case.model.name, precision, what, short_source(case.source))
     return out
 
 
@@ -63,7 +66,8 @@ def run_name(run_id: str, accelerator: str, gpus: int) -> str:
     if known is None:
         return run_id
     model, precision, metric, source = known
-    return f"{model}{', ' + metric if metric else ''} on {gpus:,} {accelerator}, {precision}, {source}"
+    joined = (" " if metric.startswith("(") else ", ") + metric if metric else ""     # an A/B arm in brackets
+    return f"{model}{joined} on {gpus:,} {accelerator}, {precision}, {source}"
 
 
 def run_label(run_id: str, accelerator: str, gpus: int, error: float) -> str:
@@ -72,7 +76,7 @@ def run_label(run_id: str, accelerator: str, gpus: int, error: float) -> str:
 
 
 GROUP_NAMES = {"megatron_table1": "Megatron-LM SC'21 Table 1", "korthikanti_table4": "Korthikanti et al. Table 4",
-               "moe_ab_h100": "Megatron-Bridge MoE A/B runs, DGX H100"}
+               "moe_ab_h100": "Megatron-Bridge MoE A/B runs, DGX H100", "bf16_h100": "Dense BF16 runs, H100"}
 """The A100 papers' groups (explorer.validation.cases), as their sources name them (short_source), and NVIDIA's matched
 MoE A/B runs (explorer.validation.moe_ab)."""
 SYSTEM_NAMES = {"h100": "DGX H100", "b200": "DGX B200", "gb200": "GB200 NVL72"}
@@ -84,7 +88,7 @@ def group_name(group: str) -> str:
     (`megatron_bridge_moe_b200`) is a key.
 
     >>> group_name("megatron_bridge_moe_b200"), group_name("megatron_table1"), group_name("bf16_h100")
-    ('Megatron-Bridge MoE, DGX B200', "Megatron-LM SC'21 Table 1", 'bf16_h100')
+    ('Megatron-Bridge MoE, DGX B200', "Megatron-LM SC'21 Table 1", 'Dense BF16 runs, H100')
     """
     if group in GROUP_NAMES:
         return GROUP_NAMES[group]
