@@ -16,7 +16,7 @@ from explorer.facade import EQ3_FLOPS_CONVENTION, MEGATRON_FLOPS_CONVENTION, MEG
 from app_pages import jobs as J
 from app_pages import state as S
 from app_pages.text import plain
-from app_pages.compute import evidence_of, show_errors
+from app_pages.compute import evidence_of, mfu_warning, show_errors
 from app_pages.compute import shown, table as shown_table     # classroom mode: palette, 3 significant digits
 from app_pages.compute import pinned_names                       # the strategy column stays when scrolled sideways
 
@@ -145,12 +145,19 @@ st.caption("Select a point to load its strategy into the editor and every page. 
               if band else f"No error bars: extrapolating ({plain(ev['reason'])})."))
 # strategies the model prices without a cost it knows it lacks (explorer.validation.evidence.KNOWN_GAPS): the
 # ranking may favour them, so their ranks are named with the gap
-gaps = {}
+gaps, busier = {}, []
 for i, c in enumerate(result.top):
-    for gap in evidence_of(found["model"], c.strategy, found["cluster"])["known_gaps"]:
+    ev_c = evidence_of(found["model"], c.strategy, found["cluster"])
+    for gap in ev_c["known_gaps"]:
         gaps.setdefault(gap, []).append(f"#{i + 1}")
+    if mfu_warning(ev_c, c.result):      # busier than every published run of its regime: as the Cost page warns
+        busier.append(f"#{i + 1}")
 for gap, ranks in gaps.items():
     st.warning(f"{', '.join(ranks)}: {plain(gap)}")
+if busier:
+    st.warning(f"{', '.join(busier)}: optimistic? Each keeps the GPUs busier with FLOPs than any published run of "
+               f"its regime reached ({plain(ev['regime'])}: at most {100 * (ev['published_hfu_max'] or 0):.0f} %, "
+               "recomputation counted); the Cost page shows by how much.")
 st.subheader(f"The {len(result.top)} fastest")
 top_table = shown_table(readable_columns(pd.DataFrame(rows(result.top))))
 st.dataframe(top_table, hide_index=True, key=TOP_TABLE, column_config=pinned_names(top_table),

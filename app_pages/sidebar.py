@@ -161,6 +161,9 @@ def draw() -> None:
     right.number_input("v — chunks", min_value=1, max_value=S.WIDGET_MAX[S.W_CHUNKS], step=1, key=S.W_CHUNKS,
                        disabled=not schedule_is_chunked(ss[S.W_SCHEDULE]),
                        help="model chunks per stage (interleaved schedule only)")
+    if schedule_is_chunked(ss[S.W_SCHEDULE]) and ss[S.W_CHUNKS] == 1:   # what a lecturer's walk missed (2026-12-07)
+        bar.caption("v = 1: one chunk per stage takes 1F1B's time and more memory (the interleaved warm-up keeps more "
+                    "micro-batches in flight); v ≥ 2 shrinks the bubble.")
     left, right = _pair(bar)
     left.selectbox("ZeRO stage", (0, 1, 2, 3), key=S.W_ZERO)
     right.selectbox("Recompute", RECOMPUTE, key=S.W_RECOMPUTE)

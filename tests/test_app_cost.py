@@ -171,3 +171,14 @@ def test_a_known_gap_of_the_model_is_a_warning_beside_the_numbers():
             assert bool(warned) == shown, (page, warned)
             if shown:
                 assert "x the predicted time" in warned[0] and "PR 2184" in warned[0]
+
+
+def test_interleaved_with_one_chunk_says_what_v_does():
+    """Interleaved at v = 1 took 1F1B's time with more memory and no word why (a lecturer's walk, 2026-12-07)."""
+    at = open_page("cost")
+    hint = lambda: [c.value for c in at.sidebar.caption if c.value.startswith("v = 1")]
+    assert not hint()
+    at.sidebar.selectbox(key="w_schedule").set_value("interleaved").run()
+    assert at.session_state["w_chunks"] == 1 and hint() and "v ≥ 2" in hint()[0]
+    at.sidebar.number_input(key="w_chunks").set_value(2).run()
+    assert not hint() and not at.exception

@@ -173,3 +173,24 @@ def test_strategies_with_a_known_gap_are_named_above_the_table():
                for i, c in enumerate(result.top) if i + 1 not in gapped)
     tiny = searched()
     assert not [w.value for w in tiny.warning if "Known gap" in w.value]
+
+
+def test_ranks_busier_than_every_published_run_are_named_as_the_cost_page_warns():
+    """gpt-18.4b on 64 A100 (B 512): the search's first is d 64 ZeRO-3 at ~64 % MFU, above the 52 % Narayanan et
+    al.'s best published A100 run reached; the Cost page warned ("Optimistic?"), the Search page did not (a lecturer's
+    walk, 2026-12-07). Now it names those ranks; tiny-gpt's (extrapolating: no published run) shows none."""
+    from explorer.search import search
+    from explorer.validation.evidence import evidence, mfu_warning
+    model, a100 = load_model("gpt-18.4b"), load_cluster("dgx-a100-80gb")
+    result = search(model, a100, gpus=64, global_batch=512, top=5)
+    busy = [i + 1 for i, c in enumerate(result.top) if mfu_warning(evidence(model, c.strategy, a100), c.result)]
+    assert 1 in busy
+    at = search_page()
+    at.session_state["search_result"] = dict(model=model, cluster=a100, gpus=64, global_batch=512, result=result)
+    at.run()
+    assert not at.exception, at.exception
+    warned = [w.value for w in at.warning if "optimistic?" in w.value]
+    assert len(warned) == 1 and warned[0].startswith(", ".join(f"#{i}" for i in busy) + ": optimistic?")
+    assert "52 %" in warned[0]
+    tiny = searched()
+    assert not [w.value for w in tiny.warning if "optimistic?" in w.value]
