@@ -153,6 +153,16 @@ def test_the_prompt_gives_way_to_the_running_search():
     assert not prompt() and at.session_state["search_result"] is not None
 
 
+def showing(model, cluster, gpus: int, global_batch: int, result):
+    """The Search page showing a search result made outside it (the session's last result)."""
+    at = search_page()
+    at.session_state["search_result"] = dict(model=model, cluster=cluster, gpus=gpus, global_batch=global_batch,
+                                             result=result)
+    at.run()
+    assert not at.exception, at.exception
+    return at
+
+
 def test_strategies_with_a_known_gap_are_named_above_the_table():
     """The search may rank expert-parallel overlap without full-iteration graphs first: the model lacks that
     schedule's host work (explorer.validation.evidence.KNOWN_GAPS), so the page names those ranks with the gap;
@@ -163,10 +173,7 @@ def test_strategies_with_a_known_gap_are_named_above_the_table():
     result = search(qwen, h100, gpus=16, global_batch=256, top=8, dtype="fp8")
     gapped = [i + 1 for i, c in enumerate(result.top) if evidence(qwen, c.strategy, h100)["known_gaps"]]
     assert gapped and any(c.strategy.overlap_ep for c in result.top)
-    at = search_page()
-    at.session_state["search_result"] = dict(model=qwen, cluster=h100, gpus=16, global_batch=256, result=result)
-    at.run()
-    assert not at.exception, at.exception
+    at = showing(qwen, h100, 16, 256, result)
     warned = [w.value for w in at.warning if "Known gap" in w.value]
     assert len(warned) == 1 and warned[0].startswith(", ".join(f"#{i}" for i in gapped) + ": Known gap")
     assert all(not c.strategy.overlap_ep or c.strategy.cuda_graphs == "full"
@@ -185,10 +192,7 @@ def test_ranks_busier_than_every_published_run_are_named_as_the_cost_page_warns(
     result = search(model, a100, gpus=64, global_batch=512, top=5)
     busy = [i + 1 for i, c in enumerate(result.top) if mfu_warning(evidence(model, c.strategy, a100), c.result)]
     assert 1 in busy
-    at = search_page()
-    at.session_state["search_result"] = dict(model=model, cluster=a100, gpus=64, global_batch=512, result=result)
-    at.run()
-    assert not at.exception, at.exception
+    at = showing(model, a100, 64, 512, result)
     warned = [w.value for w in at.warning if "optimistic?" in w.value]
     assert len(warned) == 1 and warned[0].startswith(", ".join(f"#{i}" for i in busy) + ": optimistic?")
     assert "52 %" in warned[0]

@@ -44,10 +44,9 @@ from __future__ import annotations
 
 from explorer.errors import ExplorerError
 from explorer.io.models import load_model
-from explorer.io.safe_load import parse_text, read_text_capped
 from explorer.model.spec import ModelSpec
 from explorer.strategy.strategy import Strategy
-from explorer.validation.cases import ROOT, Case
+from explorer.validation.cases import ROOT, Case, cases_from_file
 from explorer.validation.megatron_bridge import padded_vocab
 
 PATH = ROOT / "assets" / "validation" / "bf16_dense.json"
@@ -112,24 +111,15 @@ def _automodel_case(entry: dict) -> Case:
                 float(entry["expected"]["tokens_per_sec_per_gpu"]), why, cluster=CLUSTER, subset="held out")
 
 
+def _case(entry: dict) -> Case:
+    ident = str(entry["id"])
+    if ident.startswith("mlm_h100_weak_"):
+        return _megatron_lm_case(entry)
+    if ident.startswith("automodel_"):
+        return _automodel_case(entry)
+    raise ExplorerError(f"entry {ident!r} is of no known source")
+
+
 def load_bf16_cases(path=None) -> list:
     """Every row of assets/validation/bf16_dense.json as a case of group 'bf16_h100'."""
-    path = path or PATH
-    entries = parse_text(read_text_capped(path), ".json", f"cases file {path}")
-    if not isinstance(entries, list):
-        raise ExplorerError(f"cases file {path} must hold a JSON list of entries")
-    cases = []
-    for entry in entries:
-        try:
-            ident = str(entry["id"])
-            if ident.startswith("mlm_h100_weak_"):
-                cases.append(_megatron_lm_case(entry))
-            elif ident.startswith("automodel_"):
-                cases.append(_automodel_case(entry))
-            else:
-                raise ExplorerError(f"entry {ident!r} is of no known source")
-        except ExplorerError as err:
-            raise ExplorerError(f"cases file {path}: {err}") from None
-        except (KeyError, TypeError, ValueError, AttributeError) as err:
-            raise ExplorerError(f"cases file {path}: an entry is malformed ({type(err).__name__})") from None
-    return cases
+    return cases_from_file(path or PATH, _case)

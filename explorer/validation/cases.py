@@ -35,6 +35,25 @@ class Case:
     convention: str = ""     # the FLOPs convention of a TFLOP/s metric (explorer.cost.megatron_flops), '' = none
 
 
+def cases_from_file(path, case_of) -> list:
+    """`case_of(entry)` for every entry of a bundled JSON list of published runs (bf16_dense.json, moe_ab_h100.json):
+    a file that is not such a list, or an entry that is not what its builder reads, is refused in one line naming
+    the file and the entry."""
+    entries = parse_text(read_text_capped(path), ".json", f"cases file {path}")
+    if not isinstance(entries, list):
+        raise ExplorerError(f"cases file {path} must hold a JSON list of entries")
+    cases = []
+    for entry in entries:
+        ident = short_repr(str(entry.get("id"))) if isinstance(entry, dict) else "?"
+        try:
+            cases.append(case_of(entry))
+        except ExplorerError as err:
+            raise ExplorerError(f"cases file {path}: entry {ident}: {err}") from None
+        except (KeyError, TypeError, ValueError, AttributeError) as err:
+            raise ExplorerError(f"cases file {path}: entry {ident} is malformed ({type(err).__name__})") from None
+    return cases
+
+
 def default_cases_path() -> Path:
     """The copy bundled with the repository (assets/validation/README.md says where it comes from)."""
     return BUNDLED

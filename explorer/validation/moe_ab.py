@@ -22,9 +22,8 @@ from __future__ import annotations
 
 from explorer.errors import ExplorerError
 from explorer.io.models import load_model
-from explorer.io.safe_load import parse_text, read_text_capped
 from explorer.strategy.strategy import Strategy
-from explorer.validation.cases import ROOT, Case
+from explorer.validation.cases import ROOT, Case, cases_from_file
 
 PATH = ROOT / "assets" / "validation" / "moe_ab_h100.json"
 GROUP = "moe_ab_h100"
@@ -73,16 +72,4 @@ def arm(strategy) -> str:
 
 def load_moe_ab_cases(path=None) -> list:
     """Every row of assets/validation/moe_ab_h100.json as a case of group 'moe_ab_h100'."""
-    path = path or PATH
-    entries = parse_text(read_text_capped(path), ".json", f"cases file {path}")
-    if not isinstance(entries, list):
-        raise ExplorerError(f"cases file {path} must hold a JSON list of entries")
-    cases = []
-    for entry in entries:
-        try:
-            cases.append(_case(entry))
-        except ExplorerError as err:
-            raise ExplorerError(f"cases file {path}: entry {entry.get('id')!r}: {err}") from None
-        except (KeyError, TypeError, ValueError, AttributeError) as err:
-            raise ExplorerError(f"cases file {path}: an entry is malformed ({type(err).__name__})") from None
-    return cases
+    return cases_from_file(path or PATH, _case)
