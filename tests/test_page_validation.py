@@ -14,8 +14,10 @@ def test_validation_page_shows_cases_and_parity_plot():
     assert any("Megatron-LM SC'21 Table 1" in label for label in metrics)
     assert not any("_" in label for label in metrics), "groups by name, not by id (megatron_table1)"
     table = at.dataframe[0].value
-    a100 = table[~table["case"].str.startswith("mb_")]
+    a100 = table[table["case"].str.startswith(("ptdp_", "kor_"))]
     assert len(a100) == 20 and a100["source"].str.contains("Table").all()
+    h100 = table[table["case"].str.startswith(("mlm_h100_", "automodel_", "mb_ab_"))]   # dense BF16 and MoE A/B rows
+    assert len(h100) == 16 and set(h100["fit"]) == {"fitted", "held out"}
     bridge = table[table["case"].str.startswith("mb_")]             # Megatron-Bridge group (issue 11)
     assert len(bridge) >= 15 and bridge["source"].str.contains("Megatron-Bridge").all()
     assert set(bridge["fit"]) == {"fitted", "held out"}
@@ -35,6 +37,9 @@ def test_validation_page_shows_cases_and_parity_plot():
     moe_spec = json.loads(charts[2].proto.spec)                      # MoE rows: tokens/s, a chart of their own
     assert "tokens/s" in moe_spec["layout"]["xaxis"]["title"]["text"]
     assert {"Megatron-Bridge MoE, DGX H100", "Megatron-Bridge MoE, GB200 NVL72"} <= {t.get("name") for t in moe_spec["data"]}
+    other_spec = json.loads(charts[3].proto.spec)                    # the dense BF16 H100 rows and the MoE A/B runs
+    assert {"Dense BF16 runs, H100", "Megatron-Bridge MoE A/B runs, DGX H100"} <= {t.get("name") for t in other_spec["data"]}
+    assert any("Megatron-Bridge MoE A/B runs, DGX H100" in label for label in metrics)
 
 
 def test_validation_page_draws_the_residuals_by_regime_and_the_bands():
@@ -50,4 +55,4 @@ def test_validation_page_draws_the_residuals_by_regime_and_the_bands():
     for r in regimes():
         assert cells[(r.accelerator, f"{r.precision} · {r.kind}")] == 100 * r.mean_abs_error
     bands = [t["name"] for spec in charts for t in spec["data"] if "mean |error| of the held-out rows" in t.get("name", "")]
-    assert len(bands) == 3, "every parity plot has its band"
+    assert len(bands) == 4, "every parity plot has its band"

@@ -73,7 +73,7 @@ def test_cli_chrome_trace_file_loads(tmp_path, capsys):
     complete = [e for e in trace["traceEvents"] if e["ph"] == "X"]
     assert complete and any(e["name"].startswith("weight") for e in complete)
     printed = capsys.readouterr().out
-    assert "zb-h1" in printed and "the 1f1b iteration time" in printed and "difference" in printed
+    assert "zb-h1" in printed and "the 1f1b iteration's" in printed and "difference" in printed
 
 
 def test_cli_micro_level_json(capsys):
