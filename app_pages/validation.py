@@ -90,9 +90,13 @@ if other:
                "efficiency's fit ('fit' says which rows; assets/validation/bf16_dense.json); and Qwen3-30B-A3B on 16 H100 "
                "with one option changed at a time -- the token dispatcher, expert-parallel overlap, CUDA graphs -- from "
                "Megatron-Bridge's performance skills, compared on the step time (assets/validation/moe_ab_h100.json, "
-               "all held out).")
+               "all held out). One parity plot per metric: the dense rows' TFLOP/s, the A/B runs' seconds; "
+               "AutoModel's row (tokens/s) is in the table below.")
     _metrics(summary, [g for g in OTHER_GROUPS if g in summary])
-    st.plotly_chart(_parity(other), key="validation_parity_h100_other")
+    for metric in ("model_tflops_per_gpu", "iteration_time_s"):    # one unit an axis (explorer/charts/parity.py)
+        same = [r for r in other if r.metric == metric]
+        if same:
+            st.plotly_chart(_parity(same), key=f"validation_parity_h100_{metric}")
 
 st.subheader("Residuals by regime: the error bar beside every number")
 st.caption("Each cell is a regime (accelerator × precision × dense/MoE): the mean and worst |error| of its validated "
