@@ -2,7 +2,7 @@
 to the cluster file's constants (explorer.validation.sensitivity; issue 28 item 2)."""
 import streamlit as st
 
-from explorer.facade import tornado_figure
+from explorer.facade import sensitivity_constant_name, tornado_figure
 from app_pages import compute as C
 from app_pages.text import plain
 
@@ -26,6 +26,7 @@ def show(view) -> None:
     top = next(iter(sens["top"]), None)
     if top:
         st.caption(f"Elasticity d ln T / d ln c of the iteration time to each constant of the cluster file: raising "
-                   f"{plain(top[0])} by 1 % changes the time by {top[1]:+.2f} %. Exact derivatives of the same "
+                   f"the {plain(sensitivity_constant_name(top[0]))} by 1 % changes the time by {top[1]:+.2f} % (lowering "
+                   "it by 1 %, the opposite). Exact derivatives of the same "
                    "cost formulas (the branch each maximum takes here), not a re-run; a category's share is in "
                    "the hover text.")

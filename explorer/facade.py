@@ -206,10 +206,10 @@ __all__ += ["WORKERS_ENV", "Job", "WorkerPool", "image_request", "reference_run_
             "search_result_from_dict", "slide_request", "compile_elsewhere", "compiles_in", "explains_in", "presets_in",
             "timeline_in", "explain_elsewhere", "explanation"]
 # ---- what a prediction depends on (issue 28 item 2): elasticities to the cluster's constants ----
-from explorer.charts.sensitivity import tornado_figure                                # noqa: E402
+from explorer.charts.sensitivity import constant_name as sensitivity_constant_name, tornado_figure  # noqa: E402
 from explorer.validation.sensitivity import sensitivity, sensitivity_or_reason, sensitivity_text  # noqa: E402
 
-__all__ += ["tornado_figure", "sensitivity", "sensitivity_or_reason", "sensitivity_text"]
+__all__ += ["tornado_figure", "sensitivity_constant_name", "sensitivity", "sensitivity_or_reason", "sensitivity_text"]
 # ---- how sure a search's ranking is; the search's memory headroom (issues 28 item 3, 30 item 5) ---------------
 from explorer.search.search import MEMORY_HEADROOM                                      # noqa: E402
 from explorer.validation.robust import holds_words, robustness                          # noqa: E402

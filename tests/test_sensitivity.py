@@ -230,6 +230,11 @@ def test_cost_page_shows_the_tornado_chart():
     assert not at.exception
     specs = tornado()
     assert specs and specs[0]["data"][0]["orientation"] == "h"
+    assert len(specs[0]["data"]) == 1, "one bar a constant: raised by 1 % (mirrored bars hid the direction)"
+    names = specs[0]["data"][0]["y"]
+    assert "bf16 peak (device.peak_tflops.bf16)" in names and any(n.startswith("node latency (") for n in names)
+    caption = next(c.value for c in at.caption if c.value.startswith("Elasticity d ln T")).replace("\\", "")
+    assert "raising the bf16 peak" in caption and "device.peak_tflops.bf16" in caption and "the opposite" in caption
     assert any(sub.value == "What this number depends on" for sub in at.subheader)
 
 
@@ -259,3 +264,11 @@ def test_a_stopped_sensitivity_is_not_an_answer_to_cache():
         with work_budget("the Cost page", should_stop=lambda: True):
             sens.sensitivity_or_reason(model, strategy, cluster, result)
     assert "unavailable" not in sens.sensitivity_or_reason(model, strategy, cluster, result)
+
+
+def test_constants_are_named_in_words_with_their_path():
+    from explorer.charts.sensitivity import constant_name
+    assert constant_name("levels.cluster.bandwidth_gbps") == "cluster bandwidth (levels.cluster.bandwidth_gbps)"
+    assert constant_name("device.peak_tflops.fp8") == "fp8 peak (device.peak_tflops.fp8)"
+    assert constant_name("efficiency.host_launch_s") == "host issue per kernel (efficiency.host_launch_s)"
+    assert constant_name("efficiency.something_new") == "efficiency.something_new"
