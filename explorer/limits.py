@@ -144,7 +144,7 @@ def check_cluster_size(cluster) -> None:
     for level in cluster.levels[:MAX_LEVELS + 1]:
         _text("level name", level.name, MAX_NAME_CHARS)
     check_count("machine levels", len(cluster.levels), "MAX_LEVELS")
-    check_count(f"devices of cluster '{cluster.name[:40]}' (product of the fanouts)", cluster.max_devices,
+    check_count(f"devices of cluster {cluster.name[:40]!r} (product of the fanouts)", cluster.max_devices,   # repr: 1 line
                 "MAX_DEVICES")
 
 

@@ -213,3 +213,15 @@ def test_actions_running_counts_the_outermost_budgets_of_every_thread():
         release.set()
         thread.join(30)
     assert L.actions_running() == before
+
+
+def test_a_too_large_cluster_with_a_control_character_name_is_refused_in_one_line():
+    """Hypothesis found it (tests/test_fuzz_inputs.py, a cluster named '\\n' with 1,048,592 devices): the name went
+    raw into the refusal, which then ran over two lines."""
+    from dataclasses import replace
+    cluster = load_cluster("dgx-a100-80gb")
+    big = replace(cluster, name="\n", levels=(replace(cluster.levels[0], fanout=16),
+                                              replace(cluster.levels[1], fanout=L.MAX_DEVICES)))
+    with pytest.raises(ExplorerError) as err:
+        L.check_cluster_size(big)
+    assert "\n" not in str(err.value) and "'\\n'" in str(err.value) and "MAX_DEVICES" in str(err.value)
