@@ -22,8 +22,8 @@ megatron_bridge_moe_h100, _b200, _gb200), and the dense BF16 H100 runs the BF16 
 fitted on (bf16_h100, explorer/validation/bf16.py), and NVIDIA's matched MoE A/B runs on 16 H100 (moe_ab_h100,
 explorer/validation/moe_ab.py: dispatcher, EP overlap and CUDA graphs changed one at a time)."""
 DEFAULT_GROUPS = GROUPS[:3]
-"""What load_all_cases() loads when asked for nothing (the Validation page's sections); the command line
-asks for every group (explorer/cli/validate_cmd.py)."""
+"""What load_all_cases() loads when asked for nothing (the A100 tables and Megatron-Bridge's summaries); the
+Validation page and the command line ask for every group (app_pages/validation.py, explorer/cli/validate_cmd.py)."""
 
 
 def load_all_cases(groups=None) -> list:
