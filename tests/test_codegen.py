@@ -117,8 +117,6 @@ REFUSALS = [
     ("megatron", "tiny-gpt", Strategy(dp=1, pp=2, global_batch=4, schedule="zb-h1"), "zb-h1 schedule"),
     ("megatron", "tiny-gpt", Strategy(dp=1, pp=2, global_batch=4, schedule="gpipe"), "gpipe schedule"),
     ("megatron", "tiny-mlp", Strategy(), "tiny-mlp is a mlp model"),
-    ("megatron", "gpt3-175b", Strategy(dp=1, pp=4, global_batch=4, stage_map=(0,) * 20 + (1,) * 30 + (2,) * 26
-                                       + (3,) * 20), "only the first and last stage may differ"),
     ("deepspeed", "gpt-7.5b", Strategy(dp=2, tp=4, global_batch=2), "tensor parallelism t=4"),
     ("deepspeed", "tiny-gpt", Strategy(dp=1, pp=2, global_batch=4, schedule="gpipe"), "gpipe schedule"),
     ("deepspeed", "tiny-gpt", Strategy(recompute="selective"), "selective recomputation"),

@@ -254,3 +254,33 @@ def test_a_typed_layout_is_counts_or_a_layout_string_and_each_problem_is_one_lin
         with pytest.raises(ExplorerError, match=words) as err:
             layout_from_text(text, 96, 0, 8, 8 if text != "Et*95|t*0L" else 2)
         assert "\n" not in str(err.value)
+
+
+def test_a_dragged_split_megatron_cannot_flag_exports_as_a_layout_and_comes_back_a_stage_map():
+    """A stage map whose middle stages differ (a drag on the Strategy page): --decoder-first/last-pipeline-num-layers
+    cannot say it, --pipeline-model-parallel-layout can (Megatron-LM arguments.py: a layout of p virtual stages sets
+    no virtual pipeline). The layout costs what the stage map costs, and both importers read it back as the stage
+    map. A model with an MTP layer keeps it on the loss's stage."""
+    for model, counts in ((load_model("gpt3-175b"), (20, 30, 26, 20)), (SMALL, (1, 2, 1, 1))):
+        stage_map = tuple(stage for stage, n in enumerate(counts) for _ in range(n))
+        s = Strategy(dp=1, pp=4, global_batch=8, stage_map=stage_map)
+        layout = "E" + "|".join(f"t*{n}" if n > 1 else "t" for n in counts) + "m" * model.mtp_layers + "L"
+        as_layout = s.with_(stage_map=(), pipeline_layout=layout)
+        assert evaluate(model, as_layout, CLASSROOM).iteration_time_s == \
+            evaluate(model, s, CLASSROOM).iteration_time_s
+        text = export("megatron", model, s, CLASSROOM)
+        assert f"--pipeline-model-parallel-layout '{as_layout.layout.text()}'" in text
+        assert "--decoder-first-pipeline-num-layers" not in text
+        back = import_config(text, "megatron")
+        assert back.strategy.stage_map == stage_map and not back.strategy.pipeline_layout
+        recipe = export("megatron-bridge", model, s, CLASSROOM)
+        assert f"pipeline_model_parallel_layout = '{as_layout.layout.text()}'" in recipe
+        assert import_config(recipe, "megatron-bridge", 4).strategy.stage_map == stage_map
+    # a split the first/last flags say keeps them; a layout with more than a stage map says stays a layout
+    first_last = Strategy(dp=1, pp=4, global_batch=8, stage_map=(0,) * 18 + (1,) * 26 + (2,) * 26 + (3,) * 26)
+    text = export("megatron", load_model("gpt3-175b"), first_last, CLASSROOM)
+    assert "--decoder-first-pipeline-num-layers 18" in text and "--pipeline-model-parallel-layout" not in text
+    skewed = Strategy(dp=1, pp=2, global_batch=4, pipeline_layout="Et|ttttmL")
+    assert import_config(export("megatron", SMALL, skewed, CLASSROOM), "megatron").strategy.stage_map == (0, 1, 1, 1, 1)
+    alone = Strategy(dp=1, pp=2, global_batch=4, pipeline_layout="E|tttttmL")   # the embedding alone on stage 0
+    assert import_config(export("megatron", SMALL, alone, CLASSROOM), "megatron").strategy.pipeline_layout == "E|t*5mL"

@@ -6,6 +6,7 @@ from explorer.errors import ExplorerError
 from explorer.io.quoting import comment_text
 from explorer.schedules import chunked
 from explorer.strategy.mesh import DEFAULT_ORDER
+from explorer.strategy.pipeline_layout import layout_of_counts
 from explorer.strategy.strategy import LayerSplit
 
 
@@ -75,6 +76,21 @@ def pipeline_layout_text(model, strategy) -> str:
     default uneven one (explorer.cost.placement.layout_of); '' for the even split."""
     layout = layout_of(model, strategy)
     return layout.text() if layout is not None else ""
+
+
+def megatron_layout_text(model, strategy) -> str:
+    """What Megatron-LM's --pipeline-model-parallel-layout (and Megatron-Bridge's pipeline_model_parallel_layout)
+    must say for the strategy: pipeline_layout_text; and for a stage map (a dragged split) whose middle stages hold
+    different numbers of layers, which --decoder-first/last-pipeline-num-layers cannot say, that split as a layout
+    (layout_of_counts: the embedding with the first stage, the MTP layers and the loss with the last, as the plan
+    places them for a stage map). '' when the first/last flags or the even split say it."""
+    text = pipeline_layout_text(model, strategy)
+    if text or not strategy.stage_map or strategy.pp <= 2:
+        return text
+    counts = stage_counts(model, strategy)
+    if len(set(counts[1:-1])) <= 1:
+        return ""
+    return layout_of_counts(counts, model.mtp_layers).text()
 
 
 def check_pipeline_layout(framework: str, model, strategy) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import ast
 
 from explorer.codegen.import_fields import choice, divide, flag, whole
-from explorer.codegen.megatron import BACKEND_ATTENTION, _stage_map
+from explorer.codegen.megatron import BACKEND_ATTENTION, _stage_map, layout_fields
 from explorer.codegen.megatron_bridge import read_recipe
 from explorer.codegen.megatron_moe import skip_freq, window_keys
 from explorer.errors import ExplorerError
@@ -159,7 +159,7 @@ def read_bridge(text: str, world_size):
         if virtual % pp:
             raise ExplorerError(f"cfg.model.pipeline_model_parallel_layout has {virtual} virtual stages, not a "
                                 f"multiple of the {pp} pipeline stages")
-        fields["pipeline_layout"] = layout
+        fields.update(layout_fields(layout, pp, model.get("mtp_layers", 0)))
         if virtual > pp:
             fields.update(schedule="interleaved", chunks=virtual // pp,
                           overlap_p2p=overlapped("overlap_p2p_comm", True if overlap is not None else

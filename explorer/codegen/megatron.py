@@ -45,8 +45,8 @@ import shlex
 
 from explorer.codegen.common import (check_host_options, check_rank_order, check_uniform_split, layers_per_model_chunk, refuse,
                                      stage_counts, title)
-from explorer.codegen.common import pipeline_layout_text
-from explorer.strategy.pipeline_layout import first_last_counts, parse as parse_layout
+from explorer.codegen.common import megatron_layout_text
+from explorer.strategy.pipeline_layout import first_last_counts, parse as parse_layout, stage_counts_of
 from explorer.errors import ExplorerError
 from explorer.codegen.megatron_moe import add_arguments as add_moe_arguments, moe_flags
 from explorer.codegen.megatron_moe import graph_flags, host_fields
@@ -81,7 +81,7 @@ def _check(model, strategy, name: str = NAME) -> None:
                            "(megatron/core/pipeline_parallel/schedules.py has no GPipe or zero-bubble flag)")
     check_rank_order(name, s)
     check_host_options(name, s, writes_moments=True, writes_host=True)   # --use-precision-aware-optimizer; graphs
-    layout = pipeline_layout_text(model, s)
+    layout = megatron_layout_text(model, s)
     if chunked(s.schedule) and layers_per_model_chunk(model, s) is None and not layout:
         raise refuse(name, f"interleaving needs the {model.layers} layers to split into p x v = "
                            f"{s.pp * s.chunks} equal model chunks")
@@ -92,11 +92,6 @@ def _check(model, strategy, name: str = NAME) -> None:
     if s.overlap_p2p and not _virtual(s):
         raise refuse(name, "overlapped pipeline sends with one model chunk per stage: validate_args turns "
                            "them off without a virtual pipeline")
-    counts = stage_counts(model, s)
-    if s.pp > 2 and len(set(counts)) > 1 and len(set(counts[1:-1])) > 1 and not layout:
-        raise refuse(name, f"the stage map puts {', '.join(map(str, counts))} layers on the stages; only the "
-                           "first and last stage may differ (--decoder-first/--decoder-last-pipeline-num-layers), "
-                           "the middle stages share the rest evenly")
 
 
 FSDP_SHARDING = {2: "optim_grads", 3: "optim_grads_params"}
@@ -142,7 +137,7 @@ def megatron_args(model, strategy) -> str:
         out.append(("--cp-comm-type", "p2p" if s.cp_algo == "ring" else "a2a"))
     if s.sequence_parallel:
         out.append(("--sequence-parallel",))
-    layout = pipeline_layout_text(model, s)
+    layout = megatron_layout_text(model, s)
     if layout:     # Megatron reads v from it (transformer_config.py: detected_vpp_size)
         out.append(("--pipeline-model-parallel-layout", layout))
     elif chunked(s.schedule):
@@ -366,7 +361,7 @@ def parse_megatron_args(text: str, world_size: int | None = None) -> tuple:
         if virtual % pp:
             raise ExplorerError(f"--pipeline-model-parallel-layout has {virtual} virtual stages, not a multiple "
                                 f"of the {pp} pipeline stages")
-        fields.update(pipeline_layout=args.pipeline_model_parallel_layout)
+        fields.update(layout_fields(args.pipeline_model_parallel_layout, pp, args.mtp_num_layers or 0))
         if virtual > pp:
             fields.update(schedule="interleaved", chunks=virtual // pp, overlap_p2p=args.overlap_p2p_comm)
     elif pp > 1 and (first is not None or last is not None):
@@ -397,6 +392,19 @@ def _grad_dtype(args, dtype: str, zero: int) -> str:
     if dtype in ("bf16", "fp8"):  # validate_args: fp32 unless --grad-reduce-in-bf16
         return "model" if args.grad_reduce_in_bf16 else "fp32"
     return "fp32" if args.accumulate_allreduce_grads_in_fp32 else "model"
+
+
+def layout_fields(text: str, pp: int, mtp_layers: int) -> dict:
+    """The strategy fields of an imported layout: a layout that says no more than a stage map (stage_counts_of: what
+    megatron_layout_text writes for a dragged split) comes back as that stage map, so the split stays draggable on
+    the Strategy page, or as nothing when it is the even split; any other layout, or one whose MTP layers are not
+    the model's (the rules name that), as the layout."""
+    layout = parse_layout(text)
+    counts = stage_counts_of(layout, pp) if layout.mtp_layers == mtp_layers else None
+    if counts is None:
+        return {"pipeline_layout": text}
+    stage_map = tuple(stage for stage, count in enumerate(counts) for _ in range(count))
+    return {} if stage_map == Strategy(pp=pp).stages(len(stage_map)) else {"stage_map": stage_map}
 
 
 def _stage_map(layers: int, pp: int, first, last) -> tuple:

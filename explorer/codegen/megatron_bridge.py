@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import ast
 
-from explorer.codegen.common import pipeline_layout_text, refuse, stage_counts, title
+from explorer.codegen.common import megatron_layout_text, refuse, stage_counts, title
 from explorer.codegen.megatron import FSDP_DTYPE, FSDP_SHARDING, _check, _virtual, attention_backend_of, llama_style
 from explorer.codegen.megatron_moe import DISPATCHER_TYPE, GRAPH_IMPL, graph_modules, layer_pattern
 from explorer.io.quoting import comment_text, python_string
@@ -110,7 +110,7 @@ def _model_fields(model, s) -> list:
         out.append(("expert_tensor_parallel_size", s.etp))
     if s.cp > 1:
         out.append(("cp_comm_type", '"p2p"' if s.cp_algo == "ring" else '"a2a"'))
-    counts, layout = stage_counts(model, s), pipeline_layout_text(model, s)
+    counts, layout = stage_counts(model, s), megatron_layout_text(model, s)
     if layout:         # TransformerConfig.pipeline_model_parallel_layout (Megatron-Core parses the string)
         out.append(("pipeline_model_parallel_layout", repr(layout)))
     elif s.pp > 1 and len(set(counts)) > 1:

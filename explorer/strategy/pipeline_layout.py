@@ -220,10 +220,28 @@ def counts_layout(text: str, layers: int, mtp_layers: int, virtual_stages: int) 
         if count == 0:
             raise ExplorerError(f"pipeline layout: stage {k} holds no layer (only the first stage, with the "
                                 "embedding, and the last, with the loss, may hold none)")
+    return layout_of_counts(counts, mtp_layers)
+
+
+def layout_of_counts(counts, mtp_layers: int) -> PipelineLayout:
+    """Transformer layers per virtual stage, in model order, as a layout: the embedding with the first stage, the
+    MTP layers and the loss with the last (where Megatron-LM puts them without a layout, and where the explorer's
+    plan puts them for a stage map: tests/test_codegen.py checks the two cost the same)."""
     stages = ["t" * n for n in counts]
     stages[0] = "E" + stages[0]
     stages[-1] = stages[-1] + "m" * mtp_layers + "L"
     return PipelineLayout(tuple(stages))
+
+
+def stage_counts_of(layout: PipelineLayout, pp: int) -> tuple | None:
+    """The layers of each pipeline stage when `layout` says no more than a stage map does (one model chunk a stage,
+    layout_of_counts's form, a layer on every stage): an importer reads such a layout as the stage map it was
+    exported from (explorer/codegen/common.py megatron_layout_text), so a dragged split comes back draggable.
+    None for any other layout."""
+    counts = layout.counts()
+    if len(counts) != pp or min(counts) < 1 or layout_of_counts(counts, layout.mtp_layers) != layout:
+        return None
+    return counts
 
 
 def layout_from_text(text: str, layers: int, mtp_layers: int, pp: int, virtual_stages: int) -> str:
@@ -290,10 +308,7 @@ def first_last_layout(layers: int, mtp_layers: int, pp: int, chunks: int, first:
     """The layout Megatron-LM builds from the first/last flags: each rank's layers split evenly over its
     chunks, the embedding with the first chunk, the MTP layers and the loss with the last."""
     counts = first_last_counts(layers, pp, first, last, chunks)
-    stages = ["t" * (counts[k % pp] // chunks) for k in range(pp * chunks)]
-    stages[0] = "E" + stages[0]
-    stages[-1] = stages[-1] + "m" * mtp_layers + "L"
-    return PipelineLayout(tuple(stages))
+    return layout_of_counts([counts[k % pp] // chunks for k in range(pp * chunks)], mtp_layers)
 
 
 SHED_FIRST, SHED_LAST = 1, 2
