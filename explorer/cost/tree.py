@@ -75,7 +75,16 @@ def host_bound(cost: BlockCost) -> tuple:
     gpu_bwd = cost.bwd_compute_s + cost.bwd_comm_s + cost.recompute_s + cost.cp_bwd_s
     forward = (QuickMax(gpu_fwd, cost.host_fwd_s) if cost.host_fwd_s != 0 else gpu_fwd) + cost.sync_fwd_s
     backward = (QuickMax(gpu_bwd, cost.host_bwd_s) if cost.host_bwd_s != 0 else gpu_bwd) + cost.sync_bwd_s
-    return forward, backward, (forward - gpu_fwd, backward - gpu_bwd)
+    return forward, backward, (_beyond(cost.host_fwd_s, gpu_fwd) + cost.sync_fwd_s,
+                               _beyond(cost.host_bwd_s, gpu_bwd) + cost.sync_bwd_s)
+
+
+def _beyond(host, gpu):
+    """What the host's issue time adds to a pass, max(0, host - GPU): the same number as max(GPU, host) - GPU, written
+    so that the compute category's formula (compute plus this) shows the GPU's exposed collectives only inside the
+    host's excess over the GPU time, never as a bare negative network term (a lecturer read `- 2 L (2t - 2)` at the
+    front of T_compute as "compute depends on the network", 2026-12-07)."""
+    return QuickMax(sp.Integer(0), host - gpu) if host != 0 else sp.Integer(0)
 
 
 def _phase_bytes(cost: BlockCost) -> tuple:
