@@ -57,3 +57,20 @@ def test_moe_default_strategy_fits_memory(name, cluster, gpus):
     assert s.devices == gpus
     result = evaluate(model, s, hw)
     assert result.memory_bytes_per_device["total"] <= hw.device.memory_bytes
+
+
+def test_moe_presets_keep_the_all_to_all_in_a_node_unless_memory_needs_more():
+    """Qwen3-30B-A3B on 1,024 A100s: the experts over 8 GPUs of a node, unsplit (expert_tp 1), as the Megatron-Bridge
+    recipes run them (e 8 on DGX H100 and B200); the preset used to take the largest ep dividing the experts and d
+    (e 128, its all-to-all over the network), which the model prices slower. DeepSeek-V3 on 1,024 H100s grows ep
+    until a device fits (e 64, as its recipe)."""
+    model, a100 = load_model("qwen3-30b-a3b"), load_cluster("dgx-a100-80gb")
+    mega = strategy_presets(model, a100, 1024, 1536)["Megatron 3D"].strategy
+    assert (mega.ep, mega.etp) == (8, 1) and fallback_strategy(model, a100) == mega
+    wide = evaluate(model, mega.with_(ep=128), a100)
+    assert evaluate(model, mega, a100).iteration_time_s < 0.8 * wide.iteration_time_s
+    h100 = load_cluster("dgx-h100")
+    deepseek = strategy_presets(load_model("deepseek-v3"), h100, 1024, 1536)["Megatron 3D"].strategy
+    assert deepseek.ep == 64
+    assert evaluate(load_model("deepseek-v3"), deepseek.with_(ep=32), h100).memory_bytes_per_device["total"] > \
+        h100.device.memory_bytes

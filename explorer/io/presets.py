@@ -67,27 +67,39 @@ def _fits_memory(model, strategy, cluster) -> bool:
     return result.memory_bytes_per_device["total"] <= cluster.device.memory_bytes
 
 
-def expert_parallel(model: ModelSpec, dp: int) -> int:
-    """ep for an MoE model: the largest power of two dividing both the routed experts and dp (ep is
-    carved out of dp), so each device holds experts/ep experts -- the layout of the Megatron-Bridge
-    MoE recipes (DeepSeek-V3 ep 64, Qwen3-235B ep 32/64, GPT-OSS ep 64: NVIDIA-NeMo/Megatron-Bridge
-    docs/performance-summary.md); 1 for a dense model."""
+def expert_parallel_choices(model: ModelSpec, dp: int, devices_per_node: int) -> list:
+    """ep values for an MoE model, in the order the presets try them: powers of two dividing both the routed
+    experts and dp (ep is carved out of dp), from the largest whose all-to-all stays inside one NVLink domain
+    (ep <= the cluster's devices per node: Qwen3-30B-A3B runs e 8 on DGX H100 and B200, GPT-OSS 120B e 8 on
+    H100) up to the largest, for models whose experts fit only spread wider (DeepSeek-V3 e 64, Qwen3-235B e 32
+    on H100; NVIDIA-NeMo/Megatron-Bridge docs/performance-summary.md). [1] for a dense model. The Megatron 3D
+    presets take the first whose device fits its memory (_build): on 1,024 A100s Qwen3-30B-A3B at e 128 ran
+    14 % MFU, at e 8 22 % (its all-to-all over the network against NVLink)."""
     if not model.is_moe:
-        return 1
-    return max(e for e in _powers_of_two(dp) if model.experts % e == 0)
+        return [1]
+    fitting = [e for e in _powers_of_two(dp) if model.experts % e == 0]
+    inside = [e for e in fitting if e <= devices_per_node]
+    start = inside[-1] if inside else fitting[0]
+    return [e for e in fitting if e >= start]
 
 
 def _build(model, cluster, gpus, global_batch, micro_batch, tp, pp, **extra) -> Strategy:
     if gpus % (tp * pp):
         raise ExplorerError(f"{gpus} GPUs are not divisible by tp x pp = {tp} x {pp}")
     dp = gpus // (tp * pp)
-    if extra.pop("expert_parallel", False):
-        extra["ep"] = expert_parallel(model, dp)
+    choices = [None]
+    if extra.pop("expert_parallel", False):     # the experts unsplit (expert_tp 1), as the MoE recipes run them
+        choices = expert_parallel_choices(model, dp, cluster.devices_per_node)
+        extra["expert_tp"] = 1
     multiple = micro_batch * dp * (pp if chunked(extra.get("schedule", "1f1b")) else 1)
-    strategy = Strategy(dp=dp, tp=tp, pp=pp, micro_batch=micro_batch,
-                        global_batch=round_batch(global_batch, multiple), **extra)
-    evaluate(model, strategy, cluster)  # refuses what cannot run, naming the value
-    return strategy
+    for ep in choices:
+        fields = dict(extra, ep=ep) if ep is not None else extra
+        strategy = Strategy(dp=dp, tp=tp, pp=pp, micro_batch=micro_batch,
+                            global_batch=round_batch(global_batch, multiple), **fields)
+        evaluate(model, strategy, cluster)  # refuses what cannot run, naming the value
+        if ep == choices[-1] or _fits_memory(model, strategy, cluster):
+            return strategy
+    raise AssertionError("unreachable: the last choice returns")
 
 
 def _smallest_fitting_pp(model, cluster, gpus, global_batch, micro_batch, tp, **extra) -> int:
@@ -119,7 +131,8 @@ def _recipes(model, cluster, gpus, global_batch, micro_batch) -> list:
          dict(tp=tp, pp=1, zero=1, sequence_parallel=model.is_moe and tp > 1)),
         ("Pipeline + DP (GPipe)", "8 stages (or fewer), no operator parallelism",
          dict(tp=1, pp=min(8, model.layers), schedule="gpipe")),
-        ("Megatron 3D", f"t={tp} in a node, fewest stages that fit memory (p={pp}), 1F1B, SP + selective",
+        ("Megatron 3D", f"t={tp} in a node, fewest stages that fit memory (p={pp}), 1F1B, SP + selective"
+                        + (", experts over e GPUs of one node (more where memory needs)" if model.is_moe else ""),
          dict(tp=tp, pp=pp, **mega)),
         ("Megatron 3D interleaved", f"as Megatron 3D with 2 chunks per stage (p={max(pp, 2)})",
          dict(tp=tp, pp=max(pp, 2), schedule="interleaved", chunks=2, **mega)),
