@@ -8,6 +8,7 @@ import streamlit as st
 
 from explorer.facade import ExplorerError, animated_gantt, classroom_figure, lessons, wire_figure
 from explorer.facade import lesson_deck, slide_request
+from explorer.facade import LESSON_PARAM_PREFIX, decode_lesson_link, encode_lesson_link
 from app_pages import compute as C
 from app_pages import jobs as J
 from app_pages import share_link
@@ -98,6 +99,31 @@ def _controls(lesson) -> dict:
     return values
 
 
+def _read_link(lesson) -> None:
+    """Once per lesson and session, before its controls are drawn: the setting the address gives them
+    (?l_pp=8&l_micro_batches=4, explorer/lessons/links.py); a value that is not an option is named and the default
+    kept."""
+    ss = st.session_state
+    if lesson.slug in ss[S.LESSON_LINKS_READ]:
+        return
+    ss[S.LESSON_LINKS_READ].add(lesson.slug)
+    values, messages = decode_lesson_link(lesson, st.query_params.to_dict())
+    for name, value in values.items():
+        ss[S.lesson_key(lesson.slug, name)] = value
+    for message in messages:
+        S.notify(f"Share link: {message}")
+
+
+def _write_link(lesson, values: dict) -> None:
+    """Keep the address bar this lesson at this setting (what a lecturer sends the class)."""
+    wanted = encode_lesson_link(lesson, values)
+    for key in [k for k in st.query_params if k.startswith(LESSON_PARAM_PREFIX) and k not in wanted]:
+        del st.query_params[key]
+    for key, text in wanted.items():
+        if st.query_params.get(key) != text:
+            st.query_params[key] = text
+
+
 def _open(slug: str, items: tuple) -> None:
     """Callback of "Open in the explorer": the lesson's model, cluster and strategy everywhere."""
     lesson = lessons.by_slug(slug)
@@ -119,6 +145,7 @@ def render(slug: str) -> None:
     target = st.session_state.pop(S.LESSON_TARGET, None)
     if target:                  # "Open in the explorer" was clicked: go before the notices are shown here
         st.switch_page(f"app_pages/{target}.py")
+    _read_link(lesson)                          # ?l_pp=8: before the notices are shown and the controls drawn
     C.show_errors(None, flag_memory=False)      # the explorer's strategy is not on this page
     st.title(f"Lesson {lesson.number}: {lesson.title}")
     if S.classroom():           # the picture first, within the projector's first screen; the text on demand
@@ -132,6 +159,7 @@ def render(slug: str) -> None:
         st.caption(f"Source: {lesson.source}")
 
     values = _controls(lesson)
+    _write_link(lesson, values)
     items = tuple(values.items())
     try:
         with st.spinner("Computing this setting…"):    # shows only when not cached (lesson 8's search: ~1 s)
@@ -165,6 +193,9 @@ def render(slug: str) -> None:
                type="primary", help=f"loads this example into every page and opens the {setup.page} page")
     with st.expander("Slides: this picture at 1920×1080, the lesson as an offline deck"):
         _slides(lesson, values, setup, reveal, items)
-    with act.expander("Share link of this example"):     # closed: lesson 8's example is its answer (the search's
-        st.code(share_link.link_to(setup.page, setup.model, setup.cluster, setup.strategy), language=None,   # winner)
+    with act.expander("Share links: this lesson, this example"):  # closed: lesson 8's example is its answer
+        st.caption("This lesson at this setting (the address bar holds it too):")                # (the search's winner)
+        st.code(share_link.here(encode_lesson_link(lesson, values)), language=None, wrap_lines=True)
+        st.caption(f"The example in the explorer's {setup.page} page:")
+        st.code(share_link.link_to(setup.page, setup.model, setup.cluster, setup.strategy), language=None,
                 wrap_lines=True)

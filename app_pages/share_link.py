@@ -101,6 +101,12 @@ def link(view) -> str:
     return f"{base.split('?')[0]}?{urlencode({**params(view), **pins_param(), **classroom_param()})}"
 
 
+def here(params: dict) -> str:
+    """This page's address with `params` (and ?classroom=1 when the session is in classroom mode)."""
+    base = st.context.url or "http://localhost:8501/"
+    return f"{base.split('?')[0]}?{urlencode({**params, **classroom_param()})}"
+
+
 def link_to(page: str, model, cluster, strategy) -> str:
     """A share link that opens `page` (its url path) on this model, cluster and strategy (in classroom
     mode when the session is)."""

@@ -60,7 +60,8 @@ def test_lesson_controls_reveal_and_open_in_the_explorer(lesson):
     assert any(m.value == f"**{reveal.question}**" for m in at.markdown), "the question of this setting"
     setup = lesson.setup(values)
     assert at.get("plotly_chart"), "the lesson's picture"
-    link = at.code[0].value
+    here, link = at.code[0].value, at.code[1].value
+    assert all(f"l_{name}=" in here for name in values), here       # this lesson at this setting
     assert f"/{setup.page}?" in link and f"model={setup.model.name}" in link
 
     at.button(key=f"lesson_open_{lesson.slug}").click().run()
@@ -181,3 +182,19 @@ def test_the_offline_deck_names_the_classroom_colours():
     deck = classroom_deck(lesson, lesson.values(), fig, lesson.reveal(), "")
     shown = colour_word(next(t.marker.color for t in fig.data if t.name == "activations"))
     assert shown == "pink" and "Pink: activations" in deck and "Red: activations" not in deck
+
+
+def test_a_lesson_address_carries_its_setting_and_names_a_tampered_value():
+    """?l_pp=8&l_micro_batches=4 on the pipeline lesson (explorer/lessons/links.py): the controls open at that
+    setting and the answer is the library's for it; a value that is no option is named and the default kept; the
+    address bar follows a control that moves."""
+    lesson = next(x for x in LESSONS if x.slug == "pipeline")
+    at = open_page(page_file(lesson), query={"l_pp": "8", "l_micro_batches": "4", "l_schedule": "1f1b; rm -rf /"})
+    assert at.radio(key="w_lesson_pipeline_pp").value == 8
+    assert at.radio(key="w_lesson_pipeline_micro_batches").value == 4
+    assert at.radio(key="w_lesson_pipeline_schedule").value == "1f1b"             # the default, kept
+    assert metric_value(at, "Answer") == lesson.reveal({"pp": 8, "micro_batches": 4}).answer_text
+    shown = " ".join(str(x.value) for x in list(at.warning) + list(at.info) + list(at.toast))
+    assert "schedule" in shown and "is not one of gpipe, 1f1b" in shown and "kept 1f1b" in shown, shown
+    at.radio(key="w_lesson_pipeline_pp").set_value(2).run()
+    assert at.query_params["l_pp"] in ("2", ["2"]) and at.query_params["l_schedule"] in ("1f1b", ["1f1b"])
