@@ -90,7 +90,8 @@ def _build(model, cluster, gpus, global_batch, micro_batch, tp, pp, **extra) -> 
     choices = [None]
     if extra.pop("expert_parallel", False):     # the experts unsplit (expert_tp 1), as the MoE recipes run them
         choices = expert_parallel_choices(model, dp, cluster.devices_per_node)
-        extra["expert_tp"] = 1
+        if tp > 1:
+            extra["expert_tp"] = 1
     multiple = micro_batch * dp * (pp if chunked(extra.get("schedule", "1f1b")) else 1)
     for ep in choices:
         fields = dict(extra, ep=ep) if ep is not None else extra
