@@ -1,0 +1,30 @@
+"""A lesson's setting in its address (explorer/lessons/links.py): every setting round-trips; any text is matched
+against the options, never parsed, and a value that is no option is named in one line."""
+from hypothesis import given, settings, strategies as st
+
+from explorer.lessons import LESSONS
+from explorer.lessons.links import PREFIX, decode, encode
+
+
+def test_every_option_of_every_lesson_round_trips():
+    for lesson in LESSONS:
+        for control in lesson.controls:
+            for option in control.options:
+                values = {c.name: c.default for c in lesson.controls} | {control.name: option}
+                assert decode(lesson, encode(lesson, values)) == (values, []), (lesson.slug, control.name, option)
+
+
+@settings(max_examples=200, deadline=None)
+@given(lesson=st.sampled_from(LESSONS),
+       params=st.dictionaries(st.one_of(st.text(max_size=30), st.text(max_size=12).map(lambda x: PREFIX + x)),
+                              st.text(max_size=300), max_size=6))
+def test_any_address_gives_options_or_one_line_messages(lesson, params):
+    for control in lesson.controls:          # a tampered value of a real control too
+        params.setdefault(PREFIX + control.name, "1; rm -rf /\n<img src=x>")
+    values, messages = decode(lesson, params)
+    options = {c.name: c.options for c in lesson.controls}
+    assert all(name in options and value in options[name] for name, value in values.items())
+    assert all("\n" not in m and len(m) < 400 for m in messages)
+    wrong = [k for k, v in params.items() if k.startswith(PREFIX)
+             and (k[len(PREFIX):] not in options or k[len(PREFIX):] not in values)]
+    assert len(messages) == len(wrong)
