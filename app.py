@@ -1,7 +1,7 @@
 """Bridging DL Explorer: the Streamlit entry script (state, sidebar, share link, page routing)."""
 import streamlit as st
 
-from explorer.facade import lessons
+from explorer.facade import lessons, lesson_page_path
 from explorer.facade import ExplorerError, WorkCancelled, work_budget
 from app_pages import budget, classroom, jobs, share_link, sidebar
 from app_pages import state as S
@@ -21,7 +21,7 @@ def make_pages() -> dict:
     # keeps the default page's reserved name off "start").
     start_address = st.Page(lambda: None, title="Start here", url_path="start", visibility="hidden")
     learn = [st.Page(f"app_pages/learn_{lesson.number}_{lesson.slug.replace('-', '_')}.py",
-                     title=f"{lesson.number}. {lesson.title.split(':')[0]}", url_path=f"learn-{lesson.slug}")
+                     title=f"{lesson.number}. {lesson.title.split(':')[0]}", url_path=lesson_page_path(lesson))
              for lesson in lessons.LESSONS]
     explore = [
         st.Page("app_pages/model.py", title="Model & cluster", url_path="model"),

@@ -92,9 +92,9 @@ from explorer.charts.classroom import (MAX_MICRO_BATCHES, classroom_figure, micr
 from explorer.io.slides import lesson_deck, slide_figure, slide_image                 # noqa: E402
 
 from explorer.lessons.links import decode as decode_lesson_link, encode as encode_lesson_link  # noqa: E402
-from explorer.lessons.links import PREFIX as LESSON_PARAM_PREFIX                      # noqa: E402
+from explorer.lessons.links import PREFIX as LESSON_PARAM_PREFIX, page_path as lesson_page_path  # noqa: E402
 
-__all__ += ["decode_lesson_link", "encode_lesson_link", "LESSON_PARAM_PREFIX"]
+__all__ += ["decode_lesson_link", "encode_lesson_link", "LESSON_PARAM_PREFIX", "lesson_page_path"]
 __all__ += ["lessons", "animated_gantt", "MAX_MICRO_BATCHES", "classroom_figure", "micro_batches_end", "zoom_micro_batches",
             "lesson_deck", "slide_figure", "slide_image"]
 from explorer.io.glossary import TEXTBOOK as TEXTBOOK_FORMULAS                          # noqa: E402

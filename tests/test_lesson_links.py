@@ -28,3 +28,21 @@ def test_any_address_gives_options_or_one_line_messages(lesson, params):
     wrong = [k for k, v in params.items() if k.startswith(PREFIX)
              and (k[len(PREFIX):] not in options or k[len(PREFIX):] not in values)]
     assert len(messages) == len(wrong)
+
+
+def test_the_cli_prints_the_address_the_app_reads_back():
+    """`explorer lesson pipeline --set pp=8 --json` gives the lesson page's address (app.py's url_path, the
+    same function) with the setting; decoding its query gives the setting."""
+    import json
+    import subprocess
+    import sys
+    from urllib.parse import parse_qsl, urlsplit
+
+    from explorer.lessons import by_slug
+    from explorer.lessons.links import page_path
+    out = subprocess.run([sys.executable, "-m", "explorer", "lesson", "pipeline", "--set", "pp=8", "--json"],
+                         capture_output=True, text=True, check=True).stdout
+    parts = urlsplit(json.loads(out)["address"])
+    lesson = by_slug("pipeline")
+    assert parts.path == "/" + page_path(lesson) == "/learn-pipeline"
+    assert decode(lesson, dict(parse_qsl(parts.query))) == (lesson.values({"pp": 8}), [])

@@ -74,7 +74,8 @@ def run(args) -> int:
         print(dumps({"lesson": lesson.slug, "values": dict(values), "question": reveal.question,
                      "answer": reveal.answer, "unit": reveal.unit, "answer_text": reveal.answer_text,
                      "compared_with": reveal.now, "explanation": reveal.explanation,
-                     "formula": lesson.formula_text, "source": lesson.source}))
+                     "formula": lesson.formula_text, "source": lesson.source,
+                     "address": lesson.address(values)}))
         return 0
     print(f"Lesson {lesson.number}: {lesson.title}")
     print("setting: " + ", ".join(f"{c.name} = {c.text(values[c.name])}" for c in lesson.controls))
@@ -82,4 +83,6 @@ def run(args) -> int:
     print(f"{reveal.question}\nanswer: {reveal.answer_text}"
           + (f"  ({reveal.now_label}: {reveal.now_text})" if reveal.now_text else ""))
     print(reveal.explanation)
+    print(f"\nthis setting in the app: {lesson.address(values)} (after the server's address; the class opens the "
+          "same picture)")
     return 0

@@ -12,6 +12,7 @@ from typing import Callable
 from explorer.io.clusters import load_cluster
 from explorer.errors import ExplorerError
 from explorer.io.models import load_model
+from explorer.lessons.links import address as link_address
 from explorer.strategy.strategy import Strategy
 
 CLASSROOM_MODEL = "classroom-gpt"      # assets/models/classroom-gpt.json: 8 layers, 0.47 B parameters
@@ -130,6 +131,10 @@ class Lesson:
 
     def reveal(self, given: dict | None = None) -> Reveal:
         return self.question(self.values(given))
+
+    def address(self, given: dict | None = None) -> str:
+        """This lesson at a setting, as a path and query on the app's server (explorer/lessons/links.py)."""
+        return link_address(self, self.values(given))
 
     def words(self) -> int:
         return len(self.text.split())

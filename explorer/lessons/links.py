@@ -15,11 +15,28 @@ and is named in one line.
 """
 from __future__ import annotations
 
+from urllib.parse import urlencode
+
 PREFIX = "l_"
 """Query parameters of a lesson's controls: PREFIX + the control's name (none of the share link's own names,
 explorer/io/share.py, starts with it)."""
 SHOWN_CHARS = 40
 """At most this much of a tampered value is quoted back."""
+
+
+def page_path(lesson) -> str:
+    """The lesson page's path in the app (app.py's st.Page url_path): 'learn-pipeline'."""
+    return f"learn-{lesson.slug}"
+
+
+def address(lesson, values: dict) -> str:
+    """The lesson at a setting, as a path and query on the app's server (what `explorer lesson` prints).
+
+    >>> from explorer.lessons import by_slug
+    >>> address(by_slug("zero"), {"zero": 3, "dp": 8, "model": "gpt-3.6b"})
+    '/learn-zero?l_zero=3&l_dp=8&l_model=gpt-3.6b'
+    """
+    return f"/{page_path(lesson)}?{urlencode(encode(lesson, values))}"
 
 
 def token(control, value) -> str:
@@ -53,4 +70,4 @@ def decode(lesson, params: dict) -> tuple:
     return values, messages
 
 
-__all__ = ["PREFIX", "decode", "encode", "token"]
+__all__ = ["PREFIX", "address", "decode", "encode", "page_path", "token"]
