@@ -91,11 +91,13 @@ def _controls(lesson) -> dict:
     if S.classroom():
         st.sidebar.markdown(f"**Lesson {lesson.number}**")
     values = {}
+    kept = st.session_state[S.LESSON_SETTINGS].setdefault(lesson.slug, {})
     for box, control in zip(boxes, lesson.controls):
         key = S.lesson_key(lesson.slug, control.name)
-        S.seed(key, control.default)
+        S.seed(key, kept.get(control.name, control.default))    # Streamlit drops a radio's key while its page is away
         values[control.name] = box.radio(control.label, control.options, key=key, format_func=control.text,
                                          horizontal=True, help=control.help or None)
+    kept.update(values)
     return values
 
 

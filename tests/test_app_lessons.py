@@ -198,3 +198,17 @@ def test_a_lesson_address_carries_its_setting_and_names_a_tampered_value():
     assert "schedule" in shown and "is not one of gpipe, 1f1b" in shown and "kept 1f1b" in shown, shown
     at.radio(key="w_lesson_pipeline_pp").set_value(2).run()
     assert at.query_params["l_pp"] in ("2", ["2"]) and at.query_params["l_schedule"] in ("1f1b", ["1f1b"])
+
+
+def test_a_lesson_keeps_its_setting_while_the_class_visits_other_pages():
+    """Streamlit drops a radio's key on a run that does not draw it: the setting is kept in session state
+    (LESSON_SETTINGS) and the controls are seeded from it, so lesson 4 at m = 16 is still at m = 16 after lesson 5
+    and the Cost page (a lecturer's walk, 2026-12-07: it came back at the defaults)."""
+    at = open_page("learn_4_pipeline")
+    at.radio(key="w_lesson_pipeline_micro_batches").set_value(16).run()
+    at.switch_page("app_pages/learn_5_zero.py").run()
+    at.switch_page("app_pages/cost.py").run()
+    at.switch_page("app_pages/learn_4_pipeline.py").run()
+    assert not at.exception, at.exception
+    assert at.radio(key="w_lesson_pipeline_micro_batches").value == 16
+    assert at.query_params["l_micro_batches"] in ("16", ["16"])
