@@ -126,10 +126,25 @@ class QuickMax(sp.Max):
         return False
 
     def _latex(self, printer):
+        excess = _excess(self.args)
+        if excess:      # max(0, a - b - c) as max(0, a - (b + c)): what is subtracted reads as one quantity
+            more, less = excess
+            return r"\max\left(0,\; %s - \left(%s\right)\right)" % (printer._print(more), printer._print(less))
         return printer._print(sp.Max(*self.args, evaluate=False))
 
     def _sympystr(self, printer):
         return printer._print(sp.Max(*self.args, evaluate=False))
+
+
+def _excess(args) -> tuple | None:
+    """(a, b) when args are 0 and a sum a - b with both parts present (the host's excess over the GPU time,
+    explorer/cost/tree.py _beyond, whose GPU part sympy spreads into the sum as negative terms); else None."""
+    rest = [x for x in args if x != 0]
+    if len(args) != 2 or len(rest) != 1 or not isinstance(rest[0], sp.Add):
+        return None
+    more = [x for x in rest[0].args if not x.could_extract_minus_sign()]
+    less = [-x for x in rest[0].args if x.could_extract_minus_sign()]
+    return (sp.Add(*more), sp.Add(*less)) if more and less else None
 
 
 class StageSum(sp.Function):

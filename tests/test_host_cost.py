@@ -403,3 +403,6 @@ def test_the_compute_formula_has_no_bare_negative_network_term():
                 and x.free_symbols & network]
     assert term.has(sp.Max) and not negative, negative[:2]
     assert evaluate(model, s, cluster).breakdown_s["compute"] > 0
+    # printed as the host's time minus the GPU's, the GPU's terms in one parenthesis (explorer/symbols.py _excess)
+    latex = explain(model, s, cluster).latex()["compute"]
+    assert r"\max\left(0,\; 12 \tau_{h} - \left(2 L_{node}" in latex and r"\max\left(0,\; -" not in latex
