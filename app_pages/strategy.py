@@ -62,13 +62,26 @@ def _layout_entered():
     ss[S.PIPELINE_LAYOUT_TYPED] = (text, layout)      # shown back as typed while this layout applies
 
 
+def _first_choice(usable: list) -> str | None:
+    """The preset the box opens on: the one the sidebar's strategy is, else the first that fits the device's memory,
+    else the first (it opened on Pure DP at 476 GiB of an 80 GiB device while Megatron 3D was applied)."""
+    try:
+        now = C.candidate()
+    except ExplorerError:
+        now = None
+    fitting = [p for p in usable if not C.memory_problem(C.result_of(ss[S.MODEL], p.strategy, ss[S.CLUSTER]),
+                                                         ss[S.CLUSTER])]
+    chosen = next((p for p in usable if p.strategy == now), None) or (fitting or usable or [None])[0]
+    return chosen.name if chosen else None
+
+
 model, cluster = ss[S.MODEL], ss[S.CLUSTER]
 gpus = ss[S.W_DP] * ss[S.W_TP] * ss[S.W_PP] * ss[S.W_CP]
 st.subheader(f"Presets for {plain(model.name)} on {gpus} GPUs")
 found = C.presets(model, cluster, gpus, int(ss[S.W_BATCH]), ss[S.W_MICRO])
 usable = [p for p in found.values() if p.strategy is not None]
 left, right = st.columns([3, 1], vertical_alignment="bottom")
-S.seed(S.W_PRESET, usable[0].name if usable else None)
+S.seed(S.W_PRESET, _first_choice(usable))
 name = left.selectbox("Preset", [p.name for p in usable], key=S.W_PRESET,
                       format_func=lambda n: f"{n} — {found[n].description}")
 if name in found and found[name].strategy is not None:

@@ -198,3 +198,12 @@ def test_a_bad_pipeline_layout_is_one_line_and_the_last_valid_choice_stays():
         assert len(shown) == 1 and words in shown[0] and "\n" not in shown[0], (text, shown)
         assert at.session_state["last_valid"].strategy.pipeline_layout == ""
         assert metric(at, "Iteration time") == total
+
+
+def test_the_preset_box_opens_on_the_applied_preset_not_one_that_does_not_fit():
+    """Qwen3-30B-A3B from a link lands on its Megatron 3D preset (explorer.io.presets.fallback_strategy); the box
+    opened on Pure DP (476 GiB of an 80 GiB device), the first in its list (a lecturer's walk, 2026-12-07)."""
+    at = open_page("strategy", query={"model": "qwen3-30b-a3b", "cluster": "dgx-a100-80gb"})
+    assert not at.exception, at.exception
+    assert at.selectbox(key="w_preset").value == "Megatron 3D"
+    assert at.session_state["w_ep"] == 8

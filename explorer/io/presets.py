@@ -120,7 +120,10 @@ def _smallest_fitting_pp(model, cluster, gpus, global_batch, micro_batch, tp, **
 
 def _recipes(model, cluster, gpus, global_batch, micro_batch) -> list:
     tp = node_tp(model, cluster, gpus)
-    mega = dict(sequence_parallel=tp > 1, recompute="selective")
+    # Megatron-LM's recipe flags: sequence parallelism with t > 1, selective recomputation, and the gradient reduce
+    # under the backward (--overlap-grad-reduce: Megatron-Bridge's common pretraining config, src/megatron/bridge/recipes/
+    # common.py at 067f987d, sets overlap_grad_reduce=True)
+    mega = dict(sequence_parallel=tp > 1, recompute="selective", overlap_dp=True)
     if model.is_moe:    # experts spread over ep devices, Megatron's distributed optimizer (ZeRO-1), as
         mega.update(expert_parallel=True, zero=1)     # every Megatron-Bridge MoE recipe runs them
     pp = _smallest_fitting_pp(model, cluster, gpus, global_batch, micro_batch, tp, **mega)
@@ -132,7 +135,7 @@ def _recipes(model, cluster, gpus, global_batch, micro_batch) -> list:
          dict(tp=tp, pp=1, zero=1, sequence_parallel=model.is_moe and tp > 1)),
         ("Pipeline + DP (GPipe)", "8 stages (or fewer), no operator parallelism",
          dict(tp=1, pp=min(8, model.layers), schedule="gpipe")),
-        ("Megatron 3D", f"t={tp} in a node, fewest stages that fit memory (p={pp}), 1F1B, SP + selective"
+        ("Megatron 3D", f"t={tp} in a node, fewest stages that fit memory (p={pp}), 1F1B, SP + selective, DP sync under the backward"
                         + (", experts over e GPUs of one node (more where memory needs)" if model.is_moe else ""),
          dict(tp=tp, pp=pp, **mega)),
         ("Megatron 3D interleaved", f"as Megatron 3D with 2 chunks per stage (p={max(pp, 2)})",
