@@ -82,12 +82,14 @@ found = C.presets(model, cluster, gpus, int(ss[S.W_BATCH]), ss[S.W_MICRO])
 usable = [p for p in found.values() if p.strategy is not None]
 left, right = st.columns([3, 1], vertical_alignment="bottom")
 S.seed(S.W_PRESET, _first_choice(usable))
-name = left.selectbox("Preset", [p.name for p in usable], key=S.W_PRESET,
-                      format_func=lambda n: f"{n} — {found[n].description}")
+# the names alone in the box (a select's value cannot wrap: at 1280x720 in classroom mode 'Megatron 3D — t=8 in a
+# node, …' was cut), each preset's description under it
+name = left.selectbox("Preset", [p.name for p in usable], key=S.W_PRESET)
 if name in found and found[name].strategy is not None:
     right.button("Apply preset", on_click=_apply_preset, args=(found[name],), type="primary")
     changes = _preset_changes(found[name])
-    left.caption(C.strategy_label(found[name].strategy) + (f" — **note:** {changes}" if changes else ""))
+    left.caption(f"{found[name].description}: " + C.strategy_label(found[name].strategy)
+                 + (f" — **note:** {changes}" if changes else ""))
 for preset in found.values():
     if preset.strategy is None:
         st.caption(f"{preset.name} does not fit: {plain(preset.reason)}")

@@ -6,6 +6,7 @@ from explorer import Strategy, load_cluster, load_model
 from explorer.charts import CATEGORY_COLORS, gantt_figure, microstep_figure, superstep_figure, time_unit
 from explorer.charts.classroom import FONT_PX, classroom_figure
 from explorer.charts.gantt import IDLE_NAME
+from explorer.charts.palette import translucent
 from explorer.charts.tables import TRACE_LABELS
 from explorer.io.projector import LINE_FONTS, ROW_FONTS
 from explorer.timeline import PassCosts, microstep_events, pipeline_events, superstep_events
@@ -26,7 +27,9 @@ def test_one_trace_per_category_with_numeric_bars():
     unit, factor = time_unit(ev.end_s.max())
     for trace in fig.data:
         assert trace.type == "bar" and trace.orientation == "h"
-        assert trace.marker.color == CATEGORY_COLORS[trace.meta]
+        # the category's colour, its alpha just under 1 so that plotly.js keeps sub-pixel bars sub-pixel (GANTT_ALPHA)
+        assert trace.marker.color == translucent(CATEGORY_COLORS[trace.meta]) and translucent('#4C78A8') == \
+            'rgba(76, 120, 168, 0.999)'
         sel = ev[ev.category == trace.meta]
         assert np.allclose(np.asarray(trace.base), sel.start_s * factor)
         assert np.allclose(np.asarray(trace.x), sel.duration_s * factor)

@@ -14,6 +14,7 @@ from explorer.charts.spec_figure import SpecFigure
 from explorer.limits import check_gantt_bars
 from explorer.io.projector import time_axis
 from explorer.charts.palette import CATEGORY_COLOURS as CATEGORY_COLORS     # one palette for every chart (palette.py)
+from explorer.charts.palette import translucent
 from explorer.charts.tables import KIND_LABELS, TRACE_LABELS
 UNITS = (("s", 1.0), ("ms", 1e3), ("µs", 1e6))
 # Start, duration and end come from customdata: with base=start, plotly's %{x} of a horizontal
@@ -143,7 +144,7 @@ def gantt_figure(events: pd.DataFrame, title: str = "", label: str | None = None
         data.append(dict(type="bar", name=IDLE_NAME if cat == "bubble" else TRACE_LABELS.get(cat, cat), meta=cat,
                          orientation="h",
                          base=start[sel], x=dur[sel], y=row[sel], text=text[sel], customdata=custom[sel],
-                         marker=dict(color=CATEGORY_COLORS.get(cat, "#888888"), line=dict(width=0)),
+                         marker=dict(color=translucent(CATEGORY_COLORS.get(cat, "#888888")), line=dict(width=0)),
                          textposition="inside", insidetextanchor="middle", textangle=0,
                          hovertemplate=HOVER.replace("{u}", unit)))
     # the whole figure in one call (explorer/charts/breakdown.py _figure: add_trace and update_layout re-walk it)
