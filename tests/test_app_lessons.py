@@ -3,6 +3,7 @@ library's answer for that setting, and "Open in the explorer" reproduces the les
 import pytest
 
 from app_util import errors, open_page
+from explorer.charts.palette import opaque
 from explorer.lessons import LESSONS
 
 # a non-default setting per lesson (control -> value), set through the page's widgets
@@ -122,7 +123,7 @@ def test_classroom_parameter_moves_the_lesson_controls_to_the_sidebar_and_restyl
     spec = json.loads(at.get("plotly_chart")[0].proto.spec)
     assert spec["layout"]["font"]["size"] >= 18
     colours = {t["name"]: t["marker"]["color"] for t in spec["data"]}
-    assert colours["compute"] == "#0072B2", "Okabe–Ito"
+    assert opaque(colours["compute"]) == "#0072B2", "Okabe–Ito"
     assert any("font-size: 20px" in h.proto.body for h in at.get("html"))
     at.sidebar.toggle(key="w_classroom").set_value(False).run()
     assert {r.key for r in at.radio} >= {"w_lesson_pipeline_pp"} and not at.sidebar.radio

@@ -257,7 +257,7 @@ def test_the_micro_step_gantt_has_a_host_row():
     # the host row has its own category, hence its own legend entry and colour (it drew as 'compute' before)
     from explorer.charts.classroom import classroom_figure
     from explorer.charts.gantt import microstep_figure
-    from explorer.charts.palette import OKABE_ITO
+    from explorer.charts.palette import OKABE_ITO, opaque
     from explorer.timeline.microstep import HOST_CATEGORY
     assert set(host["category"]) == {HOST_CATEGORY}
     fig = microstep_figure(frame)
@@ -266,7 +266,7 @@ def test_the_micro_step_gantt_has_a_host_row():
     assert not any(str(y).endswith("· host") for y in traces["compute"].y)
     assert traces[HOST_CATEGORY].marker.color != traces["compute"].marker.color
     room = {t.name: t.marker.color for t in classroom_figure(fig).data}
-    assert room["host issuing kernels"] == OKABE_ITO["host"] != room["compute"]
+    assert opaque(room["host issuing kernels"]) == OKABE_ITO["host"] != opaque(room["compute"])
     graphed = microstep_table(QWEN, replace(eager, cuda_graphs="full", moe_dispatcher="hybridep"), cluster,
                               layer=0).to_frame()
     assert not graphed["row"].str.endswith("· host").any() and not (graphed["kind"] == "host_wait").any()

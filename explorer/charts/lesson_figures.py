@@ -18,7 +18,7 @@ import colorsys
 
 import plotly.graph_objects as go
 
-from explorer.charts.palette import MEMORY_COLOURS, SCOPES, colours
+from explorer.charts.palette import MEMORY_COLOURS, SCOPES, colours, opaque
 from explorer.charts.tables import GIB, MEMORY_PARTS
 
 COLOUR_NAMES = {
@@ -42,7 +42,7 @@ above, the axis fits the bars and a note gives the capacity (a 64 GiB line over 
 def colour_word(colour: str) -> str:
     """A plain word for a '#RRGGBB' colour: the palettes' colours by name (COLOUR_NAMES), any other by
     its hue and lightness."""
-    key = colour.upper()
+    key = opaque(colour).upper()       # a Gantt bar's colour is rgba, alpha just under 1 (palette.GANTT_ALPHA)
     if key in COLOUR_NAMES:
         return COLOUR_NAMES[key]
     r, g, b = (int(key[i:i + 2], 16) / 255 for i in (1, 3, 5))

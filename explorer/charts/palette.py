@@ -86,6 +86,14 @@ def translucent(colour: str, alpha: float = GANTT_ALPHA) -> str:
     return colour
 
 
+def opaque(colour: str) -> str:
+    """'rgba(r, g, b, a)' as '#RRGGBB' (translucent's inverse); another colour string unchanged."""
+    if isinstance(colour, str) and colour.startswith("rgba(") and colour.endswith(")"):
+        r, g, b = (int(float(x)) for x in colour[5:-1].split(",")[:3])
+        return f"#{r:02X}{g:02X}{b:02X}"
+    return colour
+
+
 def recolour(fig: go.Figure, name: str = "okabe-ito", memory: bool = False) -> go.Figure:
     """Repaint the traces whose names the palette knows (in place; returns the figure); a Gantt bar keeps its
     colour's alpha (GANTT_ALPHA)."""

@@ -7,6 +7,7 @@ from explorer.charts.gantt import superstep_figure
 from explorer.charts.lesson_figures import colour_of_part
 from explorer.errors import ExplorerError
 from explorer.cost.evaluate import evaluate
+from explorer.cost.numeric import tied_place
 from explorer.schedules import get as schedule_of
 from explorer.timeline import compare, superstep_events
 from explorer.lessons.base import Control, Lesson, Reveal, Setup, cluster, fmt_seconds, model, ratio_words, strategy
@@ -130,9 +131,15 @@ def question(values: dict) -> Reveal:
 
 def caption(setup, values: dict, palette: str = "default") -> str:
     chunks = " (F3.1: chunk 1 of the stage's two)" if schedule_of(values.get("schedule", "1f1b")).chunked else ""
+    tied = ""
+    setup = setup if setup is not None else build(values)        # the offline deck asks without one
+    if setup.strategy.dp == 1 and tied_place(setup.model, setup.strategy, setup.cluster) is not None:
+        tied = (f" With d = 1 the {colour_of_part('dp_comm', palette)} gradient sync on the first and last stage is "
+                "not data parallelism: the word embedding is tied to the output layer, and the two stages that hold "
+                "a copy all-reduce its gradients (Megatron-LM _allreduce_word_embedding_grads).")
     return ("Rows: stages. F3 / B3 / W3: forward, backward, weight-gradient pass of micro-batch 3"
             f"{chunks}. {colour_of_part('bubble', palette).capitalize()}: idle, on any stage; the bubble is the "
-            "critical stage's idle time.")
+            f"critical stage's idle time.{tied}")
 
 
 LESSON = Lesson(
