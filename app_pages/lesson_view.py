@@ -17,6 +17,8 @@ from app_pages.text import plain
 
 GANTT_LESSONS = ("double-level", "pipeline")      # their picture is a Gantt: it can be played
 MEMORY_LESSONS = ("zero", "activations")          # their picture's 'optimizer' is the optimizer state
+PAGE_TITLES = {"cost": "Cost breakdown", "timeline": "Timelines", "strategy": "Strategy", "search": "Search"}
+"""The menu's names of the pages a lesson's example opens (app.py)."""
 CLASSROOM_PALETTE = "okabe-ito"                   # classroom_figure's palette: the captions name its colours
 
 
@@ -192,12 +194,12 @@ def render(slug: str) -> None:
             right.metric(reveal.now_label.capitalize(), reveal.now_text)
         st.caption(reveal.explanation)
     act.button("Open in the explorer", key=f"lesson_open_{slug}", on_click=_open, args=(slug, items),
-               type="primary", help=f"loads this example into every page and opens the {setup.page} page")
+               type="primary", help=f"loads this example into every page and opens the {PAGE_TITLES.get(setup.page, setup.page)} page")
     with st.expander("Slides: this picture at 1920×1080, the lesson as an offline deck"):
         _slides(lesson, values, setup, reveal, items)
     with act.expander("Share links: this lesson, this example"):  # closed: lesson 8's example is its answer
         st.caption("This lesson at this setting (the address bar holds it too):")                # (the search's winner)
         st.code(share_link.here(encode_lesson_link(lesson, values)), language=None, wrap_lines=True)
-        st.caption(f"The example in the explorer's {setup.page} page:")
+        st.caption(f"The example on the explorer's {PAGE_TITLES.get(setup.page, setup.page)} page:")
         st.code(share_link.link_to(setup.page, setup.model, setup.cluster, setup.strategy), language=None,
                 wrap_lines=True)

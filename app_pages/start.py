@@ -46,7 +46,8 @@ with right:
     for page, label in (("model", "Model & cluster"), ("strategy", "Strategy: drag layers between stages"),
                         ("cost", "Cost breakdown"), ("timeline", "Timelines: super-step and micro-step"),
                         ("compare", "Compare strategies"), ("export", "Export & share"),
-                        ("validation", "Validation against published runs"), ("search", "Search")):
+                        ("validation", "Validation against published runs"), ("search", "Search"),
+                        ("measured", "Measured: a real run against the model")):
         st.page_link(f"app_pages/{page}.py", label=label)
 st.caption("Teaching? Switch on **Classroom mode** in the sidebar (or add ?classroom=1 to the address): "
            "large type, colour-blind-safe colours, only the lesson's controls.")

@@ -64,7 +64,7 @@ def events(values: dict):
 
 
 def picture(setup: Setup, values: dict):
-    return superstep_figure(events(values), f"One iteration: {values['schedule']}, p = {values['pp']}, "
+    return superstep_figure(events(values), f"One iteration: {schedule_of(values['schedule']).title}, p = {values['pp']}, "
                                             f"m = {values['micro_batches']}")
 
 

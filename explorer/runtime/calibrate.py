@@ -178,7 +178,7 @@ def calibrate(name: str = "this-machine", procs: int = 1) -> dict:
     when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     return {
         "name": name,
-        "source": f"measured by `python -m explorer calibrate` on {when}: one CPU thread per process, "
+        "source": f"measured by python -m explorer calibrate on {when}: one CPU thread per process, "
                   f"{procs} computing at once, torch {torch.__version__}, {os.cpu_count()} cores",
         "device": {"name": device_name(procs), "peak_tflops": {"fp32": peak, "bf16": peak, "fp16": peak},
                    "memory_gib": round(_memory_gib(), 3), "hbm_bandwidth_gbps": bandwidth / 1e9,
