@@ -45,8 +45,8 @@ def _layout_entered():
     valid choice kept. Empty: the even split (or the drags) again."""
     text = (ss[S.W_PIPELINE_LAYOUT] or "").strip()
     ss[S.CHOICE_MESSAGE] = ""
-    if not text:
-        ss[S.PIPELINE_LAYOUT] = ""
+    if not text:                # the even split (the box showed a dragged split's counts too)
+        ss[S.PIPELINE_LAYOUT], ss[S.STAGE_MAP] = "", ()
         return
     try:
         try:
@@ -134,6 +134,8 @@ except ExplorerError:
     applied = ss[S.PIPELINE_LAYOUT]
 typed, typed_layout = ss.get(S.PIPELINE_LAYOUT_TYPED, ("", ""))
 ss[S.W_PIPELINE_LAYOUT] = typed if applied and applied == typed_layout else applied    # in the notation typed
+if not applied and ss[S.STAGE_MAP]:             # a dragged split (or a link's stages=): its layers per stage
+    ss[S.W_PIPELINE_LAYOUT] = ",".join(str(ss[S.STAGE_MAP].count(stage)) for stage in range(pp))
 st.text_input("Uneven stages: layers per stage, or a Megatron-LM layout", key=S.W_PIPELINE_LAYOUT,
               on_change=_layout_entered, max_chars=2000, placeholder="e.g. 11,12,12,13 or Et|(tt|)*30mL",
               help="Comma-separated transformer layers per virtual stage (p × v of them, in model order; the "

@@ -207,3 +207,16 @@ def test_the_preset_box_opens_on_the_applied_preset_not_one_that_does_not_fit():
     assert not at.exception, at.exception
     assert at.selectbox(key="w_preset").value == "Megatron 3D"
     assert at.session_state["w_ep"] == 8
+
+
+def test_the_layout_box_shows_a_dragged_split_and_clearing_it_gives_the_even_split():
+    """A link's stages= (what a drag writes): the box showed nothing, as if the stages were even (a lecturer's walk,
+    2026-12-07); it shows the layers per stage, and clearing it restores the even split."""
+    at = open_page("strategy", query={"model": "llama2-7b", "cluster": "dgx-a100-80gb", "dp": "2", "tp": "2",
+                                      "pp": "4", "B": "64", "stages": "8,6,10,8"})
+    assert not errors(at), errors(at)
+    assert _layout_box(at).value == "8,6,10,8"
+    assert at.session_state["last_valid"].strategy.stages(32).count(2) == 10
+    _layout_box(at).input("").run()
+    assert not errors(at) and at.session_state["last_valid"].strategy.stage_map == ()
+    assert _layout_box(at).value == ""

@@ -46,7 +46,7 @@ import shlex
 from explorer.codegen.common import (check_host_options, check_rank_order, check_uniform_split, layers_per_model_chunk, refuse,
                                      stage_counts, title)
 from explorer.codegen.common import megatron_layout_text
-from explorer.strategy.pipeline_layout import first_last_counts, parse as parse_layout, stage_counts_of
+from explorer.strategy.pipeline_layout import first_last_counts, parse as parse_layout, stage_map_of
 from explorer.errors import ExplorerError
 from explorer.codegen.megatron_moe import add_arguments as add_moe_arguments, moe_flags
 from explorer.codegen.megatron_moe import graph_flags, host_fields
@@ -395,15 +395,13 @@ def _grad_dtype(args, dtype: str, zero: int) -> str:
 
 
 def layout_fields(text: str, pp: int, mtp_layers: int) -> dict:
-    """The strategy fields of an imported layout: a layout that says no more than a stage map (stage_counts_of: what
+    """The strategy fields of an imported layout: a layout that says no more than a stage map (stage_map_of: what
     megatron_layout_text writes for a dragged split) comes back as that stage map, so the split stays draggable on
     the Strategy page, or as nothing when it is the even split; any other layout, or one whose MTP layers are not
     the model's (the rules name that), as the layout."""
-    layout = parse_layout(text)
-    counts = stage_counts_of(layout, pp) if layout.mtp_layers == mtp_layers else None
-    if counts is None:
+    stage_map = stage_map_of(text, pp, mtp_layers)
+    if stage_map is None:
         return {"pipeline_layout": text}
-    stage_map = tuple(stage for stage, count in enumerate(counts) for _ in range(count))
     return {} if stage_map == Strategy(pp=pp).stages(len(stage_map)) else {"stage_map": stage_map}
 
 

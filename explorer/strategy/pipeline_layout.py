@@ -244,6 +244,15 @@ def stage_counts_of(layout: PipelineLayout, pp: int) -> tuple | None:
     return counts
 
 
+def stage_map_of(text: str, pp: int, mtp_layers: int) -> tuple | None:
+    """The stage map (the pipeline stage of each layer) a layout string says when it says no more than one
+    (stage_counts_of) and holds the model's `mtp_layers`; None otherwise. Read by the importers (explorer/codegen/
+    megatron.py layout_fields), so that a dragged split exported as a layout comes back draggable."""
+    layout = parse(text)
+    counts = stage_counts_of(layout, pp) if layout.mtp_layers == mtp_layers else None
+    return None if counts is None else tuple(stage for stage, n in enumerate(counts) for _ in range(n))
+
+
 def layout_from_text(text: str, layers: int, mtp_layers: int, pp: int, virtual_stages: int) -> str:
     """What a person types for a pipeline layout (the Strategy page): layer counts per virtual stage
     (counts_layout) or a Megatron-LM layout string (parse); checked against the model (check_against) and returned
