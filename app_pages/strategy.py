@@ -42,7 +42,7 @@ def _reset_layers():
 def _layout_entered():
     """The pipeline layout typed (callback): layer counts per virtual stage or a Megatron-LM layout string, used
     when the strategy runs with it (it replaces a dragged stage map); else the reason, in one line, and the last
-    valid choice kept. Empty: the even split (or the drags) again."""
+    valid choice kept. Empty: the even split again (a dragged split too, whose counts the box shows)."""
     text = (ss[S.W_PIPELINE_LAYOUT] or "").strip()
     ss[S.CHOICE_MESSAGE] = ""
     if not text:                # the even split (the box showed a dragged split's counts too)
