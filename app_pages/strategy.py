@@ -81,7 +81,8 @@ st.subheader(f"Presets for {plain(model.name)} on {gpus} GPUs")
 found = C.presets(model, cluster, gpus, int(ss[S.W_BATCH]), ss[S.W_MICRO])
 usable = [p for p in found.values() if p.strategy is not None]
 left, right = st.columns([3, 1], vertical_alignment="bottom")
-S.seed(S.W_PRESET, _first_choice(usable))
+if S.W_PRESET not in ss:                        # S.seed, its value computed only when it is needed
+    ss[S.W_PRESET] = _first_choice(usable)
 # the names alone in the box (a select's value cannot wrap: at 1280x720 in classroom mode 'Megatron 3D — t=8 in a
 # node, …' was cut), each preset's description under it
 name = left.selectbox("Preset", [p.name for p in usable], key=S.W_PRESET)
