@@ -17,8 +17,8 @@ from app_pages.text import plain
 
 GANTT_LESSONS = ("double-level", "pipeline")      # their picture is a Gantt: it can be played
 MEMORY_LESSONS = ("zero", "activations")          # their picture's 'optimizer' is the optimizer state
+# the menu's names of the pages a lesson's example opens (app.py); a comment: Streamlit prints a page's bare strings
 PAGE_TITLES = {"cost": "Cost breakdown", "timeline": "Timelines", "strategy": "Strategy", "search": "Search"}
-"""The menu's names of the pages a lesson's example opens (app.py)."""
 CLASSROOM_PALETTE = "okabe-ito"                   # classroom_figure's palette: the captions name its colours
 
 
