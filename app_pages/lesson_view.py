@@ -17,8 +17,6 @@ from app_pages.text import plain
 
 GANTT_LESSONS = ("double-level", "pipeline")      # their picture is a Gantt: it can be played
 MEMORY_LESSONS = ("zero", "activations")          # their picture's 'optimizer' is the optimizer state
-# the menu's names of the pages a lesson's example opens (app.py); a comment: Streamlit prints a page's bare strings
-PAGE_TITLES = {"cost": "Cost breakdown", "timeline": "Timelines", "strategy": "Strategy", "search": "Search"}
 CLASSROOM_PALETTE = "okabe-ito"                   # classroom_figure's palette: the captions name its colours
 
 
@@ -128,6 +126,12 @@ def _write_link(lesson, values: dict) -> None:
             st.query_params[key] = text
 
 
+def _page_title(url_path: str) -> str:
+    """The menu's name of the page at `url_path` (app.py's st.Page objects, S.PAGES): 'timeline' -> 'Timelines'."""
+    pages = [page for group in st.session_state.get(S.PAGES, {}).values() for page in group]
+    return next((page.title for page in pages if page.url_path == url_path), url_path)
+
+
 def _open(slug: str, items: tuple) -> None:
     """Callback of "Open in the explorer": the lesson's model, cluster and strategy everywhere."""
     lesson = lessons.by_slug(slug)
@@ -194,12 +198,12 @@ def render(slug: str) -> None:
             right.metric(reveal.now_label.capitalize(), reveal.now_text)
         st.caption(reveal.explanation)
     act.button("Open in the explorer", key=f"lesson_open_{slug}", on_click=_open, args=(slug, items),
-               type="primary", help=f"loads this example into every page and opens the {PAGE_TITLES.get(setup.page, setup.page)} page")
+               type="primary", help=f"loads this example into every page and opens the {_page_title(setup.page)} page")
     with st.expander("Slides: this picture at 1920×1080, the lesson as an offline deck"):
         _slides(lesson, values, setup, reveal, items)
     with act.expander("Share links: this lesson, this example"):  # closed: lesson 8's example is its answer
         st.caption("This lesson at this setting (the address bar holds it too):")                # (the search's winner)
         st.code(share_link.here(encode_lesson_link(lesson, values)), language=None, wrap_lines=True)
-        st.caption(f"The example on the explorer's {PAGE_TITLES.get(setup.page, setup.page)} page:")
+        st.caption(f"The example on the explorer's {_page_title(setup.page)} page:")
         st.code(share_link.link_to(setup.page, setup.model, setup.cluster, setup.strategy), language=None,
                 wrap_lines=True)

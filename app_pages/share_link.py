@@ -97,8 +97,7 @@ def write(view, evaluated: bool = True) -> None:
 
 
 def link(view) -> str:
-    base = st.context.url or "http://localhost:8501/"
-    return f"{base.split('?')[0]}?{urlencode({**params(view), **pins_param(), **classroom_param()})}"
+    return here({**params(view), **pins_param()})
 
 
 def here(params: dict) -> str:

@@ -69,9 +69,9 @@ def _first_choice(usable: list) -> str | None:
         now = C.candidate()
     except ExplorerError:
         now = None
-    fitting = [p for p in usable if not C.memory_problem(C.result_of(ss[S.MODEL], p.strategy, ss[S.CLUSTER]),
-                                                         ss[S.CLUSTER])]
-    chosen = next((p for p in usable if p.strategy == now), None) or (fitting or usable or [None])[0]
+    fits = (p for p in usable if not C.memory_problem(C.result_of(ss[S.MODEL], p.strategy, ss[S.CLUSTER]),
+                                                      ss[S.CLUSTER]))
+    chosen = next((p for p in usable if p.strategy == now), None) or next(fits, None) or next(iter(usable), None)
     return chosen.name if chosen else None
 
 

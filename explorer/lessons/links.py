@@ -39,14 +39,14 @@ def address(lesson, values: dict) -> str:
     return f"/{page_path(lesson)}?{urlencode(encode(lesson, values))}"
 
 
-def token(control, value) -> str:
+def token(value) -> str:
     """The address's text for one option of a control."""
     return ("on" if value else "off") if isinstance(value, bool) else str(value)
 
 
 def encode(lesson, values: dict) -> dict:
     """The query parameters of a setting (every control, in the lesson's order)."""
-    return {PREFIX + c.name: token(c, values[c.name]) for c in lesson.controls if c.name in values}
+    return {PREFIX + c.name: token(values[c.name]) for c in lesson.controls if c.name in values}
 
 
 def decode(lesson, params: dict) -> tuple:
@@ -61,12 +61,12 @@ def decode(lesson, params: dict) -> tuple:
             messages.append(f"link parameter {key[:SHOWN_CHARS]!r}: lesson {lesson.number} has no such control "
                             f"(it has {', '.join(controls)}); ignored")
             continue
-        tokens = [token(control, option) for option in control.options]
+        tokens = [token(option) for option in control.options]
         if text in tokens:
             values[control.name] = control.options[tokens.index(text)]
         else:
             messages.append(f"link parameter {key!r}: {str(text)[:SHOWN_CHARS]!r} is not one of {', '.join(tokens)}; "
-                            f"kept {token(control, control.default)}")
+                            f"kept {token(control.default)}")
     return values, messages
 
 
