@@ -117,3 +117,25 @@ def test_extending_names_the_files_of_each_walkthrough():
 def test_the_path_pattern_reads_spans_as_meant():
     assert repo_paths("`explorer/cost/numeric.py: stage_values` and `app.py`") == ["explorer/cost/numeric.py", "app.py"]
     assert repo_paths("`app_pages/<name>.py`, `tests/test_app_*.py`, `--cp N`") == ["tests/test_app_*.py"]
+
+
+CONSTANT = re.compile(r"^[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+$")   # a module-level constant's name, e.g. MAX_GRAPH_PASSES
+OUTSIDE_NAMES = {"NCCL_P2P_NET_CHUNKSIZE", "NCCL_NET_GDR_LEVEL", "NCCL_NET_GDR_C2C", "PYTORCH_CUDA_ALLOC_CONF",
+                 "CUDA_DEVICE_MAX_CONNECTIONS"}
+"""Names of other software (environment variables of NCCL, PyTorch, CUDA) that the docs cite as what a run set."""
+CODE_DIRS = ("explorer", "app_pages", "benchmarks", "serve", "tests", ".ci")
+
+
+def constant_names(text: str) -> set:
+    return {m for m in CODE_SPAN.findall(_prose(text)) if CONSTANT.match(m)}
+
+
+def test_every_constant_named_is_in_the_code():
+    """A constant the docs name in backticks (`MAX_GRAPH_PASSES`, `SMALL_ENTRIES`) is defined or read somewhere in
+    the code: a renamed constant takes its documentation with it (a walk found four names that had left the code)."""
+    code = "\n".join(p.read_text() for d in CODE_DIRS for p in (ROOT / d).rglob("*.py")) + (ROOT / "app.py").read_text()
+    code += "\n".join(p.read_text() for p in (ROOT / ".ci").iterdir() if p.is_file()) + (ROOT / "serve" / "serve.sh").read_text()
+    words = set(re.findall(r"\b[A-Z][A-Z0-9_]+\b", code))
+    missing = {_name(page): sorted(constant_names(page.read_text()) - words - OUTSIDE_NAMES) for page in PAGES}
+    assert not {k: v for k, v in missing.items() if v}, missing
+    assert constant_names("`MAX_GRAPH_PASSES` and `--cp N` and `Strategy` and `A_B`") == {"MAX_GRAPH_PASSES", "A_B"}
