@@ -166,6 +166,27 @@ def test_expert_weights_are_sharded_over_ep():
     assert one.params == four.params           # the model is the same
 
 
+
+def test_experts_under_expert_tp_1_stay_out_of_the_tensor_parallel_gradient_all_reduce():
+    """With expert_tp = 1 every device of a TP group holds whole experts (split 'seq' under SP), but Megatron-Core
+    marks only the router's and the norms' weights `sequence_parallel` (transformer/moe/router.py): only those are
+    all-reduced over the TP group (finalize_model_grads._allreduce_non_tensor_model_parallel_grads); the experts'
+    gradients are reduced over their expert-data-parallel group, d / e replicas. A lecturer's walk saw 103 GB of DP
+    traffic per device for Qwen3-30B-A3B (t 4, e 8) on 1,024 A100, with 8 GB of parameters per device: the experts'
+    gradients, all 128 experts' of every layer, had been added to the TP all-reduce as well."""
+    from explorer.cost.evaluation import build_evaluation
+    model = load_model("qwen3-30b-a3b")
+    s = Strategy(dp=256, tp=4, ep=8, expert_tp=1, sequence_parallel=True, micro_batch=1, global_batch=1536, zero=1)
+    ev = build_evaluation(model, [s], load_cluster("dgx-a100-80gb"))
+    grad_sync = ev.stage_inputs["GSB_r"][0, 0]            # the TP all-reduce of the replicated weights' gradients
+    psi, psi_e = ev.stage_inputs["Psi_r"][0, 0], ev.stage_inputs["Psi^e_r"][0, 0]
+    router_and_norms = model.layers * (model.experts * model.hidden + 4 * model.hidden) + model.hidden
+    assert 0 < grad_sync <= 2 * (3 / 4) * 2 * router_and_norms          # all-reduce over t = 4, bf16
+    d, n = 256, 256 * 4 // 8                                            # the experts' DP group: d t / (e etp)
+    all_reduce = lambda x, k: 2 * (k - 1) / k * 2 * x                   # ZeRO-1: reduce-scatter + all-gather
+    assert ev.outputs["dp_bytes"][0, 0] == pytest.approx(all_reduce(psi, d) + all_reduce(psi_e, n) + grad_sync)
+    assert ev.outputs["dp_bytes"][0, 0] < 2.1 * 2 * (psi + psi_e)
+
 def test_dense_models_are_unchanged_by_ep_1():
     m = load_model("llama3-8b")
     s = Strategy(dp=8, tp=1, pp=1, micro_batch=1, global_batch=8)
