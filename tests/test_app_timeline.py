@@ -9,6 +9,8 @@ def _gantt(at, word):
 def test_superstep_agrees_with_the_cost_model_and_follows_the_strategy():
     at = open_page("timeline")
     assert metric(at, "Timeline makespan") == metric(at, "Cost model")
+    # the default's TP bars are thinner than a pixel at full width: the page says so (a lecturer's walk saw none)
+    assert any("narrower than a pixel" in c.value and "TP / operator comm" in c.value for c in at.caption)
     rows = set(_gantt(at, "Super-step")["data"][0]["y"])
     assert rows == {f"stage {i}" for i in range(8)}
     at.sidebar.select_slider(key="w_pp").set_value(4).run()
