@@ -172,9 +172,16 @@ def render(slug: str) -> None:
     try:
         with st.spinner("Computing this setting…"):    # shows only when not cached (lesson 8's search: ~1 s)
             setup, _, reveal = computed(slug, items)
+        st.session_state[S.LESSON_LAST_RUN][slug] = items
     except ExplorerError as err:
         st.error(f"**This setting cannot run:** {plain(err)}")
-        return
+        # keep the picture of the latest setting that ran (a walk: interleaved with p = 8 emptied the page)
+        items = st.session_state[S.LESSON_LAST_RUN].get(slug)
+        if items is None:
+            return
+        values = dict(items)
+        setup, _, reveal = computed(slug, items)
+        st.caption(f"Still showing the latest setting that runs: {setting_text(lesson, values)}.")
     notes = st.container()      # above the picture; in classroom mode below it (the picture first)
     animated = False
     if slug in GANTT_LESSONS:

@@ -133,6 +133,7 @@ def init() -> None:
     ss.setdefault(SHARE_READ, False)
     ss.setdefault(LESSON_LINKS_READ, set())
     ss.setdefault(LESSON_SETTINGS, {})
+    ss.setdefault(LESSON_LAST_RUN, {})
     ss.setdefault(DRAG_VERSION, {"stage": 0, "split": 0, "table": 0})
     ss.setdefault(DRAG_SHOWN, {})
     ss.setdefault(DRAG_KEYS, {})
@@ -247,6 +248,7 @@ CLASSROOM_READ = "classroom_read"    # True once the URL's classroom parameter w
 W_LESSON_PREFIX = "w_lesson_"        # + slug + "_" + control name: a lesson's control
 LESSON_LINKS_READ = "lesson_links_read"   # slugs of the lessons whose address setting (?l_pp=8) this session read
 LESSON_SETTINGS = "lesson_settings"       # slug -> {control: value}: each lesson's setting, kept while its page is away
+LESSON_LAST_RUN = "lesson_last_run"       # slug -> the items of its latest setting that ran (shown when one cannot)
 W_LESSON_ANIMATE = "w_lesson_animate"  # + "_" + slug: play the lesson's Gantt step by step
 OPENED_LINK = "opened_link"          # True right after a shared configuration was read: it lands on Cost
 W_SEARCH_INPUTS = ("w_search_gpus", "w_search_batch", "w_search_cap_gib")   # the Search page's inputs
