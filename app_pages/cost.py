@@ -22,6 +22,7 @@ from app_pages.text import plain
 # (A comment, not a string: Streamlit's magic writes a page script's bare strings onto the page.)
 WIDE_FORMULA_CHARS = 120
 SCROLL_HINT = "Long formula: where it runs past the edge, scroll it sideways (the bar under it) to read all of it."
+HYPHEN = r"\text{-}"     # a hyphen inside \mathrm (maths mode draws "-" as a minus sign)
 
 view, error = C.current()
 r = view.result
@@ -74,7 +75,8 @@ for category in CATEGORIES:
     left, right = st.columns([3, 10], vertical_alignment="center")
     left.metric(CATEGORY_LABELS[category], f"{C.sig(seconds)} s",
                 help=BUBBLE_MEANING.capitalize() if category == "bubble" else None)
-    term = rf"T_{{\mathrm{{{category.replace('_', '{-}')}}}}} = {latex[category]}"
+    # a hyphen, not a minus sign (in maths mode '-' is one, even braced: the walk read 'ep − comm')
+    term = rf"T_{{\mathrm{{{category.replace('_', HYPHEN)}}}}} = {latex[category]}"
     textbook, source = TEXTBOOK_FORMULAS.get(category, ("", ""))
     ratio = (f"; here the {IDLE_TO_IDEAL} (p − 1)/(v m) = "
              f"{(view.strategy.pp - 1) / (view.strategy.chunks * r.micro_batches):.3g} (the bubble's share of "

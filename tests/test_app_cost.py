@@ -8,6 +8,8 @@ def test_cost_page_shows_numbers_formulas_and_charts():
     assert metric(at, "Iteration time").endswith(" s")
     assert len(at.latex) >= 5, "one formula per non-zero category, plus the total"
     assert any("T_{\\mathrm{compute}}" in f.value for f in at.latex)
+    # a hyphen in a category's name, not maths' minus sign (the walk read 'T_{pp − comm}')
+    assert any("T_{\\mathrm{pp\\text{-}comm}}" in f.value for f in at.latex)
     titles = [spec["layout"]["title"]["text"] for spec in chart_specs(at)]
     assert any("by category" in t for t in titles) and any("Communication" in t for t in titles)
     assert any("Memory" in t for t in titles)

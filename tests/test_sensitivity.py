@@ -231,6 +231,8 @@ def test_cost_page_shows_the_tornado_chart():
     specs = tornado()
     assert specs and specs[0]["data"][0]["orientation"] == "h"
     assert len(specs[0]["data"]) == 1, "one bar a constant: raised by 1 % (mirrored bars hid the direction)"
+    axis = specs[0]["layout"]["xaxis"]["title"]["text"]       # two short lines (one long one was cut off)
+    assert all(len(line) <= 48 for line in axis.split("<br>")) and "%, %" not in axis
     names = specs[0]["data"][0]["y"]
     assert "bf16 peak (device.peak_tflops.bf16)" in names and any(n.startswith("node latency (") for n in names)
     caption = next(c.value for c in at.caption if c.value.startswith("Elasticity d ln T")).replace("\\", "")
