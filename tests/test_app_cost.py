@@ -130,6 +130,8 @@ def test_long_terms_show_the_textbook_form_first_and_the_metric_bar_holds_the_re
     folded = [e for e in at.expander if e.label.startswith("The model's term for")]
     assert folded and all(any(len(f.value) > 120 for f in e.latex) for e in folded)
     assert any("ring all-reduce" in f.value for f in outside_expanders(at.main, "latex")), "the textbook form first"
+    # the largest term too (a walk: compute, 16 s of 21, showed only "The model's term for compute (5234 characters)")
+    assert any("72" in f.value and "F \\eta" in f.value for f in outside_expanders(at.main, "latex"))
     labels = [m.label for m in outside_expanders(metric_bar(at), "metric")]
     assert labels[0] == "Iteration time" and any("MFU" in label for label in labels)
     assert any(label.startswith("Peak memory") for label in labels)
