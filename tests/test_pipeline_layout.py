@@ -1,5 +1,6 @@
 """Uneven pipeline layouts (issue 26 item 7): Megatron-LM's layout string, the first/last-stage flags, MTP
 layers, and their one placement read by the plan, the search, the timeline, the share links and the exporters."""
+import re
 import subprocess
 import sys
 from dataclasses import replace
@@ -284,3 +285,24 @@ def test_a_dragged_split_megatron_cannot_flag_exports_as_a_layout_and_comes_back
     assert import_config(export("megatron", SMALL, skewed, CLASSROOM), "megatron").strategy.stage_map == (0, 1, 1, 1, 1)
     alone = Strategy(dp=1, pp=2, global_batch=4, pipeline_layout="E|tttttmL")   # the embedding alone on stage 0
     assert import_config(export("megatron", SMALL, alone, CLASSROOM), "megatron").strategy.pipeline_layout == "E|t*5mL"
+
+
+def test_an_imported_layout_of_the_wrong_layer_count_stays_a_layout_that_names_the_count():
+    """A hostile review: a 4-stage layout of 8 layers in a 32-layer model's config came back from both importers as
+    no field at all (the even split of its own 8 layers), and evaluate silently ran the model's even split; an
+    uneven one came back as an 8-entry stage map, which evaluate blamed on a 'stage_map' the file never had. Such a
+    layout now stays the layout, and evaluate names its layer count. A layout with the first/last stage's counts
+    too is refused, as Megatron-LM refuses the pair."""
+    model = load_model("llama3-8b")
+    s = Strategy(dp=1, pp=4, global_batch=8)
+    text = export("megatron", model, s.with_(stage_map=(0,) * 8 + (1,) * 6 + (2,) * 10 + (3,) * 8), CLASSROOM)
+    for wrong in ("Et*2|t*2|t*2|t*2L", "Et|t*2|t*3|t*2L"):
+        bad = re.sub(r"--pipeline-model-parallel-layout '[^']*'", f"--pipeline-model-parallel-layout '{wrong}'", text)
+        back = import_config(bad, "megatron").strategy
+        assert back.pipeline_layout and not back.stage_map
+        with pytest.raises(ExplorerError, match="8 transformer layers .* but the model has 32"):
+            evaluate(model, back, CLASSROOM)
+    both = text.replace("--pipeline-model-parallel-layout", "--decoder-first-pipeline-num-layers 8 "
+                        "--pipeline-model-parallel-layout")
+    with pytest.raises(ExplorerError, match="refuses them together"):
+        import_config(both, "megatron")

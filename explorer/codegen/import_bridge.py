@@ -159,7 +159,7 @@ def read_bridge(text: str, world_size):
         if virtual % pp:
             raise ExplorerError(f"cfg.model.pipeline_model_parallel_layout has {virtual} virtual stages, not a "
                                 f"multiple of the {pp} pipeline stages")
-        fields.update(layout_fields(layout, pp, model.get("mtp_layers", 0)))
+        fields.update(layout_fields(layout, pp, model.get("mtp_layers", 0), model["layers"], first, last))
         if virtual > pp:
             fields.update(schedule="interleaved", chunks=virtual // pp,
                           overlap_p2p=overlapped("overlap_p2p_comm", True if overlap is not None else

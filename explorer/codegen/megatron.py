@@ -361,7 +361,8 @@ def parse_megatron_args(text: str, world_size: int | None = None) -> tuple:
         if virtual % pp:
             raise ExplorerError(f"--pipeline-model-parallel-layout has {virtual} virtual stages, not a multiple "
                                 f"of the {pp} pipeline stages")
-        fields.update(layout_fields(args.pipeline_model_parallel_layout, pp, args.mtp_num_layers or 0))
+        fields.update(layout_fields(args.pipeline_model_parallel_layout, pp, args.mtp_num_layers or 0, args.num_layers,
+                                    first, last))
         if virtual > pp:
             fields.update(schedule="interleaved", chunks=virtual // pp, overlap_p2p=args.overlap_p2p_comm)
     elif pp > 1 and (first is not None or last is not None):
@@ -394,15 +395,19 @@ def _grad_dtype(args, dtype: str, zero: int) -> str:
     return "fp32" if args.accumulate_allreduce_grads_in_fp32 else "model"
 
 
-def layout_fields(text: str, pp: int, mtp_layers: int) -> dict:
+def layout_fields(text: str, pp: int, mtp_layers: int, layers: int, first=None, last=None) -> dict:
     """The strategy fields of an imported layout: a layout that says no more than a stage map (stage_map_of: what
-    megatron_layout_text writes for a dragged split) comes back as that stage map, so the split stays draggable on
-    the Strategy page, or as nothing when it is the even split; any other layout, or one whose MTP layers are not
-    the model's (the rules name that), as the layout."""
+    megatron_layout_text writes for a dragged split) of the model's `layers` comes back as that stage map, so the
+    split stays draggable on the Strategy page, or as nothing when it is the even split; any other layout -- one
+    whose MTP layers are not the model's, or whose layer count is not (the rules name either) -- as the layout.
+    With --decoder-first/last-pipeline-num-layers (`first`, `last`) too: refused, as Megatron-LM refuses them."""
+    if first is not None or last is not None:
+        raise ExplorerError("a pipeline layout and the first/last stage's layer counts are given together: Megatron-LM "
+                            "refuses them together (give one of them)")
     stage_map = stage_map_of(text, pp, mtp_layers)
-    if stage_map is None:
+    if stage_map is None or len(stage_map) != layers:
         return {"pipeline_layout": text}
-    return {} if stage_map == Strategy(pp=pp).stages(len(stage_map)) else {"stage_map": stage_map}
+    return {} if stage_map == Strategy(pp=pp).stages(layers) else {"stage_map": stage_map}
 
 
 def _stage_map(layers: int, pp: int, first, last) -> tuple:
