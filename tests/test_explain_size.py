@@ -119,3 +119,27 @@ def test_the_terms_still_equal_the_numbers_at_32_stages(measured, schedule):
         assert exactly(term, sc.values) == pytest.approx(result.breakdown_s[category], rel=1e-9,
                                                          abs=1e-15 * result.iteration_time_s), category
     assert exactly(sc.total, sc.values) == pytest.approx(result.iteration_time_s, rel=1e-9)
+
+
+def test_writing_out_the_stages_checks_the_budget_as_it_goes(monkeypatch):
+    """A hostile review: a 2,048-stage pipeline's sensitivity spent 182 s in _expand past a 5 s budget, which was
+    checked only between its calls. The expansion now checks every EXPAND_CHECK_EVERY builds: its checks grow with
+    the stages, and a budget that says stop stops it inside."""
+    from explorer.cost import explain as ex
+    from explorer.limits import WorkCancelled, _BUDGET, work_budget
+    model, cluster = load_model("gpt3-175b"), load_cluster("dgx-a100-80gb")
+    checks = {}
+    for pp in (4, 32):
+        s = Strategy(dp=1, tp=8, pp=pp, micro_batch=1, global_batch=64, schedule="interleaved", chunks=3,
+                     overlap_dp=True)
+        clear_memory()
+        with work_budget("the test", cpu_s=1000):
+            explain(model, s, cluster)
+            checks[pp] = _BUDGET.get().checks
+    assert checks[32] >= checks[4] + 10, checks
+    calls = []
+    monkeypatch.setattr(ex, "spend", lambda doing: calls.append(doing) if len(calls) < 40 else
+                        (_ for _ in ()).throw(WorkCancelled(doing)))
+    clear_memory()
+    with pytest.raises(WorkCancelled, match="stage by stage"):
+        explain(model, s, cluster)

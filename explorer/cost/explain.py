@@ -30,6 +30,7 @@ from explorer.cost.superstep_inputs import e as ep_symbol
 from explorer.cost.numeric import (Q, grad_norm_seconds, optimizer_state_bytes, optimizer_update_bytes,
                                    sharded_expert_params, stage_dp_routes)
 from explorer.cost.tree import cost_tree, stage_inputs, tied_terms
+from explorer.limits import spend
 from explorer.schedules import get as schedule_of
 from explorer.schedules.base import AGGREGATES
 from explorer.hardware.attention import PARAMS as ATTENTION_PARAMS
@@ -167,6 +168,10 @@ def _largest(exprs: list):
     return QuickMax(*exprs) if len(exprs) > 1 else (exprs[0] if exprs else sp.Integer(0))
 
 
+EXPAND_CHECK_EVERY = 64
+"""_expand's builds between two budget checks (explorer.limits.spend: a few microseconds each)."""
+
+
 def _expand(expr, stage: dict, at: dict, stages: int, ends: tuple = (), constants: dict | None = None):
     """expr with AtStage(x, index) at the stage `at[index]`, and stage sums and maxima written out;
     a schedule's stage end at stage i is the symbol ends[i] (its value: the critical path's number,
@@ -194,6 +199,8 @@ def _expand(expr, stage: dict, at: dict, stages: int, ends: tuple = (), constant
         return done
 
     def _build(x, i):
+        if len(built) % EXPAND_CHECK_EVERY == 0:     # a budget stops it between builds (a 2,048-stage pipeline's
+            spend("writing out the formulas stage by stage")   # sensitivity ran 182 s past a 5 s budget here)
         table = constants if i is None else tables[i]
         if x in table:
             return table[x]
