@@ -74,3 +74,14 @@ def test_moe_presets_keep_the_all_to_all_in_a_node_unless_memory_needs_more():
     assert deepseek.ep == 64
     assert evaluate(load_model("deepseek-v3"), deepseek.with_(ep=32), h100).memory_bytes_per_device["total"] > \
         h100.device.memory_bytes
+
+
+def test_the_expert_parallel_sizes_tried_divide_dp():
+    """A hostile review: on 9 H100s the Megatron 3D preset of gpt-oss-120b tried ep 8 ('ep=8 does not divide dp = 9')
+    and was refused, though ep 1 runs: the sizes were powers of two up to dp, not its divisors."""
+    from explorer.io.presets import expert_parallel_choices
+    gpt_oss = load_model("gpt-oss-120b")
+    assert expert_parallel_choices(gpt_oss, 9, 8) == [1]
+    assert expert_parallel_choices(gpt_oss, 24, 8) == [8]
+    preset = strategy_presets(gpt_oss, load_cluster("dgx-h100"), 9, 72)["Megatron 3D"]
+    assert preset.strategy is not None and preset.strategy.ep == 1, preset

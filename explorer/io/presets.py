@@ -77,7 +77,7 @@ def expert_parallel_choices(model: ModelSpec, dp: int, devices_per_node: int) ->
     14 % MFU, at e 8 22 % (its all-to-all over the network against NVLink)."""
     if not model.is_moe:
         return [1]
-    fitting = [e for e in _powers_of_two(dp) if model.experts % e == 0]
+    fitting = [e for e in _powers_of_two(dp) if dp % e == 0 and model.experts % e == 0]   # 8 <= 9 divides no 9
     inside = [e for e in fitting if e <= devices_per_node]
     start = inside[-1] if inside else fitting[0]
     return [e for e in fitting if e >= start]
