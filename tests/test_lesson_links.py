@@ -25,9 +25,18 @@ def test_any_address_gives_options_or_one_line_messages(lesson, params):
     options = {c.name: c.options for c in lesson.controls}
     assert all(name in options and value in options[name] for name, value in values.items())
     assert all("\n" not in m and len(m) < 400 for m in messages)
-    wrong = [k for k, v in params.items() if k.startswith(PREFIX)
-             and (k[len(PREFIX):] not in options or k[len(PREFIX):] not in values)]
-    assert len(messages) == len(wrong)
+    bad_value = [k for k in params if k.startswith(PREFIX) and k[len(PREFIX):] in options
+                 and k[len(PREFIX):] not in values]
+    unknown = [k for k in params if k.startswith(PREFIX) and k[len(PREFIX):] not in options]
+    assert len(messages) == len(bad_value) + bool(unknown)     # the unknown ones in one line
+
+
+def test_a_thousand_unknown_parameters_are_one_line():
+    """A hostile review: each unknown l_ parameter got a notice of its own, 999 boxes for a crafted link."""
+    lesson = LESSONS[3]
+    values, messages = decode(lesson, {f"{PREFIX}x{i}": "1" for i in range(999)})
+    assert not values and len(messages) == 1
+    assert "'l_x0', 'l_x1', 'l_x2' and 996 more" in messages[0] and len(messages[0]) < 400
 
 
 def test_the_cli_prints_the_address_the_app_reads_back():

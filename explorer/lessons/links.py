@@ -49,17 +49,20 @@ def encode(lesson, values: dict) -> dict:
     return {PREFIX + c.name: token(values[c.name]) for c in lesson.controls if c.name in values}
 
 
+MAX_NAMED = 3
+"""Unknown parameters named in the one line that says they were ignored."""
+
+
 def decode(lesson, params: dict) -> tuple:
     """({control name: option} for each valid parameter, [one line for each one that is not])."""
-    values, messages = {}, []
+    values, messages, unknown = {}, [], []
     controls = {PREFIX + c.name: c for c in lesson.controls}
     for key, text in params.items():
         if not key.startswith(PREFIX):
             continue
         control = controls.get(key)
         if control is None:
-            messages.append(f"link parameter {key[:SHOWN_CHARS]!r}: lesson {lesson.number} has no such control "
-                            f"(it has {', '.join(controls)}); ignored")
+            unknown.append(key)
             continue
         tokens = [token(option) for option in control.options]
         if text in tokens:
@@ -67,6 +70,11 @@ def decode(lesson, params: dict) -> tuple:
         else:
             messages.append(f"link parameter {key!r}: {str(text)[:SHOWN_CHARS]!r} is not one of {', '.join(tokens)}; "
                             f"kept {token(control.default)}")
+    if unknown:     # one line for them all (a hostile link with 999 of them showed 999 boxes)
+        named = ", ".join(repr(k[:SHOWN_CHARS]) for k in unknown[:MAX_NAMED])
+        more = f" and {len(unknown) - MAX_NAMED} more" if len(unknown) > MAX_NAMED else ""
+        messages.append(f"link parameter{'s' if len(unknown) > 1 else ''} {named}{more}: lesson {lesson.number} has no "
+                        f"such control (it has {', '.join(controls)}); ignored")
     return values, messages
 
 
