@@ -306,3 +306,16 @@ def test_an_imported_layout_of_the_wrong_layer_count_stays_a_layout_that_names_t
                         "--pipeline-model-parallel-layout")
     with pytest.raises(ExplorerError, match="refuses them together"):
         import_config(both, "megatron")
+
+
+def test_a_short_layout_of_alternating_stages_stays_short_in_its_canonical_text():
+    """A hostile review: 'E(t|tt|)*499t|ttL' (17 characters, 1,000 virtual stages) was stored as its canonical text
+    written out stage by stage, 2,501 characters, which parse then refused (MAX_LAYOUT_CHARS): the strategy could not
+    be made from a layout the CLI had accepted. The canonical text now groups up to MAX_PERIOD stages."""
+    from explorer.strategy.pipeline_layout import MAX_LAYOUT_CHARS, parse
+    layout = parse("E(t|tt|)*499t|ttL")
+    assert len(layout.stages) == 1000 and parse(layout.text()) == layout
+    assert len(layout.text()) < 40 < MAX_LAYOUT_CHARS
+    assert parse("Et|(tt|)*62tL").text() == "Et|(tt|)*62tL"      # a run of one stage stays as it was written
+    s = Strategy(dp=1, pp=1000, micro_batch=1, global_batch=1000, pipeline_layout="E(t|tt|)*499t|ttL")
+    assert s.pipeline_layout == layout.text() and s.layout.stages == layout.stages

@@ -24,6 +24,7 @@ from explorer.limits import MAX_LAYERS
 from explorer.schedules import chunked
 
 MAX_LAYOUT_CHARS = 2000
+MAX_PERIOD = 4        # the most virtual stages a repeated group of the canonical text (PipelineLayout.text) holds
 """A layout string's length: DeepSeek-V3's is 13 characters, a stage-by-stage layout of a 2,048-layer
 model over 256 stages a few thousand; written compactly with repeats any real layout fits."""
 MAX_MTP_LAYERS = 16
@@ -62,16 +63,25 @@ class PipelineLayout:
         return tuple(stage.count(piece) for stage in self.stages)
 
     def text(self) -> str:
-        """The canonical string (parse(text()) == self): runs of a piece as c*n, runs of equal virtual
-        stages before the last as (S|)*n."""
-        parts, k, n = [], 0, len(self.stages)
+        """The canonical string (parse(text()) == self): runs of a piece as c*n, runs of a group of up to
+        MAX_PERIOD virtual stages before the last as (S|)*n or (S|T|)*n -- the group that covers most stages, the
+        shortest of those. A layout of alternating stages ('E(t|tt|)*499t|ttL', 17 characters) was written out
+        stage by stage, 2,501 characters, and then refused as longer than MAX_LAYOUT_CHARS."""
+        parts, k, n, stages = [], 0, len(self.stages), self.stages
         while k < n:
-            j = k
-            while j + 1 < n - 1 and self.stages[j + 1] == self.stages[k]:
-                j += 1
-            one = _runs(self.stages[k])
-            parts.append(f"({one}|)*{j - k + 1}" if j > k else one + ("|" if k < n - 1 else ""))
-            k = j + 1
+            best_q, best_r = 1, 1
+            for q in range(1, MAX_PERIOD + 1):
+                r = 1
+                while k + (r + 1) * q <= n - 1 and stages[k + r * q:k + (r + 1) * q] == stages[k:k + q]:
+                    r += 1
+                if r > 1 and q * r > best_q * best_r:
+                    best_q, best_r = q, r
+            if best_r > 1:
+                parts.append("(" + "".join(_runs(s) + "|" for s in stages[k:k + best_q]) + f")*{best_r}")
+                k += best_q * best_r
+            else:
+                parts.append(_runs(stages[k]) + ("|" if k < n - 1 else ""))
+                k += 1
         return "".join(parts)
 
 
