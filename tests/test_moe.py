@@ -517,3 +517,22 @@ def test_every_layer_shares_one_operator_tuple():
     for family in ("gpt", "bert", "llama"):
         blocks = transformer_blocks(family, 3)[1:-1]
         assert blocks[0].ops is blocks[2].ops and [b.name for b in blocks] == ["layer0", "layer1", "layer2"]
+
+
+def test_the_dense_parameters_per_device_read_without_a_negative_term():
+    """A lecturer's walk read Qwen3-30B-A3B's Psi as 2Vh/t - 294912hl/p + h + l(... + 295042h ...)/p: every parameter
+    less the expert weights, kept apart by sympy, as if parameters were subtracted. It is now collected by layers
+    (explain._readable_params), with the same value."""
+    import sympy as sp
+    from explorer.cost.explain import _readable_params, explain
+    from explorer.cost.explain import symbolic_stages
+    from explorer.symbols import Psi_r
+    model, cluster = load_model("qwen3-30b-a3b"), load_cluster("dgx-a100-80gb")
+    s = Strategy(dp=256, tp=4, ep=8, expert_tp=1, sequence_parallel=True, micro_batch=1, global_batch=1536, zero=1)
+    psi = explain(model, s, cluster).definitions_latex()["\\Psi"]
+    assert " - " not in psi and "130 h" in psi, psi
+    raw = symbolic_stages(model, s, cluster)[Psi_r][0]
+    assert sp.simplify(_readable_params(raw) - raw) == 0
+    dense = load_model("gpt3-175b")
+    plain_psi = symbolic_stages(dense, Strategy(dp=8, tp=8, pp=8, global_batch=64), load_cluster("dgx-a100-80gb"))[Psi_r][0]
+    assert _readable_params(plain_psi) is plain_psi          # nothing negative: left as written

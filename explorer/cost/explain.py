@@ -278,13 +278,23 @@ def _symbolic_stages(model, strategy, cluster) -> dict:
     return stage
 
 
+def _readable_params(psi: sp.Expr) -> sp.Expr:
+    """Psi, the dense parameters per device, is every parameter less the expert weights: sympy keeps the two apart
+    (Qwen3-30B-A3B's read 2Vh/t - 294912hl/p + h + l(... + 295042h ...)/p, as if it subtracted parameters, a
+    lecturer's walk), so a Psi with a term of negative sign is expanded and collected by layers: 2Vh/t + h +
+    l(... + 130h/p). Others are left as they are written."""
+    if not any(term.could_extract_minus_sign() for term in sp.Add.make_args(psi)):
+        return psi
+    return sp.collect(sp.expand(psi), l)
+
+
 def explain(model, strategy, cluster, gpus=None, result: Result | None = None) -> SymbolicCost:
     """Symbolic terms for the stages `result` reports (evaluated if not given)."""
     result = result or evaluate(model, strategy, cluster, gpus)
     g, L = level_symbols(cluster)
     stage = symbolic_stages(model, strategy, cluster)
     j, k = result.extra["sync_stage"], result.critical_stage
-    psi = stage[Psi_r][j]
+    psi = _readable_params(stage[Psi_r][j])
     shown = dict(stage)
     shown[Psi_r] = np.array([PSI if i == j else e for i, e in enumerate(stage[Psi_r])], dtype=object)
     dtype_bytes = hardware_numbers(cluster, strategy.dtype)["beta"]
