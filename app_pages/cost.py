@@ -2,7 +2,7 @@
 import pandas as pd
 import streamlit as st
 
-from explorer.facade import CATEGORY_LABELS, GIB
+from explorer.facade import CATEGORY_LABELS, COMM_LABELS, GIB, readable_comm_table
 from explorer.facade import CATEGORIES
 from explorer.facade import EQ3_FLOPS_CONVENTION, MEGATRON_FLOPS_CONVENTION
 from explorer.facade import TEXTBOOK_FORMULAS, glossary
@@ -108,7 +108,8 @@ st.subheader("Communication by type")
 st.plotly_chart(C.shown(figs["comm"]), key="cost_comm_chart")
 comm_box = C.lazy_expander("Communication table", S.W_COMM_TABLE)
 if comm_box.open:
-    comm_box.dataframe(C.table(figs["comm_table"]), hide_index=True)
+    comm_box.dataframe(C.table(readable_comm_table(figs["comm_table"])), hide_index=True,
+                       column_config={COMM_LABELS["bytes"]: st.column_config.NumberColumn(format="localized")})
 
 st.subheader("Memory per device against capacity")
 st.plotly_chart(C.shown(figs["memory"], memory=True), key="cost_memory_chart")

@@ -186,3 +186,15 @@ def test_interleaved_with_one_chunk_says_what_v_does():
     assert at.session_state["w_chunks"] == 1 and hint() and "v ≥ 2" in hint()[0]
     at.sidebar.number_input(key="w_chunks").set_value(2).run()
     assert not hint() and not at.exception
+
+
+def test_the_communication_table_reads_words_not_ids():
+    """A lecturer's walk read op_comm, all_gather, exposed_s and 11098128384 in the Cost page's table (the CSV keeps
+    the ids)."""
+    at = open_page("cost")
+    at.session_state["w_comm_table"] = True
+    at.run()
+    table = next(d.value for d in at.dataframe if "communication" in d.value.columns)
+    assert list(table.columns) == ["communication", "machine level", "scope", "exposed (s)",
+                                   "hidden under compute (s)", "bytes sent per device"]
+    assert not {"op_comm", "all_gather"} & set(table["communication"])

@@ -59,6 +59,16 @@ def comm_table(result, node_level: str) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=columns)
 
 
+COMM_LABELS = {"type": "communication", "level": "machine level", "scope": "scope", "exposed_s": "exposed (s)",
+               "hidden_s": "hidden under compute (s)", "bytes": "bytes sent per device"}
+"""comm_table's columns as a page shows them (its category and kind ids stay in the CSV: the type says both)."""
+
+
+def readable_comm_table(table: pd.DataFrame) -> pd.DataFrame:
+    """comm_table as a page shows it: words, not ids (a lecturer's walk read op_comm, all_gather, exposed_s)."""
+    return table.drop(columns=["category", "kind"]).rename(columns=COMM_LABELS)
+
+
 def memory_table(result, capacity_bytes: float) -> pd.DataFrame:
     """Per stage (its most loaded device): GiB by part, total and the share of capacity."""
     rows = []
