@@ -157,3 +157,10 @@ def test_cost_page_labels_both_conventions():
     assert any(m.label == "MFU (Eq. 3)" for m in at.metric)
     assert any("In Megatron-LM's count" in c.value and "causal attention core counted at half" in c.value
                for c in at.caption)
+    # on a projector, one short line with the conventions on hover (a walk: at 1280x720 the paragraph and the
+    # metrics filled the first screen), and three significant digits
+    at = open_page("cost", query={"classroom": "1"})
+    line = next(c for c in at.caption if "In Megatron-LM's count" in c.value)
+    assert "causal attention core counted at half" not in line.value and "counted at half" in line.help
+    tflops = next(m.value for m in at.metric if m.label.startswith("TFLOP/s per GPU"))
+    assert len(tflops.replace(".", "").lstrip("0")) <= 3, tflops
