@@ -122,7 +122,7 @@ def _write_link(lesson, values: dict) -> None:
     for key in [k for k in st.query_params if k.startswith(LESSON_PARAM_PREFIX) and k not in wanted]:
         del st.query_params[key]
     for key, text in wanted.items():
-        if st.query_params.get(key) != text:
+        if st.query_params.get_all(key) != [text]:      # ?l_tp=8&l_tp=2 too: one value left, the one applied
             st.query_params[key] = text
 
 

@@ -216,3 +216,12 @@ def test_a_lesson_keeps_its_setting_while_the_class_visits_other_pages():
     assert not at.exception, at.exception
     assert at.radio(key="w_lesson_pipeline_micro_batches").value == 16
     assert at.query_params["l_micro_batches"] in ("16", ["16"])
+
+
+def test_a_parameter_given_twice_leaves_one_value_in_the_address():
+    """?l_pp=2&l_pp=8 applied 8 and left both in the address bar (a walk): the address now holds the one applied."""
+    lesson = next(x for x in LESSONS if x.slug == "pipeline")
+    at = open_page(page_file(lesson), query={"l_pp": ["2", "8"]})
+    assert not at.exception
+    applied = at.radio(key="w_lesson_pipeline_pp").value
+    assert applied in (2, 8) and at.query_params["l_pp"] in (str(applied), [str(applied)])
