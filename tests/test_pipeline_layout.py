@@ -319,3 +319,18 @@ def test_a_short_layout_of_alternating_stages_stays_short_in_its_canonical_text(
     assert parse("Et|(tt|)*62tL").text() == "Et|(tt|)*62tL"      # a run of one stage stays as it was written
     s = Strategy(dp=1, pp=1000, micro_batch=1, global_batch=1000, pipeline_layout="E(t|tt|)*499t|ttL")
     assert s.pipeline_layout == layout.text() and s.layout.stages == layout.stages
+
+
+@pytest.mark.parametrize("text,message", [
+    ("Et*000000002|t*2L", None),                               # leading zeros: 2, not "repeat count 0"
+    ("Et*99999999999|tL", "more than 999,999"),
+    ("Et*0|tL", "at least 1"),
+])
+def test_a_repeat_count_is_read_whole(text, message):
+    """A hostile review: the count was read six digits at most, so 't*000000002' said 'repeat count 0'."""
+    from explorer.strategy.pipeline_layout import parse
+    if message is None:
+        assert parse(text).text() == "Ett|ttL"
+    else:
+        with pytest.raises(ExplorerError, match=message):
+            parse(text)

@@ -98,11 +98,15 @@ def _runs(stage: str) -> str:
 
 def _number(text: str, i: int) -> tuple:
     j = i
-    while j < len(text) and text[j] in "0123456789" and j - i < 6:
+    while j < len(text) and text[j] in "0123456789":
         j += 1
     if j == i:
         raise ExplorerError(f"pipeline layout: '*' at character {i} must be followed by a repeat count")
-    count = int(text[i:j])
+    digits = text[i:j].lstrip("0") or "0"       # all the digits ('t*000000002' read six zeros: "repeat count 0")
+    if len(digits) > 6:
+        raise ExplorerError(f"pipeline layout: repeat count {text[i:j][:12]}... at character {i} is more than "
+                            "999,999")
+    count = int(digits)
     if count < 1:
         raise ExplorerError(f"pipeline layout: repeat count {count} at character {i} must be at least 1")
     return count, j

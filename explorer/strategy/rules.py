@@ -184,7 +184,8 @@ def _stage_map_range(v, model):
 
 def _stage_map_schedule(v, model):
     if getattr(v, "stage_map", ()) and schedule_of(v.schedule).chunked:
-        return "a custom stage_map cannot be combined with the interleaved schedule"
+        return (f"a custom stage_map cannot be combined with the {v.schedule} schedule, whose stages hold several "
+                "model chunks: give a pipeline layout (--pipeline-layout) instead")
     return None
 
 
