@@ -223,6 +223,11 @@ def test_cli_takes_the_layout_and_the_first_last_flags():
     assert good.returncode == 0, good.stderr
     expected = first_last_layout(layers, 0, 2, 1, layers - 1, None).text()
     assert f'"pipeline_layout": "{expected}"' in good.stdout and expected.endswith("|tL")
+    # layer counts per stage, as the Strategy page takes them (a hostile review: the CLI refused '8,8,8,8')
+    counts = run("--pipeline-layout", f"{layers - 1},1")
+    assert counts.returncode == 0 and f'"pipeline_layout": "{expected}"' in counts.stdout, counts.stderr
+    blank = run("--pipeline-layout", " ")
+    assert blank.returncode == 2 and "pipeline layout is empty" in blank.stderr
 
 
 def test_timeline_names_each_chunk_by_the_layout():

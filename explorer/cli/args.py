@@ -10,7 +10,7 @@ from explorer.io.models import load_model
 from explorer.model.spec import ATTENTION
 from explorer.strategy.strategy import CP_ALGOS, DTYPES, GRAD_DTYPES, RECOMPUTE, SCHEDULES, Strategy
 from explorer.strategy.options import OPTIONS
-from explorer.strategy.pipeline_layout import first_last_layout
+from explorer.strategy.pipeline_layout import COUNTS_CHARS, first_last_layout, layout_from_text
 from explorer.strategy.frameworks import FRAMEWORKS, GRAD_FROM_FRAMEWORK, default_grad_dtype
 from explorer.io.strategies import load_strategy
 from explorer.schedules import chunked
@@ -200,6 +200,10 @@ def resolve(args) -> tuple:
         fields["chunks"] = 1
     if getattr(args, "pipeline_layout", None):
         fields["stage_map"] = ()              # the layout given on the line replaces a file's stage map
+        text = args.pipeline_layout.strip()
+        if not text or set(text) <= COUNTS_CHARS:     # layer counts per stage, as the Strategy page takes them
+            fields["pipeline_layout"] = layout_from_text(text, model.layers, model.mtp_layers, fields["pp"],
+                                                         fields["pp"] * fields.get("chunks", 1))
     _first_last_layout(args, model, fields)
     strategy = Strategy(**fields)
     return model, cluster, strategy, gpus if gpus is not None else strategy.devices
