@@ -175,12 +175,14 @@ def render(slug: str) -> None:
         st.session_state[S.LESSON_LAST_RUN][slug] = items
     except ExplorerError as err:
         st.error(f"**This setting cannot run:** {plain(err)}")
-        # keep the picture of the latest setting that ran (a walk: interleaved with p = 8 emptied the page)
-        items = st.session_state[S.LESSON_LAST_RUN].get(slug)
-        if items is None:
-            return
+        # keep the picture of the latest setting that ran, or the lesson's own (a walk: interleaved with p = 8
+        # emptied the page)
+        items = st.session_state[S.LESSON_LAST_RUN].get(slug) or tuple((c.name, c.default) for c in lesson.controls)
         values = dict(items)
-        setup, _, reveal = computed(slug, items)
+        try:
+            setup, _, reveal = computed(slug, items)
+        except ExplorerError:
+            return
         st.caption(f"Still showing the latest setting that runs: {setting_text(lesson, values)}.")
     notes = st.container()      # above the picture; in classroom mode below it (the picture first)
     animated = False

@@ -225,3 +225,14 @@ def test_a_parameter_given_twice_leaves_one_value_in_the_address():
     assert not at.exception
     applied = at.radio(key="w_lesson_pipeline_pp").value
     assert applied in (2, 8) and at.query_params["l_pp"] in (str(applied), [str(applied)])
+
+
+def test_a_link_to_a_setting_that_cannot_run_shows_the_lessons_own():
+    """Opened from an address whose setting cannot run, with no setting run before in the session: the lesson's own
+    setting is shown under the error, not an empty page."""
+    lesson = next(x for x in LESSONS if x.slug == "pipeline")
+    at = open_page(page_file(lesson), query={"l_schedule": "interleaved", "l_pp": "8"})
+    assert not at.exception and any("p·v ≤ 8 layers" in e for e in errors(at))
+    defaults = {c.name: c.default for c in lesson.controls}
+    assert metric_value(at, "Answer") == lesson.reveal(defaults).answer_text
+    assert any("Still showing the latest setting that runs" in c.value for c in at.caption)
