@@ -277,14 +277,16 @@ def _block_cost(key, block, preset, over, sequence_parallel, recompute, incoming
             bwd_kind = lay.conversion(grad, lay.needed_grad(cur))
             if bwd_kind:
                 colls.append(_collective(bwd_kind, "bwd", op.name, size, under=bwd_under))
-        if split in ("batch", "seq") and op.params != 0 and not op.expert:
+        if split in ("batch", "seq") and op.params != 0 and not (op.expert and experts_by_seq):
             # replicated weights that saw only a batch or sequence shard (LayerNorms under sequence
             # parallelism, the router): their gradients are all-reduced over the group once per iteration
             # (Megatron-LM finalize_model_grads -> _allreduce_layernorm_grads; Korthikanti et al. Sec 4.2.2),
             # coalesced into one all-reduce below. Not the experts under expert_tp = 1 (`experts_by_seq`): whole
             # experts on each device, no `sequence_parallel` attribute (Megatron-Core sets it on the router's and
             # the shared-expert gate's weights only: transformer/moe/router.py, shared_experts.py); their
-            # gradients are reduced over the expert-data-parallel group (EXPERT_GROUP, explorer/cost/superstep.py)
+            # gradients are reduced over the expert-data-parallel group (EXPERT_GROUP, explorer/cost/superstep.py),
+            # d t / (e etp) devices. Experts split by batch or sequence with etp = t (a layer-split preset) keep it:
+            # their expert-data-parallel group is d / e, so the t devices' shards are summed here
             grad_sync.append(beta * op.params)
         if op.kind == "loss" and lay.is_sharded(cur) and cur != lay.P and cur_elements is not None:
             # cross-entropy over a vocabulary split over t (Megatron-LM vocab_parallel_cross_entropy):
