@@ -226,8 +226,9 @@ def test_cli_takes_the_layout_and_the_first_last_flags():
     # layer counts per stage, as the Strategy page takes them (a hostile review: the CLI refused '8,8,8,8')
     counts = run("--pipeline-layout", f"{layers - 1},1")
     assert counts.returncode == 0 and f'"pipeline_layout": "{expected}"' in counts.stdout, counts.stderr
-    blank = run("--pipeline-layout", " ")
-    assert blank.returncode == 2 and "pipeline layout is empty" in blank.stderr
+    for nothing in (" ", ""):
+        blank = run("--pipeline-layout", nothing)
+        assert blank.returncode == 2 and "pipeline layout is empty" in blank.stderr, (nothing, blank.stderr)
 
 
 def test_timeline_names_each_chunk_by_the_layout():
@@ -324,6 +325,9 @@ def test_a_short_layout_of_alternating_stages_stays_short_in_its_canonical_text(
     assert parse("Et|(tt|)*62tL").text() == "Et|(tt|)*62tL"      # a run of one stage stays as it was written
     s = Strategy(dp=1, pp=1000, micro_batch=1, global_batch=1000, pipeline_layout="E(t|tt|)*499t|ttL")
     assert s.pipeline_layout == layout.text() and s.layout.stages == layout.stages
+    # a repeat of more stages than the canonical text groups is kept as given (a review: 20 characters became 2,705)
+    five = Strategy(dp=1, pp=1501, micro_batch=1, global_batch=1501, pipeline_layout=" E(t|t|t|t|tt|)*300tL")
+    assert five.pipeline_layout == "E(t|t|t|t|tt|)*300tL" and len(five.layout.stages) == 1501
 
 
 @pytest.mark.parametrize("text,message", [

@@ -198,7 +198,7 @@ def resolve(args) -> tuple:
         fields["chunks"] = 2
     if not chunked(fields.get("schedule", "1f1b")) and args.chunks is None:
         fields["chunks"] = 1
-    if getattr(args, "pipeline_layout", None):
+    if getattr(args, "pipeline_layout", None) is not None:    # given, even as '' (named empty below)
         fields["stage_map"] = ()              # the layout given on the line replaces a file's stage map
         text = args.pipeline_layout.strip()
         if not text or set(text) <= COUNTS_CHARS:     # layer counts per stage, as the Strategy page takes them

@@ -24,9 +24,10 @@ from explorer.limits import MAX_LAYERS
 from explorer.schedules import chunked
 
 MAX_LAYOUT_CHARS = 2000
-MAX_PERIOD = 4        # the most virtual stages a repeated group of the canonical text (PipelineLayout.text) holds
 """A layout string's length: DeepSeek-V3's is 13 characters, a stage-by-stage layout of a 2,048-layer
 model over 256 stages a few thousand; written compactly with repeats any real layout fits."""
+MAX_PERIOD = 4
+"""The most virtual stages a repeated group of the canonical text (PipelineLayout.text) holds."""
 MAX_MTP_LAYERS = 16
 """Multi-token-prediction depth: DeepSeek-V3 trains with D = 1 (arXiv:2412.19437 Sec 2.2, 4.2)."""
 MAX_UNROLLED = 2 * MAX_LAYERS + 4 * 1024

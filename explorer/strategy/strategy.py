@@ -18,7 +18,7 @@ from explorer.strategy.frameworks import GRAD_FROM_FRAMEWORK, check_framework, d
 from explorer.strategy.mesh import AXES, DEFAULT_ORDER, Mesh
 from explorer.strategy.options import CUDA_GRAPHS, MOE_DISPATCHERS, OPTIONS, RECOMPUTE_MODULES  # noqa: F401
 from explorer.strategy.options import superstep_options
-from explorer.strategy.pipeline_layout import parse as parse_layout
+from explorer.strategy.pipeline_layout import MAX_LAYOUT_CHARS, parse as parse_layout
 from explorer.strategy.rules import check_strategy
 
 RECOMPUTE = ("none", "selective", "full")
@@ -158,7 +158,10 @@ class Strategy:
             if self.stage_map:
                 raise ExplorerError("a strategy takes a pipeline layout or a stage_map, not both")
             layout = parse_layout(self.pipeline_layout, self.pp * self.chunks)
-            object.__setattr__(self, "pipeline_layout", layout.text())
+            canonical = layout.text()
+            if len(canonical) > MAX_LAYOUT_CHARS:      # a repeat of more stages than text() groups: kept as given,
+                canonical = self.pipeline_layout.strip()   # which parse accepted (a review: 20 characters became 2,705)
+            object.__setattr__(self, "pipeline_layout", canonical)
         if not isinstance(self.rank_order, str) or sorted(self.rank_order.split("-")) != sorted(AXES):
             raise ExplorerError(f"rank_order must name each mesh axis once ({'-'.join(AXES)} in some order), "
                                 f"got {self.rank_order!r}")
