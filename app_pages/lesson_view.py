@@ -169,21 +169,26 @@ def render(slug: str) -> None:
     values = _controls(lesson)
     _write_link(lesson, values)
     items = tuple(values.items())
+    chosen = True               # what is shown below is the setting of the controls (and of the address bar)
     try:
         with st.spinner("Computing this setting…"):    # shows only when not cached (lesson 8's search: ~1 s)
             setup, _, reveal = computed(slug, items)
         st.session_state[S.LESSON_LAST_RUN][slug] = items
     except ExplorerError as err:
+        chosen = False
         st.error(f"**This setting cannot run:** {plain(err)}")
         # keep the picture of the latest setting that ran, or the lesson's own (a walk: interleaved with p = 8
-        # emptied the page)
-        items = st.session_state[S.LESSON_LAST_RUN].get(slug) or tuple((c.name, c.default) for c in lesson.controls)
+        # emptied the page); everything below is that setting's, the address keeps the one chosen
+        last = st.session_state[S.LESSON_LAST_RUN].get(slug)
+        items = last or tuple((c.name, c.default) for c in lesson.controls)
         values = dict(items)
         try:
             setup, _, reveal = computed(slug, items)
         except ExplorerError:
             return
-        st.caption(f"Still showing the latest setting that runs: {setting_text(lesson, values)}.")
+        shown = "the latest setting that runs" if last else "the lesson's own setting"
+        st.caption(f"Below, {shown}: {setting_text(lesson, values)} (the picture, the question, the links and "
+                   "\"Open in the explorer\" are of it; the address keeps the setting chosen above).")
     notes = st.container()      # above the picture; in classroom mode below it (the picture first)
     animated = False
     if slug in GANTT_LESSONS:
@@ -211,7 +216,8 @@ def render(slug: str) -> None:
     with st.expander("Slides: this picture at 1920×1080, the lesson as an offline deck"):
         _slides(lesson, values, setup, reveal, items)
     with act.expander("Share links: this lesson, this example"):  # closed: lesson 8's example is its answer
-        st.caption("This lesson at this setting (the address bar holds it too):")                # (the search's winner)
+        st.caption("This lesson at this setting (the address bar holds it too):" if chosen else
+                   "This lesson at the setting shown (the address bar holds the one chosen):")                # (the search's winner)
         st.code(share_link.here(encode_lesson_link(lesson, values)), language=None, wrap_lines=True)
         st.caption(f"The example on the explorer's {_page_title(setup.page)} page:")
         st.code(share_link.link_to(setup.page, setup.model, setup.cluster, setup.strategy), language=None,

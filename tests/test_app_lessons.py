@@ -94,10 +94,10 @@ def test_impossible_lesson_setting_names_the_problem_and_the_page_survives():
     assert not at.exception
     assert any("p·v ≤ 8 layers" in e for e in errors(at))
     # the picture and the question of the latest setting that ran stay (a walk: the page emptied below the box)
-    assert any("Still showing the latest setting that runs" in c.value and "p = 4" in c.value for c in at.caption)
+    assert any("Below, the latest setting that runs" in c.value and "p = 4" in c.value for c in at.caption)
     assert at.get("plotly_chart") and any(b.label == "Open in the explorer" for b in at.button)
     at.radio(key="w_lesson_pipeline_pp").set_value(4).run()
-    assert not errors(at) and not any("Still showing" in c.value for c in at.caption)
+    assert not errors(at) and not any("Below, the latest" in c.value for c in at.caption)
 
 
 def test_the_explorer_strategy_survives_a_visit_to_the_lessons():
@@ -235,4 +235,4 @@ def test_a_link_to_a_setting_that_cannot_run_shows_the_lessons_own():
     assert not at.exception and any("p·v ≤ 8 layers" in e for e in errors(at))
     defaults = {c.name: c.default for c in lesson.controls}
     assert metric_value(at, "Answer") == lesson.reveal(defaults).answer_text
-    assert any("Still showing the latest setting that runs" in c.value for c in at.caption)
+    assert any("Below, the lesson's own setting" in c.value for c in at.caption)
