@@ -94,12 +94,16 @@ def _build(model, cluster, gpus, global_batch, micro_batch, tp, pp, **extra) -> 
             extra["expert_tp"] = 1
     multiple = micro_batch * dp * (pp if chunked(extra.get("schedule", "1f1b")) else 1)
 
+    built = {}
+
     def made(ep) -> Strategy:
-        fields = dict(extra, ep=ep) if ep is not None else extra
-        strategy = Strategy(dp=dp, tp=tp, pp=pp, micro_batch=micro_batch,
-                            global_batch=round_batch(global_batch, multiple), **fields)
-        evaluate(model, strategy, cluster)  # refuses what cannot run, naming the value
-        return strategy
+        if ep not in built:
+            fields = dict(extra, ep=ep) if ep is not None else extra
+            strategy = Strategy(dp=dp, tp=tp, pp=pp, micro_batch=micro_batch,
+                                global_batch=round_batch(global_batch, multiple), **fields)
+            evaluate(model, strategy, cluster)  # refuses what cannot run, naming the value
+            built[ep] = strategy
+        return built[ep]
     return made(first_fitting(choices, lambda ep: _fits_memory(model, made(ep), cluster)))
 
 
@@ -116,7 +120,7 @@ def first_fitting(choices: list, fits) -> object:
             raise
         except ExplorerError:
             return False
-    if ok(0):
+    if len(choices) == 1 or ok(0):       # one choice (a dense model's): nothing to compare
         return choices[0]
     lo, hi = 0, len(choices) - 1          # choices[lo] does not fit; the answer is in (lo, hi]
     while hi - lo > 1:
