@@ -43,9 +43,9 @@ STAGES_IDLE = "idle share of all stages"   # a timeline's idle seconds, every st
 # Textbook forms of the categories whose symbolic term is a composition of many parts.
 TEXTBOOK = {
     "compute": (r"T \approx m\, l_{\mathrm{stage}}\, \frac{72\, b s h^2 \left(1 + \frac{s}{6h}\right)}{t\, F \eta}"
-                r" \;\;\text{(a dense layer's forward and backward: 3} \times 24\, b s h^2 (1 + s/6h)\text{ FLOPs)}",
-                "Narayanan et al. SC'21 Eq. 3 without the recomputation's forward (72 = 3 x 24); Korthikanti et al. "
-                "2022 Sec. 4"),
+                r" \;\;\text{(forward + backward)}",      # short: it fits a 1280 px projector (the explanation: the source)
+                "Narayanan et al. SC'21 Eq. 3 without the recomputation's forward: a dense layer's forward is "
+                "24 b s h^2 (1 + s/6h) FLOPs, its backward twice that (72 = 3 x 24); Korthikanti et al. 2022 Sec. 4"),
     "bubble": (r"\frac{T_{\mathrm{bubble}}}{T_{\mathrm{ideal}}} = \frac{p-1}{v\,m} \;\;(v = 1 \text{ without "
                r"interleaving})", "Huang et al. (GPipe) 2019; Narayanan et al. SC'21 Sec. 2.2"),
     "dp_comm": (r"T = 2\,\frac{d-1}{d}\,\Psi\beta\,g + 2(d-1)\,L \;\;\text{(ring all-reduce)}",
