@@ -343,3 +343,13 @@ def test_a_repeat_count_is_read_whole(text, message):
     else:
         with pytest.raises(ExplorerError, match=message):
             parse(text)
+
+
+@pytest.mark.parametrize("size", ["0", "-2"])
+def test_an_imported_pipeline_size_below_one_is_named_by_its_flag(size):
+    """A hostile review: '--pipeline-model-parallel-size 0' was read as 1 (then 'interleaved schedule needs pp >= 2'
+    for a 4-stage layout) and -2 reached the strategy as a negative dp."""
+    text = export("megatron", load_model("llama3-8b"), Strategy(dp=1, pp=4, global_batch=8), CLASSROOM)
+    bad = text.replace("--pipeline-model-parallel-size 4", f"--pipeline-model-parallel-size {size}")
+    with pytest.raises(ExplorerError, match="--pipeline-model-parallel-size must be a whole number >= 1"):
+        import_config(bad, "megatron")

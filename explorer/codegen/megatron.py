@@ -48,6 +48,7 @@ from explorer.codegen.common import (check_host_options, check_rank_order, check
 from explorer.codegen.common import megatron_layout_text
 from explorer.strategy.pipeline_layout import first_last_counts, parse as parse_layout, stage_map_of
 from explorer.errors import ExplorerError
+from explorer.codegen.import_fields import whole
 from explorer.codegen.megatron_moe import add_arguments as add_moe_arguments, moe_flags
 from explorer.codegen.megatron_moe import graph_flags, host_fields
 from explorer.codegen.megatron_moe import model_fields as moe_model_fields
@@ -312,8 +313,12 @@ def parse_megatron_args(text: str, world_size: int | None = None) -> tuple:
                  "global_batch_size"):
         if getattr(args, flag) is None:
             raise ExplorerError(f"the Megatron-LM arguments lack --{flag.replace('_', '-')}")
-    tp, pp = args.tensor_model_parallel_size or 1, args.pipeline_model_parallel_size or 1
-    cp = args.context_parallel_size or 1
+    # a size given is a whole number >= 1, named by its flag ('--pipeline-model-parallel-size 0' read as 1, -2 as a
+    # negative dp: a hostile review)
+    tp, pp, cp = (1 if value is None else whole(value, flag) for value, flag in (
+        (args.tensor_model_parallel_size, "--tensor-model-parallel-size"),
+        (args.pipeline_model_parallel_size, "--pipeline-model-parallel-size"),
+        (args.context_parallel_size, "--context-parallel-size")))
     algo = {None: "ring", "p2p": "ring", "a2a": "ulysses"}.get(args.cp_comm_type)
     if algo is None:
         raise ExplorerError(f"--cp-comm-type {args.cp_comm_type[:40]!r}: the explorer models p2p (ring) and a2a "
