@@ -35,9 +35,9 @@ def test_ep_control_only_for_moe_models_and_the_cost_page_shows_the_all_to_all()
     assert options == [e for e in range(1, d + 1) if d % e == 0 and 128 % e == 0]
     assert at.session_state[S.W_EP] == max(options) > 1
     assert at.session_state[S.LAST_VALID].strategy.ep == max(options)
-    comm = next(df.value for df in at.dataframe if "type" in df.value.columns)
-    assert (comm.loc[comm["type"] == "EP all-to-all", "exposed_s"] > 0).all()
-    assert (comm["type"] == "EP all-to-all").any()
+    comm = next(df.value for df in at.dataframe if "communication" in df.value.columns)   # the table in words
+    assert (comm.loc[comm["communication"] == "EP all-to-all", "exposed (s)"] > 0).all()
+    assert (comm["communication"] == "EP all-to-all").any()
 
 
 def test_timeline_page_draws_the_all_to_all():
@@ -81,8 +81,8 @@ def test_dispatcher_cuda_graphs_and_ep_overlap_controls_reach_the_strategy():
     assert not at.exception and not at.error, [e.value for e in at.error]
     s = at.session_state[S.LAST_VALID].strategy
     assert (s.moe_dispatcher, s.cuda_graphs, s.overlap_ep) == ("hybridep", "full", True)
-    comm = next(df.value for df in at.dataframe if "type" in df.value.columns)
-    assert (comm.loc[comm["type"] == "EP all-to-all", "hidden_s"] > 0).any()
+    comm = next(df.value for df in at.dataframe if "communication" in df.value.columns)
+    assert (comm.loc[comm["communication"] == "EP all-to-all", "hidden under compute (s)"] > 0).any()
     at.switch_page("app_pages/timeline.py").run()        # one micro-batch's all-to-alls are drawn whole: said so
     assert not at.exception and any("drawn whole" in c.value for c in at.caption)
     at.switch_page("app_pages/cost.py").run()
