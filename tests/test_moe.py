@@ -167,33 +167,6 @@ def test_expert_weights_are_sharded_over_ep():
 
 
 
-def test_experts_under_expert_tp_1_stay_out_of_the_tensor_parallel_gradient_all_reduce():
-    """With expert_tp = 1 every device of a TP group holds whole experts (split 'seq' under SP), but Megatron-Core
-    marks only the router's and the norms' weights `sequence_parallel` (transformer/moe/router.py): only those are
-    all-reduced over the TP group (finalize_model_grads._allreduce_non_tensor_model_parallel_grads); the experts'
-    gradients are reduced over their expert-data-parallel group, d / e replicas. A lecturer's walk saw 103 GB of DP
-    traffic per device for Qwen3-30B-A3B (t 4, e 8) on 1,024 A100, with 8 GB of parameters per device: the experts'
-    gradients, all 128 experts' of every layer, had been added to the TP all-reduce as well."""
-    from explorer.cost.evaluation import build_evaluation
-    model = load_model("qwen3-30b-a3b")
-    s = Strategy(dp=256, tp=4, ep=8, expert_tp=1, sequence_parallel=True, micro_batch=1, global_batch=1536, zero=1)
-    ev = build_evaluation(model, [s], load_cluster("dgx-a100-80gb"))
-    grad_sync = ev.stage_inputs["GSB_r"][0, 0]            # the TP all-reduce of the replicated weights' gradients
-    psi, psi_e = ev.stage_inputs["Psi_r"][0, 0], ev.stage_inputs["Psi^e_r"][0, 0]
-    router_and_norms = model.layers * (model.experts * model.hidden + 4 * model.hidden) + model.hidden
-    assert 0 < grad_sync <= 2 * (3 / 4) * 2 * router_and_norms          # all-reduce over t = 4, bf16
-    d, n = 256, 256 * 4 // 8                                            # the experts' DP group: d t / (e etp)
-    all_reduce = lambda x, k: 2 * (k - 1) / k * 2 * x                   # ZeRO-1: reduce-scatter + all-gather
-    assert ev.outputs["dp_bytes"][0, 0] == pytest.approx(all_reduce(psi, d) + all_reduce(psi_e, n) + grad_sync)
-    assert ev.outputs["dp_bytes"][0, 0] < 2.1 * 2 * (psi + psi_e)
-    # experts split by batch over t with etp = t (the 'batch' layer preset) keep their sum over the t devices: their
-    # expert-data-parallel group is d / e (a review: the first form of the fix dropped it too, 92.9 -> 2.7 GB)
-    from explorer.strategy.strategy import LayerSplit
-    mixtral = load_model("mixtral-8x7b")
-    batch = Strategy(dp=4, tp=2, ep=2, micro_batch=1, global_batch=8, layer_splits=(LayerSplit(2, "batch"),) * 32)
-    by_batch = build_evaluation(mixtral, [batch], load_cluster("dgx-a100-80gb")).stage_inputs
-    assert by_batch["GSB_r"][0, 0] > 2 * (1 / 2) * 2 * by_batch["Psi^e_r"][0, 0]   # all-reduce over t = 2, bf16
-
 def test_dense_models_are_unchanged_by_ep_1():
     m = load_model("llama3-8b")
     s = Strategy(dp=8, tp=1, pp=1, micro_batch=1, global_batch=8)
@@ -525,21 +498,3 @@ def test_every_layer_shares_one_operator_tuple():
         blocks = transformer_blocks(family, 3)[1:-1]
         assert blocks[0].ops is blocks[2].ops and [b.name for b in blocks] == ["layer0", "layer1", "layer2"]
 
-
-def test_the_dense_parameters_per_device_read_without_a_negative_term():
-    """A lecturer's walk read Qwen3-30B-A3B's Psi as 2Vh/t - 294912hl/p + h + l(... + 295042h ...)/p: every parameter
-    less the expert weights, kept apart by sympy, as if parameters were subtracted. It is now collected by layers
-    (explain._readable_params), with the same value."""
-    import sympy as sp
-    from explorer.cost.explain import _readable_params, explain
-    from explorer.cost.explain import symbolic_stages
-    from explorer.symbols import Psi_r
-    model, cluster = load_model("qwen3-30b-a3b"), load_cluster("dgx-a100-80gb")
-    s = Strategy(dp=256, tp=4, ep=8, expert_tp=1, sequence_parallel=True, micro_batch=1, global_batch=1536, zero=1)
-    psi = explain(model, s, cluster).definitions_latex()["\\Psi"]
-    assert " - " not in psi and "130 h" in psi, psi
-    raw = symbolic_stages(model, s, cluster)[Psi_r][0]
-    assert sp.simplify(_readable_params(raw) - raw) == 0
-    dense = load_model("gpt3-175b")
-    plain_psi = symbolic_stages(dense, Strategy(dp=8, tp=8, pp=8, global_batch=64), load_cluster("dgx-a100-80gb"))[Psi_r][0]
-    assert _readable_params(plain_psi) is plain_psi          # nothing negative: left as written
