@@ -30,7 +30,8 @@ with second:
 with third:
     st.markdown("**3. Read a real run.** GPT-3 175B on 1024 GPUs: every term of its iteration time, with "
                 "the formula beside the number.")
-    st.button("Cost breakdown of GPT-3 175B", icon=":material/bar_chart:", on_click=S.load_defaults,
+    # a button (it loads GPT-3 175B first), drawn as the two links beside it (a walk: the only bordered one)
+    st.button("Cost breakdown of GPT-3 175B", icon=":material/bar_chart:", on_click=S.load_defaults, type="tertiary",
               help="opens the Cost page on GPT-3 175B, whatever model this session had chosen")
 
 left, right = st.columns(2)
