@@ -1,7 +1,7 @@
 """Timelines: the super-step Gantt (one iteration) and the micro-step Gantt (one layer or operator)."""
 import streamlit as st
 
-from explorer.facade import animated_gantt, layer_ops, schedule_drawn_as, subpixel_note
+from explorer.facade import animated_gantt, layer_ops, schedule_drawn_as
 from explorer.facade import BUBBLE_MEANING, STAGES_IDLE
 from app_pages import compute as C
 from app_pages import state as S
@@ -37,10 +37,8 @@ else:
     else:
         st.plotly_chart(C.shown(animated_gantt(sup["figure"]) if play else sup["figure"], events=sup["events"]),
                         key="timeline_superstep_chart")
-        if not S.classroom():      # classroom mode opens on the first micro-batches, wide enough to see every bar
-            thin = subpixel_note(sup["events"])
-            if thin:
-                st.caption(thin)
+        if sup.get("subpixel_note") and not S.classroom():   # classroom mode opens on the first micro-batches
+            st.caption(sup["subpixel_note"])
     agree = sup["agreement"]
     cols = st.columns(4)      # metrics: equal columns (in one horizontal container each took its own width)
     band = C.band_text(C.evidence_of(view.model, view.strategy, view.cluster))   # the regime's validated error

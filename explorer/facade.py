@@ -105,11 +105,11 @@ from explorer.charts.classroom import SIGNIFICANT, significant_table            
 __all__ += ["TEXTBOOK_FORMULAS", "symbol_legend", "BUBBLE_MEANING", "IDLE_TO_IDEAL", "STAGES_IDLE", "SIGNIFICANT",
             "significant_table"]
 from explorer.io.share_pins import decode_pins, encode_pins                          # noqa: E402
-from explorer.charts.gantt import subpixel_note, time_unit                           # noqa: E402
+from explorer.charts.gantt import time_unit                                          # noqa: E402
 from explorer.charts.wire import wire_figure                                         # noqa: E402
 from explorer.charts.spec_figure import figure_copy                                  # noqa: E402
 
-__all__ += ["decode_pins", "encode_pins", "subpixel_note", "time_unit", "wire_figure", "figure_copy"]
+__all__ += ["decode_pins", "encode_pins", "time_unit", "wire_figure", "figure_copy"]
 # ---- framework configs (issue 13, part 1): Megatron-LM, DeepSpeed, torchtitan, MindSpore -----
 from explorer.codegen import FILE_SUFFIX as CONFIG_SUFFIX                           # noqa: E402
 from explorer.codegen import FRAMEWORKS as CONFIG_FRAMEWORKS                        # noqa: E402

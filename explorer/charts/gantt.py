@@ -173,9 +173,9 @@ def subpixel_note(events: pd.DataFrame, width_px: int = PAGE_PLOT_PX) -> str:
     pixel = end / width_px
     busy = events[events["category"] != "bubble"]
     total = float(busy["duration_s"].sum())
-    typical = busy.groupby("category")["duration_s"].median()
-    seconds = busy.groupby("category")["duration_s"].sum()
-    thin = [c for c in typical.index if typical[c] < pixel and seconds[c] >= 0.005 * total]
+    by = busy.groupby("category")["duration_s"].agg(["median", "sum"])
+    typical, seconds = by["median"], by["sum"]
+    thin = [c for c in by.index if typical[c] < pixel and seconds[c] >= 0.005 * total]
     if not thin or total <= 0:
         return ""
     unit, factor = time_unit(pixel)
