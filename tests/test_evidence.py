@@ -202,3 +202,21 @@ def test_a_wide_band_is_shown_as_a_warning_like_an_extrapolation():
                           global_batch=512), load_cluster("dgx-b200"))
     assert moe_b200["mean_abs_error"] > E.WIDE_BAND and E.weak(moe_b200)
     assert E.weak({**a100, "extrapolating": True})
+
+
+def test_a_weak_band_names_the_direction_its_rows_all_missed():
+    """GPT-OSS in BF16 on B200: every validated run of its regime ran slower than predicted (the family
+    tests/test_validation_misses.py names), so the band says which way to correct, not only '±47 %'."""
+    model, cluster = load_model("gpt-oss-120b"), load_cluster("dgx-b200")
+    ev = E.evidence(model, Strategy(dp=64, ep=8, expert_tp=1, global_batch=1280, recompute="selective"), cluster)
+    low, high = ev["signed_range"]
+    assert ev["one_way"] == "fast" and 0 < low <= high and E.weak(ev)
+    assert f"too fast on every one of them, by {100 * low:.0f}-{100 * high:.0f} % in speed" in E.band_text(ev)
+    gpt3 = E.evidence(load_model("gpt3-175b"), GPT3, load_cluster("dgx-a100-80gb"))    # mixed signs, narrow band
+    assert gpt3["one_way"] == "" and "every one" not in E.band_text(gpt3)
+
+
+@pytest.mark.parametrize("signed, way", [((0.1, 0.2, 0.3), "fast"), ((-0.3, -0.2, -0.1), "slow"),
+                                         ((-0.1, 0.2, 0.3), ""), ((0.2, 0.3), ""), ((), "")])
+def test_one_way_needs_three_rows_of_one_sign(signed, way):
+    assert E.one_way(list(signed)) == way

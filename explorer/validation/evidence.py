@@ -16,6 +16,9 @@ tests/test_evidence.py checks it against a fresh validation). For a strategy the
   regime has validated rows, the feature that adds most to the distance from the nearest of them (with the range
   the regime's rows cover; an MLP or a CNN is told that every validated run is a transformer); where it has none,
   the first of accelerator, dense/MoE and precision that differs;
+* its **direction** where the regime is weak (mean error above WIDE_BAND) and the model missed every one of its
+  validated rows the same way (all too fast or all too slow): a band of "±47 %" reads as a spread around the
+  truth, where "too fast on every one, by 31-85 %" says which way to correct;
 * a **known gap** (KNOWN_GAPS) where the strategy has a feature whose validated rows the model misses in one
   direction for a cost it does not price, with those rows' errors and the sources that name the cost.
 
@@ -243,6 +246,7 @@ def evidence(model, strategy, cluster) -> dict:
     regime_rows = [r for r in rows if r[3].regime == mine.regime]
     held_out = [r for r in regime_rows if r[5] != "fitted"] or regime_rows
     errors = [abs(r[4]) for r in held_out]
+    signed = sorted(r[4] for r in held_out)
     far = not ranked or scored[0][0][1] > EXTRAPOLATING_BEYOND
     reason = ""
     if far:
@@ -255,11 +259,27 @@ def evidence(model, strategy, cluster) -> dict:
     return {"regime": mine.regime, "validated_rows": len(held_out),
             "mean_abs_error": float(sum(errors) / len(errors)) if errors else None,
             "max_abs_error": float(max(errors)) if errors else None,
+            "one_way": one_way(signed), "signed_range": [float(signed[0]), float(signed[-1])] if signed else None,
             "nearest_rows": nearest, "extrapolating": bool(far or not regime_rows), "reason": reason,
             "published_hfu_max": reached[-1][0] if reached else None,
             "published_hfu_row": reached[-1][1] if reached else None,
             "published_hfu_label": reached[-1][2] if reached else None, "published_hfu_runs": len(reached),
             "known_gaps": known_gaps(mine, rows)}
+
+
+def one_way(signed) -> str:
+    """'fast' where the model was too fast on every one of these (signed speed errors, at least ONE_WAY_ROWS of
+    them), 'slow' where too slow on every one, '' otherwise."""
+    if len(signed) < ONE_WAY_ROWS:
+        return ""
+    if all(e > 0 for e in signed):
+        return "fast"
+    return "slow" if all(e < 0 for e in signed) else ""
+
+
+ONE_WAY_ROWS = 3
+"""How many validated rows, all missed the same way, a regime needs before its band names the direction: two rows
+of one sign are a coin tossed twice (one in two by chance); three, one in four."""
 
 
 def known_gaps(mine: Features, rows) -> list:
@@ -306,8 +326,13 @@ def band_text(ev: dict) -> str:
     """One line for a page or the CLI: the regime's validated error, or why there is none."""
     if ev["extrapolating"]:
         return f"extrapolating: {ev['reason']}"
-    return (f"±{100 * ev['mean_abs_error']:.0f} % typical, ±{100 * ev['max_abs_error']:.0f} % worst on "
+    band = (f"±{100 * ev['mean_abs_error']:.0f} % typical, ±{100 * ev['max_abs_error']:.0f} % worst on "
             f"{ev['validated_rows']} validated runs ({ev['regime']})")
+    if weak(ev) and ev.get("one_way"):
+        low, high = sorted(abs(e) for e in ev["signed_range"])
+        band += (f"; the model was too {ev['one_way']} on every one of them, by {100 * low:.0f}-{100 * high:.0f} % "
+                 f"in speed")
+    return band
 
 
 THROUGHPUT_METRICS = ("model_tflops_per_gpu", "tokens_per_sec_per_gpu")
