@@ -132,3 +132,23 @@ def test_cli_framework_flag(capsys):
     assert main(base + ["--framework", "megatron-lm", "--grad-dtype", "model"]) == 0
     out = json.loads(capsys.readouterr().out)["strategy"]
     assert (out["framework"], out["grad_dtype"]) == ("megatron-lm", "model")
+
+
+@pytest.mark.parametrize("framework, sp_, per_rank", [("generic", False, "1/t"), ("deepspeed", False, "1/t"),
+                                                      ("megatron-lm", False, "whole"),
+                                                      ("megatron-bridge", False, "whole"),
+                                                      ("megatron-lm", True, "1/t")])
+def test_megatron_core_sends_the_whole_boundary_tensor_without_sequence_parallelism(framework, sp_, per_rank):
+    """Megatron-Core's schedules send [s/cp, b, h] from every tensor-parallel rank, divided by t only under sequence
+    parallelism (schedules.py get_tensor_shapes): no SC'21 scatter/gather, whatever the strategy asked; DeepSpeed
+    partitions the sends by default (pipe_partitioned) as the generic default does (frameworks.SENDS_WHOLE)."""
+    t_, b_, m_ = 4, 1, 4
+    strategy = Strategy(dp=1, tp=t_, pp=2, micro_batch=b_, global_batch=b_ * m_, framework=framework,
+                        sequence_parallel=sp_, scatter_gather=True)
+    assert strategy.scatter_gather == (framework not in ("megatron-lm", "megatron-bridge"))
+    result = evaluate(LLAMA, strategy, H100, 8)
+    sends = sum(row["bytes"] for row in result.comm_by_kind if row["kind"] == "p2p")
+    whole = m_ * b_ * LLAMA.seq_len * LLAMA.hidden * 2          # bf16, one send a micro-batch from stage 0
+    assert sends == pytest.approx(whole if per_rank == "whole" else whole / t_, rel=1e-12)
+    gathers = [row for row in result.comm_by_kind if row["kind"] == "all_gather" and row["category"] == "pp_comm"]
+    assert bool(gathers) == (per_rank == "1/t" and not sp_)

@@ -35,8 +35,8 @@ Megatron-LM has no data-parallel flag: d = world size / (t p), the world size co
 (torchrun --nnodes x --nproc-per-node). The text states it in a '# world size: N' line that the parser reads,
 and the CUDA_DEVICE_MAX_CONNECTIONS setting validate_args asserts in an '# environment:' line.
 Nor is the explorer's `scatter_gather` (SC'21 Sec 4.1's scatter/gather of pipeline sends) a flag any more
-(Megatron-LM commit 10e7b745 removed the unused --no-scatter-gather-tensors-in-pipeline): it is not written,
-and the parser returns the explorer's default.
+(Megatron-LM commit 10e7b745 removed the unused --no-scatter-gather-tensors-in-pipeline): it is not written, and a
+megatron-lm strategy costs the whole tensor its schedules send (explorer/strategy/frameworks.py SENDS_WHOLE).
 """
 from __future__ import annotations
 

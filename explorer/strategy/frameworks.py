@@ -33,6 +33,15 @@ Each framework's default gradient reduction dtype, for a training dtype ("model"
   tests/data/frameworks/mindspore_api.json; explorer/codegen/mindspore.py).
 An fp32 model's gradients are 4 B whichever is named: "model" there.
 
+Pipeline sends (`Strategy.scatter_gather`, Narayanan et al. SC'21 Sec 4.1: a replicated boundary tensor sent as
+bsh/t per rank and all-gathered at the receiver): Megatron-Core no longer does it. Its schedules send
+[s/cp, b, h] from every tensor-parallel rank, divided by t only under sequence parallelism
+(megatron/core/pipeline_parallel/schedules.py get_tensor_shapes, NVIDIA/Megatron-LM at d98e8a64; the flag
+--no-scatter-gather-tensors-in-pipeline went in commit 10e7b745), so megatron-lm and megatron-bridge (which runs
+Megatron-Core's schedules) cost the whole tensor whatever the field says (SENDS_WHOLE, resolved on construction).
+DeepSpeed's pipeline engine partitions them over the model-parallel group by default ("pipe_partitioned": True,
+"grad_partitioned": True: deepspeed/runtime/config.py get_pipeline_config), as the field's default says.
+
 Other defaults of these frameworks that change the cost are already the Strategy's own defaults (no overlap
 of the gradient reduction or the parameter gathers unless asked: Megatron-LM --overlap-grad-reduce and
 --overlap-param-gather are off by default; DeepSpeed's overlap_comm is written as costed).
@@ -58,6 +67,16 @@ TITLES = {GENERIC: "generic (the explorer's defaults)", "megatron-lm": "Megatron
 _FP32_WHEN_HALF = {"megatron-lm": ("bf16", "fp8"), "megatron-bridge": ("bf16", "fp8"), "deepspeed": (),
                    "torchtitan": ("bf16", "fp16", "fp8"), "mindspore": ("bf16", "fp16", "fp8"), GENERIC: ()}
 """The training dtypes each framework reduces gradients in fp32 for by default (module docstring)."""
+
+
+SENDS_WHOLE = ("megatron-lm", "megatron-bridge")
+"""Frameworks whose pipeline sends carry the whole boundary tensor from every tensor-parallel rank: no scatter/gather
+(module docstring)."""
+
+
+def scatters_sends(framework: str, asked: bool) -> bool:
+    """Strategy.scatter_gather as `framework` runs it: what was asked, except where the framework cannot."""
+    return asked and framework not in SENDS_WHOLE
 
 
 def check_framework(name) -> str:

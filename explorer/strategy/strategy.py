@@ -14,7 +14,7 @@ from explorer.errors import ExplorerError
 from explorer.schedules import NAMES as SCHEDULES
 from explorer.hardware.precision import optimizer_options
 from explorer.schedules import SCHEDULES as REGISTERED
-from explorer.strategy.frameworks import GRAD_FROM_FRAMEWORK, check_framework, default_grad_dtype
+from explorer.strategy.frameworks import GRAD_FROM_FRAMEWORK, check_framework, default_grad_dtype, scatters_sends
 from explorer.strategy.mesh import AXES, DEFAULT_ORDER, Mesh
 from explorer.strategy.options import CUDA_GRAPHS, MOE_DISPATCHERS, OPTIONS, RECOMPUTE_MODULES  # noqa: F401
 from explorer.strategy.options import superstep_options
@@ -97,7 +97,8 @@ class Strategy:
     recompute: str = "none"
     sequence_parallel: bool = False
     overlap_dp: bool = False         # overlap gradient sync with the last backward
-    scatter_gather: bool = True      # Megatron's scatter/gather of p2p sends (bsh/t)
+    scatter_gather: bool = True      # SC'21 Megatron's scatter/gather of p2p sends (bsh/t); False under
+    #                                  Megatron-Core (frameworks.SENDS_WHOLE, resolved on construction)
     dtype: str = "bf16"
     layer_splits: tuple = ()         # LayerSplit per layer; () = LayerSplit(tp, 'megatron') everywhere
     stage_map: tuple = ()            # pipeline stage of each layer; () = even split
@@ -145,6 +146,8 @@ class Strategy:
         object.__setattr__(self, "framework", check_framework(self.framework))
         if self.grad_dtype == GRAD_FROM_FRAMEWORK:  # the framework's default, once
             object.__setattr__(self, "grad_dtype", default_grad_dtype(self.framework, self.dtype, self.zero))
+        if isinstance(self.scatter_gather, bool):    # Megatron-Core sends the whole tensor (frameworks.SENDS_WHOLE)
+            object.__setattr__(self, "scatter_gather", scatters_sends(self.framework, self.scatter_gather))
         if self.grad_dtype not in GRAD_DTYPES:
             raise ExplorerError(f"grad_dtype {self.grad_dtype!r} is unknown; use one of {', '.join(GRAD_DTYPES)}")
         for name in ("sequence_parallel", "overlap_dp", "scatter_gather", "overlap_tp", "overlap_param_gather",
