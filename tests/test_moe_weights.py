@@ -49,3 +49,26 @@ def test_the_dense_parameters_per_device_read_without_a_negative_term():
     dense = load_model("gpt3-175b")
     plain_psi = symbolic_stages(dense, Strategy(dp=8, tp=8, pp=8, global_batch=64), load_cluster("dgx-a100-80gb"))[Psi_r][0]
     assert _readable_params(plain_psi) is plain_psi          # nothing negative: left as written
+
+
+def test_experts_split_over_t_keep_the_tokens_their_dispatcher_gathered_and_gather_nothing_again():
+    """expert_tp = t under sequence parallelism: Megatron-Core's token dispatcher all-gathers the routed tokens over
+    the expert-TP group itself (token_dispatcher.py, gather_from_sequence_parallel_region after the all-to-all), and
+    the grouped GEMM, built without tensor parallelism of its own (extensions/transformer_engine.py TEGroupedLinear:
+    parallel_mode None, "comms ... explicitly handled by MoE token dispatcher"), keeps those gathered tokens for its
+    weight gradient. So no backward re-gather (a dense column-parallel linear's, Korthikanti et al. Sec 4.2.2), and
+    the whole gathered input kept: a review against the source found 51.5 GB of such gathers an iteration and
+    activations 3 GiB short (Qwen3-30B-A3B, t 2, e 8, 64 H100)."""
+    from explorer.cost.evaluate import evaluate
+    from explorer.timeline.microstep import microstep_events
+    model, cluster = load_model("qwen3-30b-a3b"), load_cluster("dgx-h100")
+    by_etp = {etp: Strategy(dp=32, tp=2, ep=8, expert_tp=etp, sequence_parallel=True, micro_batch=1,
+                            global_batch=512, zero=1) for etp in (1, 2)}
+    ev = microstep_events(model, by_etp[2], cluster, layer=1)
+    fc1 = ev[(ev.operator == "expert_fc1") & (ev.bytes > 0)]
+    routed = 1 * model.seq_len * model.experts_per_token * model.hidden * 2          # b s k h, bf16
+    assert set(zip(fc1.phase, fc1.kind)) == {("bwd", "reduce_scatter"), ("fwd", "all_gather")}   # each device
+    assert set(fc1.bytes) == {routed / 2}               # (t - 1) / t of the gathered tokens, t = 2
+    act = {etp: evaluate(model, s, cluster).memory_by_stage[0]["activations"] for etp, s in by_etp.items()}
+    # etp = 2 keeps fc1's whole gathered input where etp = 1 keeps the device's own routed tokens: half as many
+    assert act[2] - act[1] == pytest.approx(model.layers * routed / 2, rel=1e-9)

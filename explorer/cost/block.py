@@ -296,14 +296,19 @@ def _block_cost(key, block, preset, over, sequence_parallel, recompute, incoming
                 colls.append(_collective("all_reduce", "fwd", op.name, 4 * op.out_elements / cps))
         if gemm:
             last_gemm = (fwd, bwd - dW)
-        if sequence_parallel and cur == lay.SEQ and needed == lay.R and dW != 0:
+        if sequence_parallel and cur == lay.SEQ and needed == lay.R and dW != 0 and not op.expert:
             # Sequence parallelism keeps only the 1/t shard of a linear's input, so the backward
             # all-gathers it again for the weight gradient, overlapped with the input-gradient GEMM
             # (Megatron-LM LinearWithGradAccumulationAndAsyncCommunication.backward; Korthikanti et al.
             # 2022 Sec 4.2.2). Fidelity issue, E5.
             elements = cur_elements if cur_elements is not None else sp.Mul(*op.in_shape)
             colls.append(_collective("all_gather", "bwd", op.name, beta * elements / cps, under=bwd - dW))
-        stored_in = cur if (lay.is_sharded(cur) and cur != lay.P) else needed
+            # Not an expert's: Megatron-Core's token dispatcher all-gathers the routed tokens over the expert-TP
+            # group itself (transformer/moe/token_dispatcher.py, gather_from_sequence_parallel_region after the
+            # all-to-all) and the grouped GEMM, built without tensor parallelism of its own ("comms ... explicitly
+            # handled by MoE token dispatcher": extensions/transformer_engine.py TEGroupedLinear, parallel_mode
+            # None), keeps the gathered tokens for its weight gradient: no second gather, the whole input kept
+        stored_in = needed if op.expert else cur if (lay.is_sharded(cur) and cur != lay.P) else needed
         kept = _act(op, stored_in, out, recompute, recipe.fp8, prev, modules) / cps
         if op.expert:                        # the busiest device keeps `load` x the average
             kept = load * kept
