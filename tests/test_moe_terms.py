@@ -175,6 +175,13 @@ def test_fused_dispatchers_send_a_token_once_per_remote_nvlink_domain():
     assert fused_dispatch.fused_rdma_factor("alltoall", 256, 8, (8, 4)) == 1
     assert fused_dispatch.fused_rdma_factor("allgather", 256, 8, (8, 4)) == 1
     assert fused_dispatch.fused_rdma_factor("hybridep", 128, 8, (64, 1)) == 1       # inside one NVL72 domain
+    # DeepEP inside one domain: once per rank holding one of the token's experts (get_dispatch_layout's
+    # is_token_in_rank; the rank permutes its copies to its local experts): Qwen3-30B-A3B at ep 8, 8 (1 - C(112,
+    # 8)/C(128, 8))/8 = 0.667; one expert a rank (ep = E) sends what the all-to-all sends
+    assert float(fused_dispatch.fused_rdma_factor("deepep", 128, 8, (8,))) == pytest.approx(
+        8 * (1 - comb(112, 8) / comb(128, 8)) / 8, rel=1e-12)
+    assert float(fused_dispatch.fused_rdma_factor("deepep", 128, 8, (8,))) == pytest.approx(0.6674, abs=1e-4)
+    assert fused_dispatch.fused_rdma_factor("deepep", 64, 8, (64,)) == 1
     # top-1 over 2 domains: a token lands in the other domain half the time, as the all-to-all sends it
     assert fused_dispatch.fused_rdma_factor("deepep", 128, 1, (8, 2)) == 1
 
@@ -190,8 +197,10 @@ def test_a_fused_dispatcher_across_nodes_sends_that_factor_of_the_all_to_alls_by
                                                                    rel=1e-9)
     assert fused.breakdown_s["ep_comm"] < 0.5 * plain.breakdown_s["ep_comm"]
     node = Strategy(dp=8, global_batch=64, ep=8, expert_tp=1, dtype="fp8")
-    a, f = (evaluate(QWEN, node.with_(moe_dispatcher=d), h100, 8) for d in ("alltoall", "hybridep"))
+    a, f, dp = (evaluate(QWEN, node.with_(moe_dispatcher=d), h100, 8) for d in ("alltoall", "hybridep", "deepep"))
     assert f.comm_bytes_per_device["ep_comm"] == pytest.approx(a.comm_bytes_per_device["ep_comm"], rel=1e-12)
+    assert dp.comm_bytes_per_device["ep_comm"] == pytest.approx(                    # DeepEP: once per rank
+        float(fused_dispatch.fused_rdma_factor("deepep", 128, 8, (8,))) * a.comm_bytes_per_device["ep_comm"], rel=1e-9)
 
 
 def test_the_search_prices_a_fused_dispatcher_across_nodes_as_evaluate_does():

@@ -15,8 +15,19 @@ receives the token with probability 1 - C(E - E/u, k)/C(E, k), so a token crosse
 u (1 - C(E - E/u, k)/C(E, k)) / k on the bytes the all-to-all sends between domains (DeepSeek-V3 at ep 32 over
 4 nodes: 0.452; Qwen3-30B-A3B at ep 16 over 2 nodes: 0.249). The group's time is the busiest level's
 (explorer.cost.collectives.route_g_L): the factor multiplies the collective, so the inner level's share
-scales too; it stays the faster one (NVLink's g is 9-18x below the RDMA level's). Inside one NVLink domain
-(u = 1, GB200 NVL72 at ep <= 72) the dispatchers send what the all-to-all sends.
+scales too; it stays the faster one (NVLink's g is 9-18x below the RDMA level's).
+
+Inside one NVLink domain (u = 1: an 8-GPU node at ep <= 8, GB200 NVL72 at ep <= 72) DeepEP sends a token once to
+each rank that holds one of its experts, and the rank makes the copies for its local experts by a permute of its
+own: its layout kernel counts num_tokens_per_rank and is_token_in_rank from the top-k indices
+(deepseek-ai/DeepEP csrc/kernels/internode.cu get_dispatch_layout, which Buffer.get_dispatch_layout runs for the
+intranode dispatch too), Megatron-Core passes them to
+Buffer.dispatch and permutes the received rows to experts afterwards (megatron/core/transformer/moe/fused_a2a.py
+FusedDispatch, token_dispatcher.py _DeepepManager; NVIDIA/Megatron-LM at d98e8a64). The same count with ranks
+for domains: n (1 - C(E - E/n, k)/C(E, k)) / k of the all-to-all's bytes over an ep group of n ranks (Qwen3-30B-A3B
+at ep 8: 0.667; a review against the source found the intranode copies counted per expert, 2026-12-07). HybridEP
+inside a domain is left at the all-to-all's bytes: its dispatch permutes on the receiving side too
+(HybridEPBuffer.dispatch_with_permute), but what it sends per rank was not read from its kernels.
 
 The SMs the dispatch kernels hold (overlap_sm_share): DeepEP and HybridEP move tokens with kernels of their own that
 keep a fixed number of SMs (Megatron-Core core_v0.16.0 megatron/core/transformer/transformer_config.py:
@@ -42,13 +53,16 @@ moe_hybridep_num_sms defaults: module docstring)."""
 
 
 def fused_rdma_factor(dispatcher: str, experts: int, top_k: int, route: tuple) -> Fraction:
-    """The fused dispatchers' bytes between NVLink domains over the all-to-all's (module docstring): 1 for the
-    all-to-all and all-gather dispatchers, and for an ep group inside one domain; `route` is the ep group's
+    """The fused dispatchers' bytes between NVLink domains over the all-to-all's (module docstring), and DeepEP's
+    between the ranks of one domain: 1 for the all-to-all and all-gather dispatchers, and for HybridEP inside one
+    domain; `route` is the ep group's
     fan-in per machine level, the NVLink domain innermost (explorer.cost.numeric.ep_group_route)."""
     n = 1
     for c in route:
         n *= int(c)
     domains = n // int(route[0]) if route else 1
+    if dispatcher == "deepep" and domains <= 1:     # one domain: once per rank that holds one of its experts
+        domains = n
     if dispatcher not in FUSED_DISPATCHERS or domains <= 1 or experts % domains or top_k < 1:
         return Fraction(1)
     missed = Fraction(comb(experts - experts // domains, top_k), comb(experts, top_k))
