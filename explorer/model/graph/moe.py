@@ -173,15 +173,19 @@ def latent_attention(spec) -> list:
     kv_lora_rank and the shared rotary key), RMSNorms on the latents, up-projections to
     a (d_nope + d_R) queries and a (d_nope + d_v) keys/values, attention with query/key size
     d_nope + d_R and value size d_v, output a d_v -> h. The two down-projections are replicated
-    over the operator-parallel group, the up-projections split by heads (Megatron-Core
-    MLASelfAttention); each pair is one operator here (the chain of the graph has one input
+    over the operator-parallel group and, under sequence parallelism, run on the device's s/t tokens (role
+    'stream', as a norm): Megatron-Core builds them as 'duplicated' TELinear on the [s/t, b, h] input, gathers only
+    the latents for the up-projections, and all-reduces their weight gradients over the group as a norm's
+    (sequence_parallel set on them: transformer/multi_latent_attention.py linear_q_down_proj / linear_kv_down_proj,
+    extensions/transformer_engine.py TELinear 'duplicated'; NVIDIA/Megatron-LM at d98e8a64). The up-projections
+    are split by heads (Megatron-Core MLASelfAttention); each pair is one operator here (the chain of the graph has one input
     per operator). Parameters: the README of assets/models_moe_sources (derived_params).
     """
     n, r, dv = _int(spec.qk_nope_head_dim), _int(spec.qk_rope_head_dim), _int(spec.v_head_dim)
     cq, ckv = _int(spec.q_lora_rank), _int(spec.kv_lora_rank)
     q_in = cq if spec.q_lora_rank else h        # without a query latent the queries come from h
     down_out = (cq if spec.q_lora_rank else 0) + ckv + r
-    down = linear("mla_down", "none", h, down_out, bias=False)
+    down = linear("mla_down", "stream", h, down_out, bias=False)   # replicated; s/t tokens under SP (docstring)
     latent_norm = norm("mla_norm", params=(cq if spec.q_lora_rank else 0) + ckv)
     latent_norm = Operator(latent_norm.name, "norm", "follow", (b, s, down_out), (b, s, down_out),
                            mem_bytes_fwd=2 * beta * b * s * down_out, params=latent_norm.params,
