@@ -271,6 +271,11 @@ def _block_cost(key, block, preset, over, sequence_parallel, recompute, incoming
             # under overlap_tp: reducing a GEMM's partial output runs under that GEMM, and gathering the
             # gradient it needs under its input-gradient GEMM; a GEMM's own input conversions under it
             fwd_under, bwd_under = last_gemm if cur == lay.P else ((fwd, dW) if gemm else (0, 0))
+            if recipe.async_dgrad and grad == lay.P and dW != 0 and not op.expert and cur != lay.P:
+                # Megatron's column-parallel linear launches its input gradient's all-reduce / reduce-scatter
+                # before its weight-gradient GEMM and waits after it (explorer/strategy/frameworks.py ASYNC_DGRAD).
+                # Not an expert's: its dispatcher reduces over the expert-TP group itself, after the GEMMs
+                bwd_under = dW
             fwd_kind = lay.conversion(cur, needed)
             if fwd_kind:
                 colls.append(_collective(fwd_kind, "fwd", op.name, size, under=fwd_under))

@@ -103,8 +103,9 @@ def optimizer_state_bytes(dtype_bytes: int) -> int:
 
 STRUCTURE_FIELDS = ("tp", "pp", "schedule", "chunks", "recompute", "sequence_parallel", "scatter_gather",
                     "dtype", "layer_splits", "stage_map", "rank_order", "cp", "cp_algo", "overlap_tp", "ep",
-                    "expert_tp", "pipeline_layout")
-"""The Strategy fields that decide the tree's shape, beside the option table's (structure_fields)."""
+                    "expert_tp", "pipeline_layout", "framework")
+"""The Strategy fields that decide the tree's shape, beside the option table's (structure_fields). The framework:
+Megatron's asynchronous input-gradient collective (explorer/strategy/frameworks.py ASYNC_DGRAD) changes the blocks."""
 
 
 def structure_fields() -> tuple:

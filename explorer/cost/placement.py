@@ -6,6 +6,7 @@ from __future__ import annotations
 from explorer.cost.fused_dispatch import overlap_sm_fraction, overlap_sm_share
 from explorer.model.spec import ModelSpec
 from explorer.schedules import chunked, get as schedule_of
+from explorer.strategy.frameworks import overlaps_dgrad
 from explorer.strategy.pipeline_layout import resolve as resolve_layout
 from explorer.strategy.strategy import LayerSplit, Strategy
 
@@ -72,14 +73,19 @@ def host_options(model: ModelSpec, strategy: Strategy) -> dict:
     """block_cost's host-side recipe for `strategy` (explorer/model/kernels.py Recipe, as a plain tuple):
     CUDA graphs, FP8 (its recipe's name, Strategy.fp8_recipe: quantisation kernels and what TE saves in
     FP8, explorer/hardware/precision.py; False without FP8), the local experts per device and the drop
-    policy; none for the eager bf16 default of a dense model."""
+    policy, selective recomputation's modules and Megatron's asynchronous input-gradient collective; none for the
+    eager bf16 default of a dense model."""
     fp8 = getattr(strategy, "fp8_recipe", "delayed") if strategy.dtype == "fp8" else False
     graphs = getattr(strategy, "cuda_graphs", "none")
     # selective recomputation of other modules than the attention core (Strategy.recompute_modules)
     modules = getattr(strategy, "recompute_modules", ()) if strategy.recompute == "selective" else ()
-    if modules:          # the whole Recipe, its MoE fields at their defaults for a dense model
+    # Megatron's column-parallel linears reduce their input gradient asynchronously, under the weight-gradient GEMM
+    # (explorer/strategy/frameworks.py ASYNC_DGRAD): it changes the block only where the block has tensor parallelism
+    async_dgrad = strategy.tp > 1 and overlaps_dgrad(strategy.framework)
+    if modules or async_dgrad:     # the whole Recipe, its MoE fields at their defaults for a dense model
         host = _moe_host(model, strategy, graphs, fp8) if model.is_moe else (graphs, fp8, 1, True, True, False)
-        return {"host": host + (False,) * (7 - len(host)) + (modules,)}
+        host = host + (False,) * (7 - len(host)) + (modules,)
+        return {"host": host + ((True,) if async_dgrad else ())}
     if not model.is_moe:
         return {"host": (graphs, fp8)} if (fp8 or graphs != "none") else {}
     return {"host": _moe_host(model, strategy, graphs, fp8)}

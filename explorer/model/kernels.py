@@ -81,7 +81,8 @@ SYNCS_DROPLESS = 1            # device-to-host synchronisations per dropless MoE
 class Recipe(NamedTuple):
     """What decides a block's launches: the CUDA graph scope, FP8, the local experts per device
     (E / ep), whether its MoE routing is dropless (dynamic shapes) and whether its dispatcher
-    synchronises with the host (explorer.cost.placement.host_options)."""
+    synchronises with the host (explorer.cost.placement.host_options); and what else of the framework's recipe
+    changes a block's terms (selective recomputation's modules, the asynchronous input-gradient collective)."""
 
     graphs: str = "none"
     fp8: str | bool = False  # the FP8 recipe's name (explorer/hardware/precision.py), False without FP8
@@ -91,6 +92,8 @@ class Recipe(NamedTuple):
     flex: bool = False      # a fused dispatcher (DeepEP, HybridEP): permutes inside its communication kernels
     gather: bool = False    # the all-gather dispatcher (all-gather in, reduce-scatter out)
     recompute_modules: tuple = ()   # selective recomputation's modules when not core_attn (explorer/model/recompute.py)
+    async_dgrad: bool = False       # a column-parallel linear's input-gradient collective under its weight-gradient
+    #                                 GEMM (explorer/strategy/frameworks.py ASYNC_DGRAD; explorer/cost/block.py)
 
     @classmethod
     def of(cls, key: tuple) -> "Recipe":

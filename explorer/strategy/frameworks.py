@@ -42,6 +42,16 @@ Megatron-Core's schedules) cost the whole tensor whatever the field says (SENDS_
 DeepSpeed's pipeline engine partitions them over the model-parallel group by default ("pipe_partitioned": True,
 "grad_partitioned": True: deepspeed/runtime/config.py get_pipeline_config), as the field's default says.
 
+The input gradient of a column-parallel linear (ASYNC_DGRAD): Megatron-LM's own linear layers all-reduce it (or, under
+sequence parallelism, reduce-scatter it) asynchronously, launched before the weight-gradient GEMM and waited for after
+it ("Here we rely on CUDA_DEVICE_MAX_CONNECTIONS=1 to ensure that the all-reduce is scheduled before the weight
+gradient computation": megatron/core/tensor_parallel/layers.py LinearWithGradAccumulationAndAsyncCommunication.backward;
+the all-reduce since 2021-08, commit cf7efd4f5a, the reduce-scatter since sequence parallelism came in, 2022-03,
+02bb1f5c86), and Transformer Engine's Linear and LayerNormLinear, which Megatron-Core builds them from, launch it
+the same way before their weight gradient. So under megatron-lm and megatron-bridge that collective runs under the
+weight-gradient GEMM (explorer/cost/block.py), as Korthikanti et al.'s runs (2022) had it. The generic strategy keeps
+SC'21's Megatron-LM (its runs predate both: Narayanan et al.'s Table 1, 2021-04), with the collective exposed.
+
 Other defaults of these frameworks that change the cost are already the Strategy's own defaults (no overlap
 of the gradient reduction or the parameter gathers unless asked: Megatron-LM --overlap-grad-reduce and
 --overlap-param-gather are off by default; DeepSpeed's overlap_comm is written as costed).
@@ -72,6 +82,16 @@ _FP32_WHEN_HALF = {"megatron-lm": ("bf16", "fp8"), "megatron-bridge": ("bf16", "
 SENDS_WHOLE = ("megatron-lm", "megatron-bridge")
 """Frameworks whose pipeline sends carry the whole boundary tensor from every tensor-parallel rank: no scatter/gather
 (module docstring)."""
+
+
+ASYNC_DGRAD = ("megatron-lm", "megatron-bridge")
+"""Frameworks whose column-parallel linears reduce their input gradient under the weight-gradient GEMM (module
+docstring)."""
+
+
+def overlaps_dgrad(framework: str) -> bool:
+    """Whether `framework` runs a column-parallel linear's input-gradient collective under its weight gradient."""
+    return framework in ASYNC_DGRAD
 
 
 def scatters_sends(framework: str, asked: bool) -> bool:

@@ -145,7 +145,9 @@ def korthikanti_table4(entry: dict) -> list:
     cases = []
     for row, values in entry["expected"].items():
         sequence_parallel, recompute = KOR_ROWS[row]
-        strategy = Strategy(dp=1, tp=8, pp=1, micro_batch=4, global_batch=4,
+        # framework megatron-lm: the runs' Megatron-LM (2022) reduced a column-parallel linear's input gradient
+        # under its weight gradient (explorer/strategy/frameworks.py ASYNC_DGRAD; commit 02bb1f5c86, 2022-03)
+        strategy = Strategy(dp=1, tp=8, pp=1, micro_batch=4, global_batch=4, framework="megatron-lm",
                             sequence_parallel=sequence_parallel, recompute=recompute)
         for metric, ms in (("layer_fwd_s", values[0]), ("layer_bwd_s", values[1])):
             cases.append(Case(f"{entry['id']}:{row}:{metric[6:9]}", "korthikanti_table4", entry["source"],

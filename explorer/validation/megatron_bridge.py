@@ -245,6 +245,7 @@ def moe_case_of(entry: dict) -> Case:
         model = replace(model, moe_capacity_factor=1.0)
     graphs, dispatcher = RUN_KEYS.get((x["container"], x["model"], x["system"]), ("none", "alltoall"))
     strategy = Strategy(dp=dp, tp=tp, pp=pp, micro_batch=x["micro_batch_size"], global_batch=x["global_batch_size"],
+                        framework="megatron-bridge",   # Megatron-Core's layers and schedules (frameworks.py)
                         schedule="interleaved" if vp > 1 else "1f1b", chunks=vp, zero=1,
                         sequence_parallel=tp > 1, dtype=x["dtype"], grad_dtype="model",
                         overlap_dp=(x["container"], x["model"], x["system"]) not in NO_GRAD_OVERLAP,
@@ -316,6 +317,7 @@ def case_of(entry: dict) -> Case:
     zero = 3 if fsdp else 1
     model = _model_at(x["model"], int(x["seq_len"]))
     strategy = Strategy(dp=dp, tp=tp, pp=pp, micro_batch=x["micro_batch_size"], global_batch=x["global_batch_size"],
+                        framework="megatron-bridge",   # Megatron-Core's layers and schedules (frameworks.py)
                         schedule="interleaved" if vp > 1 else "1f1b", chunks=vp, zero=zero,
                         sequence_parallel=tp > 1, overlap_dp=True, dtype=x["dtype"], grad_dtype="model",
                         cp=cp, cp_algo="ring", zero_prefetch=fsdp, overlap_tp=tp > 1, fp8_recipe=fp8_recipe_of(x),
