@@ -41,6 +41,8 @@ W_SCHEDULE, W_CHUNKS, W_ZERO = "w_schedule", "w_chunks", "w_zero"
 W_RECOMPUTE, W_SP, W_OVERLAP = "w_recompute", "w_sequence_parallel", "w_overlap_dp"
 W_OVERLAP_TP = "w_overlap_tp"   # tensor-parallel communication under the GEMMs (Megatron --tp-comm-overlap)
 W_OVERLAP_P2P = "w_overlap_p2p"  # pipeline sends under computation (Megatron --overlap-p2p-communication)
+W_OVERLAP_PG = "w_overlap_param_gather"  # ZeRO-1/2's parameter all-gather under the next forward (--overlap-param-gather)
+W_ZERO_PREFETCH = "w_zero_prefetch"      # ZeRO-3's gathers under the previous layer's compute
 W_DTYPE, W_GRAD_DTYPE = "w_dtype", "w_grad_dtype"   # training dtype (fp8 = TE-style), gradient dtype (E7)
 W_FRAMEWORK = "w_framework"      # the framework targeted (its default gradient dtype when W_GRAD_DTYPE says so)
 W_CP, W_CP_ALGO = "w_cp", "w_cp_algo"   # context parallelism: degree and algorithm (ring / ulysses)
@@ -60,7 +62,8 @@ STRATEGY_WIDGETS = {W_DP: "dp", W_TP: "tp", W_PP: "pp", W_MICRO: "micro_batch", 
                     W_SCHEDULE: "schedule", W_CHUNKS: "chunks", W_ZERO: "zero", W_RECOMPUTE: "recompute",
                     W_SP: "sequence_parallel", W_OVERLAP: "overlap_dp", W_OVERLAP_TP: "overlap_tp",
                     W_DTYPE: "dtype", W_GRAD_DTYPE: "grad_dtype", W_FRAMEWORK: "framework", W_CP: "cp", W_CP_ALGO: "cp_algo",
-                    W_OVERLAP_P2P: "overlap_p2p"}   # the fields outside the option table (option_widgets: the table's)
+                    W_OVERLAP_P2P: "overlap_p2p", W_OVERLAP_PG: "overlap_param_gather",
+                    W_ZERO_PREFETCH: "zero_prefetch"}   # the fields outside the option table (option_widgets: the table's)
 
 
 def option_widgets(moe_only: bool | None = None) -> dict:

@@ -56,7 +56,9 @@ INTS = {"dp": "dp", "tp": "tp", "pp": "pp", "b": "micro_batch", "B": "global_bat
         "zero": "zero"}
 CHOICES = {"sched": ("schedule", SCHEDULES), "rc": ("recompute", RECOMPUTE), "dtype": ("dtype", DTYPES)}
 BOOLS = {"sp": "sequence_parallel", "ov": "overlap_dp", "sg": "scatter_gather"}
-OPTIONAL_BOOLS = {"otp": "overlap_tp", "op2p": "overlap_p2p"}    # written only when on (links made before them stay the same)
+OPTIONAL_BOOLS = {"otp": "overlap_tp", "op2p": "overlap_p2p", "opg": "overlap_param_gather", "zpf": "zero_prefetch"}
+"""Switches written only when not at Strategy's default (links made before them stay the same): 1 for the ones off by
+default, 0 for ZeRO-3's prefetch, on by default."""
 OPTIONAL_CHOICES = {"gd": ("grad_dtype", GRAD_DTYPES), "fw": ("framework", FRAMEWORKS)}
 """Choices written only when they differ from the Strategy default (links made before them stay the same);
 the gradient dtype only when it differs from the framework's default (explorer/strategy/frameworks.py), so that
@@ -182,8 +184,8 @@ def encode(model, cluster, strategy: Strategy) -> dict:
         if getattr(strategy, name) != default:
             out[short] = getattr(strategy, name)
     for short, name in OPTIONAL_BOOLS.items():
-        if getattr(strategy, name):
-            out[short] = "1"
+        if getattr(strategy, name) != Strategy.__dataclass_fields__[name].default:
+            out[short] = "1" if getattr(strategy, name) else "0"
     if strategy.cp > 1:
         out.update({short: str(getattr(strategy, name)) for short, name in LONG_CONTEXT.items()})
     elif strategy.cp_algo != Strategy.__dataclass_fields__["cp_algo"].default:   # kept for when cp grows again
