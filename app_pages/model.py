@@ -4,7 +4,8 @@ import streamlit as st
 
 from explorer.facade import (ATTENTION, ExplorerError, ModelSpec, list_clusters, list_models, load_cluster,
                              load_model)
-from explorer.facade import cluster_from_upload, hf_sequence_suggestion, model_from_upload
+from explorer.facade import SUGGESTED_SEQ_LEN, cluster_from_upload, hf_sequence_suggestion, model_from_upload
+from explorer.facade import suggested_training_length
 from explorer.facade import MODEL_DIM_MAX
 from app_pages import compute as C
 from app_pages import state as S
@@ -74,7 +75,7 @@ def _upload_model():
         ss[S.MODEL_MESSAGE] = f"Upload refused: {err}"
         return
     ss[S.PENDING_MODEL] = (name, data, min(longest, MODEL_DIM_MAX["seq_len"]))
-    ss[S.W_UPLOAD_SEQ_LEN] = min(longest, MODEL_DIM_MAX["seq_len"])
+    ss[S.W_UPLOAD_SEQ_LEN] = min(suggested_training_length(longest), MODEL_DIM_MAX["seq_len"])
     ss[S.MODEL_MESSAGE] = ""
 
 
@@ -130,8 +131,8 @@ if ss.get(S.PENDING_MODEL):
     left.number_input(f"Training sequence length for {plain(pending_name)}", min_value=1,
                       max_value=MODEL_DIM_MAX["seq_len"], step=1, key=S.W_UPLOAD_SEQ_LEN,
                       help=f"A HuggingFace config holds the longest sequence the model supports "
-                           f"(max_position_embeddings = {longest}), not the one it trains with; that is the "
-                           "suggestion here.")
+                           f"(max_position_embeddings = {longest}), not the one it trains with; the suggestion is "
+                           f"the smaller of it and {SUGGESTED_SEQ_LEN:,}, a common pre-training length.")
     left.button("Use this model", on_click=_use_pending_model, type="primary", key="model_use_upload")
 S.seed(S.W_CLUSTER_PRESET, cluster.name if cluster.name in clusters else None)
 right.selectbox("Cluster preset", clusters, key=S.W_CLUSTER_PRESET, on_change=_pick_cluster,

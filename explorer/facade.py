@@ -56,7 +56,7 @@ def schedule_chunks(name: str) -> int:
     return _schedule(name).chunks
 from explorer.strategy.strategy import RECOMPUTE, SCHEDULES, LayerSplit, Strategy
 from explorer.io.uploads import cluster_from_upload, model_from_upload, strategy_from_upload
-from explorer.io.uploads import hf_sequence_suggestion  # noqa: E402
+from explorer.io.uploads import SUGGESTED_SEQ_LEN, hf_sequence_suggestion, suggested_training_length  # noqa: E402
 from explorer.validation import TARGETS as VALIDATION_TARGETS
 from explorer.validation import load_cases, summarize, validate
 

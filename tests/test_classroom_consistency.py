@@ -56,6 +56,10 @@ def test_no_schedule_is_offered_where_it_cannot_apply():
 def test_a_huggingface_config_suggests_its_longest_sequence_and_takes_the_one_asked_for():
     data = json.dumps(HF).encode()
     assert hf_sequence_suggestion("config.json", data) == 131072
+    # the app offers the smaller of it and a common pre-training length (a lecturer's walk: Qwen2.5-7B at 131,072
+    # tokens read 175.9 s and 732 GiB a device on its first view); a shorter config keeps its own
+    from explorer.io.uploads import SUGGESTED_SEQ_LEN, suggested_training_length
+    assert suggested_training_length(131072) == SUGGESTED_SEQ_LEN == 4096 and suggested_training_length(1024) == 1024
     assert hf_sequence_suggestion("ours.json", json.dumps({"family": "gpt", "layers": 2, "hidden": 64, "heads": 4,
                                                            "seq_len": 32, "vocab": 100}).encode()) is None
     model = model_from_upload("config.json", data, seq_len=4096)

@@ -94,3 +94,24 @@ def test_the_warning_fires_only_above_every_published_run_of_the_regime():
     assert ev["published_hfu_label"] in text and ev["published_hfu_row"] not in text
     assert "A100" in ev["published_hfu_label"], ev
     assert mfu_warning({**ev, "published_hfu_max": None}, r) == ""
+
+
+def test_the_warning_says_how_busy_the_gpus_are_in_the_flops_they_execute_at_long_sequences():
+    """A lecturer's walk: an uploaded model at its 131,072-token context read 'keeps the GPUs 108 % busy with FLOPs':
+    Eq. 3 counts the causal attention whole, and at that length it is nearly all of the FLOPs. The warning now says
+    the executed share (the attention at half, Megatron-LM's count) and keeps Eq. 3's, in which the published runs it
+    compares with are counted."""
+    import dataclasses
+    from explorer.cost.evaluate import evaluate
+    from explorer.validation.evidence import executed_hfu_of, hfu_of, mfu_warning
+    model = dataclasses.replace(load_model("llama2-7b"), seq_len=131072)
+    cluster = load_cluster("dgx-a100-80gb")
+    s = Strategy(dp=128, tp=8, micro_batch=1, global_batch=256, sequence_parallel=True, recompute="selective", zero=1)
+    r = evaluate(model, s, cluster)
+    assert hfu_of(r) > 1 > executed_hfu_of(r) > 0.3                    # Eq. 3 past the peak, the executed not
+    text = mfu_warning(evidence(model, s, cluster), r)
+    assert f"{100 * executed_hfu_of(r):.0f} % busy with the FLOPs they execute" in text
+    assert f"{100 * hfu_of(r):.0f} % in Eq. 3's count" in text
+    short = evaluate(load_model("gpt3-175b"), Strategy(dp=16, tp=8, pp=8, global_batch=1536, sequence_parallel=True,
+                                                       recompute="selective"), cluster)
+    assert abs(executed_hfu_of(short) - hfu_of(short)) < 0.05 * hfu_of(short)   # s = 2,048: the counts nearly agree

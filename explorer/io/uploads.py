@@ -74,6 +74,19 @@ def hf_sequence_suggestion(name: str, data: bytes):
         raise ExplorerError(f"{name}: {err}") from None
 
 
+SUGGESTED_SEQ_LEN = 4096
+"""The training sequence length the app suggests for an uploaded HuggingFace config whose longest is above it: the
+pre-training length of Llama 2 (Touvron et al. 2023, Sec 2.2: 4k context) and of the Megatron-Bridge MoE
+performance rows (assets/validation/megatron_bridge.json, s = 4096). A config's max_position_embeddings is the
+longest it supports (131,072 for Qwen2.5 and Llama 3.1), which the app had suggested: a lecturer's walk then read
+175.9 s and 732 GiB a device for Qwen2.5-7B on its first view."""
+
+
+def suggested_training_length(longest: int) -> int:
+    """The sequence length offered for a config that supports up to `longest` tokens (SUGGESTED_SEQ_LEN)."""
+    return min(int(longest), SUGGESTED_SEQ_LEN)
+
+
 def cluster_from_upload(name: str, data: bytes):
     return _build(name, data, cluster_from_dict, _stem(name))
 
