@@ -5,7 +5,7 @@ import streamlit as st
 from explorer.facade import CATEGORY_LABELS, COMM_LABELS, GIB, readable_comm_table
 from explorer.facade import CATEGORIES
 from explorer.facade import EQ3_FLOPS_CONVENTION, MEGATRON_FLOPS_CONVENTION
-from explorer.facade import TEXTBOOK_FORMULAS, glossary
+from explorer.facade import DENSE_ONLY_TEXTBOOK, TEXTBOOK_FORMULAS, glossary
 from explorer.facade import BUBBLE_MEANING, IDLE_TO_IDEAL
 from app_pages import compute as C
 from app_pages import attention_curve
@@ -83,6 +83,8 @@ for category in CATEGORIES:
     # a hyphen, not a minus sign (in maths mode '-' is one, even braced: the walk read 'ep − comm')
     term = rf"T_{{\mathrm{{{category.replace('_', HYPHEN)}}}}} = {latex[category]}"
     textbook, source = TEXTBOOK_FORMULAS.get(category, ("", ""))
+    if view.model.is_moe and category in DENSE_ONLY_TEXTBOOK:     # a dense layer's form: not an MoE layer's
+        textbook = ""
     ratio = (f"; here the {IDLE_TO_IDEAL} (p − 1)/(v m) = "
              f"{(view.strategy.pp - 1) / (view.strategy.chunks * r.micro_batches):.3g} (the bubble's share of "
              f"the iteration: {100 * seconds / r.iteration_time_s:.3g} %)" if category == "bubble" else "")

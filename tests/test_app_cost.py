@@ -198,3 +198,15 @@ def test_the_communication_table_reads_words_not_ids():
     assert list(table.columns) == ["communication", "machine level", "scope", "exposed (s)",
                                    "hidden under compute (s)", "bytes sent per device"]
     assert not {"op_comm", "all_gather"} & set(table["communication"])
+
+
+def test_an_moe_model_is_not_shown_the_dense_layers_textbook_compute():
+    """A lecturer's walk: Qwen3-30B-A3B's compute (1.004 s) sat beside 72 b s h^2 (1 + s/6h) / (t F eta), which gives
+    0.52 s: an MoE layer runs k of E experts of their own width. The dense form stays for dense models."""
+    from explorer.facade import TEXTBOOK_FORMULAS
+    dense_form = TEXTBOOK_FORMULAS["compute"][0]
+    shown = lambda at: " ".join(c.value for c in at.caption) + " ".join(f.value for f in at.latex)
+    moe = open_page("cost", {"model": "qwen3-30b-a3b", "cluster": "dgx-h100", "dp": "8", "tp": "1", "pp": "1",
+                             "B": "64", "ep": "8"})
+    assert dense_form not in shown(moe) and r"72\, b s h^2" not in shown(moe)
+    assert r"72\, b s h^2" in shown(open_page("cost"))                     # gpt3-175b: the dense form is there

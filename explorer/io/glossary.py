@@ -64,6 +64,10 @@ TEXTBOOK = {
                 r"\;\;\text{(ring: K/V around the cp ring, hidden under attention)}",
                 "Liu et al., Ring Attention 2023; Megatron-LM context parallelism (Transformer Engine)"),
 }
+DENSE_ONLY = ("compute",)
+"""TEXTBOOK forms that hold for dense transformer layers only: an MoE layer runs k of E experts of their own width
+(and a router, a dispatch and a combine), which 72 b s h^2 does not count (a lecturer's walk: Qwen3-30B-A3B's
+compute 1.004 s beside a form that gives 0.52 s). The Cost page leaves them out for MoE models."""
 
 
 
