@@ -119,7 +119,9 @@ def torchtitan_toml(model, strategy) -> str:
                            "enabled')")
     if s.dtype == "bf16" and s.grad_dtype != "fp32":
         raise refuse(NAME, "bf16 gradient reduction: it reduces gradients in float32 (mixed_precision_reduce "
-                           "accepts only 'float32'; under DDP they are fp32); cost it with grad_dtype fp32")
+                           "accepts only 'float32'; under DDP they are fp32); cost it with fp32 gradients (the sidebar's "
+                           "Gradients: fp32 or framework with Framework torchtitan; --grad-dtype fp32 or --framework "
+                           "torchtitan)")
     if s.recompute == "selective":
         raise refuse(NAME, "selective recomputation: its selective activation checkpointing keeps every "
                            "second layer or, per operator, the matmul and SDPA outputs (recomputing every "
