@@ -1,6 +1,7 @@
 """Versioned strategy files (explorer/strategy_io.py)."""
 import json
 from dataclasses import fields
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, assume, given, settings, strategies as st
@@ -8,6 +9,8 @@ from hypothesis import HealthCheck, assume, given, settings, strategies as st
 from explorer.errors import ExplorerError
 from explorer.strategy.strategy import LAYER_PRESETS, OP_SPLITS, RECOMPUTE, SCHEDULES, LayerSplit, Strategy
 from explorer.io.strategies import (FIELD_KINDS, load_strategy, save_strategy, strategy_from_dict, strategy_to_dict)
+
+ROOT = Path(__file__).resolve().parents[1]
 
 EXAMPLE = Strategy(dp=2, tp=2, pp=2, micro_batch=1, global_batch=8, schedule="interleaved", chunks=2,
                    zero=1, recompute="selective", sequence_parallel=True,
@@ -60,6 +63,14 @@ def test_bad_files_are_refused_with_the_file_name(tmp_path, change, message):
 def test_missing_version_and_malformed_file(tmp_path):
     with pytest.raises(ExplorerError, match="missing field 'version'"):
         strategy_from_dict({"dp": 1})
+    # a model or cluster file in the strategy uploader is named as what it is (a lecturer's walk read only "missing
+    # field 'version'" for a model config)
+    with pytest.raises(ExplorerError, match="not a strategy file .*looks like a model spec: upload it on the Model"):
+        strategy_from_dict({"model_type": "qwen2", "num_hidden_layers": 28, "hidden_size": 3584})
+    with pytest.raises(ExplorerError, match="not a strategy file .*looks like a cluster spec"):
+        strategy_from_dict(json.loads((ROOT / "assets" / "clusters" / "dgx-h100.json").read_text()))
+    with pytest.raises(ExplorerError, match=r"not a strategy file \(no 'version' and none of its fields\)$"):
+        strategy_from_dict({"foo": 1})
     path = tmp_path / "plan.json"
     path.write_text("{version: 1}")
     with pytest.raises(ExplorerError, match=r"plan\.json: malformed JSON"):

@@ -64,10 +64,22 @@ def _layer_split(d, where: str) -> LayerSplit:
                       overrides=tuple(overrides.items()))
 
 
+OTHER_FILES = ((("num_hidden_layers", "hidden_size", "model_type", "family", "layers", "hidden", "heads"),
+                "a model spec: upload it on the Model & cluster page (python -m explorer evaluate --model FILE)"),
+               (("device", "levels", "nodes", "gpus_per_node"),
+                "a cluster spec: upload it on the Model & cluster page (--cluster FILE)"))
+"""What an uploaded file that is not a strategy looks like, by its keys, and where it goes (a lecturer's walk: a
+model config in the strategy uploader read "strategy: missing field 'version'")."""
+
+
 def strategy_from_dict(d: dict) -> Strategy:
     """A Strategy from a version-1 dict (as written by strategy_to_dict)."""
     if not isinstance(d, dict):
         raise ExplorerError(f"a strategy must be a mapping of fields, got {type(d).__name__}")
+    if "version" not in d and not set(d) & set(FIELD_KINDS):
+        kind = next((what for keys, what in OTHER_FILES if set(d) & set(keys)), "")
+        raise ExplorerError("this is not a strategy file (no 'version' and none of its fields)"
+                            + (f"; it looks like {kind}" if kind else ""))
     version = field(d, "version", "int", "strategy: ")
     if version != VERSION:
         raise ExplorerError(f"strategy version {version} is not supported; this explorer reads version {VERSION}")
