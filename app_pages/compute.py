@@ -17,7 +17,7 @@ from explorer.facade import attention_curve_figure, graph_figure
 from explorer.facade import explanation, symbol_values
 from explorer.facade import fallback_strategy, presets_in, timeline_in
 from explorer.facade import plan_of, schedule_is_chunked
-from explorer.facade import band_text, evidence, mfu_warning, weak_evidence  # noqa: F401  (pages read them here)
+from explorer.facade import band_text, contention_warning, evidence, mfu_warning, weak_evidence  # noqa: F401  (pages read them here)
 from explorer.facade import sensitivity_or_reason
 from explorer.facade import MAX_MICRO_BATCHES, classroom_figure, figure_copy, time_unit, wire_figure, zoom_micro_batches
 from explorer.facade import SIGNIFICANT, significant_table

@@ -60,6 +60,9 @@ if optimistic:
     st.warning(plain(optimistic))
 for gap in ev["known_gaps"]:        # a cost the model does not price, with the validated runs that show it
     st.warning(plain(gap))
+crowded = C.contention_warning(r)   # its own collectives on one level outlast its iteration (explorer.cost.contention)
+if crowded:
+    st.warning(plain(crowded))
 
 figs = C.breakdown_figures(view.model, view.strategy, view.cluster)
 st.plotly_chart(C.shown(figs["breakdown"]), key="cost_breakdown_chart")

@@ -16,7 +16,7 @@ from explorer.facade import EQ3_FLOPS_CONVENTION, MEGATRON_FLOPS_CONVENTION, MEG
 from app_pages import jobs as J
 from app_pages import state as S
 from app_pages.text import plain
-from app_pages.compute import evidence_of, mfu_warning, show_errors
+from app_pages.compute import contention_warning, evidence_of, mfu_warning, show_errors
 from app_pages.compute import shown, table as shown_table     # classroom mode: palette, 3 significant digits
 from app_pages.compute import pinned_names                       # the strategy column stays when scrolled sideways
 
@@ -145,8 +145,10 @@ st.caption("Select a point to load its strategy into the editor and every page. 
               if band else f"No error bars: extrapolating ({plain(ev['reason'])})."))
 # strategies the model prices without a cost it knows it lacks (explorer.validation.evidence.KNOWN_GAPS): the
 # ranking may favour them, so their ranks are named with the gap
-gaps, busier = {}, []
+gaps, busier, crowded = {}, [], []
 for i, c in enumerate(result.top):
+    if contention_warning(c.result):     # its own collectives on one level outlast its iteration
+        crowded.append(f"#{i + 1}")
     ev_c = evidence_of(found["model"], c.strategy, found["cluster"])
     for gap in ev_c["known_gaps"]:
         gaps.setdefault(gap, []).append(f"#{i + 1}")
@@ -154,6 +156,11 @@ for i, c in enumerate(result.top):
         busier.append(f"#{i + 1}")
 for gap, ranks in gaps.items():
     st.warning(f"{', '.join(ranks)}: {plain(gap)}")
+if crowded:
+    st.warning(f"{', '.join(crowded)}: network oversubscribed. Each one's collectives on one machine level take "
+               "longer than its whole iteration, exposed and hidden together: the model hides each under compute as "
+               "if it had the link to itself, so these are faster here than they can run (the Cost page says by how "
+               "much).")
 if busier:
     st.warning(f"{', '.join(busier)}: optimistic? Each keeps the GPUs busier with FLOPs than any published run of "
                f"its regime reached ({plain(ev['regime'])}: at most {100 * (ev['published_hfu_max'] or 0):.0f} %, "

@@ -175,6 +175,9 @@ with chart_box:
         st.warning(plain(optimistic))
     for gap in ev["known_gaps"]:    # a cost the model does not price (explorer.validation.evidence.KNOWN_GAPS)
         st.warning(plain(gap))
+    crowded = C.contention_warning(r)   # its collectives on one level outlast its iteration (explorer.cost.contention)
+    if crowded:
+        st.warning(plain(crowded))
     st.plotly_chart(C.shown(C.breakdown_chart(view.model, view.strategy, view.cluster)),
                     key="strategy_breakdown_chart")
 # The sidebar stays on screen while the drag columns below are scrolled to: the numbers they change too.

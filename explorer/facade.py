@@ -98,12 +98,13 @@ __all__ += ["decode_lesson_link", "encode_lesson_link", "LESSON_PARAM_PREFIX", "
 __all__ += ["lessons", "animated_gantt", "MAX_MICRO_BATCHES", "classroom_figure", "micro_batches_end", "zoom_micro_batches",
             "lesson_deck", "slide_figure", "slide_image"]
 from explorer.io.glossary import TEXTBOOK as TEXTBOOK_FORMULAS                          # noqa: E402
+from explorer.cost.contention import contention_warning                                # noqa: E402
 from explorer.io.glossary import DENSE_ONLY as DENSE_ONLY_TEXTBOOK                      # noqa: E402
 from explorer.io.glossary import legend_of as symbol_legend                             # noqa: E402
 from explorer.io.glossary import BUBBLE_MEANING, IDLE_TO_IDEAL, STAGES_IDLE              # noqa: E402
 from explorer.charts.classroom import SIGNIFICANT, significant_table                     # noqa: E402
 
-__all__ += ["TEXTBOOK_FORMULAS", "DENSE_ONLY_TEXTBOOK", "symbol_legend", "BUBBLE_MEANING", "IDLE_TO_IDEAL", "STAGES_IDLE", "SIGNIFICANT",
+__all__ += ["TEXTBOOK_FORMULAS", "DENSE_ONLY_TEXTBOOK", "contention_warning", "symbol_legend", "BUBBLE_MEANING", "IDLE_TO_IDEAL", "STAGES_IDLE", "SIGNIFICANT",
             "significant_table"]
 from explorer.io.share_pins import decode_pins, encode_pins                          # noqa: E402
 from explorer.charts.gantt import time_unit                                          # noqa: E402

@@ -4,6 +4,7 @@ from __future__ import annotations
 from explorer.cli.output import dumps
 from explorer.cost.explained import explained_latex
 from explorer.cost.checked import evaluate_checked as evaluate
+from explorer.cost.contention import contention_warning, link_busy_s
 from explorer.io.report import result_dict, result_table
 from explorer.cli.args import add_strategy_flags, resolve
 from explorer.validation.evidence import band_text, evidence
@@ -23,6 +24,8 @@ def run(args) -> int:
         total, terms, definitions = explained_latex(model, strategy, cluster, gpus, result)   # cached on disk
         out = result_dict(result, total, terms, definitions, strategy)
         out["evidence"] = evidence(model, strategy, cluster)     # how far it can be trusted (issue 28)
+        out["link_busy_s"] = link_busy_s(result)                 # each level's collectives, exposed + hidden
+        out["contention"] = contention_warning(result)
         out["sensitivity"] = sensitivity_or_reason(model, strategy, cluster, result)   # what it depends on (issue 28)
         print(dumps(out))
     else:
@@ -36,6 +39,8 @@ def run(args) -> int:
         print(f"\nevidence: {band_text(ev)}")
         for gap in ev["known_gaps"]:     # a cost the model does not price (explorer.validation.evidence.KNOWN_GAPS)
             print(gap)
+        if contention_warning(result):   # its own collectives on one level outlast its iteration
+            print(contention_warning(result))
         print("\n" + sensitivity_text(sensitivity_or_reason(model, strategy, cluster, result)))
         hint = fitting_hint(model, strategy, cluster, gpus, result)
         if hint:
