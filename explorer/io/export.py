@@ -15,6 +15,7 @@ import os
 
 import pandas as pd
 
+from explorer.io import latex_lines
 from explorer.io.quoting import latex_text
 from explorer.io.strategies import strategy_json  # noqa: F401 (re-exported: the pages' strategy download)
 
@@ -61,19 +62,29 @@ def table_csv(table: pd.DataFrame) -> bytes:
     return table.to_csv(index=False).encode("utf-8")
 
 
+def _display(lhs: str, rhs: str, value: str = "") -> list:
+    """One formula as an align* of lines a page holds (explorer/io/latex_lines.py), its value on the last."""
+    body = latex_lines.lines(rhs) or ["{}"]
+    rows = [rf"{lhs} = {{}} & {body[0]}"] + [rf"& \quad {line}" for line in body[1:]]
+    if value:
+        rows.append(rf"& = {value}")
+    return [r"\begin{align*}", " \\\\\n".join(rows), r"\end{align*}"]
+
+
 def formulas_latex(symbolic, seconds: dict, title: str = "") -> str:
-    """A compilable LaTeX document: each category's formula and its value, then the total."""
-    lines = [r"\documentclass{article}", r"\usepackage{amsmath}",
+    """A compilable LaTeX document: each category's formula and its value, then the total; long formulas cut into
+    lines at their outermost sums (explorer/io/latex_lines.py: pdflatex refused a ZeRO-3 strategy's 35,000-character
+    term, "Dimension too large", and set the default's 9,000 pt past the page)."""
+    lines = [r"\documentclass{article}", r"\usepackage{amsmath}", r"\allowdisplaybreaks",
              r"\usepackage[margin=1.5cm,landscape]{geometry}", r"\begin{document}"]
     if title:
         lines.append(rf"\section*{{{latex_text(title)}}}")   # a name from a link: no TeX command gets through
     for category, latex in symbolic.latex().items():
         name = category.replace("_", r"\_")
-        lines += [r"\begin{multline*}", rf"T_{{\mathrm{{{name}}}}} = {latex} \\",
-                  rf"= {seconds.get(category, 0.0):.6g}\,\mathrm{{s}}", r"\end{multline*}"]
+        lines += _display(rf"T_{{\mathrm{{{name}}}}}", latex, rf"{seconds.get(category, 0.0):.6g}\,\mathrm{{s}}")
     for symbol, definition in symbolic.definitions_latex().items():
-        lines += [r"\begin{multline*}", rf"\text{{where }} {symbol} = {definition}", r"\end{multline*}"]
+        lines += _display(rf"\text{{where }} {symbol}", definition)
     total = sum(seconds.values())
-    lines += [r"\begin{multline*}", symbolic.total_latex() + r" \\",
-              rf"= {total:.6g}\,\mathrm{{s}}", r"\end{multline*}", r"\end{document}", ""]
+    lhs, _, rhs = symbolic.total_latex().partition(" = ")
+    lines += _display(lhs, rhs, rf"{total:.6g}\,\mathrm{{s}}") + [r"\end{document}", ""]
     return "\n".join(lines)
