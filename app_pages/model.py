@@ -28,7 +28,7 @@ def preset_names() -> tuple:
 
 def _pick_model():
     if st.session_state[S.W_MODEL_PRESET]:
-        S.set_model(load_model(st.session_state[S.W_MODEL_PRESET]))
+        S.set_model(load_model(st.session_state[S.W_MODEL_PRESET]), fit_memory=True)
 
 
 def _pick_cluster():
@@ -47,7 +47,7 @@ def _upload(key: str, parse, apply):
 
 def _use_model(model) -> None:
     """An uploaded model in use: the preset box says so (it showed the previous preset's name)."""
-    S.set_model(model)
+    S.set_model(model, fit_memory=True)
     st.session_state[S.W_MODEL_PRESET] = None
     st.session_state.pop(S.PENDING_MODEL, None)
 

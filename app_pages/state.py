@@ -221,8 +221,10 @@ def ensure_fits(strategy: Strategy):
     return evaluate(ss[MODEL], strategy, ss[CLUSTER])
 
 
-def set_model(model, cluster=None) -> None:
-    """Use another model (and cluster); keep the strategy if it still runs, else the fallback."""
+def set_model(model, cluster=None, *, fit_memory: bool = False) -> None:
+    """Use another model (and cluster); keep the strategy if it still runs, else the fallback; with `fit_memory`
+    (another model picked or uploaded, not a dimension edited), also the fallback where the strategy runs out of
+    memory and the fallback does not."""
     ss = st.session_state
     ss[MODEL] = model
     if cluster is not None:
@@ -234,14 +236,29 @@ def set_model(model, cluster=None) -> None:
             ss[STAGE_MAP] and len(ss[STAGE_MAP]) != model.layers:
         ss[LAYER_SPLITS], ss[STAGE_MAP] = (), ()
         notify(f"Per-layer choices were reset: {model.name} has {model.layers} layers.")
+    from explorer.facade import fallback_strategy
+    gpus = ss[W_DP] * ss[W_TP] * ss[W_PP] * ss[W_CP]
     try:
-        ensure_fits(candidate())
+        kept = ensure_fits(candidate())
     except ExplorerError as err:
-        from explorer.facade import fallback_strategy
-        gpus = ss[W_DP] * ss[W_TP] * ss[W_PP] * ss[W_CP]
         apply_strategy(fallback_strategy(model, ss[CLUSTER], gpus))
         notify(f"The strategy cannot run {model.name} on {ss[CLUSTER].name} ({err}); "
                "switched to a preset strategy that can.")
+        return
+    # one that runs but does not fit the device's memory gives way to the model's preset when that one fits (a
+    # lecturer's walk: deepseek-v3 kept GPT-3's d 16 t 8 p 8, 187 GiB, where qwen3-30b-a3b, whose heads t 8 does not
+    # divide, switched to its expert-parallel preset)
+    need, have = kept.memory_bytes_per_device["total"], ss[CLUSTER].device.memory_bytes
+    if fit_memory and need > have:
+        try:
+            preset = fallback_strategy(model, ss[CLUSTER], gpus)
+            fits = ensure_fits(preset).memory_bytes_per_device["total"] <= have
+        except ExplorerError:
+            return
+        if fits:
+            apply_strategy(preset)
+            notify(f"The strategy needs {need / 2 ** 30:.1f} GiB a device for {model.name}, more than "
+                   f"{ss[CLUSTER].device.name}'s {have / 2 ** 30:.0f} GiB; switched to a preset strategy that fits.")
 
 
 # ---- lessons and classroom mode ----------------------------------------------------------

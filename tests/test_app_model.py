@@ -87,3 +87,18 @@ def test_our_schema_upload_is_used_at_once_and_the_preset_box_follows():
     at.run()
     assert not at.exception and at.session_state["model"].name == "small"
     assert at.selectbox(key="w_model_preset").value is None
+
+
+def test_choosing_a_model_the_strategy_cannot_hold_switches_to_its_preset_that_fits():
+    """A lecturer's walk: deepseek-v3 kept GPT-3's d 16 t 8 p 8 (187 GiB a device, no expert parallelism) where
+    qwen3-30b-a3b switched to its preset; a model picked whose memory the strategy cannot hold now switches to the
+    model's preset strategy when that one fits. Editing a dimension keeps the strategy (its memory is the lesson)."""
+    at = open_page("model")
+    at.selectbox(key="w_model_preset").set_value("deepseek-v3").run()
+    assert not at.exception and not errors(at)
+    assert any("switched to a preset strategy that fits" in i.value for i in at.info), [i.value for i in at.info]
+    assert at.session_state["w_ep"] > 1                               # the MoE preset spreads the experts
+    at = open_page("model")
+    at.number_input(key="w_dim_seq_len").set_value(16384).run()     # gpt3-175b at 16k: out of memory, kept
+    assert at.session_state["model"].seq_len == 16384 and at.session_state["w_tp"] == 8
+    assert not any("switched" in i.value for i in at.info)
