@@ -49,9 +49,14 @@ if not any((p.model, p.cluster, p.strategy) == (view.model, view.cluster, view.s
 if not pins:
     st.info("Pin strategies to compare them; the current one is shown for reference.")
 results = {label: p.result for label, p in shown.items()}
-summary = C.table(readable_columns(summary_table(results)))
+batches = {label: p.strategy.global_batch for label, p in shown.items()}
+summary = C.table(readable_columns(summary_table(results, batches)))
 st.dataframe(summary, hide_index=True, column_config=C.pinned_names(summary))   # names stay when scrolled sideways
-bars = breakdown_bar({plain_html(label): r for label, r in results.items()}, "Iteration time by category")
+if len(set(batches.values())) > 1:      # another B is another amount of work an iteration
+    st.caption(f"These strategies run different global batches (B = {', '.join(f'{b:,}' for b in sorted(set(batches.values())))} "
+               "sequences): their iteration times are not the same work; compare TFLOP/s per GPU or MFU.")
+bars = breakdown_bar({plain_html(label): r for label, r in results.items()},
+                     "Iteration time by category (exposed)")         # the hidden communication: a table column
 st.plotly_chart(C.shown(bars), key="compare_breakdown_chart")
 
 for i, pin in enumerate(pins):
