@@ -171,13 +171,12 @@ def draw() -> None:
     bar.toggle("Overlap DP sync with backward", key=S.W_OVERLAP,
                help="Megatron-LM --overlap-grad-reduce: the gradient synchronisation runs under the last "
                     "backward (interleaved: each model chunk's sync from its own last backward)")
-    left, right = _pair(bar)
-    left.toggle("Overlap param gather", key=S.W_OVERLAP_PG, disabled=ss[S.W_ZERO] not in (1, 2),
-                help="ZeRO-1/2 (Megatron-LM --overlap-param-gather): the updated parameters' all-gather runs under "
-                     "the next iteration's forward instead of after the optimizer step")
-    right.toggle("ZeRO-3 prefetch", key=S.W_ZERO_PREFETCH, disabled=ss[S.W_ZERO] != 3,
-                 help="ZeRO-3: each layer's parameter all-gather runs under the previous layer's compute (DeepSpeed's "
-                      "and FSDP's prefetch, on by default); off, every gather waits in front of its layer")
+    bar.toggle("Overlap param gather", key=S.W_OVERLAP_PG, disabled=ss[S.W_ZERO] not in (1, 2),
+               help="ZeRO-1/2 (Megatron-LM --overlap-param-gather): the updated parameters' all-gather runs under "
+                    "the next iteration's forward instead of after the optimizer step")
+    bar.toggle("ZeRO-3 prefetch", key=S.W_ZERO_PREFETCH, disabled=ss[S.W_ZERO] != 3,
+               help="ZeRO-3: each layer's parameter all-gather runs under the previous layer's compute (DeepSpeed's "
+                    "and FSDP's prefetch, on by default); off, every gather waits in front of its layer")
     bar.toggle("Overlap TP comm with GEMMs", key=S.W_OVERLAP_TP, disabled=not ss[S.W_SP],
                help="Megatron-LM --tp-comm-overlap (needs sequence parallelism): the all-gathers and reduce-scatters "
                     "run under the GEMMs next to them; the Cost page shows what stays exposed and what is hidden")
