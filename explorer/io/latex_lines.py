@@ -32,21 +32,25 @@ def _fixed_delimiters(latex: str) -> str:
     return _RIGHT.sub(right, _LEFT.sub(left, latex))
 
 
-def _group_end(text: str, start: int) -> int:
-    """Index one past the group that opens at text[start] == '{' (escaped braces do not count)."""
+def _scan(text: str, start: int = 0):
+    """(index, character, brace depth after it) of each character from `start` that is not part of a command or an
+    escaped character (\\{ and \\} do not count as braces)."""
     depth, i = 0, start
     while i < len(text):
         ch = text[i]
         if ch == "\\":
             i += 2
             continue
-        if ch == "{":
-            depth += 1
-        elif ch == "}":
-            depth -= 1
-            if depth == 0:
-                return i + 1
+        depth += {"{": 1, "}": -1}.get(ch, 0)
+        yield i, ch, depth
         i += 1
+
+
+def _group_end(text: str, start: int) -> int:
+    """Index one past the group that opens at text[start] == '{'."""
+    for i, ch, depth in _scan(text, start):
+        if ch == "}" and depth == 0:
+            return i + 1
     raise ValueError("unbalanced braces")
 
 
@@ -80,23 +84,15 @@ def flat(latex: str) -> str:
 
 def lines(latex: str, width: int = WIDTH) -> list:
     """`flat(latex)` cut into lines of about `width` characters at its outermost + , - and commas."""
-    text, pieces, depth, start, i = flat(latex), [], 0, 0, 0
-    while i < len(text):
-        ch = text[i]
-        if ch == "\\":
-            i += 2
+    text, pieces, start = flat(latex), [], 0
+    for i, ch, depth in _scan(text):
+        if depth != 0 or ch in "{}" or i - start < width:
             continue
-        if ch == "{":
-            depth += 1
-        elif ch == "}":
-            depth -= 1
-        elif depth == 0 and i - start >= width:
-            if ch in "+-" and text[i - 1] == " " and i > start:
-                pieces.append(text[start:i].rstrip())
-                start = i
-            elif ch == ",":
-                pieces.append(text[start:i + 1])
-                start = i + 1
-        i += 1
+        if ch in "+-" and text[i - 1] == " " and i > start:
+            pieces.append(text[start:i].rstrip())
+            start = i
+        elif ch == ",":
+            pieces.append(text[start:i + 1])
+            start = i + 1
     pieces.append(text[start:])
     return [p.strip() for p in pieces if p.strip()]
