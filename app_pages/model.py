@@ -59,7 +59,8 @@ def _use_cluster(cluster) -> None:
 
 def _upload_model():
     """Our schema is used as it is; a HuggingFace config waits for its training sequence length (the config
-    holds only the longest it supports, max_position_embeddings, offered as the suggestion)."""
+    holds only the longest it supports, max_position_embeddings; the suggestion is the smaller of it and
+    SUGGESTED_SEQ_LEN)."""
     ss = st.session_state
     upload = ss[S.W_MODEL_FILE]
     if upload is None:

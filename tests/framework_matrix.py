@@ -72,3 +72,13 @@ FRAMEWORK_MATRIX = MATRIX + [
                       grad_dtype="fp32")),
     (GPT, Strategy(dp=8, pp=8, micro_batch=1, global_batch=512, zero=1, recompute="full", dtype="fp16")),
 ]
+
+
+def run_by(strategy, framework: str):
+    """`strategy` as a config of `framework` (an exporter's name or a Strategy.framework) brings it back: a Megatron-LM
+    or Megatron-Bridge config names its framework, priced as Megatron-Core runs it (explorer/strategy/frameworks.py
+    SENDS_WHOLE, ASYNC_DGRAD); the others keep the strategy's."""
+    from dataclasses import replace
+    from explorer.strategy.frameworks import SENDS_WHOLE, TARGET
+    target = TARGET.get(framework, framework)
+    return replace(strategy, framework=target) if target in SENDS_WHOLE else strategy

@@ -110,6 +110,7 @@ def test_framework_panel_shows_notes_from_the_exporter_and_megatron_bridge():
 
 
 def test_uploaded_framework_config_sets_the_strategy_and_a_bad_one_is_refused():
+    from framework_matrix import run_by
     from explorer.codegen import export
     from explorer.io.clusters import load_cluster
     at = open_page("export")
@@ -118,6 +119,7 @@ def test_uploaded_framework_config_sets_the_strategy_and_a_bad_one_is_refused():
     recipe = export("megatron-bridge", model, good, load_cluster("dgx-a100-80gb"))
     at.file_uploader(key="w_framework_config_file").set_value(("r.py", recipe.encode(), "text/x-python"))
     at.run()
+    good = run_by(good, "megatron-bridge")                  # a Megatron-Bridge recipe names its framework
     assert not at.exception and at.session_state["last_valid"].strategy == good
     at.file_uploader(key="w_framework_config_file").set_value(("d.json", b"{oops", "application/json"))
     at.run()

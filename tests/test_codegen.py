@@ -13,6 +13,7 @@ from explorer.errors import ExplorerError
 from explorer.io.clusters import load_cluster
 from explorer.io.models import load_model
 from explorer.strategy.strategy import LayerSplit, Strategy
+from framework_matrix import run_by
 
 GOLDEN = Path(__file__).parent / "golden"
 _spec = importlib.util.spec_from_file_location("make_codegen_golden", GOLDEN / "make_codegen_golden.py")
@@ -43,7 +44,7 @@ def test_megatron_expresses_every_table1_row():
         text = megatron_args(model, strategy)
         assert f"--tensor-model-parallel-size {strategy.tp} " in text
         _, back = parse_megatron_args(text)
-        assert back == strategy, name
+        assert back == run_by(strategy, "megatron-lm"), name
 
 
 def test_table1_interleaving_gives_layers_per_virtual_stage():
@@ -54,7 +55,7 @@ def test_table1_interleaving_gives_layers_per_virtual_stage():
 def test_gpt3_175b_round_trips():
     model, strategy = load_model("gpt3-175b"), make.GPT3_175B
     fields, back = parse_megatron_args(megatron_args(model, strategy))
-    assert back == strategy
+    assert back == run_by(strategy, "megatron-lm")
     assert fields == {"layers": 96, "hidden": 12288, "heads": 96, "seq_len": 2048, "ffn_hidden": 49152,
                       "kv_heads": 96, "family": "gpt", "attention": "standard"}
 
@@ -86,7 +87,7 @@ def test_uneven_stages_use_first_and_last_and_round_trip():
     strategy = Strategy(dp=2, tp=8, pp=5, micro_batch=1, global_batch=16)
     text = megatron_args(model, strategy)
     assert "--decoder-first-pipeline-num-layers 20 " in text and "--decoder-last-pipeline-num-layers 19 " in text
-    assert parse_megatron_args(text)[1] == strategy
+    assert parse_megatron_args(text)[1] == run_by(strategy, "megatron-lm")
     custom = strategy.with_(stage_map=(0,) * 16 + tuple(s for s in (1, 2, 3) for _ in range(20)) + (4,) * 20)
     _, back = parse_megatron_args(megatron_args(model, custom))
     assert back.stages(96) == custom.stage_map
@@ -234,5 +235,5 @@ def test_random_strategies_export_or_refuse_and_megatron_round_trips():
             exported += 1
             if framework == "megatron":
                 same = strategy.with_(layer_splits=(), schedule=strategy.schedule if strategy.pp > 1 else "1f1b")
-                assert parse_megatron_args(text)[1] == same
+                assert parse_megatron_args(text)[1] == run_by(same, "megatron-lm")
     assert exported > 30

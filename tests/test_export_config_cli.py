@@ -10,6 +10,7 @@ import pytest
 from explorer.codegen import parse_megatron_args
 from explorer.io.strategies import save_strategy
 from explorer.strategy.strategy import LayerSplit, Strategy
+from framework_matrix import run_by
 
 ROOT = Path(__file__).resolve().parents[1]
 GOLDEN = ROOT / "tests" / "golden" / "codegen"
@@ -37,7 +38,7 @@ def test_megatron_to_stdout_matches_the_golden_and_round_trips(files):
     run = cli("--model", "gpt3-175b", "--strategy", files / "gpt3.json", "--framework", "megatron")
     assert run.returncode == 0, run.stderr
     assert run.stdout == (GOLDEN / "gpt3-175b_interleaved_sp.megatron.sh").read_text()
-    assert parse_megatron_args(run.stdout)[1] == GPT3
+    assert parse_megatron_args(run.stdout)[1] == run_by(GPT3, "megatron-lm")
 
 
 def test_out_file_and_cluster_flag(files):

@@ -145,7 +145,8 @@ def test_megatron_core_sends_the_whole_boundary_tensor_without_sequence_parallel
     t_, b_, m_ = 4, 1, 4
     strategy = Strategy(dp=1, tp=t_, pp=2, micro_batch=b_, global_batch=b_ * m_, framework=framework,
                         sequence_parallel=sp_, scatter_gather=True)
-    assert strategy.scatter_gather == (framework not in ("megatron-lm", "megatron-bridge"))
+    assert strategy.scatters_sends == (framework not in ("megatron-lm", "megatron-bridge"))
+    assert strategy.scatter_gather and strategy.with_(framework="generic").scatters_sends   # the field keeps the ask
     result = evaluate(LLAMA, strategy, H100, 8)
     sends = sum(row["bytes"] for row in result.comm_by_kind if row["kind"] == "p2p")
     whole = m_ * b_ * LLAMA.seq_len * LLAMA.hidden * 2          # bf16, one send a micro-batch from stage 0

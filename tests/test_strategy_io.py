@@ -67,6 +67,8 @@ def test_missing_version_and_malformed_file(tmp_path):
     # field 'version'" for a model config)
     with pytest.raises(ExplorerError, match="not a strategy file .*looks like a model spec: upload it on the Model"):
         strategy_from_dict({"model_type": "qwen2", "num_hidden_layers": 28, "hidden_size": 3584})
+    with pytest.raises(ExplorerError, match="looks like a model spec"):      # newer configs write 'dtype' (a field)
+        strategy_from_dict({"model_type": "qwen2", "num_hidden_layers": 28, "hidden_size": 3584, "dtype": "bfloat16"})
     with pytest.raises(ExplorerError, match="not a strategy file .*looks like a cluster spec"):
         strategy_from_dict(json.loads((ROOT / "assets" / "clusters" / "dgx-h100.json").read_text()))
     with pytest.raises(ExplorerError, match=r"not a strategy file \(no 'version' and none of its fields\)$"):

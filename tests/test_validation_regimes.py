@@ -110,8 +110,8 @@ def test_the_warning_says_how_busy_the_gpus_are_in_the_flops_they_execute_at_lon
     r = evaluate(model, s, cluster)
     assert hfu_of(r) > 1 > executed_hfu_of(r) > 0.3                    # Eq. 3 past the peak, the executed not
     text = mfu_warning(evidence(model, s, cluster), r)
-    assert f"{100 * executed_hfu_of(r):.0f} % busy with the FLOPs they execute" in text
-    assert f"{100 * hfu_of(r):.0f} % in Eq. 3's count" in text
+    assert f"keeps the GPUs {100 * hfu_of(r):.0f} % busy with FLOPs" in text and "in Eq. 3's count" in text
+    assert f"({100 * executed_hfu_of(r):.0f} % of the FLOPs the GPUs execute, the attention at half)" in text
     short = evaluate(load_model("gpt3-175b"), Strategy(dp=16, tp=8, pp=8, global_batch=1536, sequence_parallel=True,
                                                        recompute="selective"), cluster)
     assert abs(executed_hfu_of(short) - hfu_of(short)) < 0.05 * hfu_of(short)   # s = 2,048: the counts nearly agree

@@ -122,7 +122,8 @@ def read_bridge(text: str, world_size):
         raise ExplorerError("full recomputation other than recompute_method 'uniform' with recompute_num_layers 1: "
                             "the explorer models every layer recomputed")
     cp_algo = choice(get("model", "cp_comm_type") or "p2p", "cp_comm_type", {"p2p": "ring", "a2a": "ulysses"})
-    fields = {"dp": dp, "tp": tp, "pp": pp, "cp": cp, "cp_algo": cp_algo,
+    fields = {"framework": "megatron-bridge",  # priced as Megatron-Core runs it (explorer/strategy/frameworks.py)
+              "dp": dp, "tp": tp, "pp": pp, "cp": cp, "cp_algo": cp_algo,
               "micro_batch": get("train", "micro_batch_size"), "global_batch": get("train", "global_batch_size"),
               "sequence_parallel": flag(get("model", "sequence_parallel", False), "sequence_parallel"),
               "zero": zero, "overlap_dp": grad_reduce or zero >= 2,

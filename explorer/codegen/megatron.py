@@ -36,7 +36,8 @@ Megatron-LM has no data-parallel flag: d = world size / (t p), the world size co
 and the CUDA_DEVICE_MAX_CONNECTIONS setting validate_args asserts in an '# environment:' line.
 Nor is the explorer's `scatter_gather` (SC'21 Sec 4.1's scatter/gather of pipeline sends) a flag any more
 (Megatron-LM commit 10e7b745 removed the unused --no-scatter-gather-tensors-in-pipeline): it is not written, and a
-megatron-lm strategy costs the whole tensor its schedules send (explorer/strategy/frameworks.py SENDS_WHOLE).
+megatron-lm strategy costs the whole tensor its schedules send (explorer/strategy/frameworks.py SENDS_WHOLE). An
+imported script is a megatron-lm strategy: Megatron-Core runs it (its sends, its asynchronous input gradients).
 """
 from __future__ import annotations
 
@@ -338,7 +339,8 @@ def parse_megatron_args(text: str, world_size: int | None = None) -> tuple:
         model["attention"] = "flash"
     zero = _zero(args)
     dtype = "fp8" if args.fp8_format else ("bf16" if args.bf16 else ("fp16" if args.fp16 else "fp32"))
-    fields = {"dp": world_size // (tp * cp * pp), "tp": tp, "pp": pp, "cp": cp, "cp_algo": algo,
+    fields = {"framework": "megatron-lm",      # priced as Megatron-Core runs it (explorer/strategy/frameworks.py)
+              "dp": world_size // (tp * cp * pp), "tp": tp, "pp": pp, "cp": cp, "cp_algo": algo,
               "micro_batch": args.micro_batch_size,
               "global_batch": args.global_batch_size, "sequence_parallel": args.sequence_parallel,
               "zero": zero, "overlap_dp": args.overlap_grad_reduce or zero >= 2,

@@ -104,7 +104,7 @@ def parts_of(prev: PlacedBlock, cur: PlacedBlock, index: int, strategy: Strategy
     return boundary_parts(prev.cost.layout_out, cur.cost.layout_in, returned_grad(cur.block, cur.cost),
                           prev.split.degree, cur.split.degree, same_split(prev.split, cur.split),
                           not (index == 1 and prev.block.params == 0),
-                          prev.stage != cur.stage, strategy.tp, strategy.scatter_gather)
+                          prev.stage != cur.stage, strategy.tp, strategy.scatters_sends)
 
 
 def boundary(prev: PlacedBlock, cur: PlacedBlock, index: int, strategy: Strategy, cluster: Cluster) -> Boundary:

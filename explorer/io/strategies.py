@@ -76,10 +76,11 @@ def strategy_from_dict(d: dict) -> Strategy:
     """A Strategy from a version-1 dict (as written by strategy_to_dict)."""
     if not isinstance(d, dict):
         raise ExplorerError(f"a strategy must be a mapping of fields, got {type(d).__name__}")
-    if "version" not in d and not set(d) & set(FIELD_KINDS):
+    if "version" not in d:          # a model or cluster file (a HuggingFace config may hold 'dtype', a strategy field)
         kind = next((what for keys, what in OTHER_FILES if set(d) & set(keys)), "")
-        raise ExplorerError("this is not a strategy file (no 'version' and none of its fields)"
-                            + (f"; it looks like {kind}" if kind else ""))
+        if kind or not set(d) & set(FIELD_KINDS):
+            raise ExplorerError("this is not a strategy file (no 'version'"
+                                + (f"): it looks like {kind}" if kind else " and none of its fields)"))
     version = field(d, "version", "int", "strategy: ")
     if version != VERSION:
         raise ExplorerError(f"strategy version {version} is not supported; this explorer reads version {VERSION}")

@@ -92,7 +92,7 @@ def config_for(model: ModelSpec, strategy: Strategy, cluster: Cluster, iteration
     return Config(hidden=model.hidden, heads=model.heads, ffn_hidden=model.ffn_hidden, seq_len=model.seq_len,
                   vocab=model.vocab, layers=model.layers, dp=strategy.dp, tp=strategy.tp, pp=strategy.pp,
                   micro_batch=strategy.micro_batch, global_batch=strategy.global_batch,
-                  schedule=strategy.schedule, scatter_gather=strategy.scatter_gather,
+                  schedule=strategy.schedule, scatter_gather=strategy.scatters_sends,
                   sequence_parallel=strategy.sequence_parallel, zero=strategy.zero,
                   layer_degrees=tuple(split.degree for split in strategy.layer_splits),
                   stage_blocks=tuple(tuple(s) for s in stages), iterations=iterations, seed=seed,

@@ -227,7 +227,7 @@ class Chain:
             found = self._parts[key] = boundary_parts(
                 prev.cost.layout_out, cur.cost.layout_in, cur.cost.returned_grad, prev.split.degree,
                 cur.split.degree, same_split(prev.split, cur.split), not (i == 1 and self.data_without_grad),
-                crosses, self.probe.tp, self.probe.scatter_gather)
+                crosses, self.probe.tp, self.probe.scatters_sends)
         return found
 
     def part_route(self, part, stage_from: int, stage_to: int) -> tuple:

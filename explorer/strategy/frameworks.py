@@ -38,7 +38,8 @@ bsh/t per rank and all-gathered at the receiver): Megatron-Core no longer does i
 [s/cp, b, h] from every tensor-parallel rank, divided by t only under sequence parallelism
 (megatron/core/pipeline_parallel/schedules.py get_tensor_shapes, NVIDIA/Megatron-LM at d98e8a64; the flag
 --no-scatter-gather-tensors-in-pipeline went in commit 10e7b745), so megatron-lm and megatron-bridge (which runs
-Megatron-Core's schedules) cost the whole tensor whatever the field says (SENDS_WHOLE, resolved on construction).
+Megatron-Core's schedules) cost the whole tensor whatever the field asks (SENDS_WHOLE; Strategy.scatters_sends, read where
+the sends are priced: the field keeps what was asked, so the strategy under another framework scatters again).
 DeepSpeed's pipeline engine partitions them over the model-parallel group by default ("pipe_partitioned": True,
 "grad_partitioned": True: deepspeed/runtime/config.py get_pipeline_config), as the field's default says.
 

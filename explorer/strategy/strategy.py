@@ -97,8 +97,8 @@ class Strategy:
     recompute: str = "none"
     sequence_parallel: bool = False
     overlap_dp: bool = False         # overlap gradient sync with the last backward
-    scatter_gather: bool = True      # SC'21 Megatron's scatter/gather of p2p sends (bsh/t); False under
-    #                                  Megatron-Core (frameworks.SENDS_WHOLE, resolved on construction)
+    scatter_gather: bool = True      # SC'21 Megatron's scatter/gather of p2p sends (bsh/t), as asked; what is
+    #                                  priced: scatters_sends (Megatron-Core never scatters: frameworks.SENDS_WHOLE)
     dtype: str = "bf16"
     layer_splits: tuple = ()         # LayerSplit per layer; () = LayerSplit(tp, 'megatron') everywhere
     stage_map: tuple = ()            # pipeline stage of each layer; () = even split
@@ -124,6 +124,12 @@ class Strategy:
     del _option
     # (the records are read once, here: a record appended to the table later has no field in this class)
 
+    @property
+    def scatters_sends(self) -> bool:
+        """Whether the pipeline sends are scattered over the tensor-parallel ranks as this strategy's framework runs
+        them: scatter_gather, except under Megatron-Core (frameworks.SENDS_WHOLE)."""
+        return scatters_sends(self.framework, self.scatter_gather)
+
     def __post_init__(self):
         for name in ("dp", "tp", "pp", "micro_batch", "global_batch", "chunks", "cp", "ep"):
             _int_at_least(name, getattr(self, name), 1)
@@ -146,8 +152,6 @@ class Strategy:
         object.__setattr__(self, "framework", check_framework(self.framework))
         if self.grad_dtype == GRAD_FROM_FRAMEWORK:  # the framework's default, once
             object.__setattr__(self, "grad_dtype", default_grad_dtype(self.framework, self.dtype, self.zero))
-        if isinstance(self.scatter_gather, bool):    # Megatron-Core sends the whole tensor (frameworks.SENDS_WHOLE)
-            object.__setattr__(self, "scatter_gather", scatters_sends(self.framework, self.scatter_gather))
         if self.grad_dtype not in GRAD_DTYPES:
             raise ExplorerError(f"grad_dtype {self.grad_dtype!r} is unknown; use one of {', '.join(GRAD_DTYPES)}")
         for name in ("sequence_parallel", "overlap_dp", "scatter_gather", "overlap_tp", "overlap_param_gather",

@@ -315,14 +315,12 @@ def mfu_warning(ev: dict, result) -> str:
     top, hfu = ev.get("published_hfu_max"), hfu_of(result)
     if top is None or hfu <= top:
         return ""
+    busy = (f"keeps the GPUs {100 * hfu:.0f} % busy with FLOPs (MFU {100 * result.mfu:.0f} %, recomputation counted: "
+            f"{100 * hfu:.0f} %)")
     executed = executed_hfu_of(result)
     if executed is not None and abs(executed - hfu) > 0.005:    # long causal sequences: Eq. 3 counts the attention whole
-        busy = (f"keeps the GPUs {100 * executed:.0f} % busy with the FLOPs they execute (the causal attention at half; "
-                f"{100 * hfu:.0f} % in Eq. 3's count, MFU {100 * result.mfu:.0f} %, which counts it whole, as the published "
-                f"runs are counted)")
-    else:
-        busy = (f"keeps the GPUs {100 * hfu:.0f} % busy with FLOPs (MFU {100 * result.mfu:.0f} %, recomputation counted: "
-                f"{100 * hfu:.0f} %)")
+        busy += (f" in Eq. 3's count, which counts the causal attention whole, as the published runs it is compared "
+                 f"with are counted ({100 * executed:.0f} % of the FLOPs the GPUs execute, the attention at half)")
     return (f"Optimistic? This strategy {busy}, more than any of the {ev['published_hfu_runs']} published runs "
             f"of this regime that time a whole iteration reached ({100 * top:.0f} %, {ev.get('published_hfu_label') or ev['published_hfu_row']}): see "
             "the evidence and the "
