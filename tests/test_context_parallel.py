@@ -16,6 +16,7 @@ from explorer.cli.main import main
 from explorer.errors import ExplorerError
 from explorer.cost.superstep import CATEGORIES, COMM_CATEGORIES
 from explorer.timeline.microstep import microstep_events
+from framework_matrix import run_by
 
 A100 = load_cluster("dgx-a100-80gb")
 LLAMA_32K = load_model("llama2-70b").with_seq_len(32768)
@@ -236,7 +237,7 @@ def test_megatron_export_writes_cp_and_reads_it_back():
         assert f"--context-parallel-size {s.cp} " in text and f"--cp-comm-type {comm} " in text
         assert "--attention-backend flash" in text     # the kernel that was costed, pinned (issue 30)
         fields, back = parse_megatron_args(text)
-        assert back == s and fields["attention"] == "flash"
+        assert back == run_by(s, "megatron-lm") and fields["attention"] == "flash"
 
 
 def test_megatron_bridge_llama3_70b_16k_recipe_fits_an_h100():

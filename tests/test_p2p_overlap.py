@@ -20,6 +20,7 @@ from explorer.schedules.critical_path import stage_ends
 from explorer.timeline import compare, superstep_events
 from explorer.timeline.schedules import order_for
 from explorer.timeline.simulate import simulate
+from framework_matrix import run_by
 
 A100 = load_cluster("dgx-a100-80gb")
 GPT = load_model("gpt-1.7b")
@@ -130,7 +131,7 @@ def test_the_cli_flag_and_the_exporters():
     assert data["iteration_time_s"] == pytest.approx(evaluate(GPT, INTERLEAVED, A100).iteration_time_s, rel=1e-12)
     text = export("megatron", GPT, INTERLEAVED, A100)
     assert "overlap-p2p-communication" not in text
-    assert parse_megatron_args(text)[1] == INTERLEAVED
+    assert parse_megatron_args(text)[1] == run_by(INTERLEAVED, "megatron-lm")
     off = export("megatron", GPT, INTERLEAVED.with_(overlap_p2p=False), A100)
     assert "--no-overlap-p2p-communication" in off and not parse_megatron_args(off)[1].overlap_p2p
     _, plain = parse_megatron_args("--num-layers 24 --hidden-size 2304 --num-attention-heads 24 --seq-length 2048 "

@@ -19,6 +19,7 @@ from explorer.model.graph import build_blocks
 from explorer.strategy import rules
 from explorer.strategy.strategy import Strategy
 from explorer.symbols import F, F_a
+from framework_matrix import run_by
 
 GiB = 2 ** 30
 LLAMA70 = load_model("llama3-70b")          # h 8192, f 28672, s 8192, 80 layers, untied output layer
@@ -170,10 +171,10 @@ def test_options_travel_in_links_files_and_megatron_flags():
     text = export("megatron", LLAMA70, strategy, H100)
     assert "--fp8-recipe tensorwise" in text and "--exp-avg-sq-dtype bf16" in text
     assert "--recompute-modules layernorm mlp" in text
-    assert import_config(text, "megatron", world_size=64).strategy == strategy
+    assert import_config(text, "megatron", world_size=64).strategy == run_by(strategy, "megatron-lm")
     recipe = export("megatron-bridge", LLAMA70, strategy, H100)
     assert "bf16_with_fp8_current_scaling_mixed" in recipe and "exp_avg_dtype = torch.bfloat16" in recipe
-    assert import_config(recipe, "megatron-bridge").strategy == strategy
+    assert import_config(recipe, "megatron-bridge").strategy == run_by(strategy, "megatron-bridge")
     for framework in ("deepspeed", "mindspore"):
         with pytest.raises(ExplorerError, match="Adam moments|fp8"):
             export(framework, LLAMA70, strategy.with_(dtype="bf16", fp8_recipe="delayed", tp=1, pp=1, dp=64,
