@@ -39,8 +39,9 @@ def run(args) -> int:
         print(f"\nevidence: {band_text(ev)}")
         for gap in ev["known_gaps"]:     # a cost the model does not price (explorer.validation.evidence.KNOWN_GAPS)
             print(gap)
-        if contention_warning(result):   # its own collectives on one level outlast its iteration
-            print(contention_warning(result))
+        crowded = contention_warning(result)   # its own collectives on one level outlast its iteration
+        if crowded:
+            print(crowded)
         print("\n" + sensitivity_text(sensitivity_or_reason(model, strategy, cluster, result)))
         hint = fitting_hint(model, strategy, cluster, gpus, result)
         if hint:
