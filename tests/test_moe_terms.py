@@ -7,6 +7,7 @@ import pytest
 import sympy as sp
 
 from explorer.cost import fused_dispatch
+from explorer.cost import layouts as lay
 from explorer.cost import moe_terms as moe
 from explorer.cost.block import block_cost
 from explorer.cost.evaluate import evaluate
@@ -16,7 +17,7 @@ from explorer.io.clusters import load_cluster
 from explorer.io.models import load_model
 from explorer.model.graph.build import build_blocks
 from explorer.strategy.strategy import Strategy
-from explorer.symbols import F, W_hbm, b, eta, h, phi, s, t
+from explorer.symbols import F, W_hbm, b, beta, eta, h, phi, s, t
 
 QWEN = load_model("qwen3-30b-a3b").with_seq_len(4096)
 B200 = load_cluster("dgx-b200")
@@ -307,3 +308,19 @@ def test_the_head_is_the_one_block_left_out_of_the_extra_layer():
         tree = cost_tree(model, strategy, h100)
         kinds = [next(p.block.kind for p in tree.plan.blocks if p.cost is k.cost) for k in tree.kinds]
         assert [holds_layer_activations(k) for k in kinds] == [True] * (len(kinds) - 1) + [False], kinds
+
+
+def test_the_shared_experts_input_is_the_routers_tensor_kept_once():
+    """DeepSeek-V3's shared experts and its router read the same pre-MLP norm output (Megatron-Core MoELayer.forward:
+    shared_experts_compute(hidden_states), route(hidden_states)), which the router keeps as it came
+    (RouterGatingLinearFunction.save_for_backward(inp, ...)): in BF16 the shared fc1 keeps no bytes of its own; under
+    FP8 it keeps Transformer Engine's one-byte copy (delayed scaling) beside the router's 16-bit tensor."""
+    from explorer.cost.block import _act
+    model = load_model("deepseek-v3")
+    router, shared = _op("router", model), _op("shared_fc1", model)
+    assert shared.act[0].kept_by == "router" and shared.act_bytes == 0
+    at = {b: 1, s: 4096, h: 7168}
+    kept = {fp8: sp.simplify(_act(shared, lay.R, lay.R, "none", fp8=fp8)).subs(at).subs(beta, 2)
+            for fp8 in (False, "delayed")}
+    assert kept == {False: 0, "delayed": 4096 * 7168}
+    assert sp.simplify(_act(router, lay.R, lay.R, "none")).subs(at).subs(beta, 2) == 2 * 4096 * 7168

@@ -163,6 +163,8 @@ def _act(op: Operator, layout_in: str, layout_out: str, recompute: str, fp8=Fals
     for term in op.act:
         if recompute == "selective" and not rc.kept(op, prev, term, modules):
             continue
+        if term.kept_by and saved == 1:     # the other operator's tensor itself: no bytes of its own
+            continue
         layout = layout_in if term.of == "in" else layout_out
         size = term.bytes * saved if term.of == "in" else term.bytes
         total += size / t if lay.is_sharded(layout) else size

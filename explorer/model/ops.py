@@ -34,6 +34,8 @@ class ActTerm:
     bytes: sp.Expr        # full size in bytes (16-bit activations, 1-byte masks)
     of: str               # 'in' or 'out': the tensor whose layout decides if it is sharded
     attention_core: bool = False  # dropped by selective recomputation (Korthikanti Sec 5)
+    kept_by: str = ""     # an earlier operator of the block that keeps this same tensor (one storage): counted
+    #                       only where this operator keeps a copy of its own (Transformer Engine's FP8 cast)
 
 
 @dataclass(frozen=True)
@@ -80,7 +82,7 @@ class Operator:
     @property
     def act_bytes(self) -> sp.Expr:
         """Bytes kept for backward without any parallelism or recomputation."""
-        return sp.Add(*[term.bytes for term in self.act])
+        return sp.Add(*[term.bytes for term in self.act if not term.kept_by])
 
 
 @dataclass(frozen=True)

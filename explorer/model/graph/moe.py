@@ -45,15 +45,18 @@ def _int(x) -> sp.Expr:
     return sp.Integer(int(x))
 
 
-def _gated(prefix: str, width: sp.Expr, tokens: sp.Expr, expert: bool, params_scale=1) -> list:
-    """SwiGLU FFN h -> 2 width -> width -> h over `tokens` rows per sequence (b, tokens, .)."""
-    def gemm_op(name, role, k_in, n_out):
+def _gated(prefix: str, width: sp.Expr, tokens: sp.Expr, expert: bool, params_scale=1,
+           input_kept_by: str = "") -> list:
+    """SwiGLU FFN h -> 2 width -> width -> h over `tokens` rows per sequence (b, tokens, .); `input_kept_by`: an
+    earlier operator that keeps the first GEMM's input tensor itself (ActTerm.kept_by)."""
+    def gemm_op(name, role, k_in, n_out, kept_by=""):
         flops = 2 * b * tokens * k_in * n_out
         return Operator(name, "matmul", role, (b, tokens, k_in), (b, tokens, n_out), flops_fwd=flops,
                         flops_bwd=2 * flops, params=params_scale * k_in * n_out,
-                        act=(ActTerm(beta * b * tokens * k_in, "in"),), gemm=(b * tokens, n_out, k_in),
+                        act=(ActTerm(beta * b * tokens * k_in, "in", kept_by=kept_by),),
+                        gemm=(b * tokens, n_out, k_in),
                         expert=expert)
-    up = gemm_op(f"{prefix}_fc1", "column", h, 2 * width)
+    up = gemm_op(f"{prefix}_fc1", "column", h, 2 * width, input_kept_by)
     act = Operator(f"{prefix}_act", "elementwise", "follow", (b, tokens, 2 * width), (b, tokens, width),
                    mem_bytes_fwd=3 * beta * b * tokens * width,
                    act=(ActTerm(beta * b * tokens * 2 * width, "in"),), expert=expert)
@@ -79,7 +82,11 @@ def moe_ffn(spec) -> list:
         experts.append(expert_bias(routed))
     ops = [router, dispatch, *experts, combine]
     if spec.shared_ffn_hidden:
-        ops += _gated("shared", _int(spec.shared_ffn_hidden), s, False)
+        # the shared experts read the tensor the router reads and keeps (Megatron-Core MoELayer.forward:
+        # shared_experts_compute(hidden_states) and route(hidden_states); RouterGatingLinearFunction saves its
+        # input as it came, moe_utils.py; NVIDIA/Megatron-LM at d98e8a64): one storage, kept once -- the shared
+        # fc1 keeps bytes of its own only as Transformer Engine's FP8 copy
+        ops += _gated("shared", _int(spec.shared_ffn_hidden), s, False, input_kept_by="router")
     return ops
 
 
