@@ -146,3 +146,69 @@ def test_ring_context_parallelism_is_refused_for_a_window_or_sinks(oss, change, 
     with pytest.raises(ExplorerError, match=what):
         evaluate(model, ring, load_cluster("dgx-h100"))
     assert evaluate(model, ring.with_(cp_algo="ulysses"), load_cluster("dgx-h100")).iteration_time_s > 0
+
+
+def test_the_experts_clamp_is_its_own_eager_pass_inside_the_moe_act_checkpoint(oss):
+    """gpt-oss' clamp of the GLU halves (Megatron-Core fused_bias_geglu.py weighted_bias_quick_geglu_impl: two
+    clamps and torch.cat outside the compiled activation): 4 beta bytes per element of the b s k x 2 f_e GEMM
+    output forward, three kernels forward and nine backward; under moe_act recomputation the clamp and the
+    activation run again in the backward, the experts' second bias (added after fc2, outside the checkpoint) not."""
+    from explorer.model import recompute as rc
+    layer = moe_blocks(oss)[1]
+    names = [op.name for op in layer.ops]
+    assert names[names.index("expert_fc1"):names.index("expert_fc2") + 1] == \
+        ["expert_fc1", "expert_clamp", "expert_act", "expert_fc2"]
+    clamp = layer.ops[names.index("expert_clamp")]
+    assert sp_equal(clamp.mem_bytes_fwd, 4 * beta * b * s * oss.experts_per_token * 2 * oss.moe_ffn_hidden)
+    assert kn.launches(clamp, kn.Recipe(local_experts=16)) == (3, 9)
+    modules = ("layernorm", "moe_act")
+    redone = {op.name for op in layer.ops if op.expert and rc.recomputed(op, modules)}
+    assert redone == {"expert_clamp", "expert_act"}
+    # the activation's saved input (the clamped copy) and fc2's (the activation's output) are not kept; the
+    # clamp keeps the GEMM's output, the checkpoint's input
+    ops = dict(zip(names, layer.ops))
+    prev = dict(zip(names[1:], layer.ops))
+    assert not rc.kept(ops["expert_act"], prev["expert_act"], ops["expert_act"].act[0], modules)
+    assert not rc.kept(ops["expert_fc2"], prev["expert_fc2"], ops["expert_fc2"].act[0], modules)
+    assert rc.kept(clamp, prev["expert_clamp"], clamp.act[0], modules)
+    plain = moe_blocks(replace(oss, glu_clamp=0.0))[1]
+    assert "expert_clamp" not in [op.name for op in plain.ops] and plain.key != layer.key
+
+
+def test_a_fused_dispatchers_fp32_weights_make_the_second_bias_fp32(oss):
+    """HybridEP and DeepEP hand the experts fp32 routing weights (Megatron-Core token_dispatcher.py: 'HybridEP only
+    supports float32 probs'): the bias add t + b p and its concatenation run in fp32, 24 + 2 beta = 28 bytes per
+    element forward against 6 beta = 12 with the all-to-all dispatcher's 16-bit weights."""
+    from explorer.cost import moe_terms as moe
+    from explorer.symbols import W_hbm
+    bias = next(op for op in moe_blocks(oss)[1].ops if op.name == "expert_bias")
+    fwd, bwd = moe.fp32_bias_time(bias, 1)
+    at = {b: 1, s: 4096, h: 2880, beta: 2}
+    elements = 4096 * oss.experts_per_token * 2880
+    assert float((fwd * W_hbm).subs(at)) == pytest.approx(16 * elements)
+    assert float((bwd / fwd).subs(at)) == pytest.approx(1.5)
+    assert moe.fp32_bias_time(next(op for op in moe_blocks(oss)[1].ops if op.name == "expert_fc2"), 1) == (0, 0)
+    from explorer.cost.block import block_cost
+    layer = moe_blocks(oss)[1]
+    step = {flex: next(x for x in block_cost(layer, "megatron", (), False, "none", "replicated",
+                                             host=tuple(kn.Recipe(local_experts=16, flex=flex))).steps
+                       if x.op == "expert_bias") for flex in (False, True)}
+    assert sp_equal(step[True].fwd_s - step[False].fwd_s, fwd) and sp_equal(step[True].bwd_s - step[False].bwd_s, bwd)
+
+
+def test_the_clamp_is_read_from_huggingface_and_megatron_bridge_configs(oss):
+    from explorer.codegen import export
+    from explorer.codegen.imports import import_config
+    cfg = {"model_type": "gpt_oss", "num_hidden_layers": 4, "hidden_size": 2880, "num_attention_heads": 64,
+           "num_key_value_heads": 8, "head_dim": 64, "intermediate_size": 2880, "num_local_experts": 128,
+           "num_experts_per_tok": 4, "vocab_size": 201088, "max_position_embeddings": 131072, "swiglu_limit": 7.0}
+    assert model_from_dict(cfg, "oss", 4096).glu_clamp == 7.0
+    strategy = Strategy(dp=64, micro_batch=4, global_batch=1280, ep=8, expert_tp=1, framework="megatron-bridge")
+    text = export("megatron-bridge", oss, strategy, load_cluster("dgx-b200"))
+    assert "activation_func_clamp_value = 7.0" in text
+    assert import_config(text, "megatron-bridge").model["glu_clamp"] == 7.0
+    with pytest.raises(ExplorerError, match="activation_func_clamp_value must be a number > 0"):
+        import_config(text.replace("activation_func_clamp_value = 7.0", "activation_func_clamp_value = True"),
+                      "megatron-bridge")
+    with pytest.raises(ExplorerError, match="needs 'experts'"):
+        replace(oss, experts=0, experts_per_token=0, moe_ffn_hidden=0, glu_clamp=7.0)

@@ -104,7 +104,9 @@ def test_the_moe_misses_over_30_percent_are_two_families_the_model_names(bridge)
     prices the overlap's hidden all-to-alls but has no term for the merged schedule's own host work (no published
     measurement of it per layer). Either family's rows all miss in the same direction (the model too fast), and one
     25.09 row (Qwen3-30B-A3B on B200, token-drop, whole-layer graphs) sits at the threshold. A new kind of miss fails
-    this test."""
+    this test. 2026-12-07: with gpt-oss' eager clamp, its fp32 expert bias behind HybridEP and the bias no longer
+    recomputed under moe_act (explorer/model/graph/moe.py expert_clamp, explorer/cost/moe_terms.py fp32_bias_time),
+    family (a) went from 8 rows over 30 % (+31 to +85 %) to 3 (+33 to +80 %)."""
     cases = [c for c in bridge[0] if c.group in MOE_GROUPS and c.subset == "held out"]
     rows = {r.id: r for r in validate(cases, None)}
     by_id = {c.id: c for c in cases}
@@ -115,7 +117,7 @@ def test_the_moe_misses_over_30_percent_are_two_families_the_model_names(bridge)
     threshold = {i for i in misses if i == "mb_2509_pretrain_qwen3-30b-a3b_b200_fp8" and misses[i] < 0.32}
     assert set(misses) == gpt_oss_blackwell | overlap_eager | threshold, sorted(misses)
     assert all(e > 0 for e in misses.values())                              # too fast, every one
-    assert len(gpt_oss_blackwell) >= 5 and len(overlap_eager) >= 2
+    assert len(gpt_oss_blackwell) >= 3 and len(overlap_eager) >= 2
     # the two H100 overlapped rows (p 2, v 12 or 24, e 8, with delayed weight gradients: the perf launcher's
     # moe_a2a_overlap) have no twin without the overlap in the tables: 26.02.01 ran p 1 e 16 (RUN_LAYOUTS). Plain EP
     # overlap alone, at p 1 without delayed weight gradients, is priced within 10 % on 16 H100 (moe_ab_h100: HybridEP

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import ast
 
-from explorer.codegen.import_fields import choice, divide, flag, whole
+from explorer.codegen.import_fields import choice, divide, flag, number, whole
 from explorer.codegen.megatron import BACKEND_ATTENTION, _stage_map, layout_fields
 from explorer.codegen.megatron_bridge import read_recipe
 from explorer.codegen.megatron_moe import skip_freq, window_keys
@@ -216,6 +216,9 @@ def _bridge_attention(get, model: dict) -> None:
     softmax = get("model", "softmax_type")
     if softmax is not None and choice(softmax, "softmax_type", ("vanilla", "learnable")) == "learnable":
         model["attention_sinks"] = True
+    clamp = get("model", "activation_func_clamp_value")
+    if clamp is not None:
+        model["glu_clamp"] = number(clamp, "activation_func_clamp_value")
     if model.get("family") == "llama" and get("model", "add_bias_linear") is not None and \
             flag(get("model", "add_bias_linear"), "add_bias_linear"):
         model["linear_bias"] = True

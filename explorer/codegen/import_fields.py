@@ -2,6 +2,8 @@
 line naming the field."""
 from __future__ import annotations
 
+import math
+
 from explorer.errors import ExplorerError
 
 
@@ -10,6 +12,13 @@ def whole(value, what: str, low: int = 1) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < low:
         raise ExplorerError(f"{what} must be a whole number >= {low}, got {str(value)[:40]!r}")
     return value
+
+
+def number(value, what: str) -> float:
+    """`value` as a float if it is a finite number (not a bool) > 0."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
+        raise ExplorerError(f"{what} must be a number > 0, got {str(value)[:40]!r}")
+    return float(value)
 
 
 def flag(value, what: str) -> bool:

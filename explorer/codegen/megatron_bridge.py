@@ -89,6 +89,8 @@ def _model_fields(model, s) -> list:
             out.append(("window_attn_skip_freq", model.window_attn_skip_freq))
     if getattr(model, "attention_sinks", False):
         out.append(("softmax_type", '"learnable"'))
+    if getattr(model, "glu_clamp", 0):                 # gpt_oss_bridge.py: the experts' clamp
+        out.append(("activation_func_clamp_value", float(model.glu_clamp)))
     if model.is_moe:
         out += [("num_moe_experts", model.experts), ("moe_router_topk", model.experts_per_token),
                 ("moe_ffn_hidden_size", model.moe_ffn_hidden), ("moe_layer_freq", _moe_list(model)),

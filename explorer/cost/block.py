@@ -256,6 +256,9 @@ def _block_cost(key, block, preset, over, sequence_parallel, recompute, incoming
         if op.expert and recipe.fp8:         # FP8 quantisation of the grouped GEMM's operands (moe_terms.py)
             q_fwd, q_bwd = moe.quantise_time(op, divisor)
             fwd, bwd = fwd + q_fwd, bwd + q_bwd
+        if op.expert and recipe.flex:        # fp32 routing weights make the experts' second bias fp32 (moe_terms.py)
+            b_fwd, b_bwd = moe.fp32_bias_time(op, divisor)
+            fwd, bwd = fwd + b_fwd, bwd + b_bwd
         if op.expert:                        # the busiest device computes `load` x the average tokens
             fwd, bwd, dW = load * fwd, load * bwd, load * dW
             # one GEMM per local expert, each on its own tokens (moe_terms.py grouped_gemm_time)

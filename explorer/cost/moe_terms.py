@@ -30,6 +30,14 @@ and micro-batch, issue 27's "~0.1 ms"; their bytes (b s E fp32) are below a micr
   copies routed to its experts; combine reduce-scatters the outputs (reduce_scatter_to_sequence_parallel_
   region); the backward the reverse. Whole array: ep x the device's b s h elements, whatever the balance
   (sized by explorer.cost.experts.ep_sized). Its host synchronisation: kernels.syncs.
+* fp32_bias_time -- the experts' second bias (gpt-oss; explorer/model/graph/moe.py expert_bias, t + b p per local
+  expert) in fp32 behind a fused dispatcher: DeepEP and HybridEP hand the experts fp32 routing weights (Megatron-Core
+  token_dispatcher.py _HybridEPManager / _DeepepManager: "HybridEP only supports float32 probs", the probabilities
+  cast with .float(); at d7288711 and d98e8a64), so b p and t + b p are fp32 and torch.cat copies fp32 before the
+  cast back: per element b p written (4), t and b p read and the sum written (beta + 4 + 4), cat read and written
+  (4 + 4), the cast read and written (4 + beta) = 24 + 2 beta bytes forward (28 at beta = 2, as torch's dispatcher
+  counts it on CPU) against expert_bias's 6 beta in 16 bits (the all-to-all dispatcher's probabilities keep the
+  router's dtype: moe_utils.py topk_softmax_with_capacity .type_as(logits)); backward the memory-bound rule (3/2).
 * fused_rdma_factor -- the fused dispatchers' bytes between NVLink domains: explorer/cost/fused_dispatch.py.
 * expert-parallel overlap (Strategy.overlap_ep; Megatron-LM --overlap-moe-expert-parallel-comm
   with --delay-wgrad-compute, as Megatron-Bridge's moe_a2a_overlap sets them: scripts/performance/utils/
@@ -63,6 +71,19 @@ def quantise_time(op: Operator, divisor) -> tuple:
     fwd = QUANTISE_BYTES * sp.Mul(*op.in_shape) / divisor / W_hbm
     bwd = QUANTISE_BYTES * op.out_elements / divisor / W_hbm
     return fwd, bwd
+
+
+FP32_BIAS_BYTES = (24, 2)  # bytes per element of the fp32 bias add: 24 + 2 beta (module docstring)
+
+
+def fp32_bias_time(op: Operator, divisor) -> tuple:
+    """(forward, backward) seconds the experts' second bias adds on one device when the routing weights are fp32
+    (a fused dispatcher): (24 + 2 beta) - 6 beta bytes per element over expert_bias's own (module docstring)."""
+    if not (op.expert and op.name == "expert_bias"):
+        return sp.Integer(0), sp.Integer(0)
+    per_element = FP32_BIAS_BYTES[0] + FP32_BIAS_BYTES[1] * beta
+    extra = op.mem_bytes_fwd * (per_element / (6 * beta) - 1) / divisor / W_hbm
+    return extra, sp.Rational(3, 2) * extra
 
 
 def grouped_gemm_time(op: Operator, local_experts: int) -> tuple:

@@ -285,6 +285,8 @@ def _hf_gpt_oss(d: dict) -> dict:
     sinks, and a sliding window on the layers layer_types calls 'sliding_attention' -- every layer n (1-based)
     with n % k != 0 for one k (Megatron-Core window_attn_skip_freq; gpt-oss: k = 2), else refused."""
     out = {"linear_bias": True, "attention_sinks": True}
+    if d.get("swiglu_limit"):     # the experts' clamp (gpt_oss_bridge.py: activation_func_clamp_value 7.0)
+        out["glu_clamp"] = field(d, "swiglu_limit", "non-negative", "")
     window, kinds = d.get("sliding_window"), d.get("layer_types")
     if not window:
         return out

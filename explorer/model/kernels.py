@@ -36,6 +36,8 @@ the modules that implement each operator (one count per CUDA kernel or NCCL call
   - the experts' second bias (gpt-oss, ModelSpec.linear_bias; TEGroupedMLP._apply_bias): per local expert
     the product b * p and the add forward, and torch.cat (2n + 1); backward per expert the two products and
     their two sums and the bias gradient's accumulation, and the two gradients' concatenations (5n + 2).
+  - gpt-oss' clamp of the GLU halves (ModelSpec.glu_clamp; Megatron-Core fused_bias_geglu.py
+    weighted_bias_quick_geglu_impl, eager around the compiled activation): 3 forward, 9 backward (CLAMP_KERNELS).
   - combine: the inverse sort (3), the all-to-all (1), the unpermute with the routing weights (4): 8
     forward; 10 backward (the weights' gradient too).
   - the fused dispatchers (Megatron-Core MoEFlexTokenDispatcher with DeepEP or HybridEP: fused_dispatch /
@@ -75,6 +77,8 @@ FLEX_DISPATCH_KERNELS = (6, 3)   # DeepEP/HybridEP: preprocess 4, the fused disp
 FLEX_COMBINE_KERNELS = (3, 4)    # the fused unpermute-and-combine kernel and the weights; backward a dispatch
 GATHER_DISPATCH_KERNELS = (15, 5)   # the all-gather dispatcher (module docstring)
 GATHER_COMBINE_KERNELS = (5, 5)
+CLAMP_KERNELS = (3, 9)        # gpt-oss' clamp: two clamps and torch.cat; backward the masks (ge, le, le, and, two
+#                               scalar tensors), two wheres and the gradients' cat (explorer/model/graph/moe.py)
 SYNCS_DROPLESS = 1            # device-to-host synchronisations per dropless MoE layer forward
 
 
@@ -111,6 +115,8 @@ def launches(op, recipe: Recipe = Recipe()) -> tuple:
         return DISPATCH_KERNELS if op.name == "dispatch" else COMBINE_KERNELS
     if op.name == "router":
         return 1 + ROUTER_KERNELS[0], 2 + ROUTER_KERNELS[1]
+    if op.expert and op.name == "expert_clamp":
+        return CLAMP_KERNELS
     if op.expert and op.name == "expert_bias":
         n = recipe.local_experts
         return 2 * n + 1, 5 * n + 2

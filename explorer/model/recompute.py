@@ -11,8 +11,8 @@ module's forward runs again). Per module, on the operators of explorer/model/gra
   marked attention_core (Korthikanti et al. 2022 Sec 5); FlashAttention keeps nothing of it anyway.
 * layernorm (output-discarding): the input_layernorm and pre_mlp_layernorm outputs -- the saved input
   of the operator after each layer norm (LAYER_NORMS); the norm's forward again.
-* moe_act (output-discarding): the experts' activation function's output -- the saved input of the
-  experts' second GEMM; the activation again.
+* moe_act (output-discarding): the experts' activation function's output (and the clamped copy a gpt-oss
+  clamp hands it) -- the saved input of the experts' second GEMM; the clamp and the activation again.
 * mla_up_proj (output-discarding): the MLA up-projection and RoPE output -- the saved input of the
   attention core after it; the up-projection GEMM again.
 * mlp (normal): the dense MLP submodule (fc1, its activation, fc2); its input stays (the residual
@@ -30,6 +30,11 @@ LAYER_NORMS = ("ln1", "ln2", "rms1", "rms2")
 """A transformer layer's input_layernorm and pre_mlp_layernorm (explorer/model/graph: GPT/BERT ln1 and
 ln2, Llama and the MoE layers rms1 and rms2; not MLA's latent norm nor the head's final norm)."""
 DENSE_MLP = ("fc1", "gelu", "swiglu", "fc2")
+MOE_ACT = ("expert_clamp", "expert_act")
+"""What Megatron-Core's moe_act checkpoint holds (TEGroupedMLP.forward: CheckpointWithoutOutput around
+bias_act_func -- the clamp and the activation; megatron/core/transformer/moe/experts.py at d7288711): not the
+experts' second bias (gpt-oss), added by _apply_bias after linear_fc2, outside it (recomputed there until
+2026-12-07: 0.44 ms per layer and micro-batch too many on B200)."""
 DEFAULT = ("core_attn",)
 
 
@@ -37,7 +42,7 @@ def _discards_output(op, modules: tuple) -> bool:
     """Is `op`'s output, kept by the next operator as its input, discarded and made again (output-
     discarding checkpointing)?"""
     return ("layernorm" in modules and op.kind == "norm" and op.name in LAYER_NORMS) or \
-        ("moe_act" in modules and op.expert and op.kind == "elementwise") or \
+        ("moe_act" in modules and op.expert and op.name in MOE_ACT) or \
         ("mla_up_proj" in modules and op.name == "mla_up")
 
 

@@ -28,7 +28,7 @@ def _positive_int(name: str, value) -> None:
 MOE_INT_FIELDS = ("experts", "experts_per_token", "moe_ffn_hidden", "shared_experts", "shared_ffn_hidden",
                   "first_dense_layers", "head_dim", "q_lora_rank", "kv_lora_rank", "qk_nope_head_dim",
                   "qk_rope_head_dim", "v_head_dim", "sliding_window_tokens", "window_attn_skip_freq")
-MOE_FLOAT_FIELDS = ("moe_capacity_factor", "expert_load_share")
+MOE_FLOAT_FIELDS = ("moe_capacity_factor", "expert_load_share", "glu_clamp")
 MAX_EXPERTS = 4096   # well above the largest published router (DeepSeek-V3: 256, Qwen3: 128)
 
 
@@ -127,6 +127,8 @@ class ModelSpec:
     window_attn_skip_freq: int = 0   # layer n (1-based) is windowed when n % this != 0 (gpt-oss: 2); 0 = all layers
     linear_bias: bool = False        # the linear layers carry biases (Megatron add_bias_linear; gpt-oss: true)
     attention_sinks: bool = False    # a learnable sink logit per head (Megatron softmax_type "learnable"; gpt-oss)
+    glu_clamp: float = 0.0           # the experts' GLU halves clamped to this before the activation (Megatron
+    #                                  activation_func_clamp_value; gpt-oss: 7.0); 0 = none
 
     def __post_init__(self):
         check_model(self)                # sizes within explorer/limits.py, before anything else

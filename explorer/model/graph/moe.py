@@ -78,6 +78,8 @@ def moe_ffn(spec) -> list:
                        mem_bytes_fwd=beta * b * (3 * routed + s) * h, act=(ActTerm(beta * b * s * k, "out"),),
                        routes=True)
     experts = _gated("expert", _int(spec.moe_ffn_hidden), routed, True, E)
+    if spec.glu_clamp:
+        experts.insert(1, expert_clamp(routed, _int(spec.moe_ffn_hidden)))
     if spec.linear_bias:
         experts.append(expert_bias(routed))
     ops = [router, dispatch, *experts, combine]
@@ -88,6 +90,21 @@ def moe_ffn(spec) -> list:
         # fc1 keeps bytes of its own only as Transformer Engine's FP8 copy
         ops += _gated("shared", _int(spec.shared_ffn_hidden), s, False, input_kept_by="router")
     return ops
+
+
+def expert_clamp(routed: sp.Expr, width: sp.Expr) -> Operator:
+    """The clamp of the experts' GLU halves before the activation (gpt-oss: ModelSpec.glu_clamp, Megatron
+    activation_func_clamp_value 7.0 with bias_activation_fusion): Megatron-Core's weighted_bias_quick_geglu_impl
+    clamps each half and concatenates them again eagerly, outside the compiled activation
+    (megatron/core/fusions/fused_bias_geglu.py, NVIDIA/Megatron-LM at d7288711, the Megatron-LM of Megatron-Bridge
+    v0.4.x, and at d98e8a64). Forward, per element of the b s k x 2 width GEMM output: each clamp reads and writes
+    its half (2), torch.cat reads and writes the whole (2): 4 beta bytes; backward the memory-bound rule (3/2;
+    its masks and wheres and the gradient's concatenation counted 7.5 beta with torch's dispatcher on CPU). It
+    keeps the GEMM's output for the masks; the activation then keeps the clamped copy. Both sit inside the
+    moe_act checkpoint (explorer/model/recompute.py). Kernels: explorer/model/kernels.py."""
+    return Operator("expert_clamp", "elementwise", "follow", (b, routed, 2 * width), (b, routed, 2 * width),
+                    mem_bytes_fwd=4 * beta * b * routed * 2 * width,
+                    act=(ActTerm(beta * b * routed * 2 * width, "in"),), expert=True)
 
 
 def expert_bias(routed: sp.Expr) -> Operator:
@@ -229,6 +246,8 @@ def layer_key(spec, moe: bool, window: int = 0) -> tuple:
         attn += ("window", window)
     if spec.linear_bias:
         attn += ("bias",)
+    if spec.glu_clamp and moe:
+        attn += ("clamp",)
     ffn = ("moe", spec.experts, spec.experts_per_token, spec.moe_ffn_hidden, spec.shared_ffn_hidden) if moe \
         else ("dense",)
     return ("moe-layer",) + attn + ffn
