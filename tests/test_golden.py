@@ -54,6 +54,12 @@ Rewritten on 2026-12-06 for the measured HBM fractions (issue 26: efficiency.hbm
 0.865, BabelStream Triad on Azure ND H100 v5 / ND H200 v5) and the refit they brought (gemm_max 0.482 -> 0.48 on dgx-h100
 and h200, benchmarks/fit_megatron_bridge.py): all 118 dgx-h100 and h200 cases moved, 73 down (memory-bound time, -2.06 %
 at most: gpt-1.7b) and 45 up (the refit, +0.40 % at most); no dgx-a100-80gb or classroom case moved. Existing keys only.
+Rewritten on 2026-12-07 (seventeenth session) for the host constant's refit (efficiency.host_launch_s 45 -> 42 us on
+dgx-h100, h200, dgx-b200 and gb200-nvl72, benchmarks/fit_host_launch.py) after MoE kernels the audits of gpt-oss' and
+Qwen3's layers found (tests/test_gpt_oss.py, tests/test_qk_norm.py, tests/test_moe_terms.py; no golden case is MoE or
+has a query/key norm): 83 dgx-h100 and h200 cases moved, all down, -6.66 % at most (tiny-gpt: host-bound throughout,
+42/45 - 1) and by less than 0.001 % where the host binds only the embedding and output blocks; no dgx-a100-80gb or
+classroom case moved. Existing keys only.
 """
 import json
 import math

@@ -207,6 +207,10 @@ def test_the_clamp_is_read_from_huggingface_and_megatron_bridge_configs(oss):
     text = export("megatron-bridge", oss, strategy, load_cluster("dgx-b200"))
     assert "activation_func_clamp_value = 7.0" in text
     assert import_config(text, "megatron-bridge").model["glu_clamp"] == 7.0
+    lm = export("megatron", oss, strategy.with_(framework="megatron-lm"), load_cluster("dgx-b200"))
+    assert "--activation-func-clamp-value 7.0" in lm and import_config(lm, "megatron").model["glu_clamp"] == 7.0
+    with pytest.raises(ExplorerError, match="--activation-func-clamp-value"):
+        import_config(lm.replace("--activation-func-clamp-value 7.0", "--activation-func-clamp-value nan"), "megatron")
     with pytest.raises(ExplorerError, match="activation_func_clamp_value must be a number > 0"):
         import_config(text.replace("activation_func_clamp_value = 7.0", "activation_func_clamp_value = True"),
                       "megatron-bridge")

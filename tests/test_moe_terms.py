@@ -15,6 +15,7 @@ from explorer.cost.placement import expert_options, host_options
 from explorer.errors import ExplorerError
 from explorer.io.clusters import load_cluster
 from explorer.io.models import load_model
+from explorer.model import kernels as kn
 from explorer.model.graph.build import build_blocks
 from explorer.strategy.strategy import Strategy
 from explorer.symbols import F, W_hbm, b, beta, eta, h, phi, s, t
@@ -267,17 +268,18 @@ def test_expert_parallel_overlap_holds_one_more_layer_of_activations():
     schedules.py get_pp_rank_microbatches) run the next micro-batch's layer i beside the oldest one's layer L-1-i,
     each backward node freeing its tensors: the peak is one layer above the plain schedule's
     (explorer.cost.model_states.activations_in_flight). Qwen3-30B-A3B on 16 H100s, ep 16, HybridEP, b = 1, s = 4096:
-    21.50 -> 21.90 GiB of activations (+0.399 GiB, the MoE layer's, not the head's 2.35 GiB of logits); with one
+    23.19 -> 23.62 GiB of activations (+0.434 GiB, the MoE layer's, not the head's 2.35 GiB of logits; 21.50 -> 21.90
+    and 0.399 GiB before the query and key norms kept their inputs, 2026-12-07); with one
     micro-batch (no forward after the warm-up) nothing more; the interleaved schedule adds the layer on every stage."""
     from explorer.cost.evaluation import build_evaluation
     h100 = load_cluster("dgx-h100")
     base = Strategy(dp=16, micro_batch=1, global_batch=256, ep=16, expert_tp=1, moe_dispatcher="hybridep")
     plain, over = evaluate(QWEN, base, h100, 16), evaluate(QWEN, base.with_(overlap_ep=True), h100, 16)
     act = build_evaluation(QWEN, [base], h100).block_q("act")[:, 0]      # embedding, layer, head
-    assert act[1] / 2**30 == pytest.approx(0.399, abs=1e-3) and act[2] > 5 * act[1]
+    assert act[1] / 2**30 == pytest.approx(0.434, abs=1e-3) and act[2] > 5 * act[1]
     extra = over.memory_bytes_per_device["activations"] - plain.memory_bytes_per_device["activations"]
     assert extra == pytest.approx(act[1], rel=1e-9)
-    assert plain.memory_bytes_per_device["activations"] / 2**30 == pytest.approx(21.50, abs=0.01)
+    assert plain.memory_bytes_per_device["activations"] / 2**30 == pytest.approx(23.19, abs=0.01)
     for part in ("params", "grads", "optimizer"):
         assert over.memory_bytes_per_device[part] == plain.memory_bytes_per_device[part]
     one = base.with_(global_batch=16)                                    # m = 1: the first forward alone
@@ -324,3 +326,27 @@ def test_the_shared_experts_input_is_the_routers_tensor_kept_once():
             for fp8 in (False, "delayed")}
     assert kept == {False: 0, "delayed": 4096 * 7168}
     assert sp.simplify(_act(router, lay.R, lay.R, "none")).subs(at).subs(beta, 2) == 2 * 4096 * 7168
+
+
+def test_current_scaling_quantises_each_local_experts_split_on_its_own():
+    """Transformer Engine v2.13's split_quantize: delayed scaling one fused multi-tensor cast for all splits; per-tensor
+    current scaling ('tensorwise') four kernels per split (zero the amax, the amax, the scale, the cast-transpose);
+    MXFP8 and blockwise one per split. They are launched from C++ inside one call, so the host pays the driver's
+    launch tau_k for each (explorer/cost/block.py host_terms), not tau_h; and current scaling reads the operand once
+    more for its amax (6 B per element, not 4)."""
+    from explorer.symbols import t_launch, tau_h
+    fc1 = _op("expert_fc1")
+    counts = {r: kn.internal(fc1, kn.Recipe(fp8=r, local_experts=16)) for r in ("delayed", "tensorwise", "mxfp8")}
+    assert counts == {"delayed": (0, 0), "tensorwise": (64, 64), "mxfp8": (16, 16)}
+    assert kn.internal(_op("qkv"), kn.Recipe(fp8="tensorwise", local_experts=16)) == (0, 0)   # dense: one cast
+    assert kn.internal(fc1, kn.Recipe(local_experts=16)) == (0, 0)                             # bf16
+    assert kn.eager_internal(fc1, "layer", kn.Recipe(graphs="full", fp8="tensorwise", local_experts=16)) == (0, 0)
+    layer = _moe_layer()
+    host = {r: block_cost(layer, "megatron", (), False, "none", "replicated",
+                          host=tuple(kn.Recipe(fp8=r, local_experts=16))) for r in ("delayed", "tensorwise")}
+    extra = host["tensorwise"].host_fwd_s - host["delayed"].host_fwd_s
+    assert sp.expand(extra - 2 * 64 * t_launch) == 0 and not extra.has(tau_h)       # fc1 and fc2, 64 each
+    at = {b: 1, s: 4096, t: 1, h: 2048}
+    delayed, current = (sp.simplify(moe.quantise_time(fc1, 1, r)[0] * W_hbm).subs(at)
+                        for r in ("delayed", "tensorwise"))
+    assert (delayed, current) == (4 * 32768 * 2048, 6 * 32768 * 2048)

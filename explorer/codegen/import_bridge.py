@@ -216,6 +216,8 @@ def _bridge_attention(get, model: dict) -> None:
     softmax = get("model", "softmax_type")
     if softmax is not None and choice(softmax, "softmax_type", ("vanilla", "learnable")) == "learnable":
         model["attention_sinks"] = True
+    if get("model", "qk_layernorm") is not None and flag(get("model", "qk_layernorm"), "qk_layernorm"):
+        model["qk_layernorm"] = True
     clamp = get("model", "activation_func_clamp_value")
     if clamp is not None:
         model["glu_clamp"] = number(clamp, "activation_func_clamp_value")

@@ -91,6 +91,8 @@ def _model_fields(model, s) -> list:
         out.append(("softmax_type", '"learnable"'))
     if getattr(model, "glu_clamp", 0):                 # gpt_oss_bridge.py: the experts' clamp
         out.append(("activation_func_clamp_value", float(model.glu_clamp)))
+    if getattr(model, "qk_layernorm", False):          # qwen3_moe_bridge.py: qk_layernorm=True
+        out.append(("qk_layernorm", True))
     if model.is_moe:
         out += [("num_moe_experts", model.experts), ("moe_router_topk", model.experts_per_token),
                 ("moe_ffn_hidden_size", model.moe_ffn_hidden), ("moe_layer_freq", _moe_list(model)),

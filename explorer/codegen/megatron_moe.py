@@ -22,6 +22,7 @@ moe_a2a_overlap sets).
 """
 from __future__ import annotations
 
+from explorer.codegen.import_fields import number
 from explorer.errors import ExplorerError
 
 INT_FLAGS = {"--num-experts": "experts", "--moe-router-topk": "experts_per_token",
@@ -63,6 +64,10 @@ def moe_flags(model, strategy) -> list:
             out.append(("--window-attn-skip-freq", model.window_attn_skip_freq))
     if getattr(model, "attention_sinks", False):
         out.append(("--softmax-type", "learnable"))
+    if getattr(model, "qk_layernorm", False):         # Qwen3 (TransformerConfig.qk_layernorm, a generated flag)
+        out.append(("--qk-layernorm",))
+    if getattr(model, "glu_clamp", 0):                # gpt-oss (TransformerConfig.activation_func_clamp_value)
+        out.append(("--activation-func-clamp-value", float(model.glu_clamp)))
     if not model.is_moe:
         return out
     out += [("--num-experts", model.experts), ("--moe-router-topk", model.experts_per_token),
@@ -158,9 +163,10 @@ def add_arguments(parser) -> None:
     for flag in ("--cuda-graph-modules", "--cuda-graph-scope"):
         parser.add_argument(flag, nargs="+")
     for flag in ("--moe-enable-deepep", "--overlap-moe-expert-parallel-comm", "--enable-cuda-graph",
-                 "--external-cuda-graph", "--disable-bias-linear"):
+                 "--external-cuda-graph", "--disable-bias-linear", "--qk-layernorm"):
         parser.add_argument(flag, action="store_true")
-    for flag in ("--window-size", "--window-attn-skip-freq", "--softmax-type"):   # gpt-oss (moe_flags writes them)
+    for flag in ("--window-size", "--window-attn-skip-freq", "--softmax-type",   # gpt-oss (moe_flags writes them)
+                 "--activation-func-clamp-value"):
         parser.add_argument(flag)
 
 
@@ -207,6 +213,14 @@ def attention_fields(args) -> dict:
         out["attention_sinks"] = True
     if args.swiglu and not args.disable_bias_linear:
         out["linear_bias"] = True
+    if args.qk_layernorm:
+        out["qk_layernorm"] = True
+    if args.activation_func_clamp_value is not None:
+        value = str(args.activation_func_clamp_value).strip()
+        try:
+            out["glu_clamp"] = number(float(value) if len(value) <= 40 else None, "--activation-func-clamp-value")
+        except ValueError:
+            raise ExplorerError(f"--activation-func-clamp-value {value[:40]!r}: a number > 0") from None
     return out
 
 

@@ -51,6 +51,7 @@ class OpStep:
     cp: cpx.CPExchange = cpx.NONE  # context-parallel exchange of this operator (context_parallel.py)
     launches: tuple = (0, 0)       # (fwd, bwd) kernels the host issues one by one (explorer/model/kernels.py)
     syncs: int = 0                 # device-to-host synchronisations per forward (dropless dispatcher)
+    internal: tuple = (0, 0)       # (fwd, bwd) kernels launched inside a library call, from C++ (kernels.internal)
 
 
 @dataclass(frozen=True, eq=False)
@@ -254,7 +255,7 @@ def _block_cost(key, block, preset, over, sequence_parallel, recompute, incoming
         fwd, bwd = compute_time(op, divisor, cp, cp_algo, bool(recipe.fp8))
         dW = weight_grad_time(op, divisor, bool(recipe.fp8))
         if op.expert and recipe.fp8:         # FP8 quantisation of the grouped GEMM's operands (moe_terms.py)
-            q_fwd, q_bwd = moe.quantise_time(op, divisor)
+            q_fwd, q_bwd = moe.quantise_time(op, divisor, recipe.fp8)
             fwd, bwd = fwd + q_fwd, bwd + q_bwd
         if op.expert and recipe.flex:        # fp32 routing weights make the experts' second bias fp32 (moe_terms.py)
             b_fwd, b_bwd = moe.fp32_bias_time(op, divisor)
@@ -332,7 +333,8 @@ def _block_cost(key, block, preset, over, sequence_parallel, recompute, incoming
         redo = kernel_recompute_time(op, divisor, cp, cp_algo)
         exchange = cpx.exchange(op, block.ops, lay.is_sharded(needed), cp, cp_algo, fwd, bwd + redo)
         steps.append(OpStep(op.name, op.kind, split, needed, out, fwd, bwd, dW, op.flops_fwd, tuple(colls), redo,
-                            exchange, kn.eager(op, block.kind, recipe), kn.syncs(op, recipe)))
+                            exchange, kn.eager(op, block.kind, recipe), kn.syncs(op, recipe),
+                            kn.eager_internal(op, block.kind, recipe)))
         cur, cur_elements, prev = out, op.out_elements, op
     if cur == lay.P:  # partial sums leave the block reduced (Megatron's g operator)
         target = lay.SEQ if sequence_parallel else lay.R
@@ -359,12 +361,14 @@ def host_terms(block, steps, recompute: str) -> dict:
     """The host side of the block's passes (explorer/model/kernels.py): tau_h per kernel the host issues
     one by one, forward and backward; each device-to-host synchronisation stalls the GPU for the copy's
     round trip tau_s and the issue of the kernel after it, tau_h (the host has no lead left); a full
-    recomputation replays the forward (its launches and synchronisations) inside the backward."""
-    fwd = sum(s.launches[0] for s in steps)
-    bwd = sum(s.launches[1] for s in steps)
+    recomputation replays the forward (its launches and synchronisations) inside the backward. A kernel a library
+    launches inside one call from C++ (kernels.internal) costs the host the driver's launch, tau_k (cuLaunchKernel,
+    efficiency.kernel_launch_s), not tau_h."""
+    fwd = tau_h * sum(s.launches[0] for s in steps) + t_launch * sum(s.internal[0] for s in steps)
+    bwd = tau_h * sum(s.launches[1] for s in steps) + t_launch * sum(s.internal[1] for s in steps)
     n_sync = sum(s.syncs for s in steps)
     replay = block.kind == "layer" and recompute == "full"
-    return {"host_fwd_s": tau_h * fwd, "host_bwd_s": tau_h * (bwd + (fwd if replay else 0)),
+    return {"host_fwd_s": fwd, "host_bwd_s": bwd + (fwd if replay else 0),
             "sync_fwd_s": (tau_s + tau_h) * n_sync, "sync_bwd_s": (tau_s + tau_h) * n_sync if replay else ZERO}
 
 

@@ -61,15 +61,21 @@ from explorer.model.ops import Operator
 from explorer.symbols import F, W_hbm, beta, eta, phi, t
 
 QUANTISE_BYTES = 4        # B per element: read BF16 (2), write the row-wise and the column-wise FP8 copies (1 + 1)
+AMAX_BYTES = {"tensorwise": 2}
+"""B per element a recipe reads before it casts: per-tensor current scaling takes each split's amax in a kernel of its
+own, one more read of the BF16 operand (Transformer Engine v2.13 quantizer.cpp Float8CurrentScalingQuantizer,
+common/recipe/current_scaling.cu amax_kernel); delayed scaling uses the last step's amax, MXFP8 and blockwise take
+their block scales inside the cast (explorer/model/kernels.py QUANTISE_PER_SPLIT)."""
 
 
-def quantise_time(op: Operator, divisor) -> tuple:
-    """(forward, backward) seconds of the FP8 quantisation of expert GEMM `op`'s operands on one device: its
-    input forward, its output gradient backward (module docstring)."""
+def quantise_time(op: Operator, divisor, recipe: str = "delayed") -> tuple:
+    """(forward, backward) seconds of the FP8 quantisation of expert GEMM `op`'s operands on one device under FP8
+    recipe `recipe`: its input forward, its output gradient backward (module docstring; AMAX_BYTES)."""
     if not (op.expert and op.kind == "matmul"):
         return sp.Integer(0), sp.Integer(0)
-    fwd = QUANTISE_BYTES * sp.Mul(*op.in_shape) / divisor / W_hbm
-    bwd = QUANTISE_BYTES * op.out_elements / divisor / W_hbm
+    per_element = QUANTISE_BYTES + AMAX_BYTES.get(recipe, 0)
+    fwd = per_element * sp.Mul(*op.in_shape) / divisor / W_hbm
+    bwd = per_element * op.out_elements / divisor / W_hbm
     return fwd, bwd
 
 

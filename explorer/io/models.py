@@ -27,6 +27,7 @@ PRESET_DIR = Path(__file__).resolve().parents[2] / "assets" / "models"
 SUFFIXES = (".json", ".yaml", ".yml")
 
 MODEL_FIELDS = tuple(f.name for f in fields(ModelSpec))
+BOOL_FIELDS = ("linear_bias", "attention_sinks", "qk_layernorm")
 _TRANSFORMER = ("layers", "hidden", "heads", "seq_len", "vocab")
 REQUIRED = {"gpt": _TRANSFORMER, "bert": _TRANSFORMER, "llama": _TRANSFORMER,
             "mlp": ("layers", "hidden", "seq_len", "vocab"), "cnn": ("stage_blocks", "vocab")}
@@ -58,6 +59,10 @@ HF_MOE_KEYS = {
     "v_head_dim": ("v_head_dim",),
     "mtp_layers": ("num_nextn_predict_layers",),      # DeepSeek-V3's config.json: 1 MTP module
 }
+QK_NORM_TYPES = ("qwen3", "qwen3_moe")
+"""HuggingFace model types whose attention normalises each head's queries and keys (transformers'
+modeling_qwen3.py / modeling_qwen3_moe.py Qwen3Attention q_norm, k_norm): ModelSpec.qk_layernorm."""
+
 # HuggingFace model_type -> our family (the architecture, not the checkpoint).
 HF_FAMILIES = {"llama": "llama", "mistral": "llama", "qwen2": "llama", "qwen3": "llama", "mixtral": "llama",
                "qwen2_moe": "llama", "qwen3_moe": "llama", "deepseek_v2": "llama", "deepseek_v3": "llama",
@@ -173,7 +178,7 @@ def _from_our_schema(d: dict, name_hint: str) -> ModelSpec:
         raise ExplorerError(f"field 'family' is {short_repr(family)}; use one of {', '.join(FAMILIES)}")
     for key in d:
         kind = "text" if key in ("name", "family", "source", "attention") else "list" if key == "stage_blocks" else \
-            "non-negative" if key in MOE_FLOAT_FIELDS else "bool" if key in ("linear_bias", "attention_sinks") else "int"
+            "non-negative" if key in MOE_FLOAT_FIELDS else "bool" if key in BOOL_FIELDS else "int"
         field(d, key, kind, "")
     missing = [key for key in REQUIRED[family] if key not in d]
     if missing:
@@ -274,6 +279,8 @@ def _hf_moe(d: dict, values: dict) -> dict:
         out["head_dim"] = head_dim        # only a head size other than hidden / heads changes the graph
     if d.get("model_type") == "gpt_oss":
         out.update(_hf_gpt_oss(d))
+    if d.get("model_type") in QK_NORM_TYPES:
+        out["qk_layernorm"] = True
     if d.get("mlp_only_layers"):
         raise ExplorerError("HuggingFace config lists 'mlp_only_layers'; dense layers in between MoE layers "
                             "are read only as first_k_dense_replace or decoder_sparse_step")

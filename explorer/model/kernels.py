@@ -17,7 +17,8 @@ the modules that implement each operator (one count per CUDA kernel or NCCL call
   (TE cast/cast-transpose kernels; the weight's cast is cached across a step's micro-batches) -- not for
   the output layer and the router, which Megatron runs outside TE in BF16 (explorer/hardware/precision.py
   BF16_GEMMS).
-* RMSNorm/LayerNorm (TE fused): 1 forward; the input gradient and the gamma-gradient reduction backward.
+* RMSNorm/LayerNorm (TE fused): 1 forward; the input gradient and the gamma-gradient reduction backward. Qwen3's
+  query and key norms (qk_norm): QK_NORM_KERNELS.
 * FlashAttention (TE fused attention) with rotary embeddings: the fused RoPE kernel on Q and on K and the
   attention kernel, each forward and backward. The unfused core: one kernel per GEMM forward, two backward.
 * element-wise (residual add, SwiGLU/GeLU, dropout), softmax: 1 forward, 1 backward.
@@ -32,7 +33,8 @@ the modules that implement each operator (one count per CUDA kernel or NCCL call
     the moe_preprocess graph scope captures), the permute (5), the all-to-all (1) and the second permute
     that sorts the received tokens by local expert (sort_chunks_by_idxs, 3): 15 forward; 7 backward.
   - the experts' grouped GEMMs (TE GroupedLinear): one GEMM per local expert (E/ep of them) and the split
-    forward, two GEMMs per expert backward; FP8 quantises each grouped operand once (fused per group).
+    forward, two GEMMs per expert backward; FP8 quantises each grouped operand in one call, which launches
+    QUANTISE_PER_SPLIT kernels per local expert from C++ (internal(): tau_k each on the host).
   - the experts' second bias (gpt-oss, ModelSpec.linear_bias; TEGroupedMLP._apply_bias): per local expert
     the product b * p and the add forward, and torch.cat (2n + 1); backward per expert the two products and
     their two sums and the bias gradient's accumulation, and the two gradients' concatenations (5n + 2).
@@ -79,6 +81,18 @@ GATHER_DISPATCH_KERNELS = (15, 5)   # the all-gather dispatcher (module docstrin
 GATHER_COMBINE_KERNELS = (5, 5)
 CLAMP_KERNELS = (3, 9)        # gpt-oss' clamp: two clamps and torch.cat; backward the masks (ge, le, le, and, two
 #                               scalar tensors), two wheres and the gradients' cat (explorer/model/graph/moe.py)
+QUANTISE_PER_SPLIT = {"delayed": 0, "tensorwise": 4, "blockwise": 1, "mxfp8": 1}
+"""Kernels Transformer Engine launches per local expert inside one split_quantize call of a grouped GEMM's operand
+(transformer_engine/pytorch/module/grouped_linear.py: tex.split_quantize of the inputs forward and of grad_output
+backward; TE v2.13 at 287770466f, the TE of NeMo 26.04): delayed scaling takes the fused multi-tensor cast, one
+kernel for all splits (csrc/extensions/cast.cpp multi-tensor path, pybind.h: only Float8Quantizer), the one call
+counted by launches(); per-tensor current scaling ('tensorwise', Float8CurrentScalingQuantizer) quantises each
+split alone -- zero the amax, the amax kernel, the scale from it, the cast-transpose (quantizer.cpp,
+common/recipe/current_scaling.cu): 4; blockwise and MXFP8 one bulk-allocated kernel per split (cast.cpp). A fused
+current-scaling group quantise first came with TE v2.18 (PR 3114)."""
+QK_NORM_KERNELS = (4, 4)      # Qwen3's query and key norms: per tensor the contiguous copy TE's RMSNorm makes of a
+#                               strided view and the norm forward; the norm's backward and the copy's (the view's
+#                               gradient) backward (explorer/model/graph/moe.py qk_norm)
 SYNCS_DROPLESS = 1            # device-to-host synchronisations per dropless MoE layer forward
 
 
@@ -127,6 +141,8 @@ def launches(op, recipe: Recipe = Recipe()) -> tuple:
         return 1 + int(fp8), 2 + 2 * int(fp8)
     if op.kind == "attention":
         return (3, 3) if op.name == "flash_attn" else (1, 2)
+    if op.name == "qk_norm":
+        return QK_NORM_KERNELS
     if op.kind == "norm":
         return 1, 2
     if op.kind == "embedding":
@@ -134,6 +150,22 @@ def launches(op, recipe: Recipe = Recipe()) -> tuple:
     if op.kind == "loss":
         return 8, 4
     return 1, 1
+
+
+def internal(op, recipe: Recipe = Recipe()) -> tuple:
+    """(forward, backward) kernels `op` launches inside one library call, from C++ (no Python per launch): the
+    per-split quantisation of an FP8 grouped GEMM's operands (QUANTISE_PER_SPLIT x local experts, once forward for
+    the input and once backward for the output gradient). The host pays the driver's launch for each, tau_k
+    (explorer/cost/block.py host_terms), not the framework's tau_h."""
+    if not (recipe.fp8 and op.expert and op.kind == "matmul"):
+        return 0, 0
+    n = QUANTISE_PER_SPLIT.get(recipe.fp8, 0) * recipe.local_experts
+    return n, n
+
+
+def eager_internal(op, block_kind: str, recipe: Recipe = Recipe()) -> tuple:
+    """internal() where the host issues `op` one by one (eager()), else none: a CUDA graph captures them too."""
+    return internal(op, recipe) if any(eager(op, block_kind, recipe)) else (0, 0)
 
 
 def eager(op, block_kind: str, recipe: Recipe = Recipe()) -> tuple:

@@ -45,9 +45,14 @@ def _check_moe(spec) -> None:
     if spec.kv_lora_rank and not (spec.qk_nope_head_dim and spec.qk_rope_head_dim and spec.v_head_dim):
         raise ExplorerError("latent attention (kv_lora_rank > 0) needs qk_nope_head_dim, qk_rope_head_dim "
                             "and v_head_dim")
-    for name in ("linear_bias", "attention_sinks"):
+    for name in ("linear_bias", "attention_sinks", "qk_layernorm"):
         if not isinstance(getattr(spec, name), bool):
             raise ExplorerError(f"model field '{name}' must be true or false, got {getattr(spec, name)!r}")
+    if spec.qk_layernorm and spec.family != "llama":
+        raise ExplorerError(f"'qk_layernorm' is for the llama family (Qwen3), not {spec.family!r}")
+    if spec.qk_layernorm and spec.kv_lora_rank:
+        raise ExplorerError("'qk_layernorm' is for grouped-query attention; latent attention (kv_lora_rank > 0) "
+                            "normalises its latents")
     if (spec.linear_bias or spec.sliding_window_tokens or spec.attention_sinks) and spec.family != "llama":
         raise ExplorerError(f"'linear_bias', 'sliding_window_tokens' and 'attention_sinks' are for the llama family "
                             f"(gpt-oss), not {spec.family!r} (whose layers carry biases and attend fully already)")
@@ -129,6 +134,7 @@ class ModelSpec:
     attention_sinks: bool = False    # a learnable sink logit per head (Megatron softmax_type "learnable"; gpt-oss)
     glu_clamp: float = 0.0           # the experts' GLU halves clamped to this before the activation (Megatron
     #                                  activation_func_clamp_value; gpt-oss: 7.0); 0 = none
+    qk_layernorm: bool = False       # an RMSNorm over each head's queries and keys (Megatron qk_layernorm; Qwen3)
 
     def __post_init__(self):
         check_model(self)                # sizes within explorer/limits.py, before anything else
@@ -193,7 +199,7 @@ class ModelSpec:
     def uses_moe_graph(self) -> bool:
         """Experts, a head size of its own or latent attention: built by explorer/model/graph/moe.py."""
         return self.is_moe or self.head_dim > 0 or self.kv_lora_rank > 0 or self.sliding_window_tokens > 0 \
-            or self.linear_bias
+            or self.linear_bias or self.qk_layernorm
 
     @property
     def softmax_type(self) -> str:

@@ -173,8 +173,9 @@ def attention(spec, window: int = 0) -> list:
     q, kv = a * d, a_kv * d
     bias = spec.linear_bias
     after = [bias_add("proj_bias")] if bias else []
+    norms = [qk_norm(q, kv, d)] if spec.qk_layernorm else []
     if spec.attention == "flash":
-        return [linear("qkv", "column", h, q + 2 * kv, bias=bias),
+        return [linear("qkv", "column", h, q + 2 * kv, bias=bias), *norms,
                 *flash_core(q, q, q + 2 * kv, spec.family != "bert", window),
                 linear("proj", "row", q, h, bias=bias), *after]
     scores = (b, a, s, s)
@@ -187,7 +188,20 @@ def attention(spec, window: int = 0) -> list:
     context = Operator("context", "attention", "heads", scores, (b, s, q), flops_fwd=2 * b * s * s * q,
                        flops_bwd=4 * b * s * s * q, act=(ActTerm(beta * b * s * kv, "in"),),
                        gemm=(s, d, s, b * a), attention_core=True)
-    return [qkv, score, softmax, context, linear("proj", "row", q, h, bias=bias), *after]
+    return [qkv, *norms, score, softmax, context, linear("proj", "row", q, h, bias=bias), *after]
+
+
+def qk_norm(q: sp.Expr, kv: sp.Expr, d: sp.Expr) -> Operator:
+    """Qwen3's RMSNorm over each head's queries and over each head's keys (ModelSpec.qk_layernorm; Megatron-Core
+    SelfAttention q_layernorm / k_layernorm, TENorm of hidden_size_per_attention_head, applied after the QKV split
+    and before RoPE: megatron/core/transformer/attention.py; Megatron-Bridge qwen3_moe_bridge.py qk_layernorm=True).
+    Split by heads like the attention core. Transformer Engine's RMSNorm takes a contiguous input, and the queries
+    and keys are strided views of the QKV output: per tensor a copy and the norm, each a read and a write, 4 beta
+    bytes per element of the b s (q + kv) normalised forward (the backward by the memory-bound rule, 3/2); each
+    keeps its input. Parameters: two weights of d. Kernels: explorer/model/kernels.py QK_NORM_KERNELS."""
+    return Operator("qk_norm", "norm", "heads", (b, s, q + 2 * kv), (b, s, q + 2 * kv),
+                    mem_bytes_fwd=4 * beta * b * s * (q + kv), params=2 * d,
+                    act=(ActTerm(beta * b * s * (q + kv), "in"),))
 
 
 def latent_attention(spec) -> list:
@@ -248,6 +262,8 @@ def layer_key(spec, moe: bool, window: int = 0) -> tuple:
         attn += ("bias",)
     if spec.glu_clamp and moe:
         attn += ("clamp",)
+    if spec.qk_layernorm:
+        attn += ("qk_norm",)
     ffn = ("moe", spec.experts, spec.experts_per_token, spec.moe_ffn_hidden, spec.shared_ffn_hidden) if moe \
         else ("dense",)
     return ("moe-layer",) + attn + ffn
