@@ -290,6 +290,20 @@ def test_run_keys_come_from_the_recipes(bridge):
     assert "21b02e0cf" in by_id["mb_2602_pretrain_qwen3-30b-a3b_b200_mxfp8"].assumptions
 
 
+def test_qwen3_235b_on_h100_overlaps_its_all_to_alls_in_every_container(bridge):
+    """Every Megatron-Bridge release from v0.2.0 (NeMo 25.11) on sets moe_a2a_overlap=True for Qwen3-235B-A22B on H100
+    (v0.2.0 scripts/performance/configs/qwen3/workload_base_configs.py QWEN3_235B_A22B_H100_FP8_CS_BASE_CONFIG;
+    v0.3.0-v0.5.1 qwen/qwen3_workload_base_configs.py QWEN3_235B_A22B_PRETRAIN_CONFIG_H100_FP8_CS_V1, which _V2 keeps;
+    v0.4.1 lines 173-182), and v0.2.0 for B200 (QWEN3_235B_A22B_B200_FP8_CS_BASE_CONFIG, which _FP8_MX_ aliases);
+    26.02's B200 V1/V2 do not. Until 2026-12-07 these rows ran without the overlap here (-16..-22 % then)."""
+    by_id = {c.id: c for c in bridge[0]}
+    rows = [c for c in bridge[0] if c.model.name == "qwen3-235b-a22b" and c.cluster == "dgx-h100"
+            and not c.id.startswith("mb_2509")]
+    assert len(rows) >= 5 and all(c.strategy.overlap_ep for c in rows)
+    assert by_id["mb_2511_pretrain_qwen3-235b-a22b_b200_fp8mx"].strategy.overlap_ep
+    assert not by_id["mb_2602_pretrain_qwen3-235b-a22b_b200_mxfp8"].strategy.overlap_ep
+
+
 def test_deepseek_v3_rows_are_keyed_by_their_recipes(bridge):
     """DeepSeek-V3 rows run what their container's recipe ran (explorer/validation/deepseek_v3_runs.py): 25.09
     eager (perf_matrix cuda_graphs false), GB200 token-drop with the all-to-all and mla_up_proj, H100 DeepEP with the

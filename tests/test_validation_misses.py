@@ -106,7 +106,9 @@ def test_the_moe_misses_over_30_percent_are_two_families_the_model_names(bridge)
     25.09 row (Qwen3-30B-A3B on B200, token-drop, whole-layer graphs) sits at the threshold. A new kind of miss fails
     this test. 2026-12-07: with gpt-oss' eager clamp, its fp32 expert bias behind HybridEP and the bias no longer
     recomputed under moe_act (explorer/model/graph/moe.py expert_clamp, explorer/cost/moe_terms.py fp32_bias_time),
-    family (a) went from 8 rows over 30 % (+31 to +85 %) to 3 (+33 to +80 %)."""
+    family (a) went from 8 rows over 30 % (+31 to +85 %) to 3 (+33 to +80 %). The same day Qwen3-235B-A22B's H100
+    rows (and B200 25.11) were found to run with moe_a2a_overlap (explorer/validation/moe_runs.py A2A_OVERLAP): three of
+    them join family (b)."""
     cases = [c for c in bridge[0] if c.group in MOE_GROUPS and c.subset == "held out"]
     rows = {r.id: r for r in validate(cases, None)}
     by_id = {c.id: c for c in cases}

@@ -86,6 +86,8 @@ EP/all-to-all overlap is A2A_OVERLAP."""
 A2A_OVERLAP = {("NeMo 25.11", Q30, H), ("NeMo 26.02", Q30, H)} | {(c, Q30, GB) for c in ("NeMo 26.06", "NeMo 26.06.01", "NeMo 26.08")} | \
     {("NeMo 26.06.01", Q30, B)} | {(c, Q235, GB) for c in ("NeMo 26.06", "NeMo 26.06.01", "NeMo 26.08")} | \
     {(c, GPT, GB) for c in ("NeMo 26.04", "NeMo 26.04.01", "NeMo 26.06", "NeMo 26.06.01", "NeMo 26.08")} | \
+    {(c, Q235, H) for c in ("NeMo 25.11", "NeMo 26.02", "NeMo 26.02.01", "NeMo 26.04", "NeMo 26.04.01", "NeMo 26.06",
+                            "NeMo 26.06.01", "NeMo 26.08")} | {("NeMo 25.11", Q235, B), ("NeMo 26.06.01", Q235, B)} | \
     deepseek_v3_a2a_overlap()
 """(container, model, system) whose recipe set moe_a2a_overlap=True (Megatron-Bridge scripts/performance/utils/
 overrides.py _set_moe_a2a_overlap_overrides: overlap_moe_expert_parallel_comm and delay_wgrad_compute; our
@@ -95,7 +97,10 @@ Strategy.overlap_ep), read from RECIPE_TAGS' qwen3 workload base configs (DeepSe
 without 8.8-10.5k, which the model does not explain: issue 27), v0.5.0/v0.5.1 QWEN3_30B_A3B_..._GB200_FP8_MX_V1,
 v0.5.1 ..._B200_FP8_MX_V1, QWEN3_235B_A22B_..._GB200_FP8_MX_V2 (v0.6.0 perf_recipes/qwen/gb200/qwen3_moe.py
 overlap_moe_expert_parallel_comm=True); GPT-OSS 120B GB200: v0.4.x-v0.5.x _GB200_BF16_V2 / _FP8_MX_V2 and v0.6.0
-perf_recipes/gpt_oss/gb200/gpt_oss.py (comm_overlap.overlap_moe_expert_parallel_comm = True). The GPT-OSS configs' recompute_modules ["layernorm", "moe_act"] (V1 and
+perf_recipes/gpt_oss/gb200/gpt_oss.py (comm_overlap.overlap_moe_expert_parallel_comm = True). Qwen3-235B-A22B on H100
+in every release from v0.2.0 (QWEN3_235B_A22B_H100_*_BASE_CONFIG, then ..._PRETRAIN_CONFIG_H100_*_V1, kept by _V2:
+v0.4.1 qwen3_workload_base_configs.py lines 161-182; v0.6.0 perf_recipes/qwen/h100/qwen3_moe.py) and on B200 in v0.2.0
+(..._B200_FP8_CS_BASE_CONFIG, aliased by _FP8_MX_) and v0.5.1 (..._B200_FP8_MX_V2): missed until 2026-12-07. The GPT-OSS configs' recompute_modules ["layernorm", "moe_act"] (V1 and
 V2 on every system; [] in the GB200 full-iteration MXFP8 ones) are MEMORY_KEYS."""
 
 
