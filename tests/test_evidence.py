@@ -145,18 +145,19 @@ QWEN30 = Strategy(dp=16, micro_batch=1, global_batch=256, ep=16, expert_tp=1, dt
 def test_expert_parallel_overlap_without_full_graphs_is_a_known_gap_with_its_runs():
     """A strategy with the MoE all-to-alls under the partner pass and no full-iteration graph is shown the gap
     the validation found (tests/test_validation_misses.py: the misses over 30 %), filled with the validated runs
-    that have it: every one slower than predicted. Its nearest rows are such runs. Without the overlap, or with
-    full-iteration graphs, no gap."""
+    that have it: most slower than predicted, the slowest more than twice (since the measured hidden share,
+    fused_dispatch.EAGER_HIDDEN, some a few percent faster). Its nearest rows are such runs. Without the overlap, or
+    with full-iteration graphs, no gap."""
     qwen, h100 = load_model("qwen3-30b-a3b").with_seq_len(4096), load_cluster("dgx-h100")
     over = QWEN30.with_(overlap_ep=True)
     ev = E.evidence(qwen, over, h100)
-    same = [r for r in E.residuals() if r[3].ep_overlap_eager]
-    assert len(same) >= 4 and all(r[4] > 0 for r in same)                  # every one: the model too fast
+    same = [r for r in E.residuals() if r[3].ep_overlap_eager and r[5] != "fitted"]
+    assert len(same) >= 4 and max(r[4] for r in same) > 1 and sum(r[4] > 0 for r in same) > len(same) / 2
     took = sorted(1 + r[4] for r in same)                # published time over predicted time
     assert len(ev["known_gaps"]) == 1
     assert f"The {len(same)} validated runs with this feature took {took[0]:.2f}-{took[-1]:.2f}x the predicted" in \
         ev["known_gaps"][0]
-    assert "PR 2184" in ev["known_gaps"][0] and took[0] > 1 and "Qwen3" not in ev["known_gaps"][0]
+    assert "PR 2184" in ev["known_gaps"][0] and took[-1] > 2 and "Qwen3" not in ev["known_gaps"][0]
     ids = {r[0] for r in same}
     assert ev["nearest_rows"][0]["id"] in ids
     assert E.evidence(qwen, QWEN30, h100)["known_gaps"] == []

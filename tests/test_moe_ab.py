@@ -1,5 +1,6 @@
 """NVIDIA's matched MoE A/B runs on 16 H100 (explorer/validation/moe_ab.py, assets/validation/moe_ab_h100.json):
-Qwen3-30B-A3B, BF16, t 1 p 1 e 16, b 1, B 1,024, s 4,096, one option changed at a time. Every row is held out.
+Qwen3-30B-A3B, BF16, t 1 p 1 e 16, b 1, B 1,024, s 4,096, one option changed at a time. Every row is held out but
+the HybridEP overlap-on run, whose Nsight profile measured the eager hidden share (fused_dispatch.EAGER_HIDDEN).
 Sources: NVIDIA-NeMo/Megatron-Bridge skills/nemo-mbridge-perf-moe-comm-overlap/SKILL.md and
 -expert-parallel-overlap/SKILL.md (415e90afd, 2026-08-10), -cuda-graphs/SKILL.md (302976773, 2026-08-01)."""
 import json
@@ -30,7 +31,9 @@ def test_the_rows_are_the_published_step_times_each_with_its_line(rows):
             "`", "")
         assert entry["provenance"]["repo"] == "NVIDIA-NeMo/Megatron-Bridge"
         assert len(entry["provenance"]["file_last_changed_commit"]) == 40
-    assert all(c.subset == "held out" and c.cluster == "dgx-h100" and c.gpus == 16 for c in cases.values())
+    assert all(c.cluster == "dgx-h100" and c.gpus == 16 for c in cases.values())
+    assert {i for i, c in cases.items() if c.subset != "held out"} == {"mb_ab_h100_qwen3-30b_hybridep_overlap_on"}
+    assert "measured EAGER_HIDDEN" in cases["mb_ab_h100_qwen3-30b_hybridep_overlap_on"].assumptions
 
 
 def test_each_row_runs_what_it_changed(rows):
@@ -66,11 +69,13 @@ def test_the_dispatcher_difference_is_priced(rows):
 
 def test_plain_ep_overlap_saves_time_and_the_model_hides_more_than_the_runs(rows):
     """The overlap A/Bs (only overlap_moe_expert_parallel_comm changed): HybridEP 24.71 -> 20.99 s (-15.1 %),
-    the all-to-all 41.25 -> 31.31 s (-24.1 %). The model saves in both and more with the all-to-all, as measured, but
-    hides more than the runs do: all of an all-to-all under the partner's compute where the partner is long enough
-    (explorer/cost/placement.py ep_overlaps), with only the fused dispatchers' SMs taken from that compute
-    (fused_dispatch.DISPATCH_SMS); NCCL's own SMs under the all-to-all are not priced, and the profile of the HybridEP
-    pair shows 36.6 % of its communication under compute, not all of it. Pinned so that a change is seen."""
+    the all-to-all 41.25 -> 31.31 s (-24.1 %). The model saves in both and more with the all-to-all, as measured.
+    Until 2026-12-07 it hid all of an all-to-all under a long enough partner pass and saved more than the runs
+    (19.4 % and 38.1 %); the profile of the HybridEP pair shows 36.55 % of its communication under compute, and that
+    measured share is now what a step that is not one CUDA graph hides (explorer/cost/fused_dispatch.py EAGER_HIDDEN):
+    the model saves about half of what the runs save (7.9 % and 16.4 %) -- the runs also spent less time in the
+    dispatcher's own code with the overlap on (HybridEP metadata preprocess 3.1 -> 0.7 s in the same profile), which
+    the model does not price. Both overlap rows within 8 % of their times. Pinned so that a change is seen."""
     _, r = rows
     saved = {}
     for d in ("hybridep", "alltoall"):
@@ -78,9 +83,10 @@ def test_plain_ep_overlap_saves_time_and_the_model_hides_more_than_the_runs(rows
         measured = 1 - MEASURED_S[f"mb_ab_h100_qwen3-30b_{d}_overlap_on"] / MEASURED_S[f"mb_ab_h100_qwen3-30b_{d}_overlap_off"]
         saved[d] = (1 - on / off, measured)
     assert saved["hybridep"][1] == pytest.approx(0.151, abs=0.001) and saved["alltoall"][1] == pytest.approx(0.241, abs=0.001)
-    assert all(0 < measured < model for model, measured in saved.values()), saved
+    assert all(0.4 * measured < model < measured for model, measured in saved.values()), saved
     assert saved["alltoall"][0] > saved["hybridep"][0]
-    assert saved["hybridep"][0] < 1.5 * saved["hybridep"][1] and saved["alltoall"][0] < 1.7 * saved["alltoall"][1]
+    for d in ("hybridep", "alltoall"):
+        assert abs(r[f"mb_ab_h100_qwen3-30b_{d}_overlap_on"].relative_error) < 0.08
 
 
 def test_the_graph_ab_the_model_does_not_reproduce(rows):

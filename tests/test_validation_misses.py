@@ -107,8 +107,11 @@ def test_the_moe_misses_over_30_percent_are_two_families_the_model_names(bridge)
     this test. 2026-12-07: with gpt-oss' eager clamp, its fp32 expert bias behind HybridEP and the bias no longer
     recomputed under moe_act (explorer/model/graph/moe.py expert_clamp, explorer/cost/moe_terms.py fp32_bias_time),
     family (a) went from 8 rows over 30 % (+31 to +85 %) to 3 (+33 to +80 %). The same day Qwen3-235B-A22B's H100
-    rows (and B200 25.11) were found to run with moe_a2a_overlap (explorer/validation/moe_runs.py A2A_OVERLAP): three of
-    them join family (b)."""
+    rows (and B200 25.11) were found to run with moe_a2a_overlap (explorer/validation/moe_runs.py A2A_OVERLAP), and
+    an overlapped all-to-all of a step that is not one CUDA graph was given NVIDIA's measured hidden share, 36.55 %
+    (explorer/cost/fused_dispatch.py EAGER_HIDDEN): left over 30 % are GPT-OSS B200 25.11 (GBS 512) of family (a) and
+    three of family (b) -- Qwen3-30B-A3B H100 25.11 and 26.02 (the overlap inside the interleaved schedule with
+    delayed weight gradients) and Qwen3-235B-A22B H100 26.02.01 (DeepEP); the threshold row is at +26 %."""
     cases = [c for c in bridge[0] if c.group in MOE_GROUPS and c.subset == "held out"]
     rows = {r.id: r for r in validate(cases, None)}
     by_id = {c.id: c for c in cases}
@@ -119,7 +122,7 @@ def test_the_moe_misses_over_30_percent_are_two_families_the_model_names(bridge)
     threshold = {i for i in misses if i == "mb_2509_pretrain_qwen3-30b-a3b_b200_fp8" and misses[i] < 0.32}
     assert set(misses) == gpt_oss_blackwell | overlap_eager | threshold, sorted(misses)
     assert all(e > 0 for e in misses.values())                              # too fast, every one
-    assert len(gpt_oss_blackwell) >= 3 and len(overlap_eager) >= 2
+    assert len(gpt_oss_blackwell) >= 1 and len(overlap_eager) >= 3
     # the two H100 overlapped rows (p 2, v 12 or 24, e 8, with delayed weight gradients: the perf launcher's
     # moe_a2a_overlap) have no twin without the overlap in the tables: 26.02.01 ran p 1 e 16 (RUN_LAYOUTS). Plain EP
     # overlap alone, at p 1 without delayed weight gradients, is priced within 10 % on 16 H100 (moe_ab_h100: HybridEP

@@ -86,3 +86,24 @@ def overlap_sm_fraction(dispatcher: str, device_sms: int) -> Fraction:
 def overlap_sm_share(dispatcher: str, device_sms: int) -> float:
     """overlap_sm_fraction as a float, for the numbers."""
     return float(overlap_sm_fraction(dispatcher, device_sms))
+
+
+EAGER_HIDDEN = Fraction(3655, 10000)
+"""The share of its all-to-alls' time expert-parallel overlap hides under the partner pass's compute when the step is
+not one CUDA graph: 36.55 %, measured. NVIDIA's rank-0 Nsight Systems comparison of Qwen3-30B-A3B pretraining on 16
+H100 (BF16, t 1 p 1 e 16, b 1, HybridEP, Transformer Engine graph scopes moe_router and moe_preprocess), EP overlap off
+and on: 'Communication time hidden by compute 0.11 % / 36.55 %' (NVIDIA-NeMo/Megatron-Bridge
+skills/nemo-mbridge-perf-moe-comm-overlap/SKILL.md, snapshot 067f987d, 'HybridEP production-shape validation'; the
+same file: 'concurrent kernels can run longer because they contend for SMs or bandwidth'). Measured with the router
+scope's graphs (Strategy.cuda_graphs 'router') and applied there and to eager steps ('none': the same merged schedule,
+more host work: Megatron-LM PR 2184 'EP Overlap brings extra cpu overhead and may cause GPU bubble'); per-layer and
+full-iteration graphs keep the model's whole hiding (no measurement; the GB200 full-iteration rows validate it)."""
+EAGER_GRAPHS = ("none", "router")
+
+
+def overlap_exposed_fraction(dispatcher: str, device_sms: int, graphs: str) -> Fraction:
+    """sigma: the share of an overlapped all-to-all that stays exposed at least, max(sigma E, E - C): the SMs the
+    fused dispatcher's kernels hold (overlap_sm_fraction), and under a step that is not one graph (`graphs` in
+    EAGER_GRAPHS) 1 - EAGER_HIDDEN, exact (explain prints it)."""
+    sm = overlap_sm_fraction(dispatcher, device_sms)
+    return max(sm, 1 - EAGER_HIDDEN) if graphs in EAGER_GRAPHS else sm

@@ -3,7 +3,7 @@ pipeline stage and model chunk, and an MoE block's expert arguments. explorer.co
 with these; explorer.search.tables prices the same placement in numbers."""
 from __future__ import annotations
 
-from explorer.cost.fused_dispatch import overlap_sm_fraction, overlap_sm_share
+from explorer.cost.fused_dispatch import overlap_exposed_fraction
 from explorer.model.spec import ModelSpec
 from explorer.schedules import chunked, get as schedule_of
 from explorer.strategy.frameworks import overlaps_dgrad
@@ -108,14 +108,14 @@ def ep_overlaps(model: ModelSpec, strategy: Strategy) -> bool:
 
 
 def ep_sm_share(model: ModelSpec, strategy: Strategy, cluster, exact: bool = False):
-    """Under expert-parallel overlap, the share of the SMs the fused dispatcher's kernels hold from the partner
-    pass's compute (explorer/cost/fused_dispatch.py overlap_sm_share); 0 without overlap. `exact`: as a Fraction
+    """Under expert-parallel overlap, the share of its all-to-alls that stays exposed at least: the SMs the fused
+    dispatcher's kernels hold from the partner pass's compute, or what a step that is not one CUDA graph leaves
+    unhidden (explorer/cost/fused_dispatch.py overlap_exposed_fraction); 0 without overlap. `exact`: as a Fraction
     (explain's formulas print it as one), else a float."""
     if not ep_overlaps(model, strategy):
         return 0 if exact else 0.0
-    if exact:
-        return overlap_sm_fraction(strategy.moe_dispatcher, cluster.device.sms)
-    return overlap_sm_share(strategy.moe_dispatcher, cluster.device.sms)
+    share = overlap_exposed_fraction(strategy.moe_dispatcher, cluster.device.sms, strategy.cuda_graphs)
+    return share if exact else float(share)
 
 
 def expert_options(model: ModelSpec, strategy: Strategy) -> dict:

@@ -22,7 +22,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from explorer.cost.fused_dispatch import overlap_sm_share
+from explorer.cost.fused_dispatch import overlap_exposed_fraction
 from explorer.hardware.cluster import BYTES_PER_ELEMENT
 from explorer.limits import spend
 from explorer.schedules import get as schedule_of
@@ -160,7 +160,8 @@ def _sweep_group(model, cluster, families, members, global_batch, dtype, options
             pick = np.searchsorted(sizes, fam.micro_batches)
             sums = by_stages[stages][:, :, pick]
             if fam.overlap_ep:      # the all-to-alls under the partner pass's compute, stage by stage
-                sums = ep_overlapped(sums, overlap_sm_share(fam.moe_dispatcher, cluster.device.sms))
+                sums = ep_overlapped(sums, float(overlap_exposed_fraction(fam.moe_dispatcher, cluster.device.sms,
+                                                                          fam.cuda_graphs)))
             picked.append((i, fam, sums, sizes[pick]))
             precision[i] = memory_options(precision_view(fam, dtype))   # each family's own memory (overlap_ep)
         exact = [k for k, (_, fam, _, _) in enumerate(picked) if schedule_of(fam.schedule).closed_form_exact]

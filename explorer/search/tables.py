@@ -304,7 +304,8 @@ def ep_overlapped(sums: np.ndarray, share: float) -> np.ndarray:
     overlap leaves them (Strategy.overlap_ep): each stage's forward with its all-to-alls E^f_r exposed only by
     max(sigma E^f_r, E^f_r - C^b_r) under the partner pass's backward compute, its backward likewise under the
     forward's -- explorer.cost.numeric.exposed_all_to_alls of the stage's sums, as stage_values composes an
-    evaluated stage (`share` sigma: explorer.cost.fused_dispatch.overlap_sm_share of the family's dispatcher).
+    evaluated stage (`share` sigma: explorer.cost.fused_dispatch.overlap_exposed_fraction of the family's dispatcher
+    and CUDA graphs).
     Not a sum of the blocks' values: the search prices it on whole stages only (the sweep), not in the DPs'
     partial sums."""
     out = sums.copy()

@@ -30,6 +30,8 @@ GROUP = "moe_ab_h100"
 CLUSTERS = {"DGX-H100": "dgx-h100"}
 DISPATCHERS = ("alltoall", "hybridep", "deepep")
 GRAPH_SCOPES = ("none", "router", "layer")
+MEASURED_HIDDEN_ROW = "mb_ab_h100_qwen3-30b_hybridep_overlap_on"
+"""The run whose Nsight profile measured the hidden share of an eager overlap (fused_dispatch.EAGER_HIDDEN)."""
 
 
 def _case(entry: dict) -> Case:
@@ -60,8 +62,13 @@ def _case(entry: dict) -> Case:
            + ("; moe_permute_fusion false (not modelled)" if unfused else "")
            + (f"; {entry['status']}" if entry["status"] != "verbatim" else "")
            + "; predicted = our iteration time")
+    # the HybridEP overlap-on run's own Nsight profile gave the eager hidden share (explorer/cost/fused_dispatch.py
+    # EAGER_HIDDEN): not an independent check of that constant
+    subset = "fitted" if entry["id"] == MEASURED_HIDDEN_ROW else "held out"
+    if subset == "fitted":
+        why = why.replace("held out;", "its profile measured EAGER_HIDDEN (36.55 %), so not held out for it;")
     return Case(entry["id"], GROUP, entry["source"], model, strategy, n, "iteration_time_s",
-                float(entry["expected"]["step_time_s"]), why, cluster=CLUSTERS[x["system"]], subset="held out")
+                float(entry["expected"]["step_time_s"]), why, cluster=CLUSTERS[x["system"]], subset=subset)
 
 
 def arm(strategy) -> str:
