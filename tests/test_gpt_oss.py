@@ -187,6 +187,7 @@ def test_a_fused_dispatchers_fp32_weights_make_the_second_bias_fp32(oss):
     elements = 4096 * oss.experts_per_token * 2880
     assert float((fwd * W_hbm).subs(at)) == pytest.approx(16 * elements)
     assert float((bwd / fwd).subs(at)) == pytest.approx(1.5)
+    assert float((fwd * W_hbm).subs({**at, beta: 4})) == 0          # fp32 training: no cast back, nothing more
     assert moe.fp32_bias_time(next(op for op in moe_blocks(oss)[1].ops if op.name == "expert_fc2"), 1) == (0, 0)
     from explorer.cost.block import block_cost
     layer = moe_blocks(oss)[1]

@@ -354,8 +354,21 @@ def test_current_scaling_quantises_each_local_experts_split_on_its_own():
     host = {r: block_cost(layer, "megatron", (), False, "none", "replicated",
                           host=tuple(kn.Recipe(fp8=r, local_experts=16))) for r in ("delayed", "tensorwise")}
     extra = host["tensorwise"].host_fwd_s - host["delayed"].host_fwd_s
-    assert sp.expand(extra - 2 * 64 * t_launch) == 0 and not extra.has(tau_h)       # fc1 and fc2, 64 each
+    assert sp.expand(extra - 2 * 64 * sp.Min(t_launch, tau_h)) == 0               # fc1 and fc2, 64 each
     at = {b: 1, s: 4096, t: 1, h: 2048}
     delayed, current = (sp.simplify(moe.quantise_time(fc1, 1, r)[0] * W_hbm).subs(at)
                         for r in ("delayed", "tensorwise"))
     assert (delayed, current) == (4 * 32768 * 2048, 6 * 32768 * 2048)
+
+
+def test_library_launches_cost_the_host_only_where_it_is_priced_and_replay_with_full_recomputation():
+    """A kernel launched inside a library call costs the host min(tau_k, tau_h): on a cluster that prices no host
+    (tau_h = 0: dgx-a100-80gb) nothing; a full recomputation replays them with the forward."""
+    from explorer.symbols import t_launch, tau_h
+    layer = _moe_layer()
+    host = tuple(kn.Recipe(fp8="tensorwise", local_experts=16))
+    eager = block_cost(layer, "megatron", (), False, "none", "replicated", host=host)
+    assert eager.host_fwd_s.coeff(sp.Min(t_launch, tau_h)) == 2 * 64
+    assert eager.host_fwd_s.subs({tau_h: 0, t_launch: 3e-6}) == 0
+    full = block_cost(layer, "megatron", (), False, "full", "replicated", host=host)
+    assert sp.expand(full.host_bwd_s - eager.host_bwd_s - full.host_fwd_s) == 0

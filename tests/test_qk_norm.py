@@ -35,11 +35,14 @@ def test_the_qwen3_presets_normalise_queries_and_keys_after_the_qkv_split():
 
 def test_its_bytes_kernels_activations_and_parameters():
     """A copy and a norm of the queries and of the keys (TE's RMSNorm makes a strided view contiguous): 4 beta bytes
-    per normalised element forward, 4 kernels each way; it keeps its input; two weights of the head size."""
+    per normalised element forward, 4 kernels forward and 6 backward (each norm's input gradient and gamma reduction,
+    the gradient's copy into the QKV gradient); it keeps its input; two weights of the head size."""
     op = next(o for o in _layer(QWEN).ops if o.name == "qk_norm")
     d = QWEN.head_dim
     assert sp.expand(op.mem_bytes_fwd - 4 * beta * b * s * (a + a_kv) * d) == 0
-    assert kn.launches(op, kn.Recipe()) == (4, 4) and op.params == 2 * d and op.role == "heads"
+    assert kn.launches(op, kn.Recipe()) == (4, 6) and op.params == 2 * d and op.role == "heads"
+    rms = next(o for o in _layer(QWEN).ops if o.name == "rms1")
+    assert kn.launches(op, kn.Recipe())[1] == 2 * kn.launches(rms, kn.Recipe())[1] + 2   # two norms + two copies
     assert sp.expand(op.act_bytes - beta * b * s * (a + a_kv) * d) == 0
     assert op.flops_fwd == 0                              # model FLOPs unchanged
 
@@ -74,3 +77,16 @@ def test_bad_qk_norm_fields_say_one_line(change, message):
 def test_latent_attention_refuses_it():
     with pytest.raises(ExplorerError, match="latent attention"):
         replace(load_model("deepseek-v3"), qk_layernorm=True)
+
+
+def test_their_weight_gradients_are_all_reduced_over_the_tensor_parallel_group():
+    """Megatron-Core finalize_model_grads.py _allreduce_non_tensor_model_parallel_grads reduces the q_layernorm /
+    k_layernorm gradients over the TP group with qk_layernorm, sequence parallelism or not: the block's replicated-
+    gradient all-reduce carries their 2 d weights."""
+    from explorer.cost.block import block_cost
+    layer = _layer(QWEN)
+    plain = _layer(replace(QWEN, qk_layernorm=False))
+    with_norm, without = (block_cost(blk, "megatron", (), False, "none", "replicated") for blk in (layer, plain))
+    extra = with_norm.grad_sync_bytes - without.grad_sync_bytes
+    from explorer.symbols import t
+    assert sp.simplify(extra - 2 * (t - 1) / t * beta * 2 * QWEN.head_dim) == 0      # a ring all-reduce's bytes

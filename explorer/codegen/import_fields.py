@@ -2,9 +2,8 @@
 line naming the field."""
 from __future__ import annotations
 
-import math
-
 from explorer.errors import ExplorerError
+from explorer.io.models import KINDS
 
 
 def whole(value, what: str, low: int = 1) -> int:
@@ -15,8 +14,8 @@ def whole(value, what: str, low: int = 1) -> int:
 
 
 def number(value, what: str) -> float:
-    """`value` as a float if it is a finite number (not a bool) > 0."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
+    """`value` as a float if it is a finite number (not a bool) > 0 (the model files' 'positive' kind)."""
+    if not KINDS["positive"][0](value):
         raise ExplorerError(f"{what} must be a number > 0, got {str(value)[:40]!r}")
     return float(value)
 

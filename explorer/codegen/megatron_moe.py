@@ -165,9 +165,9 @@ def add_arguments(parser) -> None:
     for flag in ("--moe-enable-deepep", "--overlap-moe-expert-parallel-comm", "--enable-cuda-graph",
                  "--external-cuda-graph", "--disable-bias-linear", "--qk-layernorm"):
         parser.add_argument(flag, action="store_true")
-    for flag in ("--window-size", "--window-attn-skip-freq", "--softmax-type",   # gpt-oss (moe_flags writes them)
-                 "--activation-func-clamp-value"):
+    for flag in ("--window-size", "--window-attn-skip-freq", "--softmax-type"):   # gpt-oss (moe_flags writes them)
         parser.add_argument(flag)
+    parser.add_argument("--activation-func-clamp-value", type=float)
 
 
 def _first_dense(text: str, layers: int) -> int:
@@ -216,11 +216,7 @@ def attention_fields(args) -> dict:
     if args.qk_layernorm:
         out["qk_layernorm"] = True
     if args.activation_func_clamp_value is not None:
-        value = str(args.activation_func_clamp_value).strip()
-        try:
-            out["glu_clamp"] = number(float(value) if len(value) <= 40 else None, "--activation-func-clamp-value")
-        except ValueError:
-            raise ExplorerError(f"--activation-func-clamp-value {value[:40]!r}: a number > 0") from None
+        out["glu_clamp"] = number(args.activation_func_clamp_value, "--activation-func-clamp-value")
     return out
 
 

@@ -84,7 +84,8 @@ class BlockCost:
     cp_total_s: sp.Expr = ZERO   # the exchange's whole time, hidden part included
     ep_collectives: tuple = ()   # the expert layer's all-to-alls (category ep_comm; group size set by the plan)
     expert_params_dev: sp.Expr = ZERO  # the part of params_dev that is expert weights (before the ep sharding)
-    host_fwd_s: sp.Expr = ZERO   # the host's issue time of the forward: tau_h x its eager launches (kernels.py)
+    host_fwd_s: sp.Expr = ZERO   # the host's issue time of the forward: tau_h x its eager launches, min(tau_k, tau_h)
+    #                              x those inside library calls (kernels.py)
     host_bwd_s: sp.Expr = ZERO   # ... of the backward (a full recomputation's replayed forward included)
     sync_fwd_s: sp.Expr = ZERO   # stalls of the forward's device-to-host synchronisations: tau_s + tau_h each
     sync_bwd_s: sp.Expr = ZERO   # ... of the replayed forward's (full recomputation)
@@ -266,9 +267,10 @@ def _block_cost(key, block, preset, over, sequence_parallel, recompute, incoming
             g_fwd, g_bwd = moe.grouped_gemm_time(op, recipe.local_experts)
             fwd, bwd, dW = fwd + g_fwd, bwd + g_bwd, dW + g_fwd
         if op.expert or op.routes or op.name == "router":
-            # an MoE operator is many kernels (explorer/model/kernels.py): each pays the GPU-side launch tau_k
-            # (a dense operator keeps one per forward, two per backward, as compute_time charges)
-            n_fwd, n_bwd = kn.launches(op, recipe)
+            # an MoE operator is many kernels (explorer/model/kernels.py), those a library launches inside one call
+            # too (kernels.internal): each pays the GPU-side launch tau_k (a dense operator keeps one per forward,
+            # two per backward, as compute_time charges)
+            n_fwd, n_bwd = (x + y for x, y in zip(kn.launches(op, recipe), kn.internal(op, recipe)))
             fwd, bwd = fwd + (n_fwd - 1) * t_launch, bwd + (n_bwd - 2) * t_launch
         gemm = overlap_tp and op.kind in GEMM_KINDS and op.flops_fwd != 0
         colls = []
@@ -288,7 +290,8 @@ def _block_cost(key, block, preset, over, sequence_parallel, recompute, incoming
             bwd_kind = lay.conversion(grad, lay.needed_grad(cur))
             if bwd_kind:
                 colls.append(_collective(bwd_kind, "bwd", op.name, size, under=bwd_under))
-        if split in ("batch", "seq") and op.params != 0 and not (op.expert and experts_by_seq):
+        if (split in ("batch", "seq") or op.name == "qk_norm") and op.params != 0 and \
+                not (op.expert and experts_by_seq):
             # replicated weights that saw only a batch or sequence shard (LayerNorms under sequence
             # parallelism, the router): their gradients are all-reduced over the group once per iteration
             # (Megatron-LM finalize_model_grads -> _allreduce_layernorm_grads; Korthikanti et al. Sec 4.2.2),
@@ -297,7 +300,10 @@ def _block_cost(key, block, preset, over, sequence_parallel, recompute, incoming
             # the shared-expert gate's weights only: transformer/moe/router.py, shared_experts.py); their
             # gradients are reduced over the expert-data-parallel group (EXPERT_GROUP, explorer/cost/superstep.py),
             # d t / (e etp) devices. Experts split by batch or sequence with etp = t (a layer-split preset) keep it:
-            # their expert-data-parallel group is d / e, so the t devices' shards are summed here
+            # their expert-data-parallel group is d / e, so the t devices' shards are summed here. Qwen3's query and
+            # key norms too: split by heads, their weights see only the device's heads (Megatron-Core
+            # finalize_model_grads.py _allreduce_non_tensor_model_parallel_grads: "sequence parallel or qk_layernorm",
+            # the q_layernorm / k_layernorm parameters; NVIDIA/Megatron-LM at d98e8a64)
             grad_sync.append(beta * op.params)
         if op.kind == "loss" and lay.is_sharded(cur) and cur != lay.P and cur_elements is not None:
             # cross-entropy over a vocabulary split over t (Megatron-LM vocab_parallel_cross_entropy):
@@ -363,9 +369,10 @@ def host_terms(block, steps, recompute: str) -> dict:
     round trip tau_s and the issue of the kernel after it, tau_h (the host has no lead left); a full
     recomputation replays the forward (its launches and synchronisations) inside the backward. A kernel a library
     launches inside one call from C++ (kernels.internal) costs the host the driver's launch, tau_k (cuLaunchKernel,
-    efficiency.kernel_launch_s), not tau_h."""
-    fwd = tau_h * sum(s.launches[0] for s in steps) + t_launch * sum(s.internal[0] for s in steps)
-    bwd = tau_h * sum(s.launches[1] for s in steps) + t_launch * sum(s.internal[1] for s in steps)
+    efficiency.kernel_launch_s), not tau_h -- never more than tau_h, so nothing where the host is not priced."""
+    library = sp.Min(t_launch, tau_h)
+    fwd = tau_h * sum(s.launches[0] for s in steps) + library * sum(s.internal[0] for s in steps)
+    bwd = tau_h * sum(s.launches[1] for s in steps) + library * sum(s.internal[1] for s in steps)
     n_sync = sum(s.syncs for s in steps)
     replay = block.kind == "layer" and recompute == "full"
     return {"host_fwd_s": fwd, "host_bwd_s": bwd + (fwd if replay else 0),

@@ -79,16 +79,18 @@ def quantise_time(op: Operator, divisor, recipe: str = "delayed") -> tuple:
     return fwd, bwd
 
 
-FP32_BIAS_BYTES = (24, 2)  # bytes per element of the fp32 bias add: 24 + 2 beta (module docstring)
 
 
 def fp32_bias_time(op: Operator, divisor) -> tuple:
     """(forward, backward) seconds the experts' second bias adds on one device when the routing weights are fp32
-    (a fused dispatcher): (24 + 2 beta) - 6 beta bytes per element over expert_bias's own (module docstring)."""
+    (a fused dispatcher): (24 + 2 beta) - 6 beta bytes per element over expert_bias's own at beta 2, nothing in fp32
+    training (module docstring)."""
     if not (op.expert and op.name == "expert_bias"):
         return sp.Integer(0), sp.Integer(0)
-    per_element = FP32_BIAS_BYTES[0] + FP32_BIAS_BYTES[1] * beta
-    extra = op.mem_bytes_fwd * (per_element / (6 * beta) - 1) / divisor / W_hbm
+    # (24 + 2 beta) - 6 beta = 16 B more per element at beta 2; none at beta 4 (fp32 training keeps no cast back:
+    # 24 = 6 beta): 32 - 8 beta, exact at both
+    extra_per_element = sp.Max(0, 32 - 8 * beta)
+    extra = op.mem_bytes_fwd * extra_per_element / (6 * beta) / divisor / W_hbm
     return extra, sp.Rational(3, 2) * extra
 
 

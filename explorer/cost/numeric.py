@@ -50,7 +50,8 @@ t_<kind> is the exposed time of its collectives of that kind, h_<kind> the part 
 computation, b_<kind> their bytes; fwd/bwd_comm_bytes the bytes of its forward and backward
 collectives (the replayed forward's not counted again), cp_fwd/bwd_bytes its context-parallel
 exchange's, by phase (what the super-step timeline draws on each pass, explorer.timeline.layout); host_fwd/bwd
-the host's issue time of each pass (tau_h per eager kernel, explorer/model/kernels.py) and host_fwd/bwd_exposed
+the host's issue time of each pass (tau_h per eager kernel, min(tau_k, tau_h) per kernel launched inside a library
+call, explorer/model/kernels.py) and host_fwd/bwd_exposed
 what the host adds to F and B: max(0, host - GPU) plus the synchronisation stalls (explorer.cost.tree.host_bound),
 a named part of the compute category (C_r)."""
 Q = {name: i for i, name in enumerate(BLOCK_Q)}

@@ -19,7 +19,7 @@ from dataclasses import fields
 from pathlib import Path
 
 from explorer.errors import ExplorerError
-from explorer.model.spec import FAMILIES, MOE_FLOAT_FIELDS, ModelSpec
+from explorer.model.spec import BOOL_FIELDS, FAMILIES, MOE_FLOAT_FIELDS, ModelSpec
 from explorer.io.safe_load import parse_text, read_text_capped, short_repr  # noqa: F401 (re-exported)
 from explorer.io.safe_load import MAX_PATH_CHARS, is_regular_file, path_exists, shown_path
 
@@ -27,7 +27,6 @@ PRESET_DIR = Path(__file__).resolve().parents[2] / "assets" / "models"
 SUFFIXES = (".json", ".yaml", ".yml")
 
 MODEL_FIELDS = tuple(f.name for f in fields(ModelSpec))
-BOOL_FIELDS = ("linear_bias", "attention_sinks", "qk_layernorm")
 _TRANSFORMER = ("layers", "hidden", "heads", "seq_len", "vocab")
 REQUIRED = {"gpt": _TRANSFORMER, "bert": _TRANSFORMER, "llama": _TRANSFORMER,
             "mlp": ("layers", "hidden", "seq_len", "vocab"), "cnn": ("stage_blocks", "vocab")}
@@ -292,8 +291,9 @@ def _hf_gpt_oss(d: dict) -> dict:
     sinks, and a sliding window on the layers layer_types calls 'sliding_attention' -- every layer n (1-based)
     with n % k != 0 for one k (Megatron-Core window_attn_skip_freq; gpt-oss: k = 2), else refused."""
     out = {"linear_bias": True, "attention_sinks": True}
-    if d.get("swiglu_limit"):     # the experts' clamp (gpt_oss_bridge.py: activation_func_clamp_value 7.0)
-        out["glu_clamp"] = field(d, "swiglu_limit", "non-negative", "")
+    # the experts' clamp (gpt_oss_bridge.py: activation_func_clamp_value 7.0); transformers' GptOssConfig defaults
+    # swiglu_limit to 7.0 when a config leaves it out
+    out["glu_clamp"] = field(d, "swiglu_limit", "positive", "", default=7.0)
     window, kinds = d.get("sliding_window"), d.get("layer_types")
     if not window:
         return out

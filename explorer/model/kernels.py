@@ -4,9 +4,10 @@ A training step is issued by the host CPU kernel by kernel: Python and PyTorch d
 (cuBLAS, cuDNN, Transformer Engine), then the launch path (TaxBreak, Vellaisamy et al., arXiv:2603.12465,
 decomposes this host time per kernel into framework, library and launch-path parts, measured on H100 and
 H200). The GPU cannot start a kernel before the host has issued it, so a pass takes at least the host's
-issue time: explorer/cost/block.py prices a block's pass as max(GPU time, tau_h x launches) plus tau_s per
-device-to-host synchronisation (symbols tau_h, tau_s; cluster fields efficiency.host_launch_s,
-host_sync_s). The GPU-side cost of a launch, tau_k (efficiency.kernel_launch_s), stays apart.
+issue time: explorer/cost/block.py prices a block's pass as max(GPU time, tau_h x launches + min(tau_k, tau_h) x
+the kernels a library launches inside one call) plus tau_s per device-to-host synchronisation (symbols tau_h, tau_s;
+cluster fields efficiency.host_launch_s, host_sync_s). The GPU-side cost of a launch, tau_k
+(efficiency.kernel_launch_s), is charged on the GPU as well.
 
 Counts per operator of the graph (explorer/model/graph/*.py), for an eager Megatron-Core + Transformer
 Engine step -- the framework recipe of every published run we validate on (Megatron-Bridge) -- read off
@@ -51,8 +52,9 @@ the modules that implement each operator (one count per CUDA kernel or NCCL call
     local probabilities' transpose and masked select (4): 15 forward; the reduce-scatter of the gradient, the
     permute's and the probabilities' backward: 5. Combine: the unpermute (2), the casts around the reduce-scatter
     (2) and the reduce-scatter (1): 5 forward, 5 backward.
-  A Qwen3-30B-A3B layer with 16 local experts: 82 kernels forward, 110 backward (192, bf16; 204 under
-  FP8), against 30 for a dense Llama layer: the ~200-300 of an eager Megatron-Core MoE layer.
+  A Qwen3-30B-A3B layer with 16 local experts: 86 kernels forward, 116 backward (202, bf16, its query and key
+  norms included; 214 under FP8 with delayed scaling, and 128 more launched inside TE's quantisation calls under
+  current scaling: internal()), against 30 for a dense Llama layer: the ~200-300 of an eager Megatron-Core MoE layer.
 
 CUDA graphs (Strategy.cuda_graphs): "none" (eager); "layer": each transformer layer's static-shape parts
 captured and replayed as one graph launch (Megatron-LM --cuda-graph-impl transformer_engine|local with
@@ -90,9 +92,10 @@ counted by launches(); per-tensor current scaling ('tensorwise', Float8CurrentSc
 split alone -- zero the amax, the amax kernel, the scale from it, the cast-transpose (quantizer.cpp,
 common/recipe/current_scaling.cu): 4; blockwise and MXFP8 one bulk-allocated kernel per split (cast.cpp). A fused
 current-scaling group quantise first came with TE v2.18 (PR 3114)."""
-QK_NORM_KERNELS = (4, 4)      # Qwen3's query and key norms: per tensor the contiguous copy TE's RMSNorm makes of a
-#                               strided view and the norm forward; the norm's backward and the copy's (the view's
-#                               gradient) backward (explorer/model/graph/moe.py qk_norm)
+QK_NORM_KERNELS = (4, 6)      # Qwen3's query and key norms: per tensor the contiguous copy TE's RMSNorm makes of a
+#                               strided view and the norm forward; the norm's input gradient and gamma-gradient
+#                               reduction (as any norm's) and the gradient's copy into the QKV gradient backward
+#                               (explorer/model/graph/moe.py qk_norm)
 SYNCS_DROPLESS = 1            # device-to-host synchronisations per dropless MoE layer forward
 
 

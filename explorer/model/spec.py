@@ -29,6 +29,7 @@ MOE_INT_FIELDS = ("experts", "experts_per_token", "moe_ffn_hidden", "shared_expe
                   "first_dense_layers", "head_dim", "q_lora_rank", "kv_lora_rank", "qk_nope_head_dim",
                   "qk_rope_head_dim", "v_head_dim", "sliding_window_tokens", "window_attn_skip_freq")
 MOE_FLOAT_FIELDS = ("moe_capacity_factor", "expert_load_share", "glu_clamp")
+BOOL_FIELDS = ("linear_bias", "attention_sinks", "qk_layernorm")
 MAX_EXPERTS = 4096   # well above the largest published router (DeepSeek-V3: 256, Qwen3: 128)
 
 
@@ -45,7 +46,7 @@ def _check_moe(spec) -> None:
     if spec.kv_lora_rank and not (spec.qk_nope_head_dim and spec.qk_rope_head_dim and spec.v_head_dim):
         raise ExplorerError("latent attention (kv_lora_rank > 0) needs qk_nope_head_dim, qk_rope_head_dim "
                             "and v_head_dim")
-    for name in ("linear_bias", "attention_sinks", "qk_layernorm"):
+    for name in BOOL_FIELDS:
         if not isinstance(getattr(spec, name), bool):
             raise ExplorerError(f"model field '{name}' must be true or false, got {getattr(spec, name)!r}")
     if spec.qk_layernorm and spec.family != "llama":
