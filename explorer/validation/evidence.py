@@ -128,9 +128,10 @@ def overlap_eager(model, strategy) -> bool:
 KNOWN_GAPS = (
     ("ep_overlap_eager",
      "Known gap: expert-parallel overlap without full-iteration CUDA graphs. Outside per-layer graphs the model hides "
-     "the share of the all-to-alls NVIDIA measured such a step hide (36.55 %), not the host work of the merged "
-     "schedule, which Megatron-LM says \"brings extra cpu overhead and may cause GPU bubble\" (NVIDIA/Megatron-LM "
-     "PR 2184). The {runs} validated runs with this feature took {low:.2f}-{high:.2f}x the predicted time."),
+     "only the share of the all-to-alls that NVIDIA measured hidden in such a step (36.55 %); it does not price the "
+     "host work of the merged schedule, which Megatron-LM says \"brings extra cpu overhead and may cause GPU bubble\" "
+     "(NVIDIA/Megatron-LM PR 2184). The {runs} validated runs with this feature took {low:.2f}-{high:.2f}x the "
+     "predicted time."),
 )
 """(Features field, text) of each known gap: a strategy with the field set is shown the text, filled with the
 validated rows that have it (their errors, signed: the model too fast). Each gap is a cost the model does not price
