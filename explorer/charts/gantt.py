@@ -155,7 +155,8 @@ def gantt_figure(events: pd.DataFrame, title: str = "", label: str | None = None
     return SpecFigure(dict(data=data, layout=dict(
         title=dict(text=title), barmode="overlay", bargap=0.15, legend=dict(title=dict(text="category")),
         uniformtext=dict(minsize=8, mode="hide"), xaxis=dict(time_axis(unit), title=dict(text=f"time ({unit})")),
-        yaxis=dict(categoryorder="array", categoryarray=rows, autorange="reversed"),
+        # automargin: a micro-step row label ("gpu 0 · host") is wider than plotly's fixed 80 px margin
+        yaxis=dict(categoryorder="array", categoryarray=rows, autorange="reversed", automargin=True),
         height=max(300, ROW_PX * len(rows) + CHROME_PX))))
 
 
