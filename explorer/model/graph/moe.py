@@ -260,11 +260,10 @@ def layer_key(spec, moe: bool, window: int = 0) -> tuple:
         attn += ("window", window)
     if spec.linear_bias:
         attn += ("bias",)
-    if spec.glu_clamp and moe:
-        attn += ("clamp",)
     if spec.qk_layernorm:
         attn += ("qk_norm",)
-    ffn = ("moe", spec.experts, spec.experts_per_token, spec.moe_ffn_hidden, spec.shared_ffn_hidden) if moe \
+    ffn = ("moe", spec.experts, spec.experts_per_token, spec.moe_ffn_hidden, spec.shared_ffn_hidden,
+           bool(spec.glu_clamp)) if moe \
         else ("dense",)
     return ("moe-layer",) + attn + ffn
 
