@@ -60,6 +60,11 @@ Qwen3's layers found (tests/test_gpt_oss.py, tests/test_qk_norm.py, tests/test_m
 has a query/key norm): 83 dgx-h100 and h200 cases moved, all down, -6.66 % at most (tiny-gpt: host-bound throughout,
 42/45 - 1) and by less than 0.001 % where the host binds only the embedding and output blocks; no dgx-a100-80gb or
 classroom case moved. Existing keys only.
+Rewritten on 2026-12-07 (eighteenth session) for selective recomputation on the host (explorer/cost/block.py host_terms:
+the backward's host replays the forward launches and synchronisations of the operators the recomputed modules hold, as a
+full recomputation always did; tests/test_gpt_oss.py): the 9 dgx-h100 and h200 cases with selective recomputation of the
+unfused attention core and a host-bound layer moved up, +3.12 % (gpt-1.7b) to +11.11 % (bert-large: score, softmax,
+dropout and context issued again per layer); YaRN's unfused RoPE moved none (no golden case has it). Existing keys only.
 """
 import json
 import math

@@ -217,3 +217,121 @@ def test_the_clamp_is_read_from_huggingface_and_megatron_bridge_configs(oss):
                       "megatron-bridge")
     with pytest.raises(ExplorerError, match="needs 'experts'"):
         replace(oss, experts=0, experts_per_token=0, moe_ffn_hidden=0, glu_clamp=7.0)
+
+
+def test_yarn_rope_runs_unfused_with_its_counted_kernels_and_bytes(oss):
+    """YaRN's concentration factor (0.1 ln 32 + 1 = 1.347 at gpt-oss' 32) sends Megatron-Core's RoPE down the
+    unfused _apply_rotary_pos_emb_bshd (rope_utils.py: 'mscale ... is not supported by TE's fused RoPE'): on Q and K,
+    12 kernels each forward and 7 backward, 12 beta and 14 beta bytes per rotated element (torch's dispatcher on
+    CPU over that function); the fused pair flash_attn's count holds does not run."""
+    assert oss.yarn_scaling_factor == 32.0
+    layer = moe_blocks(oss)[1]
+    names = [op.name for op in layer.ops]
+    assert names[names.index("qkv"):names.index("flash_attn") + 1] == ["qkv", "yarn_rope", "flash_attn"]
+    rope = layer.ops[names.index("yarn_rope")]
+    from explorer.symbols import a, a_kv
+    q, kv = a * oss.head_dim, a_kv * oss.head_dim
+    assert sp_equal(rope.mem_bytes_fwd, 12 * beta * b * s * (q + kv))
+    assert sp_equal(rope.mem_bytes_bwd, 14 * beta * b * s * (q + kv))
+    assert rope.act_bytes == 0 and rope.role == "heads"
+    flash = layer.ops[names.index("flash_attn")]
+    total = [x + y for x, y in zip(kn.launches(rope), kn.launches(flash))]
+    assert total == [24 + 1, 14 + 1]          # the unfused RoPE's kernels and the attention kernel, each way
+    plain = replace(oss, yarn_scaling_factor=0.0)
+    assert "yarn_rope" not in [op.name for op in moe_blocks(plain)[1].ops]
+    assert moe_blocks(plain)[1].key != layer.key
+
+
+def test_yarn_rope_costs_its_bytes_on_the_gpu_and_its_launches_on_the_host(oss):
+    """The backward reads its own counted bytes (Operator.mem_bytes_bwd), not the 3/2 rule; every kernel pays tau_k
+    on the GPU and tau_h on the host."""
+    from explorer.cost.block import block_cost
+    from explorer.symbols import W_hbm, t_launch
+    layer = moe_blocks(oss)[1]
+    step = next(x for x in block_cost(layer, "megatron", (), False, "none", "replicated",
+                                      host=tuple(kn.Recipe(local_experts=16))).steps if x.op == "yarn_rope")
+    from explorer.symbols import a, a_kv, t
+    at = {b: 4, s: 4096, beta: 2, W_hbm: 1e12, t_launch: 0, a: oss.heads, a_kv: oss.kv_heads, t: 1}
+    rotated = 4 * 4096 * (oss.heads + oss.kv_heads) * oss.head_dim
+    assert float(step.fwd_s.subs(at)) == pytest.approx(24 * rotated / 1e12)
+    assert float(step.bwd_s.subs(at)) == pytest.approx(28 * rotated / 1e12)
+    launches_only = {b: 1, s: 1, beta: 0, W_hbm: 1, t_launch: 1, a: 1, a_kv: 1, t: 1}
+    assert float(step.fwd_s.subs(launches_only)) == 22 and float(step.bwd_s.subs(launches_only)) == 12
+    assert step.launches == (22, 12)
+    strategy = Strategy(dp=64, micro_batch=4, global_batch=1280, ep=8, expert_tp=1, grad_dtype="model")
+    cluster = load_cluster("dgx-b200")
+    with_yarn = evaluate(oss, strategy, cluster, 64).iteration_time_s
+    plain = evaluate(replace(oss, yarn_scaling_factor=0.0), strategy, cluster, 64).iteration_time_s
+    assert with_yarn > 1.015 * plain
+
+
+def test_the_clamp_syncs_the_host_once_per_call_and_again_where_moe_act_replays_it(oss):
+    """weighted_bias_quick_geglu_impl makes its offset with torch.tensor(..., device=...): a blocking copy, one
+    device-to-host synchronisation per forward, and one more in the backward under moe_act's recomputation, which
+    also replays the recomputed modules' launches on the host; none under full-iteration CUDA graphs."""
+    from explorer.cost.block import block_cost
+    from explorer.symbols import t_launch, tau_h, tau_s
+    layer = moe_blocks(oss)[1]
+    clamp = next(op for op in layer.ops if op.name == "expert_clamp")
+    assert kn.syncs(clamp, kn.Recipe(local_experts=16)) == 1
+    assert kn.syncs(clamp, kn.Recipe(graphs="full", local_experts=16)) == 0
+    assert kn.syncs(clamp, kn.Recipe(local_experts=16, dropless=False, syncs=False)) == 1
+    at = {tau_s: 1, tau_h: 1000, t_launch: 0}
+
+    def cost(recompute, modules):
+        return block_cost(layer, "megatron", (), False, recompute, "replicated",
+                          host=tuple(kn.Recipe(local_experts=16, recompute_modules=modules)))
+    plain, moe_act = cost("none", ()), cost("selective", ("layernorm", "moe_act"))
+    # forward: the dispatcher's synchronisation and the clamp's
+    assert float(plain.sync_fwd_s.subs(at)) == 2 * 1001 and float(plain.sync_bwd_s.subs(at)) == 0
+    assert float(moe_act.sync_bwd_s.subs(at)) == 1001
+    # the backward's host replays the two norms (1 kernel each), the clamp (3) and the activation (1)
+    extra = moe_act.host_bwd_s - plain.host_bwd_s
+    assert float(extra.subs(at)) == 1000 * (1 + 1 + 3 + 1)
+
+
+def test_yarn_is_read_written_and_read_back_by_every_config_format(oss):
+    from explorer.codegen import export
+    from explorer.codegen.imports import import_config
+    cfg = {"model_type": "gpt_oss", "num_hidden_layers": 4, "hidden_size": 2880, "num_attention_heads": 64,
+           "num_key_value_heads": 8, "head_dim": 64, "intermediate_size": 2880, "num_local_experts": 128,
+           "num_experts_per_tok": 4, "vocab_size": 201088, "max_position_embeddings": 131072,
+           "rope_scaling": {"rope_type": "yarn", "factor": 32.0, "beta_fast": 32.0, "beta_slow": 1.0,
+                            "original_max_position_embeddings": 4096}}
+    assert model_from_dict(cfg, "oss", 4096).yarn_scaling_factor == 32.0
+    for scaling in ({"rope_type": "yarn", "factor": 1.0}, {"rope_type": "llama3", "factor": 8.0}, None):
+        assert model_from_dict({**cfg, "rope_scaling": scaling}, "oss", 4096).yarn_scaling_factor == 0
+    assert model_from_dict({**cfg, "rope_scaling": {"type": "yarn", "factor": 4}}, "oss", 4096).yarn_scaling_factor == 4
+    with pytest.raises(ExplorerError, match="rope_scaling: field 'factor' must be a positive number"):
+        model_from_dict({**cfg, "rope_scaling": {"rope_type": "yarn", "factor": "x"}}, "oss", 4096)
+    strategy = Strategy(dp=64, micro_batch=4, global_batch=1280, ep=8, expert_tp=1, framework="megatron-bridge")
+    text = export("megatron-bridge", oss, strategy, load_cluster("dgx-b200"))
+    assert 'position_embedding_type = "yarn"' in text and "yarn_rotary_scaling_factor = 32.0" in text
+    assert import_config(text, "megatron-bridge").model["yarn_scaling_factor"] == 32.0
+    lm = export("megatron", oss, strategy.with_(framework="megatron-lm"), load_cluster("dgx-b200"))
+    assert "--position-embedding-type yarn" in lm and "--rotary-scaling-factor 32.0" in lm
+    assert import_config(lm, "megatron").model["yarn_scaling_factor"] == 32.0
+    assert "yarn_scaling_factor" not in import_config(lm.replace("--rotary-scaling-factor 32.0", ""),
+                                                      "megatron").model
+    with pytest.raises(ExplorerError, match="--rotary-scaling-factor"):
+        import_config(lm.replace("--rotary-scaling-factor 32.0", "--rotary-scaling-factor -3"), "megatron")
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"yarn_scaling_factor": 0.5}, "must be 0 \\(plain RoPE\\) or a number above 1"),
+    ({"yarn_scaling_factor": float("nan")}, "must be 0 \\(plain RoPE\\) or a number above 1"),
+    ({"yarn_scaling_factor": True}, "must be 0 \\(plain RoPE\\) or a number above 1"),
+    ({"yarn_scaling_factor": float("inf")}, "must be 0 \\(plain RoPE\\) or a number above 1"),
+])
+def test_bad_yarn_factors_say_one_line(oss, change, message):
+    with pytest.raises(ExplorerError, match=message):
+        replace(oss, **change)
+
+
+def test_yarn_is_refused_off_the_llama_family_and_with_latent_attention():
+    with pytest.raises(ExplorerError, match="for the llama family"):
+        model_from_dict({"name": "g", "family": "gpt", "layers": 2, "hidden": 64, "heads": 4, "seq_len": 32,
+                         "vocab": 100, "yarn_scaling_factor": 4.0})
+    dsv3 = load_model("deepseek-v3")
+    with pytest.raises(ExplorerError, match="latent attention"):
+        replace(dsv3, yarn_scaling_factor=40.0)

@@ -67,7 +67,8 @@ def export(framework: str, model, strategy, cluster) -> str:
         raise ExplorerError(f"{TITLES.get(framework, framework)} export does not write context parallelism "
                             f"(cp={strategy.cp}) yet; export to Megatron-LM (--context-parallel-size)")
     if getattr(model, "uses_moe_graph", False) and framework not in WRITES_ALL:   # issue 11
-        what = "experts" if model.is_moe else "a head size of its own or latent attention"
+        what = "experts" if model.is_moe else \
+            "attention variants (a head size of its own, latent attention, biases, q/k norms, a window or YaRN)"
         raise refuse(TITLES.get(framework, framework).split(" (")[0],    # 'DeepSpeed', as its exporter's own refusals
                      f"{model.name} has {what}; only the Megatron-LM exporter (and Megatron-Bridge's) writes them")
     out = EXPORTERS[framework](model, strategy, cluster)

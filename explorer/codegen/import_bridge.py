@@ -8,7 +8,7 @@ import ast
 from explorer.codegen.import_fields import choice, divide, flag, number, whole
 from explorer.codegen.megatron import BACKEND_ATTENTION, _stage_map, layout_fields
 from explorer.codegen.megatron_bridge import read_recipe
-from explorer.codegen.megatron_moe import skip_freq, window_keys
+from explorer.codegen.megatron_moe import skip_freq, window_keys, yarn_field
 from explorer.errors import ExplorerError
 from explorer.limits import check_count
 from explorer.strategy.pipeline_layout import parse as parse_layout
@@ -221,6 +221,8 @@ def _bridge_attention(get, model: dict) -> None:
     clamp = get("model", "activation_func_clamp_value")
     if clamp is not None:
         model["glu_clamp"] = number(clamp, "activation_func_clamp_value")
+    model.update(yarn_field(get("model", "position_embedding_type"), get("model", "yarn_rotary_scaling_factor"),
+                            "yarn_rotary_scaling_factor"))
     if model.get("family") == "llama" and get("model", "add_bias_linear") is not None and \
             flag(get("model", "add_bias_linear"), "add_bias_linear"):
         model["linear_bias"] = True

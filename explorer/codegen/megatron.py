@@ -188,7 +188,8 @@ def megatron_args(model, strategy) -> str:
     if model.kv_heads != model.heads:
         out += [("--group-query-attention",), ("--num-query-groups", model.kv_heads)]
     if llama_style(model):
-        out += [("--swiglu",), ("--normalization", "RMSNorm"), ("--position-embedding-type", "rope"),
+        rope = "yarn" if getattr(model, "yarn_scaling_factor", 0) else "rope"     # gpt-oss: YaRN (megatron_moe.py)
+        out += [("--swiglu",), ("--normalization", "RMSNorm"), ("--position-embedding-type", rope),
                 ("--untie-embeddings-and-output-weights",),
                 *(() if getattr(model, "linear_bias", False) else (("--disable-bias-linear",),)),
                 ("--attention-dropout", 0.0), ("--hidden-dropout", 0.0)]

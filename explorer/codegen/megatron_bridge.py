@@ -77,7 +77,8 @@ def _model_fields(model, s) -> list:
            ("seq_length", model.seq_len), ("vocab_size", model.vocab)]
     if llama_style(model):   # as Megatron-LM's exporter: RMSNorm, SwiGLU, rotary, no biases, untied, no dropout
         out += [("normalization", '"RMSNorm"'), ("activation_func", "F.silu"), ("gated_linear_unit", True),
-                ("position_embedding_type", '"rope"'), ("add_bias_linear", bool(getattr(model, "linear_bias", False))),
+                ("position_embedding_type", '"yarn"' if getattr(model, "yarn_scaling_factor", 0) else '"rope"'),
+                ("add_bias_linear", bool(getattr(model, "linear_bias", False))),
                 ("share_embeddings_and_output_weights", False), ("hidden_dropout", 0.0),
                 ("attention_dropout", 0.0)]
     out.append(("attention_backend", f"AttnBackend.{attention_backend_of(model)}"))   # as Megatron-LM's
@@ -91,6 +92,8 @@ def _model_fields(model, s) -> list:
         out.append(("softmax_type", '"learnable"'))
     if getattr(model, "glu_clamp", 0):                 # gpt_oss_bridge.py: the experts' clamp
         out.append(("activation_func_clamp_value", float(model.glu_clamp)))
+    if getattr(model, "yarn_scaling_factor", 0):       # gpt_oss_bridge.py: yarn_rotary_scaling_factor = 32.0
+        out.append(("yarn_rotary_scaling_factor", float(model.yarn_scaling_factor)))
     if getattr(model, "qk_layernorm", False):          # qwen3_moe_bridge.py: qk_layernorm=True
         out.append(("qk_layernorm", True))
     if model.is_moe:

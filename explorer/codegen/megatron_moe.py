@@ -68,6 +68,10 @@ def moe_flags(model, strategy) -> list:
         out.append(("--qk-layernorm",))
     if getattr(model, "glu_clamp", 0):                # gpt-oss (TransformerConfig.activation_func_clamp_value)
         out.append(("--activation-func-clamp-value", float(model.glu_clamp)))
+    if getattr(model, "yarn_scaling_factor", 0):      # gpt-oss: with --position-embedding-type yarn (megatron.py);
+        #                                               argument_utils.py _apply_yarn_config_from_args maps it to
+        #                                               TransformerConfig.yarn_rotary_scaling_factor (d98e8a64)
+        out.append(("--rotary-scaling-factor", float(model.yarn_scaling_factor)))
     if not model.is_moe:
         return out
     out += [("--num-experts", model.experts), ("--moe-router-topk", model.experts_per_token),
@@ -168,6 +172,7 @@ def add_arguments(parser) -> None:
     for flag in ("--window-size", "--window-attn-skip-freq", "--softmax-type"):   # gpt-oss (moe_flags writes them)
         parser.add_argument(flag)
     parser.add_argument("--activation-func-clamp-value", type=float)
+    parser.add_argument("--rotary-scaling-factor", type=float)
 
 
 def _first_dense(text: str, layers: int) -> int:
@@ -217,7 +222,18 @@ def attention_fields(args) -> dict:
         out["qk_layernorm"] = True
     if args.activation_func_clamp_value is not None:
         out["glu_clamp"] = number(args.activation_func_clamp_value, "--activation-func-clamp-value")
+    out.update(yarn_field(args.position_embedding_type, args.rotary_scaling_factor, "--rotary-scaling-factor"))
     return out
+
+
+def yarn_field(kind, factor, name: str) -> dict:
+    """yarn_scaling_factor from a position embedding type and YaRN's scaling factor (`name`, the flag or field
+    that gave it): set for 'yarn' with a factor above 1, the only case that changes the cost (at 1 YaRN's
+    concentration factor is 1 and the fused RoPE runs: explorer/model/graph/moe.py yarn_rope)."""
+    if kind != "yarn" or factor is None:
+        return {}
+    value = number(factor, name)
+    return {"yarn_scaling_factor": value} if value > 1 else {}
 
 
 MAX_WINDOW = 1 << 24

@@ -86,9 +86,9 @@ class BlockCost:
     expert_params_dev: sp.Expr = ZERO  # the part of params_dev that is expert weights (before the ep sharding)
     host_fwd_s: sp.Expr = ZERO   # the host's issue time of the forward: tau_h x its eager launches, min(tau_k, tau_h)
     #                              x those inside library calls (kernels.py)
-    host_bwd_s: sp.Expr = ZERO   # ... of the backward (a full recomputation's replayed forward included)
+    host_bwd_s: sp.Expr = ZERO   # ... of the backward (the forward a recomputation replays included)
     sync_fwd_s: sp.Expr = ZERO   # stalls of the forward's device-to-host synchronisations: tau_s + tau_h each
-    sync_bwd_s: sp.Expr = ZERO   # ... of the replayed forward's (full recomputation)
+    sync_bwd_s: sp.Expr = ZERO   # ... of the replayed forward's (recomputation)
 
     @property
     def grad_sync_s(self) -> sp.Expr:
@@ -118,7 +118,8 @@ def compute_time(op: Operator, divisor, cp: int = 1, cp_algo: str = "ring", fp8:
     Backward = two GEMMs (dX and dW; for attention both operands), Narayanan et
     al. SC'21 Appendix. Memory-bound operators: bytes / achieved HBM bandwidth;
     the forward reads x and writes y (2 tensors), the backward reads the saved
-    tensor and dy and writes dx (3 tensors): BWD_BYTES = 3/2 of the forward bytes.
+    tensor and dy and writes dx (3 tensors): BWD_BYTES = 3/2 of the forward bytes, unless the
+    operator counts its backward's own (Operator.mem_bytes_bwd).
     Every kernel pays a launch overhead tau. A fused attention kernel (FlashAttention) runs at its own
     efficiency curve by tokens per call, head dimension, mask and direction (attention_kernel.py; `cp`,
     `cp_algo`: the tokens of a ring step's call). Under an FP8 recipe (`fp8`) the GEMMs Megatron runs
@@ -136,7 +137,8 @@ def compute_time(op: Operator, divisor, cp: int = 1, cp_algo: str = "ring", fp8:
         one = _roofline((x + phi) / rate, op.gemm_bytes / (divisor * W_hbm)) if op.gemm else (x + phi) / rate
         return one + t_launch, 2 * one + 2 * t_launch
     moved = op.mem_bytes_fwd / divisor
-    return moved / W_hbm + t_launch, BWD_BYTES * moved / W_hbm + 2 * t_launch
+    back = BWD_BYTES * moved if op.mem_bytes_bwd is None else op.mem_bytes_bwd / divisor   # counted where known
+    return moved / W_hbm + t_launch, back / W_hbm + 2 * t_launch
 
 
 def weight_grad_time(op: Operator, divisor, fp8: bool = False) -> sp.Expr:
@@ -266,7 +268,7 @@ def _block_cost(key, block, preset, over, sequence_parallel, recompute, incoming
             # one GEMM per local expert, each on its own tokens (moe_terms.py grouped_gemm_time)
             g_fwd, g_bwd = moe.grouped_gemm_time(op, recipe.local_experts)
             fwd, bwd, dW = fwd + g_fwd, bwd + g_bwd, dW + g_fwd
-        if op.expert or op.routes or op.name == "router":
+        if op.expert or op.routes or op.name in kn.MANY_KERNELS:
             # an MoE operator is many kernels (explorer/model/kernels.py), those a library launches inside one call
             # too (kernels.internal): each pays the GPU-side launch tau_k (a dense operator keeps one per forward,
             # two per backward, as compute_time charges)
@@ -360,23 +362,34 @@ def _block_cost(key, block, preset, over, sequence_parallel, recompute, incoming
     # terms are sums of block quantities, pays one latency per block that has such weights.
     grad_sync = (_collective("all_reduce", "step", "replicated_grads", sp.Add(*grad_sync)),) if grad_sync else ()
     return replace(cost, grad_sync=grad_sync, ep_collectives=tuple(ep_colls), expert_params_dev=expert_dev,
-                   **host_terms(block, steps, recompute))
+                   **host_terms(block, steps, recompute, modules))
 
 
-def host_terms(block, steps, recompute: str) -> dict:
+def host_terms(block, steps, recompute: str, modules: tuple = rc.DEFAULT) -> dict:
     """The host side of the block's passes (explorer/model/kernels.py): tau_h per kernel the host issues
     one by one, forward and backward; each device-to-host synchronisation stalls the GPU for the copy's
     round trip tau_s and the issue of the kernel after it, tau_h (the host has no lead left); a full
-    recomputation replays the forward (its launches and synchronisations) inside the backward. A kernel a library
+    recomputation replays the forward (its launches and synchronisations) inside the backward, a selective one
+    the forward of the operators its `modules` recompute (explorer/model/recompute.py). A kernel a library
     launches inside one call from C++ (kernels.internal) costs the host the driver's launch, tau_k (cuLaunchKernel,
     efficiency.kernel_launch_s), not tau_h -- never more than tau_h, so nothing where the host is not priced."""
     library = sp.Min(t_launch, tau_h)
-    fwd = tau_h * sum(s.launches[0] for s in steps) + library * sum(s.internal[0] for s in steps)
+
+    def forward(of):
+        return tau_h * sum(s.launches[0] for s in of) + library * sum(s.internal[0] for s in of), \
+            (tau_s + tau_h) * sum(s.syncs for s in of)
+
+    fwd, sync_fwd = forward(steps)
     bwd = tau_h * sum(s.launches[1] for s in steps) + library * sum(s.internal[1] for s in steps)
-    n_sync = sum(s.syncs for s in steps)
-    replay = block.kind == "layer" and recompute == "full"
-    return {"host_fwd_s": fwd, "host_bwd_s": bwd + (fwd if replay else 0),
-            "sync_fwd_s": (tau_s + tau_h) * n_sync, "sync_bwd_s": (tau_s + tau_h) * n_sync if replay else ZERO}
+    if block.kind == "layer" and recompute == "full":
+        redone = steps
+    elif block.kind == "layer" and recompute == "selective":
+        names = {op.name for op in block.ops if rc.recomputed(op, modules)}
+        redone = [s for s in steps if s.op in names]
+    else:
+        redone = []
+    replay, sync_bwd = forward(redone)
+    return {"host_fwd_s": fwd, "host_bwd_s": bwd + replay, "sync_fwd_s": sync_fwd, "sync_bwd_s": sync_bwd}
 
 
 def kernel_recompute_time(op: Operator, divisor, cp: int = 1, cp_algo: str = "ring") -> sp.Expr:

@@ -19,7 +19,7 @@ from dataclasses import fields
 from pathlib import Path
 
 from explorer.errors import ExplorerError
-from explorer.model.spec import BOOL_FIELDS, FAMILIES, MOE_FLOAT_FIELDS, ModelSpec
+from explorer.model.spec import BOOL_FIELDS, FAMILIES, FLOAT_FIELDS, ModelSpec
 from explorer.io.safe_load import parse_text, read_text_capped, short_repr  # noqa: F401 (re-exported)
 from explorer.io.safe_load import MAX_PATH_CHARS, is_regular_file, path_exists, shown_path
 
@@ -177,7 +177,7 @@ def _from_our_schema(d: dict, name_hint: str) -> ModelSpec:
         raise ExplorerError(f"field 'family' is {short_repr(family)}; use one of {', '.join(FAMILIES)}")
     for key in d:
         kind = "text" if key in ("name", "family", "source", "attention") else "list" if key == "stage_blocks" else \
-            "non-negative" if key in MOE_FLOAT_FIELDS else "bool" if key in BOOL_FIELDS else "int"
+            "non-negative" if key in FLOAT_FIELDS else "bool" if key in BOOL_FIELDS else "int"
         field(d, key, kind, "")
     missing = [key for key in REQUIRED[family] if key not in d]
     if missing:
@@ -280,10 +280,25 @@ def _hf_moe(d: dict, values: dict) -> dict:
         out.update(_hf_gpt_oss(d))
     if d.get("model_type") in QK_NORM_TYPES:
         out["qk_layernorm"] = True
+    out.update(_hf_yarn(d, out))
     if d.get("mlp_only_layers"):
         raise ExplorerError("HuggingFace config lists 'mlp_only_layers'; dense layers in between MoE layers "
                             "are read only as first_k_dense_replace or decoder_sparse_step")
     return out
+
+
+def _hf_yarn(d: dict, out: dict) -> dict:
+    """yarn_scaling_factor from rope_scaling {rope_type (older configs: type) 'yarn', factor} on grouped-query
+    attention (gpt-oss: factor 32); a factor of 1 or less, another rope type (Llama 3's 'llama3') and latent
+    attention's own YaRN (DeepSeek-V3) leave it 0: none of them changes the cost (explorer/model/graph/moe.py
+    yarn_rope)."""
+    scaling = d.get("rope_scaling")
+    if not isinstance(scaling, dict) or out.get("kv_lora_rank"):
+        return {}
+    if scaling.get("rope_type", scaling.get("type")) != "yarn":
+        return {}
+    factor = field(scaling, "factor", "positive", "rope_scaling: ")
+    return {"yarn_scaling_factor": float(factor)} if factor > 1 else {}
 
 
 def _hf_gpt_oss(d: dict) -> dict:

@@ -22,6 +22,7 @@ the modules that implement each operator (one count per CUDA kernel or NCCL call
   query and key norms (qk_norm): QK_NORM_KERNELS.
 * FlashAttention (TE fused attention) with rotary embeddings: the fused RoPE kernel on Q and on K and the
   attention kernel, each forward and backward. The unfused core: one kernel per GEMM forward, two backward.
+  YaRN's rotary embedding runs unfused instead (gpt-oss): YARN_ROPE_KERNELS.
 * element-wise (residual add, SwiGLU/GeLU, dropout), softmax: 1 forward, 1 backward.
 * embedding: the gather forward; zero-fill, index-add and its sort backward (3). Cross-entropy over a
   vocabulary split (Megatron vocab_parallel_cross_entropy): max, subtract, exp, sum, log, target gather,
@@ -96,6 +97,14 @@ QK_NORM_KERNELS = (4, 6)      # Qwen3's query and key norms: per tensor the cont
 #                               strided view and the norm forward; the norm's input gradient and gamma-gradient
 #                               reduction (as any norm's) and the gradient's copy into the QKV gradient backward
 #                               (explorer/model/graph/moe.py qk_norm)
+YARN_ROPE_KERNELS = (24, 14)  # YaRN's unfused rotary embedding of Q and K: 12 kernels per tensor forward, 7 backward
+#                               (explorer/model/graph/moe.py yarn_rope), in place of the fused RoPE pair counted
+#                               in flash_attn's launches (FUSED_ROPE_KERNELS), which then does not run
+FUSED_ROPE_KERNELS = (2, 2)   # Transformer Engine's fused RoPE on Q and on K, forward and backward
+MANY_KERNELS = ("router", "yarn_rope")
+"""Operators outside the MoE dispatch and experts whose kernels each pay the GPU-side launch tau_k
+(explorer/cost/block.py): the router's routing kernels and YaRN's unfused rotary embedding."""
+CLAMP_SYNCS = 1               # gpt-oss' activation makes its GLU offset a device tensor each call (syncs() docstring)
 SYNCS_DROPLESS = 1            # device-to-host synchronisations per dropless MoE layer forward
 
 
@@ -146,6 +155,8 @@ def launches(op, recipe: Recipe = Recipe()) -> tuple:
         return (3, 3) if op.name == "flash_attn" else (1, 2)
     if op.name == "qk_norm":
         return QK_NORM_KERNELS
+    if op.name == "yarn_rope":
+        return tuple(n - fused for n, fused in zip(YARN_ROPE_KERNELS, FUSED_ROPE_KERNELS))
     if op.kind == "norm":
         return 1, 2
     if op.kind == "embedding":
@@ -203,5 +214,12 @@ def syncs(op, recipe: Recipe = Recipe()) -> int:
     (core_v0.18.0 _HybridEPManager.setup_metadata: "Static upper bound on permuted tokens passed to HybridEP"), is what
     full-iteration graphs need, and Megatron-Bridge sets it exactly there (scripts/performance/configs/
     *_llm_pretrain.py set_full_iter_cg_configs at v0.5.0: 1.5). Token-drop with padding has static shapes: none
-    (explorer.cost.placement.host_options)."""
+    (explorer.cost.placement.host_options). And gpt-oss' clamped activation, CLAMP_SYNCS per call issued one by
+    one: Megatron-Core's weighted_bias_quick_geglu_impl builds its GLU offset with torch.tensor(linear_offset,
+    device=input.device) on every call (megatron/core/fusions/fused_bias_geglu.py, core_v0.15.0 to d98e8a64), a
+    copy from host memory that PyTorch makes blocking (non_blocking=False: cudaMemcpyAsync, then
+    cudaStreamSynchronize) -- once per forward, and once more where moe_act's recomputation replays it
+    (explorer/cost/block.py host_terms)."""
+    if op.name == "expert_clamp" and recipe.graphs != "full":
+        return CLAMP_SYNCS
     return SYNCS_DROPLESS if op.routes and op.name == "dispatch" and recipe.dropless and recipe.syncs else 0

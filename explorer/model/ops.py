@@ -48,6 +48,8 @@ class Operator:
     flops_fwd: sp.Expr = ZERO       # GEMM FLOPs (2 per multiply-add)
     flops_bwd: sp.Expr = ZERO
     mem_bytes_fwd: sp.Expr = ZERO   # HBM bytes read + written by a memory-bound forward
+    mem_bytes_bwd: sp.Expr | None = None  # ... by its backward when counted; None: the memory-bound rule
+    #                                       (explorer/cost/block.py BWD_BYTES x the forward's)
     params: sp.Expr = ZERO
     act: tuple = ()                 # ActTerm, ...
     gemm: tuple = ()                # (M, N, K[, batch]) of the GEMM: its roofline bytes

@@ -29,8 +29,24 @@ MOE_INT_FIELDS = ("experts", "experts_per_token", "moe_ffn_hidden", "shared_expe
                   "first_dense_layers", "head_dim", "q_lora_rank", "kv_lora_rank", "qk_nope_head_dim",
                   "qk_rope_head_dim", "v_head_dim", "sliding_window_tokens", "window_attn_skip_freq")
 MOE_FLOAT_FIELDS = ("moe_capacity_factor", "expert_load_share", "glu_clamp")
+FLOAT_FIELDS = MOE_FLOAT_FIELDS + ("yarn_scaling_factor",)   # every number a model file may write with a fraction
 BOOL_FIELDS = ("linear_bias", "attention_sinks", "qk_layernorm")
 MAX_EXPERTS = 4096   # well above the largest published router (DeepSeek-V3: 256, Qwen3: 128)
+
+
+def _check_yarn(spec) -> None:
+    """yarn_scaling_factor: 0 (plain RoPE) or a factor above 1 (YaRN's concentration factor is 1 at or below it:
+    Megatron-Core yarn_rotary_pos_embedding.py _yarn_get_mscale), on grouped-query attention of the llama family
+    (latent attention applies its rotary part in its own fused path, explorer/model/graph/moe.py yarn_rope)."""
+    value = spec.yarn_scaling_factor
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (value == 0 or 1 < value < 1e6):
+        raise ExplorerError(f"model field 'yarn_scaling_factor' must be 0 (plain RoPE) or a number above 1, "
+                            f"got {value!r}")
+    if value and spec.family != "llama":
+        raise ExplorerError(f"'yarn_scaling_factor' is for the llama family (rotary positions), not {spec.family!r}")
+    if value and spec.kv_lora_rank:
+        raise ExplorerError("'yarn_scaling_factor' is for grouped-query attention; latent attention (kv_lora_rank > 0) "
+                            "applies its rotary part in its own kernel")
 
 
 def _check_moe(spec) -> None:
@@ -54,6 +70,7 @@ def _check_moe(spec) -> None:
     if spec.qk_layernorm and spec.kv_lora_rank:
         raise ExplorerError("'qk_layernorm' is for grouped-query attention; latent attention (kv_lora_rank > 0) "
                             "normalises its latents")
+    _check_yarn(spec)
     if (spec.linear_bias or spec.sliding_window_tokens or spec.attention_sinks) and spec.family != "llama":
         raise ExplorerError(f"'linear_bias', 'sliding_window_tokens' and 'attention_sinks' are for the llama family "
                             f"(gpt-oss), not {spec.family!r} (whose layers carry biases and attend fully already)")
@@ -136,6 +153,8 @@ class ModelSpec:
     glu_clamp: float = 0.0           # the experts' GLU halves clamped to this before the activation (Megatron
     #                                  activation_func_clamp_value; gpt-oss: 7.0); 0 = none
     qk_layernorm: bool = False       # an RMSNorm over each head's queries and keys (Megatron qk_layernorm; Qwen3)
+    yarn_scaling_factor: float = 0.0  # YaRN rotary embedding's scaling factor (Megatron yarn_rotary_scaling_factor,
+    #                                   HF rope_scaling.factor with rope_type 'yarn'; gpt-oss: 32.0); 0 = plain RoPE
 
     def __post_init__(self):
         check_model(self)                # sizes within explorer/limits.py, before anything else
@@ -200,7 +219,7 @@ class ModelSpec:
     def uses_moe_graph(self) -> bool:
         """Experts, a head size of its own or latent attention: built by explorer/model/graph/moe.py."""
         return self.is_moe or self.head_dim > 0 or self.kv_lora_rank > 0 or self.sliding_window_tokens > 0 \
-            or self.linear_bias or self.qk_layernorm
+            or self.linear_bias or self.qk_layernorm or self.yarn_scaling_factor > 0
 
     @property
     def softmax_type(self) -> str:

@@ -174,6 +174,7 @@ def attention(spec, window: int = 0) -> list:
     bias = spec.linear_bias
     after = [bias_add("proj_bias")] if bias else []
     norms = [qk_norm(q, kv, d)] if spec.qk_layernorm else []
+    norms += [yarn_rope(q, kv)] if spec.yarn_scaling_factor else []
     if spec.attention == "flash":
         return [linear("qkv", "column", h, q + 2 * kv, bias=bias), *norms,
                 *flash_core(q, q, q + 2 * kv, spec.family != "bert", window),
@@ -202,6 +203,27 @@ def qk_norm(q: sp.Expr, kv: sp.Expr, d: sp.Expr) -> Operator:
     return Operator("qk_norm", "norm", "heads", (b, s, q + 2 * kv), (b, s, q + 2 * kv),
                     mem_bytes_fwd=4 * beta * b * s * (q + kv), params=2 * d,
                     act=(ActTerm(beta * b * s * (q + kv), "in"),))
+
+
+def yarn_rope(q: sp.Expr, kv: sp.Expr) -> Operator:
+    """YaRN's rotary embedding of the queries and keys, run unfused (ModelSpec.yarn_scaling_factor; gpt-oss).
+
+    Megatron-Core multiplies YaRN's cos and sin by its concentration factor, 0.1 ln(factor) + 1 (1.347 at gpt-oss'
+    32: yarn_rotary_pos_embedding.py _yarn_get_mscale), and Transformer Engine's fused RoPE takes no such factor:
+    apply_rotary_pos_emb falls back to the unfused _apply_rotary_pos_emb_bshd whenever mscale != 1
+    (megatron/core/models/common/embeddings/rope_utils.py at d7288711, the Megatron-LM of Megatron-Bridge v0.4.x;
+    core_v0.15.0 passes the factor the same way); Megatron-Bridge turns the fusion off for any position embedding
+    but 'rope' as well (src/megatron/bridge/utils/fusions.py validate_rope_fusion_compatibility, v0.2.0 to v0.6.0).
+    Per tensor (Q, then K) that path runs cos, sin, the scaling and casts of the frequencies, then t cos, the
+    rotated half (a negation and torch.cat), its product with sin, their sum and a last torch.cat: 12 kernels,
+    12 beta bytes per element of the b s (q + kv) rotated forward; autograd's backward runs 7 per tensor (two
+    products, the negation, the halves' concatenation, the accumulation and a slice's zero-fill and copy),
+    14 beta bytes per element -- counted with torch 2.13's dispatcher on CPU over that function's source
+    (the frequencies' own bytes, s x head_dim in fp32, left out). Split by heads like the attention core; it keeps
+    nothing for the backward (the products keep only cos and sin). Kernels: explorer/model/kernels.py."""
+    rotated = b * s * (q + kv)
+    return Operator("yarn_rope", "elementwise", "heads", (b, s, q + 2 * kv), (b, s, q + 2 * kv),
+                    mem_bytes_fwd=12 * beta * rotated, mem_bytes_bwd=14 * beta * rotated)
 
 
 def latent_attention(spec) -> list:
@@ -262,6 +284,8 @@ def layer_key(spec, moe: bool, window: int = 0) -> tuple:
         attn += ("bias",)
     if spec.qk_layernorm:
         attn += ("qk_norm",)
+    if spec.yarn_scaling_factor:
+        attn += ("yarn",)
     ffn = ("moe", spec.experts, spec.experts_per_token, spec.moe_ffn_hidden, spec.shared_ffn_hidden,
            bool(spec.glu_clamp)) if moe \
         else ("dense",)
