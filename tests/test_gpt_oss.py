@@ -276,6 +276,9 @@ def test_the_clamp_syncs_the_host_once_per_call_and_again_where_moe_act_replays_
     assert kn.syncs(clamp, kn.Recipe(local_experts=16)) == 1
     assert kn.syncs(clamp, kn.Recipe(graphs="full", local_experts=16)) == 0
     assert kn.syncs(clamp, kn.Recipe(local_experts=16, dropless=False, syncs=False)) == 1
+    # per-layer graphs capture a token-drop layer's experts whole: no copy issued, no synchronisation
+    assert kn.syncs(clamp, kn.Recipe(graphs="layer", local_experts=16, dropless=False, syncs=False)) == 0
+    assert kn.syncs(clamp, kn.Recipe(graphs="layer", local_experts=16)) == 1     # dropless: the experts stay eager
     at = {tau_s: 1, tau_h: 1000, t_launch: 0}
 
     def cost(recompute, modules):
@@ -299,32 +302,49 @@ def test_yarn_is_read_written_and_read_back_by_every_config_format(oss):
            "rope_scaling": {"rope_type": "yarn", "factor": 32.0, "beta_fast": 32.0, "beta_slow": 1.0,
                             "original_max_position_embeddings": 4096}}
     assert model_from_dict(cfg, "oss", 4096).yarn_scaling_factor == 32.0
-    for scaling in ({"rope_type": "yarn", "factor": 1.0}, {"rope_type": "llama3", "factor": 8.0}, None):
+    for scaling in ({"rope_type": "llama3", "factor": 8.0}, None):
         assert model_from_dict({**cfg, "rope_scaling": scaling}, "oss", 4096).yarn_scaling_factor == 0
+    # YaRN runs unfused at any factor (both frameworks turn the fusion off for a position embedding but rope)
+    assert model_from_dict({**cfg, "rope_scaling": {"rope_type": "yarn", "factor": 1.0}}, "oss",
+                           4096).yarn_scaling_factor == 1.0
     assert model_from_dict({**cfg, "rope_scaling": {"type": "yarn", "factor": 4}}, "oss", 4096).yarn_scaling_factor == 4
+    v5 = {k: v for k, v in cfg.items() if k != "rope_scaling"}      # transformers v5 configs: rope_parameters
+    v5["rope_parameters"] = {"rope_type": "yarn", "factor": 32.0, "rope_theta": 150000.0}
+    assert model_from_dict(v5, "oss", 4096).yarn_scaling_factor == 32.0
     with pytest.raises(ExplorerError, match="rope_scaling: field 'factor' must be a positive number"):
         model_from_dict({**cfg, "rope_scaling": {"rope_type": "yarn", "factor": "x"}}, "oss", 4096)
+    with pytest.raises(ExplorerError, match="must be 0 \\(plain RoPE\\) or a number from 1 to 1e\\+06"):
+        model_from_dict({**cfg, "rope_scaling": {"rope_type": "yarn", "factor": 0.5}}, "oss", 4096)
     strategy = Strategy(dp=64, micro_batch=4, global_batch=1280, ep=8, expert_tp=1, framework="megatron-bridge")
     text = export("megatron-bridge", oss, strategy, load_cluster("dgx-b200"))
     assert 'position_embedding_type = "yarn"' in text and "yarn_rotary_scaling_factor = 32.0" in text
+    # the provider leaves YaRN's other settings None, which YarnRotaryEmbedding cannot take: written as gpt-oss' bridge
+    for line in ("yarn_original_max_position_embeddings = 4096", "yarn_beta_fast = 32.0", "yarn_beta_slow = 1.0",
+                 "yarn_correction_range_round_to_int = False"):
+        assert line in text
     assert import_config(text, "megatron-bridge").model["yarn_scaling_factor"] == 32.0
     lm = export("megatron", oss, strategy.with_(framework="megatron-lm"), load_cluster("dgx-b200"))
     assert "--position-embedding-type yarn" in lm and "--rotary-scaling-factor 32.0" in lm
+    assert "--yarn-original-max-position-embeddings 4096" in lm and "--no-yarn-correction-range-round-to-int" in lm
     assert import_config(lm, "megatron").model["yarn_scaling_factor"] == 32.0
-    assert "yarn_scaling_factor" not in import_config(lm.replace("--rotary-scaling-factor 32.0", ""),
-                                                      "megatron").model
+    # a yarn script without the factor: Megatron-LM's default 1.0, still the unfused path
+    assert import_config(lm.replace("--rotary-scaling-factor 32.0", ""), "megatron").model["yarn_scaling_factor"] == 1
+    assert "yarn_scaling_factor" not in import_config(lm.replace("--position-embedding-type yarn",
+                                                                 "--position-embedding-type rope"), "megatron").model
     with pytest.raises(ExplorerError, match="--rotary-scaling-factor"):
         import_config(lm.replace("--rotary-scaling-factor 32.0", "--rotary-scaling-factor -3"), "megatron")
+    for bad in ("1e7", "0.5"):
+        with pytest.raises(ExplorerError, match="--rotary-scaling-factor must be YaRN's factor, a number from 1 to 1e"):
+            import_config(lm.replace("--rotary-scaling-factor 32.0", f"--rotary-scaling-factor {bad}"), "megatron")
+    with pytest.raises(ExplorerError, match="yarn_rotary_scaling_factor must be YaRN's factor"):
+        import_config(text.replace("yarn_rotary_scaling_factor = 32.0", "yarn_rotary_scaling_factor = 1e9"),
+                      "megatron-bridge")
 
 
-@pytest.mark.parametrize("change, message", [
-    ({"yarn_scaling_factor": 0.5}, "must be 0 \\(plain RoPE\\) or a number above 1"),
-    ({"yarn_scaling_factor": float("nan")}, "must be 0 \\(plain RoPE\\) or a number above 1"),
-    ({"yarn_scaling_factor": True}, "must be 0 \\(plain RoPE\\) or a number above 1"),
-    ({"yarn_scaling_factor": float("inf")}, "must be 0 \\(plain RoPE\\) or a number above 1"),
-])
-def test_bad_yarn_factors_say_one_line(oss, change, message):
-    with pytest.raises(ExplorerError, match=message):
+@pytest.mark.parametrize("change", [{"yarn_scaling_factor": v} for v in (0.5, -1, float("nan"), True, float("inf"),
+                                                                         1e6 + 1)])
+def test_bad_yarn_factors_say_one_line(oss, change):
+    with pytest.raises(ExplorerError, match="'yarn_scaling_factor' must be 0 \\(plain RoPE\\) or a number from 1 to 1e"):
         replace(oss, **change)
 
 
@@ -335,3 +355,16 @@ def test_yarn_is_refused_off_the_llama_family_and_with_latent_attention():
     dsv3 = load_model("deepseek-v3")
     with pytest.raises(ExplorerError, match="latent attention"):
         replace(dsv3, yarn_scaling_factor=40.0)
+
+
+def test_a_latent_attention_script_with_yarn_imports_without_the_field():
+    """DeepSeek-V3's YaRN is latent attention's own (its rotary part runs in MLA's path): a Megatron-LM script with
+    --multi-latent-attention and --position-embedding-type yarn reads back without yarn_scaling_factor."""
+    from explorer.codegen import export
+    from explorer.codegen.imports import import_config
+    strategy = Strategy(dp=128, micro_batch=1, global_batch=1024, ep=64, expert_tp=1, framework="megatron-lm")
+    lm = export("megatron", load_model("deepseek-v3"), strategy, load_cluster("dgx-h100"))
+    assert "--multi-latent-attention" in lm
+    model = import_config(lm.replace("--position-embedding-type rope",
+                                     "--position-embedding-type yarn --rotary-scaling-factor 40"), "megatron").model
+    assert model["kv_lora_rank"] == 512 and "yarn_scaling_factor" not in model

@@ -411,3 +411,13 @@ def test_the_compute_formula_has_no_bare_negative_network_term():
     # printed as the host's time minus the GPU's, the GPU's terms in one parenthesis (explorer/symbols.py _excess)
     latex = explain(model, s, cluster).latex()["compute"]
     assert r"\max\left(0,\; 12 \tau_{h} - \left(2 L_{node}" in latex and r"\max\left(0,\; -" not in latex
+
+
+def test_the_host_constant_in_the_sources_table_is_the_clusters():
+    """assets/hardware_sources.json lists tau_h with its fit; it said 45 us for a day after the refit to 42 us."""
+    import json
+    from pathlib import Path
+    rows = json.loads((Path(__file__).resolve().parents[1] / "assets" / "hardware_sources.json").read_text())
+    listed = [row["value"] for row in rows if row.get("field") == "host_launch_s"]
+    assert listed and all(v == load_cluster(name).efficiency.host_launch_s for v in listed
+                          for name in ("dgx-h100", "h200", "dgx-b200", "gb200-nvl72"))

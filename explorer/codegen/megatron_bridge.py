@@ -36,7 +36,7 @@ import ast
 
 from explorer.codegen.common import megatron_layout_text, refuse, stage_counts, title
 from explorer.codegen.megatron import FSDP_DTYPE, FSDP_SHARDING, _check, _virtual, attention_backend_of, llama_style
-from explorer.codegen.megatron_moe import DISPATCHER_TYPE, GRAPH_IMPL, graph_modules, layer_pattern
+from explorer.codegen.megatron_moe import DISPATCHER_TYPE, GRAPH_IMPL, YARN_FIXED, graph_modules, layer_pattern
 from explorer.io.quoting import comment_text, python_string
 from explorer.schedules import chunked
 
@@ -94,6 +94,7 @@ def _model_fields(model, s) -> list:
         out.append(("activation_func_clamp_value", float(model.glu_clamp)))
     if getattr(model, "yarn_scaling_factor", 0):       # gpt_oss_bridge.py: yarn_rotary_scaling_factor = 32.0
         out.append(("yarn_rotary_scaling_factor", float(model.yarn_scaling_factor)))
+        out += [(f"yarn_{name}", value) for name, value in YARN_FIXED]   # the others, as gpt_oss_bridge.py
     if getattr(model, "qk_layernorm", False):          # qwen3_moe_bridge.py: qk_layernorm=True
         out.append(("qk_layernorm", True))
     if model.is_moe:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from explorer.codegen.import_fields import number
 from explorer.errors import ExplorerError
+from explorer.model.spec import MAX_YARN_FACTOR
 
 INT_FLAGS = {"--num-experts": "experts", "--moe-router-topk": "experts_per_token",
              "--moe-ffn-hidden-size": "moe_ffn_hidden", "--moe-shared-expert-intermediate-size": "shared_ffn_hidden",
@@ -47,6 +48,26 @@ def layer_pattern(model) -> str:
     return f"({out})"    # shell quoting: megatron_args quotes every word
 
 
+YARN_FIXED = (("original_max_position_embeddings", 4096), ("beta_fast", 32.0), ("beta_slow", 1.0),
+              ("correction_range_round_to_int", False))
+"""YaRN's other settings, as Megatron-Bridge's gpt-oss bridge sets them (src/megatron/bridge/models/gpt_oss/
+gpt_oss_bridge.py at v0.4.1: yarn_original_max_position_embeddings 4096, yarn_beta_fast 32.0, yarn_beta_slow 1.0,
+yarn_correction_range_round_to_int False): they shape the frequencies, not the cost, and are no model field; both
+exporters write them because Megatron-Core's YarnRotaryEmbedding needs every one (None fails in
+_yarn_find_correction_range)."""
+
+
+def yarn_flags(factor: float) -> list:
+    """Megatron-LM's YaRN flags: --rotary-scaling-factor and YARN_FIXED (argument_utils.py
+    _apply_yarn_config_from_args maps them to TransformerConfig.yarn_*: Megatron-LM core_v0.19.0 on; an older
+    Megatron-LM has no --yarn-* flags)."""
+    out = [("--rotary-scaling-factor", float(factor))]
+    for name, value in YARN_FIXED:
+        flag = "--yarn-" + name.replace("_", "-")
+        out.append((flag, value) if not isinstance(value, bool) else (("--" if value else "--no-") + flag[2:],))
+    return out
+
+
 def moe_flags(model, strategy) -> list:
     """The MoE / attention flags of (model, strategy), as (flag, value...) tuples."""
     out = []
@@ -68,10 +89,8 @@ def moe_flags(model, strategy) -> list:
         out.append(("--qk-layernorm",))
     if getattr(model, "glu_clamp", 0):                # gpt-oss (TransformerConfig.activation_func_clamp_value)
         out.append(("--activation-func-clamp-value", float(model.glu_clamp)))
-    if getattr(model, "yarn_scaling_factor", 0):      # gpt-oss: with --position-embedding-type yarn (megatron.py);
-        #                                               argument_utils.py _apply_yarn_config_from_args maps it to
-        #                                               TransformerConfig.yarn_rotary_scaling_factor (d98e8a64)
-        out.append(("--rotary-scaling-factor", float(model.yarn_scaling_factor)))
+    if getattr(model, "yarn_scaling_factor", 0):      # gpt-oss: with --position-embedding-type yarn (megatron.py)
+        out += yarn_flags(model.yarn_scaling_factor)
     if not model.is_moe:
         return out
     out += [("--num-experts", model.experts), ("--moe-router-topk", model.experts_per_token),
@@ -222,18 +241,23 @@ def attention_fields(args) -> dict:
         out["qk_layernorm"] = True
     if args.activation_func_clamp_value is not None:
         out["glu_clamp"] = number(args.activation_func_clamp_value, "--activation-func-clamp-value")
-    out.update(yarn_field(args.position_embedding_type, args.rotary_scaling_factor, "--rotary-scaling-factor"))
+    if not args.multi_latent_attention:     # latent attention's YaRN runs in its own path (ModelSpec refuses it)
+        out.update(yarn_field(args.position_embedding_type, args.rotary_scaling_factor, "--rotary-scaling-factor"))
     return out
 
 
 def yarn_field(kind, factor, name: str) -> dict:
-    """yarn_scaling_factor from a position embedding type and YaRN's scaling factor (`name`, the flag or field
-    that gave it): set for 'yarn' with a factor above 1, the only case that changes the cost (at 1 YaRN's
-    concentration factor is 1 and the fused RoPE runs: explorer/model/graph/moe.py yarn_rope)."""
-    if kind != "yarn" or factor is None:
+    """yarn_scaling_factor from a position embedding type and YaRN's scaling factor (`name`, the flag or field that
+    gave it; absent: 1.0, Megatron-LM's --rotary-scaling-factor default): any 'yarn' runs the unfused RoPE, whatever
+    its factor -- Megatron-LM turns the fusion off for every position embedding but rope (arguments.py at d98e8a64:
+    "if args.position_embedding_type != 'rope': args.apply_rope_fusion = False"), Megatron-Bridge too
+    (utils/fusions.py validate_rope_fusion_compatibility; explorer/model/graph/moe.py yarn_rope)."""
+    if kind != "yarn":
         return {}
-    value = number(factor, name)
-    return {"yarn_scaling_factor": value} if value > 1 else {}
+    value = 1.0 if factor is None else number(factor, name)
+    if not 1 <= value <= MAX_YARN_FACTOR:
+        raise ExplorerError(f"{name} must be YaRN's factor, a number from 1 to {MAX_YARN_FACTOR:g}, got {value!r}")
+    return {"yarn_scaling_factor": value}
 
 
 MAX_WINDOW = 1 << 24

@@ -341,7 +341,7 @@ def _block_cost(key, block, preset, over, sequence_parallel, recompute, incoming
         redo = kernel_recompute_time(op, divisor, cp, cp_algo)
         exchange = cpx.exchange(op, block.ops, lay.is_sharded(needed), cp, cp_algo, fwd, bwd + redo)
         steps.append(OpStep(op.name, op.kind, split, needed, out, fwd, bwd, dW, op.flops_fwd, tuple(colls), redo,
-                            exchange, kn.eager(op, block.kind, recipe), kn.syncs(op, recipe),
+                            exchange, kn.eager(op, block.kind, recipe), kn.syncs(op, recipe, block.kind),
                             kn.eager_internal(op, block.kind, recipe)))
         cur, cur_elements, prev = out, op.out_elements, op
     if cur == lay.P:  # partial sums leave the block reduced (Megatron's g operator)

@@ -288,17 +288,16 @@ def _hf_moe(d: dict, values: dict) -> dict:
 
 
 def _hf_yarn(d: dict, out: dict) -> dict:
-    """yarn_scaling_factor from rope_scaling {rope_type (older configs: type) 'yarn', factor} on grouped-query
-    attention (gpt-oss: factor 32); a factor of 1 or less, another rope type (Llama 3's 'llama3') and latent
-    attention's own YaRN (DeepSeek-V3) leave it 0: none of them changes the cost (explorer/model/graph/moe.py
-    yarn_rope)."""
-    scaling = d.get("rope_scaling")
+    """yarn_scaling_factor from rope_scaling (transformers v5 configs: rope_parameters) {rope_type (older configs:
+    type) 'yarn', factor} on grouped-query attention (gpt-oss: factor 32; absent, 1.0: no stretch); another rope type (Llama 3's 'llama3') and latent attention's own YaRN
+    (DeepSeek-V3) leave it 0: they run the fused kernels (explorer/model/graph/moe.py yarn_rope)."""
+    key = "rope_scaling" if isinstance(d.get("rope_scaling"), dict) else "rope_parameters"
+    scaling = d.get(key)
     if not isinstance(scaling, dict) or out.get("kv_lora_rank"):
         return {}
     if scaling.get("rope_type", scaling.get("type")) != "yarn":
         return {}
-    factor = field(scaling, "factor", "positive", "rope_scaling: ")
-    return {"yarn_scaling_factor": float(factor)} if factor > 1 else {}
+    return {"yarn_scaling_factor": float(field(scaling, "factor", "positive", f"{key}: ", default=1.0))}
 
 
 def _hf_gpt_oss(d: dict) -> dict:

@@ -99,7 +99,8 @@ QK_NORM_KERNELS = (4, 6)      # Qwen3's query and key norms: per tensor the cont
 #                               (explorer/model/graph/moe.py qk_norm)
 YARN_ROPE_KERNELS = (24, 14)  # YaRN's unfused rotary embedding of Q and K: 12 kernels per tensor forward, 7 backward
 #                               (explorer/model/graph/moe.py yarn_rope), in place of the fused RoPE pair counted
-#                               in flash_attn's launches (FUSED_ROPE_KERNELS), which then does not run
+#                               in flash_attn's launches (FUSED_ROPE_KERNELS), which then does not run; the unfused
+#                               core's score and context counts hold no RoPE kernel, plain or YaRN (both 2 short)
 FUSED_ROPE_KERNELS = (2, 2)   # Transformer Engine's fused RoPE on Q and on K, forward and backward
 MANY_KERNELS = ("router", "yarn_rope")
 """Operators outside the MoE dispatch and experts whose kernels each pay the GPU-side launch tau_k
@@ -200,7 +201,7 @@ def eager(op, block_kind: str, recipe: Recipe = Recipe()) -> tuple:
     return 0, 0
 
 
-def syncs(op, recipe: Recipe = Recipe()) -> int:
+def syncs(op, recipe: Recipe = Recipe(), block_kind: str = "layer") -> int:
     """Device-to-host synchronisations of `op` per forward: the dropless all-to-all dispatcher copies
     the tokens per expert to the host to size its all-to-all and grouped GEMMs (Megatron-Core
     MoEAlltoAllTokenDispatcher preprocess; NVIDIA/Megatron-LM PR 3496: the AlltoAll dispatcher and
@@ -214,12 +215,14 @@ def syncs(op, recipe: Recipe = Recipe()) -> int:
     (core_v0.18.0 _HybridEPManager.setup_metadata: "Static upper bound on permuted tokens passed to HybridEP"), is what
     full-iteration graphs need, and Megatron-Bridge sets it exactly there (scripts/performance/configs/
     *_llm_pretrain.py set_full_iter_cg_configs at v0.5.0: 1.5). Token-drop with padding has static shapes: none
-    (explorer.cost.placement.host_options). And gpt-oss' clamped activation, CLAMP_SYNCS per call issued one by
-    one: Megatron-Core's weighted_bias_quick_geglu_impl builds its GLU offset with torch.tensor(linear_offset,
-    device=input.device) on every call (megatron/core/fusions/fused_bias_geglu.py, core_v0.15.0 to d98e8a64), a
-    copy from host memory that PyTorch makes blocking (non_blocking=False: cudaMemcpyAsync, then
-    cudaStreamSynchronize) -- once per forward, and once more where moe_act's recomputation replays it
-    (explorer/cost/block.py host_terms)."""
-    if op.name == "expert_clamp" and recipe.graphs != "full":
-        return CLAMP_SYNCS
+    (explorer.cost.placement.host_options). And gpt-oss' clamped activation, CLAMP_SYNCS per call where the host
+    issues it one by one (eager(); a captured graph holds no such copy): Megatron-Core's weighted_bias_quick_geglu_impl
+    builds its GLU offset with torch.tensor(linear_offset, device=input.device) on every call
+    (megatron/core/fusions/fused_bias_geglu.py, core_v0.15.0 to d98e8a64), a host-to-device copy that PyTorch makes
+    blocking (torch/csrc/utils/tensor_new.cpp internal_new_from_data: .to(device, non_blocking=false);
+    aten/src/ATen/native/cuda/Copy.cu copy_kernel_cuda -> at::cuda::memcpy_and_sync: cudaMemcpyAsync, then
+    cudaStreamSynchronize): the host waits for the stream as at a device-to-host copy -- once per forward, and once
+    more where moe_act's recomputation replays it (explorer/cost/block.py host_terms)."""
+    if op.name == "expert_clamp":     # issued one by one (eager()), not inside a captured graph
+        return CLAMP_SYNCS if any(eager(op, block_kind, recipe)) else 0
     return SYNCS_DROPLESS if op.routes and op.name == "dispatch" and recipe.dropless and recipe.syncs else 0

@@ -34,14 +34,18 @@ BOOL_FIELDS = ("linear_bias", "attention_sinks", "qk_layernorm")
 MAX_EXPERTS = 4096   # well above the largest published router (DeepSeek-V3: 256, Qwen3: 128)
 
 
+MAX_YARN_FACTOR = 1e6   # far above any published YaRN factor (gpt-oss 32, DeepSeek-V3 40, Qwen3 4)
+
+
 def _check_yarn(spec) -> None:
-    """yarn_scaling_factor: 0 (plain RoPE) or a factor above 1 (YaRN's concentration factor is 1 at or below it:
-    Megatron-Core yarn_rotary_pos_embedding.py _yarn_get_mscale), on grouped-query attention of the llama family
-    (latent attention applies its rotary part in its own fused path, explorer/model/graph/moe.py yarn_rope)."""
+    """yarn_scaling_factor: 0 (plain RoPE) or YaRN's factor, from 1 (no stretch; Megatron-LM's default
+    --rotary-scaling-factor) to MAX_YARN_FACTOR, on grouped-query attention of the llama family (latent attention
+    applies its rotary part in its own fused path, explorer/model/graph/moe.py yarn_rope)."""
     value = spec.yarn_scaling_factor
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (value == 0 or 1 < value < 1e6):
-        raise ExplorerError(f"model field 'yarn_scaling_factor' must be 0 (plain RoPE) or a number above 1, "
-                            f"got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or \
+            not (value == 0 or 1 <= value <= MAX_YARN_FACTOR):
+        raise ExplorerError(f"model field 'yarn_scaling_factor' must be 0 (plain RoPE) or a number from 1 to "
+                            f"{MAX_YARN_FACTOR:g}, got {value!r}")
     if value and spec.family != "llama":
         raise ExplorerError(f"'yarn_scaling_factor' is for the llama family (rotary positions), not {spec.family!r}")
     if value and spec.kv_lora_rank:
@@ -154,7 +158,7 @@ class ModelSpec:
     #                                  activation_func_clamp_value; gpt-oss: 7.0); 0 = none
     qk_layernorm: bool = False       # an RMSNorm over each head's queries and keys (Megatron qk_layernorm; Qwen3)
     yarn_scaling_factor: float = 0.0  # YaRN rotary embedding's scaling factor (Megatron yarn_rotary_scaling_factor,
-    #                                   HF rope_scaling.factor with rope_type 'yarn'; gpt-oss: 32.0); 0 = plain RoPE
+    #                                   HF rope_scaling.factor with rope_type 'yarn'; gpt-oss: 32.0; >= 1); 0 = plain RoPE
 
     def __post_init__(self):
         check_model(self)                # sizes within explorer/limits.py, before anything else

@@ -208,18 +208,19 @@ def qk_norm(q: sp.Expr, kv: sp.Expr, d: sp.Expr) -> Operator:
 def yarn_rope(q: sp.Expr, kv: sp.Expr) -> Operator:
     """YaRN's rotary embedding of the queries and keys, run unfused (ModelSpec.yarn_scaling_factor; gpt-oss).
 
-    Megatron-Core multiplies YaRN's cos and sin by its concentration factor, 0.1 ln(factor) + 1 (1.347 at gpt-oss'
-    32: yarn_rotary_pos_embedding.py _yarn_get_mscale), and Transformer Engine's fused RoPE takes no such factor:
-    apply_rotary_pos_emb falls back to the unfused _apply_rotary_pos_emb_bshd whenever mscale != 1
-    (megatron/core/models/common/embeddings/rope_utils.py at d7288711, the Megatron-LM of Megatron-Bridge v0.4.x;
-    core_v0.15.0 passes the factor the same way); Megatron-Bridge turns the fusion off for any position embedding
-    but 'rope' as well (src/megatron/bridge/utils/fusions.py validate_rope_fusion_compatibility, v0.2.0 to v0.6.0).
-    Per tensor (Q, then K) that path runs cos, sin, the scaling and casts of the frequencies, then t cos, the
-    rotated half (a negation and torch.cat), its product with sin, their sum and a last torch.cat: 12 kernels,
-    12 beta bytes per element of the b s (q + kv) rotated forward; autograd's backward runs 7 per tensor (two
-    products, the negation, the halves' concatenation, the accumulation and a slice's zero-fill and copy),
-    14 beta bytes per element -- counted with torch 2.13's dispatcher on CPU over that function's source
-    (the frequencies' own bytes, s x head_dim in fp32, left out). Split by heads like the attention core; it keeps
+    Both frameworks run YaRN unfused at any factor: Megatron-LM and Megatron-Bridge turn the RoPE fusion off for
+    every position embedding but 'rope' (megatron/training/arguments.py at d98e8a64: "if
+    args.position_embedding_type != 'rope': args.apply_rope_fusion = False"; src/megatron/bridge/utils/fusions.py
+    validate_rope_fusion_compatibility, v0.2.0 to v0.6.0), and apply_rotary_pos_emb falls back to the unfused
+    _apply_rotary_pos_emb_bshd itself whenever YaRN's concentration factor, 0.1 ln(factor) + 1 (1.347 at gpt-oss'
+    32: yarn_rotary_pos_embedding.py _yarn_get_mscale), is not 1, since Transformer Engine's fused RoPE takes no
+    such factor (megatron/core/models/common/embeddings/rope_utils.py at d7288711, the Megatron-LM of
+    Megatron-Bridge v0.4.x). Per tensor (Q, then K) that path runs cos, sin, the scaling and casts of the
+    frequencies, then t cos, the rotated half (a negation and torch.cat), its product with sin, their sum and a
+    last torch.cat: 12 kernels, 12 beta bytes per element of the b s (q + kv) rotated forward; autograd's backward
+    runs 7 per tensor (the two products, the negation, the halves' concatenation, two accumulations and the
+    zero-fill of the empty pass-through slice's gradient), 14 beta bytes per element -- counted with torch 2.13's
+    dispatcher on CPU over that function's source (the frequencies' own bytes, s x head_dim in fp32, left out). Split by heads like the attention core; it keeps
     nothing for the backward (the products keep only cos and sin). Kernels: explorer/model/kernels.py."""
     rotated = b * s * (q + kv)
     return Operator("yarn_rope", "elementwise", "heads", (b, s, q + 2 * kv), (b, s, q + 2 * kv),
