@@ -368,3 +368,56 @@ def test_a_latent_attention_script_with_yarn_imports_without_the_field():
     model = import_config(lm.replace("--position-embedding-type rope",
                                      "--position-embedding-type yarn --rotary-scaling-factor 40"), "megatron").model
     assert model["kv_lora_rank"] == 512 and "yarn_scaling_factor" not in model
+
+
+def test_the_quick_geglu_activation_is_read_written_and_read_back(oss):
+    """gpt-oss' activation is quick-GELU on the gate times (linear + 1) (openai/gpt-oss model.py swiglu; Megatron-Bridge
+    gpt_oss_bridge.py: activation_func quick_gelu, glu_linear_offset 1.0): the exports write it (they wrote SwiGLU
+    until 2026-12-07, so an exported run neither had that activation nor clamped where Megatron-Core clamps), the
+    imports read it back; its fused kernel moves what SwiGLU's does, so the cost does not change."""
+    from explorer.codegen import export
+    from explorer.codegen.imports import import_config
+    assert oss.quick_geglu and oss.glu_linear_offset == 1.0
+    cfg = {"model_type": "gpt_oss", "num_hidden_layers": 4, "hidden_size": 2880, "num_attention_heads": 64,
+           "num_key_value_heads": 8, "head_dim": 64, "intermediate_size": 2880, "num_local_experts": 128,
+           "num_experts_per_tok": 4, "vocab_size": 201088, "max_position_embeddings": 131072}
+    hf = model_from_dict(cfg, "oss", 4096)
+    assert hf.quick_geglu and hf.glu_linear_offset == 1.0
+    strategy = Strategy(dp=64, micro_batch=4, global_batch=1280, ep=8, expert_tp=1, framework="megatron-bridge")
+    cluster = load_cluster("dgx-b200")
+    text = export("megatron-bridge", oss, strategy, cluster)
+    assert "cfg.model.activation_func = quick_gelu" in text and "cfg.model.glu_linear_offset = 1.0" in text
+    assert "from megatron.core.fusions.fused_bias_geglu import quick_gelu" in text
+    back = import_config(text, "megatron-bridge").model
+    assert back["quick_geglu"] is True and back["glu_linear_offset"] == 1.0
+    lm = export("megatron", oss, strategy.with_(framework="megatron-lm"), cluster)
+    assert "--quick-geglu" in lm and "--swiglu" not in lm and "--glu-linear-offset 1.0" in lm
+    back = import_config(lm, "megatron").model
+    assert back["family"] == "llama" and back["quick_geglu"] and back["glu_linear_offset"] == 1.0
+    assert back["linear_bias"]
+    with pytest.raises(ExplorerError, match="activation_func"):
+        import_config(text.replace("activation_func = quick_gelu", "activation_func = F.gelu"), "megatron-bridge")
+    with pytest.raises(ExplorerError, match="--glu-linear-offset"):
+        import_config(lm.replace("--glu-linear-offset 1.0", "--glu-linear-offset nan"), "megatron")
+    plain = replace(oss, quick_geglu=False, glu_linear_offset=0.0)
+    same = evaluate(plain, strategy, cluster, 64).iteration_time_s
+    assert evaluate(oss, strategy, cluster, 64).iteration_time_s == same
+    assert "--swiglu" in export("megatron", plain, strategy.with_(framework="megatron-lm"), cluster)
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"glu_linear_offset": -1.0}, "'glu_linear_offset' must be a non-negative number"),
+    ({"glu_linear_offset": float("nan")}, "'glu_linear_offset' must be a non-negative number"),
+    ({"glu_linear_offset": True}, "'glu_linear_offset' must be a non-negative number"),
+    ({"quick_geglu": False}, "'glu_linear_offset' needs 'quick_geglu'"),
+    ({"quick_geglu": "yes"}, "'quick_geglu' must be true or false"),
+])
+def test_bad_glu_fields_say_one_line(oss, change, message):
+    with pytest.raises(ExplorerError, match=message):
+        replace(oss, **change)
+
+
+def test_quick_geglu_is_refused_off_the_llama_family():
+    with pytest.raises(ExplorerError, match="'quick_geglu' is for the llama family"):
+        model_from_dict({"name": "g", "family": "gpt", "layers": 2, "hidden": 64, "heads": 4, "seq_len": 32,
+                         "vocab": 100, "quick_geglu": True})

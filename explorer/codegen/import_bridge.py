@@ -218,6 +218,12 @@ def _bridge_attention(get, model: dict) -> None:
         model["attention_sinks"] = True
     if get("model", "qk_layernorm") is not None and flag(get("model", "qk_layernorm"), "qk_layernorm"):
         model["qk_layernorm"] = True
+    act = get("model", "activation_func")
+    if act is not None and choice(act, "activation_func", ("F.silu", "quick_gelu")) == "quick_gelu":
+        model["quick_geglu"] = True
+    offset = get("model", "glu_linear_offset")
+    if offset:
+        model["glu_linear_offset"] = number(offset, "glu_linear_offset")
     clamp = get("model", "activation_func_clamp_value")
     if clamp is not None:
         model["glu_clamp"] = number(clamp, "activation_func_clamp_value")

@@ -189,7 +189,8 @@ def megatron_args(model, strategy) -> str:
         out += [("--group-query-attention",), ("--num-query-groups", model.kv_heads)]
     if llama_style(model):
         rope = "yarn" if getattr(model, "yarn_scaling_factor", 0) else "rope"     # gpt-oss: YaRN (megatron_moe.py)
-        out += [("--swiglu",), ("--normalization", "RMSNorm"), ("--position-embedding-type", rope),
+        glu = "--quick-geglu" if getattr(model, "quick_geglu", False) else "--swiglu"    # gpt-oss: quick-GEGLU
+        out += [(glu,), ("--normalization", "RMSNorm"), ("--position-embedding-type", rope),
                 ("--untie-embeddings-and-output-weights",),
                 *(() if getattr(model, "linear_bias", False) else (("--disable-bias-linear",),)),
                 ("--attention-dropout", 0.0), ("--hidden-dropout", 0.0)]
@@ -281,7 +282,8 @@ def _parser() -> _Parser:
     for flag in ("--megatron-fsdp-main-grads-dtype", "--megatron-fsdp-grad-comm-dtype"):
         p.add_argument(flag, default="auto")
     for flag in ("--sequence-parallel", "--use-distributed-optimizer", "--overlap-grad-reduce", "--bf16",
-                 "--fp16", "--group-query-attention", "--swiglu", "--accumulate-allreduce-grads-in-fp32",
+                 "--fp16", "--group-query-attention", "--swiglu", "--quick-geglu",
+                 "--accumulate-allreduce-grads-in-fp32",
                  "--use-flash-attn", "--tp-comm-overlap", "--overlap-param-gather", "--grad-reduce-in-bf16",
                  "--use-megatron-fsdp", "--use-precision-aware-optimizer"):
         p.add_argument(flag, action="store_true")
@@ -330,7 +332,7 @@ def parse_megatron_args(text: str, world_size: int | None = None) -> tuple:
     model = {"layers": args.num_layers, "hidden": args.hidden_size, "heads": args.num_attention_heads,
              "seq_len": args.seq_length, "ffn_hidden": args.ffn_hidden_size or 4 * args.hidden_size,
              "kv_heads": args.num_query_groups if args.group_query_attention else args.num_attention_heads,
-             "family": "llama" if args.swiglu else "gpt", **moe_model_fields(args)}
+             "family": "llama" if args.swiglu or args.quick_geglu else "gpt", **moe_model_fields(args)}
     if args.attention_backend != "auto":     # the kernel named, as the export writes it (ATTENTION_BACKEND)
         if args.attention_backend not in BACKEND_ATTENTION:
             raise ExplorerError(f"--attention-backend {args.attention_backend[:40]!r}: the explorer prices "

@@ -76,7 +76,8 @@ def _model_fields(model, s) -> list:
            ("num_query_groups", model.kv_heads), ("ffn_hidden_size", model.ffn_hidden),
            ("seq_length", model.seq_len), ("vocab_size", model.vocab)]
     if llama_style(model):   # as Megatron-LM's exporter: RMSNorm, SwiGLU, rotary, no biases, untied, no dropout
-        out += [("normalization", '"RMSNorm"'), ("activation_func", "F.silu"), ("gated_linear_unit", True),
+        act = "quick_gelu" if getattr(model, "quick_geglu", False) else "F.silu"    # gpt_oss_bridge.py: quick_gelu
+        out += [("normalization", '"RMSNorm"'), ("activation_func", act), ("gated_linear_unit", True),
                 ("position_embedding_type", '"yarn"' if getattr(model, "yarn_scaling_factor", 0) else '"rope"'),
                 ("add_bias_linear", bool(getattr(model, "linear_bias", False))),
                 ("share_embeddings_and_output_weights", False), ("hidden_dropout", 0.0),
@@ -90,6 +91,8 @@ def _model_fields(model, s) -> list:
             out.append(("window_attn_skip_freq", model.window_attn_skip_freq))
     if getattr(model, "attention_sinks", False):
         out.append(("softmax_type", '"learnable"'))
+    if getattr(model, "glu_linear_offset", 0):         # gpt_oss_bridge.py: glu_linear_offset = 1.0
+        out.append(("glu_linear_offset", float(model.glu_linear_offset)))
     if getattr(model, "glu_clamp", 0):                 # gpt_oss_bridge.py: the experts' clamp
         out.append(("activation_func_clamp_value", float(model.glu_clamp)))
     if getattr(model, "yarn_scaling_factor", 0):       # gpt_oss_bridge.py: yarn_rotary_scaling_factor = 32.0
@@ -156,6 +159,8 @@ def megatron_bridge_recipe(model, strategy) -> str:
                           f"scripts/training/train.sh --recipe {FUNCTION} (the function must be importable)", 1000),
              "import torch",
              "import torch.nn.functional as F",
+             *(["from megatron.core.fusions.fused_bias_geglu import quick_gelu"]       # gpt-oss' activation only
+               if getattr(model, "quick_geglu", False) else []),
              "from megatron.core.transformer.enums import AttnBackend",
              "",
              "from megatron.bridge.models.gpt_provider import GPTModelProvider",

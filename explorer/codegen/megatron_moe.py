@@ -87,6 +87,8 @@ def moe_flags(model, strategy) -> list:
         out.append(("--softmax-type", "learnable"))
     if getattr(model, "qk_layernorm", False):         # Qwen3 (TransformerConfig.qk_layernorm, a generated flag)
         out.append(("--qk-layernorm",))
+    if getattr(model, "glu_linear_offset", 0):        # gpt-oss' quick-GEGLU (TransformerConfig.glu_linear_offset)
+        out.append(("--glu-linear-offset", float(model.glu_linear_offset)))
     if getattr(model, "glu_clamp", 0):                # gpt-oss (TransformerConfig.activation_func_clamp_value)
         out.append(("--activation-func-clamp-value", float(model.glu_clamp)))
     if getattr(model, "yarn_scaling_factor", 0):      # gpt-oss: with --position-embedding-type yarn (megatron.py)
@@ -192,6 +194,7 @@ def add_arguments(parser) -> None:
         parser.add_argument(flag)
     parser.add_argument("--activation-func-clamp-value", type=float)
     parser.add_argument("--rotary-scaling-factor", type=float)
+    parser.add_argument("--glu-linear-offset", type=float)
 
 
 def _first_dense(text: str, layers: int) -> int:
@@ -235,8 +238,12 @@ def attention_fields(args) -> dict:
                             "learnable (attention sinks)")
     if args.softmax_type == "learnable":
         out["attention_sinks"] = True
-    if args.swiglu and not args.disable_bias_linear:
+    if (args.swiglu or args.quick_geglu) and not args.disable_bias_linear:
         out["linear_bias"] = True
+    if args.quick_geglu:
+        out["quick_geglu"] = True
+    if args.glu_linear_offset:
+        out["glu_linear_offset"] = number(args.glu_linear_offset, "--glu-linear-offset")
     if args.qk_layernorm:
         out["qk_layernorm"] = True
     if args.activation_func_clamp_value is not None:

@@ -301,10 +301,13 @@ def _hf_yarn(d: dict, out: dict) -> dict:
 
 
 def _hf_gpt_oss(d: dict) -> dict:
-    """gpt-oss' attention as our fields: biases on the linear layers (attention_bias, and the experts'), learnable
-    sinks, and a sliding window on the layers layer_types calls 'sliding_attention' -- every layer n (1-based)
-    with n % k != 0 for one k (Megatron-Core window_attn_skip_freq; gpt-oss: k = 2), else refused."""
-    out = {"linear_bias": True, "attention_sinks": True}
+    """gpt-oss' attention as our fields: biases on the linear layers (attention_bias, and the experts'), its
+    quick-GEGLU activation with the linear half offset by 1, learnable sinks, and a sliding window on the layers
+    layer_types calls 'sliding_attention' -- every layer n (1-based) with n % k != 0 for one k (Megatron-Core
+    window_attn_skip_freq; gpt-oss: k = 2), else refused."""
+    out = {"linear_bias": True, "attention_sinks": True, "quick_geglu": True, "glu_linear_offset": 1.0}
+    # gpt-oss' activation: x sigmoid(1.702 x) (x_linear + 1) (openai/gpt-oss gpt_oss/torch/model.py swiglu; transformers
+    # GptOssExperts alpha 1.702, (up + 1)), Megatron's quick_gelu with glu_linear_offset 1.0 (gpt_oss_bridge.py)
     # the experts' clamp (gpt_oss_bridge.py: activation_func_clamp_value 7.0); transformers' GptOssConfig defaults
     # swiglu_limit to 7.0 when a config leaves it out
     out["glu_clamp"] = field(d, "swiglu_limit", "positive", "", default=7.0)

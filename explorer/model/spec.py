@@ -29,8 +29,9 @@ MOE_INT_FIELDS = ("experts", "experts_per_token", "moe_ffn_hidden", "shared_expe
                   "first_dense_layers", "head_dim", "q_lora_rank", "kv_lora_rank", "qk_nope_head_dim",
                   "qk_rope_head_dim", "v_head_dim", "sliding_window_tokens", "window_attn_skip_freq")
 MOE_FLOAT_FIELDS = ("moe_capacity_factor", "expert_load_share", "glu_clamp")
-FLOAT_FIELDS = MOE_FLOAT_FIELDS + ("yarn_scaling_factor",)   # every number a model file may write with a fraction
-BOOL_FIELDS = ("linear_bias", "attention_sinks", "qk_layernorm")
+FLOAT_FIELDS = MOE_FLOAT_FIELDS + ("yarn_scaling_factor", "glu_linear_offset")   # numbers a model file may write
+#                                                                                   with a fraction
+BOOL_FIELDS = ("linear_bias", "attention_sinks", "qk_layernorm", "quick_geglu")
 MAX_EXPERTS = 4096   # well above the largest published router (DeepSeek-V3: 256, Qwen3: 128)
 
 
@@ -51,6 +52,20 @@ def _check_yarn(spec) -> None:
     if value and spec.kv_lora_rank:
         raise ExplorerError("'yarn_scaling_factor' is for grouped-query attention; latent attention (kv_lora_rank > 0) "
                             "applies its rotary part in its own kernel")
+
+
+def _check_glu(spec) -> None:
+    """quick_geglu and its linear offset (gpt-oss): the llama family's gated MLP with another activation; the
+    offset only with it (Megatron-Core TransformerConfig: a non-zero glu_linear_offset under the fused bias
+    activation needs quick_gelu)."""
+    offset = spec.glu_linear_offset
+    if isinstance(offset, bool) or not isinstance(offset, (int, float)) or not 0 <= offset < float("inf"):
+        raise ExplorerError(f"model field 'glu_linear_offset' must be a non-negative number, got {offset!r}")
+    if spec.quick_geglu and spec.family != "llama":
+        raise ExplorerError(f"'quick_geglu' is for the llama family's gated MLP (gpt-oss), not {spec.family!r}")
+    if offset and not spec.quick_geglu:
+        raise ExplorerError("model field 'glu_linear_offset' needs 'quick_geglu' (Megatron-Core offsets the linear "
+                            "half only in its quick-GEGLU)")
 
 
 def _check_moe(spec) -> None:
@@ -75,6 +90,7 @@ def _check_moe(spec) -> None:
         raise ExplorerError("'qk_layernorm' is for grouped-query attention; latent attention (kv_lora_rank > 0) "
                             "normalises its latents")
     _check_yarn(spec)
+    _check_glu(spec)
     if (spec.linear_bias or spec.sliding_window_tokens or spec.attention_sinks) and spec.family != "llama":
         raise ExplorerError(f"'linear_bias', 'sliding_window_tokens' and 'attention_sinks' are for the llama family "
                             f"(gpt-oss), not {spec.family!r} (whose layers carry biases and attend fully already)")
@@ -157,6 +173,9 @@ class ModelSpec:
     glu_clamp: float = 0.0           # the experts' GLU halves clamped to this before the activation (Megatron
     #                                  activation_func_clamp_value; gpt-oss: 7.0); 0 = none
     qk_layernorm: bool = False       # an RMSNorm over each head's queries and keys (Megatron qk_layernorm; Qwen3)
+    quick_geglu: bool = False        # the gated MLP's activation is quick-GELU, x sigmoid(1.702 x), not SiLU (Megatron
+    #                                  activation_func quick_gelu, --quick-geglu; gpt-oss); the same bytes and kernels
+    glu_linear_offset: float = 0.0   # added to the GLU's linear half (Megatron glu_linear_offset; gpt-oss: 1.0)
     yarn_scaling_factor: float = 0.0  # YaRN rotary embedding's scaling factor (Megatron yarn_rotary_scaling_factor,
     #                                   HF rope_scaling.factor with rope_type 'yarn'; gpt-oss: 32.0; >= 1); 0 = plain RoPE
 
