@@ -114,7 +114,9 @@ if ss[S.MODEL_MESSAGE]:
 st.subheader("Framework config")
 st.caption("The configuration a training framework reads for this model and strategy; a framework that "
            "cannot express the strategy says why.")
-framework = st.selectbox("Framework", CONFIG_FRAMEWORKS, format_func=CONFIG_TITLES.get, key=S.W_EXPORT_FRAMEWORK)
+targeted = "megatron" if s.framework == "megatron-lm" else s.framework    # the strategy's framework opens first
+framework = st.selectbox("Framework", CONFIG_FRAMEWORKS, format_func=CONFIG_TITLES.get, key=S.W_EXPORT_FRAMEWORK,
+                         index=CONFIG_FRAMEWORKS.index(targeted) if targeted in CONFIG_FRAMEWORKS else 0)
 try:
     config = framework_config(framework, m, s, c)
 except ExplorerError as err:

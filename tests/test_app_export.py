@@ -126,3 +126,18 @@ def test_uploaded_framework_config_sets_the_strategy_and_a_bad_one_is_refused():
     assert not at.exception
     assert any("Framework config refused" in e and "malformed JSON" in e for e in errors(at))
     assert at.session_state["last_valid"].strategy == good
+
+
+def test_a_link_for_a_framework_opens_its_config_first():
+    """A link whose strategy names Megatron-Bridge (fw=megatron-bridge) opens the Export page on the Bridge recipe,
+    not on the first framework of the list (a lecturer's walk, 2026-12-07); generic opens Megatron-LM's."""
+    params = {"model": "gpt-oss-120b", "cluster": "dgx-b200", "dp": "64", "tp": "1", "pp": "1", "b": "4",
+              "B": "1280", "v": "1", "zero": "1", "sched": "1f1b", "rc": "selective", "dtype": "bf16", "sp": "0",
+              "ov": "1", "sg": "1", "gd": "model", "fw": "megatron-bridge", "ep": "8", "etp": "1",
+              "disp": "hybridep", "rcm": "layernorm,moe_act"}
+    at = open_page("export", query=params)
+    assert not at.exception and errors(at) == []
+    assert at.selectbox(key="w_export_framework").value == "megatron-bridge"
+    code = " ".join(c.value for c in at.code)
+    assert "cfg.model.activation_func = quick_gelu" in code and 'position_embedding_type = "yarn"' in code
+    assert open_page("export").selectbox(key="w_export_framework").value == "megatron"

@@ -21,6 +21,9 @@ def strat(**kw):
 
 VARIANTS = [dict(), dict(recompute="selective"), dict(recompute="full"),
             dict(sequence_parallel=True, recompute="selective"), dict(scatter_gather=False),
+            # chosen modules (Megatron's --recompute-modules): drawn until 2026-12-07 as the attention core alone
+            dict(recompute="selective", recompute_modules=("layernorm", "mlp")),
+            dict(sequence_parallel=True, recompute="selective", recompute_modules=("core_attn", "layernorm", "mlp")),
             dict(layer_splits=tuple(LayerSplit(degree=8, preset="column" if i % 2 else "megatron")
                                     for i in range(96)))]
 

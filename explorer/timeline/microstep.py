@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from explorer.errors import ExplorerError
+from explorer.model import recompute as rc
 from explorer.cost.tree import block_function, cost_tree, payer  # payer: the cost model's own rule for boundary collectives
 from explorer.cost.numeric import function_quantity
 from explorer.cost import collectives as coll
@@ -172,10 +173,13 @@ def block_segments(the_plan, k: int, ctx: Numbers) -> list:
     redo = []
     if placed.block.kind == "layer" and recompute == "full":       # the whole forward again
         redo = _forward(steps, names, recompute=True, cp=cp, ep=ep)
-    elif placed.block.kind == "layer" and recompute == "selective":  # only the attention core
+    elif placed.block.kind == "layer" and recompute == "selective":  # the modules it recomputes, as the cost does
+        modules = the_plan.strategy.recompute_modules or rc.DEFAULT
+        redone = {o.name for o in placed.block.ops if rc.recomputed(o, modules)}
         core = {o.name for o in placed.block.ops if o.attention_core}
-        redo = [seg for sn in steps if sn.step.op in core for seg in
+        redo = [seg for sn in steps if sn.step.op in redone & core for seg in        # no collective in core_attn
                 [("bwd", "compute", "recompute", sn.step.op, sn.fwd_s, 0.0, "")] + _cp("bwd", "recompute", sn, cp)]
+        redo += _forward([sn for sn in steps if sn.step.op in redone - core], names, recompute=True, cp=cp, ep=ep)
     bwd = _boundary(the_plan, k + 1, ctx, "bwd", False) + redo + _backward(steps, names, cp=cp, ep=ep) + \
         _host_segments("bwd", issue_b, wait_b) + _boundary(the_plan, k, ctx, "bwd", True)
     return [s for s in fwd + bwd if s[4] > 0]
