@@ -41,10 +41,13 @@ cols[3].metric(f"Peak memory (of {capacity / GIB:.0f} GiB)", f"{peak / GIB:.1f} 
                help=f"{100 * peak / capacity:.0f} % of the device's memory (stage {r.extra['peak_memory_stage']})")
 cols[4].metric("Micro-batches m", f"{r.micro_batches}")
 if r.megatron_mfu is not None:      # what Megatron-LM's and Megatron-Bridge's logs print (issue 26 item 4)
+    tokens_per_gpu = view.strategy.global_batch * view.model.seq_len / (r.iteration_time_s * r.gpus)
     megatron = (f"In Megatron-LM's count (what its training log prints): {C.sig(r.megatron_tflops_per_gpu)} TFLOP/s "
-                f"per GPU, MFU {100 * r.megatron_mfu:.1f} %")
+                f"per GPU, MFU {100 * r.megatron_mfu:.1f} %; {C.sig(tokens_per_gpu)} tokens/s per GPU")
     # on a projector one line, the conventions on hover (a walk: at 1280x720 the paragraph pushed the chart off)
-    conventions = f"{MEGATRON_FLOPS_CONVENTION}. The figures above: {EQ3_FLOPS_CONVENTION}."
+    conventions = (f"{MEGATRON_FLOPS_CONVENTION}. The figures above: {EQ3_FLOPS_CONVENTION}. Tokens/s per GPU: the "
+                   "global batch's tokens over the iteration time and the GPUs, as Megatron-Bridge's performance "
+                   "tables list them.")
     if S.classroom():
         st.caption(f"{megatron}.", help=conventions)
     else:

@@ -162,5 +162,9 @@ def test_cost_page_labels_both_conventions():
     at = open_page("cost", query={"classroom": "1"})
     line = next(c for c in at.caption if "In Megatron-LM's count" in c.value)
     assert "causal attention core counted at half" not in line.value and "counted at half" in line.help
+    # the tokens the published tables list, from the model's own time: B s / (T d) (the default: gpt3-175b)
+    r = at.session_state["last_valid"]
+    shown = r.strategy.global_batch * r.model.seq_len / (r.result.iteration_time_s * r.result.gpus)
+    assert f"{float(f'{shown:.3g}'):g}" in line.value.replace(",", "") and "tokens/s per GPU" in line.value
     tflops = next(m.value for m in at.metric if m.label.startswith("TFLOP/s per GPU"))
     assert len(tflops.replace(".", "").lstrip("0")) <= 3, tflops
