@@ -8,7 +8,7 @@ import ast
 from explorer.codegen.import_fields import choice, divide, flag, number, whole
 from explorer.codegen.megatron import BACKEND_ATTENTION, _stage_map, layout_fields
 from explorer.codegen.megatron_bridge import read_recipe
-from explorer.codegen.megatron_moe import skip_freq, window_keys, yarn_field
+from explorer.codegen.megatron_moe import skip_freq, whole_base, window_keys, yarn_field
 from explorer.errors import ExplorerError
 from explorer.limits import check_count
 from explorer.strategy.pipeline_layout import parse as parse_layout
@@ -221,6 +221,9 @@ def _bridge_attention(get, model: dict) -> None:
     act = get("model", "activation_func")
     if act is not None and choice(act, "activation_func", ("F.silu", "quick_gelu")) == "quick_gelu":
         model["quick_geglu"] = True
+    base = get("model", "rotary_base")
+    if base is not None and model.get("family") == "llama":
+        model["rotary_base"] = whole_base(base, "rotary_base")
     offset = get("model", "glu_linear_offset")
     if offset:
         model["glu_linear_offset"] = number(offset, "glu_linear_offset")

@@ -95,6 +95,8 @@ def _model_fields(model, s) -> list:
         out.append(("glu_linear_offset", float(model.glu_linear_offset)))
     if getattr(model, "glu_clamp", 0):                 # gpt_oss_bridge.py: the experts' clamp
         out.append(("activation_func_clamp_value", float(model.glu_clamp)))
+    if getattr(model, "rotary_base", 0):               # GPTModelProvider.rotary_base (default 10000)
+        out.append(("rotary_base", int(model.rotary_base)))
     if getattr(model, "yarn_scaling_factor", 0):       # gpt_oss_bridge.py: yarn_rotary_scaling_factor = 32.0
         out.append(("yarn_rotary_scaling_factor", float(model.yarn_scaling_factor)))
         out += [(f"yarn_{name}", value) for name, value in YARN_FIXED]   # the others, as gpt_oss_bridge.py

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from explorer.codegen.import_fields import number
 from explorer.errors import ExplorerError
-from explorer.model.spec import MAX_YARN_FACTOR
+from explorer.model.spec import MAX_ROTARY_BASE, MAX_YARN_FACTOR
 
 INT_FLAGS = {"--num-experts": "experts", "--moe-router-topk": "experts_per_token",
              "--moe-ffn-hidden-size": "moe_ffn_hidden", "--moe-shared-expert-intermediate-size": "shared_ffn_hidden",
@@ -91,6 +91,8 @@ def moe_flags(model, strategy) -> list:
         out.append(("--glu-linear-offset", float(model.glu_linear_offset)))
     if getattr(model, "glu_clamp", 0):                # gpt-oss (TransformerConfig.activation_func_clamp_value)
         out.append(("--activation-func-clamp-value", float(model.glu_clamp)))
+    if getattr(model, "rotary_base", 0):              # RoPE's base (Llama 3: 500000); Megatron-LM's default 10000
+        out.append(("--rotary-base", int(model.rotary_base)))
     if getattr(model, "yarn_scaling_factor", 0):      # gpt-oss: with --position-embedding-type yarn (megatron.py)
         out += yarn_flags(model.yarn_scaling_factor)
     if not model.is_moe:
@@ -195,6 +197,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--activation-func-clamp-value", type=float)
     parser.add_argument("--rotary-scaling-factor", type=float)
     parser.add_argument("--glu-linear-offset", type=float)
+    parser.add_argument("--rotary-base")
 
 
 def _first_dense(text: str, layers: int) -> int:
@@ -242,6 +245,8 @@ def attention_fields(args) -> dict:
         out["linear_bias"] = True
     if args.quick_geglu:
         out["quick_geglu"] = True
+    if args.rotary_base is not None and (args.swiglu or args.quick_geglu):     # rotary positions: the llama family
+        out["rotary_base"] = whole_base(args.rotary_base, "--rotary-base")
     if args.glu_linear_offset:
         out["glu_linear_offset"] = number(args.glu_linear_offset, "--glu-linear-offset")
     if args.qk_layernorm:
@@ -251,6 +256,21 @@ def attention_fields(args) -> dict:
     if not args.multi_latent_attention:     # latent attention's YaRN runs in its own path (ModelSpec refuses it)
         out.update(yarn_field(args.position_embedding_type, args.rotary_scaling_factor, "--rotary-scaling-factor"))
     return out
+
+
+def whole_base(value, name: str) -> int:
+    """RoPE's base from a flag or field (`name`): a whole number in MAX_ROTARY_BASE, else one line naming it."""
+    text = str(value).strip()
+    if not (text.isdigit() and len(text) <= 10 and int(text) <= MAX_ROTARY_BASE):
+        try:
+            number_ = float(text)
+        except ValueError:
+            number_ = -1.0
+        if not (number_.is_integer() and 0 <= number_ <= MAX_ROTARY_BASE):
+            raise ExplorerError(f"{name} must be RoPE's base, a whole number up to {MAX_ROTARY_BASE:,}, "
+                                f"got {text[:40]!r}")
+        text = str(int(number_))
+    return int(text)
 
 
 def yarn_field(kind, factor, name: str) -> dict:

@@ -384,7 +384,7 @@ def host_terms(block, steps, recompute: str, modules: tuple = rc.DEFAULT) -> dic
     if block.kind == "layer" and recompute == "full":
         redone = steps
     elif block.kind == "layer" and recompute == "selective":
-        names = {op.name for op in block.ops if rc.recomputed(op, modules)}
+        names = rc.recomputed_names(block.ops, modules)
         redone = [s for s in steps if s.op in names]
     else:
         redone = []
@@ -424,7 +424,7 @@ def _total(key, block, steps, act, params_dev, recompute, layout_first, layout_o
         # forward again; the other modules' with their exposed collectives too (a recomputed MLP's tensor-parallel
         # reduction, say). Megatron's core_attn region holds no collective under its split: the attention core
         # is priced without the layout conversions a research preset may put inside it, as it always was.
-        redone = {op.name for op in block.ops if rc.recomputed(op, modules)}
+        redone = rc.recomputed_names(block.ops, modules)
         core = [s for s in steps if s.op in redone]
         again = [c for s in core for c in s.collectives if c.phase == "fwd" and
                  not any(op.name == s.op and op.attention_core for op in block.ops)]

@@ -281,6 +281,7 @@ def _hf_moe(d: dict, values: dict) -> dict:
     if d.get("model_type") in QK_NORM_TYPES:
         out["qk_layernorm"] = True
     out.update(_hf_yarn(d, out))
+    out.update(_hf_rotary_base(d, values))
     if d.get("mlp_only_layers"):
         raise ExplorerError("HuggingFace config lists 'mlp_only_layers'; dense layers in between MoE layers "
                             "are read only as first_k_dense_replace or decoder_sparse_step")
@@ -298,6 +299,18 @@ def _hf_yarn(d: dict, out: dict) -> dict:
     if scaling.get("rope_type", scaling.get("type")) != "yarn":
         return {}
     return {"yarn_scaling_factor": float(field(scaling, "factor", "positive", f"{key}: ", default=1.0))}
+
+
+def _hf_rotary_base(d: dict, values: dict) -> dict:
+    """rotary_base from rope_theta (transformers v5 configs: rope_parameters.rope_theta), for the rotary family
+    (llama), to the nearest whole number (Megatron-LM's --rotary-base is an integer); absent: the default, 10000."""
+    theta = d.get("rope_theta")
+    where = ""
+    if theta is None and isinstance(d.get("rope_parameters"), dict):
+        theta, where = d["rope_parameters"].get("rope_theta"), "rope_parameters: "
+    if theta is None or values.get("family") != "llama":
+        return {}
+    return {"rotary_base": round(field({"rope_theta": theta}, "rope_theta", "positive", where))}
 
 
 def _hf_gpt_oss(d: dict) -> dict:

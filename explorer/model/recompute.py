@@ -57,6 +57,12 @@ def recomputed(op, modules: tuple) -> bool:
     return ("core_attn" in modules and op.attention_core) or _whole(op, modules) or _discards_output(op, modules)
 
 
+def recomputed_names(ops, modules: tuple) -> set:
+    """The names of the operators of `ops` (a block's) whose forward the backward runs again: what the cost's
+    recomputation time, the host's replay and the micro-step timeline all read."""
+    return {op.name for op in ops if recomputed(op, modules)}
+
+
 def kept(op, prev, term, modules: tuple) -> bool:
     """Is activation `term` of `op` (after operator `prev`, None for a block's first) kept for the backward?
     core_attn drops the attention core's own tensors (the scores, softmax and dropout: ActTerm.attention_core)

@@ -68,6 +68,20 @@ def _check_glu(spec) -> None:
                             "half only in its quick-GEGLU)")
 
 
+MAX_ROTARY_BASE = 10 ** 9   # far above any published RoPE base (Qwen3 and Mixtral 1e6, Llama 3 5e5)
+
+
+def _check_rotary_base(spec) -> None:
+    """rotary_base: 0 (the frameworks' default, 10000: Megatron-LM --rotary-base, Megatron-Core rotary_base) or a
+    whole number up to MAX_ROTARY_BASE, on the rotary families (llama)."""
+    value = spec.rotary_base
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_ROTARY_BASE:
+        raise ExplorerError(f"model field 'rotary_base' must be a whole number from 0 (the default, 10000) to "
+                            f"{MAX_ROTARY_BASE:,}, got {value!r}")
+    if value and spec.family != "llama":
+        raise ExplorerError(f"'rotary_base' is for the llama family (rotary positions), not {spec.family!r}")
+
+
 def _check_moe(spec) -> None:
     """The MoE and attention-variant fields: defaults leave a dense model as it was."""
     for name in MOE_FLOAT_FIELDS:
@@ -91,6 +105,7 @@ def _check_moe(spec) -> None:
                             "normalises its latents")
     _check_yarn(spec)
     _check_glu(spec)
+    _check_rotary_base(spec)
     if (spec.linear_bias or spec.sliding_window_tokens or spec.attention_sinks) and spec.family != "llama":
         raise ExplorerError(f"'linear_bias', 'sliding_window_tokens' and 'attention_sinks' are for the llama family "
                             f"(gpt-oss), not {spec.family!r} (whose layers carry biases and attend fully already)")
@@ -176,6 +191,9 @@ class ModelSpec:
     quick_geglu: bool = False        # the gated MLP's activation is quick-GELU, x sigmoid(1.702 x), not SiLU (Megatron
     #                                  activation_func quick_gelu, --quick-geglu; gpt-oss); the same bytes and kernels
     glu_linear_offset: float = 0.0   # added to the GLU's linear half (Megatron glu_linear_offset; gpt-oss: 1.0)
+    rotary_base: int = 0             # RoPE's base theta (Megatron --rotary-base, HF rope_theta; Llama 3: 500000); 0 =
+    #                                  the frameworks' default, 10000. Not a cost: the exports write it so that an
+    #                                  exported run trains the model's positions
     yarn_scaling_factor: float = 0.0  # YaRN rotary embedding's scaling factor (Megatron yarn_rotary_scaling_factor,
     #                                   HF rope_scaling.factor with rope_type 'yarn'; gpt-oss: 32.0; >= 1); 0 = plain RoPE
 

@@ -175,7 +175,7 @@ def block_segments(the_plan, k: int, ctx: Numbers) -> list:
         redo = _forward(steps, names, recompute=True, cp=cp, ep=ep)
     elif placed.block.kind == "layer" and recompute == "selective":  # the modules it recomputes, as the cost does
         modules = the_plan.strategy.recompute_modules or rc.DEFAULT
-        redone = {o.name for o in placed.block.ops if rc.recomputed(o, modules)}
+        redone = rc.recomputed_names(placed.block.ops, modules)
         core = {o.name for o in placed.block.ops if o.attention_core}
         redo = [seg for sn in steps if sn.step.op in redone & core for seg in        # no collective in core_attn
                 [("bwd", "compute", "recompute", sn.step.op, sn.fwd_s, 0.0, "")] + _cp("bwd", "recompute", sn, cp)]
