@@ -344,7 +344,8 @@ def test_yarn_is_read_written_and_read_back_by_every_config_format(oss):
 @pytest.mark.parametrize("change", [{"yarn_scaling_factor": v} for v in (0.5, -1, float("nan"), True, float("inf"),
                                                                          1e6 + 1)])
 def test_bad_yarn_factors_say_one_line(oss, change):
-    with pytest.raises(ExplorerError, match="'yarn_scaling_factor' must be 0 \\(plain RoPE\\) or a number from 1 to 1e"):
+    message = "'yarn_scaling_factor' must be 0 \\(plain RoPE\\) or a number from 1 to 1e"
+    with pytest.raises(ExplorerError, match=message):
         replace(oss, **change)
 
 

@@ -261,16 +261,13 @@ def attention_fields(args) -> dict:
 def whole_base(value, name: str) -> int:
     """RoPE's base from a flag or field (`name`): a whole number in MAX_ROTARY_BASE, else one line naming it."""
     text = str(value).strip()
-    if not (text.isdigit() and len(text) <= 10 and int(text) <= MAX_ROTARY_BASE):
-        try:
-            number_ = float(text)
-        except ValueError:
-            number_ = -1.0
-        if not (number_.is_integer() and 0 <= number_ <= MAX_ROTARY_BASE):
-            raise ExplorerError(f"{name} must be RoPE's base, a whole number up to {MAX_ROTARY_BASE:,}, "
-                                f"got {text[:40]!r}")
-        text = str(int(number_))
-    return int(text)
+    try:
+        base = float(text)          # '500000', '5e5' and 500000.0 alike; exact below 2**53, and the bound is 1e9
+    except ValueError:
+        base = -1.0
+    if not (base.is_integer() and 0 <= base <= MAX_ROTARY_BASE):
+        raise ExplorerError(f"{name} must be RoPE's base, a whole number up to {MAX_ROTARY_BASE:,}, got {text[:40]!r}")
+    return int(base)
 
 
 def yarn_field(kind, factor, name: str) -> dict:

@@ -290,8 +290,9 @@ def _hf_moe(d: dict, values: dict) -> dict:
 
 def _hf_yarn(d: dict, out: dict) -> dict:
     """yarn_scaling_factor from rope_scaling (transformers v5 configs: rope_parameters) {rope_type (older configs:
-    type) 'yarn', factor} on grouped-query attention (gpt-oss: factor 32; absent, 1.0: no stretch); another rope type (Llama 3's 'llama3') and latent attention's own YaRN
-    (DeepSeek-V3) leave it 0: they run the fused kernels (explorer/model/graph/moe.py yarn_rope)."""
+    type) 'yarn', factor} on grouped-query attention (gpt-oss: factor 32; absent, 1.0: no stretch); another rope
+    type (Llama 3's 'llama3') and latent attention's own YaRN (DeepSeek-V3) leave it 0: they run the fused kernels
+    (explorer/model/graph/moe.py yarn_rope)."""
     key = "rope_scaling" if isinstance(d.get("rope_scaling"), dict) else "rope_parameters"
     scaling = d.get(key)
     if not isinstance(scaling, dict) or out.get("kv_lora_rank"):
@@ -304,13 +305,10 @@ def _hf_yarn(d: dict, out: dict) -> dict:
 def _hf_rotary_base(d: dict, values: dict) -> dict:
     """rotary_base from rope_theta (transformers v5 configs: rope_parameters.rope_theta), for the rotary family
     (llama), to the nearest whole number (Megatron-LM's --rotary-base is an integer); absent: the default, 10000."""
-    theta = d.get("rope_theta")
-    where = ""
-    if theta is None and isinstance(d.get("rope_parameters"), dict):
-        theta, where = d["rope_parameters"].get("rope_theta"), "rope_parameters: "
-    if theta is None or values.get("family") != "llama":
+    source, where = (d, "") if d.get("rope_theta") is not None else (d.get("rope_parameters"), "rope_parameters: ")
+    if not isinstance(source, dict) or source.get("rope_theta") is None or values.get("family") != "llama":
         return {}
-    return {"rotary_base": round(field({"rope_theta": theta}, "rope_theta", "positive", where))}
+    return {"rotary_base": round(field(source, "rope_theta", "positive", where))}
 
 
 def _hf_gpt_oss(d: dict) -> dict:

@@ -195,7 +195,8 @@ class ModelSpec:
     #                                  the frameworks' default, 10000. Not a cost: the exports write it so that an
     #                                  exported run trains the model's positions
     yarn_scaling_factor: float = 0.0  # YaRN rotary embedding's scaling factor (Megatron yarn_rotary_scaling_factor,
-    #                                   HF rope_scaling.factor with rope_type 'yarn'; gpt-oss: 32.0; >= 1); 0 = plain RoPE
+    #                                   HF rope_scaling.factor with rope_type 'yarn'; gpt-oss: 32.0; >= 1);
+    #                                   0 = plain RoPE
 
     def __post_init__(self):
         check_model(self)                # sizes within explorer/limits.py, before anything else

@@ -220,8 +220,9 @@ def yarn_rope(q: sp.Expr, kv: sp.Expr) -> Operator:
     last torch.cat: 12 kernels, 12 beta bytes per element of the b s (q + kv) rotated forward; autograd's backward
     runs 7 per tensor (the two products, the negation, the halves' concatenation, two accumulations and the
     zero-fill of the empty pass-through slice's gradient), 14 beta bytes per element -- counted with torch 2.13's
-    dispatcher on CPU over that function's source (the frequencies' own bytes, s x head_dim in fp32, left out). Split by heads like the attention core; it keeps
-    nothing for the backward (the products keep only cos and sin). Kernels: explorer/model/kernels.py."""
+    dispatcher on CPU over that function's source (the frequencies' own bytes, s x head_dim in fp32, left out).
+    Split by heads like the attention core; it keeps nothing for the backward (the products keep only cos and
+    sin). Kernels: explorer/model/kernels.py."""
     rotated = b * s * (q + kv)
     return Operator("yarn_rope", "elementwise", "heads", (b, s, q + 2 * kv), (b, s, q + 2 * kv),
                     mem_bytes_fwd=12 * beta * rotated, mem_bytes_bwd=14 * beta * rotated)
