@@ -72,3 +72,24 @@ def test_experts_split_over_t_keep_the_tokens_their_dispatcher_gathered_and_gath
     act = {etp: evaluate(model, s, cluster).memory_by_stage[0]["activations"] for etp, s in by_etp.items()}
     # etp = 2 keeps fc1's whole gathered input where etp = 1 keeps the device's own routed tokens: half as many
     assert act[2] - act[1] == pytest.approx(model.layers * routed / 2, rel=1e-9)
+
+
+def test_the_expert_weights_synchronisation_is_shown_on_the_network_it_crosses():
+    """With e = 8 filling each DGX B200's NVLink domain, the expert weights' d / e = 8 replicas sit one per node: their
+    gradient reduce-scatter and parameter all-gather cross InfiniBand only. The Cost page's communication split had
+    put them on the dense data-parallel groups' route (8 per node, 8 nodes): 51 GB of GPT-OSS 120B's 58.5 GB a step on
+    NVLink (2026-12-08). Now each part is split over its own group's levels; the rows still add up to the
+    synchronisation's bytes, exposed and hidden seconds."""
+    from explorer import evaluate
+    model = load_model("gpt-oss-120b")
+    s = Strategy(dp=64, ep=8, expert_tp=1, micro_batch=4, global_batch=1280, zero=1, overlap_dp=True)
+    r = evaluate(model, s, load_cluster("dgx-b200"), 64)
+    rows = [x for x in r.comm_by_kind if x["category"] == "dp_comm"]
+    by_level = {x["level"]: x for x in rows}
+    assert sum(x["bytes"] for x in rows) == pytest.approx(r.comm_bytes_per_device["dp_comm"])
+    assert sum(x["time_s"] for x in rows) == pytest.approx(r.breakdown_s["dp_comm"])
+    assert sum(x["hidden_s"] for x in rows) == pytest.approx(r.hidden_s["dp_comm"])
+    psi_e = model.layers * model.experts * 3 * model.hidden * model.moe_ffn_hidden / 8   # GLU fc1 (2 f) + fc2 (f)
+    expert_bytes = 2 * (7 / 8) * 2 * psi_e                                              # ZeRO-1 RS + AG, bf16
+    assert by_level["cluster"]["bytes"] >= expert_bytes
+    assert by_level["cluster"]["bytes"] > 5 * by_level["node"]["bytes"]

@@ -18,7 +18,7 @@ from explorer.cost.evaluation import Evaluation, build_evaluation
 from explorer.cost.megatron_flops import megatron_model_flops
 from explorer.cost.placement import ep_overlaps
 from explorer.cost.rows import comm_rows, stage_rows
-from explorer.cost.numeric import CATEGORIES, MEMORY_PARTS, stage_dp_routes, structure_key
+from explorer.cost.numeric import CATEGORIES, MEMORY_PARTS, expert_dp_route, stage_dp_routes, structure_key
 from explorer.hardware.cluster import Cluster
 from explorer.limits import check_work
 from explorer.model.spec import ModelSpec
@@ -166,6 +166,8 @@ def _result(ev: Evaluation, strategy: Strategy, cluster: Cluster) -> Result:
     dp_route = stage_dp_routes(cluster, strategy.mesh, strategy.pp)[j]
     dp_level = top_level(dp_route)
     sync = {"dp_total": float(out("dp_sync")[j]), "dp_exposed": float(out("dp_exposed")[j]),
+            "experts_total": float(out("dp_sync_experts")[j]), "experts_bytes": float(out("dp_bytes_experts")[j]),
+            "experts_route": expert_dp_route(cluster, strategy, j) if float(out("dp_sync_experts")[j]) > 0 else dp_route,
             "zero": float(out("zero_gather")[j]), "zero_exposed": float(out("zero_exposed")[j]), "route": dp_route,
             "per_stage": (out("dp_sync"), out("dp_exposed"), out("zero_gather"), out("optimizer_step"),
                           out("stage_end")),

@@ -136,9 +136,14 @@ def terms(schedule: str, zero: int, overlap: bool, k_states: int, moe: bool = Fa
     add("zero_pass_bwd_exposed", "zero_comm", "exposed gather of one backward pass", pass_exposed["bwd"], True)
     add("zero_exposed", "zero_comm", "prefetch: DeepSpeed stage3_prefetch_bucket_size, FSDP backward_prefetch"
         if zero_prefetch else "Rajbhandari et al. SC'20 Sec 7-B", gathers_exposed, True)
+    expert_bytes = dp_bytes(zero, Psi_e_r, eg["n"], 0, grad_bytes=grad_bytes, pb=pb) if moe else sp.Integer(0)
     add("dp_bytes", "dp_comm", "nccl_busbw",
-        _with_experts(moe, dp_bytes(zero, grad_bytes=grad_bytes, pb=pb),
-                      dp_bytes(zero, Psi_e_r, eg["n"], 0, grad_bytes=grad_bytes, pb=pb)), True)
+        _with_experts(moe, dp_bytes(zero, grad_bytes=grad_bytes, pb=pb), expert_bytes), True)
+    # the expert weights' own part of dp_sync and dp_bytes, over their group's route (g^e_r): explorer/cost/rows.py
+    # splits the synchronisation's row over each group's machine levels
+    add("dp_sync_experts", "", "dp_sync over the expert weights' data-parallel group (superstep_inputs.EXPERT_GROUP)",
+        dp_sync(zero, gs=0, grad_bytes=grad_bytes, pb=pb, **eg) if moe else sp.Integer(0), True)
+    add("dp_bytes_experts", "", "dp_bytes over the expert weights' data-parallel group", expert_bytes, True)
     pass_bytes = _with_experts(moe, coll.bytes_per_device("all_gather", pb * Psi_r, d),
                                coll.bytes_per_device("all_gather", pb * Psi_e_r, eg["n"])) \
         if zero >= 3 else sp.Integer(0)

@@ -58,6 +58,11 @@ DEEPSEEK_V3_RUNS = {
 NO_GRAD_OVERLAP = {("NeMo 25.09", DEEPSEEK_V3, "DGX-H100")}
 """(container, model, system) whose recipe turned the gradient reduce's overlap off (25.09 run_script.py: H100
 overlap_grad_reduce False): Strategy.overlap_dp False."""
+NO_PARAM_GATHER_OVERLAP = {("NeMo 25.11", DEEPSEEK_V3, "mxfp8")}
+"""(container, model, FP8 recipe) whose recipe turned the parameter all-gather's overlap off: 25.11, v0.2.0
+scripts/performance/configs/deepseek/deepseek_llm_pretrain.py, the GB200 and B200 configs with precision fp8_mx
+("keeping this eanbled causes NaN grad norm": comm_overlap, ddp and optimizer overlap_param_gather False).
+Every other MoE pretraining row ran it (megatron_bridge.py param_gather_overlapped)."""
 
 
 def deepseek_v3_run_keys() -> dict:

@@ -83,7 +83,7 @@ from explorer.errors import ExplorerError
 from explorer.io.models import load_model
 from explorer.strategy.pipeline_layout import even_layout
 from explorer.strategy.strategy import Strategy
-from explorer.validation.deepseek_v3_runs import NO_GRAD_OVERLAP
+from explorer.validation.deepseek_v3_runs import NO_GRAD_OVERLAP, NO_PARAM_GATHER_OVERLAP
 from explorer.validation.published_regressions import regression_reason
 from explorer.validation.moe_runs import A2A_OVERLAP, MEMORY_KEYS, RECIPE_TAGS, RUN_KEYS, RUN_LAYOUTS  # noqa: F401
 from explorer.validation.cases import ROOT, Case
@@ -253,6 +253,7 @@ def moe_case_of(entry: dict) -> Case:
                         ep=ep, expert_tp=1, cuda_graphs=graphs, moe_dispatcher=dispatcher, fp8_recipe=fp8_recipe_of(x),
                         fp8_param_gather=fp8_params_of(x),
                         overlap_ep=(x["container"], x["model"], x["system"]) in A2A_OVERLAP,
+                        overlap_param_gather=param_gather_overlapped(x, dp),
                         pipeline_layout=layout, **MEMORY_KEYS.get((x["container"], x["model"], x["system"]), {}))
     tag = RECIPE_TAGS.get(x["container"], ("?", "?", "?"))
     why = (f"{x['container']}, {x['system']} ({SYSTEMS[x['system']]}), held out (nothing fitted on MoE rows); "
@@ -269,6 +270,9 @@ def moe_case_of(entry: dict) -> Case:
               "(explorer/cost/fused_dispatch.py); " if dispatcher in ("deepep", "hybridep") else "")
            + ("DeepSeek-V3 keys: explorer/validation/deepseek_v3_runs.py; " if x["model"] == "deepseek-v3" else "")
            + ("gradient reduce not overlapped (overlap_grad_reduce False); " if not strategy.overlap_dp else "")
+           + ("the parameter all-gather under the next forward (overlap_param_gather); "
+              if strategy.overlap_param_gather else
+              "the parameter all-gather not overlapped (the recipe's overlap_param_gather False); " if dp > 1 else "")
            + ("the 128-token sliding window on every other layer (window_attn_skip_freq 2) and the linear biases, "
               "the experts' second one added per local expert outside the grouped GEMM (gpt-oss preset); "
               if x["model"] == "gpt-oss-120b" else "")
@@ -285,6 +289,16 @@ def moe_case_of(entry: dict) -> Case:
                 why.replace("held out (nothing fitted on MoE rows)", "fitted: host_launch_s (issue 27)"
                             if subset == "fitted" else "held out (host_launch_s fitted on NeMo 26.02 DGX-B200)"),
                 cluster=SYSTEMS[x["system"]], subset=subset)
+
+
+def param_gather_overlapped(x: dict, dp: int) -> bool:
+    """Strategy.overlap_param_gather of a MoE row: the distributed optimizer's parameter all-gather under the next
+    forward whenever d > 1, as for the dense rows (module docstring: CommOverlapConfig._get_optimizer_overlap_cfgs;
+    the MoE pretraining recipes also set it in their DistributedDataParallelConfig: src/megatron/bridge/recipes/
+    gpt_oss/gpt_oss.py gpt_oss_120b_pretrain_config and recipes/qwen/qwen3_moe.py at v0.2.0, overlap_param_gather
+    True), except where a recipe turned it off (deepseek_v3_runs.NO_PARAM_GATHER_OVERLAP). Until 2026-12-08 the MoE
+    rows left it off, so their parameter all-gather was priced inside the backward's overlap window."""
+    return dp > 1 and (x["container"], x["model"], fp8_recipe_of(x)) not in NO_PARAM_GATHER_OVERLAP
 
 
 def fp8_recipe_of(x: dict) -> str:
