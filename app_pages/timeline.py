@@ -1,7 +1,7 @@
 """Timelines: the super-step Gantt (one iteration) and the micro-step Gantt (one layer or operator)."""
 import streamlit as st
 
-from explorer.facade import animated_gantt, layer_ops, schedule_drawn_as
+from explorer.facade import animated_gantt, layer_ops, readable_events, schedule_drawn_as
 from explorer.facade import BUBBLE_MEANING, STAGES_IDLE
 from app_pages import compute as C
 from app_pages import state as S
@@ -80,5 +80,5 @@ if tables.open:
     events = sup["events"] if sup is not None else micro["events"].iloc[:0]
     tables.caption(f"First {min(len(events), ROWS_SHOWN)} of {len(events)} super-step events; "
                    "every event is on the Export page (CSV).")
-    tables.dataframe(events.head(ROWS_SHOWN), hide_index=True, height=240)
-    tables.dataframe(micro["events"], hide_index=True, height=240)
+    tables.dataframe(readable_events(events.head(ROWS_SHOWN)), hide_index=True, height=240)
+    tables.dataframe(readable_events(micro["events"]), hide_index=True, height=240)

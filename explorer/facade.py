@@ -14,6 +14,7 @@ from explorer.charts.gantt import microstep_figure, superstep_figure
 from explorer.charts.graph_figure import graph_figure
 from explorer.charts.parity import band_of, parity_figure
 from explorer.charts.residual_heatmap import residual_heatmap
+from explorer.charts.event_table import readable_events
 from explorer.charts.tables import (CATEGORY_LABELS, GIB, breakdown_table, comm_table, memory_table, readable_columns,
                                     readable_comm_table, summary_table, SUMMARY_LABELS, COMM_LABELS)
 from explorer.io.clusters import list_clusters, load_cluster

@@ -64,3 +64,20 @@ def test_tiny_timelines_and_micro_steps_have_caches_of_their_own(monkeypatch):
                      "_tiny_microstep", "_wide_microstep"]
     assert compute.TINY_TIMELINES > compute.SMALL_TIMELINES > compute.LARGE_TIMELINES
     assert compute.TINY_MICROSTEPS > compute.MICROSTEPS
+
+
+def test_the_event_tables_read_in_the_gantt_unit_and_in_words():
+    """A lecturer's walk read the micro-step table's seconds at Streamlit's four decimals (0.0001, 0.0000) under
+    clipped headers; the tables now give each time in its Gantt's unit (explorer/charts/event_table.py)."""
+    from app_pages import state as S
+    at = open_page("timeline")
+    at.session_state[S.W_EVENT_TABLES] = True
+    at.run()
+    assert not at.exception
+    superstep, micro = (df.value for df in at.dataframe[-2:])
+    assert "start (s)" in superstep.columns and "duration (s)" in superstep.columns
+    assert "start (µs)" in micro.columns or "start (ms)" in micro.columns
+    unit = "µs" if "start (µs)" in micro.columns else "ms"
+    durations = micro[f"duration ({unit})"]
+    assert durations.max() >= 1 and (durations[durations > 0] >= 1e-3).all()   # readable at four decimals
+    assert "TP / operator comm" in set(micro["category"]) and "op_comm" not in set(micro["category"])
