@@ -80,5 +80,6 @@ if tables.open:
     events = sup["events"] if sup is not None else micro["events"].iloc[:0]
     tables.caption(f"First {min(len(events), ROWS_SHOWN)} of {len(events)} super-step events; "
                    "every event is on the Export page (CSV).")
-    tables.dataframe(readable_events(events.head(ROWS_SHOWN)), hide_index=True, height=240)
+    end_s = float(events["end_s"].max()) if len(events) else 0.0     # the Gantt's unit, not the first rows'
+    tables.dataframe(readable_events(events.head(ROWS_SHOWN), end_s), hide_index=True, height=240)
     tables.dataframe(readable_events(micro["events"]), hide_index=True, height=240)

@@ -80,6 +80,7 @@ def test_the_expert_weights_synchronisation_is_shown_on_the_network_it_crosses()
     put them on the dense data-parallel groups' route (8 per node, 8 nodes): 51 GB of GPT-OSS 120B's 58.5 GB a step on
     NVLink (2026-12-08). Now each part is split over its own group's levels; the rows still add up to the
     synchronisation's bytes, exposed and hidden seconds."""
+    from dataclasses import replace
     from explorer import evaluate
     model = load_model("gpt-oss-120b")
     s = Strategy(dp=64, ep=8, expert_tp=1, micro_batch=4, global_batch=1280, zero=1, overlap_dp=True)
@@ -93,3 +94,13 @@ def test_the_expert_weights_synchronisation_is_shown_on_the_network_it_crosses()
     expert_bytes = 2 * (7 / 8) * 2 * psi_e                                              # ZeRO-1 RS + AG, bf16
     assert by_level["cluster"]["bytes"] >= expert_bytes
     assert by_level["cluster"]["bytes"] > 5 * by_level["node"]["bytes"]
+    # ZeRO-3's gathers the same way (a review: 256 of their 293 GB had been put on NVLink), and the sync's exposed
+    # part no larger than the sync (the dense and expert gathers, each hidden under the whole pass on its own links,
+    # had left the gradient sync a negative window: dp_exposed > dp_sync, gradient_sync.sharded_sync_exposed)
+    r3 = evaluate(model, replace(s, zero=3), load_cluster("dgx-b200"), 64)
+    gathers = {x["level"]: x for x in r3.comm_by_kind if x["category"] == "zero_comm"}
+    assert sum(x["bytes"] for x in gathers.values()) == pytest.approx(r3.comm_bytes_per_device["zero_comm"])
+    assert sum(x["hidden_s"] for x in gathers.values()) == pytest.approx(r3.hidden_s["zero_comm"])
+    assert gathers["cluster"]["bytes"] > 5 * gathers["node"]["bytes"]
+    assert 0 <= r3.breakdown_s["dp_comm"] <= r3.stage_times_s[0]["dp_sync_s"] and r3.hidden_s["dp_comm"] >= 0
+    assert r3.extra["expert_dp_route"] == (1, 8) and r3.extra["dp_level"] == 1

@@ -11,6 +11,11 @@ operators -- under headers clipped to 'start_' and 'durati'; the table now says 
 ['start (µs)', 'end (µs)', 'duration (µs)', 'category', 'micro-batch', 'bytes']
 >>> readable_events(events)["duration (µs)"].round(1).tolist(), readable_events(events)["category"].tolist()
 ([31.0, 59.0], ['compute', 'TP / operator comm'])
+
+The first rows of a 20.9 s timeline read in its Gantt's seconds, not in the unit of their own latest end:
+
+>>> readable_events(events, end_s=20.9).columns[0]
+'start (s)'
 """
 from __future__ import annotations
 
@@ -23,10 +28,11 @@ TIME_COLUMNS = ("start_s", "end_s", "duration_s")
 WORD_COLUMNS = {"micro_batch": "micro-batch", "level": "machine level", "hidden": "hidden under compute"}
 
 
-def readable_events(events: pd.DataFrame) -> pd.DataFrame:
-    """`events` with its times in s, ms or µs (the Gantt's unit for the latest end: gantt.time_unit), their unit in
-    the column names, categories and collective kinds in words."""
-    end = float(events["end_s"].max()) if "end_s" in events and len(events) else 0.0
+def readable_events(events: pd.DataFrame, end_s: float | None = None) -> pd.DataFrame:
+    """`events` with its times in s, ms or µs (the Gantt's unit for its latest end, gantt.time_unit: `end_s`, the
+    whole timeline's end where `events` are its first rows, else their own latest), their unit in the column
+    names, categories and collective kinds in words."""
+    end = end_s if end_s is not None else float(events["end_s"].max()) if "end_s" in events and len(events) else 0.0
     unit, factor = time_unit(end)
     out = events.copy()
     names = {}

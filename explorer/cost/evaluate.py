@@ -164,10 +164,13 @@ def _result(ev: Evaluation, strategy: Strategy, cluster: Cluster) -> Result:
                   "cp_comm": M * q("cp_bytes")[k]}
     level_names = ev.nums.level_names
     dp_route = stage_dp_routes(cluster, strategy.mesh, strategy.pp)[j]
-    dp_level = top_level(dp_route)
+    # the expert weights' own data-parallel group (MoE): their sync and gathers cross its levels (rows.py)
+    expert_route = expert_dp_route(cluster, strategy, j) if float(out("dp_sync_experts")[j]) > 0 else dp_route
+    dp_level = max(top_level(dp_route), top_level(expert_route))
     sync = {"dp_total": float(out("dp_sync")[j]), "dp_exposed": float(out("dp_exposed")[j]),
             "experts_total": float(out("dp_sync_experts")[j]), "experts_bytes": float(out("dp_bytes_experts")[j]),
-            "experts_route": expert_dp_route(cluster, strategy, j) if float(out("dp_sync_experts")[j]) > 0 else dp_route,
+            "zero_experts": float(out("zero_gather_experts")[j]),
+            "zero_experts_bytes": float(out("zero_bytes_experts")[j]), "experts_route": expert_route,
             "zero": float(out("zero_gather")[j]), "zero_exposed": float(out("zero_exposed")[j]), "route": dp_route,
             "per_stage": (out("dp_sync"), out("dp_exposed"), out("zero_gather"), out("optimizer_step"),
                           out("stage_end")),
@@ -196,7 +199,8 @@ def _result(ev: Evaluation, strategy: Strategy, cluster: Cluster) -> Result:
         tflops_per_gpu=model_flops / (total * N) / 1e12, hardware_tflops_per_gpu=hardware_flops / (total * N) / 1e12,
         mfu=model_flops / (total * N * hw["F"]), gpus=N, micro_batches=M,
         extra={"peak_memory_stage": peak, "device_memory_bytes": cluster.device.memory_bytes,
-               "sync_stage": j, "dp_level": dp_level, "dp_route": dp_route, "pp_sends_exposed_s": sends_exposed,
+               "sync_stage": j, "dp_level": dp_level, "dp_route": dp_route, "expert_dp_route": expert_route,
+               "pp_sends_exposed_s": sends_exposed,
                # the host side (explorer/model/kernels.py), part of `compute`: what the host's issue time and the
                # synchronisation stalls add on the critical stage's m micro-batches, and its whole issue time
                "host_exposed_s": M * float(q("host_fwd_exposed")[k] + q("host_bwd_exposed")[k]),

@@ -30,7 +30,7 @@ from explorer.strategy import rules
 from explorer.strategy.strategy import Strategy, options_of
 
 PER_STAGE_OUTPUTS = ("stage_end", "dp_sync", "dp_exposed", "zero_gather", "optimizer_step", "after", "dp_bytes",
-                     "dp_sync_experts", "dp_bytes_experts",
+                     "dp_sync_experts", "dp_bytes_experts", "zero_gather_experts", "zero_bytes_experts",
                      "zero_bytes", "zero_gather_pass", "zero_bytes_pass", "zero_exposed", "zero_pass_fwd_exposed",
                      "zero_pass_bwd_exposed") + tuple(f"memory_{part}" for part in MEMORY_PARTS)
 """The super-step outputs (OUTPUTS) that are per stage (stages x candidates); the others are per candidate."""

@@ -58,10 +58,13 @@ def sharded_sync_exposed(sched, rs, rest, hidden_fwd, hidden_bwd) -> sp.Expr:
     (GPipe; ZeRO-2/3 run at p = 1, strategy/rules.py); the last backward offers last = B_r -
     hidden_bwd. The queue then ends max over k = 1..m of k rs + others - (k-1) gap - last after the
     stage's last pass (the last k reduce-scatters back to back): linear in k, so k = 1 or m. With
-    m = 1 this is the one-window rule max(0, rest - B_r) less the link time the gather takes."""
+    m = 1 this is the one-window rule max(0, rest - B_r) less the link time the gather takes. A window is at least 0:
+    with experts the dense and the expert weights' gathers are each hidden under the whole pass (their own groups'
+    links), so together they can hide more than B_r, and the sync's exposed part must not exceed the sync
+    (dp_exposed > dp_sync for GPT-OSS on 64 B200 with ZeRO-3 and e 8 until 2026-12-08: a review)."""
     others = rest - m * rs
-    last = B_r - hidden_bwd
-    gap = last + (0 if sched.backwards_adjacent else F_r - hidden_fwd)
+    last = QuickMax(0, B_r - hidden_bwd)
+    gap = last + (0 if sched.backwards_adjacent else QuickMax(0, F_r - hidden_fwd))
     return QuickMax(0, rs + others - last, m * rs + others - (m - 1) * gap - last)
 
 

@@ -29,7 +29,8 @@ OUTPUTS = ("iteration", "makespan", "stage_end") + CATEGORIES + ("critical_stage
                                                     "zero_bytes", "zero_gather_pass", "zero_bytes_pass", "zero_exposed",
                                                     "zero_pass_fwd_exposed", "zero_pass_bwd_exposed",
                                                     "pp_sends_exposed", "pp_sends_hidden", "dp_sync_experts",
-                                                    "dp_bytes_experts") + \
+                                                    "dp_bytes_experts", "zero_gather_experts",
+                                                    "zero_bytes_experts") + \
     tuple(f"memory_{part}" for part in MEMORY_PARTS)
 """The super-step terms evaluate() reads (explorer.cost.superstep.terms)."""
 STAGE_INPUT_NAMES = ("F_r", "B_r", "W_r", "C_r", "R_r", "O_r", "X_r", "P_r", "Psi_r", "A_r", "GS_r", "GSB_r",

@@ -60,28 +60,30 @@ def comm_rows(ev, k, M, sync, dp_bytes, zero_bytes, strategy, sends_share=None, 
                          "time_s": shown, "hidden_s": secs - shown, "bytes": M * float(arr[1, k])})
     if float(sync["dp_total"]) > 0:
         kind = "reduce_scatter" if strategy.zero >= 2 else "all_reduce"
-        rows += _dp_rows(sync, kind, dp_bytes, nums, names)
+        rows += _by_group(sync, "dp_comm", kind, (sync["dp_total"], sync["dp_exposed"], dp_bytes),
+                          (sync.get("experts_total", 0.0), sync.get("experts_bytes", 0.0)), nums, names)
         if strategy.zero == 3:
-            rows += _split({"category": "zero_comm", "kind": "all_gather",
-                            "time_s": float(sync["zero_exposed"]),
-                            "hidden_s": float(sync["zero"] - sync["zero_exposed"]), "bytes": zero_bytes}, "all_gather", sync["route"], nums, names)
+            rows += _by_group(sync, "zero_comm", "all_gather", (sync["zero"], sync["zero_exposed"], zero_bytes),
+                              (sync.get("zero_experts", 0.0), sync.get("zero_experts_bytes", 0.0)), nums, names)
     return _merge(rows)
 
 
-def _dp_rows(sync: dict, kind: str, dp_bytes: float, nums, names) -> list:
-    """The gradient synchronisation's rows: the dense weights' part over the data-parallel groups' route and, with
-    experts, the expert weights' part over their own group's route (sync["experts_route"]: with e <= the NVLink
-    domain their d / e replicas sit one per node, all on the network), each split over its levels (_split). The
-    exposed and hidden seconds, known for the whole synchronisation (dp_exposed), go to the two parts in proportion
-    to their link time (dp_sync_experts of dp_sync)."""
-    total, exposed = float(sync["dp_total"]), float(sync["dp_exposed"])
-    expert = min(max(float(sync.get("experts_total", 0.0)), 0.0), total)
-    expert_bytes = float(sync.get("experts_bytes", 0.0))
-    parts = [(1 - expert / total, dp_bytes - expert_bytes, sync["route"]),
-             (expert / total, expert_bytes, sync.get("experts_route", sync["route"]))]
-    return [row for share, nbytes, route in parts if share > 0 or nbytes > 0
-            for row in _split({"category": "dp_comm", "kind": kind, "time_s": exposed * share,
-                               "hidden_s": (total - exposed) * share, "bytes": nbytes}, kind, route, nums, names)]
+def _by_group(sync: dict, category: str, kind: str, whole: tuple, experts: tuple, nums, names) -> list:
+    """A data-parallel collective's rows (the gradient sync, or ZeRO-3's gathers): the dense weights' part over the
+    data-parallel groups' route and, with experts, the expert weights' part over their own group's route
+    (sync["experts_route"]: with e filling the NVLink domain, GPT-OSS on B200, their d / e replicas sit one per
+    node, all on the network), each split over its levels (_split). `whole`: (seconds, exposed seconds, bytes) of
+    both parts; `experts`: (seconds, bytes) of the experts' part. The exposed and hidden seconds, known for the whole
+    collective, go to the two parts in proportion to their link time."""
+    total, exposed, nbytes = (float(x) for x in whole)
+    expert = min(max(float(experts[0]), 0.0), total) if total > 0 else 0.0
+    share = expert / total if total > 0 else 0.0
+    hidden = max(0.0, total - exposed)
+    parts = [(1 - share, nbytes - float(experts[1]), sync["route"]),
+             (share, float(experts[1]), sync.get("experts_route", sync["route"]))]
+    return [row for part, part_bytes, route in parts if part > 0 or part_bytes > 0
+            for row in _split({"category": category, "kind": kind, "time_s": exposed * part,
+                               "hidden_s": hidden * part, "bytes": part_bytes}, kind, route, nums, names)]
 
 
 def _merge(rows) -> list:

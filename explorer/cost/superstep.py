@@ -144,6 +144,11 @@ def terms(schedule: str, zero: int, overlap: bool, k_states: int, moe: bool = Fa
     add("dp_sync_experts", "", "dp_sync over the expert weights' data-parallel group (superstep_inputs.EXPERT_GROUP)",
         dp_sync(zero, gs=0, grad_bytes=grad_bytes, pb=pb, **eg) if moe else sp.Integer(0), True)
     add("dp_bytes_experts", "", "dp_bytes over the expert weights' data-parallel group", expert_bytes, True)
+    add("zero_gather_experts", "", "zero_gather over the expert weights' data-parallel group",
+        zero_gathers(zero, pb, **eg) if moe else sp.Integer(0), True)
+    add("zero_bytes_experts", "", "zero_bytes over the expert weights' data-parallel group",
+        2 * m * coll.bytes_per_device("all_gather", pb * Psi_e_r, eg["n"]) if moe and zero >= 3 else sp.Integer(0),
+        True)
     pass_bytes = _with_experts(moe, coll.bytes_per_device("all_gather", pb * Psi_r, d),
                                coll.bytes_per_device("all_gather", pb * Psi_e_r, eg["n"])) \
         if zero >= 3 else sp.Integer(0)
