@@ -61,10 +61,10 @@ def comm_rows(ev, k, M, sync, dp_bytes, zero_bytes, strategy, sends_share=None, 
     if float(sync["dp_total"]) > 0:
         kind = "reduce_scatter" if strategy.zero >= 2 else "all_reduce"
         rows += _by_group(sync, "dp_comm", kind, (sync["dp_total"], sync["dp_exposed"], dp_bytes),
-                          (sync.get("experts_total", 0.0), sync.get("experts_bytes", 0.0)), nums, names)
+                          (sync["experts_total"], sync["experts_bytes"]), nums, names)
         if strategy.zero == 3:
             rows += _by_group(sync, "zero_comm", "all_gather", (sync["zero"], sync["zero_exposed"], zero_bytes),
-                              (sync.get("zero_experts", 0.0), sync.get("zero_experts_bytes", 0.0)), nums, names)
+                              (sync["zero_experts"], sync["zero_experts_bytes"]), nums, names)
     return _merge(rows)
 
 
@@ -80,7 +80,7 @@ def _by_group(sync: dict, category: str, kind: str, whole: tuple, experts: tuple
     share = expert / total if total > 0 else 0.0
     hidden = max(0.0, total - exposed)
     parts = [(1 - share, nbytes - float(experts[1]), sync["route"]),
-             (share, float(experts[1]), sync.get("experts_route", sync["route"]))]
+             (share, float(experts[1]), sync["experts_route"])]
     return [row for part, part_bytes, route in parts if part > 0 or part_bytes > 0
             for row in _split({"category": category, "kind": kind, "time_s": exposed * part,
                                "hidden_s": hidden * part, "bytes": part_bytes}, kind, route, nums, names)]

@@ -88,9 +88,14 @@ def terms(schedule: str, zero: int, overlap: bool, k_states: int, moe: bool = Fa
     grad_bytes = None if grad_bytes is None else sp.Integer(grad_bytes)
     k_states, saved = optimizer_bytes(k_states, moment_bytes, master_bytes)
     eg = EXPERT_GROUP
-    sync = _with_experts(moe, dp_sync(zero, grad_bytes=grad_bytes, pb=pb),
-                         dp_sync(zero, gs=0, grad_bytes=grad_bytes, pb=pb, **eg))
-    gathers = _with_experts(moe, zero_gathers(zero, pb), zero_gathers(zero, pb, **eg))
+    # the expert weights' own parts (their group's route, g^e_r), kept apart too: explorer/cost/rows.py splits the
+    # synchronisation's and the gathers' rows over each group's machine levels
+    expert_sync = dp_sync(zero, gs=0, grad_bytes=grad_bytes, pb=pb, **eg) if moe else sp.Integer(0)
+    expert_gathers = zero_gathers(zero, pb, **eg) if moe else sp.Integer(0)
+    expert_pass_bytes = coll.bytes_per_device("all_gather", pb * Psi_e_r, eg["n"]) if moe and zero >= 3 \
+        else sp.Integer(0)
+    sync = _with_experts(moe, dp_sync(zero, grad_bytes=grad_bytes, pb=pb), expert_sync)
+    gathers = _with_experts(moe, zero_gathers(zero, pb), expert_gathers)
     pass_exposed = {ph: _with_experts(moe, zero_pass_exposed(zero, zero_prefetch, ph, pb=pb),
                                       zero_pass_exposed(zero, zero_prefetch, ph, pb=pb, **eg)) for ph in ("fwd", "bwd")}
     gathers_exposed = m * (pass_exposed["fwd"] + pass_exposed["bwd"])     # = gathers without prefetch
@@ -139,18 +144,13 @@ def terms(schedule: str, zero: int, overlap: bool, k_states: int, moe: bool = Fa
     expert_bytes = dp_bytes(zero, Psi_e_r, eg["n"], 0, grad_bytes=grad_bytes, pb=pb) if moe else sp.Integer(0)
     add("dp_bytes", "dp_comm", "nccl_busbw",
         _with_experts(moe, dp_bytes(zero, grad_bytes=grad_bytes, pb=pb), expert_bytes), True)
-    # the expert weights' own part of dp_sync and dp_bytes, over their group's route (g^e_r): explorer/cost/rows.py
-    # splits the synchronisation's row over each group's machine levels
     add("dp_sync_experts", "", "dp_sync over the expert weights' data-parallel group (superstep_inputs.EXPERT_GROUP)",
-        dp_sync(zero, gs=0, grad_bytes=grad_bytes, pb=pb, **eg) if moe else sp.Integer(0), True)
+        expert_sync, True)
     add("dp_bytes_experts", "", "dp_bytes over the expert weights' data-parallel group", expert_bytes, True)
-    add("zero_gather_experts", "", "zero_gather over the expert weights' data-parallel group",
-        zero_gathers(zero, pb, **eg) if moe else sp.Integer(0), True)
-    add("zero_bytes_experts", "", "zero_bytes over the expert weights' data-parallel group",
-        2 * m * coll.bytes_per_device("all_gather", pb * Psi_e_r, eg["n"]) if moe and zero >= 3 else sp.Integer(0),
+    add("zero_gather_experts", "", "zero_gather over the expert weights' data-parallel group", expert_gathers, True)
+    add("zero_bytes_experts", "", "zero_bytes over the expert weights' data-parallel group", 2 * m * expert_pass_bytes,
         True)
-    pass_bytes = _with_experts(moe, coll.bytes_per_device("all_gather", pb * Psi_r, d),
-                               coll.bytes_per_device("all_gather", pb * Psi_e_r, eg["n"])) \
+    pass_bytes = _with_experts(moe, coll.bytes_per_device("all_gather", pb * Psi_r, d), expert_pass_bytes) \
         if zero >= 3 else sp.Integer(0)
     add("zero_gather_pass", "zero_comm", "Rajbhandari et al. SC'20 Sec 7-B",
         _with_experts(moe, zero_gather_pass(zero, pb=pb), zero_gather_pass(zero, pb=pb, **eg)), True)

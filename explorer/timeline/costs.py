@@ -93,7 +93,7 @@ def from_result(result, strategy, layout: PassLayout, level_names: tuple, split_
     nbytes, levels = layout.bytes.copy(), layout.levels.copy()
     after["dp_bytes"] = np.array([row["dp_bytes"] for row in result.stage_times_s])
     after["dp_per_backward"] = strategy.zero >= 2     # a reduce-scatter after every backward (E2)
-    routes = (result.extra["dp_route"], result.extra.get("expert_dp_route", result.extra["dp_route"]))
+    routes = (result.extra["dp_route"], result.extra["expert_dp_route"])
     used = [any(w for w in ws) for ws in zip(*(coll.level_shares("all_reduce", r) for r in routes))]
     after["dp_level"] = "+".join(name for name, u in zip(level_names, used) if u)   # the dense and expert groups'
     # levels together (MoE: the experts' d / e replicas may cross other levels than the dense weights' d)
